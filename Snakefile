@@ -16,6 +16,8 @@ include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/models.smk"
 include: "rules/zero_shot.smk"
+include: "rules/debate.smk"
+include: "rules/uncertainty.smk"
 include: "rules/summarize.smk"
 
 

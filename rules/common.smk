@@ -10,6 +10,8 @@ EXPERIMENT = config["experiment"]
 DATASETS = config["datasets"]
 MODELS = config["models"]
 AGENTS = config["agents"]
+DEBATE = config["debate"]
+PROTOCOLS = DEBATE["protocols"]
 
 
 def _check_references():
@@ -33,6 +35,34 @@ def _check_references():
 _check_references()
 
 
+def protocol_participants(protocol):
+    """Agent names of a protocol's seats, in order (a repeated name is another copy)."""
+    return PROTOCOLS[protocol].get("participants") or DEBATE.get("participants") or list(AGENTS)
+
+
+def _check_debate():
+    """Participants must be agents, and every copy × thread needs its own zero-shot sample."""
+    from collections import Counter
+
+    samples = config["zero_shot"]["samples"]
+    for name, spec in PROTOCOLS.items():
+        where = f"debate.protocols.{name}.participants" if spec.get("participants") else "debate.participants"
+        seats = protocol_participants(name)
+        for agent in seats:
+            if agent not in AGENTS:
+                raise ValueError(f"config: {where} names {agent!r}, which is not a key of `agents` (known: {sorted(AGENTS)})")
+        copies = max(Counter(seats).values())
+        need = copies * spec["threads"]
+        if need > samples:
+            raise ValueError(
+                f"config: debate.protocols.{name} needs zero_shot.samples >= {need} "
+                f"({copies} copies of one agent × {spec['threads']} thread(s)); zero_shot.samples = {samples}"
+            )
+
+
+_check_debate()
+
+
 def _alternatives(names):
     return "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
 
@@ -42,6 +72,7 @@ wildcard_constraints:
     dataset=_alternatives(DATASETS),
     agent=_alternatives(AGENTS),
     model=_alternatives(MODELS),
+    protocol=_alternatives(PROTOCOLS) if PROTOCOLS else "(?!)",
     split=r"[A-Za-z0-9_.-]+",
 
 
@@ -75,5 +106,61 @@ def generation_cache_dir(wildcards):
     return f"{RESULTS}/cache/{AGENTS[wildcards.agent]['model']}"
 
 
+def debate_agents(wildcards):
+    return sorted(set(protocol_participants(wildcards.protocol)))
+
+
+def debate_models(wildcards):
+    """Models the protocol calls (none for self-consistency, which only votes)."""
+    if PROTOCOLS[wildcards.protocol]["kind"] == "self_consistency":
+        return []
+    return sorted({AGENTS[a]["model"] for a in debate_agents(wildcards)})
+
+
+def debate_zero_shot_paths(wildcards):
+    return {a: f"{RESULTS}/zero_shot/{wildcards.dataset}/{a}.parquet" for a in debate_agents(wildcards)}
+
+
+def debate_inputs(wildcards):
+    return {
+        "dataset": dataset_file(wildcards),
+        "zero_shot": list(debate_zero_shot_paths(wildcards).values()),
+        "models": [f"resources/models/{m}" for m in debate_models(wildcards)],
+    }
+
+
+def debate_agent_settings(wildcards):
+    return {a: agent_settings(type("W", (), {"agent": a})) for a in debate_agents(wildcards)}
+
+
+def debate_files(kind):
+    return [f"{RESULTS}/debate/{d}/{p}/{kind}.parquet" for d in DATASETS for p in PROTOCOLS]
+
+
+def debate_question_files():
+    return debate_files("questions")
+
+
+def debate_turn_files():
+    return debate_files("turns")
+
+
+def uncertainty_files():
+    return [
+        f"{RESULTS}/uncertainty/{d}/{p}{suffix}"
+        for d in DATASETS
+        for p in PROTOCOLS
+        for suffix in (".parquet", ".rounds.parquet", ".diagnostics.csv", ".selective.csv", ".selective.png")
+    ]
+
+
 def all_targets():
-    return [f"{RESULTS}/summary/zero_shot.csv", f"{RESULTS}/summary/zero_shot.png"]
+    targets = [f"{RESULTS}/summary/zero_shot.csv", f"{RESULTS}/summary/zero_shot.png"]
+    if PROTOCOLS:
+        targets += [
+            f"{RESULTS}/summary/debate.csv",
+            f"{RESULTS}/summary/debate_paper.csv",
+            f"{RESULTS}/summary/debate_cost_accuracy.png",
+            *uncertainty_files(),
+        ]
+    return targets

@@ -77,6 +77,8 @@ class AgentSpec:
     @classmethod
     def from_config(cls, name: str, cfg: dict) -> "AgentSpec":
         known = {k: cfg[k] for k in ("model", "backend", "temperature", "top_p", "max_tokens", "system_prompt") if k in cfg}
+        if cfg.get("adversarial"):
+            known["system_prompt"] = prompts.ATTACK_SYSTEM_PROMPT
         return cls(name=name, backend_options=dict(cfg.get("backend_options") or {}), **known)
 
 
@@ -180,7 +182,11 @@ def _add_seqprob(records, backend, cache, settings, agent, tag) -> None:
             targets.append(None)  # nothing parsed: no answer to score
     todo = [i for i, t in enumerate(targets) if t]
     content = [records[i]["_chat"] for i in todo]
-    null = [prompts.question_messages(records[i]["_row"], agent.system_prompt, null=True) for i in todo]
+    # A record may bring its own content-free chat (debate turns); else rebuild the question's.
+    null = [
+        records[i].get("_null_chat") or prompts.question_messages(records[i]["_row"], agent.system_prompt, null=True)
+        for i in todo
+    ]
     replies = [targets[i] for i in todo]
     scored = score_cached(
         backend, content + null, replies + replies, cache, batch_size=settings.batch_size,

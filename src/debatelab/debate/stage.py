@@ -1,0 +1,285 @@
+"""The `debate` rule: one protocol on one dataset, from the zero-shot stage's answers.
+
+Reads the dataset and each participant's zero-shot Parquet, runs the protocol on every
+question (and thread) through the engine, elicits confidences on the last debate turns when
+asked, and writes `turns.parquet` and `questions.parquet` (schemas in `debate.schema`).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from .. import prompts
+from ..data import read_dataset
+from ..data.schema import parse_meta
+from ..io import read_parquet_checked, write_parquet_atomic
+from ..llm import GenerationCache, SamplingParams, generate_cached
+from ..llm.base import Backend
+from ..sampling import AgentSpec, ZeroShotSettings, _add_seqprob, _add_verbal
+from ..uncertainty import answer_keys
+from .engine import Participant, QuestionState, Turn, accounting, request_for, run_engine
+from .protocols import Protocol, make_protocol, plurality
+from .schema import QUESTION_COLUMNS, TURN_COLUMNS
+
+log = logging.getLogger(__name__)
+
+_ZERO_SHOT_NEEDED = [
+    "question_id", "agent", "sample", "response", "answer", "correct", "prompt_tokens", "completion_tokens",
+    "finish_reason", "min_logprob", "mean_logprob", "conf_verbal", "conf_seqprob",
+]
+
+
+@dataclass
+class DebateSettings:
+    seed: int = 0
+    batch_size: int = 64
+    verbal_samples: int = 3
+    verbal_temperature: float = 0.3
+    verbal_max_tokens: int = 8
+    show_progress: bool = True
+    extra: dict = field(default_factory=dict)
+
+
+def participant_labels(names: Sequence[str]) -> list[tuple[str, str, int]]:
+    """(label, agent, copy index) per seat: the k-th repeat of an agent is "agent#k"."""
+    seen: Counter = Counter()
+    out = []
+    for name in names:
+        copy = seen[name]
+        seen[name] += 1
+        out.append((name if copy == 0 else f"{name}#{copy}", name, copy))
+    return out
+
+
+def build_states(
+    questions: pd.DataFrame,
+    zero_shot: dict[str, pd.DataFrame],
+    participants: Sequence[str],
+    agents: dict[str, AgentSpec],
+    *,
+    threads: int,
+    seed: int,
+    zero_shot_files: dict[str, str] | None = None,
+) -> list[QuestionState]:
+    """One state per (question, thread); thread k of copy c starts from zero-shot sample c·threads + k."""
+    seats = []
+    for index, (label, name, copy) in enumerate(participant_labels(participants)):
+        if name not in agents:
+            raise ValueError(f"participant {name!r} is not an agent (known: {sorted(agents)})")
+        spec = agents[name]
+        sampling = SamplingParams(temperature=spec.temperature, top_p=spec.top_p, max_tokens=spec.max_tokens)
+        seats.append((Participant(index, label, name, spec.model, spec.system_prompt, sampling), copy))
+    lookup: dict[str, dict[tuple[str, int], dict]] = {}
+    for name in {p.agent for p, _ in seats}:
+        frame = zero_shot[name]
+        lookup[name] = {(str(r["question_id"]), int(r["sample"])): r for r in frame.to_dict("records")}
+        have = int(frame["sample"].max()) + 1 if len(frame) else 0
+        need = max(copy * threads + threads for p, copy in seats if p.agent == name)
+        if need > have:
+            where = (zero_shot_files or {}).get(name, f"zero-shot output of {name}")
+            raise ValueError(
+                f"{where}: needs {need} zero-shot samples per question ({threads} thread(s) × "
+                f"{need // threads} copies of {name!r}) but holds {have}; raise zero_shot.samples"
+            )
+    common = set.intersection(*({q for q, _ in lookup[name]} for name in lookup))
+    rows = [r for r in questions.to_dict("records") if str(r["id"]) in common]
+    if len(rows) < len(questions):
+        log.info("%d of %d dataset questions have zero-shot answers from every participant", len(rows), len(questions))
+    states = []
+    for row in rows:
+        meta = parse_meta(row.get("meta"))
+        choices = list(row["choices"]) if row.get("choices") is not None else None
+        for thread in range(threads):
+            pre = []
+            for participant, copy in seats:
+                sample = copy * threads + thread
+                z = lookup[participant.agent][(str(row["id"]), sample)]
+                answer = z["answer"] if isinstance(z["answer"], str) else None
+                pre.append(Turn(
+                    agent=participant.index, round=0, response=z["response"], answer=answer,
+                    key=answer_keys([answer], task_type=row["task_type"])[0], correct=bool(z["correct"]),
+                    messages=tuple(prompts.question_messages(row, participant.system_prompt)),
+                    prompt_tokens=int(z["prompt_tokens"]), completion_tokens=int(z["completion_tokens"]),
+                    finish_reason=z["finish_reason"], min_logprob=_float(z["min_logprob"]),
+                    mean_logprob=_float(z["mean_logprob"]), conf_verbal=_float(z["conf_verbal"]),
+                    conf_seqprob=_float(z["conf_seqprob"]), zero_shot_sample=sample,
+                ))
+            states.append(QuestionState(
+                row=row, thread=thread, participants=[p for p, _ in seats], pre=pre, seed=seed,
+                labels=meta.get("labels"), choices=choices,
+            ))
+    return states
+
+
+def _float(value) -> float:
+    return float("nan") if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+class ModelPool:
+    """Backends and generation caches by model name: each model is loaded once per job."""
+
+    def __init__(self, backends: dict[str, Backend], caches: dict[str, GenerationCache]):
+        self.backends, self.caches = backends, caches
+
+    def generate(self, state_asks, settings: DebateSettings, desc: str):
+        confidence_sampling = SamplingParams(
+            temperature=settings.verbal_temperature, top_p=1.0, max_tokens=settings.verbal_max_tokens
+        )
+        by_model: dict[str, list[int]] = defaultdict(list)
+        for k, (state, ask) in enumerate(state_asks):
+            by_model[state.participants[ask.agent].model].append(k)
+        out = [None] * len(state_asks)
+        for model, positions in by_model.items():
+            requests = [request_for(*state_asks[k], confidence_sampling=confidence_sampling) for k in positions]
+            gens = generate_cached(self.backends[model], requests, self.caches[model], batch_size=settings.batch_size,
+                                   desc=f"{desc} [{model}]", show_progress=settings.show_progress)
+            for k, g in zip(positions, gens):
+                out[k] = g[0]
+        return out
+
+
+def run_protocol(
+    protocol: Protocol, states: list[QuestionState], pool: ModelPool, settings: DebateSettings
+) -> int:
+    """Run one protocol over all states, then elicit the confidences it asks for."""
+    protocol.prepare(states)
+    step = [0]
+
+    def generate(state_asks):
+        step[0] += 1
+        return pool.generate(state_asks, settings, desc=f"{protocol.name} step {step[0]}")
+
+    steps = run_engine(states, protocol.run, generate)
+    estimators = tuple(protocol.options.get("confidence") or ())
+    if estimators:
+        _elicit_confidence(states, estimators, pool, settings, protocol.name)
+    return steps
+
+
+def _elicit_confidence(states, estimators, pool: ModelPool, settings: DebateSettings, name: str) -> None:
+    """Self-report and sequence probability on every agent's last debate turn (confidence paper stream 1)."""
+    zs = ZeroShotSettings(seed=settings.seed, batch_size=settings.batch_size, verbal_samples=settings.verbal_samples,
+                          verbal_temperature=settings.verbal_temperature, verbal_max_tokens=settings.verbal_max_tokens,
+                          show_progress=settings.show_progress)
+    records_by_model: dict[str, list[dict]] = defaultdict(list)
+    for state in states:
+        last: dict[int, Turn] = {}
+        for turn in state.turns:
+            last[turn.agent] = turn
+        for turn in last.values():
+            records_by_model[state.participants[turn.agent].model].append({
+                "_turn": turn, "_chat": list(turn.messages), "_null_chat": list(turn.null_messages or []),
+                "response": turn.response, "answer": turn.answer, "task_type": state.task_type,
+                "conf_verbal": float("nan"), "verbal_parsed": 0, "conf_seqprob": float("nan"),
+                "seqprob_logp": float("nan"), "seqprob_logp_null": float("nan"), "seqprob_c": float("nan"),
+                "extra_tokens": 0,
+            })
+    for model, records in records_by_model.items():
+        backend, cache = pool.backends[model], pool.caches[model]
+        tag = f"{name} last turns"
+        if "verbal" in estimators:
+            _add_verbal(records, backend, cache, zs, None, tag)
+        if "seqprob" in estimators:
+            _add_seqprob(records, backend, cache, zs, None, tag)
+        for r in records:
+            turn = r["_turn"]
+            turn.conf_verbal, turn.conf_seqprob, turn.confidence_tokens = r["conf_verbal"], r["conf_seqprob"], r["extra_tokens"]
+
+
+def result_frames(states: list[QuestionState], dataset: str, protocol: Protocol) -> tuple[pd.DataFrame, pd.DataFrame]:
+    turn_rows, question_rows = [], []
+    for state in states:
+        labels = [p.label for p in state.participants]
+        base = {"question_id": state.question_id, "dataset": dataset, "protocol": protocol.name, "thread": state.thread}
+        calls: Counter = Counter()
+        for turn in [*state.pre, *state.turns]:
+            p = state.participants[turn.agent]
+            call = calls[(turn.round, turn.agent)]
+            calls[(turn.round, turn.agent)] += 1
+            turn_rows.append({
+                **base, "round": turn.round, "agent": p.label, "agent_index": p.index, "agent_config": p.agent,
+                "model": p.model, "call": call, "zero_shot_sample": turn.zero_shot_sample,
+                "sources": [labels[j] for j in turn.sources], "answer_sources": [labels[j] for j in turn.answer_sources],
+                "response": turn.response, "answer": turn.answer, "correct": turn.correct,
+                "parse_failed": turn.answer is None, "prompt_tokens": turn.prompt_tokens,
+                "completion_tokens": turn.completion_tokens, "finish_reason": turn.finish_reason,
+                "min_logprob": turn.min_logprob, "mean_logprob": turn.mean_logprob,
+                "conf_verbal": turn.conf_verbal if turn.round > 0 else float("nan"),
+                "conf_seqprob": turn.conf_seqprob if turn.round > 0 else float("nan"),
+                "confidence_tokens": turn.confidence_tokens,
+            })
+        outcome = state.outcome
+        pre_keys = [t.key for t in state.pre]
+        pre_majority = plurality([t.answer for t in state.pre], pre_keys)
+        question_rows.append({
+            **base, "kind": protocol.kind, "task_type": state.task_type, "gold": str(state.row["answer"]),
+            "n_agents": state.n, "participants": json.dumps(labels), "final_answer": outcome.final_answer,
+            "correct": state.is_correct(outcome.final_answer), "parse_failed": outcome.final_answer is None,
+            "rounds_used": outcome.rounds_used, "stopped_early": outcome.stopped_early, "ended_by": outcome.ended_by,
+            **accounting(state), "pre_majority": pre_majority, "pre_correct": state.is_correct(pre_majority),
+            "pre_unanimous": len(set(pre_keys)) == 1, "pre_n_correct": sum(t.correct for t in state.pre),
+            "answers_by_round": json.dumps(outcome.answers_by_round),
+        })
+    turns = pd.DataFrame(turn_rows, columns=TURN_COLUMNS)
+    questions = pd.DataFrame(question_rows, columns=QUESTION_COLUMNS)
+    return turns, questions
+
+
+def read_zero_shot(path: str | Path) -> pd.DataFrame:
+    return read_parquet_checked(path, _ZERO_SHOT_NEEDED)
+
+
+def debate_job(
+    *,
+    dataset_path: str | Path,
+    zero_shot_paths: dict[str, str],
+    turns_path: str | Path,
+    questions_path: str | Path,
+    dataset_name: str,
+    protocol_name: str,
+    protocol_options: dict,
+    participants: Sequence[str],
+    agents: dict[str, dict],
+    model_paths: dict[str, str],
+    cache_dirs: dict[str, str],
+    settings: DebateSettings,
+    backends: dict[str, Backend] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The `debate` rule: run one protocol on one dataset and write both Parquet files atomically."""
+    from ..llm import make_backend
+
+    protocol = make_protocol(protocol_name, protocol_options)
+    specs = {name: AgentSpec.from_config(name, cfg) for name, cfg in agents.items()}
+    zero_shot = {name: read_zero_shot(path) for name, path in zero_shot_paths.items()}
+    states = build_states(
+        read_dataset(dataset_path), zero_shot, participants, specs, threads=protocol.options["threads"],
+        seed=settings.seed, zero_shot_files=zero_shot_paths,
+    )
+    models = sorted({specs[name].model for name in set(participants)})
+    own = backends is None
+    backends = dict(backends or {})
+    try:
+        if protocol.kind != "self_consistency":
+            for model in models:
+                if model not in backends:
+                    agent = next(specs[n] for n in participants if specs[n].model == model)
+                    backends[model] = make_backend(agent.backend, model_paths[model], **agent.backend_options)
+        caches = {model: GenerationCache(cache_dirs[model]) for model in models if model in cache_dirs}
+        steps = run_protocol(protocol, states, ModelPool(backends, caches), settings)
+    finally:
+        if own:
+            for backend in backends.values():
+                backend.close()
+    turns, questions = result_frames(states, dataset_name, protocol)
+    log.info("%s/%s: %d questions × threads in %d engine steps, %d debate calls", dataset_name, protocol_name,
+             len(questions), steps, int(questions["debate_calls"].sum()) if len(questions) else 0)
+    write_parquet_atomic(turns, turns_path)
+    write_parquet_atomic(questions, questions_path)
+    return turns, questions
