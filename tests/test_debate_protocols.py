@@ -1,0 +1,266 @@
+"""Protocol and engine logic against a scripted fake model (the only place a fake model runs)."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from debatelab.debate.engine import Participant, QuestionState, Turn, accounting, run_engine
+from debatelab.debate.protocols import make_protocol, plurality
+from debatelab.debate import templates
+from debatelab.llm.base import Generation, SamplingParams
+from debatelab.uncertainty import answer_keys
+
+MATH_ROW = {"id": "q", "question": "What is 1+1?", "choices": None, "answer": "2", "task_type": "math", "meta": "{}"}
+
+
+def state(answers, *, qid="q", min_ll=None, seed=0, gold="2"):
+    """A question whose pre-debate answers are `answers` (None: unparseable)."""
+    row = {**MATH_ROW, "id": qid, "answer": gold}
+    n = len(answers)
+    parts = [Participant(i, f"a{i}", "a", "m", None, SamplingParams()) for i in range(n)]
+    pre = []
+    for i, a in enumerate(answers):
+        text = f"I think \\boxed{{{a}}}" if a is not None else "no idea"
+        pre.append(Turn(
+            agent=i, round=0, response=text, answer=a, key=answer_keys([a], task_type="math")[0], correct=a == gold,
+            messages=({"role": "user", "content": "What is 1+1?"},), prompt_tokens=10, completion_tokens=5,
+            min_logprob=(min_ll[i] if min_ll else -1.0),
+        ))
+    return QuestionState(row=row, thread=0, participants=parts, pre=pre, seed=seed)
+
+
+class Scripted:
+    """A fake model: `policy(state, ask) -> answer`; records every batch it receives."""
+
+    def __init__(self, policy):
+        self.policy = policy
+        self.batches: list[list] = []
+
+    def __call__(self, state_asks):
+        self.batches.append(state_asks)
+        out = []
+        for st, ask in state_asks:
+            answer = self.policy(st, ask)
+            text = f"So the answer is \\boxed{{{answer}}}" if answer is not None else "hmm"
+            out.append(Generation(text=text, completion_tokens=7, prompt_tokens=100, token_logprobs=[-0.5, -0.1]))
+        return out
+
+
+def keep_own(st, ask):
+    return st.pre[ask.agent].answer
+
+
+def adopt_first_source(st, ask):
+    return st.pre[ask.sources[0]].answer if ask.sources else st.pre[ask.agent].answer
+
+
+def run(kind, states, policy=keep_own, **options):
+    protocol = make_protocol(kind, {"kind": kind, **options})
+    protocol.prepare(states)
+    fake = Scripted(policy)
+    steps = run_engine(states, protocol.run, fake)
+    return fake, steps
+
+
+# --------------------------------------------------------------------------- votes
+
+
+def test_plurality_ties_go_to_first_agent_or_to_pre_debate_count():
+    answers = ["3", "2", "3", "2", None]
+    keys = answer_keys(answers, task_type="math")
+    assert plurality(answers, keys) == "3"  # first agent in order among tied 3 and 2
+    pre = answer_keys(["2", "2", "3", "1", "1"], task_type="math")
+    assert plurality(answers, keys, tie_break="pre_debate_count", pre_keys=pre) == "2"
+    assert plurality([None, None], [answer_keys([None])[0]] * 2) is None  # invalid answers never vote
+
+
+def test_svr_fallback_votes_post_debate_answers_and_breaks_ties_in_agent_order():
+    # 1,1,3,3 with S=1, C=2: B = S(k+m) = 4. Every receiver adopts its challenger's answer, so no
+    # one is accepted. Receivers in turn: 0 (challenged by 2), 1 (by 2), 2 (by 0), 3 (by 0).
+    st = state(["1", "1", "3", "3"])
+    fake, _ = run("svr_mad", [st], policy=adopt_first_source, challenges=1, accept_after=2)
+    pairs = [(ask.sources[0], ask.agent) for b in fake.batches for _, ask in b]
+    assert pairs == [(2, 0), (2, 1), (0, 2), (0, 3)]
+    # votes 3,3,1,1: a 2-2 tie, pre-debate counts tie too (2 each) → the first agent's vote
+    assert st.outcome.ended_by == "fallback" and st.outcome.final_answer == "3"
+    assert st.outcome.answers_by_round[-1] == ["3", "3", "1", "1"]
+
+
+# --------------------------------------------------------------------------- engine
+
+
+def test_engine_batches_every_question_of_a_step_together_and_never_regenerates_round_0():
+    states = [state(["2", "3", "4"], qid=f"q{k}") for k in range(5)]
+    fake, steps = run("all_to_all", states, rounds=3)
+    assert steps == 3  # one engine step per round, not per question
+    assert [len(b) for b in fake.batches] == [15, 15, 15]  # 5 questions × 3 agents per step
+    assert all(ask.round >= 1 for batch in fake.batches for _, ask in batch)
+
+
+def test_all_to_all_counts_n_times_n_minus_one_transfers_per_round_and_all_tokens():
+    st = state(["2", "3", "4", "5"])
+    run("all_to_all", [st], rounds=2)
+    acc = accounting(st)
+    assert acc["ncomm"] == acc["ncomm_full"] == 2 * 4 * 3
+    assert acc["debate_calls"] == 8
+    assert acc["pre_debate_tokens"] == 4 * 15
+    assert acc["total_tokens"] == 4 * 15 + 8 * 107
+
+
+def test_du_template_continues_each_agents_own_conversation():
+    st = state(["2", "3"])
+    fake, _ = run("all_to_all", [st], rounds=2)
+    second_round = [ask for _, ask in fake.batches[1]]
+    msgs = second_round[0].messages
+    roles = [m["role"] for m in msgs]
+    assert roles == ["user", "assistant", "user", "assistant", "user"]
+    assert msgs[1]["content"] == st.pre[0].response  # own pre-debate answer stays in context
+    assert "\\boxed{3}" in msgs[2]["content"]  # the peer's round-0 response
+
+
+def test_early_stop_after_round_one_on_enough_agreement():
+    agree = state(["2", "2", "2", "2", "2", "3"], qid="agree")
+    split = state(["2", "2", "3", "3", "4", "5"], qid="split")
+    run("all_to_all", [agree, split], rounds=2, early_stop_agree=5)
+    assert agree.outcome.ended_by == "consensus" and agree.outcome.rounds_used == 1
+    assert split.outcome.ended_by == "rounds" and split.outcome.rounds_used == 2
+    assert accounting(agree)["ncomm"] == 30 and accounting(split)["ncomm"] == 60
+
+
+# --------------------------------------------------------------------------- topologies
+
+
+def test_ring_and_centralized_neighbours():
+    ring = state(["2", "3", "4", "5", "6"])
+    fake, _ = run("ring", [ring], rounds=1)
+    sources = {ask.agent: set(ask.sources) for _, ask in fake.batches[0]}
+    assert sources == {0: {4, 1}, 1: {0, 2}, 2: {1, 3}, 3: {2, 4}, 4: {3, 0}}
+    hub = state(["3", "2", "2", "2"])
+    fake, _ = run("centralized", [hub], rounds=1, final="hub")
+    sources = {ask.agent: set(ask.sources) for _, ask in fake.batches[0]}
+    assert sources == {0: {1, 2, 3}, 1: {0}, 2: {0}, 3: {0}}
+    assert hub.outcome.final_answer == "3"  # the hub's answer, although 2 has the plurality
+
+
+def test_group_debate_full_inside_groups_answers_across_seeded_groups():
+    a = state(["2", "3", "4", "5", "6", "7"], seed=1)
+    b = state(["2", "3", "4", "5", "6", "7"], seed=1)
+    fa, _ = run("group_debate", [a], rounds=1, group_size=3)
+    fb, _ = run("group_debate", [b], rounds=1, group_size=3)
+    asks = sorted((ask for _, ask in fa.batches[0]), key=lambda x: x.agent)
+    assert [x.sources for x in asks] == [x.sources for x in sorted((k for _, k in fb.batches[0]), key=lambda x: x.agent)]
+    for ask in asks:
+        assert len(ask.sources) == 2 and len(ask.answer_sources) == 3
+        group = {ask.agent, *ask.sources}
+        assert not group & set(ask.answer_sources)
+        peer_text = ask.messages[-1]["content"]
+        assert peer_text.count("One agent solution") == 2 and "other groups" in peer_text
+    assert accounting(a)["ncomm_full"] == 12 and accounting(a)["ncomm_answers"] == 18
+
+
+def test_s2_mad_sends_only_between_disagreeing_agents():
+    answers = ["2", "2", "3", "3", "3", "4"]
+    st = state(answers)
+    fake, _ = run("s2_mad", [st], rounds=1)
+    for _, ask in fake.batches[0]:
+        assert all(answers[j] != answers[ask.agent] for j in ask.sources)
+    clusters = Counter(answers).values()
+    assert accounting(st)["ncomm"] == 36 - sum(c * c for c in clusters)
+
+
+def test_s2_mad_agent_without_disagreeing_peer_makes_no_call():
+    st = state(["2", "2", "2", "3"])
+    fake, _ = run("s2_mad", [st], policy=lambda s, a: "2", rounds=2)
+    # round 1: everyone has a disagreeing peer; afterwards all say 2, so round 2 sends nothing
+    assert len(fake.batches) == 1 and st.outcome.ended_by == "consensus"
+    assert json.loads(json.dumps(st.outcome.answers_by_round))[-1] == ["2", "2", "2", "2"]
+
+
+def test_mad_d_skips_agreeing_questions():
+    agree, split = state(["2", "2"], qid="agree"), state(["2", "3"], qid="split")
+    fake, _ = run("mad_d", [agree, split], rounds=1, template="pairwise")
+    assert {st.question_id for b in fake.batches for st, _ in b} == {"split"}
+    assert agree.outcome.ended_by == "unanimous" and accounting(agree)["debate_calls"] == 0
+    assert accounting(split)["ncomm"] == 2
+
+
+def test_sid_et_skips_the_most_confident_share_and_counts_one_pre_call():
+    states = [state(["2", "3", "4"], qid=f"q{k}", min_ll=[-k, 0.0, 0.0]) for k in range(4)]
+    fake, _ = run("sid_et", states, rounds=1, skip_rate=0.5)
+    skipped = {s.question_id for s in states if s.outcome.ended_by == "skip"}
+    assert skipped == {"q0", "q1"}  # the highest min log-likelihood of agent 0
+    for s in states:
+        acc = accounting(s)
+        if s.question_id in skipped:
+            assert acc["ncomm"] == 0 and acc["pre_debate_tokens"] == 15 and s.outcome.final_answer == "2"
+        else:
+            assert acc["ncomm"] == 6 and acc["pre_debate_tokens"] == 45
+
+
+# --------------------------------------------------------------------------- SVR-MAD
+
+
+@pytest.mark.parametrize("answers", [["2", "3", "3", "4", "2", "5"], ["2", "2", "2", "2", "2", "7"], ["1", "2", "3", "4", "5", "6"]])
+@pytest.mark.parametrize("S", [1, 2, 3])
+def test_svr_mad_never_exceeds_its_budget(answers, S):
+    st = state(answers)
+    # Every receiver abandons its answer: nobody is ever accepted, the budget is the only stop.
+    run("svr_mad", [st], policy=adopt_first_source, challenges=S, accept_after=2)
+    clusters = Counter(answers)
+    budget = S * (len(clusters) + max(clusters.values()))
+    assert st.outcome.ended_by == "fallback"
+    assert 0 < accounting(st)["ncomm"] <= budget
+
+
+@pytest.mark.parametrize("S, C", [(2, 2), (2, 3), (3, 3), (1, 2)])
+def test_svr_mad_stops_on_acceptance_after_c_retained_challenges(S, C):
+    st = state(["2", "3", "3", "4", "2", "5"], min_ll=[-0.1, -2, -2, -2, -3, -3])
+    fake, _ = run("svr_mad", [st], policy=keep_own, challenges=S, accept_after=C)
+    assert st.outcome.ended_by == "acceptance" and st.outcome.final_answer == "2"
+    assert accounting(st)["ncomm"] == C  # checked after every challenge: not one more
+    asks = [ask for b in fake.batches for _, ask in b]
+    assert {ask.agent for ask in asks} == {0}  # the highest prior is the receiver
+    assert all(st.pre[ask.sources[0]].key != st.pre[0].key for ask in asks)  # challengers disagree
+
+
+def test_svr_mad_repeats_draw_fresh_samples_and_unanimous_questions_cost_nothing():
+    st = state(["2", "2", "2", "2", "2", "3"], min_ll=[-3, -3, -3, -3, -3, -0.1])
+    fake, _ = run("svr_mad", [st], policy=keep_own, challenges=2, accept_after=3)
+    asks = [ask for b in fake.batches for _, ask in b]
+    # agent 5 is alone against five: challengers 0 and 1 are re-used as fresh samples
+    assert all(ask.agent == 5 for ask in asks) and len(asks) == 3
+    assert sorted(ask.sample for ask in asks) == [0, 0, 1]
+    unanimous = state(["2"] * 6)
+    fake, _ = run("svr_mad", [unanimous])
+    assert fake.batches == [] and unanimous.outcome.ended_by == "unanimous"
+
+
+def test_svr_mad_invalid_answers_are_never_receivers_or_challengers():
+    st = state([None, "2", "3", None], min_ll=[0.0, -1, -2, 0.0])
+    fake, _ = run("svr_mad", [st], policy=adopt_first_source, challenges=2, accept_after=2)
+    for _, ask in (p for b in fake.batches for p in b):
+        assert ask.agent in (1, 2) and set(ask.sources) <= {1, 2}
+
+
+# --------------------------------------------------------------------------- templates
+
+
+def test_templates_mask_boxed_answers_and_umad_gives_everyone_the_same_prompt():
+    assert templates.mask_last_boxed("a \\boxed{1} then \\boxed{\\frac{1}{2}} end") == "a \\boxed{1} then <answer> end"
+    a, b = state(["2", "3"]), state(["2", "3"])
+    fa, _ = run("all_to_all", [a], rounds=1, template="umad", mask_peer_boxed=False)
+    first, second = (ask.messages[-1]["content"] for _, ask in fa.batches[0])
+    assert first == second and "agent 0 response is" in first and "agent 1 response is" in first
+    fb, _ = run("all_to_all", [b], rounds=1, template="choi", mask_peer_boxed=True)
+    text = fb.batches[0][0][1].messages[-1]["content"]
+    assert "<answer>" in text and "\\boxed{2}" in text  # the peer's box is masked, the agent's own is not
+
+
+def test_null_messages_blank_every_content_slot():
+    st = state(["17", "23"])
+    fake, _ = run("all_to_all", [st], rounds=1, template="pairwise")
+    ask = fake.batches[0][0][1]
+    null_text = " ".join(m["content"] for m in ask.null_messages)
+    assert "N/A" in null_text and "17" not in null_text and "23" not in null_text and "1+1" not in null_text
