@@ -156,3 +156,19 @@ def test_confidences_are_elicited_on_every_agents_last_debate_turn(workspace):
     assert backend.scored == 2 * len(debated)  # content and content-free prompt per turn
     # confidence calls are accounted apart from the debate's own tokens
     assert (questions["confidence_tokens"] > 0).sum() == int((~questions["pre_unanimous"]).sum())
+
+
+def test_adversarial_agents_debate_under_the_attack_system_prompt(workspace):
+    from debatelab import prompts
+    from debatelab.data import read_dataset
+    from debatelab.debate.stage import build_states, read_zero_shot
+    from debatelab.sampling import AgentSpec
+
+    root, dataset, zero_shot = workspace
+    specs = {"alice": AgentSpec.from_config("alice", AGENTS["alice"]),
+             "bob": AgentSpec.from_config("bob", {**AGENTS["bob"], "adversarial": True})}
+    states = build_states(read_dataset(dataset), {a: read_zero_shot(p) for a, p in zero_shot.items()},
+                          ["alice", "bob"], specs, threads=1, seed=0)
+    alice, bob = states[0].pre
+    assert bob.messages[0] == {"role": "system", "content": prompts.ATTACK_SYSTEM_PROMPT}
+    assert alice.messages[0]["content"] != prompts.ATTACK_SYSTEM_PROMPT

@@ -64,7 +64,11 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
     (test_profile / "config.yaml").write_text(yaml.safe_dump(profile))
     workdir = tmp_path / "work"
     workdir.mkdir()
-    snakemake(workdir, "--configfile", str(REPO_ROOT / "tests/configs/tiny.yaml"), "--profile", str(test_profile), timeout=1500)
+    # The tiny experiment with two protocols: enough to see debate jobs land on the H800 partition.
+    config = yaml.safe_load((REPO_ROOT / "tests/configs/tiny.yaml").read_text())
+    config["debate"]["protocols"] = {k: config["debate"]["protocols"][k] for k in ("mad", "svr")}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    snakemake(workdir, "--configfile", str(tmp_path / "config.yaml"), "--profile", str(test_profile), timeout=1500)
     jobs = [j for j in _squeue_jobs() if j["id"] not in before]
     by_rule: dict[str, list[dict]] = {}
     for job in jobs:
@@ -72,12 +76,18 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
         assert rule, f"job {job} has no rule comment"
         by_rule.setdefault(rule.group(1), []).append(job)
     # Every job of the DAG went through sbatch (`all` is a local rule: it has no work).
-    assert {r: len(js) for r, js in by_rule.items()} == {"download_dataset": 2, "prepare_model": 1, "zero_shot": 4, "summarize": 1}
+    assert {r: len(js) for r, js in by_rule.items()} == {
+        "download_dataset": 2, "prepare_model": 1, "zero_shot": 4, "summarize": 1,
+        "debate": 4, "uncertainty": 4, "summarize_debate": 1,
+    }
     assert all(j["state"] == "COMPLETED" for j in jobs), jobs
     for job in by_rule["zero_shot"]:
         assert job["partition"] == "gpu_a100"
         assert job["tres"] == "gres:gpu:a100:1", job
-    for job in by_rule["download_dataset"] + by_rule["summarize"]:
+    for job in by_rule["debate"]:
+        assert job["partition"] == "gpu_h800"
+        assert job["tres"] == "gres:gpu:h800:1", job
+    for job in by_rule["download_dataset"] + by_rule["summarize"] + by_rule["uncertainty"]:
         assert job["partition"] == "cpu" and "gpu" not in job["tres"]
     # Each job's own log says where it ran: inside a SLURM allocation, GPU rules with a device.
     for log in (workdir / "logs/tiny/zero_shot").rglob("*.log"):
@@ -86,3 +96,4 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
         assert "SLURM_JOB_PARTITION=gpu_a100" in text
         assert re.search(r"CUDA_VISIBLE_DEVICES=\d", text)
     assert (workdir / "results/tiny/summary/zero_shot.csv").exists()
+    assert (workdir / "results/tiny/summary/debate.csv").exists()

@@ -28,7 +28,11 @@ def test_dry_run_maps_gpu_rules_to_gpu_nodes(tmp_path):
     for resources in blocks["zero_shot"]:
         assert "slurm_partition=gpu_a100" in resources
         assert "gpu=1" in resources and "gpu_model=a100" in resources
-    for rule in ("download_dataset", "prepare_model"):
+    assert blocks["debate"], "no debate job planned"
+    for resources in blocks["debate"]:
+        assert "slurm_partition=gpu_h800" in resources
+        assert "gpu=1" in resources and "gpu_model=h800" in resources
+    for rule in ("download_dataset", "prepare_model", "uncertainty", "summarize_debate"):
         for resources in blocks[rule]:
             assert "slurm_partition=cpu" in resources
             assert "gpu_model" not in resources

@@ -7,6 +7,7 @@ import shutil
 import pandas as pd
 import pytest
 
+from debatelab.debate.schema import QUESTION_COLUMNS, TURN_COLUMNS
 from debatelab.sampling import ZERO_SHOT_COLUMNS
 from workflow_helpers import REPO_ROOT, snakemake
 
@@ -45,6 +46,34 @@ def test_default_dag_outputs(finished_run):
     assert (results / "benchmarks/zero_shot/asdiv/alice.tsv").exists()
 
 
+def test_every_protocol_runs_from_the_same_zero_shot_answers(finished_run):
+    results = finished_run / "results/tiny"
+    protocols = ("sc", "mad", "mad_d", "ring", "hub", "groups", "s2", "sid", "svr")
+    for dataset in ("asdiv", "commonsense_qa"):
+        zero_shot = {a: pd.read_parquet(results / f"zero_shot/{dataset}/{a}.parquet") for a in ("alice", "bob")}
+        for protocol in protocols:
+            folder = results / f"debate/{dataset}/{protocol}"
+            questions = pd.read_parquet(folder / "questions.parquet")
+            turns = pd.read_parquet(folder / "turns.parquet")
+            assert list(questions.columns) == QUESTION_COLUMNS and list(turns.columns) == TURN_COLUMNS
+            assert len(questions) == 3
+            # round 0 is the zero-shot stage's answer, copied, never regenerated
+            for row in turns[turns["round"] == 0].itertuples():
+                z = zero_shot[row.agent_config]
+                source = z[(z["question_id"] == row.question_id) & (z["sample"] == row.zero_shot_sample)]
+                assert source["response"].item() == row.response
+            assert (turns.loc[turns["round"] > 0, "completion_tokens"] <= 12).all()
+            assert (questions["total_tokens"] >= questions["pre_debate_tokens"]).all()
+            assert (results / f"uncertainty/{dataset}/{protocol}.parquet").exists()
+            assert (results / f"uncertainty/{dataset}/{protocol}.selective.png").stat().st_size > 1000
+            assert (results / f"benchmarks/debate/{dataset}/{protocol}.tsv").exists()
+    mad = pd.read_parquet(results / "debate/asdiv/mad/questions.parquet")
+    assert (mad["ncomm"] == 2 * 3 * 2).all()  # 3 agents, 2 rounds, all-to-all
+    summary = pd.read_csv(results / "summary/debate.csv")
+    assert len(summary) == 2 * len(protocols) and set(summary["protocol"]) == set(protocols)
+    assert (results / "summary/debate_cost_accuracy.png").stat().st_size > 1000
+
+
 def test_rerun_is_a_no_op(finished_run):
     out = snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "-n")
     assert "Nothing to be done" in out.stdout + out.stderr
@@ -58,7 +87,9 @@ def _planned_jobs(output: str) -> dict[str, int]:
 
 def test_forcerun_zero_shot_reruns_it_and_only_what_depends_on_it(finished_run):
     dry = snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "-n", "--forcerun", "zero_shot")
-    assert _planned_jobs(dry.stdout + dry.stderr) == {"all": 1, "summarize": 1, "zero_shot": 4}
+    assert _planned_jobs(dry.stdout + dry.stderr) == {
+        "all": 1, "summarize": 1, "zero_shot": 4, "debate": 18, "uncertainty": 18, "summarize_debate": 1,
+    }
     until = snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "-n", "--forcerun", "zero_shot", "--until", "zero_shot")
     assert _planned_jobs(until.stdout + until.stderr) == {"zero_shot": 4}
 
@@ -66,20 +97,30 @@ def test_forcerun_zero_shot_reruns_it_and_only_what_depends_on_it(finished_run):
     zs = finished_run / "results/tiny/zero_shot/asdiv/alice.parquet"
     data_mtime, zs_mtime = data.stat().st_mtime_ns, zs.stat().st_mtime_ns
     before = pd.read_parquet(zs)
-    snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "--forcerun", "zero_shot")
+    snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "--forcerun", "zero_shot", "--until", "zero_shot")
     assert data.stat().st_mtime_ns == data_mtime
     assert zs.stat().st_mtime_ns > zs_mtime
     # Rerun from the generation cache: identical generations, no new model calls needed.
     pd.testing.assert_frame_equal(before, pd.read_parquet(zs))
 
 
+def test_forcerun_one_debate_stage_replays_it_from_the_cache(finished_run):
+    questions = finished_run / "results/tiny/debate/asdiv/mad/questions.parquet"
+    before, mtime = pd.read_parquet(questions), questions.stat().st_mtime_ns
+    target = "results/tiny/debate/asdiv/mad/questions.parquet"
+    snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "--forcerun", target, "--until", target)
+    assert questions.stat().st_mtime_ns > mtime
+    pd.testing.assert_frame_equal(before, pd.read_parquet(questions))
+
+
 def test_report_includes_the_summary(finished_run):
     snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "--report", "report.html")
     html = (finished_run / "report.html").read_text(errors="ignore")
-    assert "zero_shot.csv" in html and "zero_shot.png" in html
+    for name in ("zero_shot.csv", "zero_shot.png", "debate.csv", "debate_cost_accuracy.png", "mad.selective.png"):
+        assert name in html, name
 
 
 def test_dag_rulegraph_mermaid(finished_run):
     out = snakemake(finished_run, "--configfile", TINY, "--rulegraph", "mermaid-js")
-    for rule in ("download_dataset", "prepare_model", "zero_shot", "summarize"):
+    for rule in ("download_dataset", "prepare_model", "zero_shot", "debate", "uncertainty", "summarize", "summarize_debate"):
         assert rule in out.stdout
