@@ -44,6 +44,10 @@ def _participants(cfg: dict, protocol: dict) -> list[str]:
     return protocol.get("participants") or (cfg.get("debate") or {}).get("participants") or list(cfg["agents"])
 
 
+def _adversarial(cfg: dict, seats: list[str]) -> list[bool]:
+    return [bool(cfg["agents"][a].get("adversarial")) for a in seats]
+
+
 def _job_blocks(output: str) -> dict[str, list[str]]:
     """Rule name → the text of each planned job in a dry run (as tests/test_slurm_profile.py splits it)."""
     blocks: dict[str, list[str]] = {}
@@ -134,8 +138,7 @@ def test_cpu_twin_has_the_papers_protocols(paper):
         full_seats = _participants(full, _protocols(full)[name])
         cpu_seats = _participants(cpu, protocol)
         assert len(cpu_seats) == len(full_seats), name
-        adv = lambda cfg, seats: [bool(cfg["agents"][a].get("adversarial")) for a in seats]  # noqa: E731
-        assert adv(cpu, cpu_seats) == adv(full, full_seats), name
+        assert _adversarial(cpu, cpu_seats) == _adversarial(full, full_seats), name
         for option in ("template", "final", "tie_break", "mask_peer_boxed", "early_stop_agree", "skip_if_unanimous",
                        "group_size", "skip_rate", "challenges", "accept_after", "prior", "posterior"):
             assert protocol.get(option) == _protocols(full)[name].get(option), f"{name}.{option}"
@@ -165,8 +168,7 @@ def test_udpo_attacks_compromise_the_last_m_agents():
     base = cfg["debate"]["participants"]
     for m in (1, 2, 3):
         seats = _participants(cfg, cfg["debate"]["protocols"][f"attack_m{m}"])
-        flags = [bool(cfg["agents"][a].get("adversarial")) for a in seats]
-        assert flags == [False] * (len(base) - m) + [True] * m
+        assert _adversarial(cfg, seats) == [False] * (len(base) - m) + [True] * m
         for honest, seat in zip(base, seats):
             spec, twin = cfg["agents"][honest], cfg["agents"][seat]
             assert spec["model"] == twin["model"] and spec["temperature"] == twin["temperature"]
