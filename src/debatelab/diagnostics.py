@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 import warnings
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
+
+from .io import save_figure_atomic
 
 NAN = float("nan")
 
@@ -174,15 +174,4 @@ def plot_selective_prediction(curves: pd.DataFrame, path: str | os.PathLike, tit
     ax.grid(alpha=0.3)
     ax.legend(loc="lower left", fontsize=8)
     fig.tight_layout()
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=120, format=path.suffix.lstrip(".") or "png")
-        os.replace(tmp, path)
-    finally:
-        plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    save_figure_atomic(fig, path)

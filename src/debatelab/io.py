@@ -49,6 +49,20 @@ def write_text_atomic(text: str, path: str | os.PathLike) -> None:
         raise
 
 
+def save_figure_atomic(fig, path: str | os.PathLike, dpi: int = 120) -> None:
+    """Save a matplotlib figure atomically (format from the suffix, PNG without one) and close it."""
+    import matplotlib.pyplot as plt
+
+    path, tmp = _atomic_target(path)
+    try:
+        fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png")
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def write_json_atomic(obj, path: str | os.PathLike) -> None:
     write_text_atomic(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n", path)
 

@@ -1,14 +1,12 @@
 """Summary tables and plots that `rule summarize` writes and `snakemake --report` shows."""
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
 
-from .io import read_parquet_checked, write_text_atomic
+from .io import read_parquet_checked, save_figure_atomic, write_text_atomic
 
 ZERO_SHOT_SUMMARY_COLUMNS = [
     "dataset", "agent", "model", "questions", "samples", "accuracy", "parse_failure_rate", "truncated_rate",
@@ -62,11 +60,7 @@ def plot_zero_shot(summary: pd.DataFrame, path: str | Path) -> None:
     axes[0][0].set_ylabel("rate / confidence")
     axes[0][-1].legend(loc="upper right", fontsize=8)
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(path).with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(path)
+    save_figure_atomic(fig, path)
 
 
 def summarize_zero_shot(paths: Sequence[str | Path], table_path: str | Path, plot_path: str | Path) -> pd.DataFrame:
@@ -184,17 +178,7 @@ def plot_debate_cost_accuracy(summary: pd.DataFrame, path: str | Path):
         ax.set_title(f"{dataset} (n={int(sub['questions'].max())})")
     axes[0][0].set_ylabel("accuracy")
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp.png", dir=path.parent)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=120, format="png")
-        os.replace(tmp, path)
-    finally:
-        plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    save_figure_atomic(fig, path)
     return fig
 
 
