@@ -18,6 +18,7 @@ include: "rules/models.smk"
 include: "rules/zero_shot.smk"
 include: "rules/debate.smk"
 include: "rules/uncertainty.smk"
+include: "rules/confidence.smk"
 include: "rules/summarize.smk"
 
 

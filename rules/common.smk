@@ -12,6 +12,9 @@ MODELS = config["models"]
 AGENTS = config["agents"]
 DEBATE = config["debate"]
 PROTOCOLS = DEBATE["protocols"]
+CALIBRATION = config["calibration"]
+PAIRS = CALIBRATION["pairs"]
+SEARCH = config["protocol_search"]
 
 
 def _check_references():
@@ -63,6 +66,37 @@ def _check_debate():
 _check_debate()
 
 
+def _check_pairs():
+    """A pair names two agents and a debate protocol of exactly those two that elicits the estimators."""
+    for name, spec in PAIRS.items():
+        where = f"calibration.pairs.{name}"
+        for agent in spec["agents"]:
+            if agent not in AGENTS:
+                raise ValueError(f"config: {where}.agents names {agent!r}, which is not a key of `agents` (known: {sorted(AGENTS)})")
+        if spec["agents"][0] == spec["agents"][1]:
+            raise ValueError(f"config: {where}.agents = {spec['agents']}; a pair needs two different agents")
+        debate = spec["debate"]
+        if debate not in PROTOCOLS:
+            raise ValueError(f"config: {where}.debate = {debate!r} is not a key of debate.protocols (known: {sorted(PROTOCOLS)})")
+        protocol = PROTOCOLS[debate]
+        if protocol_participants(debate) != list(spec["agents"]):
+            raise ValueError(
+                f"config: {where}.debate = {debate!r} has participants {protocol_participants(debate)}; "
+                f"the pair needs exactly {spec['agents']}"
+            )
+        if protocol["kind"] == "self_consistency" or protocol["rounds"] < 1:
+            raise ValueError(f"config: {where}.debate = {debate!r} must debate at least one round (kind {protocol['kind']!r})")
+        missing = [e for e in CALIBRATION["estimators"] if e not in protocol["confidence"]]
+        if missing:
+            raise ValueError(
+                f"config: debate.protocols.{debate}.confidence = {protocol['confidence']} lacks {missing}, "
+                f"which calibration.estimators needs for pair {name!r}"
+            )
+
+
+_check_pairs()
+
+
 def _alternatives(names):
     return "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
 
@@ -73,6 +107,8 @@ wildcard_constraints:
     agent=_alternatives(AGENTS),
     model=_alternatives(MODELS),
     protocol=_alternatives(PROTOCOLS) if PROTOCOLS else "(?!)",
+    pair=_alternatives(PAIRS) if PAIRS else "(?!)",
+    confidence_protocol="wsv|cga|hid",
     split=r"[A-Za-z0-9_.-]+",
 
 
@@ -154,6 +190,47 @@ def uncertainty_files():
     ]
 
 
+def pair_inputs(wildcards):
+    """A pair's streams come from the dataset, both agents' zero-shot answers and the pair's debate."""
+    spec = PAIRS[wildcards.pair]
+    return {
+        "dataset": dataset_file(wildcards),
+        "zero_shot": [f"{RESULTS}/zero_shot/{wildcards.dataset}/{a}.parquet" for a in spec["agents"]],
+        "turns": f"{RESULTS}/debate/{wildcards.dataset}/{spec['debate']}/turns.parquet",
+    }
+
+
+def search_files(wildcards):
+    return [f"{RESULTS}/search/{wildcards.dataset}/{wildcards.pair}/{p}.json" for p in SEARCH["protocols"]]
+
+
+def confidence_metric_files():
+    return [f"{RESULTS}/protocols/{d}/{p}/metrics.csv" for d in DATASETS for p in PAIRS]
+
+
+def confidence_targets():
+    per_pair = [
+        f"{RESULTS}/{kind}/{d}/{p}{suffix}"
+        for d in DATASETS
+        for p in PAIRS
+        for kind, suffix in (("calibration", ".json"), ("calibration", ".csv"))
+    ]
+    per_pair += [
+        f"{RESULTS}/protocols/{d}/{p}/{name}"
+        for d in DATASETS
+        for p in PAIRS
+        for name in ("reliability.png", "accuracy_rejection.png")
+    ]
+    per_pair += [
+        f"{RESULTS}/search/{d}/{p}/{c}.history.png" for d in DATASETS for p in PAIRS for c in SEARCH["protocols"]
+    ]
+    summary = [
+        f"{RESULTS}/summary/{name}"
+        for name in ("confidence.csv", "confidence_lift.csv", "confidence_paper.csv", "confidence_lift.png")
+    ]
+    return per_pair + summary
+
+
 def all_targets():
     targets = [f"{RESULTS}/summary/zero_shot.csv", f"{RESULTS}/summary/zero_shot.png"]
     if PROTOCOLS:
@@ -163,4 +240,6 @@ def all_targets():
             f"{RESULTS}/summary/debate_cost_accuracy.png",
             *uncertainty_files(),
         ]
+    if PAIRS:
+        targets += confidence_targets()
     return targets

@@ -1,0 +1,135 @@
+# The confidence paper's stages (spec 004): streams → calibration fitting → protocol search → test
+# report. Pure computation on cached generations: no model is called, everything runs on CPU.
+
+
+rule streams:
+    """The four (agent, stream) answers and raw confidences of a pair of agents."""
+    input:
+        unpack(pair_inputs),
+    output:
+        f"{RESULTS}/streams/{{dataset}}/{{pair}}.parquet",
+    params:
+        agents=lambda wc: PAIRS[wc.pair]["agents"],
+        estimators=CALIBRATION["estimators"],
+    log:
+        f"{LOGS}/streams/{{dataset}}/{{pair}}.log",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../workflow_scripts/streams.py"
+
+
+rule fit_calibrators:
+    """One calibrator per (run, estimator, kind, agent, stream), fitted on the run's validation split."""
+    input:
+        f"{RESULTS}/streams/{{dataset}}/{{pair}}.parquet",
+    output:
+        calibration=f"{RESULTS}/calibration/{{dataset}}/{{pair}}.json",
+        report=report(
+            f"{RESULTS}/calibration/{{dataset}}/{{pair}}.csv",
+            category="Calibration",
+            caption="../report/calibration_table.rst",
+        ),
+    params:
+        seed=config["seed"],
+        settings={k: CALIBRATION[k] for k in ("runs", "val_fraction", "estimators", "calibrators", "ece_bins", "ece_weighting")},
+    log:
+        f"{LOGS}/calibration/{{dataset}}/{{pair}}.log",
+    benchmark:
+        f"{BENCH}/calibration/{{dataset}}/{{pair}}.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    script:
+        "../workflow_scripts/fit_calibrators.py"
+
+
+rule search_protocol:
+    """Optuna TPE over one protocol's θ for every (estimator, calibrator, run). The study journal
+    (not an output, so a rerun resumes it) is shared by every process working on the same study."""
+    input:
+        streams=f"{RESULTS}/streams/{{dataset}}/{{pair}}.parquet",
+        calibration=f"{RESULTS}/calibration/{{dataset}}/{{pair}}.json",
+    output:
+        best=f"{RESULTS}/search/{{dataset}}/{{pair}}/{{confidence_protocol}}.json",
+        trials=f"{RESULTS}/search/{{dataset}}/{{pair}}/{{confidence_protocol}}.trials.parquet",
+        history=report(
+            f"{RESULTS}/search/{{dataset}}/{{pair}}/{{confidence_protocol}}.history.png",
+            category="Protocol search",
+            caption="../report/search_history.rst",
+        ),
+    params:
+        journal=lambda wc: f"{RESULTS}/search/{wc.dataset}/{wc.pair}/{wc.confidence_protocol}.optuna.journal",
+        settings={
+            **{k: v for k, v in SEARCH.items() if k not in ("protocols", "alpha")},
+            "ece_bins": CALIBRATION["ece_bins"],
+            "ece_weighting": CALIBRATION["ece_weighting"],
+        },
+    log:
+        f"{LOGS}/search/{{dataset}}/{{pair}}/{{confidence_protocol}}.log",
+    benchmark:
+        f"{BENCH}/search/{{dataset}}/{{pair}}/{{confidence_protocol}}.tsv"
+    threads: SEARCH["workers"]
+    resources:
+        mem_mb=4000,
+        runtime=120,
+    script:
+        "../workflow_scripts/search_protocol.py"
+
+
+rule apply_protocol:
+    """Every baseline and searched protocol on the test split, with reliability and accuracy-rejection plots."""
+    input:
+        streams=f"{RESULTS}/streams/{{dataset}}/{{pair}}.parquet",
+        calibration=f"{RESULTS}/calibration/{{dataset}}/{{pair}}.json",
+        searches=search_files,
+    output:
+        predictions=f"{RESULTS}/protocols/{{dataset}}/{{pair}}/predictions.parquet",
+        metrics=f"{RESULTS}/protocols/{{dataset}}/{{pair}}/metrics.csv",
+        reliability=report(
+            f"{RESULTS}/protocols/{{dataset}}/{{pair}}/reliability.png",
+            category="Confidence protocols",
+            caption="../report/confidence_reliability.rst",
+        ),
+        rejection=report(
+            f"{RESULTS}/protocols/{{dataset}}/{{pair}}/accuracy_rejection.png",
+            category="Confidence protocols",
+            caption="../report/confidence_rejection.rst",
+        ),
+    params:
+        ece_bins=CALIBRATION["ece_bins"],
+        ece_weighting=CALIBRATION["ece_weighting"],
+        plot_calibrator=CALIBRATION["report_calibrator"],
+    log:
+        f"{LOGS}/protocols/{{dataset}}/{{pair}}.log",
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    script:
+        "../workflow_scripts/apply_protocol.py"
+
+
+rule summarize_confidence:
+    """Lift over the best zero-shot agent per dataset and protocol, averaged over pairs, with t-test counts."""
+    input:
+        confidence_metric_files(),
+    output:
+        table=report(f"{RESULTS}/summary/confidence.csv", category="Confidence protocols",
+                     caption="../report/confidence_table.rst"),
+        lift=report(f"{RESULTS}/summary/confidence_lift.csv", category="Confidence protocols",
+                    caption="../report/confidence_lift.rst"),
+        paper_table=report(f"{RESULTS}/summary/confidence_paper.csv", category="Confidence protocols",
+                           caption="../report/confidence_paper.rst"),
+        plot=report(f"{RESULTS}/summary/confidence_lift.png", category="Confidence protocols",
+                    caption="../report/confidence_lift_plot.rst"),
+    params:
+        calibrator=CALIBRATION["report_calibrator"],
+        alpha=SEARCH["alpha"],
+    log:
+        f"{LOGS}/summary/confidence.log",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../workflow_scripts/summarize_confidence.py"

@@ -1,0 +1,15 @@
+from debatelab.runlog import job_log
+from debatelab.streams import streams_job
+
+if __name__ == "__main__":
+    with job_log(snakemake.log[0]):
+        streams_job(
+            snakemake.input.dataset,
+            list(snakemake.input.zero_shot),
+            snakemake.input.turns,
+            snakemake.output[0],
+            dataset=snakemake.wildcards.dataset,
+            pair=snakemake.wildcards.pair,
+            agents=list(snakemake.params.agents),
+            estimators=list(snakemake.params.estimators),
+        )

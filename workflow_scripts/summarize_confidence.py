@@ -1,0 +1,14 @@
+from debatelab.confidence_stage import summarize_confidence
+from debatelab.runlog import job_log
+
+if __name__ == "__main__":
+    with job_log(snakemake.log[0]):
+        summarize_confidence(
+            list(snakemake.input),
+            snakemake.output.table,
+            snakemake.output.lift,
+            snakemake.output.paper_table,
+            snakemake.output.plot,
+            calibrator=snakemake.params.calibrator,
+            alpha=snakemake.params.alpha,
+        )
