@@ -17,31 +17,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
-
-def synthetic_streams(n: int, seed: int = 0) -> pd.DataFrame:
-    """Two agents, three labels; correct answers get higher (noisy) confidences."""
-    from debatelab.streams import STREAM_COLUMNS
-
-    rng = np.random.default_rng(seed)
-    rows = []
-    for q in range(n):
-        gold = int(rng.integers(0, 3))
-        for agent, skill in enumerate((0.6, 0.7)):
-            for stream in (0, 1):
-                ok = rng.random() < skill + 0.05 * stream
-                answer = gold if ok else (gold + 1 + int(rng.integers(0, 2))) % 3
-                c = float(np.clip(rng.beta(5, 2) if ok else rng.beta(3, 3), 0.01, 0.99))
-                rows.append({
-                    "question_id": f"q{q:05d}", "dataset": "synthetic", "pair": "ab", "agent": "ab"[agent],
-                    "agent_index": agent, "stream": stream, "answer": "ABC"[answer], "gold": "ABC"[gold],
-                    "correct": bool(ok), "conf_verbal": round(c * 10) / 10, "conf_seqprob": c, "n_samples": 1,
-                    "debated": stream == 1, "task_type": "multiple_choice", "n_labels": 3,
-                })
-    return pd.DataFrame(rows)[STREAM_COLUMNS]
-
 
 def forbid_model_calls() -> list[str]:
     """Make every generation entry point raise; returns what was patched."""
@@ -73,6 +48,7 @@ def main() -> None:
     patched = forbid_model_calls()
     from debatelab import confidence_stage as stage
     from debatelab.io import write_json_atomic, write_parquet_atomic
+    from debatelab.streams import synthetic_streams
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

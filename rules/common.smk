@@ -43,6 +43,14 @@ def protocol_participants(protocol):
     return PROTOCOLS[protocol].get("participants") or DEBATE.get("participants") or list(AGENTS)
 
 
+def protocol_datasets(protocol):
+    return PROTOCOLS[protocol].get("datasets") or list(DATASETS)
+
+
+def pair_datasets(pair):
+    return PAIRS[pair].get("datasets") or protocol_datasets(PAIRS[pair]["debate"])
+
+
 def _check_debate():
     """Participants must be agents, and every copy × thread needs its own zero-shot sample."""
     from collections import Counter
@@ -54,6 +62,9 @@ def _check_debate():
         for agent in seats:
             if agent not in AGENTS:
                 raise ValueError(f"config: {where} names {agent!r}, which is not a key of `agents` (known: {sorted(AGENTS)})")
+        for dataset in spec.get("datasets") or []:
+            if dataset not in DATASETS:
+                raise ValueError(f"config: debate.protocols.{name}.datasets names {dataset!r}, which is not a key of `datasets`")
         copies = max(Counter(seats).values())
         need = copies * spec["threads"]
         if need > samples:
@@ -79,6 +90,12 @@ def _check_pairs():
         if debate not in PROTOCOLS:
             raise ValueError(f"config: {where}.debate = {debate!r} is not a key of debate.protocols (known: {sorted(PROTOCOLS)})")
         protocol = PROTOCOLS[debate]
+        for dataset in spec.get("datasets") or []:
+            if dataset not in protocol_datasets(debate):
+                raise ValueError(
+                    f"config: {where}.datasets names {dataset!r}, where its debate protocol {debate!r} does not run "
+                    f"(it runs on {protocol_datasets(debate)})"
+                )
         if protocol_participants(debate) != list(spec["agents"]):
             raise ValueError(
                 f"config: {where}.debate = {debate!r} has participants {protocol_participants(debate)}; "
@@ -170,7 +187,7 @@ def debate_agent_settings(wildcards):
 
 
 def debate_files(kind):
-    return [f"{RESULTS}/debate/{d}/{p}/{kind}.parquet" for d in DATASETS for p in PROTOCOLS]
+    return [f"{RESULTS}/debate/{d}/{p}/{kind}.parquet" for p in PROTOCOLS for d in protocol_datasets(p)]
 
 
 def debate_question_files():
@@ -184,8 +201,8 @@ def debate_turn_files():
 def uncertainty_files():
     return [
         f"{RESULTS}/uncertainty/{d}/{p}{suffix}"
-        for d in DATASETS
         for p in PROTOCOLS
+        for d in protocol_datasets(p)
         for suffix in (".parquet", ".rounds.parquet", ".diagnostics.csv", ".selective.csv", ".selective.png")
     ]
 
@@ -205,24 +222,27 @@ def search_files(wildcards):
 
 
 def confidence_metric_files():
-    return [f"{RESULTS}/protocols/{d}/{p}/metrics.csv" for d in DATASETS for p in PAIRS]
+    return [f"{RESULTS}/protocols/{d}/{p}/metrics.csv" for p in PAIRS for d in pair_datasets(p)]
 
 
 def confidence_targets():
     per_pair = [
         f"{RESULTS}/{kind}/{d}/{p}{suffix}"
-        for d in DATASETS
         for p in PAIRS
+        for d in pair_datasets(p)
         for kind, suffix in (("calibration", ".json"), ("calibration", ".csv"))
     ]
     per_pair += [
         f"{RESULTS}/protocols/{d}/{p}/{name}"
-        for d in DATASETS
         for p in PAIRS
+        for d in pair_datasets(p)
         for name in ("reliability.png", "accuracy_rejection.png")
     ]
     per_pair += [
-        f"{RESULTS}/search/{d}/{p}/{c}.history.png" for d in DATASETS for p in PAIRS for c in SEARCH["protocols"]
+        f"{RESULTS}/search/{d}/{p}/{c}.history.png"
+        for p in PAIRS
+        for d in pair_datasets(p)
+        for c in SEARCH["protocols"]
     ]
     summary = [
         f"{RESULTS}/summary/{name}"

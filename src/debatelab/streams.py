@@ -227,3 +227,27 @@ def stream_arrays(frame: pd.DataFrame, confidence_column: str) -> StreamArrays:
         conf = np.where(missing, 0.5, conf)
     n_labels = frame["n_labels"].to_numpy()[::4].astype(int)
     return StreamArrays(question_ids, gold, pred, conf, n_labels, np.asarray(uniques, dtype=object))
+
+
+def synthetic_streams(n: int, seed: int = 0, *, skills: tuple[float, float] = (0.6, 0.7), debate_gain: float = 0.05,
+                      n_labels: int = 3) -> pd.DataFrame:
+    """Streams of a made-up pair for benchmarks and tests (like scikit-learn's make_classification):
+    agent i is right with probability skills[i] (+ debate_gain after debate); right answers draw
+    confidences from Beta(5, 2), wrong ones from Beta(3, 3); the self-report is that rounded to tenths."""
+    rng = np.random.default_rng(seed)
+    letters = [chr(ord("A") + k) for k in range(n_labels)]
+    rows = []
+    for q in range(n):
+        gold = int(rng.integers(0, n_labels))
+        for agent, skill in enumerate(skills):
+            for stream in (0, 1):
+                ok = bool(rng.random() < skill + debate_gain * stream)
+                answer = gold if ok else (gold + 1 + int(rng.integers(0, n_labels - 1))) % n_labels
+                c = float(np.clip(rng.beta(5, 2) if ok else rng.beta(3, 3), 0.01, 0.99))
+                rows.append({
+                    "question_id": f"q{q:05d}", "dataset": "synthetic", "pair": "ab", "agent": "ab"[agent],
+                    "agent_index": agent, "stream": stream, "answer": letters[answer], "gold": letters[gold],
+                    "correct": ok, "conf_verbal": round(c * 10) / 10, "conf_seqprob": c, "n_samples": 1,
+                    "debated": stream == 1, "task_type": "multiple_choice", "n_labels": n_labels,
+                })
+    return pd.DataFrame(rows)[STREAM_COLUMNS]

@@ -1,0 +1,172 @@
+"""Streams, calibration fitting, the test report and the lift table of the confidence stages."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from debatelab import confidence_stage as stage
+from debatelab.io import DataFileError, write_parquet_atomic
+from debatelab.streams import aggregate_samples, build_streams, split_questions, synthetic_streams
+
+
+def _samples(answers, verbal, seqprob, gold="4"):
+    return pd.DataFrame({
+        "sample": range(len(answers)), "answer": answers, "correct": [a == gold for a in answers],
+        "conf_verbal": verbal, "conf_seqprob": seqprob,
+    })
+
+
+def test_self_consistency_takes_the_plurality_and_averages_as_decided():
+    out = aggregate_samples(_samples(["4", "5", "4"], [0.9, 0.3, 0.6], [0.8, 0.2, 0.6]))
+    assert out["answer"] == "4" and out["correct"] and out["n_samples"] == 3
+    assert out["conf_verbal"] == pytest.approx(0.6)  # all samples
+    assert out["conf_seqprob"] == pytest.approx(0.7)  # the samples agreeing with the answer
+
+
+def test_self_consistency_tie_goes_to_the_most_confident_sample():
+    out = aggregate_samples(_samples(["4", "5", None], [0.5, 0.5, 0.5], [0.3, 0.9, 0.1]))
+    assert out["answer"] == "5" and not out["correct"]
+    out = aggregate_samples(_samples([None, None], [0.5, 0.7], [np.nan, np.nan]))
+    assert out["answer"] is None and not out["correct"] and np.isnan(out["conf_seqprob"])
+
+
+def test_split_is_seeded_order_free_and_exact():
+    ids = [f"q{i}" for i in range(20)]
+    mask = split_questions(ids, seed=0, run=0, val_fraction=0.3)
+    assert mask.sum() == 6
+    shuffled = ids[::-1]
+    assert set(np.array(shuffled)[split_questions(shuffled, 0, 0, 0.3)]) == set(np.array(ids)[mask])
+    assert not np.array_equal(mask, split_questions(ids, 0, 1, 0.3))
+    assert split_questions(["a", "b"], 0, 0, 0.01).sum() == 1  # both splits keep a question
+    with pytest.raises(ValueError, match="val_fraction"):
+        split_questions(ids, 0, 0, 1.0)
+
+
+def _write_inputs(tmp_path, elicit=True):
+    dataset = pd.DataFrame({
+        "id": ["q1", "q2"], "question": ["2+2?", "Pick"], "choices": [None, ["x", "y", "z"]],
+        "answer": ["4", "B"], "task_type": ["math", "multiple_choice"], "meta": ['{"source": "t", "source_split": "test"}'] * 2,
+    })
+    write_parquet_atomic(dataset, tmp_path / "data.parquet")
+    paths = []
+    for agent, answers in (("a", ["4", "A"]), ("b", ["5", "B"])):
+        zero = pd.DataFrame({
+            "question_id": ["q1", "q2"], "agent": agent, "sample": 0, "answer": answers, "gold": ["4", "B"],
+            "correct": [answers[0] == "4", answers[1] == "B"], "task_type": ["math", "multiple_choice"],
+            "conf_verbal": [0.8, 0.6], "conf_seqprob": [0.7, 0.5],
+        })
+        path = tmp_path / f"{agent}.parquet"
+        write_parquet_atomic(zero, path)
+        paths.append(path)
+    # the pair's debate ran on q1 only (e.g. MAD-D style), agent b's second call is its last
+    turns = pd.DataFrame({
+        "question_id": ["q1", "q1", "q1", "q1", "q1"], "round": [0, 0, 1, 1, 1], "agent": ["a", "b", "a", "b", "b"],
+        "agent_config": ["a", "b", "a", "b", "b"], "call": [0, 0, 0, 0, 1], "answer": ["4", "5", "4", "5", "4"],
+        "correct": [True, False, True, False, True], "conf_verbal": [None, None, 0.9, 0.2, 0.7 if elicit else None],
+        "conf_seqprob": [None, None, 0.95, 0.3, 0.8],
+    })
+    if not elicit:
+        turns["conf_verbal"] = np.nan
+    write_parquet_atomic(turns, tmp_path / "turns.parquet")
+    return tmp_path / "data.parquet", paths, tmp_path / "turns.parquet"
+
+
+def test_streams_take_round_one_and_carry_stream_zero_where_there_was_no_debate(tmp_path):
+    data, zero, turns = _write_inputs(tmp_path)
+    frame = build_streams(data, zero, turns, dataset="d", pair="ab", agents=["a", "b"])
+    assert len(frame) == 8
+    row = frame.set_index(["question_id", "agent", "stream"])
+    assert row.loc[("q1", "b", 1), "answer"] == "4" and row.loc[("q1", "b", 1), "conf_verbal"] == 0.7
+    assert bool(row.loc[("q1", "b", 1), "debated"]) and bool(row.loc[("q1", "b", 1), "correct"])
+    assert row.loc[("q2", "a", 1), "answer"] == "A" and not row.loc[("q2", "a", 1), "debated"]
+    assert row.loc[("q2", "a", 0), "n_labels"] == 3 and row.loc[("q1", "a", 0), "n_labels"] == 0
+
+
+def test_streams_name_the_file_and_column_when_the_debate_elicited_no_confidence(tmp_path):
+    data, zero, turns = _write_inputs(tmp_path, elicit=False)
+    with pytest.raises(DataFileError, match=r"turns\.parquet: column conf_verbal is empty"):
+        build_streams(data, zero, turns, dataset="d", pair="ab", agents=["a", "b"])
+    with pytest.raises(DataFileError, match=r"b\.parquet: expected agent 'c'"):
+        build_streams(data, zero, turns, dataset="d", pair="ab", agents=["a", "c"], estimators=["seqprob"])
+
+
+def _run_stage(directory, streams, trials=15):
+    directory.mkdir(parents=True, exist_ok=True)
+    write_parquet_atomic(streams, directory / "streams.parquet")
+    stage.fit_calibrators_job(directory / "streams.parquet", directory / "cal.json", directory / "cal.csv", seed=0,
+                              runs=2, val_fraction=0.5, estimators=["verbal", "seqprob"], calibrators=["raw", "beta", "isotonic"])
+    searches = []
+    for protocol in ("wsv", "cga", "hid"):
+        stage.search_protocol_job(directory / "streams.parquet", directory / "cal.json", directory / f"{protocol}.json",
+                                  directory / f"{protocol}.trials.parquet", directory / f"{protocol}.png",
+                                  directory / f"{protocol}.journal", dataset="d", pair="ab", protocol=protocol,
+                                  settings={"trials": trials, "patience": trials}, show_progress=False)
+        searches.append(directory / f"{protocol}.json")
+    stage.apply_protocol_job(directory / "streams.parquet", directory / "cal.json", searches,
+                             directory / "pred.parquet", directory / "metrics.csv", directory / "rel.png",
+                             directory / "rej.png", dataset="d", pair="ab")
+    return directory
+
+
+def test_the_whole_stage_is_deterministic_for_a_seed(tmp_path):
+    streams = synthetic_streams(120, seed=4)
+    first = _run_stage(tmp_path / "one", streams)
+    second = _run_stage(tmp_path / "two", streams)
+    for name in ("cal.json", "cal.csv", "metrics.csv", "wsv.json", "hid.json"):
+        assert (first / name).read_text() == (second / name).read_text(), name
+    pd.testing.assert_frame_equal(pd.read_parquet(first / "pred.parquet"), pd.read_parquet(second / "pred.parquet"))
+    for name in ("rel.png", "rej.png", "cga.png"):
+        assert (first / name).stat().st_size > 1000
+
+
+def test_calibrators_see_only_the_validation_split(tmp_path):
+    streams = synthetic_streams(80, seed=2)
+    calibration = stage.fit_calibrators(streams, seed=0, runs=1, val_fraction=0.5, estimators=["seqprob"],
+                                        calibrators=["beta"])
+    val = set(calibration["runs"][0]["val_question_ids"])
+    assert len(val) == 40
+    flipped = streams.copy()
+    test_rows = ~flipped["question_id"].isin(val)
+    flipped.loc[test_rows, "correct"] = ~flipped.loc[test_rows, "correct"]
+    again = stage.fit_calibrators(flipped, seed=0, runs=1, val_fraction=0.5, estimators=["seqprob"],
+                                  calibrators=["beta"])
+    assert json.dumps(again) == json.dumps(calibration)
+
+
+def test_report_covers_every_method_and_picks_the_validation_better_agent(tmp_path):
+    streams = synthetic_streams(200, seed=1, skills=(0.4, 0.8))
+    directory = _run_stage(tmp_path / "s", streams, trials=5)
+    table = pd.read_csv(directory / "metrics.csv")
+    methods = set(table["method"])
+    assert methods == {"zero_shot:a", "zero_shot:b", "zero_shot", "mad", "mad_d", "wsv", "cga", "hid"}
+    assert set(table.loc[table["method"] == "zero_shot", "agent"]) == {"b"}
+    assert len(table) == 8 * 2 * 3 * 2  # methods × estimators × calibrators × runs
+    assert table[["f1", "auarc", "ece", "nll"]].notna().all().all()
+    predictions = pd.read_parquet(directory / "pred.parquet")
+    calibration = json.loads((directory / "cal.json").read_text())
+    run0 = predictions[predictions["run"] == 0]
+    assert not set(run0["question_id"]) & set(calibration["runs"][0]["val_question_ids"])  # test split only
+
+
+def _metrics_table(rng, pair_effects):
+    rows = []
+    for pair, effect in pair_effects.items():
+        for run in range(5):
+            for method, base in (("zero_shot", 0.6), ("mad", 0.55), ("mad_d", 0.58), ("cga", 0.6 + effect)):
+                value = base + rng.normal(0, 0.005)
+                rows.append({"dataset": "d", "pair": pair, "estimator": "seqprob", "calibrator": "beta",
+                             "method": method, "run": run, "f1": value, "auarc": value})
+    return pd.DataFrame(rows)
+
+
+def test_lift_counts_pairs_significantly_better_than_every_comparator():
+    table = _metrics_table(np.random.default_rng(0), {"p1": 0.05, "p2": -0.05, "p3": 0.0})
+    lift = stage.lift_table(table).set_index("method")
+    assert lift.loc["cga", "k_f1"] == 1 and lift.loc["cga", "n_pairs"] == 3
+    assert lift.loc["cga", "lift_f1"] == pytest.approx(0.0, abs=0.5)  # +5, −5, 0 points
+    assert lift.loc["mad", "k_auarc"] == 0 and lift.loc["mad", "lift_auarc"] == pytest.approx(-5, abs=0.5)
+    paper = stage.paper_layout(stage.lift_table(table), "beta")
+    assert paper.set_index("method").loc["cga", "d"].endswith("(1)")
