@@ -170,3 +170,15 @@ def test_lift_counts_pairs_significantly_better_than_every_comparator():
     assert lift.loc["mad", "k_auarc"] == 0 and lift.loc["mad", "lift_auarc"] == pytest.approx(-5, abs=0.5)
     paper = stage.paper_layout(stage.lift_table(table), "beta")
     assert paper.set_index("method").loc["cga", "d"].endswith("(1)")
+
+
+def test_a_pair_debate_that_debated_nothing_repeats_stream_zero(tmp_path):
+    data, zero, turns = _write_inputs(tmp_path)
+    frame = pd.read_parquet(turns)
+    write_parquet_atomic(frame[frame["round"] == 0], turns)  # e.g. MAD-D on unanimous answers
+    streams = build_streams(data, zero, turns, dataset="d", pair="ab", agents=["a", "b"])
+    by_stream = streams.set_index(["question_id", "agent", "stream"])
+    for agent in ("a", "b"):
+        for question in ("q1", "q2"):
+            assert by_stream.loc[(question, agent, 1), "answer"] == by_stream.loc[(question, agent, 0), "answer"]
+    assert not streams["debated"].any()

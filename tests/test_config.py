@@ -29,6 +29,11 @@ def _dry_run_with(tmp_path, mutate):
         (lambda c: c["datasets"].update(no_such_bench={"split": "test"}), ["no_such_bench"]),
         (lambda c: c["datasets"]["asdiv"].update(split="train_xyz"), ["train_xyz", "asdiv"]),
         (lambda c: c.pop("agents"), ["agents"]),
+        (lambda c: c["calibration"]["pairs"]["ab"].update(agents=["alice", "carol"]), ["calibration.pairs.ab", "carol"]),
+        (lambda c: c["calibration"]["pairs"]["ab"].update(debate="mad"), ["calibration.pairs.ab.debate", "mad", "participants"]),
+        (lambda c: c["debate"]["protocols"]["mad_pair"].update(confidence=["verbal"]), ["mad_pair", "seqprob"]),
+        (lambda c: c["calibration"].update(calibrators=["platt"]), ["platt"]),
+        (lambda c: c["protocol_search"].update(objective="accuracy"), ["accuracy", "objective"]),
     ],
 )
 def test_bad_config_names_key_and_value(tmp_path, mutate, expected):

@@ -64,9 +64,12 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
     (test_profile / "config.yaml").write_text(yaml.safe_dump(profile))
     workdir = tmp_path / "work"
     workdir.mkdir()
-    # The tiny experiment with two protocols: enough to see debate jobs land on the H800 partition.
+    # The tiny experiment with two protocols: enough to see debate jobs land on the H800 partition;
+    # and one pair on one dataset with one searched protocol: the CPU stages on the CPU partition.
     config = yaml.safe_load((REPO_ROOT / "tests/configs/tiny.yaml").read_text())
-    config["debate"]["protocols"] = {k: config["debate"]["protocols"][k] for k in ("mad", "svr")}
+    config["debate"]["protocols"] = {k: config["debate"]["protocols"][k] for k in ("mad", "svr", "mad_pair")}
+    config["debate"]["protocols"]["mad_pair"]["datasets"] = ["asdiv"]
+    config["protocol_search"]["protocols"] = ["cga"]
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     snakemake(workdir, "--configfile", str(tmp_path / "config.yaml"), "--profile", str(test_profile), timeout=1500)
     jobs = [j for j in _squeue_jobs() if j["id"] not in before]
@@ -78,7 +81,8 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
     # Every job of the DAG went through sbatch (`all` is a local rule: it has no work).
     assert {r: len(js) for r, js in by_rule.items()} == {
         "download_dataset": 2, "prepare_model": 1, "zero_shot": 4, "summarize": 1,
-        "debate": 4, "uncertainty": 4, "summarize_debate": 1,
+        "debate": 5, "uncertainty": 5, "summarize_debate": 1,
+        "streams": 1, "fit_calibrators": 1, "search_protocol": 1, "apply_protocol": 1, "summarize_confidence": 1,
     }
     assert all(j["state"] == "COMPLETED" for j in jobs), jobs
     for job in by_rule["zero_shot"]:
@@ -87,7 +91,8 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
     for job in by_rule["debate"]:
         assert job["partition"] == "gpu_h800"
         assert job["tres"] == "gres:gpu:h800:1", job
-    for job in by_rule["download_dataset"] + by_rule["summarize"] + by_rule["uncertainty"]:
+    cpu_rules = ("download_dataset", "summarize", "uncertainty", "fit_calibrators", "search_protocol", "apply_protocol")
+    for job in [j for rule in cpu_rules for j in by_rule[rule]]:
         assert job["partition"] == "cpu" and "gpu" not in job["tres"]
     # Each job's own log says where it ran: inside a SLURM allocation, GPU rules with a device.
     for log in (workdir / "logs/tiny/zero_shot").rglob("*.log"):
@@ -97,3 +102,4 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
         assert re.search(r"CUDA_VISIBLE_DEVICES=\d", text)
     assert (workdir / "results/tiny/summary/zero_shot.csv").exists()
     assert (workdir / "results/tiny/summary/debate.csv").exists()
+    assert (workdir / "results/tiny/summary/confidence_paper.csv").exists()

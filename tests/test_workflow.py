@@ -1,6 +1,7 @@
 """The real workflow end to end on the tiny model, through the real Snakemake."""
 from __future__ import annotations
 
+import json
 import re
 import shutil
 
@@ -74,6 +75,40 @@ def test_every_protocol_runs_from_the_same_zero_shot_answers(finished_run):
     assert (results / "summary/debate_cost_accuracy.png").stat().st_size > 1000
 
 
+def test_calibration_and_protocol_search_run_after_the_debate(finished_run):
+    results = finished_run / "results/tiny"
+    for dataset in ("asdiv", "commonsense_qa"):
+        streams = pd.read_parquet(results / f"streams/{dataset}/ab.parquet")
+        assert len(streams) == 3 * 4 and set(streams["agent"]) == {"alice", "bob"}
+        calibration = json.loads((results / f"calibration/{dataset}/ab.json").read_text())
+        assert [len(r["val_question_ids"]) for r in calibration["runs"]] == [2, 2]
+        assert len(calibration["runs"][0]["fitted"]) == 2 * 4 * 4  # estimators × calibrators × (agent, stream)
+        for protocol in ("wsv", "cga", "hid"):
+            best = json.loads((results / f"search/{dataset}/ab/{protocol}.json").read_text())["best"]
+            assert len(best) == 2 * 4 * 2  # estimators × calibrators × runs
+            assert all(1 <= b["n_trials"] <= 8 for b in best)
+            trials = pd.read_parquet(results / f"search/{dataset}/ab/{protocol}.trials.parquet")
+            assert len(trials) == sum(b["n_trials"] for b in best)
+            assert (results / f"search/{dataset}/ab/{protocol}.optuna.journal").stat().st_size > 0
+        table = pd.read_csv(results / f"protocols/{dataset}/ab/metrics.csv")
+        assert set(table["method"]) == {"zero_shot:alice", "zero_shot:bob", "zero_shot", "mad", "mad_d", "wsv", "cga", "hid"}
+        for plot in ("reliability.png", "accuracy_rejection.png"):
+            assert (results / f"protocols/{dataset}/ab/{plot}").stat().st_size > 1000
+    paper = pd.read_csv(results / "summary/confidence_paper.csv")
+    assert {"asdiv", "commonsense_qa"} <= set(paper.columns)
+    assert set(paper["method"]) == {"mad", "mad_d", "wsv", "cga", "hid"}
+    assert (results / "summary/confidence_lift.png").stat().st_size > 1000
+
+
+def test_forcerun_search_resumes_its_study_without_new_trials(finished_run):
+    best = finished_run / "results/tiny/search/asdiv/ab/cga.json"
+    before, mtime = best.read_text(), best.stat().st_mtime_ns
+    target = "results/tiny/search/asdiv/ab/cga.json"
+    snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "--forcerun", target, "--until", target)
+    assert best.stat().st_mtime_ns > mtime
+    assert best.read_text() == before
+
+
 def test_rerun_is_a_no_op(finished_run):
     out = snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "-n")
     assert "Nothing to be done" in out.stdout + out.stderr
@@ -88,7 +123,8 @@ def _planned_jobs(output: str) -> dict[str, int]:
 def test_forcerun_zero_shot_reruns_it_and_only_what_depends_on_it(finished_run):
     dry = snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "-n", "--forcerun", "zero_shot")
     assert _planned_jobs(dry.stdout + dry.stderr) == {
-        "all": 1, "summarize": 1, "zero_shot": 4, "debate": 18, "uncertainty": 18, "summarize_debate": 1,
+        "all": 1, "summarize": 1, "zero_shot": 4, "debate": 20, "uncertainty": 20, "summarize_debate": 1,
+        "streams": 2, "fit_calibrators": 2, "search_protocol": 6, "apply_protocol": 2, "summarize_confidence": 1,
     }
     until = snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "-n", "--forcerun", "zero_shot", "--until", "zero_shot")
     assert _planned_jobs(until.stdout + until.stderr) == {"zero_shot": 4}
@@ -116,11 +152,13 @@ def test_forcerun_one_debate_stage_replays_it_from_the_cache(finished_run):
 def test_report_includes_the_summary(finished_run):
     snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "--report", "report.html")
     html = (finished_run / "report.html").read_text(errors="ignore")
-    for name in ("zero_shot.csv", "zero_shot.png", "debate.csv", "debate_cost_accuracy.png", "mad.selective.png"):
+    for name in ("zero_shot.csv", "zero_shot.png", "debate.csv", "debate_cost_accuracy.png", "mad.selective.png",
+                 "confidence_lift.png", "confidence_paper.csv", "reliability.png", "cga.history.png"):
         assert name in html, name
 
 
 def test_dag_rulegraph_mermaid(finished_run):
     out = snakemake(finished_run, "--configfile", TINY, "--rulegraph", "mermaid-js")
-    for rule in ("download_dataset", "prepare_model", "zero_shot", "debate", "uncertainty", "summarize", "summarize_debate"):
+    for rule in ("download_dataset", "prepare_model", "zero_shot", "debate", "uncertainty", "summarize", "summarize_debate",
+                 "streams", "fit_calibrators", "search_protocol", "apply_protocol", "summarize_confidence"):
         assert rule in out.stdout

@@ -114,13 +114,15 @@ def build_streams(
         zero = read_parquet_checked(path, ["question_id", "agent", "sample", "answer", "correct", "gold", "task_type"])
         if not (zero["agent"] == agent).all():
             raise DataFileError(f"{path}: expected agent {agent!r}, found {sorted(zero['agent'].unique())}")
-        debate = turns[(turns["round"] == 1) & (turns["agent"] == agent)]
-        if debate.empty:
+        if not (turns["agent"] == agent).any():
             raise DataFileError(
-                f"{turns_path}: no round-1 turn of agent {agent!r} (agents: {sorted(turns['agent'].unique())}); "
+                f"{turns_path}: agent {agent!r} is not a participant (agents: {sorted(turns['agent'].unique())}); "
                 f"pair {pair!r} needs a debate protocol whose participants are {list(agents)}"
             )
-        for estimator in estimators:
+        debate = turns[(turns["round"] == 1) & (turns["agent"] == agent)]
+        if debate.empty:
+            log.warning("%s: agent %r debated no question; stream 1 repeats stream 0", turns_path, agent)
+        for estimator in estimators if len(debate) else ():
             column = ESTIMATOR_COLUMNS[estimator]
             if debate[column].isna().all():
                 raise DataFileError(
