@@ -6,7 +6,8 @@ rule debate:
         turns=f"{RESULTS}/debate/{{dataset}}/{{protocol}}/turns.parquet",
         questions=f"{RESULTS}/debate/{{dataset}}/{{protocol}}/questions.parquet",
     params:
-        protocol=lambda wc: PROTOCOLS[wc.protocol],
+        # `datasets` says where the workflow runs the protocol; it is no option of the protocol itself.
+        protocol=lambda wc: {k: v for k, v in PROTOCOLS[wc.protocol].items() if k != "datasets"},
         participants=lambda wc: protocol_participants(wc.protocol),
         agents=debate_agent_settings,
         zero_shot_paths=debate_zero_shot_paths,

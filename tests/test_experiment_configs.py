@@ -2,7 +2,9 @@
 
 Every file validates and dry-runs with the SLURM profile, its GPU-heavy jobs landing on the
 right partitions; every paper config has a `_cpu` twin with the same protocols, on bundled
-models and offline data only, whose dry run plans a debate job for every protocol.
+models and offline data only, whose dry run plans a debate job for every (dataset, protocol)
+the protocol runs on. The confidence paper's CPU stages (streams, calibration, TPE search,
+test report) land on the CPU partition, one search per (dataset, pair, WSV/CGA/HID).
 """
 from __future__ import annotations
 
@@ -18,12 +20,38 @@ from workflow_helpers import REPO_ROOT, snakemake
 EXPERIMENTS = REPO_ROOT / "config/experiments"
 SLURM = str(REPO_ROOT / "profiles/slurm")
 CONFIGS = sorted(EXPERIMENTS.glob("*.yaml"))
-PAPERS = ["udpo", "svr_mad", "umad_eval", "sdrl_eval"]
+PAPERS = ["udpo", "svr_mad", "umad_eval", "sdrl_eval", "confidence"]
 
 #: Protocols a CPU twin leaves out on purpose (named in its header comment).
 CUT_ON_CPU = {
     "udpo": {"mad_n10", "mad_n5_t3", "mad_n5_t10"},  # N = 10 and T > 2
 }
+
+#: Papers whose protocols are one protocol run on different agents and datasets (the confidence
+#: paper's MAD round, once per model pair): the CPU twin keeps every protocol *shape* (kind, seat
+#: count, options), under its own names, with its own agents.
+SHAPES_ON_CPU = {"confidence"}
+
+#: Protocol options a CPU twin keeps as the paper has them.
+KEPT_OPTIONS = ("template", "final", "tie_break", "mask_peer_boxed", "early_stop_agree", "skip_if_unanimous",
+                "group_size", "skip_rate", "challenges", "accept_after", "prior", "posterior", "confidence")
+
+#: The confidence paper's Table 3 (spec 004 §8): six (M1, M2) pairs per dataset, by agent name.
+CONFIDENCE_PAIRS = {
+    "mmlu_college": {("llama3.2-3b", "mistral-7b"), ("llama3.2-3b", "gemma3-4b"), ("gemma2-9b", "gemma3-12b"),
+                     ("mistral-7b", "mistral-nemo"), ("llama3.1-8b", "gemma3-12b"), ("phi4-mini", "qwen3-4b")},
+    "ezstance": {("llama3.1-8b", "phi3-medium"), ("mistral-7b", "gemma2-9b"), ("phi4-mini", "gemma3-4b"),
+                 ("llama3.2-3b", "qwen2.5-14b"), ("ministral-8b", "qwen2.5-32b"), ("gemma2-9b", "gemma3-12b")},
+    "boolq": {("llama3.1-8b", "gemma2-9b"), ("ministral-8b", "phi3-medium"), ("phi4-mini", "gemma3-12b"),
+              ("mistral-7b", "qwen2.5-7b"), ("llama3.2-3b", "gemma3-4b"), ("gemma2-9b", "gemma3-4b")},
+    "hateval": {("gemma2-9b", "gemma3-4b"), ("llama3.1-8b", "gemma3-4b"), ("llama3.2-3b", "qwen2.5-7b"),
+                ("gemma3-12b", "qwen2.5-32b"), ("phi3-medium", "phi4-mini"), ("ministral-8b", "phi4-mini")},
+    "vast": {("mistral-7b", "gemma3-12b"), ("qwen2.5-14b", "qwen2.5-32b"), ("llama3.2-3b", "llama3.1-8b"),
+             ("phi4-mini", "llama3.2-3b"), ("phi3-medium", "gemma3-4b"), ("mistral-7b", "ministral-8b")},
+}
+
+#: Rules of the confidence stages: pure computation on cached generations, CPU only.
+CONFIDENCE_CPU_RULES = ("streams", "fit_calibrators", "search_protocol", "apply_protocol")
 
 #: CPU twins stay small: a few minutes on 2 cores.
 CPU_MAX_TOKENS = 128
@@ -46,6 +74,22 @@ def _participants(cfg: dict, protocol: dict) -> list[str]:
 
 def _adversarial(cfg: dict, seats: list[str]) -> list[bool]:
     return [bool(cfg["agents"][a].get("adversarial")) for a in seats]
+
+
+def _protocol_datasets(cfg: dict, protocol: dict) -> list[str]:
+    """The datasets a protocol runs on (null: every dataset of the experiment)."""
+    return protocol.get("datasets") or list(cfg["datasets"])
+
+
+def _pair_datasets(cfg: dict, pair: dict) -> list[str]:
+    return pair.get("datasets") or _protocol_datasets(cfg, _protocols(cfg)[pair["debate"]])
+
+
+def _shape(cfg: dict, protocol: dict) -> tuple:
+    """What a protocol does, apart from which agents and datasets it runs on."""
+    seats = _participants(cfg, protocol)
+    options = tuple((o, yaml.safe_dump(protocol.get(o))) for o in KEPT_OPTIONS)
+    return protocol["kind"], len(seats), tuple(_adversarial(cfg, seats)), options
 
 
 def _job_blocks(output: str) -> dict[str, list[str]]:
@@ -113,21 +157,25 @@ def test_dry_run_with_slurm_profile_maps_gpu_jobs(tmp_path, path):
 
     if _workflow_has_rule("debate"):
         protocols = _protocols(cfg)
+        expected = {(d, name) for name, p in protocols.items() for d in _protocol_datasets(cfg, p)}
         debate = blocks.get("debate", [])
-        assert len(debate) == len(cfg["datasets"]) * len(protocols), f"{len(debate)} debate jobs planned"
+        assert len(debate) == len(expected), f"{len(debate)} debate jobs planned, expected {len(expected)}"
         for chunk in debate:
             resources = _resources(chunk)
             assert "slurm_partition=gpu_h800" in resources and "gpu_model=h800" in resources, resources
         if path.stem.endswith("_cpu"):
-            # The CPU twin plans a debate job for every (dataset, protocol).
+            # The CPU twin plans a debate job for every (dataset, protocol) the protocol runs on.
             planned = {(m.group(1), m.group(2)) for chunk in debate
                        for m in [re.search(r"wildcards: dataset=([\w.-]+), protocol=([\w.-]+)", chunk)] if m}
-            assert planned == {(d, p) for d in cfg["datasets"] for p in protocols}
+            assert planned == expected
 
 
 @pytest.mark.parametrize("paper", PAPERS)
 def test_cpu_twin_has_the_papers_protocols(paper):
     full, cpu = _load(paper), _load(f"{paper}_cpu")
+    if paper in SHAPES_ON_CPU:
+        assert {_shape(cpu, p) for p in _protocols(cpu).values()} == {_shape(full, p) for p in _protocols(full).values()}
+        return
     kinds = {name: p["kind"] for name, p in _protocols(full).items()}
     cpu_kinds = {name: p["kind"] for name, p in _protocols(cpu).items()}
     cut = CUT_ON_CPU.get(paper, set())
@@ -139,8 +187,7 @@ def test_cpu_twin_has_the_papers_protocols(paper):
         cpu_seats = _participants(cpu, protocol)
         assert len(cpu_seats) == len(full_seats), name
         assert _adversarial(cpu, cpu_seats) == _adversarial(full, full_seats), name
-        for option in ("template", "final", "tie_break", "mask_peer_boxed", "early_stop_agree", "skip_if_unanimous",
-                       "group_size", "skip_rate", "challenges", "accept_after", "prior", "posterior"):
+        for option in KEPT_OPTIONS:
             assert protocol.get(option) == _protocols(full)[name].get(option), f"{name}.{option}"
 
 
@@ -172,3 +219,48 @@ def test_udpo_attacks_compromise_the_last_m_agents():
         for honest, seat in zip(base, seats):
             spec, twin = cfg["agents"][honest], cfg["agents"][seat]
             assert spec["model"] == twin["model"] and spec["temperature"] == twin["temperature"]
+
+
+def test_confidence_pairs_are_table_3():
+    """Six pairs per dataset, exactly spec 004 §8's, each debating on its own dataset."""
+    cfg = _load("confidence")
+    assert set(cfg["datasets"]) == set(CONFIDENCE_PAIRS)
+    per_dataset: dict[str, list[tuple[str, str]]] = {d: [] for d in cfg["datasets"]}
+    for name, pair in cfg["calibration"]["pairs"].items():
+        for dataset in _pair_datasets(cfg, pair):
+            per_dataset[dataset].append(tuple(pair["agents"]))
+        protocol = _protocols(cfg)[pair["debate"]]
+        assert _participants(cfg, protocol) == pair["agents"], name
+        assert set(_pair_datasets(cfg, pair)) <= set(_protocol_datasets(cfg, protocol)), name
+    for dataset, pairs in per_dataset.items():
+        assert len(pairs) == 6, f"{dataset}: {pairs}"
+        assert set(pairs) == CONFIDENCE_PAIRS[dataset], dataset
+
+
+def test_confidence_dry_run_plans_cpu_stages_per_pair(tmp_path):
+    """streams / calibration / search / test report run on the CPU partition, once per (dataset, pair),
+    the search once per (dataset, pair, WSV/CGA/HID): 30 pairs x 3 = 90."""
+    cfg = _load("confidence")
+    blocks = _job_blocks(_dry_run(tmp_path, EXPERIMENTS / "confidence.yaml"))
+    searched = (cfg.get("protocol_search") or {}).get("protocols", ["wsv", "cga", "hid"])
+    assert sorted(searched) == ["cga", "hid", "wsv"]
+    pairs = {(d, name) for name, pair in cfg["calibration"]["pairs"].items() for d in _pair_datasets(cfg, pair)}
+    assert len(pairs) == 30
+    assert Counter(d for d, _ in pairs) == {d: 6 for d in cfg["datasets"]}
+
+    for rule in CONFIDENCE_CPU_RULES:
+        chunks = blocks.get(rule, [])
+        for chunk in chunks:
+            resources = _resources(chunk)
+            assert "slurm_partition=cpu" in resources and "gpu" not in resources, f"{rule}: {resources}"
+        planned = [m.groups() for chunk in chunks
+                   for m in [re.search(r"wildcards: dataset=([\w.-]+), pair=([\w.-]+)(?:, confidence_protocol=(\w+))?",
+                                       chunk)] if m]
+        assert len(planned) == len(chunks), f"{rule}: a job without dataset/pair wildcards"
+        if rule == "search_protocol":
+            assert len(chunks) == 90
+            assert set(planned) == {(d, p, c) for d, p in pairs for c in searched}
+        else:
+            assert len(chunks) == len(pairs), f"{rule}: {len(chunks)} jobs"
+            assert {(d, p) for d, p, _ in planned} == pairs, rule
+    assert len(blocks.get("summarize_confidence", [])) == 1
