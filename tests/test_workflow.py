@@ -49,7 +49,7 @@ def test_default_dag_outputs(finished_run):
 
 def test_every_protocol_runs_from_the_same_zero_shot_answers(finished_run):
     results = finished_run / "results/tiny"
-    protocols = ("sc", "mad", "mad_d", "ring", "hub", "groups", "s2", "sid", "svr")
+    protocols = ("sc", "mad", "mad_d", "ring", "hub", "groups", "s2", "sid", "svr", "mad_pair")
     for dataset in ("asdiv", "commonsense_qa"):
         zero_shot = {a: pd.read_parquet(results / f"zero_shot/{dataset}/{a}.parquet") for a in ("alice", "bob")}
         for protocol in protocols:

@@ -265,54 +265,50 @@ def apply_protocol_job(streams_path, calibration_path, search_paths, predictions
     return table
 
 
-def _estimator_axes(n: int, width: float = 5.5):
+def _per_estimator_figure(predictions: pd.DataFrame, title: str, xlabel: str, draw):
+    """One panel per estimator with one line per method; ``draw(ax, part, method)`` plots a line."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, n, figsize=(width * n, 4.2), squeeze=False)
-    return plt, fig, axes[0]
+    estimators = sorted(predictions["estimator"].unique())
+    fig, axes = plt.subplots(1, len(estimators), figsize=(5.5 * len(estimators), 4.2), squeeze=False)
+    for ax, estimator in zip(axes[0], estimators):
+        for method, part in predictions[predictions["estimator"] == estimator].groupby("method", sort=False):
+            draw(ax, part, method)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("accuracy")
+        ax.set_title(estimator)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
 
 
 def plot_reliability(predictions: pd.DataFrame, bins: int, title: str):
     """Reliability diagram per estimator: accuracy against mean confidence per bin, one line per method."""
-    estimators = sorted(predictions["estimator"].unique())
-    plt, fig, axes = _estimator_axes(len(estimators))
-    for ax, estimator in zip(axes, estimators):
+
+    def draw(ax, part, method):
+        table = metrics.reliability_table(part["confidence"], part["correct"], bins=bins)
+        table = table[table["count"] > 0]
+        ax.plot(table["mean_confidence"], table["accuracy"], "o-", markersize=3, label=method)
         ax.plot([0, 1], [0, 1], ":", color="grey", linewidth=1)
-        for method, part in predictions[predictions["estimator"] == estimator].groupby("method", sort=False):
-            table = metrics.reliability_table(part["confidence"], part["correct"], bins=bins)
-            table = table[table["count"] > 0]
-            ax.plot(table["mean_confidence"], table["accuracy"], "o-", markersize=3, label=method)
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
-        ax.set_xlabel("confidence")
-        ax.set_ylabel("accuracy")
-        ax.set_title(f"{estimator}")
-        ax.legend(fontsize=7)
-    fig.suptitle(f"Reliability: {title}", fontsize=9)
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+
+    return _per_estimator_figure(predictions, f"Reliability: {title}", "confidence", draw)
 
 
 def plot_accuracy_rejection(predictions: pd.DataFrame, title: str):
     """Accuracy of the kept answers as the least confident are rejected, one line per method."""
-    estimators = sorted(predictions["estimator"].unique())
-    plt, fig, axes = _estimator_axes(len(estimators))
-    for ax, estimator in zip(axes, estimators):
-        for method, part in predictions[predictions["estimator"] == estimator].groupby("method", sort=False):
-            coverage, accuracy = metrics.accuracy_rejection_curve(part["confidence"], part["correct"], seed=0)
-            ax.plot(coverage, accuracy, "-", label=method)
-        ax.set_xlabel("fraction kept (most confident first)")
-        ax.set_ylabel("accuracy")
-        ax.set_title(f"{estimator}")
-        ax.legend(fontsize=7)
-    fig.suptitle(f"Accuracy-rejection: {title}", fontsize=9)
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+
+    def draw(ax, part, method):
+        coverage, accuracy = metrics.accuracy_rejection_curve(part["confidence"], part["correct"], seed=0)
+        ax.plot(coverage, accuracy, "-", label=method)
+
+    return _per_estimator_figure(predictions, f"Accuracy-rejection: {title}", "fraction kept (most confident first)", draw)
 
 
 # --- experiment summary ------------------------------------------------------------------------

@@ -122,9 +122,11 @@ def build_streams(
         debate = turns[(turns["round"] == 1) & (turns["agent"] == agent)]
         if debate.empty:
             log.warning("%s: agent %r debated no question; stream 1 repeats stream 0", turns_path, agent)
-        for estimator in estimators if len(debate) else ():
+        for estimator in estimators:
             column = ESTIMATOR_COLUMNS[estimator]
-            if debate[column].isna().all():
+            # an unparseable answer has no sequence probability to score, so judge by the parsed ones
+            scored = debate[debate["answer"].notna()] if estimator == "seqprob" else debate
+            if len(scored) and scored[column].isna().all():
                 raise DataFileError(
                     f"{turns_path}: column {column} is empty; the pair's debate protocol must elicit "
                     f"`confidence: [{', '.join(estimators)}]`"
