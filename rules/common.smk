@@ -17,6 +17,11 @@ PAIRS = CALIBRATION["pairs"]
 SEARCH = config["protocol_search"]
 
 
+def benchmark_of(dataset):
+    """The registered benchmark a dataset entry reads (entries may alias one benchmark's splits)."""
+    return DATASETS[dataset].get("benchmark") or dataset
+
+
 def _check_references():
     """Cross-references the schema can't express: agent → model, dataset → registry."""
     from debatelab.data import BENCHMARKS
@@ -28,11 +33,13 @@ def _check_references():
                 f"(known: {sorted(MODELS)})"
             )
     for name, spec in DATASETS.items():
-        if name not in BENCHMARKS:
-            raise ValueError(f"config: datasets.{name} is not a registered benchmark (known: {sorted(BENCHMARKS)})")
-        splits = BENCHMARKS[name].splits
+        benchmark = benchmark_of(name)
+        if benchmark not in BENCHMARKS:
+            where = f"datasets.{name}.benchmark = {benchmark!r}" if spec.get("benchmark") else f"datasets.{name}"
+            raise ValueError(f"config: {where} is not a registered benchmark (known: {sorted(BENCHMARKS)})")
+        splits = BENCHMARKS[benchmark].splits
         if spec["split"] not in splits:
-            raise ValueError(f"config: datasets.{name}.split = {spec['split']!r}; {name} offers {sorted(splits)}")
+            raise ValueError(f"config: datasets.{name}.split = {spec['split']!r}; {benchmark} offers {sorted(splits)}")
 
 
 _check_references()
@@ -48,7 +55,11 @@ def protocol_datasets(protocol):
 
 
 def pair_datasets(pair):
-    return PAIRS[pair].get("datasets") or protocol_datasets(PAIRS[pair]["debate"])
+    """Datasets a pair is reported on; a dataset serving as another's fixed validation split is not one."""
+    validation_only = set(PAIRS[pair]["validation"].values())
+    return PAIRS[pair].get("datasets") or [
+        d for d in protocol_datasets(PAIRS[pair]["debate"]) if d not in validation_only
+    ]
 
 
 def _check_debate():
@@ -96,6 +107,18 @@ def _check_pairs():
                     f"config: {where}.datasets names {dataset!r}, where its debate protocol {debate!r} does not run "
                     f"(it runs on {protocol_datasets(debate)})"
                 )
+        for test, val in spec["validation"].items():
+            for dataset in (test, val):
+                if dataset not in protocol_datasets(debate):
+                    raise ValueError(
+                        f"config: {where}.validation maps {test!r} to {val!r}, but its debate protocol {debate!r} "
+                        f"does not run on {dataset!r} (it runs on {protocol_datasets(debate)})"
+                    )
+            if benchmark_of(test) != benchmark_of(val):
+                raise ValueError(
+                    f"config: {where}.validation maps {test!r} ({benchmark_of(test)}) to {val!r} "
+                    f"({benchmark_of(val)}); both must read the same benchmark"
+                )
         if protocol_participants(debate) != list(spec["agents"]):
             raise ValueError(
                 f"config: {where}.debate = {debate!r} has participants {protocol_participants(debate)}; "
@@ -120,7 +143,7 @@ def _alternatives(names):
 
 wildcard_constraints:
     experiment=re.escape(EXPERIMENT),
-    dataset=_alternatives(DATASETS),
+    dataset=_alternatives(set(DATASETS) | {benchmark_of(d) for d in DATASETS}),
     agent=_alternatives(AGENTS),
     model=_alternatives(MODELS),
     protocol=_alternatives(PROTOCOLS) if PROTOCOLS else "(?!)",
@@ -134,8 +157,17 @@ LOGS = f"logs/{EXPERIMENT}"
 BENCH = f"{RESULTS}/benchmarks"
 
 
+def dataset_path(dataset):
+    return f"data/{benchmark_of(dataset)}/{DATASETS[dataset]['split']}.parquet"
+
+
 def dataset_file(wildcards):
-    return f"data/{wildcards.dataset}/{DATASETS[wildcards.dataset]['split']}.parquet"
+    return dataset_path(wildcards.dataset)
+
+
+def download_source(wildcards):
+    """`source` of the first dataset entry reading this benchmark."""
+    return next(spec["source"] for name, spec in DATASETS.items() if benchmark_of(name) == wildcards.dataset)
 
 
 def agent_model_dir(wildcards):
@@ -207,14 +239,28 @@ def uncertainty_files():
     ]
 
 
+def pair_validation_dataset(wildcards):
+    """The dataset holding this dataset's fixed validation split for the pair, or None (cut per run)."""
+    return PAIRS[wildcards.pair]["validation"].get(wildcards.dataset)
+
+
 def pair_inputs(wildcards):
-    """A pair's streams come from the dataset, both agents' zero-shot answers and the pair's debate."""
+    """A pair's streams come from the dataset, both agents' zero-shot answers and the pair's debate;
+    with a fixed validation dataset, from its files too (the `val_*` inputs)."""
     spec = PAIRS[wildcards.pair]
-    return {
-        "dataset": dataset_file(wildcards),
-        "zero_shot": [f"{RESULTS}/zero_shot/{wildcards.dataset}/{a}.parquet" for a in spec["agents"]],
-        "turns": f"{RESULTS}/debate/{wildcards.dataset}/{spec['debate']}/turns.parquet",
-    }
+
+    def files(dataset, prefix=""):
+        return {
+            f"{prefix}dataset": dataset_path(dataset),
+            f"{prefix}zero_shot": [f"{RESULTS}/zero_shot/{dataset}/{a}.parquet" for a in spec["agents"]],
+            f"{prefix}turns": f"{RESULTS}/debate/{dataset}/{spec['debate']}/turns.parquet",
+        }
+
+    inputs = files(wildcards.dataset)
+    val = pair_validation_dataset(wildcards)
+    if val:
+        inputs.update(files(val, "val_"))
+    return inputs
 
 
 def search_files(wildcards):

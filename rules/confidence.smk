@@ -11,6 +11,7 @@ rule streams:
     params:
         agents=lambda wc: PAIRS[wc.pair]["agents"],
         estimators=CALIBRATION["estimators"],
+        val_dataset=pair_validation_dataset,
     log:
         f"{LOGS}/streams/{{dataset}}/{{pair}}.log",
     resources:

@@ -3,7 +3,7 @@ rule download_dataset:
     output:
         "data/{dataset}/{split}.parquet",
     params:
-        source=lambda wc: DATASETS[wc.dataset]["source"],
+        source=download_source,
         seed=config["seed"],
     log:
         "logs/data/{dataset}/{split}.log",

@@ -9,7 +9,7 @@ import pytest
 
 from debatelab import confidence_stage as stage
 from debatelab.io import DataFileError, write_parquet_atomic
-from debatelab.streams import aggregate_samples, build_streams, split_questions, synthetic_streams
+from debatelab.streams import aggregate_samples, build_streams, split_questions, streams_job, synthetic_streams
 
 
 def _samples(answers, verbal, seqprob, gold="4"):
@@ -46,6 +46,7 @@ def test_split_is_seeded_order_free_and_exact():
 
 
 def _write_inputs(tmp_path, elicit=True):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     dataset = pd.DataFrame({
         "id": ["q1", "q2"], "question": ["2+2?", "Pick"], "choices": [None, ["x", "y", "z"]],
         "answer": ["4", "B"], "task_type": ["math", "multiple_choice"], "meta": ['{"source": "t", "source_split": "test"}'] * 2,
@@ -182,3 +183,29 @@ def test_a_pair_debate_that_debated_nothing_repeats_stream_zero(tmp_path):
         for question in ("q1", "q2"):
             assert by_stream.loc[(question, agent, 1), "answer"] == by_stream.loc[(question, agent, 0), "answer"]
     assert not streams["debated"].any()
+
+
+def test_a_fixed_validation_dataset_is_the_validation_split_of_every_run(tmp_path):
+    test_files = _write_inputs(tmp_path / "test")
+    val_files = _write_inputs(tmp_path / "val")
+    for path in [val_files[0], *val_files[1], val_files[2]]:  # the validation split's own question ids
+        frame = pd.read_parquet(path)
+        column = "id" if "id" in frame else "question_id"
+        frame[column] = frame[column].str.replace("q", "v")
+        write_parquet_atomic(frame, path)
+    validation = {"dataset_path": val_files[0], "zero_shot_paths": val_files[1], "turns_path": val_files[2],
+                  "dataset": "d_dev"}
+    streams = streams_job(*test_files, tmp_path / "s.parquet", dataset="d", pair="ab", agents=["a", "b"],
+                          validation=validation)
+    assert streams.groupby("split")["question_id"].nunique().to_dict() == {"test": 2, "val": 2}
+    assert set(streams.loc[streams["split"] == "val", "dataset"]) == {"d_dev"}
+    calibration = stage.fit_calibrators(streams, seed=0, runs=3, val_fraction=0.5, estimators=["seqprob"],
+                                        calibrators=["beta"])
+    assert [r["val_question_ids"] for r in calibration["runs"]] == [["v1", "v2"]] * 3
+    val, test = stage.split_arrays(streams, calibration, 0, "seqprob", "beta")
+    assert list(val.question_ids) == ["v1", "v2"] and list(test.question_ids) == ["q1", "q2"]
+    # the same questions on both sides would leak the test set into the fit
+    with pytest.raises(DataFileError, match="must not overlap"):
+        streams_job(*test_files, tmp_path / "t.parquet", dataset="d", pair="ab", agents=["a", "b"],
+                    validation={**validation, "dataset_path": test_files[0], "zero_shot_paths": test_files[1],
+                                "turns_path": test_files[2]})

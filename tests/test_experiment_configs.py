@@ -246,7 +246,9 @@ def test_confidence_dry_run_plans_cpu_stages_per_pair(tmp_path):
     assert sorted(searched) == ["cga", "hid", "wsv"]
     pairs = {(d, name) for name, pair in cfg["calibration"]["pairs"].items() for d in _pair_datasets(cfg, pair)}
     assert len(pairs) == 30
-    assert Counter(d for d, _ in pairs) == {d: 6 for d in cfg["datasets"]}
+    validation = {name: pair.get("validation") or {} for name, pair in cfg["calibration"]["pairs"].items()}
+    dev_sets = {v for mapping in validation.values() for v in mapping.values()}
+    assert Counter(d for d, _ in pairs) == {d: 6 for d in cfg["datasets"] if d not in dev_sets}
 
     for rule in CONFIDENCE_CPU_RULES:
         chunks = blocks.get(rule, [])
@@ -257,6 +259,15 @@ def test_confidence_dry_run_plans_cpu_stages_per_pair(tmp_path):
                    for m in [re.search(r"wildcards: dataset=([\w.-]+), pair=([\w.-]+)(?:, confidence_protocol=(\w+))?",
                                        chunk)] if m]
         assert len(planned) == len(chunks), f"{rule}: a job without dataset/pair wildcards"
+        if rule == "streams":
+            # a pair with a fixed validation dataset reads that dataset's zero-shot and debate files too
+            for chunk in chunks:
+                dataset, pair = re.search(r"wildcards: dataset=([\w.-]+), pair=([\w.-]+)", chunk).groups()
+                inputs = re.search(r"input: (.*)", chunk).group(1)
+                val = validation[pair].get(dataset)
+                assert (val is not None) == (dataset != "boolq"), (dataset, pair)
+                if val:
+                    assert f"debate/{val}/{pair}/turns.parquet" in inputs and f"zero_shot/{val}/" in inputs
         if rule == "search_protocol":
             assert len(chunks) == 90
             assert set(planned) == {(d, p, c) for d, p in pairs for c in searched}

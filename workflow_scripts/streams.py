@@ -12,4 +12,14 @@ if __name__ == "__main__":
             pair=snakemake.wildcards.pair,
             agents=list(snakemake.params.agents),
             estimators=list(snakemake.params.estimators),
+            validation=(
+                {
+                    "dataset_path": snakemake.input.val_dataset,
+                    "zero_shot_paths": list(snakemake.input.val_zero_shot),
+                    "turns_path": snakemake.input.val_turns,
+                    "dataset": snakemake.params.val_dataset,
+                }
+                if snakemake.params.val_dataset
+                else None
+            ),
         )

@@ -61,12 +61,15 @@ def read_json(path: str | Path) -> dict:
 
 def fit_calibrators(streams: pd.DataFrame, *, seed: int, runs: int, val_fraction: float,
                     estimators: Sequence[str], calibrators: Sequence[str]) -> dict:
-    """One calibrator per (run, estimator, kind, agent, stream), each fitted on that run's validation split."""
+    """One calibrator per (run, estimator, kind, agent, stream), each fitted on that run's validation
+    split: the fixed one when the streams carry a `split` column, else a fresh seeded cut per run."""
     question_ids = np.sort(streams["question_id"].unique())
-    out = {"seed": seed, "val_fraction": val_fraction, "estimators": list(estimators),
+    fixed = streams["split"].notna().any() if "split" in streams else False
+    fixed_val = np.sort(streams.loc[streams["split"] == "val", "question_id"].unique()) if fixed else None
+    out = {"seed": seed, "val_fraction": None if fixed else val_fraction, "estimators": list(estimators),
            "calibrators": list(calibrators), "runs": []}
     for run in range(runs):
-        val_ids = question_ids[split_questions(question_ids, seed, run, val_fraction)]
+        val_ids = fixed_val if fixed else question_ids[split_questions(question_ids, seed, run, val_fraction)]
         val = streams[streams["question_id"].isin(val_ids)]
         fitted = []
         for estimator in estimators:

@@ -19,6 +19,7 @@ n_samples       int       stream 0: zero-shot samples aggregated (self-consisten
 debated         bool      stream 1 came from a debate call (false: carried over from stream 0)
 task_type       str
 n_labels        int       size of the label space (options, labels; 0 = open-ended)
+split           str|null  "val" / "test" with a fixed validation dataset; null: cut per run
 ==============  ========  ================================================================
 
 Stream 0 aggregates an agent's zero-shot samples as spec 004 §3c decides: the answer is the
@@ -27,9 +28,11 @@ confident), the self-report is the mean over all samples, the sequence probabili
 the samples that agree with the answer. Stream 1 is the agent's last call of debate round 1 of the
 pair's debate protocol; questions the protocol did not debate carry stream 0 over.
 
-Splits: the confidence paper fits on validation and reports on test. Here both come from the
-dataset's configured split, cut per run by a seeded permutation (`split_questions`), so repeated
-runs vary the split as well as the search seed.
+Splits: the confidence paper fits on validation and reports on test. A pair may name a fixed
+validation dataset for a dataset (`calibration.pairs.<pair>.validation`, e.g. VAST's dev split as
+its own dataset entry): its streams are appended with split "val" and the dataset's own with
+"test". Otherwise both come from the dataset's questions, cut per run by a seeded permutation
+(`split_questions`), so repeated runs vary the split as well as the search seed.
 """
 from __future__ import annotations
 
@@ -50,7 +53,7 @@ log = logging.getLogger(__name__)
 
 STREAM_COLUMNS = [
     "question_id", "dataset", "pair", "agent", "agent_index", "stream", "answer", "gold", "correct",
-    "conf_verbal", "conf_seqprob", "n_samples", "debated", "task_type", "n_labels",
+    "conf_verbal", "conf_seqprob", "n_samples", "debated", "task_type", "n_labels", "split",
 ]
 
 ESTIMATOR_COLUMNS = {"verbal": "conf_verbal", "seqprob": "conf_seqprob"}
@@ -149,6 +152,7 @@ def build_streams(
             else:
                 rows.append({**base, "stream": 1, "debated": False, **zero_stream})
     frame = pd.DataFrame(rows)
+    frame["split"] = None
     for estimator, column in ESTIMATOR_COLUMNS.items():
         if estimator not in estimators:
             frame[column] = np.nan
@@ -162,8 +166,21 @@ def build_streams(
     return frame.reset_index(drop=True)
 
 
-def streams_job(dataset_path, zero_shot_paths, turns_path, out_path, **kwargs) -> pd.DataFrame:
+def streams_job(dataset_path, zero_shot_paths, turns_path, out_path, *, validation: dict | None = None,
+                **kwargs) -> pd.DataFrame:
+    """Write a pair's streams; ``validation`` ({dataset_path, zero_shot_paths, turns_path, dataset})
+    names a fixed validation dataset whose streams are appended with split "val"."""
     frame = build_streams(dataset_path, zero_shot_paths, turns_path, **kwargs)
+    if validation:
+        val = build_streams(validation["dataset_path"], validation["zero_shot_paths"], validation["turns_path"],
+                            **{**kwargs, "dataset": validation["dataset"]})
+        overlap = set(frame["question_id"]) & set(val["question_id"])
+        if overlap:
+            raise DataFileError(
+                f"{validation['dataset_path']}: {len(overlap)} question(s) are also in {dataset_path} "
+                f"(e.g. {sorted(overlap)[0]!r}); a validation split must not overlap the test split"
+            )
+        frame = pd.concat([frame.assign(split="test"), val.assign(split="val")], ignore_index=True)
     write_parquet_atomic(frame, out_path)
     log.info("%d questions, %d rows -> %s", frame["question_id"].nunique(), len(frame), out_path)
     return frame
@@ -252,6 +269,6 @@ def synthetic_streams(n: int, seed: int = 0, *, skills: tuple[float, float] = (0
                     "question_id": f"q{q:05d}", "dataset": "synthetic", "pair": "ab", "agent": "ab"[agent],
                     "agent_index": agent, "stream": stream, "answer": letters[answer], "gold": letters[gold],
                     "correct": ok, "conf_verbal": round(c * 10) / 10, "conf_seqprob": c, "n_samples": 1,
-                    "debated": stream == 1, "task_type": "multiple_choice", "n_labels": n_labels,
+                    "debated": stream == 1, "task_type": "multiple_choice", "n_labels": n_labels, "split": None,
                 })
     return pd.DataFrame(rows)[STREAM_COLUMNS]
