@@ -265,7 +265,7 @@ def test_confidence_dry_run_plans_cpu_stages_per_pair(tmp_path):
                 dataset, pair = re.search(r"wildcards: dataset=([\w.-]+), pair=([\w.-]+)", chunk).groups()
                 inputs = re.search(r"input: (.*)", chunk).group(1)
                 val = validation[pair].get(dataset)
-                assert (val is not None) == (dataset != "boolq"), (dataset, pair)
+                assert val == f"{dataset}_dev", (dataset, pair)
                 if val:
                     assert f"debate/{val}/{pair}/turns.parquet" in inputs and f"zero_shot/{val}/" in inputs
         if rule == "search_protocol":
