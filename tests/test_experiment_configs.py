@@ -202,8 +202,12 @@ def test_cpu_twin_uses_bundled_models_and_offline_data_only(paper):
         assert agent.get("backend", "transformers") == "transformers", f"agents.{name}"
         assert agent.get("max_tokens", 256) <= CPU_MAX_TOKENS, f"agents.{name}.max_tokens"
     for name, spec in cfg["datasets"].items():
-        offline = BENCHMARKS[name].offline
-        assert offline is not None and spec.get("split", "test") in offline.loaders, f"datasets.{name} is not offline"
+        benchmark = BENCHMARKS[spec.get("benchmark") or name]
+        split = spec.get("split", "test")
+        # a derived split (BoolQ's val/test) is cut from a base split, which must be offline
+        split = benchmark.derived[split].base if split in benchmark.derived else split
+        offline = benchmark.offline
+        assert offline is not None and split in offline.loaders, f"datasets.{name} is not offline"
         assert spec.get("source") == "offline", f"datasets.{name}.source"
         assert spec.get("limit") and spec["limit"] <= CPU_MAX_LIMIT, f"datasets.{name}.limit"
     for name, protocol in _protocols(cfg).items():
@@ -224,14 +228,18 @@ def test_udpo_attacks_compromise_the_last_m_agents():
 def test_confidence_pairs_are_table_3():
     """Six pairs per dataset, exactly spec 004 §8's, each debating on its own dataset."""
     cfg = _load("confidence")
-    assert set(cfg["datasets"]) == set(CONFIDENCE_PAIRS)
-    per_dataset: dict[str, list[tuple[str, str]]] = {d: [] for d in cfg["datasets"]}
+    # every benchmark is reported on its test entry and fitted on its `<name>_dev` entry (spec §8)
+    assert set(cfg["datasets"]) == set(CONFIDENCE_PAIRS) | {f"{d}_dev" for d in CONFIDENCE_PAIRS}
+    per_dataset: dict[str, list[tuple[str, str]]] = {d: [] for d in CONFIDENCE_PAIRS}
     for name, pair in cfg["calibration"]["pairs"].items():
         for dataset in _pair_datasets(cfg, pair):
             per_dataset[dataset].append(tuple(pair["agents"]))
+            assert pair["validation"][dataset] == f"{dataset}_dev", name
+            assert cfg["datasets"][f"{dataset}_dev"]["benchmark"] == dataset
         protocol = _protocols(cfg)[pair["debate"]]
         assert _participants(cfg, protocol) == pair["agents"], name
-        assert set(_pair_datasets(cfg, pair)) <= set(_protocol_datasets(cfg, protocol)), name
+        used = set(_pair_datasets(cfg, pair)) | set(pair["validation"].values())
+        assert used <= set(_protocol_datasets(cfg, protocol)), name
     for dataset, pairs in per_dataset.items():
         assert len(pairs) == 6, f"{dataset}: {pairs}"
         assert set(pairs) == CONFIDENCE_PAIRS[dataset], dataset
