@@ -52,6 +52,15 @@ MATH_EXTRACTION = [
     ("The answer is 5, since 2 + 3 = 5", "5"),
     # prose after a cue is not an answer; fall back to the last number
     ("The answer is not obvious, but 3 + 4 = 7", "7"),
+    # prose around the number after a cue: units, a working step
+    ("So the answer is actually 350 * 10 = 3500 balls.", "3500"),
+    ("Answer: 3500 balls", "3500"),
+    ("The answer is 1,250 apples", "1,250"),
+    ("The answer is x = 5", "x = 5"),
+    ("The answer is 2x + 1", "2x + 1"),
+    ("The answer is 2 pi", "2 pi"),
+    ("The answer is \\sqrt{2} meters", "\\sqrt{2}"),
+    ("The answer is about 12 or so", "12"),
     # GSM8K style
     ("Natalia sold 48 + 24 clips.\n#### 72", "72"),
     # last number fallback

@@ -272,11 +272,40 @@ def _extract_math(text: str) -> str | None:
         for _, phrase in reversed(_phrases_after(cue, text)):
             phrase = _clean_phrase(phrase)
             if _looks_like_math_answer(phrase):
-                return phrase
+                return _number_from_prose(phrase)
     last = None
     for last in _LAST_NUMBER.finditer(text):
         pass
     return last.group() if last else None
+
+
+#: Words of two or more letters that are prose, not math: not a LaTeX command, not a function
+#: call, not glued to a digit ("2x"), not a known constant or function name.
+_PROSE_WORD = re.compile(r"(?<![\\\w])([A-Za-z]{2,})(?![\w(])")
+_MATH_WORDS = frozenset({"pi", "sqrt", "infty", "inf", "infinity", "sin", "cos", "tan", "log", "ln", "exp"})
+
+
+def _prose_words(phrase: str) -> list[str]:
+    return [w for w in _PROSE_WORD.findall(phrase) if w.lower() not in _MATH_WORDS]
+
+
+def _number_from_prose(phrase: str) -> str:
+    """Drop prose from a cue phrase: trailing units ("3500 balls", "\\sqrt{2} meters"), then a
+    working step before the last "=" ("actually 350 * 10 = 3500"); if prose still remains, the last
+    number. A phrase of math alone ("x = 5", "2x + 1", "2 pi") is kept as it is."""
+    if not any(ch.isdigit() for ch in phrase) and "\\" not in phrase:
+        return phrase
+    tokens = phrase.split()
+    while len(tokens) > 1 and _prose_words(tokens[-1]) == [tokens[-1].rstrip(".,;:!?")]:
+        tokens.pop()
+    phrase = " ".join(tokens)
+    if not _prose_words(phrase):
+        return phrase
+    tail = phrase.rsplit("=", 1)[-1].strip()
+    if tail and not _prose_words(tail):
+        return tail
+    numbers = list(_LAST_NUMBER.finditer(tail))
+    return numbers[-1].group() if numbers else phrase
 
 
 def _looks_like_math_answer(phrase: str) -> bool:
