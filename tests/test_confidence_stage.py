@@ -209,3 +209,14 @@ def test_a_fixed_validation_dataset_is_the_validation_split_of_every_run(tmp_pat
         streams_job(*test_files, tmp_path / "t.parquet", dataset="d", pair="ab", agents=["a", "b"],
                     validation={**validation, "dataset_path": test_files[0], "zero_shot_paths": test_files[1],
                                 "turns_path": test_files[2]})
+
+
+def test_a_missing_or_corrupt_calibration_file_is_named(tmp_path):
+    streams = synthetic_streams(20)
+    write_parquet_atomic(streams, tmp_path / "streams.parquet")
+    (tmp_path / "cal.json").write_text("{not json")
+    for name, message in (("absent.json", "file not found"), ("cal.json", "not valid JSON")):
+        with pytest.raises(DataFileError, match=rf"{name}: {message}"):
+            stage.search_protocol_job(tmp_path / "streams.parquet", tmp_path / name, tmp_path / "o.json",
+                                      tmp_path / "t.parquet", tmp_path / "h.png", tmp_path / "j.log", dataset="d",
+                                      pair="ab", protocol="cga", settings={"trials": 2}, show_progress=False)

@@ -18,7 +18,6 @@ under that method), and the searched protocols ``wsv``, ``cga``, ``hid``.
 """
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Sequence
@@ -31,6 +30,7 @@ from . import metrics
 from .calibration import calibrator_from_dict, fit_calibrator
 from .io import (
     DataFileError,
+    read_json_checked,
     read_parquet_checked,
     save_figure_atomic,
     write_json_atomic,
@@ -48,13 +48,6 @@ BASELINES = ("zero_shot", "mad", "mad_d")
 
 def read_streams(path: str | Path) -> pd.DataFrame:
     return read_parquet_checked(path, STREAM_COLUMNS)
-
-
-def read_json(path: str | Path) -> dict:
-    path = Path(path)
-    if not path.exists():
-        raise DataFileError(f"{path}: file not found")
-    return json.loads(path.read_text())
 
 
 # --- calibration -------------------------------------------------------------------------------
@@ -140,13 +133,9 @@ def split_arrays(streams: pd.DataFrame, calibration: dict, run: int, estimator: 
     return arrays.subset(is_val), arrays.subset(~is_val)
 
 
-def _f1(arrays: StreamArrays, answer: np.ndarray) -> float:
-    return metrics.weighted_f1(arrays.gold, answer)
-
-
 def better_agent(arrays: StreamArrays, method: str) -> int:
     """The agent with the higher validation F1 under a single-agent method (tie: M1)."""
-    scores = [_f1(arrays, baseline(method, arrays, agent)[0]) for agent in (0, 1)]
+    scores = [metrics.weighted_f1(arrays.gold, baseline(method, arrays, agent)[0]) for agent in (0, 1)]
     return 0 if scores[0] >= scores[1] else 1
 
 
@@ -166,7 +155,7 @@ def search_protocol_job(streams_path, calibration_path, out_path, trials_path, p
                         dataset: str, pair: str, protocol: str, settings: dict, show_progress: bool = True) -> dict:
     """Search θ of ``protocol`` for every (estimator, calibrator, run) of the calibration file."""
     streams = read_streams(streams_path)
-    calibration = read_json(calibration_path)
+    calibration = read_json_checked(calibration_path)
     search_settings = SearchSettings(**settings)
     combos = [(e, c, r["run"]) for e in calibration["estimators"] for c in calibration["calibrators"]
               for r in calibration["runs"]]
@@ -238,7 +227,7 @@ def evaluate_methods(streams: pd.DataFrame, calibration: dict, searches: Sequenc
                     outputs[(protocol, "")] = run_protocol(protocol, test.pred, test.conf, test.n_labels, theta,
                                                            tie_agent=tie_agent, wsv_softmax_support=support)
                 for (method, agent), (answer, confidence) in outputs.items():
-                    correct = (answer == test.gold) & (answer >= 0)
+                    correct = test.correct(answer)
                     key = {"run": run, "estimator": estimator, "calibrator": kind, "method": method, "agent": agent}
                     rows.append({**key, **metrics.summarize(test.gold, answer, correct, confidence, bins=bins,
                                                             weighting=weighting, seed=run)})
@@ -252,8 +241,8 @@ def apply_protocol_job(streams_path, calibration_path, search_paths, predictions
                        reliability_path, rejection_path, *, dataset: str, pair: str, ece_bins: int = 10,
                        ece_weighting: str = "count", plot_calibrator: str | None = None) -> pd.DataFrame:
     streams = read_streams(streams_path)
-    calibration = read_json(calibration_path)
-    searches = [read_json(p) for p in search_paths]
+    calibration = read_json_checked(calibration_path)
+    searches = [read_json_checked(p) for p in search_paths]
     predictions, table = evaluate_methods(streams, calibration, searches, bins=ece_bins, weighting=ece_weighting)
     table.insert(0, "pair", pair)
     table.insert(0, "dataset", dataset)
@@ -268,8 +257,9 @@ def apply_protocol_job(streams_path, calibration_path, search_paths, predictions
     return table
 
 
-def _per_estimator_figure(predictions: pd.DataFrame, title: str, xlabel: str, draw):
-    """One panel per estimator with one line per method; ``draw(ax, part, method)`` plots a line."""
+def _per_estimator_figure(predictions: pd.DataFrame, title: str, xlabel: str, draw, decorate=None):
+    """One panel per estimator with one line per method; ``draw(ax, part, method)`` plots a line,
+    ``decorate(ax)`` what every panel has once (a reference line, limits)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -278,6 +268,8 @@ def _per_estimator_figure(predictions: pd.DataFrame, title: str, xlabel: str, dr
     estimators = sorted(predictions["estimator"].unique())
     fig, axes = plt.subplots(1, len(estimators), figsize=(5.5 * len(estimators), 4.2), squeeze=False)
     for ax, estimator in zip(axes[0], estimators):
+        if decorate:
+            decorate(ax)
         for method, part in predictions[predictions["estimator"] == estimator].groupby("method", sort=False):
             draw(ax, part, method)
         ax.set_xlabel(xlabel)
@@ -297,11 +289,13 @@ def plot_reliability(predictions: pd.DataFrame, bins: int, title: str):
         table = metrics.reliability_table(part["confidence"], part["correct"], bins=bins)
         table = table[table["count"] > 0]
         ax.plot(table["mean_confidence"], table["accuracy"], "o-", markersize=3, label=method)
+
+    def decorate(ax):
         ax.plot([0, 1], [0, 1], ":", color="grey", linewidth=1)
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
 
-    return _per_estimator_figure(predictions, f"Reliability: {title}", "confidence", draw)
+    return _per_estimator_figure(predictions, f"Reliability: {title}", "confidence", draw, decorate)
 
 
 def plot_accuracy_rejection(predictions: pd.DataFrame, title: str):

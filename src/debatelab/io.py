@@ -67,6 +67,17 @@ def write_json_atomic(obj, path: str | os.PathLike) -> None:
     write_text_atomic(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n", path)
 
 
+def read_json_checked(path: str | os.PathLike) -> dict:
+    """Read a JSON file; a missing or corrupt file raises DataFileError naming it."""
+    path = Path(path)
+    if not path.exists():
+        raise DataFileError(f"{path}: file not found")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise DataFileError(f"{path}: not valid JSON ({exc})") from exc
+
+
 def read_parquet_checked(path: str | os.PathLike, required_columns: Iterable[str] = ()) -> pd.DataFrame:
     """Read a Parquet file; a missing, corrupt or incomplete file raises DataFileError naming it."""
     path = Path(path)

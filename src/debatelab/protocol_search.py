@@ -62,7 +62,7 @@ def objective_parts(protocol: str, arrays: StreamArrays, params: dict, settings:
     """The objective and its parts for one θ on ``arrays`` (the validation split)."""
     answer, confidence = run_protocol(protocol, arrays.pred, arrays.conf, arrays.n_labels, params,
                                       tie_agent=tie_agent, wsv_softmax_support=settings.wsv_softmax_support)
-    correct = (answer == arrays.gold) & (answer >= 0)
+    correct = arrays.correct(answer)
     space = search_space(protocol, settings.ranges)
     anchor = float(sum((params[p.name] - p.neutral) ** 2 for p in space))
     ece = metrics.ece(confidence, correct, bins=settings.ece_bins, weighting=settings.ece_weighting)

@@ -31,12 +31,12 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=float)))
 
 
-def bayesian_fusion(c1, c2, agree, tie_agent: int = 0) -> np.ndarray:
+def bayesian_fusion(c1, c2, agree) -> np.ndarray:
     """Fused confidence of two answers under conditional independence.
 
     Agreeing: c1c2 / (c1c2 + (1−c1)(1−c2)) = σ(logit c1 + logit c2).
     Disagreeing: the more confident one's share c_hi(1−c_lo) / (c_hi(1−c_lo) + (1−c_hi)c_lo)
-    = σ(|logit c1 − logit c2|) ≥ 0.5. ``tie_agent`` only matters for which answer wins (see `fuse`).
+    = σ(|logit c1 − logit c2|) ≥ 0.5. Which answer wins is `fuse`'s business.
     """
     l1, l2 = logit(c1), logit(c2)
     return np.where(np.asarray(agree, dtype=bool), sigmoid(l1 + l2), sigmoid(np.abs(l1 - l2)))

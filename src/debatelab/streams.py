@@ -222,6 +222,10 @@ class StreamArrays:
         return StreamArrays(self.question_ids[mask], self.gold[mask], self.pred[mask], self.conf[mask],
                             self.n_labels[mask], self.codes)
 
+    def correct(self, answer_codes: np.ndarray) -> np.ndarray:
+        """Whether each answer is the gold one; an unparseable answer (-1) never is."""
+        return (answer_codes == self.gold) & (answer_codes >= 0)
+
     def decode(self, answer_codes: np.ndarray) -> np.ndarray:
         return np.array([self.codes[c] if c >= 0 else None for c in answer_codes], dtype=object)
 
