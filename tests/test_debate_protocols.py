@@ -264,3 +264,15 @@ def test_null_messages_blank_every_content_slot():
     ask = fake.batches[0][0][1]
     null_text = " ".join(m["content"] for m in ask.null_messages)
     assert "N/A" in null_text and "17" not in null_text and "23" not in null_text and "1+1" not in null_text
+
+
+@pytest.mark.parametrize(
+    "task_type, choices, labels, expected",
+    [("multiple_choice", ["x", "y", "z", "w", "v"], None, 5), ("yes_no", None, None, 2),
+     ("label", None, ["against", "support", "neutral"], 3), ("math", None, None, None)],
+)
+def test_n_options_is_the_answer_set_size(task_type, choices, labels, expected):
+    s = state(["2", "2"])
+    s.row = {**s.row, "task_type": task_type}
+    s.choices, s.labels = choices, labels
+    assert s.n_options == expected

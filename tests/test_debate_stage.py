@@ -93,6 +93,7 @@ def test_outputs_follow_the_documented_schema(workspace):
     assert list(pq.read_schema(out / "turns.parquet").names) == TURN_COLUMNS
     assert list(pq.read_schema(out / "questions.parquet").names) == QUESTION_COLUMNS
     assert len(questions) == N_QUESTIONS
+    assert questions["n_options"].isna().all()  # open-ended math has no answer set
     # one row per (question, round, agent): round 0 copied from the zero-shot stage, then 2 rounds
     assert len(turns) == N_QUESTIONS * 3 * 2
     assert set(turns.loc[turns["round"] == 0, "zero_shot_sample"]) == {0}

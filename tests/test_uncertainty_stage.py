@@ -198,9 +198,26 @@ def test_entropy_norm_n_agents_is_passed_through(tmp_path):
     assert measures["entropy"].iloc[0] == pytest.approx(0.310918, abs=1e-6)
 
 
-def test_n_options_normaliser_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="n_options"):
-        run(tmp_path, SINGLE_THREAD, entropy_norm="n_options")
+def test_entropy_norm_n_options_uses_each_questions_answer_set(tmp_path, caplog):
+    # final 4-to-1 over 4 options: H(0.8, 0.2)/ln 4 = 0.500402/1.386294 = 0.360964;
+    # the same split on an open-ended question (no answer set) falls back to K = 2 observed.
+    rows = [
+        question("mc", [[A] * 4 + [B]], correct=True, n_options=4),
+        question("math", [[A] * 4 + [B]], correct=True, task_type="math", n_options=None),
+    ]
+    with caplog.at_level("WARNING", logger="debatelab"):
+        measures = run(tmp_path, rows, entropy_norm="n_options")["measures"].set_index("question_id")
+    assert measures.loc["mc", "entropy"] == pytest.approx(0.360964, abs=1e-6)
+    assert measures.loc["math", "entropy"] == pytest.approx(ENTROPY_4_1, abs=1e-6)
+    assert "1 of 2 trajectories have no answer set" in caplog.text
+
+
+def test_entropy_norm_n_options_needs_the_column(tmp_path):
+    path = tmp_path / "questions.parquet"
+    frame = pd.DataFrame(SINGLE_THREAD, columns=QUESTION_COLUMNS).drop(columns=["n_options"])
+    write_parquet_atomic(frame, path)
+    with pytest.raises(DataFileError, match=r"questions\.parquet.*n_options"):
+        uncertainty_job(path, *(tmp_path / f"o{i}" for i in range(5)), entropy_norm="n_options")
 
 
 def test_missing_column_names_file_and_column(tmp_path):

@@ -43,12 +43,14 @@ The unit of the diagnostics is the debate trajectory (one row of `.parquet`): wi
 threads each thread is a debate with its own correctness, and a question's UMAD values
 repeat over its threads.
 
-`entropy_norm="n_options"` is refused: questions.parquet does not carry the number of
-answer options of a question (the dataset's choices are not passed to this stage).
+`entropy_norm="n_options"` takes K from questions.parquet's `n_options` (the choices of a
+multiple-choice question, 2 for yes/no, the label set); an open-ended (math) question has
+no answer set, so it falls back to "observed" and the log says how many did.
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Sequence
 
@@ -57,6 +59,8 @@ import pandas as pd
 from .diagnostics import failure_diagnostics, plot_selective_prediction, selective_prediction
 from .io import DataFileError, read_parquet_checked, write_parquet_atomic, write_text_atomic
 from .uncertainty import UDPO_KEYS, debate_uncertainty, decompose_samples
+
+log = logging.getLogger(__name__)
 
 REQUIRED_COLUMNS = [
     "question_id", "dataset", "protocol", "thread", "task_type", "n_agents", "correct",
@@ -92,12 +96,8 @@ def uncertainty_job(
     selective_fractions: Sequence[float] = DEFAULT_SELECTIVE_FRACTIONS,
 ) -> pd.DataFrame:
     """Write the five outputs of the module docstring; return the per-thread measures."""
-    if entropy_norm == "n_options":
-        raise ValueError(
-            "uncertainty.entropy_norm = 'n_options' needs each question's number of answer "
-            "options, which questions.parquet does not carry; use 'observed' or 'n_agents'"
-        )
-    questions = read_parquet_checked(questions_path, REQUIRED_COLUMNS)
+    required = REQUIRED_COLUMNS + (["n_options"] if entropy_norm == "n_options" else [])
+    questions = read_parquet_checked(questions_path, required)
     if questions.empty:
         raise DataFileError(f"{questions_path}: no questions")
     if questions["correct"].isna().any():
@@ -182,10 +182,19 @@ def trajectory_measures(
     """UDPO measures per (question_id, thread) plus the question's final-round UMAD values
     from `rounds` (columns `MEASURE_COLUMNS`)."""
     final = rounds.sort_values("round").groupby("question_id").last()
-    rows = []
+    rows, open_ended = [], 0
     for row, answers in zip(questions.itertuples(index=False), trajectories):
+        normaliser, n_options = entropy_norm, None
+        if entropy_norm == "n_options":
+            n_options = getattr(row, "n_options", None)
+            if n_options is None or pd.isna(n_options):
+                normaliser, n_options = "observed", None
+                open_ended += 1
+            else:
+                n_options = int(n_options)
         udpo = debate_uncertainty(
-            answers, entropy_normaliser=entropy_norm, lam=lam, loo_tie=loo_tie, task_type=row.task_type
+            answers, entropy_normaliser=normaliser, n_options=n_options, lam=lam, loo_tie=loo_tie,
+            task_type=row.task_type,
         )
         umad = final.loc[row.question_id]
         rows.append({
@@ -202,6 +211,9 @@ def trajectory_measures(
             "epistemic": float(umad["epistemic"]),
             "aleatoric": float(umad["aleatoric"]),
         })
+    if open_ended:
+        log.warning("entropy_norm n_options: %d of %d trajectories have no answer set (open-ended); "
+                    "their K is the number of distinct answers (observed)", open_ended, len(rows))
     return pd.DataFrame(rows, columns=MEASURE_COLUMNS)
 
 

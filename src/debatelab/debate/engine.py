@@ -127,6 +127,17 @@ class QuestionState:
     def n(self) -> int:
         return len(self.participants)
 
+    @property
+    def n_options(self) -> int | None:
+        """Size of the answer set (the `n_options` entropy normaliser); None for open-ended math."""
+        if self.task_type == "multiple_choice":
+            return len(self.choices) if self.choices else None
+        if self.task_type == "yes_no":
+            return 2
+        if self.task_type == "label":
+            return len(self.labels) if self.labels else None
+        return None
+
     def rng(self, purpose: str) -> np.random.Generator:
         """Random choices seeded by (experiment seed, question, thread, purpose): any subset reruns identically."""
         digest = stable_hash({"seed": self.seed, "question": self.question_id, "thread": self.thread, "purpose": purpose})

@@ -70,6 +70,8 @@ pre_n_correct          int       agents correct before debate (SVR-MAD difficult
 answers_by_round       str       JSON [[answer of agent i after round t, ...] for t = 0..T]:
                                  each agent's current answer after every round (carried
                                  forward when an agent made no call), for the uncertainty stage
+n_options              int|null  size of the answer set: choices (multiple choice), 2 (yes/no),
+                                 the label set (label tasks); null for open-ended (math)
 =====================  ========  ==========================================================
 """
 from __future__ import annotations
@@ -86,7 +88,7 @@ QUESTION_COLUMNS = [
     "final_answer", "correct", "parse_failed", "rounds_used", "stopped_early", "ended_by", "ncomm", "ncomm_full",
     "ncomm_answers", "debate_calls", "debate_prompt_tokens", "debate_completion_tokens", "pre_debate_tokens",
     "total_tokens", "confidence_tokens", "pre_majority", "pre_correct", "pre_unanimous", "pre_n_correct",
-    "answers_by_round",
+    "answers_by_round", "n_options",
 ]
 
 ENDINGS = ("rounds", "unanimous", "consensus", "skip", "acceptance", "fallback", "no_debate")

@@ -225,10 +225,10 @@ def result_frames(states: list[QuestionState], dataset: str, protocol: Protocol)
             "rounds_used": outcome.rounds_used, "stopped_early": outcome.stopped_early, "ended_by": outcome.ended_by,
             **accounting(state), "pre_majority": pre_majority, "pre_correct": state.is_correct(pre_majority),
             "pre_unanimous": len(set(pre_keys)) == 1, "pre_n_correct": sum(t.correct for t in state.pre),
-            "answers_by_round": json.dumps(outcome.answers_by_round),
+            "answers_by_round": json.dumps(outcome.answers_by_round), "n_options": state.n_options,
         })
     turns = pd.DataFrame(turn_rows, columns=TURN_COLUMNS)
-    questions = pd.DataFrame(question_rows, columns=QUESTION_COLUMNS)
+    questions = pd.DataFrame(question_rows, columns=QUESTION_COLUMNS).astype({"n_options": "Int64"})
     return turns, questions
 
 
