@@ -160,6 +160,19 @@ def test_group_debate_full_inside_groups_answers_across_seeded_groups():
     assert accounting(a)["ncomm_full"] == 12 and accounting(a)["ncomm_answers"] == 18
 
 
+def test_group_debate_can_count_one_answer_list_per_group_pair():
+    # 6 agents in 2 groups of 3, 2 rounds (no consensus stop): 12 full + 2 group-pair lists per round.
+    st = state(["2", "3", "4", "5", "6", "7"], seed=1)
+    run("group_debate", [st], rounds=2, group_size=3, cross_group_ncomm="group_pair")
+    assert st.outcome.rounds_used == 2
+    stats = accounting(st)
+    assert stats["ncomm_full"] == 24 and stats["ncomm_answers"] == 4 and stats["ncomm"] == 28
+    # three groups of 2: 3·2 ordered group pairs per round
+    st3 = state(["2", "3", "4", "5", "6", "7"], seed=1)
+    run("group_debate", [st3], rounds=1, group_size=2, cross_group_ncomm="group_pair")
+    assert accounting(st3)["ncomm_answers"] == 6 and accounting(st3)["ncomm_full"] == 6
+
+
 def test_s2_mad_sends_only_between_disagreeing_agents():
     answers = ["2", "2", "3", "3", "3", "4"]
     st = state(answers)

@@ -98,6 +98,9 @@ class Outcome:
     answers_by_round: list[list[str | None]]
     stopped_early: bool = False
     pre_used: tuple[int, ...] | None = None  # participants whose pre-debate calls count (None: all)
+    # Answer-only transfers when a protocol counts them otherwise than one per (sender, receiver)
+    # pair (group_debate's `cross_group_ncomm: group_pair`); None: the turns' answer_sources.
+    ncomm_answers: int | None = None
 
 
 @dataclass
@@ -232,6 +235,8 @@ def accounting(state: QuestionState) -> dict:
     completion = sum(t.completion_tokens for t in state.turns)
     ncomm_full = sum(len(t.sources) for t in state.turns)
     ncomm_answers = sum(len(t.answer_sources) for t in state.turns)
+    if outcome.ncomm_answers is not None:
+        ncomm_answers = outcome.ncomm_answers
     confidence = sum(t.prompt_tokens + t.completion_tokens for t in state.confidence_turns)
     confidence += sum(t.confidence_tokens for t in state.turns)
     return {

@@ -40,7 +40,8 @@ KINDS = (
 DEFAULTS = {
     "rounds": 2, "template": "du", "peer_content": "full", "mask_peer_boxed": False, "early_stop_agree": None,
     "skip_if_unanimous": False, "final": "vote", "tie_break": "first_agent", "threads": 1, "confidence": [],
-    "group_size": 3, "skip_rate": 0.5, "signal_agent": 0, "challenges": 2, "accept_after": 2, "prior": "min_ll",
+    "group_size": 3, "cross_group_ncomm": "agent_pair", "skip_rate": 0.5, "signal_agent": 0, "challenges": 2,
+    "accept_after": 2, "prior": "min_ll",
     "posterior": "svr", "posterior_threshold": 1.0, "budget_rule": "per_iteration", "allow_repeats": True,
 }
 
@@ -229,6 +230,14 @@ class GroupDebate(RoundDebate):
 
     def prepare(self, states):
         self._group_of: dict[tuple[str, int], list[int]] = {}
+
+    def run(self, q):
+        outcome = yield from super().run(q)
+        groups = self._group_of.get((q.question_id, q.thread))
+        if self.options["cross_group_ncomm"] == "group_pair" and groups is not None:
+            # Spec 002 §2.3: one cross-group answer list per ordered (sender group, receiver group) per round.
+            outcome.ncomm_answers = len({(t.round, groups[j], groups[t.agent]) for t in q.turns for j in t.answer_sources})
+        return outcome
 
 
 class S2Mad(RoundDebate):
