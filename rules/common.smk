@@ -15,6 +15,7 @@ PROTOCOLS = DEBATE["protocols"]
 CALIBRATION = config["calibration"]
 PAIRS = CALIBRATION["pairs"]
 SEARCH = config["protocol_search"]
+ATTACK = config["attack"]
 
 
 def benchmark_of(dataset):
@@ -40,6 +41,10 @@ def _check_references():
         splits = BENCHMARKS[benchmark].splits
         if spec["split"] not in splits:
             raise ValueError(f"config: datasets.{name}.split = {spec['split']!r}; {benchmark} offers {sorted(splits)}")
+    if ATTACK["rewriter"] is not None and ATTACK["rewriter"] not in MODELS:
+        raise ValueError(
+            f"config: attack.rewriter = {ATTACK['rewriter']!r} is not a key of `models` (known: {sorted(MODELS)})"
+        )
 
 
 _check_references()
@@ -211,6 +216,22 @@ def debate_inputs(wildcards):
         "dataset": dataset_file(wildcards),
         "zero_shot": list(debate_zero_shot_paths(wildcards).values()),
         "models": [f"resources/models/{m}" for m in debate_models(wildcards)],
+        **attack_input(wildcards.dataset, debate_agents(wildcards)),
+    }
+
+
+def attack_input(dataset, agents):
+    """{"attack": the dataset's AutoTransform prompt} when a rewriter is set and one of `agents` is adversarial."""
+    if ATTACK["rewriter"] is None or not any(AGENTS[a].get("adversarial") for a in agents):
+        return {}
+    return {"attack": f"{RESULTS}/attack/{dataset}.json"}
+
+
+def zero_shot_inputs(wildcards):
+    return {
+        "dataset": dataset_file(wildcards),
+        "model": agent_model_dir(wildcards),
+        **attack_input(wildcards.dataset, [wildcards.agent]),
     }
 
 

@@ -1,3 +1,4 @@
+from debatelab.attack import read_attack_prompt
 from debatelab.debate.stage import DebateSettings, debate_job
 from debatelab.runlog import job_log
 
@@ -17,4 +18,5 @@ if __name__ == "__main__":
             model_paths=snakemake.params.model_paths,
             cache_dirs=snakemake.params.cache_dirs,
             settings=DebateSettings(**snakemake.params.settings),
+            attack_prompt=read_attack_prompt(snakemake.input.get("attack")),
         )

@@ -1,3 +1,4 @@
+from debatelab.attack import read_attack_prompt
 from debatelab.runlog import job_log
 from debatelab.sampling import AgentSpec, ZeroShotSettings, zero_shot_job
 
@@ -10,7 +11,9 @@ if __name__ == "__main__":
             dataset_path=snakemake.input.dataset,
             out_path=snakemake.output[0],
             dataset_name=snakemake.wildcards.dataset,
-            agent=AgentSpec.from_config(snakemake.wildcards.agent, snakemake.params.agent),
+            agent=AgentSpec.from_config(
+                snakemake.wildcards.agent, snakemake.params.agent, read_attack_prompt(snakemake.input.get("attack"))
+            ),
             model_path=snakemake.input.model,
             settings=ZeroShotSettings(**settings),
             cache_dir=snakemake.params.cache_dir,

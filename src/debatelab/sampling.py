@@ -75,10 +75,11 @@ class AgentSpec:
     backend_options: dict = field(default_factory=dict)
 
     @classmethod
-    def from_config(cls, name: str, cfg: dict) -> "AgentSpec":
+    def from_config(cls, name: str, cfg: dict, attack_prompt: str | None = None) -> "AgentSpec":
+        """`attack_prompt`: the dataset's AutoTransform rewrite for an adversarial agent (None: the fixed one)."""
         known = {k: cfg[k] for k in ("model", "backend", "temperature", "top_p", "max_tokens", "system_prompt") if k in cfg}
         if cfg.get("adversarial"):
-            known["system_prompt"] = prompts.ATTACK_SYSTEM_PROMPT
+            known["system_prompt"] = attack_prompt or prompts.ATTACK_SYSTEM_PROMPT
         return cls(name=name, backend_options=dict(cfg.get("backend_options") or {}), **known)
 
 

@@ -251,12 +251,16 @@ def debate_job(
     cache_dirs: dict[str, str],
     settings: DebateSettings,
     backends: dict[str, Backend] | None = None,
+    attack_prompt: str | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The `debate` rule: run one protocol on one dataset and write both Parquet files atomically."""
+    """The `debate` rule: run one protocol on one dataset and write both Parquet files atomically.
+
+    `attack_prompt`: the dataset's AutoTransform rewrite for adversarial agents (None: the fixed prompt).
+    """
     from ..llm import make_backend
 
     protocol = make_protocol(protocol_name, protocol_options)
-    specs = {name: AgentSpec.from_config(name, cfg) for name, cfg in agents.items()}
+    specs = {name: AgentSpec.from_config(name, cfg, attack_prompt) for name, cfg in agents.items()}
     zero_shot = {name: read_zero_shot(path) for name, path in zero_shot_paths.items()}
     states = build_states(
         read_dataset(dataset_path), zero_shot, participants, specs, threads=protocol.options["threads"],
