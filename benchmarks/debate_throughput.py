@@ -44,11 +44,15 @@ class RecordingBackend(Backend):
     """Delegates to a real backend and keeps every request list it was handed, in order."""
 
     def __init__(self, inner: Backend):
-        self.inner, self.model_id, self.batches = inner, inner.model_id, []
+        self.inner, self.model_id, self.batches, self.seconds = inner, inner.model_id, [], 0.0
 
     def generate(self, requests, progress=None):
         self.batches.append(list(requests))
-        return self.inner.generate(requests, progress=progress)
+        t = time.perf_counter()
+        try:
+            return self.inner.generate(requests, progress=progress)
+        finally:
+            self.seconds += time.perf_counter() - t
 
     def score(self, prompts, replies):
         return self.inner.score(prompts, replies)
@@ -122,6 +126,11 @@ def main() -> None:
     zero_shot = {agent.name: run_zero_shot(questions, agent, backend, GenerationCache(None), zs_settings, "asdiv")}
     print(f"zero-shot pre-debate  : {time.perf_counter() - t:8.2f} s  ({samples} samples per question)", flush=True)
 
+    def cold_prefixes() -> None:
+        """vLLM keeps prompt prefixes: each timed part starts without the previous part's."""
+        if hasattr(backend, "reset_prefix_cache"):
+            assert backend.reset_prefix_cache(), "vLLM could not reset its prefix cache"
+
     def fresh_states(n_agents: int) -> list[QuestionState]:
         return build_states(questions, zero_shot, [agent.name] * n_agents, agents, threads=1, seed=settings.seed)
 
@@ -132,10 +141,12 @@ def main() -> None:
     stage_states = fresh_states(args.agents)
     with tempfile.TemporaryDirectory() as cache_dir:
         pool = ModelPool({args.model: recorder}, {args.model: GenerationCache(cache_dir)})
+        cold_prefixes()
         t = time.perf_counter()
         stage_steps = run_protocol(debate, stage_states, pool, settings)
         stage_s = time.perf_counter() - t
     stage_tokens = debate_tokens(stage_states)
+    cold_prefixes()
     t = time.perf_counter()
     raw_tokens = 0
     for batch in recorder.batches:
@@ -144,7 +155,8 @@ def main() -> None:
     calls = sum(len(b) for b in recorder.batches)
     print(f"debate stage          : {stage_s:8.2f} s  {stage_tokens / stage_s:8.1f} tok/s  "
           f"({calls} calls in {len(recorder.batches)} backend batches, {stage_steps} engine steps)")
-    print(f"raw backend.generate  : {raw_s:8.2f} s  {raw_tokens / raw_s:8.1f} tok/s", flush=True)
+    print(f"raw backend.generate  : {raw_s:8.2f} s  {raw_tokens / raw_s:8.1f} tok/s  "
+          f"(the stage spent {stage_s - recorder.seconds:.2f} s outside backend.generate)", flush=True)
 
     # (b) one question at a time, one request per backend call, no cache.
     def generate_one_by_one(state_asks):
@@ -152,6 +164,7 @@ def main() -> None:
 
     loop_states = fresh_states(args.agents)
     debate.prepare(loop_states)
+    cold_prefixes()
     t = time.perf_counter()
     for state in loop_states:
         run_engine([state], debate.run, generate_one_by_one)
@@ -168,6 +181,7 @@ def main() -> None:
     for name, protocol in contenders.items():
         states = fresh_states(args.svr_agents)
         pool = ModelPool({args.model: backend}, {args.model: GenerationCache(None)})
+        cold_prefixes()
         t = time.perf_counter()
         run_protocol(protocol, states, pool, settings)
         seconds[name] = time.perf_counter() - t

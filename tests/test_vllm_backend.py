@@ -170,3 +170,11 @@ def test_seeded_batch_over_the_token_budget_matches_single_requests(backend):
     together = [r[0].text for r in backend.generate(requests)]
     alone = [backend.generate([r])[0][0].text for r in requests[:3]]
     assert together[:3] == alone
+
+
+def test_reset_prefix_cache_keeps_seeded_outputs(backend):
+    # Benchmarks reset the prefix cache between timed parts; a cold prefill gives the same sample.
+    request = GenerationRequest(USER, SamplingParams(temperature=1.0, max_tokens=6, seed=11), n=1)
+    warm = backend.generate([request])[0][0].text
+    assert backend.reset_prefix_cache()
+    assert backend.generate([request])[0][0].text == warm

@@ -209,6 +209,10 @@ class VLLMBackend(Backend):
         return scored
 
     # -- lifetime ---------------------------------------------------------------------------
+    def reset_prefix_cache(self) -> bool:
+        """Forget cached prompt prefixes (benchmarks time cold prefills); True when vLLM did."""
+        return bool(self._require_engine().reset_prefix_cache())
+
     def _require_engine(self):
         if self._llm is None:
             raise RuntimeError("VLLMBackend is closed")
