@@ -67,11 +67,15 @@ def pair_datasets(pair):
     ]
 
 
+def agent_samples(agent):
+    """Zero-shot samples per question of one agent: its own `samples`, else zero_shot.samples."""
+    return AGENTS[agent].get("samples") or config["zero_shot"]["samples"]
+
+
 def _check_debate():
     """Participants must be agents, and every copy × thread needs its own zero-shot sample."""
     from collections import Counter
 
-    samples = config["zero_shot"]["samples"]
     for name, spec in PROTOCOLS.items():
         where = f"debate.protocols.{name}.participants" if spec.get("participants") else "debate.participants"
         seats = protocol_participants(name)
@@ -81,13 +85,14 @@ def _check_debate():
         for dataset in spec.get("datasets") or []:
             if dataset not in DATASETS:
                 raise ValueError(f"config: debate.protocols.{name}.datasets names {dataset!r}, which is not a key of `datasets`")
-        copies = max(Counter(seats).values())
-        need = copies * spec["threads"]
-        if need > samples:
-            raise ValueError(
-                f"config: debate.protocols.{name} needs zero_shot.samples >= {need} "
-                f"({copies} copies of one agent × {spec['threads']} thread(s)); zero_shot.samples = {samples}"
-            )
+        for agent, copies in Counter(seats).items():
+            need, have = copies * spec["threads"], agent_samples(agent)
+            if need > have:
+                source = f"agents.{agent}.samples" if AGENTS[agent].get("samples") else "zero_shot.samples"
+                raise ValueError(
+                    f"config: debate.protocols.{name} needs {need} zero-shot samples of agent {agent!r} "
+                    f"({copies} copies × {spec['threads']} thread(s)); {source} = {have}"
+                )
 
 
 _check_debate()

@@ -6,7 +6,12 @@ rule zero_shot:
         f"{RESULTS}/zero_shot/{{dataset}}/{{agent}}.parquet",
     params:
         agent=agent_settings,
-        settings=lambda wc: {**config["zero_shot"], "seed": config["seed"], "limit": DATASETS[wc.dataset]["limit"]},
+        settings=lambda wc: {
+            **config["zero_shot"],
+            "samples": agent_samples(wc.agent),
+            "seed": config["seed"],
+            "limit": DATASETS[wc.dataset]["limit"],
+        },
         cache_dir=generation_cache_dir,
     log:
         f"{LOGS}/zero_shot/{{dataset}}/{{agent}}.log",

@@ -32,6 +32,8 @@ def _dry_run_with(tmp_path, mutate):
         (lambda c: c["calibration"]["pairs"]["ab"].update(agents=["alice", "carol"]), ["calibration.pairs.ab", "carol"]),
         (lambda c: c["calibration"]["pairs"]["ab"].update(debate="mad"), ["calibration.pairs.ab.debate", "mad", "participants"]),
         (lambda c: c["debate"]["protocols"]["mad_pair"].update(confidence=["verbal"]), ["mad_pair", "seqprob"]),
+        (lambda c: c["zero_shot"].update(samples=1), ["debate.protocols", "'alice'", "zero_shot.samples = 1"]),
+        (lambda c: c["agents"]["alice"].update(samples=1), ["debate.protocols", "'alice'", "agents.alice.samples = 1"]),
         (lambda c: c["calibration"]["pairs"]["ab"].update(validation={"asdiv": "commonsense_qa"}),
          ["calibration.pairs.ab.validation", "commonsense_qa", "same benchmark"]),
     ],

@@ -135,8 +135,10 @@ def test_config_is_self_consistent(path):
     for name, protocol in _protocols(cfg).items():
         seats = _participants(cfg, protocol)
         assert set(seats) <= set(cfg["agents"]), f"{name}: {seats}"
-        need = max(Counter(seats).values()) * protocol.get("threads", 1)
-        assert samples >= need, f"{name} needs zero_shot.samples >= {need}"
+        for agent, copies in Counter(seats).items():
+            need = copies * protocol.get("threads", 1)
+            have = cfg["agents"][agent].get("samples") or samples
+            assert have >= need, f"{name} needs {need} zero-shot samples of {agent}"
     # A debate job loads each model once, with the settings of the first agent that uses it:
     # agents sharing a model must agree on how it is served.
     served: dict[str, tuple] = {}

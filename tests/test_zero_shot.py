@@ -138,3 +138,23 @@ def test_killed_zero_shot_job_resumes_without_redoing_finished_batches(tmp_path)
     assert all(pq.read_metadata(p).num_rows <= batch for p in new_parts)
     df = pd.read_parquet(tmp_path / target)
     assert len(df) == total and df.groupby("question_id")["sample"].nunique().eq(6).all()
+
+
+def test_an_agent_can_draw_more_samples_than_the_default(tmp_path):
+    """agents.<a>.samples overrides zero_shot.samples for that agent only (real Snakemake jobs)."""
+    config = tmp_path / "samples.yaml"
+    config.write_text(
+        "experiment: samples\n"
+        "datasets: {asdiv: {split: test, limit: 2}}\n"
+        "models: {tiny-random-llama: {source: 'bundled:tiny-random-llama'}}\n"
+        "agents: {alice: {model: tiny-random-llama, max_tokens: 4},"
+        " bob: {model: tiny-random-llama, max_tokens: 4, samples: 3}}\n"
+        "backends: {transformers: {batch_size: 4, num_threads: 1}}\n"
+        "zero_shot: {samples: 1, estimators: []}\n"
+    )
+    targets = [f"results/samples/zero_shot/asdiv/{a}.parquet" for a in ("alice", "bob")]
+    snakemake(tmp_path, "--configfile", str(config), "--cores", "1", *targets)
+    per_question = {a: pd.read_parquet(tmp_path / t).groupby("question_id")["sample"].nunique()
+                    for a, t in zip(("alice", "bob"), targets)}
+    assert per_question["alice"].eq(1).all() and len(per_question["alice"]) == 2
+    assert per_question["bob"].eq(3).all() and len(per_question["bob"]) == 2

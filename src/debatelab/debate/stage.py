@@ -86,7 +86,7 @@ def build_states(
             where = (zero_shot_files or {}).get(name, f"zero-shot output of {name}")
             raise ValueError(
                 f"{where}: needs {need} zero-shot samples per question ({threads} thread(s) × "
-                f"{need // threads} copies of {name!r}) but holds {have}; raise zero_shot.samples"
+                f"{need // threads} copies of {name!r}) but holds {have}; raise zero_shot.samples or agents.{name}.samples"
             )
     common = set.intersection(*({q for q, _ in lookup[name]} for name in lookup))
     rows = [r for r in questions.to_dict("records") if str(r["id"]) in common]
