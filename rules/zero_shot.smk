@@ -36,9 +36,8 @@ rule attack_prompt:
         model=lambda wc: ATTACK["rewriter"],
         backend=lambda wc: ATTACK["backend"],
         backend_options=lambda wc: dict(config["backends"].get(ATTACK["backend"], {})),
-        settings=lambda wc: {
-            k: ATTACK[k] for k in ("temperature", "top_p", "max_tokens", "attempts")
-        } | {"seed": config["seed"]},
+        sampling=lambda wc: {k: ATTACK[k] for k in ("temperature", "top_p", "max_tokens")} | {"seed": config["seed"]},
+        attempts=lambda wc: ATTACK["attempts"],
         cache_dir=lambda wc: f"{RESULTS}/cache/{ATTACK['rewriter']}",
     log:
         f"{LOGS}/attack_prompt/{{dataset}}.log",

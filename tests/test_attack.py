@@ -14,7 +14,7 @@ from debatelab.attack import (
 )
 from debatelab.io import DataFileError
 from debatelab.llm import GenerationCache
-from debatelab.llm.base import Backend, Generation
+from debatelab.llm.base import Backend, Generation, SamplingParams
 from debatelab.sampling import AgentSpec
 from workflow_helpers import REPO_ROOT, snakemake
 
@@ -92,7 +92,7 @@ def test_attack_prompt_job_on_the_tiny_model_is_cached_and_used_by_adversarial_a
     dataset = tmp_path / "asdiv.parquet"
     write_parquet_atomic(load_benchmark("asdiv", "test", source="offline").head(3), dataset)
     backend = Counting(TransformersBackend(tiny_model_dir, batch_size=4, num_threads=1))
-    settings = RewriteSettings(max_tokens=12, attempts=2, seed=5)
+    settings = RewriteSettings(SamplingParams(max_tokens=12, seed=5), attempts=2)
     kwargs = dict(dataset_name="asdiv", model_name="tiny", backend=backend, cache_dir=tmp_path / "cache", settings=settings)
     first = attack_prompt_job(dataset, tmp_path / "a.json", **kwargs)
     assert backend.requests == 2  # one unit per attempt

@@ -1,5 +1,5 @@
 from debatelab.attack import RewriteSettings, attack_prompt_job
-from debatelab.llm import make_backend
+from debatelab.llm import SamplingParams, make_backend
 from debatelab.runlog import job_log
 
 # Guarded: spawn-based engines (vLLM) re-run the main module in their worker processes.
@@ -14,7 +14,7 @@ if __name__ == "__main__":
                 model_name=snakemake.params.model,
                 backend=backend,
                 cache_dir=snakemake.params.cache_dir,
-                settings=RewriteSettings(**snakemake.params.settings),
+                settings=RewriteSettings(SamplingParams(**snakemake.params.sampling), snakemake.params.attempts),
             )
         finally:
             backend.close()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import prompts
@@ -63,10 +63,7 @@ FORMAT_REMINDERS = {
 
 @dataclass(frozen=True)
 class RewriteSettings:
-    temperature: float = 0.7
-    top_p: float = 1.0
-    max_tokens: int = 400
-    seed: int = 0
+    sampling: SamplingParams = SamplingParams(max_tokens=400)
     attempts: int = 4  # seeded samples tried in order until one keeps the answer format
 
 
@@ -103,8 +100,7 @@ def rewrite_system_prompt(
     """{"prompt", "sample" (index used), "format_appended"}; samples come from `cache` when present."""
     request = GenerationRequest(
         messages=({"role": "user", "content": REWRITE_INSTRUCTION.format(prompt=base_prompt)},),
-        sampling=SamplingParams(temperature=settings.temperature, top_p=settings.top_p,
-                                max_tokens=settings.max_tokens, seed=settings.seed),
+        sampling=settings.sampling,
         n=settings.attempts,
     )
     samples = generate_cached(backend, [request], cache, desc="attack rewrite", show_progress=False)[0]
@@ -142,7 +138,7 @@ def attack_prompt_job(
     )
     record = {
         "dataset": dataset_name, "task_type": task_type, "rewriter": model_name, "model_id": backend.model_id,
-        "settings": settings.__dict__, "base_prompt": base, **rewrite,
+        "settings": asdict(settings), "base_prompt": base, **rewrite,
     }
     write_text_atomic(json.dumps(record, indent=2) + "\n", out_path)
     return record

@@ -186,8 +186,8 @@ def trajectory_measures(
     for row, answers in zip(questions.itertuples(index=False), trajectories):
         normaliser, n_options = entropy_norm, None
         if entropy_norm == "n_options":
-            n_options = getattr(row, "n_options", None)
-            if n_options is None or pd.isna(n_options):
+            n_options = row.n_options  # a required column under this normaliser
+            if pd.isna(n_options):
                 normaliser, n_options = "observed", None
                 open_ended += 1
             else:
