@@ -12,14 +12,17 @@ if not config.get("experiment"):
     configfile: "config/config.yaml"
 
 
+# One rule file per stage, in DAG order; each mirrors a package of `src/debatelab/` and a folder
+# of `workflow_scripts/`.
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/models.smk"
+include: "rules/attack.smk"
 include: "rules/zero_shot.smk"
 include: "rules/debate.smk"
 include: "rules/uncertainty.smk"
 include: "rules/confidence.smk"
-include: "rules/summarize.smk"
+include: "rules/reporting.smk"
 
 
 localrules:

@@ -1,5 +1,6 @@
 # The confidence paper's stages (spec 004): streams → calibration fitting → protocol search → test
-# report. Pure computation on cached generations: no model is called, everything runs on CPU.
+# split. Pure computation on cached generations: no model is called, everything runs on CPU. The
+# experiment summary is `summarize_confidence` in reporting.smk.
 
 
 rule streams:
@@ -18,7 +19,7 @@ rule streams:
         mem_mb=2000,
         runtime=10,
     script:
-        "../workflow_scripts/streams.py"
+        "../workflow_scripts/confidence/streams.py"
 
 
 rule fit_calibrators:
@@ -43,7 +44,7 @@ rule fit_calibrators:
         mem_mb=2000,
         runtime=30,
     script:
-        "../workflow_scripts/fit_calibrators.py"
+        "../workflow_scripts/confidence/fit_calibrators.py"
 
 
 rule search_protocol:
@@ -76,7 +77,7 @@ rule search_protocol:
         mem_mb=4000,
         runtime=120,
     script:
-        "../workflow_scripts/search_protocol.py"
+        "../workflow_scripts/confidence/search_protocol.py"
 
 
 rule apply_protocol:
@@ -108,29 +109,4 @@ rule apply_protocol:
         mem_mb=2000,
         runtime=30,
     script:
-        "../workflow_scripts/apply_protocol.py"
-
-
-rule summarize_confidence:
-    """Lift over the best zero-shot agent per dataset and protocol, averaged over pairs, with t-test counts."""
-    input:
-        confidence_metric_files(),
-    output:
-        table=report(f"{RESULTS}/summary/confidence.csv", category="Confidence protocols",
-                     caption="../report/confidence_table.rst"),
-        lift=report(f"{RESULTS}/summary/confidence_lift.csv", category="Confidence protocols",
-                    caption="../report/confidence_lift.rst"),
-        paper_table=report(f"{RESULTS}/summary/confidence_paper.csv", category="Confidence protocols",
-                           caption="../report/confidence_paper.rst"),
-        plot=report(f"{RESULTS}/summary/confidence_lift.png", category="Confidence protocols",
-                    caption="../report/confidence_lift_plot.rst"),
-    params:
-        calibrator=CALIBRATION["report_calibrator"],
-        alpha=SEARCH["alpha"],
-    log:
-        f"{LOGS}/summary/confidence.log",
-    resources:
-        mem_mb=2000,
-        runtime=10,
-    script:
-        "../workflow_scripts/summarize_confidence.py"
+        "../workflow_scripts/confidence/apply_protocol.py"

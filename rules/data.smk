@@ -11,4 +11,4 @@ rule download_dataset:
         mem_mb=4000,
         runtime=30,
     script:
-        "../workflow_scripts/download_dataset.py"
+        "../workflow_scripts/data/download_dataset.py"

@@ -6,19 +6,17 @@ rule debate:
         turns=f"{RESULTS}/debate/{{dataset}}/{{protocol}}/turns.parquet",
         questions=f"{RESULTS}/debate/{{dataset}}/{{protocol}}/questions.parquet",
     params:
-        # `datasets` says where the workflow runs the protocol; it is no option of the protocol itself.
-        protocol=lambda wc: {k: v for k, v in PROTOCOLS[wc.protocol].items() if k != "datasets"},
-        participants=lambda wc: protocol_participants(wc.protocol),
+        protocol=lambda wc: EXP.protocol_options(wc.protocol),
+        participants=lambda wc: EXP.protocol_participants(wc.protocol),
         agents=debate_agent_settings,
         zero_shot_paths=debate_zero_shot_paths,
-        model_paths=lambda wc: {m: f"resources/models/{m}" for m in debate_models(wc)},
-        cache_dirs=lambda wc: {m: f"{RESULTS}/cache/{m}" for m in debate_models(wc)},
+        model_paths=lambda wc: {m: EXP.model_dir(m) for m in EXP.protocol_models(wc.protocol)},
+        cache_dirs=lambda wc: {m: generation_cache_dir(m) for m in EXP.protocol_models(wc.protocol)},
+        # Confidences on the last debate turns are elicited as in the zero-shot stage.
         settings=lambda wc: {
             "seed": config["seed"],
-            "batch_size": DEBATE["batch_size"],
-            "verbal_samples": config["zero_shot"]["verbal_samples"],
-            "verbal_temperature": config["zero_shot"]["verbal_temperature"],
-            "verbal_max_tokens": config["zero_shot"]["verbal_max_tokens"],
+            "batch_size": config["debate"]["batch_size"],
+            **{k: v for k, v in config["zero_shot"].items() if k.startswith("verbal_") or k == "seqprob_target"},
         },
     log:
         f"{LOGS}/debate/{{dataset}}/{{protocol}}.log",
@@ -29,4 +27,4 @@ rule debate:
         mem_mb=16000,
         runtime=480,
     script:
-        "../workflow_scripts/debate.py"
+        "../workflow_scripts/debate/debate.py"

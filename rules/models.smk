@@ -14,4 +14,4 @@ rule prepare_model:
         mem_mb=8000,
         runtime=60,
     script:
-        "../workflow_scripts/prepare_model.py"
+        "../workflow_scripts/models/prepare_model.py"

@@ -20,4 +20,4 @@ rule uncertainty:
         mem_mb=2000,
         runtime=10,
     script:
-        "../workflow_scripts/uncertainty.py"
+        "../workflow_scripts/uncertainty/uncertainty.py"

@@ -15,7 +15,7 @@ from debatelab.attack import (
 from debatelab.io import DataFileError
 from debatelab.llm import GenerationCache
 from debatelab.llm.base import Backend, Generation, SamplingParams
-from debatelab.sampling import AgentSpec
+from debatelab.config import AgentSpec
 from workflow_helpers import REPO_ROOT, snakemake
 
 

@@ -8,13 +8,13 @@ import pytest
 from scipy.special import expit, logit
 from sklearn.isotonic import IsotonicRegression
 
-from debatelab.calibration import (
+from debatelab.confidence.calibrators import (
     CALIBRATORS,
     BetaCalibrator,
     calibrator_from_dict,
     fit_calibrator,
 )
-from debatelab.confidence import EPSILON
+from debatelab.probability import EPSILON
 from debatelab.metrics import ece, nll
 
 FITTED = ("beta", "polynomial", "isotonic")

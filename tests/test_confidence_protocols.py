@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from debatelab import protocols as P
+from debatelab.confidence import fusion as P
 
 
 def _streams(pred, conf):
@@ -90,7 +90,7 @@ def test_unanimous_streams_give_that_label_for_any_parameters(protocol):
     conf = rng.uniform(0.05, 0.95, (n, 2, 2))
     for _ in range(20):
         params = {p.name: rng.uniform(p.low, p.high) for p in P.SEARCH_SPACES[protocol]}
-        answer, c = P.run_protocol(protocol, pred, conf, np.full(n, 3), params)
+        answer, c = P.apply_method(protocol, pred, conf, np.full(n, 3), params=params)
         assert np.all(answer == 7)
         assert np.all((c > 0) & (c <= 1))
 

@@ -7,9 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from debatelab import confidence_stage as stage
+from debatelab.confidence import stage
+from debatelab.confidence.search import SearchSettings
+from debatelab.confidence.stage import CalibrationSettings
+from debatelab.reporting import confidence as report
 from debatelab.io import DataFileError, write_parquet_atomic
-from debatelab.streams import aggregate_samples, build_streams, split_questions, streams_job, synthetic_streams
+from debatelab.confidence.streams import aggregate_samples, build_streams, split_questions, streams_job, synthetic_streams
 
 
 def _samples(answers, verbal, seqprob, gold="4"):
@@ -98,13 +101,13 @@ def _run_stage(directory, streams, trials=15):
     directory.mkdir(parents=True, exist_ok=True)
     write_parquet_atomic(streams, directory / "streams.parquet")
     stage.fit_calibrators_job(directory / "streams.parquet", directory / "cal.json", directory / "cal.csv", seed=0,
-                              runs=2, val_fraction=0.5, estimators=["verbal", "seqprob"], calibrators=["raw", "beta", "isotonic"])
+                              settings=CalibrationSettings(runs=2, calibrators=["raw", "beta", "isotonic"]))
     searches = []
     for protocol in ("wsv", "cga", "hid"):
         stage.search_protocol_job(directory / "streams.parquet", directory / "cal.json", directory / f"{protocol}.json",
                                   directory / f"{protocol}.trials.parquet", directory / f"{protocol}.png",
                                   directory / f"{protocol}.journal", dataset="d", pair="ab", protocol=protocol,
-                                  settings={"trials": trials, "patience": trials}, show_progress=False)
+                                  settings=SearchSettings(trials=trials, patience=trials), show_progress=False)
         searches.append(directory / f"{protocol}.json")
     stage.apply_protocol_job(directory / "streams.parquet", directory / "cal.json", searches,
                              directory / "pred.parquet", directory / "metrics.csv", directory / "rel.png",
@@ -125,15 +128,13 @@ def test_the_whole_stage_is_deterministic_for_a_seed(tmp_path):
 
 def test_calibrators_see_only_the_validation_split(tmp_path):
     streams = synthetic_streams(80, seed=2)
-    calibration = stage.fit_calibrators(streams, seed=0, runs=1, val_fraction=0.5, estimators=["seqprob"],
-                                        calibrators=["beta"])
+    calibration = stage.fit_calibrators(streams, seed=0, settings=CalibrationSettings(runs=1, estimators=["seqprob"], calibrators=["beta"]))
     val = set(calibration["runs"][0]["val_question_ids"])
     assert len(val) == 40
     flipped = streams.copy()
     test_rows = ~flipped["question_id"].isin(val)
     flipped.loc[test_rows, "correct"] = ~flipped.loc[test_rows, "correct"]
-    again = stage.fit_calibrators(flipped, seed=0, runs=1, val_fraction=0.5, estimators=["seqprob"],
-                                  calibrators=["beta"])
+    again = stage.fit_calibrators(flipped, seed=0, settings=CalibrationSettings(runs=1, estimators=["seqprob"], calibrators=["beta"]))
     assert json.dumps(again) == json.dumps(calibration)
 
 
@@ -165,11 +166,11 @@ def _metrics_table(rng, pair_effects):
 
 def test_lift_counts_pairs_significantly_better_than_every_comparator():
     table = _metrics_table(np.random.default_rng(0), {"p1": 0.05, "p2": -0.05, "p3": 0.0})
-    lift = stage.lift_table(table).set_index("method")
+    lift = report.lift_table(table).set_index("method")
     assert lift.loc["cga", "k_f1"] == 1 and lift.loc["cga", "n_pairs"] == 3
     assert lift.loc["cga", "lift_f1"] == pytest.approx(0.0, abs=0.5)  # +5, −5, 0 points
     assert lift.loc["mad", "k_auarc"] == 0 and lift.loc["mad", "lift_auarc"] == pytest.approx(-5, abs=0.5)
-    paper = stage.paper_layout(stage.lift_table(table), "beta")
+    paper = report.paper_layout(report.lift_table(table), "beta")
     assert paper.set_index("method").loc["cga", "d"].endswith("(1)")
 
 
@@ -199,8 +200,7 @@ def test_a_fixed_validation_dataset_is_the_validation_split_of_every_run(tmp_pat
                           validation=validation)
     assert streams.groupby("split")["question_id"].nunique().to_dict() == {"test": 2, "val": 2}
     assert set(streams.loc[streams["split"] == "val", "dataset"]) == {"d_dev"}
-    calibration = stage.fit_calibrators(streams, seed=0, runs=3, val_fraction=0.5, estimators=["seqprob"],
-                                        calibrators=["beta"])
+    calibration = stage.fit_calibrators(streams, seed=0, settings=CalibrationSettings(runs=3, estimators=["seqprob"], calibrators=["beta"]))
     assert [r["val_question_ids"] for r in calibration["runs"]] == [["v1", "v2"]] * 3
     val, test = stage.split_arrays(streams, calibration, 0, "seqprob", "beta")
     assert list(val.question_ids) == ["v1", "v2"] and list(test.question_ids) == ["q1", "q2"]
@@ -219,4 +219,4 @@ def test_a_missing_or_corrupt_calibration_file_is_named(tmp_path):
         with pytest.raises(DataFileError, match=rf"{name}: {message}"):
             stage.search_protocol_job(tmp_path / "streams.parquet", tmp_path / name, tmp_path / "o.json",
                                       tmp_path / "t.parquet", tmp_path / "h.png", tmp_path / "j.log", dataset="d",
-                                      pair="ab", protocol="cga", settings={"trials": 2}, show_progress=False)
+                                      pair="ab", protocol="cga", settings=SearchSettings(trials=2), show_progress=False)

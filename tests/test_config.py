@@ -1,59 +1,191 @@
-"""Config validation: bad configs fail before any job runs, naming the key and the value."""
+"""Config validation: bad configs fail before any job runs, naming the key and the value; every
+library default agrees with the schema's."""
 from __future__ import annotations
+
+import dataclasses
+import inspect
 
 import pytest
 import yaml
 
+from debatelab.config import SCHEMA_PATH, AgentSpec, ConfigError, Experiment, load_experiment, validate_config
 from workflow_helpers import REPO_ROOT, snakemake
 
 TINY = yaml.safe_load((REPO_ROOT / "tests/configs/tiny.yaml").read_text())
+SCHEMA = yaml.safe_load(SCHEMA_PATH.read_text())
+SHIPPED = [REPO_ROOT / "config/config.yaml", *sorted((REPO_ROOT / "config/experiments").glob("*.yaml"))]
+
+
+def _mutated(mutate) -> dict:
+    cfg = yaml.safe_load(yaml.safe_dump(TINY))
+    mutate(cfg)
+    return cfg
 
 
 def _dry_run_with(tmp_path, mutate):
-    cfg = yaml.safe_load(yaml.safe_dump(TINY))
-    mutate(cfg)
     path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    path.write_text(yaml.safe_dump(_mutated(mutate)))
     return snakemake(tmp_path, "--configfile", str(path), "-n", check=False)
 
 
-@pytest.mark.parametrize(
-    "mutate, expected",
-    [
-        (lambda c: c.update(temprature=0.7), ["temprature"]),
-        (lambda c: c["agents"]["alice"].update(temprature=0.7), ["temprature"]),
-        (lambda c: c["agents"]["alice"].update(temperature="hot"), ["hot", "temperature"]),
-        (lambda c: c["zero_shot"].update(samples=0), ["samples", "0"]),
-        (lambda c: c["agents"]["alice"].update(backend="llamacpp"), ["llamacpp", "backend"]),
-        (lambda c: c["agents"]["alice"].update(model="gpt-17"), ["agents.alice.model", "gpt-17"]),
-        (lambda c: c["datasets"].update(no_such_bench={"split": "test"}), ["no_such_bench"]),
-        (lambda c: c["datasets"]["asdiv"].update(split="train_xyz"), ["train_xyz", "asdiv"]),
-        (lambda c: c.pop("agents"), ["agents"]),
-        (lambda c: c["calibration"]["pairs"]["ab"].update(agents=["alice", "carol"]), ["calibration.pairs.ab", "carol"]),
-        (lambda c: c["calibration"]["pairs"]["ab"].update(debate="mad"), ["calibration.pairs.ab.debate", "mad", "participants"]),
-        (lambda c: c["debate"]["protocols"]["mad_pair"].update(confidence=["verbal"]), ["mad_pair", "seqprob"]),
-        (lambda c: c["zero_shot"].update(samples=1), ["debate.protocols", "'alice'", "zero_shot.samples = 1"]),
-        (lambda c: c["agents"]["alice"].update(samples=1), ["debate.protocols", "'alice'", "agents.alice.samples = 1"]),
-        (lambda c: c["calibration"]["pairs"]["ab"].update(validation={"asdiv": "commonsense_qa"}),
-         ["calibration.pairs.ab.validation", "commonsense_qa", "same benchmark"]),
-    ],
-)
-def test_bad_config_names_key_and_value(tmp_path, mutate, expected):
+BAD_CONFIGS = [
+    (lambda c: c.update(temprature=0.7), ["temprature"]),
+    (lambda c: c["agents"]["alice"].update(temprature=0.7), ["temprature"]),
+    (lambda c: c["agents"]["alice"].update(temperature="hot"), ["hot", "temperature"]),
+    (lambda c: c["zero_shot"].update(samples=0), ["samples", "0"]),
+    (lambda c: c["agents"]["alice"].update(backend="llamacpp"), ["llamacpp", "backend"]),
+    (lambda c: c.pop("agents"), ["agents"]),
+    (lambda c: c["agents"]["alice"].update(model="gpt-17"), ["agents.alice.model", "gpt-17"]),
+    (lambda c: c["datasets"].update(no_such_bench={"split": "test"}), ["no_such_bench"]),
+    (lambda c: c["datasets"]["asdiv"].update(split="train_xyz"), ["train_xyz", "asdiv"]),
+    (lambda c: c["debate"]["protocols"]["mad"].update(participants=["alice", "carol"]),
+     ["debate.protocols.mad.participants", "'carol'"]),
+    (lambda c: c["debate"]["protocols"]["mad"].update(datasets=["gsm8k"]), ["debate.protocols.mad.datasets", "'gsm8k'"]),
+    (lambda c: c["calibration"]["pairs"]["ab"].update(agents=["alice", "carol"]), ["calibration.pairs.ab", "carol"]),
+    (lambda c: c["calibration"]["pairs"]["ab"].update(agents=["alice", "alice"]), ["calibration.pairs.ab", "two different"]),
+    (lambda c: c["calibration"]["pairs"]["ab"].update(debate="mad"), ["calibration.pairs.ab.debate", "mad", "participants"]),
+    (lambda c: c["calibration"]["pairs"]["ab"].update(debate="nope"), ["calibration.pairs.ab.debate", "'nope'"]),
+    (lambda c: c["debate"]["protocols"]["mad_pair"].update(confidence=["verbal"]), ["mad_pair", "seqprob"]),
+    (lambda c: c["debate"]["protocols"]["mad_pair"].update(rounds=0), ["mad_pair", "at least one round"]),
+    (lambda c: c["zero_shot"].update(samples=1), ["debate.protocols", "'alice'", "zero_shot.samples = 1"]),
+    (lambda c: c["agents"]["alice"].update(samples=1), ["debate.protocols", "'alice'", "agents.alice.samples = 1"]),
+    (lambda c: c["calibration"]["pairs"]["ab"].update(validation={"asdiv": "commonsense_qa"}),
+     ["calibration.pairs.ab.validation", "commonsense_qa", "same benchmark"]),
+    (lambda c: c.update(attack={"rewriter": "gpt-17"}), ["attack.rewriter", "gpt-17"]),
+    (lambda c: c["models"].update(policy={"source": "trained:sdrl"}), ["models.policy.source", "trained:sdrl"]),
+]
+
+
+@pytest.mark.parametrize("mutate, expected", BAD_CONFIGS)
+def test_bad_config_names_key_and_value(mutate, expected):
+    with pytest.raises(ConfigError) as error:
+        Experiment(validate_config(_mutated(mutate)))
+    for text in expected:
+        assert text in str(error.value), f"{text!r} not in {error.value}"
+
+
+@pytest.mark.parametrize("case", [0, 6, 17], ids=["schema", "reference", "samples"])
+def test_snakemake_refuses_a_bad_config_before_any_job(tmp_path, case):
+    mutate, expected = BAD_CONFIGS[case]
     proc = _dry_run_with(tmp_path, mutate)
     assert proc.returncode != 0
-    message = proc.stdout + proc.stderr
     for text in expected:
-        assert text in message, f"{text!r} not in error output:\n{message[-3000:]}"
+        assert text in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists()
 
 
+def test_defaults_are_filled_as_snakemake_fills_them():
+    """`validate_config` (the library's, for use without Snakemake) and Snakemake's `validate` agree."""
+    from snakemake.utils import validate
+
+    for path in SHIPPED:
+        raw = yaml.safe_load(path.read_text())
+        ours = validate_config(raw)
+        theirs = yaml.safe_load(yaml.safe_dump(raw))
+        validate(theirs, str(SCHEMA_PATH), set_default=True)
+        assert ours == theirs, path
+
+
 def test_good_config_fills_defaults(tmp_path):
+    cfg = validate_config(_mutated(lambda c: c["agents"]["alice"].pop("temperature")))
+    assert cfg["agents"]["alice"]["temperature"] == 0.7
+    assert cfg["debate"]["protocols"]["mad"]["template"] == "du"
     proc = _dry_run_with(tmp_path, lambda c: c["agents"]["alice"].pop("temperature"))
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 def test_every_shipped_config_validates(tmp_path):
-    configs = [REPO_ROOT / "config/config.yaml", *sorted((REPO_ROOT / "config/experiments").glob("*.yaml"))]
-    for path in configs:
+    for path in SHIPPED:
+        Experiment(validate_config(yaml.safe_load(path.read_text())))
         proc = snakemake(tmp_path, "--configfile", str(path), "-n", check=False)
         assert proc.returncode == 0, f"{path}:\n{proc.stderr[-3000:]}"
+
+
+def test_experiment_answers_the_workflows_questions():
+    exp = load_experiment(REPO_ROOT / "tests/configs/tiny.yaml")
+    assert exp.protocol_participants("mad") == ["alice", "bob", "alice"]  # debate.participants
+    assert exp.protocol_agents("mad") == ["alice", "bob"]
+    assert exp.protocol_participants("mad_pair") == ["alice", "bob"]  # its own participants
+    assert exp.protocol_models("sc") == [] and exp.protocol_models("mad") == ["tiny-random-llama"]
+    assert exp.model_dir("tiny-random-llama") == "resources/models/tiny-random-llama"
+    assert exp.dataset_path("commonsense_qa") == "data/commonsense_qa/validation.parquet"
+    assert exp.agent_samples("alice") == 2
+    assert exp.agent_settings("bob")["backend_options"] == {"batch_size": 8, "num_threads": 1, "device": "auto"}
+    assert exp.pair_datasets("ab") == ["asdiv", "commonsense_qa"]
+    assert "datasets" not in exp.protocol_options("mad")
+    assert not exp.uses_attack_prompt(["alice", "bob"])
+
+
+def test_trained_models_live_under_their_run():
+    cfg = validate_config(TINY)
+    cfg["models"]["policy"] = {"source": "trained:sdrl", "dtype": "float32"}
+    exp = object.__new__(Experiment)  # the check refuses trained models until the training stage exists
+    exp.models, exp.results = cfg["models"], "results/tiny"
+    assert exp.model_dir("policy") == "results/tiny/train/sdrl/model"
+
+
+# --------------------------------------------------------------------------- one home per default
+
+
+def _schema_defaults(*path: str) -> dict:
+    """Defaults of a schema object: a definition (agent, protocol) or a config section, then sub-keys."""
+    node = SCHEMA["definitions"].get(path[0]) or SCHEMA["properties"][path[0]]
+    for key in path[1:]:
+        node = node["properties"][key]
+    return {k: v["default"] for k, v in node["properties"].items() if "default" in v}
+
+
+def _dataclass_defaults(cls) -> dict:
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return out
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return list(a) == list(b)
+    return a == b
+
+
+def _signature_defaults(func) -> dict:
+    return {k: p.default for k, p in inspect.signature(func).parameters.items() if p.default is not inspect.Parameter.empty}
+
+
+def _settings_and_schema():
+    from debatelab.confidence.estimators import ElicitationSettings
+    from debatelab.confidence.search import SearchSettings
+    from debatelab.confidence.stage import CalibrationSettings
+    from debatelab.debate.protocols import DEFAULTS as PROTOCOL_DEFAULTS
+    from debatelab.debate.stage import DebateSettings
+    from debatelab.llm.openai_backend import OpenAIBackend
+    from debatelab.llm.transformers_backend import TransformersBackend
+    from debatelab.llm.vllm_backend import VLLMBackend
+    from debatelab.uncertainty import UncertaintySettings
+    from debatelab.zero_shot import ZeroShotSettings
+
+    return [
+        ("AgentSpec", _dataclass_defaults(AgentSpec), _schema_defaults("agent")),
+        ("ZeroShotSettings", _dataclass_defaults(ZeroShotSettings), _schema_defaults("zero_shot")),
+        ("ElicitationSettings", _dataclass_defaults(ElicitationSettings), _schema_defaults("zero_shot")),
+        ("DebateSettings", _dataclass_defaults(DebateSettings), _schema_defaults("debate")),
+        ("protocol DEFAULTS", PROTOCOL_DEFAULTS, _schema_defaults("protocol")),
+        ("UncertaintySettings", _dataclass_defaults(UncertaintySettings), _schema_defaults("uncertainty")),
+        ("CalibrationSettings", _dataclass_defaults(CalibrationSettings), _schema_defaults("calibration")),
+        ("SearchSettings", _dataclass_defaults(SearchSettings),
+         {**_schema_defaults("protocol_search"), **{k: v for k, v in _schema_defaults("calibration").items() if k.startswith("ece_")}}),
+        ("TransformersBackend", _signature_defaults(TransformersBackend), _schema_defaults("backends", "transformers")),
+        ("VLLMBackend", _signature_defaults(VLLMBackend), _schema_defaults("backends", "vllm")),
+        ("OpenAIBackend", _signature_defaults(OpenAIBackend), _schema_defaults("backends", "openai")),
+    ]
+
+
+@pytest.mark.parametrize("name, library, schema", _settings_and_schema(), ids=lambda v: v if isinstance(v, str) else "")
+def test_library_defaults_match_the_schema(name, library, schema):
+    shared = sorted(set(library) & set(schema))
+    assert shared, f"{name} shares no key with the schema"
+    mismatched = {k: (library[k], schema[k]) for k in shared if not _same(library[k], schema[k])}
+    assert not mismatched, f"{name}: library vs schema defaults differ: {mismatched}"

@@ -28,7 +28,8 @@ from debatelab.data import (
 from debatelab.data import offline as off
 from debatelab.data import online as on
 from debatelab.data.registry import MMLU_COLLEGE_SUBJECTS, MMLU_SUBJECTS
-from debatelab.data.text import last_boxed, number_with_unit, split_lettered_options
+from debatelab.data.text import number_with_unit, split_lettered_options
+from debatelab.grading import last_boxed
 from debatelab.io import DataFileError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "online"

@@ -7,10 +7,10 @@ from collections import Counter
 import pytest
 
 from debatelab.debate.engine import Participant, QuestionState, Turn, accounting, run_engine
-from debatelab.debate.protocols import make_protocol, plurality
-from debatelab.debate import templates
+from debatelab import prompts
+from debatelab.debate.protocols import make_protocol
+from debatelab.grading import answer_keys, vote_answer
 from debatelab.llm.base import Generation, SamplingParams
-from debatelab.uncertainty import answer_keys
 
 MATH_ROW = {"id": "q", "question": "What is 1+1?", "choices": None, "answer": "2", "task_type": "math", "meta": "{}"}
 
@@ -70,10 +70,10 @@ def run(kind, states, policy=keep_own, **options):
 def test_plurality_ties_go_to_first_agent_or_to_pre_debate_count():
     answers = ["3", "2", "3", "2", None]
     keys = answer_keys(answers, task_type="math")
-    assert plurality(answers, keys) == "3"  # first agent in order among tied 3 and 2
+    assert vote_answer(answers, keys) == "3"  # first agent in order among tied 3 and 2
     pre = answer_keys(["2", "2", "3", "1", "1"], task_type="math")
-    assert plurality(answers, keys, tie_break="pre_debate_count", pre_keys=pre) == "2"
-    assert plurality([None, None], [answer_keys([None])[0]] * 2) is None  # invalid answers never vote
+    assert vote_answer(answers, keys, tie_break="pre_debate_count", pre_keys=pre) == "2"
+    assert vote_answer([None, None], [answer_keys([None])[0]] * 2) is None  # invalid answers never vote
 
 
 def test_svr_fallback_votes_post_debate_answers_and_breaks_ties_in_agent_order():
@@ -261,7 +261,7 @@ def test_svr_mad_invalid_answers_are_never_receivers_or_challengers():
 
 
 def test_templates_mask_boxed_answers_and_umad_gives_everyone_the_same_prompt():
-    assert templates.mask_last_boxed("a \\boxed{1} then \\boxed{\\frac{1}{2}} end") == "a \\boxed{1} then <answer> end"
+    assert prompts.mask_last_boxed("a \\boxed{1} then \\boxed{\\frac{1}{2}} end") == "a \\boxed{1} then <answer> end"
     a, b = state(["2", "3"]), state(["2", "3"])
     fa, _ = run("all_to_all", [a], rounds=1, template="umad", mask_peer_boxed=False)
     first, second = (ask.messages[-1]["content"] for _, ask in fa.batches[0])

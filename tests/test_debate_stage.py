@@ -13,7 +13,7 @@ from debatelab.debate.schema import QUESTION_COLUMNS, TURN_COLUMNS
 from debatelab.debate.stage import DebateSettings, debate_job
 from debatelab.io import write_parquet_atomic
 from debatelab.llm.base import Backend, Generation, ScoredText, stable_hash
-from debatelab.sampling import ZERO_SHOT_COLUMNS
+from debatelab.zero_shot import ZERO_SHOT_COLUMNS
 
 N_QUESTIONS = 4
 
@@ -26,6 +26,7 @@ class CountingBackend(Backend):
     def __init__(self, die_after: int | None = None):
         self.generated = 0
         self.scored = 0
+        self.scored_replies: list[str] = []
         self.die_after = die_after
 
     def generate(self, requests, progress=None):
@@ -44,6 +45,7 @@ class CountingBackend(Backend):
 
     def score(self, prompts, replies):
         self.scored += len(prompts)
+        self.scored_replies += list(replies)
         return [ScoredText(token_logprobs=[-0.3, -0.1], prompt_tokens=len(p) * 10) for p, r in zip(prompts, replies)]
 
 
@@ -75,7 +77,7 @@ def workspace(tmp_path):
 AGENTS = {"alice": {"model": "m", "temperature": 0.7, "max_tokens": 32}, "bob": {"model": "m", "temperature": 1.0, "max_tokens": 32}}
 
 
-def run_job(workspace, name, options, participants=("alice", "bob"), backend=None, cache="cache"):
+def run_job(workspace, name, options, participants=("alice", "bob"), backend=None, cache="cache", **settings):
     root, dataset, zero_shot = workspace
     backend = backend or CountingBackend()
     out = root / "out" / name
@@ -83,7 +85,9 @@ def run_job(workspace, name, options, participants=("alice", "bob"), backend=Non
         dataset_path=dataset, zero_shot_paths=zero_shot, turns_path=out / "turns.parquet",
         questions_path=out / "questions.parquet", dataset_name="toy", protocol_name=name, protocol_options=options,
         participants=list(participants), agents=AGENTS, model_paths={"m": "unused"}, cache_dirs={"m": str(root / cache)},
-        settings=DebateSettings(seed=3, batch_size=5, verbal_samples=2, show_progress=False), backends={"m": backend},
+        settings=DebateSettings.from_config({"seed": 3, "batch_size": 5, "verbal_samples": 2, "show_progress": False,
+                                             **settings}),
+        backends={"m": backend},
     )
     return backend, turns, questions, out
 
@@ -163,7 +167,7 @@ def test_adversarial_agents_debate_under_the_attack_system_prompt(workspace):
     from debatelab import prompts
     from debatelab.data import read_dataset
     from debatelab.debate.stage import build_states, read_zero_shot
-    from debatelab.sampling import AgentSpec
+    from debatelab.config import AgentSpec
 
     root, dataset, zero_shot = workspace
     specs = {"alice": AgentSpec.from_config("alice", AGENTS["alice"]),
@@ -173,3 +177,17 @@ def test_adversarial_agents_debate_under_the_attack_system_prompt(workspace):
     alice, bob = states[0].pre
     assert bob.messages[0] == {"role": "system", "content": prompts.ATTACK_SYSTEM_PROMPT}
     assert alice.messages[0]["content"] != prompts.ATTACK_SYSTEM_PROMPT
+
+
+@pytest.mark.parametrize("target", ["answer", "response"])
+def test_debate_confidence_scores_what_seqprob_target_names(workspace, target):
+    """The zero-shot stage's `seqprob_target` also holds for the debate's last turns (it used to be
+    dropped there, so the debate always scored the answer)."""
+    backend, turns, *_ = run_job(workspace, "pair", {"kind": "all_to_all", "rounds": 1, "confidence": ["seqprob"]},
+                                 cache=f"cache-{target}", seqprob_target=target)
+    last = turns[turns["round"] == 1]
+    expected = (list(last["response"]) if target == "response"
+                else [f"The answer is \\boxed{{{a}}}." for a in last["answer"]])
+    # each reply is scored under its chat and under the content-free chat
+    assert sorted(backend.scored_replies) == sorted(expected * 2)
+    assert last["conf_seqprob"].notna().all()

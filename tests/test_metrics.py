@@ -8,7 +8,7 @@ import pytest
 from sklearn.metrics import f1_score
 
 from debatelab import metrics as M
-from debatelab.confidence import EPSILON
+from debatelab.probability import EPSILON
 
 
 def _naive_auarc(confidence, correct, seed):

@@ -8,8 +8,8 @@ import optuna
 import pandas as pd
 import pytest
 
-from debatelab import protocol_search as S
-from debatelab.streams import StreamArrays, stream_arrays, synthetic_streams
+from debatelab.confidence import search as S
+from debatelab.confidence.streams import StreamArrays, stream_arrays, synthetic_streams
 
 
 def _planted_cga(n: int = 400, seed: int = 0, thresholds=(1.0, -1.0)) -> StreamArrays:
@@ -37,7 +37,7 @@ def _val_arrays(n=300, seed=0) -> StreamArrays:
 def test_tpe_finds_a_planted_optimum(tmp_path):
     arrays = _planted_cga()
     settings = S.SearchSettings(trials=150, patience=150, lambda_anchor=0.01)
-    result = S.search("cga", arrays, settings, storage_path=tmp_path / "j.log", label="planted", seed=3)
+    result = S.tpe_search("cga", arrays, settings, storage_path=tmp_path / "j.log", label="planted", seed=3)
     # Agent 1's threshold decides its answers. Agent 2's errors are outvoted by the fusion over a
     # range of τ_2, so τ_2 is only checked through the objective.
     assert result.params["tau_1"] == pytest.approx(1.0, abs=0.3)
@@ -58,7 +58,7 @@ def test_tpe_learns_to_down_weight_a_confidently_wrong_agent(tmp_path):
                           np.array(["A", "B"], dtype=object))
     settings = S.SearchSettings(trials=120, patience=120)
     assert S.objective_parts("wsv", arrays, {"w_1_0": 1, "w_2_0": 1, "w_1_1": 1, "w_2_1": 1}, settings)["accuracy"] == 0
-    result = S.search("wsv", arrays, settings, storage_path=tmp_path / "j.log", label="wsv", seed=0)
+    result = S.tpe_search("wsv", arrays, settings, storage_path=tmp_path / "j.log", label="wsv", seed=0)
     w = result.params
     assert S.objective_parts("wsv", arrays, w, settings)["accuracy"] == 1.0
     logit = lambda p: np.log(p / (1 - p))  # noqa: E731
@@ -68,16 +68,16 @@ def test_tpe_learns_to_down_weight_a_confidently_wrong_agent(tmp_path):
 def test_search_is_repeatable_for_a_seed_and_differs_across_seeds(tmp_path):
     arrays = _val_arrays()
     settings = S.SearchSettings(trials=40, patience=40)
-    first = S.search("hid", arrays, settings, storage_path=tmp_path / "a.log", label="x", seed=5)
-    again = S.search("hid", arrays, settings, storage_path=tmp_path / "b.log", label="x", seed=5)
-    other = S.search("hid", arrays, settings, storage_path=tmp_path / "c.log", label="x", seed=6)
+    first = S.tpe_search("hid", arrays, settings, storage_path=tmp_path / "a.log", label="x", seed=5)
+    again = S.tpe_search("hid", arrays, settings, storage_path=tmp_path / "b.log", label="x", seed=5)
+    other = S.tpe_search("hid", arrays, settings, storage_path=tmp_path / "c.log", label="x", seed=6)
     assert first.params == again.params and first.value == again.value
     pd.testing.assert_frame_equal(first.trials, again.trials)
     assert not first.trials["value"].equals(other.trials["value"])
 
 
 def test_theta0_is_the_first_trial_and_best_value_is_the_running_minimum(tmp_path):
-    result = S.search("wsv", _val_arrays(), S.SearchSettings(trials=15, patience=15),
+    result = S.tpe_search("wsv", _val_arrays(), S.SearchSettings(trials=15, patience=15),
                       storage_path=tmp_path / "j.log", label="x", seed=0)
     first = result.trials.iloc[0]
     assert [first[f"param_w_{i}_{s}"] for s in (0, 1) for i in (1, 2)] == [1.0] * 4
@@ -89,28 +89,28 @@ def test_theta0_is_the_first_trial_and_best_value_is_the_running_minimum(tmp_pat
 def test_a_rerun_continues_the_study_instead_of_redoing_trials(tmp_path):
     arrays = _val_arrays()
     journal = tmp_path / "j.log"
-    short = S.search("cga", arrays, S.SearchSettings(trials=12, patience=100), storage_path=journal, label="x", seed=1)
-    longer = S.search("cga", arrays, S.SearchSettings(trials=25, patience=100), storage_path=journal, label="x", seed=1)
+    short = S.tpe_search("cga", arrays, S.SearchSettings(trials=12, patience=100), storage_path=journal, label="x", seed=1)
+    longer = S.tpe_search("cga", arrays, S.SearchSettings(trials=25, patience=100), storage_path=journal, label="x", seed=1)
     assert short.study_name == longer.study_name  # the budget is not part of the study's identity
     assert longer.n_trials == 25
     pd.testing.assert_frame_equal(longer.trials.iloc[:12].drop(columns="best_value"),
                                   short.trials.drop(columns="best_value"))
-    again = S.search("cga", arrays, S.SearchSettings(trials=25, patience=100), storage_path=journal, label="x", seed=1)
+    again = S.tpe_search("cga", arrays, S.SearchSettings(trials=25, patience=100), storage_path=journal, label="x", seed=1)
     assert again.n_trials == 25  # nothing left to do
 
 
 def test_changed_data_or_objective_starts_a_new_study(tmp_path):
     journal = tmp_path / "j.log"
-    base = S.search("cga", _val_arrays(seed=0), S.SearchSettings(trials=5), storage_path=journal, label="x", seed=1)
-    data = S.search("cga", _val_arrays(seed=1), S.SearchSettings(trials=5), storage_path=journal, label="x", seed=1)
-    objective = S.search("cga", _val_arrays(seed=0), S.SearchSettings(trials=5, objective="f1_auarc"),
+    base = S.tpe_search("cga", _val_arrays(seed=0), S.SearchSettings(trials=5), storage_path=journal, label="x", seed=1)
+    data = S.tpe_search("cga", _val_arrays(seed=1), S.SearchSettings(trials=5), storage_path=journal, label="x", seed=1)
+    objective = S.tpe_search("cga", _val_arrays(seed=0), S.SearchSettings(trials=5, objective="f1_auarc"),
                          storage_path=journal, label="x", seed=1)
     assert len({base.study_name, data.study_name, objective.study_name}) == 3
     assert len(optuna.get_all_study_names(S.storage(journal))) == 3
 
 
 def test_two_workers_share_one_study(tmp_path):
-    result = S.search("wsv", _val_arrays(), S.SearchSettings(trials=30, patience=1000, workers=2),
+    result = S.tpe_search("wsv", _val_arrays(), S.SearchSettings(trials=30, patience=1000, workers=2),
                       storage_path=tmp_path / "j.log", label="x", seed=0)
     study = optuna.load_study(study_name=result.study_name, storage=S.storage(tmp_path / "j.log"))
     numbers = [t.number for t in study.trials]
@@ -131,7 +131,7 @@ def test_search_stops_early_on_a_flat_objective(tmp_path):
     pred = arrays.pred.copy()
     pred[:, :, 1] = pred[:, :, 0]
     arrays = dataclasses.replace(arrays, pred=pred, conf=np.full_like(arrays.conf, 0.5))
-    result = S.search("cga", arrays, S.SearchSettings(trials=100, patience=10, lambda_anchor=0.0),
+    result = S.tpe_search("cga", arrays, S.SearchSettings(trials=100, patience=10, lambda_anchor=0.0),
                       storage_path=tmp_path / "j.log", label="x", seed=0)
     assert result.stopped_early and result.n_trials == 11
 

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from debatelab.debate.schema import QUESTION_COLUMNS, TURN_COLUMNS
-from debatelab.io import DataFileError, write_parquet_atomic
-from debatelab.reporting import (
+from debatelab.io import DataFileError, save_figure_atomic, write_parquet_atomic
+from debatelab.reporting.debate import (
     DEBATE_QUESTION_INPUTS, DEBATE_SUMMARY_COLUMNS, DEBATE_TURN_INPUTS, debate_summary, debate_table_paper_layout,
     plot_debate_cost_accuracy, summarize_debate,
 )
@@ -175,7 +175,8 @@ def test_paper_layout_rounds_to_one_decimal():
 
 def test_plot_has_one_panel_per_dataset(summary, tmp_path):
     path = tmp_path / "plots" / "debate.png"
-    fig = plot_debate_cost_accuracy(summary, path)
+    fig = plot_debate_cost_accuracy(summary)
+    save_figure_atomic(fig, path)
     assert [ax.get_title() for ax in fig.axes] == ["ds_a (n=3)", "ds_b (n=2)"]
     for ax in fig.axes:
         assert sorted(t.get_text() for t in ax.texts) == ["mad", "sc", "svr"]

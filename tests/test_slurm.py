@@ -22,9 +22,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def slurm_cluster():
-    require(shutil.which("slurmctld") is not None, "slurm-wlm is not installed (scripts/setup.sh installs it as root)")
+    require(shutil.which("slurmctld") is not None, "slurm-wlm is not installed (tools/setup.sh installs it as root)")
     require(os.geteuid() == 0, "starting slurmctld/slurmd needs root")
-    setup = subprocess.run(["bash", str(REPO_ROOT / "scripts/setup_local_slurm.sh")], capture_output=True, text=True, timeout=300)
+    setup = subprocess.run(["bash", str(REPO_ROOT / "tools/setup_local_slurm.sh")], capture_output=True, text=True, timeout=300)
     assert setup.returncode == 0, setup.stdout + setup.stderr
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -35,7 +35,7 @@ def slurm_cluster():
     else:
         pytest.fail(f"SLURM node never became idle: {state!r}")
     yield
-    subprocess.run(["bash", str(REPO_ROOT / "scripts/stop_local_slurm.sh")])
+    subprocess.run(["bash", str(REPO_ROOT / "tools/stop_local_slurm.sh")])
 
 
 def _squeue_jobs() -> list[dict]:
@@ -80,7 +80,7 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
         by_rule.setdefault(rule.group(1), []).append(job)
     # Every job of the DAG went through sbatch (`all` is a local rule: it has no work).
     assert {r: len(js) for r, js in by_rule.items()} == {
-        "download_dataset": 2, "prepare_model": 1, "zero_shot": 4, "summarize": 1,
+        "download_dataset": 2, "prepare_model": 1, "zero_shot": 4, "summarize_zero_shot": 1,
         "debate": 5, "uncertainty": 5, "summarize_debate": 1,
         "streams": 1, "fit_calibrators": 1, "search_protocol": 1, "apply_protocol": 1, "summarize_confidence": 1,
     }
@@ -91,7 +91,7 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
     for job in by_rule["debate"]:
         assert job["partition"] == "gpu_h800"
         assert job["tres"] == "gres:gpu:h800:1", job
-    cpu_rules = ("download_dataset", "summarize", "uncertainty", "fit_calibrators", "search_protocol", "apply_protocol")
+    cpu_rules = ("download_dataset", "summarize_zero_shot", "uncertainty", "fit_calibrators", "search_protocol", "apply_protocol")
     for job in [j for rule in cpu_rules for j in by_rule[rule]]:
         assert job["partition"] == "cpu" and "gpu" not in job["tres"]
     # Each job's own log says where it ran: inside a SLURM allocation, GPU rules with a device.

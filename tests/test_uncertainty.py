@@ -13,15 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from debatelab.grading import INVALID, answer_keys, majority_vote
 from debatelab.uncertainty import (
-    INVALID,
     UDPO_KEYS,
     answer_distribution,
-    answer_keys,
     debate_uncertainty,
     decompose,
     decompose_samples,
-    majority_vote,
     per_agent_uncertainty,
 )
 

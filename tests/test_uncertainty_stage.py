@@ -14,7 +14,7 @@ import pytest
 from debatelab.debate.schema import QUESTION_COLUMNS
 from debatelab.io import DataFileError, write_parquet_atomic
 from debatelab.uncertainty import UDPO_KEYS
-from debatelab.uncertainty_stage import MEASURE_COLUMNS, ROUND_COLUMNS, uncertainty_job
+from debatelab.uncertainty.stage import MEASURE_COLUMNS, ROUND_COLUMNS, UncertaintySettings, uncertainty_job
 
 A, B = "A", "B"
 
@@ -51,7 +51,7 @@ def run(tmp_path, rows, **options):
         "selective_path": tmp_path / "out" / "mad.selective.csv",
         "plot_path": tmp_path / "out" / "mad.selective.png",
     }
-    uncertainty_job(path, **out, **options)
+    uncertainty_job(path, **out, settings=UncertaintySettings(**options))
     return {
         "measures": pd.read_parquet(out["out_path"]),
         "rounds": pd.read_parquet(out["rounds_out_path"]),
@@ -217,7 +217,7 @@ def test_entropy_norm_n_options_needs_the_column(tmp_path):
     frame = pd.DataFrame(SINGLE_THREAD, columns=QUESTION_COLUMNS).drop(columns=["n_options"])
     write_parquet_atomic(frame, path)
     with pytest.raises(DataFileError, match=r"questions\.parquet.*n_options"):
-        uncertainty_job(path, *(tmp_path / f"o{i}" for i in range(5)), entropy_norm="n_options")
+        uncertainty_job(path, *(tmp_path / f"o{i}" for i in range(5)), UncertaintySettings(entropy_norm="n_options"))
 
 
 def test_missing_column_names_file_and_column(tmp_path):

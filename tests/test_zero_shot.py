@@ -16,7 +16,8 @@ import pytest
 from debatelab.data import load_benchmark
 from debatelab.llm import GenerationCache
 from debatelab.llm.transformers_backend import TransformersBackend
-from debatelab.sampling import ZERO_SHOT_COLUMNS, AgentSpec, ZeroShotSettings, run_zero_shot, select_questions
+from debatelab.config import AgentSpec
+from debatelab.zero_shot import ZERO_SHOT_COLUMNS, ZeroShotSettings, run_zero_shot, select_questions
 from workflow_helpers import REPO_ROOT, SNAKEMAKE, snakemake
 
 
@@ -48,7 +49,7 @@ def questions():
 def _settings(**kw):
     base = dict(samples=2, batch_size=5, verbal_samples=2, seqprob_target="response", show_progress=False)
     base.update(kw)
-    return ZeroShotSettings(**base)
+    return ZeroShotSettings.from_config(base)
 
 
 def test_rows_schema_and_confidences(backend, questions, tmp_path):

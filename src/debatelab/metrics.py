@@ -1,4 +1,6 @@
-"""Metrics shared by every stage (spec 004 §9); numpy and scikit-learn only.
+"""Metrics and statistics shared by every stage; numpy, scipy and scikit-learn only.
+
+Confidence metrics (spec 004 §9):
 
 `correct` is z_n ∈ {0, 1} (bool or 0/1), `confidence` is c_n ∈ [0, 1], N items:
 
@@ -13,17 +15,29 @@
 Every scalar metric of empty input is NaN, never an exception; inputs of different
 lengths, confidences outside [0, 1] (NaN included) and correctness other than 0/1 raise
 ValueError. ECE bins are [i/B, (i+1)/B), the last one closed so that 1.0 falls in it.
+
+One ranking serves both selective curves: `accuracy_rejection_curve` (acc@k of the k most
+confident items) and `selective_prediction` (accuracy of the least uncertain fraction, spec 000
+§9) sort by the same `ranked_order`.
+
+Statistics relating a per-question measure to correctness (spec 000 §9) and comparing methods:
+`welch_t` (failed vs correct, Welch [spec CHOICE]), `cohens_d`, `point_biserial`,
+`failure_diagnostics` (all three per measure), and `paired_t_greater` (one-sided paired t-test
+over runs, spec 004 §9). A statistic that is undefined for the data at hand (too few values,
+zero variance, a constant input) is NaN, never an exception, so a run where every question is
+correct still reports.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+import warnings
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 from sklearn.metrics import f1_score, roc_auc_score
 
-from debatelab.confidence import clip_confidence
+from .probability import clip_probability
 
 ECE_WEIGHTINGS = ("count", "uniform")
 INVALID_LABEL = "invalid"
@@ -92,11 +106,14 @@ def weighted_f1(gold: Iterable[Any], pred: Iterable[Any]) -> float:
     return float(f1_score(y, yhat, average="weighted", zero_division=0))
 
 
-def _descending_order(c: np.ndarray, seed: int | None) -> np.ndarray:
+def ranked_order(scores: np.ndarray, seed: int | None) -> np.ndarray:
+    """Item indices by descending score (NaN last). Ties keep input order (`seed` None) or the
+    order of a shuffle with `seed`, so equal scores don't favour the items listed first."""
+    scores = np.asarray(scores, dtype=float)
     if seed is None:
-        return np.argsort(-c, kind="stable")
-    perm = np.random.default_rng(seed).permutation(c.size)
-    return perm[np.argsort(-c[perm], kind="stable")]
+        return np.argsort(-scores, kind="stable")
+    perm = np.random.default_rng(seed).permutation(scores.size)
+    return perm[np.argsort(-scores[perm], kind="stable")]
 
 
 def accuracy_rejection_curve(
@@ -108,8 +125,39 @@ def accuracy_rejection_curve(
     """
     c, z = _pair(confidence, correct)
     k = np.arange(1, c.size + 1, dtype=float)
-    acc = np.cumsum(z[_descending_order(c, seed)]) / k
+    acc = np.cumsum(z[ranked_order(c, seed)]) / k
     return k / max(c.size, 1), acc
+
+
+SELECTIVE_COLUMNS = ["fraction", "kept", "accuracy"]
+
+# ceil(0.3 · 10) is 4 in floating point (0.3 · 10 = 3.0000000000000004); the slack fixes that.
+_CEIL_SLACK = 1e-9
+
+
+def selective_prediction(
+    uncertainty: Sequence[float], correct: Sequence[bool], fractions: Sequence[float]
+) -> pd.DataFrame:
+    """Accuracy of the least uncertain questions (spec 000 §9, Fig 4/8): (fraction, kept, accuracy).
+
+    Questions are ranked by uncertainty ascending (`ranked_order` of −uncertainty: ties keep
+    input order, NaN last); each fraction f keeps the lowest ceil(f·n) (at least 1). Fraction
+    1.0 gives the overall accuracy.
+    """
+    u, ok = np.asarray(uncertainty, dtype=float), np.asarray(correct, dtype=float)
+    if len(u) != len(ok):
+        raise ValueError(f"uncertainty and correct differ in length ({len(u)} vs {len(ok)})")
+    if len(u) == 0:
+        raise ValueError("selective prediction needs at least one question")
+    bad = [f for f in fractions if not 0.0 < f <= 1.0]
+    if bad:
+        raise ValueError(f"fractions must lie in (0, 1], got {bad}")
+    accuracy_at = np.cumsum(ok[ranked_order(-u, seed=None)]) / np.arange(1, len(u) + 1)
+    rows = []
+    for fraction in fractions:
+        kept = max(1, math.ceil(fraction * len(u) - _CEIL_SLACK))
+        rows.append({"fraction": float(fraction), "kept": kept, "accuracy": float(accuracy_at[kept - 1])})
+    return pd.DataFrame(rows, columns=SELECTIVE_COLUMNS)
 
 
 def auarc(confidence: Iterable[Any], correct: Iterable[Any], seed: int | None = 0) -> float:
@@ -161,7 +209,7 @@ def nll(confidence: Iterable[Any], correct: Iterable[Any]) -> float:
     c, z = _pair(confidence, correct)
     if c.size == 0:
         return _NAN
-    c = clip_confidence(c)
+    c = clip_probability(c)
     return float(-np.mean(z * np.log(c) + (1 - z) * np.log1p(-c)))
 
 
@@ -211,3 +259,97 @@ def summarize(
         "nll": nll(c, z),
         "n": n,
     }
+
+
+# --------------------------------------------------------------------------- statistics
+
+FAILURE_DIAGNOSTIC_COLUMNS = [
+    "measure", "n_failed", "n_correct", "mean_failed", "mean_correct",
+    "welch_t", "welch_p", "cohens_d", "pearson_r", "pearson_p",
+]
+
+
+def welch_t(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """(t, p) of the two-sided Welch t-test of mean(a) vs mean(b); NaN when a group has < 2
+    values or both groups have zero variance."""
+    from scipy import stats
+
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    # Both variances 0: scipy gives ±inf or NaN; the test is degenerate either way.
+    if len(a) < 2 or len(b) < 2 or (np.ptp(a) == 0 and np.ptp(b) == 0):
+        return _NAN, _NAN
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")  # e.g. precision-loss warnings on near-equal values
+        result = stats.ttest_ind(a, b, equal_var=False)
+    return float(result.statistic), float(result.pvalue)
+
+
+def cohens_d(failed: Sequence[float], succeeded: Sequence[float]) -> float:
+    """(μ_fail − μ_succ)/s_pooled, s_pooled = sqrt(((n1−1)s1² + (n2−1)s2²)/(n1+n2−2)) with
+    sample variances (spec 000 §9). NaN when a group is empty, n1 + n2 ≤ 2, or s_pooled = 0."""
+    failed, succeeded = np.asarray(failed, dtype=float), np.asarray(succeeded, dtype=float)
+    n1, n2 = len(failed), len(succeeded)
+    if n1 == 0 or n2 == 0 or n1 + n2 <= 2:
+        return _NAN
+    # (n−1)s² is the sum of squared deviations, which is also defined for n = 1.
+    squares = np.sum((failed - failed.mean()) ** 2) + np.sum((succeeded - succeeded.mean()) ** 2)
+    pooled = math.sqrt(squares / (n1 + n2 - 2))
+    if pooled == 0.0:
+        return _NAN
+    return float((failed.mean() - succeeded.mean()) / pooled)
+
+
+def point_biserial(values: Sequence[float], correct: Sequence[bool]) -> tuple[float, float]:
+    """(r, p): Pearson r of a measure with 0/1 correctness; NaN when either is constant or
+    there are fewer than 2 values."""
+    from scipy import stats
+
+    x, y = np.asarray(values, dtype=float), np.asarray(correct, dtype=float)
+    if len(x) != len(y):
+        raise ValueError(f"values and correct differ in length ({len(x)} vs {len(y)})")
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return _NAN, _NAN
+    result = stats.pearsonr(x, y)
+    return float(result.statistic), float(result.pvalue)
+
+
+def paired_t_greater(a: Sequence[float], b: Sequence[float]) -> float:
+    """p-value of the one-sided paired t-test "a > b" (runs paired by position). Differences
+    without variance decide by their sign: p = 0 when all are equal and positive, else 1; so
+    does a single pair."""
+    from scipy import stats
+
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    diff = a - b
+    if len(diff) < 2 or np.allclose(diff, diff[0]):
+        return 0.0 if len(diff) >= 2 and diff[0] > 0 else 1.0
+    return float(stats.ttest_rel(a, b, alternative="greater").pvalue)
+
+
+def failure_diagnostics(frame: pd.DataFrame, measures: Sequence[str], correct_col: str = "correct") -> pd.DataFrame:
+    """One row per measure (columns `FAILURE_DIAGNOSTIC_COLUMNS`): failed-vs-correct means, Welch
+    t, Cohen's d and the point-biserial r. Rows whose measure is NaN are left out of that measure."""
+    missing = [c for c in [correct_col, *measures] if c not in frame.columns]
+    if missing:
+        raise KeyError(f"failure_diagnostics: missing column(s) {missing}")
+    rows = []
+    for measure in measures:
+        sub = frame[np.isfinite(frame[measure].astype(float))]
+        values = sub[measure].to_numpy(dtype=float)
+        correct = sub[correct_col].to_numpy(dtype=bool)
+        failed, succeeded = values[~correct], values[correct]
+        t, p = welch_t(failed, succeeded)
+        r, r_p = point_biserial(values, correct)
+        rows.append({
+            "measure": measure,
+            "n_failed": len(failed),
+            "n_correct": len(succeeded),
+            "mean_failed": float(failed.mean()) if len(failed) else _NAN,
+            "mean_correct": float(succeeded.mean()) if len(succeeded) else _NAN,
+            "welch_t": t,
+            "welch_p": p,
+            "cohens_d": cohens_d(failed, succeeded),
+            "pearson_r": r,
+            "pearson_p": r_p,
+        })
+    return pd.DataFrame(rows, columns=FAILURE_DIAGNOSTIC_COLUMNS)

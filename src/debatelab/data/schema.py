@@ -38,15 +38,15 @@ from __future__ import annotations
 import json
 import os
 import string
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from debatelab.grading.answers import TASK_TYPES
 from debatelab.io import DataFileError, read_parquet_checked
 
 SCHEMA_COLUMNS: tuple[str, ...] = ("id", "question", "choices", "answer", "task_type", "meta")
-TASK_TYPES: tuple[str, ...] = ("math", "multiple_choice", "yes_no", "label")
 YES_NO: tuple[str, ...] = ("yes", "no")
 LETTERS: str = string.ascii_uppercase
 
@@ -65,6 +65,18 @@ def parse_meta(value: str | Mapping[str, Any] | None) -> dict[str, Any]:
     if not value:
         return {}
     return json.loads(value)
+
+
+def answer_set_size(task_type: str, choices: Sequence[str] | None, labels: Sequence[str] | None) -> int | None:
+    """How many answers a question allows: its options (multiple choice), 2 (yes/no), its label
+    set (label tasks); None when open-ended (math) or the set is not given."""
+    if task_type == "multiple_choice":
+        return len(choices) if choices is not None and len(choices) else None
+    if task_type == "yes_no":
+        return len(YES_NO)
+    if task_type == "label":
+        return len(labels) if labels else None
+    return None
 
 
 def frame_from_rows(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:

@@ -1,36 +1,8 @@
-"""Small text helpers the source normalisers share: boxed answers, lettered options, numbers."""
+"""Small text helpers the source normalisers share: GSM8K answers, lettered options, numbers
+(boxed answers come from `debatelab.grading.last_boxed`, the one parser of them)."""
 from __future__ import annotations
 
 import re
-
-_BOX_COMMANDS = ("\\boxed", "\\fbox")
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``, ``\\boxed 5``) in ``text``; None if absent.
-
-    Braces are matched, so nested groups such as ``\\boxed{\\frac{1}{2}}`` come back whole.
-    """
-    start = max(text.rfind(cmd) for cmd in _BOX_COMMANDS)
-    if start < 0:
-        return None
-    cmd = next(c for c in _BOX_COMMANDS if text.startswith(c, start))
-    pos = start + len(cmd)
-    if text.startswith(" ", pos):  # "\boxed 5": the argument is the next token
-        token = re.match(r"\s*([^\s$]+)", text[pos:])
-        return token.group(1) if token else None
-    if not text.startswith("{", pos):
-        return None
-    depth = 0
-    for end in range(pos, len(text)):
-        if text[end] == "{":
-            depth += 1
-        elif text[end] == "}":
-            depth -= 1
-            if depth == 0:
-                content = text[pos + 1 : end].strip()
-                return content or None
-    return None  # unbalanced braces
 
 
 def gsm8k_final_answer(solution: str) -> str | None:

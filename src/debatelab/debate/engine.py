@@ -22,9 +22,10 @@ from typing import Callable, Generator, Sequence
 import numpy as np
 
 from .. import grading
-from ..confidence import mean_logprob, min_logprob
+from ..confidence.estimators import mean_logprob, min_logprob
+from ..data.schema import answer_set_size
+from ..grading import INVALID, answer_keys
 from ..llm.base import Generation, GenerationRequest, SamplingParams, stable_hash
-from ..uncertainty import INVALID, answer_keys
 
 log = logging.getLogger(__name__)
 
@@ -133,13 +134,7 @@ class QuestionState:
     @property
     def n_options(self) -> int | None:
         """Size of the answer set (the `n_options` entropy normaliser); None for open-ended math."""
-        if self.task_type == "multiple_choice":
-            return len(self.choices) if self.choices else None
-        if self.task_type == "yes_no":
-            return 2
-        if self.task_type == "label":
-            return len(self.labels) if self.labels else None
-        return None
+        return answer_set_size(self.task_type, self.choices, self.labels)
 
     def rng(self, purpose: str) -> np.random.Generator:
         """Random choices seeded by (experiment seed, question, thread, purpose): any subset reruns identically."""

@@ -17,9 +17,9 @@ sid_et             skip debate on the questions where one agent's pre-debate min
 svr_mad            SVR-MAD Algorithm 1: posterior-guided pairwise challenges (spec 002 §2.6)
 =================  =======================================================================
 
-Votes: invalid answers never vote; ties go to the first agent in order (`first_agent`, Du
-et al. and UDPO) or to the answer with more pre-debate votes, then the first agent
-(`pre_debate_count`, SVR-MAD spec §2.0).
+Votes are `grading.plurality`: invalid answers never vote; ties go to the first agent in order
+(`first_agent`, Du et al. and UDPO) or to the answer with more pre-debate votes, then the first
+agent (`pre_debate_count`, SVR-MAD spec §2.0).
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..uncertainty import INVALID
-from . import templates
+from .. import prompts
+from ..grading import plurality, vote_answer
 from .engine import Ask, Outcome, ProtocolRun, QuestionState, Turn
 
 KINDS = (
@@ -49,30 +49,9 @@ DEFAULTS = {
 # --------------------------------------------------------------------------- votes
 
 
-def plurality(
-    answers: Sequence[str | None],
-    keys: Sequence[str],
-    *,
-    tie_break: str = "first_agent",
-    pre_keys: Sequence[str] | None = None,
-) -> str | None:
-    """The plurality answer (an agent's own string), or None when no answer is valid."""
-    counts = Counter(k for k in keys if k != INVALID)
-    if not counts:
-        return None
-    top = max(counts.values())
-    leaders = [k for k in dict.fromkeys(keys) if counts.get(k) == top]  # in agent order
-    winner = leaders[0]
-    if len(leaders) > 1 and tie_break == "pre_debate_count":
-        pre = Counter(k for k in (pre_keys or []) if k != INVALID)
-        winner = max(leaders, key=lambda k: pre.get(k, 0))  # max keeps the first among equals
-    elif tie_break not in ("first_agent", "pre_debate_count"):
-        raise ValueError(f"unknown tie_break {tie_break!r}")
-    return answers[list(keys).index(winner)]
-
-
 def vote_turns(turns: Sequence[Turn], tie_break: str, pre: Sequence[Turn]) -> str | None:
-    return plurality([t.answer for t in turns], [t.key for t in turns], tie_break=tie_break, pre_keys=[t.key for t in pre])
+    """The plurality answer of `turns`, ties settled by `tie_break` (with the pre-debate answers `pre`)."""
+    return vote_answer([t.answer for t in turns], [t.key for t in turns], tie_break=tie_break, pre_keys=[t.key for t in pre])
 
 
 def largest_agreement(turns: Sequence[Turn]) -> int:
@@ -168,11 +147,11 @@ class RoundDebate(Protocol):
         return vote_turns(current, self.options["tie_break"], q.pre)
 
     def _ask(self, q, i, t, current, full, answer_only) -> Ask:
-        views = [templates.PeerView(j, current[j].response, current[j].answer, True) for j in full]
-        views += [templates.PeerView(j, current[j].response, current[j].answer, False) for j in answer_only]
+        views = [prompts.PeerView(j, current[j].response, current[j].answer, True) for j in full]
+        views += [prompts.PeerView(j, current[j].response, current[j].answer, False) for j in answer_only]
         views.sort(key=lambda v: v.index)
         me = q.participants[i]
-        messages, null = templates.debate_turn(
+        messages, null = prompts.debate_turn(
             self.options["template"], q.row, me.system_prompt, own_conversation=current[i].conversation,
             own_response=current[i].response, own_index=i, peers=views, mask_boxed=self.options["mask_peer_boxed"],
         )
@@ -376,8 +355,8 @@ class SvrMad(Protocol):
         """Debate(s → R): the receiver's own pre-debate conversation plus the sender's pre-debate output."""
         s_turn, r_turn = q.pre[sender], q.pre[receiver]
         full = self.options["peer_content"] == "full"
-        view = templates.PeerView(sender, s_turn.response, s_turn.answer, full)
-        messages, null = templates.debate_turn(
+        view = prompts.PeerView(sender, s_turn.response, s_turn.answer, full)
+        messages, null = prompts.debate_turn(
             self.options["template"], q.row, q.participants[receiver].system_prompt,
             own_conversation=r_turn.conversation, own_response=r_turn.response, own_index=receiver, peers=[view],
             mask_boxed=self.options["mask_peer_boxed"],
@@ -388,31 +367,24 @@ class SvrMad(Protocol):
         )
 
     def _rating_ask(self, q, receiver, iteration, turn: Turn) -> Ask:
-        from ..prompts import confidence_messages
-
-        return Ask(agent=receiver, round=iteration, messages=confidence_messages(list(turn.messages), turn.response),
+        return Ask(agent=receiver, round=iteration, messages=prompts.confidence_messages(list(turn.messages), turn.response),
                    purpose="confidence")
 
     def _agent_vote(self, q: QuestionState, i: int, post: list[list[Turn]]) -> tuple[str | None, str]:
         """Agent i's vote: the plurality of its post-debate answers, its pre-debate answer breaking ties."""
         own = q.pre[i]
-        counts = Counter(t.key for t in post[i] if t.valid)
-        if not counts:
+        vote = plurality([t.key for t in post[i]], rank=lambda key: key == own.key)
+        if vote.position is None or vote.key == own.key:
             return own.answer, own.key
-        top = max(counts.values())
-        leaders = [k for k in dict.fromkeys(t.key for t in post[i]) if counts.get(k) == top]
-        key = own.key if own.key in leaders else leaders[0]
-        if key == own.key:
-            return own.answer, own.key
-        return next(t.answer for t in post[i] if t.key == key), key
+        return post[i][vote.position].answer, vote.key
 
     def _votes(self, q, post) -> list[str | None]:
         return [self._agent_vote(q, i, post)[0] for i in range(q.n)]
 
     def _fallback(self, q, post) -> str | None:
         votes = [self._agent_vote(q, i, post) for i in range(q.n)]
-        return plurality([a for a, _ in votes], [k for _, k in votes], tie_break="pre_debate_count",
-                         pre_keys=[t.key for t in q.pre])
+        return vote_answer([a for a, _ in votes], [k for _, k in votes], tie_break="pre_debate_count",
+                           pre_keys=[t.key for t in q.pre])
 
 
 PROTOCOLS = {

@@ -10,22 +10,23 @@ import json
 import logging
 import math
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
 
 from .. import prompts
+from ..config import AgentSpec
+from ..confidence.estimators import AnsweredChat, ElicitationSettings, elicit_confidences
 from ..data import read_dataset
 from ..data.schema import parse_meta
+from ..grading import answer_keys, vote_answer
 from ..io import read_parquet_checked, write_parquet_atomic
-from ..llm import GenerationCache, SamplingParams, generate_cached
+from ..llm import GenerationCache, generate_cached
 from ..llm.base import Backend
-from ..sampling import AgentSpec, ZeroShotSettings, _add_seqprob, _add_verbal
-from ..uncertainty import answer_keys
 from .engine import Participant, QuestionState, Turn, accounting, request_for, run_engine
-from .protocols import Protocol, make_protocol, plurality
+from .protocols import Protocol, make_protocol
 from .schema import QUESTION_COLUMNS, TURN_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -36,15 +37,26 @@ _ZERO_SHOT_NEEDED = [
 ]
 
 
-@dataclass
+@dataclass(frozen=True)
 class DebateSettings:
+    """Config `debate.batch_size` (default matches config/schema.yaml), the experiment seed, and how
+    confidences are elicited on the last debate turns (config `zero_shot.verbal_*`, `seqprob_target`)."""
+
     seed: int = 0
-    batch_size: int = 64
-    verbal_samples: int = 3
-    verbal_temperature: float = 0.3
-    verbal_max_tokens: int = 8
+    batch_size: int = 64  # generations per backend call and per cache flush
+    elicitation: ElicitationSettings = ElicitationSettings()
     show_progress: bool = True
-    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.batch_size < 1:
+            raise ValueError(f"debate batch_size must be >= 1, got {self.batch_size}")
+
+    @classmethod
+    def from_config(cls, settings: dict) -> "DebateSettings":
+        """From flat settings: seed, batch_size and the elicitation keys (`verbal_*`, `seqprob_target`)."""
+        own = dict(settings)
+        elicitation = {k: own.pop(k) for k in list(own) if k in ElicitationSettings.__dataclass_fields__}
+        return cls(elicitation=ElicitationSettings(**elicitation), **own)
 
 
 def participant_labels(names: Sequence[str]) -> list[tuple[str, str, int]]:
@@ -74,7 +86,7 @@ def build_states(
         if name not in agents:
             raise ValueError(f"participant {name!r} is not an agent (known: {sorted(agents)})")
         spec = agents[name]
-        sampling = SamplingParams(temperature=spec.temperature, top_p=spec.top_p, max_tokens=spec.max_tokens)
+        sampling = spec.sampling()  # the seed is filled per call
         seats.append((Participant(index, label, name, spec.model, spec.system_prompt, sampling), copy))
     lookup: dict[str, dict[tuple[str, int], dict]] = {}
     for name in {p.agent for p, _ in seats}:
@@ -129,9 +141,8 @@ class ModelPool:
         self.backends, self.caches = backends, caches
 
     def generate(self, state_asks, settings: DebateSettings, desc: str):
-        confidence_sampling = SamplingParams(
-            temperature=settings.verbal_temperature, top_p=1.0, max_tokens=settings.verbal_max_tokens
-        )
+        # SVR-MAD's conf posterior asks for a self-report mid-debate, sampled like the elicited ones.
+        confidence_sampling = settings.elicitation.verbal_sampling(seed=0)
         by_model: dict[str, list[int]] = defaultdict(list)
         for k, (state, ask) in enumerate(state_asks):
             by_model[state.participants[ask.agent].model].append(k)
@@ -165,32 +176,27 @@ def run_protocol(
 
 def _elicit_confidence(states, estimators, pool: ModelPool, settings: DebateSettings, name: str) -> None:
     """Self-report and sequence probability on every agent's last debate turn (confidence paper stream 1)."""
-    zs = ZeroShotSettings(seed=settings.seed, batch_size=settings.batch_size, verbal_samples=settings.verbal_samples,
-                          verbal_temperature=settings.verbal_temperature, verbal_max_tokens=settings.verbal_max_tokens,
-                          show_progress=settings.show_progress)
-    records_by_model: dict[str, list[dict]] = defaultdict(list)
+    turns_by_model: dict[str, list[Turn]] = defaultdict(list)
+    items_by_model: dict[str, list[AnsweredChat]] = defaultdict(list)
     for state in states:
         last: dict[int, Turn] = {}
         for turn in state.turns:
             last[turn.agent] = turn
         for turn in last.values():
-            records_by_model[state.participants[turn.agent].model].append({
-                "_turn": turn, "_chat": list(turn.messages), "_null_chat": list(turn.null_messages or []),
-                "response": turn.response, "answer": turn.answer, "task_type": state.task_type,
-                "conf_verbal": float("nan"), "verbal_parsed": 0, "conf_seqprob": float("nan"),
-                "seqprob_logp": float("nan"), "seqprob_logp_null": float("nan"), "seqprob_c": float("nan"),
-                "extra_tokens": 0,
-            })
-    for model, records in records_by_model.items():
-        backend, cache = pool.backends[model], pool.caches[model]
-        tag = f"{name} last turns"
-        if "verbal" in estimators:
-            _add_verbal(records, backend, cache, zs, None, tag)
-        if "seqprob" in estimators:
-            _add_seqprob(records, backend, cache, zs, None, tag)
-        for r in records:
-            turn = r["_turn"]
-            turn.conf_verbal, turn.conf_seqprob, turn.confidence_tokens = r["conf_verbal"], r["conf_seqprob"], r["extra_tokens"]
+            model = state.participants[turn.agent].model
+            turns_by_model[model].append(turn)
+            items_by_model[model].append(AnsweredChat(
+                chat=list(turn.messages), response=turn.response, answer=turn.answer, task_type=state.task_type,
+                null_chat=list(turn.null_messages or []),
+            ))
+    for model, items in items_by_model.items():
+        confidences = elicit_confidences(
+            items, estimators, pool.backends[model], pool.caches[model], settings.elicitation, seed=settings.seed,
+            batch_size=settings.batch_size, tag=f"{name} last turns", show_progress=settings.show_progress,
+        )
+        for turn, confidence in zip(turns_by_model[model], confidences):
+            turn.conf_verbal, turn.conf_seqprob = confidence.conf_verbal, confidence.conf_seqprob
+            turn.confidence_tokens = confidence.extra_tokens
 
 
 def result_frames(states: list[QuestionState], dataset: str, protocol: Protocol) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -217,7 +223,7 @@ def result_frames(states: list[QuestionState], dataset: str, protocol: Protocol)
             })
         outcome = state.outcome
         pre_keys = [t.key for t in state.pre]
-        pre_majority = plurality([t.answer for t in state.pre], pre_keys)
+        pre_majority = vote_answer([t.answer for t in state.pre], pre_keys)
         question_rows.append({
             **base, "kind": protocol.kind, "task_type": state.task_type, "gold": str(state.row["answer"]),
             "n_agents": state.n, "participants": json.dumps(labels), "final_answer": outcome.final_answer,

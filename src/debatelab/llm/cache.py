@@ -14,7 +14,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
@@ -173,8 +172,3 @@ def score_cached(
             cache.put_many(finished)
             bar.update(len(chunk))
     return out  # type: ignore[return-value]
-
-
-def cache_frame(cache: GenerationCache) -> pd.DataFrame:
-    """All entries as a DataFrame (for inspection and tests)."""
-    return pd.DataFrame([{"key": k, **g.to_dict()} for k, g in cache._entries.items()])

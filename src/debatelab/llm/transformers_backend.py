@@ -13,6 +13,11 @@ from .chat import chat_prompt_ids, paired_score_inputs, reply_token_ids
 log = logging.getLogger(__name__)
 
 
+#: Sequences per forward pass when `batch_size` is not given: 2 CPU cores gain nothing from more,
+#: while an H100 went from 2.2k tokens/s at 64 to 6-7k at 256 on the zero-shot stage.
+DEFAULT_BATCH_SIZE = {"cpu": 8, "cuda": 256}
+
+
 class TransformersBackend(Backend):
     def __init__(
         self,
@@ -20,7 +25,7 @@ class TransformersBackend(Backend):
         *,
         device: str = "auto",
         dtype: str = "auto",
-        batch_size: int = 8,
+        batch_size: int | None = None,
         num_threads: int | None = None,
     ):
         import torch
@@ -31,7 +36,7 @@ class TransformersBackend(Backend):
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = device
-        self.batch_size = batch_size
+        self.batch_size = batch_size or DEFAULT_BATCH_SIZE.get(torch.device(device).type, DEFAULT_BATCH_SIZE["cpu"])
         self.model_path = str(model_path)
         self.model_id = f"transformers::{model_fingerprint(model_path)}"
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)

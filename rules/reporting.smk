@@ -1,0 +1,64 @@
+# Summaries of every stage: tables, paper layouts and plots, all in the Snakemake report.
+
+
+rule summarize_zero_shot:
+    """Accuracy, parse failures, confidence and tokens per dataset and agent, with a plot."""
+    input:
+        zero_shot_files(),
+    output:
+        table=report(f"{RESULTS}/summary/zero_shot.csv", category="Zero-shot", caption="../report/zero_shot_table.rst"),
+        plot=report(f"{RESULTS}/summary/zero_shot.png", category="Zero-shot", caption="../report/zero_shot_plot.rst"),
+    log:
+        f"{LOGS}/summary/zero_shot.log",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../workflow_scripts/reporting/summarize_zero_shot.py"
+
+
+rule summarize_debate:
+    """Accuracy, parse failures, communication and tokens per dataset and protocol; SVR-MAD Table 1; a plot."""
+    input:
+        questions=debate_files("questions"),
+        turns=debate_files("turns"),
+    output:
+        table=report(f"{RESULTS}/summary/debate.csv", category="Debate", caption="../report/debate_table.rst"),
+        paper_table=report(
+            f"{RESULTS}/summary/debate_paper.csv", category="Debate", caption="../report/debate_paper_table.rst"
+        ),
+        plot=report(
+            f"{RESULTS}/summary/debate_cost_accuracy.png", category="Debate", caption="../report/debate_plot.rst"
+        ),
+    log:
+        f"{LOGS}/summary/debate.log",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../workflow_scripts/reporting/summarize_debate.py"
+
+
+rule summarize_confidence:
+    """Lift over the best zero-shot agent per dataset and protocol, averaged over pairs, with t-test counts."""
+    input:
+        confidence_metric_files(),
+    output:
+        table=report(f"{RESULTS}/summary/confidence.csv", category="Confidence protocols",
+                     caption="../report/confidence_table.rst"),
+        lift=report(f"{RESULTS}/summary/confidence_lift.csv", category="Confidence protocols",
+                    caption="../report/confidence_lift.rst"),
+        paper_table=report(f"{RESULTS}/summary/confidence_paper.csv", category="Confidence protocols",
+                           caption="../report/confidence_paper.rst"),
+        plot=report(f"{RESULTS}/summary/confidence_lift.png", category="Confidence protocols",
+                    caption="../report/confidence_lift_plot.rst"),
+    params:
+        calibrator=CALIBRATION["report_calibrator"],
+        alpha=SEARCH["alpha"],
+    log:
+        f"{LOGS}/summary/confidence.log",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../workflow_scripts/reporting/summarize_confidence.py"

@@ -1,0 +1,300 @@
+"""An experiment's config: validated against `config/schema.yaml`, defaults filled, cross-references
+checked, and the questions the workflow asks of it answered in one place.
+
+`rules/common.smk` validates the config with Snakemake's `validate` (which fills the schema's
+defaults) and wraps it in `Experiment`, whose constructor runs every check the schema can't
+express (an agent's model is a key of `models`, a protocol's participants are agents, a pair's
+debate is a protocol of exactly its two agents, ...). Each error is a `ConfigError` naming the
+key and the value. Outside Snakemake, `load_experiment(path)` does the same from a YAML file.
+
+The settings of the stage jobs are frozen dataclasses in their packages; their defaults match
+the schema's (a test checks it), and `Experiment` builds them from the config.
+"""
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+import yaml
+
+from . import prompts
+from .llm import SamplingParams
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
+
+#: Where `prepare_model` writes a model's folder; trained models live under their run instead.
+MODELS_DIR = "resources/models"
+TRAINED_PREFIX = "trained:"
+
+
+class ConfigError(ValueError):
+    """A config that the schema accepts but that does not hold together."""
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """One agent of an experiment: a model, a backend and its sampling settings (config `agents.<name>`;
+    defaults match config/schema.yaml)."""
+
+    name: str
+    model: str
+    backend: str = "transformers"
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_tokens: int = 256
+    system_prompt: str | None = None
+    backend_options: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.temperature < 0 or not 0 < self.top_p <= 1 or self.max_tokens < 1:
+            raise ValueError(
+                f"agent {self.name!r}: temperature >= 0, top_p in (0, 1] and max_tokens >= 1 are required, got "
+                f"{self.temperature}, {self.top_p}, {self.max_tokens}"
+            )
+
+    @classmethod
+    def from_config(cls, name: str, cfg: dict, attack_prompt: str | None = None) -> "AgentSpec":
+        """`attack_prompt`: the dataset's AutoTransform rewrite for an adversarial agent (None: the fixed one)."""
+        known = {k: cfg[k] for k in ("model", "backend", "temperature", "top_p", "max_tokens", "system_prompt") if k in cfg}
+        if cfg.get("adversarial"):
+            known["system_prompt"] = attack_prompt or prompts.ATTACK_SYSTEM_PROMPT
+        return cls(name=name, backend_options=dict(cfg.get("backend_options") or {}), **known)
+
+    def sampling(self, seed: int = 0, logprobs: bool = False) -> SamplingParams:
+        return SamplingParams(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens, seed=seed,
+                              logprobs=logprobs)
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict:
+    """A copy of `config` checked against the schema with its defaults filled in (what Snakemake's
+    `validate(..., set_default=True)` does); a violation raises ConfigError naming the key."""
+    import jsonschema
+
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    base = jsonschema.validators.validator_for(schema)
+
+    def fill_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if isinstance(sub, dict) and "default" in sub:
+                    instance.setdefault(name, copy.deepcopy(sub["default"]))
+        yield from base.VALIDATORS["properties"](validator, properties, instance, schema)
+
+    filled = copy.deepcopy(config)
+    validator = jsonschema.validators.extend(base, {"properties": fill_defaults})(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(filled))
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise ConfigError(f"config: {where}: {error.message}")
+    return filled
+
+
+def load_experiment(path: str | Path) -> "Experiment":
+    """An experiment from a YAML config file, validated and checked as the workflow does."""
+    return Experiment(validate_config(yaml.safe_load(Path(path).read_text())))
+
+
+# --------------------------------------------------------------------------- the experiment
+
+
+class Experiment:
+    """A validated config (schema defaults filled) with its cross-references checked."""
+
+    def __init__(self, config: dict):
+        self.config = config
+        self.name: str = config["experiment"]
+        self.seed: int = config["seed"]
+        self.datasets: dict = config["datasets"]
+        self.models: dict = config["models"]
+        self.agents: dict = config["agents"]
+        self.debate: dict = config["debate"]
+        self.protocols: dict = self.debate["protocols"]
+        self.calibration: dict = config["calibration"]
+        self.pairs: dict = self.calibration["pairs"]
+        self.search: dict = config["protocol_search"]
+        self.attack: dict = config["attack"]
+        self.results = f"results/{self.name}"
+        self.check()
+
+    # -- datasets -------------------------------------------------------------------------
+    def benchmark_of(self, dataset: str) -> str:
+        """The registered benchmark a dataset entry reads (entries may alias one benchmark's splits)."""
+        return self.datasets[dataset].get("benchmark") or dataset
+
+    def dataset_path(self, dataset: str) -> str:
+        return f"data/{self.benchmark_of(dataset)}/{self.datasets[dataset]['split']}.parquet"
+
+    def download_source(self, benchmark: str) -> str:
+        """`source` of the first dataset entry reading this benchmark."""
+        return next(spec["source"] for name, spec in self.datasets.items() if self.benchmark_of(name) == benchmark)
+
+    # -- models and agents ----------------------------------------------------------------
+    def model_dir(self, model: str) -> str:
+        """The Hugging Face folder of a model: `resources/models/<name>` as `prepare_model` builds it,
+        or the trained policy of a training run (source `trained:<run>`)."""
+        source = self.models[model]["source"]
+        if source.startswith(TRAINED_PREFIX):
+            return f"{self.results}/train/{source[len(TRAINED_PREFIX):]}/model"
+        return f"{MODELS_DIR}/{model}"
+
+    def agent_model_dir(self, agent: str) -> str:
+        return self.model_dir(self.agents[agent]["model"])
+
+    def agent_settings(self, agent: str) -> dict:
+        """The agent's config with its backend's defaults merged under its own backend options."""
+        spec = dict(self.agents[agent])
+        options = dict(self.config["backends"].get(spec["backend"], {}))
+        options.update(spec.get("backend_options") or {})
+        spec["backend_options"] = options
+        return spec
+
+    def agent_samples(self, agent: str) -> int:
+        """Zero-shot samples per question of one agent: its own `samples`, else zero_shot.samples."""
+        return self.agents[agent].get("samples") or self.config["zero_shot"]["samples"]
+
+    def uses_attack_prompt(self, agents) -> bool:
+        """Whether jobs of `agents` read the AutoTransform prompt: a rewriter is set and one is adversarial."""
+        return self.attack["rewriter"] is not None and any(self.agents[a].get("adversarial") for a in agents)
+
+    # -- debate protocols -----------------------------------------------------------------
+    def protocol_participants(self, protocol: str) -> list[str]:
+        """Agent names of a protocol's seats, in order (a repeated name is another copy)."""
+        return self.protocols[protocol].get("participants") or self.debate.get("participants") or list(self.agents)
+
+    def protocol_datasets(self, protocol: str) -> list[str]:
+        return self.protocols[protocol].get("datasets") or list(self.datasets)
+
+    def protocol_agents(self, protocol: str) -> list[str]:
+        return sorted(set(self.protocol_participants(protocol)))
+
+    def protocol_models(self, protocol: str) -> list[str]:
+        """Models the protocol calls (none for self-consistency, which only votes)."""
+        if self.protocols[protocol]["kind"] == "self_consistency":
+            return []
+        return sorted({self.agents[a]["model"] for a in self.protocol_agents(protocol)})
+
+    def protocol_options(self, protocol: str) -> dict:
+        """The protocol's own options (`datasets` says where the workflow runs it, not how)."""
+        return {k: v for k, v in self.protocols[protocol].items() if k != "datasets"}
+
+    # -- confidence pairs -----------------------------------------------------------------
+    def pair_datasets(self, pair: str) -> list[str]:
+        """Datasets a pair is reported on; a dataset serving as another's fixed validation split is not one."""
+        spec = self.pairs[pair]
+        validation_only = set(spec["validation"].values())
+        return spec.get("datasets") or [d for d in self.protocol_datasets(spec["debate"]) if d not in validation_only]
+
+    def pair_validation_dataset(self, pair: str, dataset: str) -> str | None:
+        """The dataset holding this dataset's fixed validation split for the pair, or None (cut per run)."""
+        return self.pairs[pair]["validation"].get(dataset)
+
+    # -- checks ---------------------------------------------------------------------------
+    def check(self) -> None:
+        """Every cross-reference the schema can't express; ConfigError names the key and the value."""
+        self._check_models_and_datasets()
+        self._check_debate()
+        self._check_pairs()
+
+    def _check_models_and_datasets(self) -> None:
+        from .data import BENCHMARKS
+
+        for agent, spec in self.agents.items():
+            if spec["model"] not in self.models:
+                raise ConfigError(
+                    f"config: agents.{agent}.model = {spec['model']!r} is not a key of `models` (known: {sorted(self.models)})"
+                )
+        for name, spec in self.models.items():
+            if spec["source"].startswith(TRAINED_PREFIX):
+                raise ConfigError(
+                    f"config: models.{name}.source = {spec['source']!r}: trained models need the training stage, "
+                    "which this version does not have yet"
+                )
+        for name, spec in self.datasets.items():
+            benchmark = self.benchmark_of(name)
+            if benchmark not in BENCHMARKS:
+                where = f"datasets.{name}.benchmark = {benchmark!r}" if spec.get("benchmark") else f"datasets.{name}"
+                raise ConfigError(f"config: {where} is not a registered benchmark (known: {sorted(BENCHMARKS)})")
+            splits = BENCHMARKS[benchmark].splits
+            if spec["split"] not in splits:
+                raise ConfigError(f"config: datasets.{name}.split = {spec['split']!r}; {benchmark} offers {sorted(splits)}")
+        rewriter = self.attack["rewriter"]
+        if rewriter is not None and rewriter not in self.models:
+            raise ConfigError(f"config: attack.rewriter = {rewriter!r} is not a key of `models` (known: {sorted(self.models)})")
+
+    def _check_debate(self) -> None:
+        """Participants must be agents, and every copy × thread needs its own zero-shot sample."""
+        for name, spec in self.protocols.items():
+            where = f"debate.protocols.{name}.participants" if spec.get("participants") else "debate.participants"
+            seats = self.protocol_participants(name)
+            for agent in seats:
+                if agent not in self.agents:
+                    raise ConfigError(
+                        f"config: {where} names {agent!r}, which is not a key of `agents` (known: {sorted(self.agents)})"
+                    )
+            for dataset in spec.get("datasets") or []:
+                if dataset not in self.datasets:
+                    raise ConfigError(f"config: debate.protocols.{name}.datasets names {dataset!r}, which is not a key of `datasets`")
+            for agent, copies in Counter(seats).items():
+                need, have = copies * spec["threads"], self.agent_samples(agent)
+                if need > have:
+                    source = f"agents.{agent}.samples" if self.agents[agent].get("samples") else "zero_shot.samples"
+                    raise ConfigError(
+                        f"config: debate.protocols.{name} needs {need} zero-shot samples of agent {agent!r} "
+                        f"({copies} copies × {spec['threads']} thread(s)); {source} = {have}"
+                    )
+
+    def _check_pairs(self) -> None:
+        """A pair names two agents and a debate protocol of exactly those two that elicits the estimators."""
+        for name, spec in self.pairs.items():
+            where = f"calibration.pairs.{name}"
+            for agent in spec["agents"]:
+                if agent not in self.agents:
+                    raise ConfigError(
+                        f"config: {where}.agents names {agent!r}, which is not a key of `agents` (known: {sorted(self.agents)})"
+                    )
+            if spec["agents"][0] == spec["agents"][1]:
+                raise ConfigError(f"config: {where}.agents = {spec['agents']}; a pair needs two different agents")
+            debate = spec["debate"]
+            if debate not in self.protocols:
+                raise ConfigError(
+                    f"config: {where}.debate = {debate!r} is not a key of debate.protocols (known: {sorted(self.protocols)})"
+                )
+            protocol = self.protocols[debate]
+            runs_on = self.protocol_datasets(debate)
+            for dataset in spec.get("datasets") or []:
+                if dataset not in runs_on:
+                    raise ConfigError(
+                        f"config: {where}.datasets names {dataset!r}, where its debate protocol {debate!r} does not run "
+                        f"(it runs on {runs_on})"
+                    )
+            for test, val in spec["validation"].items():
+                for dataset in (test, val):
+                    if dataset not in runs_on:
+                        raise ConfigError(
+                            f"config: {where}.validation maps {test!r} to {val!r}, but its debate protocol {debate!r} "
+                            f"does not run on {dataset!r} (it runs on {runs_on})"
+                        )
+                if self.benchmark_of(test) != self.benchmark_of(val):
+                    raise ConfigError(
+                        f"config: {where}.validation maps {test!r} ({self.benchmark_of(test)}) to {val!r} "
+                        f"({self.benchmark_of(val)}); both must read the same benchmark"
+                    )
+            if self.protocol_participants(debate) != list(spec["agents"]):
+                raise ConfigError(
+                    f"config: {where}.debate = {debate!r} has participants {self.protocol_participants(debate)}; "
+                    f"the pair needs exactly {spec['agents']}"
+                )
+            if protocol["kind"] == "self_consistency" or protocol["rounds"] < 1:
+                raise ConfigError(
+                    f"config: {where}.debate = {debate!r} must debate at least one round (kind {protocol['kind']!r})"
+                )
+            missing = [e for e in self.calibration["estimators"] if e not in protocol["confidence"]]
+            if missing:
+                raise ConfigError(
+                    f"config: debate.protocols.{debate}.confidence = {protocol['confidence']} lacks {missing}, "
+                    f"which calibration.estimators needs for pair {name!r}"
+                )

@@ -1,0 +1,134 @@
+"""Answer keys and the plurality vote: when two answers count as the same, and who wins a vote.
+
+Every stage that compares or counts answers (debate protocols, uncertainty measures,
+self-consistency streams, RL rewards) uses these rules, so "the same answer" and "the
+majority" mean one thing everywhere.
+
+Answer keys
+  `answer_keys` maps parsed answers (`extract_answer`, None when nothing parsed) to one
+  comparable key each: `INVALID` ("<none>") for None; without `task_type` the answer string
+  itself; with it `normalize_answer(answer, task_type)` ("1/2", "0.50" and "\\frac{1}{2}" are all
+  "0.5"), a string with no canonical form being INVALID. `merge_equivalent=True` also merges
+  canonical forms that `answers_equivalent` accepts as equal (spec 001 §4.1 step 2b: "use
+  strip_string, or math_verify, to build equivalence classes"); each distinct form joins the
+  first earlier class whose representative is equivalent. It may call math-verify (slow).
+
+  INVALID is one answer value wherever answers are compared (spec 000 §4 "INVALID counts as a
+  distinct value"; spec 001 §4.1 "one bucket <none>, kept in the support"): two invalid agents
+  agree, and valid → invalid is a flip.
+
+The vote (spec 000 §3, Du et al. `most_frequent`, spec 002 §2.0)
+  The plurality of the valid keys; INVALID never votes and a vote with no valid key has no
+  winner (INVALID). Ties among the leading keys:
+
+  * ``first_agent``: the tied key that occurs first in voter order (Du et al., UDPO);
+  * ``pre_debate_count``: the tied key with more votes in `pre_keys` (the pre-debate answers),
+    then the first in voter order (SVR-MAD);
+  * a custom ``rank(key)``: the tied key of highest rank, then the first in voter order
+    (SVR-MAD's per-agent vote prefers the agent's own answer; self-consistency prefers the
+    most confident sample).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from .answers import TASK_TYPES, answers_equivalent, normalize_answer
+
+#: The single answer value that stands for every unparseable answer.
+INVALID = "<none>"
+
+#: Tie rules of the plurality vote (config `tie_break`).
+TIE_BREAKS = ("first_agent", "pre_debate_count")
+
+
+def answer_keys(
+    answers: Sequence[str | None],
+    *,
+    task_type: str | None = None,
+    merge_equivalent: bool = False,
+) -> list[str]:
+    """One comparable key per answer: INVALID for None, else the (canonical) answer.
+
+    Keys are equal exactly when the answers count as the same answer (module docstring).
+    Canonicalise everything that will be compared in one call, so that `merge_equivalent`
+    builds one set of classes.
+    """
+    if merge_equivalent and task_type is None:
+        raise ValueError("merge_equivalent needs a task_type")
+    if task_type is not None and task_type not in TASK_TYPES:
+        raise ValueError(f"unknown task_type {task_type!r}; expected one of {TASK_TYPES}")
+    keys: list[str] = []
+    for answer in answers:
+        if answer is None:
+            keys.append(INVALID)
+        elif not isinstance(answer, str):
+            raise TypeError(f"answers must be str or None, got {type(answer).__name__}")
+        elif task_type is None:
+            keys.append(answer)
+        else:
+            canonical = normalize_answer(answer, task_type)
+            keys.append(INVALID if canonical is None else canonical)
+    if merge_equivalent:
+        keys = _merge_equivalent(keys, task_type)  # type: ignore[arg-type]
+    return keys
+
+
+def _merge_equivalent(keys: list[str], task_type: str) -> list[str]:
+    representatives: list[str] = []
+    mapping: dict[str, str] = {INVALID: INVALID}
+    for key in keys:
+        if key in mapping:
+            continue
+        mapping[key] = next((rep for rep in representatives if answers_equivalent(rep, key, task_type)), key)
+        if mapping[key] == key:
+            representatives.append(key)
+    return [mapping[key] for key in keys]
+
+
+@dataclass(frozen=True)
+class Vote:
+    """The outcome of a plurality vote over keys."""
+
+    key: str  # the winning key; INVALID when no key was valid
+    position: int | None  # the first voter holding the winning key (None: no winner)
+    tied: bool  # several keys shared the top count (before the tie rule)
+
+
+def plurality(
+    keys: Sequence[str],
+    *,
+    tie_break: str = "first_agent",
+    pre_keys: Sequence[str] | None = None,
+    rank: Callable[[str], Any] | None = None,
+) -> Vote:
+    """The spec 000 §3 vote over `keys`, ties settled by `tie_break` or `rank` (module docstring)."""
+    if tie_break not in TIE_BREAKS:
+        raise ValueError(f"unknown tie_break {tie_break!r}; expected one of {TIE_BREAKS}")
+    keys = list(keys)
+    counts = Counter(k for k in keys if k != INVALID)
+    if not counts:
+        return Vote(INVALID, None, False)
+    top = max(counts.values())
+    leaders = [k for k in counts if counts[k] == top]  # Counter keeps first-occurrence order
+    if rank is None and tie_break == "pre_debate_count":
+        pre = Counter(k for k in (pre_keys or []) if k != INVALID)
+        rank = lambda k: pre.get(k, 0)  # noqa: E731
+    winner = leaders[0] if rank is None else max(leaders, key=rank)  # max keeps the first among equals
+    return Vote(winner, keys.index(winner), len(leaders) > 1)
+
+
+def vote_answer(answers: Sequence[str | None], keys: Sequence[str], **rules) -> str | None:
+    """The plurality answer as the first winning voter wrote it, or None without a valid answer."""
+    vote = plurality(keys, **rules)
+    return None if vote.position is None else answers[vote.position]
+
+
+def majority_vote(answers: Sequence[str | None], *, task_type: str | None = None) -> str | None:
+    """ŷ of spec 000 §3: the plurality answer with ties to the first agent, or None.
+
+    With `task_type` answers are grouped by `normalize_answer`, and the first agent's own
+    string of the winning group is returned.
+    """
+    return vote_answer(answers, answer_keys(answers, task_type=task_type))

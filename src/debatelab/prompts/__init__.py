@@ -1,0 +1,21 @@
+"""Every prompt an agent sees: the question in its task type's format (`questions`), the debate
+turn in each paper's template (`debate`), and their content-free twins for sequence probability."""
+from .debate import TEMPLATES, PeerView, debate_turn, mask_last_boxed
+from .questions import (
+    ATTACK_SYSTEM_PROMPT,
+    CONFIDENCE_PROMPT,
+    FINAL_ANSWER_TEMPLATES,
+    NULL_SLOT,
+    SYSTEM_PROMPTS,
+    USER_TEMPLATES,
+    confidence_messages,
+    final_answer_text,
+    format_options,
+    question_messages,
+)
+
+__all__ = [
+    "TEMPLATES", "PeerView", "debate_turn", "mask_last_boxed", "ATTACK_SYSTEM_PROMPT", "CONFIDENCE_PROMPT",
+    "FINAL_ANSWER_TEMPLATES", "NULL_SLOT", "SYSTEM_PROMPTS", "USER_TEMPLATES", "confidence_messages",
+    "final_answer_text", "format_options", "question_messages",
+]

@@ -1,0 +1,155 @@
+"""Debate prompts: what an agent sees in a debate round, per template style.
+
+Every builder returns the chat (a list of messages) and its content-free twin (every content
+slot — question, own and peer responses — set to "N/A") for bias-corrected sequence
+probability (spec 004 §3b).
+
+Styles (config `template`):
+
+* ``du``: Du et al.'s reference code (spec 000 §6, spec 002 §4): the peers' responses are
+  appended as a new user turn to the agent's own conversation, which keeps growing.
+* ``choi``: Choi et al.'s `get_new_message` (spec 003 §4): a fresh single user turn with the
+  peers' and the agent's own most recent responses.
+* ``umad``: UMAD's debate prompt (spec 001 §3): a fresh single user turn rebuilt from the
+  previous round only, the same text for every agent, every response labelled "agent k".
+* ``pairwise``: the confidence paper's debate turn (spec 004 §7): a fresh user turn with the
+  agent's own and the peer's earlier answers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..grading import last_boxed_span
+from .questions import NULL_SLOT, final_answer_text, question_messages
+
+TEMPLATES = ("du", "choi", "umad", "pairwise")
+
+NO_ANSWER = "(no answer)"
+MASKED = "<answer>"
+
+INSTRUCTIONS = {
+    "du": "Using the solutions from other agents as additional information, can you provide your updated answer? "
+    "Examine your solution and that of the other agents step by step. The original question is:",
+    "choi": "Use these opinions carefully as additional advice to revise your recent opinion to give your final "
+    "answer to the question:",
+    "umad": "Please carefully review these answers and recognize which one is right. If one or all of them are right, "
+    "please summarize the reasoning process of the right one and give the final answer. If all of them are wrong, "
+    "please correct their mistakes and provide a novel and complete solution to the problem and give the final answer.",
+    "pairwise": "Evaluate the other agent's reasoning carefully and decide whether to keep your original answer, "
+    "adopt theirs, or propose a new one.",
+}
+
+
+@dataclass(frozen=True)
+class PeerView:
+    """One peer as a receiver sees it."""
+
+    index: int
+    response: str
+    answer: str | None
+    full: bool  # False: the answer only
+
+
+def mask_last_boxed(text: str) -> str:
+    """Replace the last \\boxed{...} (or \\fbox{...}) by <answer> (UMAD's released code); the box is
+    the one `grading.last_boxed` reads, so what is masked is exactly the answer a grader would see."""
+    span = last_boxed_span(text)
+    if span is None:
+        return text
+    start, content_start, end = span
+    braced = text[content_start - 1] == "{"  # else a bare "\\boxed 5"
+    return text[:start] + MASKED + text[end + 1 if braced else end:]
+
+
+def _peer_text(peer: PeerView, task_type: str, mask_boxed: bool, null: bool) -> str:
+    if null:
+        return NULL_SLOT
+    if not peer.full:
+        return final_answer_text(task_type, peer.answer) if peer.answer is not None else NO_ANSWER
+    return mask_last_boxed(peer.response) if mask_boxed else peer.response
+
+
+def _question_text(row: dict, system_prompt: str | None, null: bool) -> str:
+    return question_messages(row, system_prompt, null=null)[-1]["content"]
+
+
+def _system(row: dict, system_prompt: str | None) -> list[dict]:
+    return question_messages(row, system_prompt)[:-1]
+
+
+def debate_turn(
+    style: str,
+    row: dict,
+    system_prompt: str | None,
+    *,
+    own_conversation: Sequence[dict],
+    own_response: str,
+    own_index: int,
+    peers: Sequence[PeerView],
+    mask_boxed: bool = False,
+) -> tuple[list[dict], list[dict]]:
+    """(messages, null messages) of one debate call.
+
+    `own_conversation` is the agent's previous call (its messages and reply as the last
+    assistant turn; used by ``du`` only), `own_response` its latest reply.
+    """
+    if style not in TEMPLATES:
+        raise ValueError(f"unknown debate template {style!r}; expected one of {TEMPLATES}")
+    task_type = row["task_type"]
+    out = []
+    for null in (False, True):
+        question = _question_text(row, system_prompt, null)
+        peer_texts = [(p, _peer_text(p, task_type, mask_boxed, null)) for p in peers]
+        own = NULL_SLOT if null else own_response
+        if style == "du":
+            user = _du_message(peer_texts, question)
+            if null:
+                history = [*_system(row, system_prompt), {"role": "user", "content": question}, {"role": "assistant", "content": own}]
+            else:
+                history = list(own_conversation)
+            out.append([*history, {"role": "user", "content": user}])
+            continue
+        if style == "choi":
+            user = _choi_message(peer_texts, own, question)
+        elif style == "umad":
+            user = _umad_message(peer_texts, own, own_index, question)
+        else:
+            user = _pairwise_message(peer_texts, own, question)
+        out.append([*_system(row, system_prompt), {"role": "user", "content": user}])
+    return out[0], out[1]
+
+
+def _answers_line(peer_texts) -> str:
+    answers = [text for p, text in peer_texts if not p.full]
+    return f"\n\nFinal answers from agents in other groups: {', '.join(answers)}." if answers else ""
+
+
+def _du_message(peer_texts, question: str) -> str:
+    full = "".join(f"\n\nOne agent solution: ```{text}```" for p, text in peer_texts if p.full)
+    head = "These are the solutions to the problem from other agents:" if full else "These are the answers of other agents."
+    return f"{head}{full}{_answers_line(peer_texts)}\n\n{INSTRUCTIONS['du']}\n\n{question}"
+
+
+def _choi_message(peer_texts, own: str, question: str) -> str:
+    if len(peer_texts) == 1:
+        head = f"This is the recent opinion from another agent: \n{peer_texts[0][1]}\n"
+    else:
+        head = "These are the recent opinions from other agents: " + "".join(
+            f"\n\nOne of the agents' response: \n{text}\n" for _, text in peer_texts
+        )
+    return f"{head}\n\nThis was your most recent opinion:\n{own}\n\n\n{INSTRUCTIONS['choi']}\n{question}"
+
+
+def _umad_message(peer_texts, own: str, own_index: int, question: str) -> str:
+    responses = sorted([(own_index, own), *[(p.index, text) for p, text in peer_texts]])
+    listed = " ".join(f"agent {i} response is: {text}." for i, text in responses)
+    return f"Given the following problem: {question}\n\nWe have {len(responses)} answers: {listed}\n\n{INSTRUCTIONS['umad']}"
+
+
+def _pairwise_message(peer_texts, own: str, question: str) -> str:
+    others = "".join(f"\nOther agent response: {text}" for _, text in peer_texts)
+    return (
+        f"You are debating with another agent about the answer to the following question:\n{question}\n\n"
+        f"Your response: {own}{others}\n\n{INSTRUCTIONS['pairwise']}"
+    )

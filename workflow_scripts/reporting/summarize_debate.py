@@ -1,0 +1,11 @@
+from debatelab.reporting.debate import summarize_debate
+from debatelab.runlog import job_log
+
+with job_log(snakemake.log[0]):
+    summarize_debate(
+        list(snakemake.input.questions),
+        list(snakemake.input.turns),
+        snakemake.output.table,
+        snakemake.output.paper_table,
+        snakemake.output.plot,
+    )
