@@ -46,9 +46,10 @@ def main() -> None:
     args = parser.parse_args()
 
     patched = forbid_model_calls()
-    from debatelab import confidence_stage as stage
+    from debatelab.confidence import stage
+    from debatelab.confidence.search import SearchSettings
+    from debatelab.confidence.streams import synthetic_streams
     from debatelab.io import write_json_atomic, write_parquet_atomic
-    from debatelab.streams import synthetic_streams
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -56,8 +57,8 @@ def main() -> None:
         if not args.streams:
             write_parquet_atomic(synthetic_streams(args.questions), streams_path)
         streams = stage.read_streams(streams_path)
-        calibration = stage.fit_calibrators(streams, seed=0, runs=1, val_fraction=0.5,
-                                            estimators=[args.estimator], calibrators=[args.calibrator])
+        calibration = stage.fit_calibrators(streams, seed=0, settings=stage.CalibrationSettings(
+            runs=1, val_fraction=0.5, estimators=(args.estimator,), calibrators=(args.calibrator,)))
         write_json_atomic(calibration, tmp / "calibration.json")
         n_val = len(calibration["runs"][0]["val_question_ids"])
         print(f"streams: {streams['question_id'].nunique()} questions ({n_val} in val); "
@@ -68,7 +69,7 @@ def main() -> None:
             out = stage.search_protocol_job(
                 streams_path, tmp / "calibration.json", tmp / f"{protocol}.json", tmp / f"{protocol}.trials.parquet",
                 tmp / f"{protocol}.png", tmp / f"{protocol}.journal", dataset="bench", pair="ab", protocol=protocol,
-                settings={"trials": args.trials, "patience": args.trials}, show_progress=False,
+                settings=SearchSettings(trials=args.trials, patience=args.trials), show_progress=False,
             )
             elapsed = time.perf_counter() - start
             total += elapsed

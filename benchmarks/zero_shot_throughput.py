@@ -1,12 +1,22 @@
 """Zero-shot stage throughput on a bundled model.
 
 Prints
-  (a) stage overhead: the zero-shot stage's wall time / raw backend.generate time, same requests;
+  (a) stage overhead: the zero-shot stage's wall time / raw backend.generate time on exactly the
+      batches the stage sends;
   (b) batching speed-up: a one-request-at-a-time loop on the same backend / the batched stage;
 and tokens per second of each.
 
-  python benchmarks/zero_shot_throughput.py [--model smollm2-135m-instruct|tiny-random-llama]
-        [--questions 16] [--max-tokens 64] [--batch-size 16]
+Each timed part runs --repeats times (default: 3 on a GPU, 1 on CPU) and its median is printed,
+with the single runs. With --warmup (auto: on a GPU only) each part first runs once untimed on
+the same requests, as the first CUDA calls on new shapes cost seconds; on CPU there is no such
+first-call cost and a warm-up would double a long run. Every stage run starts from an empty
+generation cache, and with vLLM every timed run starts from an empty prefix cache.
+
+  python benchmarks/zero_shot_throughput.py [--backend transformers|vllm] [--model smollm2-135m-instruct|tiny-random-llama]
+        [--questions 16] [--max-tokens 64] [--batch-size 16] [--threads N]
+        [--warmup auto|on|off] [--repeats N]
+
+Options, backend and timing helpers are shared with debate_throughput.py (`timing.py`).
 """
 from __future__ import annotations
 
@@ -14,68 +24,89 @@ import argparse
 import dataclasses
 import os
 import tempfile
-import time
-from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from debatelab.data import load_benchmark  # noqa: E402
-from debatelab.llm import GenerationCache, GenerationRequest, SamplingParams  # noqa: E402
-from debatelab.llm.base import sample_seed  # noqa: E402
-from debatelab.llm.transformers_backend import TransformersBackend  # noqa: E402
-from debatelab.models import prepare_model  # noqa: E402
+import torch  # noqa: E402
+
 from debatelab import prompts  # noqa: E402
-from debatelab.sampling import AgentSpec, ZeroShotSettings, run_zero_shot, select_questions  # noqa: E402
+from debatelab.config import AgentSpec  # noqa: E402
+from debatelab.data import load_benchmark  # noqa: E402
+from debatelab.llm import GenerationCache, GenerationRequest  # noqa: E402
+from debatelab.llm.base import sample_seed  # noqa: E402
+from debatelab.zero_shot import ZeroShotSettings, run_zero_shot, select_questions  # noqa: E402
+from timing import (  # noqa: E402  (the script's folder is on sys.path)
+    add_common_args,
+    cold_prefixes,
+    device_of,
+    load_backend,
+    median,
+    runs_note,
+    timed,
+    timing_plan,
+)
+
+
+# --------------------------------------------------------------------------- the benchmark
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="smollm2-135m-instruct", choices=["smollm2-135m-instruct", "tiny-random-llama"])
-    ap.add_argument("--questions", type=int, default=16)
-    ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--models-dir", default="resources/models")
+    add_common_args(ap)
     args = ap.parse_args()
 
-    model_dir = Path(args.models_dir) / args.model
-    if not (model_dir / "config.json").exists():
-        print(f"preparing {model_dir} ...")
-        prepare_model(args.model, f"bundled:{args.model}", model_dir)
-    backend = TransformersBackend(model_dir, batch_size=args.batch_size)
+    backend = load_backend(args)
+    device = device_of(backend)
+    warmup, repeats = timing_plan(args, device)
     questions = select_questions(load_benchmark("asdiv", "test", source="offline"), args.questions, seed=0)
     agent = AgentSpec(name="bench", model=args.model, temperature=0.7, max_tokens=args.max_tokens)
     settings = ZeroShotSettings(samples=1, batch_size=args.batch_size * 4, estimators=(), show_progress=False)
 
-    # The exact units the stage sends: one sample per request, with the stage's derived seed.
-    sampling = SamplingParams(temperature=agent.temperature, top_p=agent.top_p, max_tokens=agent.max_tokens, seed=settings.seed, logprobs=True)
-    chats = [prompts.question_messages(r) for r in questions.to_dict("records")]
-    units = [GenerationRequest(messages=c, sampling=dataclasses.replace(sampling, seed=sample_seed(settings.seed, 0, c))) for c in chats]
+    # The exact units the stage sends (one sample per request, with the stage's derived seed), in
+    # the batches `generate_cached` cuts them into.
+    sampling = agent.sampling(seed=settings.seed, logprobs=True)
+    chats = [prompts.question_messages(r, agent.system_prompt) for r in questions.to_dict("records")]
+    units = [GenerationRequest(messages=c, sampling=dataclasses.replace(sampling, seed=sample_seed(settings.seed, 0, c)))
+             for c in chats]
+    batches = [units[i : i + settings.batch_size] for i in range(0, len(units), settings.batch_size)]
 
-    backend.generate(units[:2])  # warm-up: first-call allocations are not the stage's cost
+    print(f"model={args.model} questions={len(units)} max_tokens={args.max_tokens} batch_size={args.batch_size} "
+          f"backend={args.backend} device={device} threads={torch.get_num_threads()} "
+          f"warmup={'on' if warmup else 'off'} repeats={repeats}", flush=True)
 
-    t = time.perf_counter()
-    raw = backend.generate(units)
-    raw_s = time.perf_counter() - t
-    raw_tokens = sum(g[0].completion_tokens for g in raw)
+    backend.generate(units[:2])  # model warm-up: first-call allocations are no part's cost
 
-    with tempfile.TemporaryDirectory() as cache_dir:
-        t = time.perf_counter()
-        df = run_zero_shot(questions, agent, backend, GenerationCache(cache_dir), settings, "asdiv")
-        stage_s = time.perf_counter() - t
-    stage_tokens = int(df["completion_tokens"].sum())
+    def cold() -> None:
+        cold_prefixes(backend)
 
-    t = time.perf_counter()
-    loop_tokens = 0
-    for unit in units:
-        loop_tokens += backend.generate([unit])[0][0].completion_tokens
-    loop_s = time.perf_counter() - t
+    raw_s, raw_tokens = timed(
+        lambda _: sum(g[0].completion_tokens for batch in batches for g in backend.generate(batch)),
+        cold, warmup=warmup, repeats=repeats,
+    )
+    print(f"raw backend.generate : {median(raw_s):8.2f} s  {median(raw_tokens) / median(raw_s):8.1f} tok/s  "
+          f"({runs_note(raw_s)})", flush=True)
 
-    print(f"model={args.model} questions={len(units)} max_tokens={args.max_tokens} batch_size={args.batch_size} device={backend.device}")
-    print(f"raw backend.generate : {raw_s:8.2f} s  {raw_tokens / raw_s:8.1f} tok/s")
-    print(f"zero-shot stage      : {stage_s:8.2f} s  {stage_tokens / stage_s:8.1f} tok/s")
-    print(f"one request at a time: {loop_s:8.2f} s  {loop_tokens / loop_s:8.1f} tok/s")
-    print(f"(a) stage / raw backend time      = {stage_s / raw_s:.3f}")
-    print(f"(b) sequential loop / batched stage = {loop_s / stage_s:.2f}x")
+    with tempfile.TemporaryDirectory() as cache_root:
+        def empty_cache() -> GenerationCache:
+            cold()
+            return GenerationCache(tempfile.mkdtemp(dir=cache_root))
+
+        stage_s, stage_tokens = timed(
+            lambda cache: int(run_zero_shot(questions, agent, backend, cache, settings, "asdiv")["completion_tokens"].sum()),
+            empty_cache, warmup=warmup, repeats=repeats,
+        )
+    print(f"zero-shot stage      : {median(stage_s):8.2f} s  {median(stage_tokens) / median(stage_s):8.1f} tok/s  "
+          f"({runs_note(stage_s)})", flush=True)
+
+    loop_s, loop_tokens = timed(
+        lambda _: sum(backend.generate([unit])[0][0].completion_tokens for unit in units),
+        cold, warmup=warmup, repeats=repeats,
+    )
+    print(f"one request at a time: {median(loop_s):8.2f} s  {median(loop_tokens) / median(loop_s):8.1f} tok/s  "
+          f"({runs_note(loop_s)})")
+
+    print(f"(a) stage / raw backend time      = {median(stage_s) / median(raw_s):.3f} (median of {repeats})")
+    print(f"(b) sequential loop / batched stage = {median(loop_s) / median(stage_s):.2f}x (median of {repeats})")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 
 import pandas as pd
 import pytest
@@ -43,7 +42,7 @@ def test_default_dag_outputs(finished_run):
     assert (results / "summary/zero_shot.png").stat().st_size > 1000
     assert (finished_run / "data/asdiv/test.parquet").exists()
     assert (finished_run / "resources/models/tiny-random-llama/config.json").exists()
-    assert list((finished_run / f"logs/tiny/zero_shot/asdiv").glob("*.log"))
+    assert list((finished_run / "logs/tiny/zero_shot/asdiv").glob("*.log"))
     assert (results / "benchmarks/zero_shot/asdiv/alice.tsv").exists()
 
 

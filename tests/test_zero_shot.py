@@ -1,7 +1,6 @@
 """The zero-shot stage on the real tiny model, and a real kill-and-resume of its Snakemake job."""
 from __future__ import annotations
 
-import math
 import os
 import signal
 import subprocess

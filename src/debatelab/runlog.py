@@ -4,7 +4,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
 
 
 @contextlib.contextmanager
