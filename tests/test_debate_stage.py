@@ -158,7 +158,8 @@ def test_confidences_are_elicited_on_every_agents_last_debate_turn(workspace):
     assert np.allclose(debated["conf_verbal"], 0.8)  # "8" from both self-report samples
     assert debated["conf_seqprob"].notna().all() and (debated["confidence_tokens"] > 0).all()
     assert turns.loc[turns["round"] == 0, "conf_verbal"].isna().all()
-    assert backend.scored == 2 * len(debated)  # content and content-free prompt per turn
+    # the content prompt of every turn, and the content-free prompts, which turns may share (scored once)
+    assert len(debated) < backend.scored <= 2 * len(debated)
     # confidence calls are accounted apart from the debate's own tokens
     assert (questions["confidence_tokens"] > 0).sum() == int((~questions["pre_unanimous"]).sum())
 
@@ -188,6 +189,6 @@ def test_debate_confidence_scores_what_seqprob_target_names(workspace, target):
     last = turns[turns["round"] == 1]
     expected = (list(last["response"]) if target == "response"
                 else [f"The answer is \\boxed{{{a}}}." for a in last["answer"]])
-    # each reply is scored under its chat and under the content-free chat
-    assert sorted(backend.scored_replies) == sorted(expected * 2)
+    # each reply is scored under its chat and under the content-free chat (distinct pairs once)
+    assert set(backend.scored_replies) == set(expected)
     assert last["conf_seqprob"].notna().all()

@@ -50,6 +50,39 @@ def test_greedy_batch_equals_one_by_one(backend):
         assert b[0].token_logprobs == pytest.approx(s[0].token_logprobs, abs=1e-4)
 
 
+def test_a_sample_does_not_depend_on_its_batch_mates(backend):
+    """Each row samples from its own stream (its request's seed): the same request alone, in a small
+    batch and in a large batch of other requests gives the same text (logprobs may differ in the
+    last bits with the batch shape)."""
+    hot = SamplingParams(temperature=1.0, top_p=0.95, max_tokens=12, seed=11, logprobs=True)
+    target = GenerationRequest(messages=_chat("what is two plus two?"), sampling=hot)
+    others = [GenerationRequest(messages=_chat("other question " * k), sampling=SamplingParams(
+        temperature=1.0, top_p=0.95, max_tokens=12, seed=k, logprobs=True)) for k in range(1, 13)]
+    alone = backend.generate([target])[0][0]
+    small = backend.generate([others[0], target])[1][0]
+    large = backend.generate([*others, target])[-1][0]
+    assert alone.text == small.text == large.text
+    assert alone.token_logprobs == pytest.approx(large.token_logprobs, abs=1e-4)
+    reseeded = GenerationRequest(messages=target.messages, sampling=SamplingParams(
+        temperature=1.0, top_p=0.95, max_tokens=12, seed=12, logprobs=True))
+    assert backend.generate([reseeded])[0][0].text != alone.text
+
+
+def test_seeded_sampler_draws_from_the_distribution():
+    """The per-row sampler picks tokens with the probabilities it is given."""
+    from debatelab.llm.transformers_backend import SeededSampler
+
+    probs = torch.tensor([0.1, 0.0, 0.6, 0.3])
+    scores = torch.log(probs).repeat(4000, 1)
+    sampler = SeededSampler(range(4000), prompt_width=0, max_new_tokens=1, device="cpu")
+    chosen = sampler(torch.zeros(4000, 0, dtype=torch.long), scores)
+    tokens = chosen.argmax(-1)
+    assert torch.isinf(chosen).sum(-1).eq(3).all()  # one token left per row
+    frequencies = torch.bincount(tokens, minlength=4).float() / 4000
+    assert frequencies[1] == 0  # never a token of probability 0
+    assert frequencies.tolist() == pytest.approx(probs.tolist(), abs=0.03)
+
+
 def test_greedy_first_token_logprob_is_the_max(backend, tiny_model_dir):
     request = GenerationRequest(messages=_chat("hello"), sampling=SamplingParams(temperature=0.0, max_tokens=1, logprobs=True))
     gen = backend.generate([request])[0][0]

@@ -1,9 +1,34 @@
-"""The generation cache: every finished batch is on disk before the next one starts.
+"""The generation cache: every finished flush unit is on disk before the next one starts, and a
+request's generation never depends on the run's history.
 
-A cache entry is keyed by a hash of (model identity, messages, sampling settings, seed, sample
-index). Entries live in small append-only Parquet parts inside one folder; each flush writes a
-new part atomically under a unique name, so concurrent jobs (even on different nodes of a
-shared filesystem) never clobber each other, and a killed job loses only the batch in flight.
+Flush units
+  A call of `generate_cached` (or `score_cached`) first lists all its samples, whether cached or
+  not: sample 0 of every request in order, then sample 1, and so on (so asking for more samples
+  later keeps the earlier units), each distinct request once. It cuts that list into fixed units
+  of `batch_size` consecutive samples. A unit is one backend call and one cache part. A unit whose
+  part is on disk is read back; any other unit is generated whole, with the same members, order,
+  padding and seeds as every time before. A killed job therefore loses at most the unit in flight,
+  and a rerun rebuilds exactly the units it had.
+
+What is guaranteed
+  Cache entries are stored and served per unit: an entry written by another job's unit (another
+  protocol, another kill point) is never mixed into this call's outputs. A call's outputs are a
+  function of its request list, `batch_size` and the backend alone: not of which units were
+  cached, which job ran first, or where a kill fell. So a resumed run ends bit-identical to an
+  uninterrupted one on the same backend and hardware. Identical units are still shared (a replay
+  or `--forcerun`, a ring of three agents that asks what all-to-all asks); a protocol that asks a
+  subset of another's requests generates its own units. Not guaranteed: equal outputs under a
+  different `batch_size` (other units; the transformers backend's per-request seeds keep texts
+  the same up to floating-point differences of batch composition), another backend, or other
+  hardware; vLLM and OpenAI-compatible servers schedule batches themselves, so their numerics may
+  vary between runs of the same unit.
+
+Storage
+  Parquet parts named at random and written atomically, one per unit, so concurrent jobs (even on
+  different nodes of a shared filesystem) never clobber each other. Keys hash (engine and model
+  weights, messages, sampling settings, seed, sample index); the unit id hashes its member keys.
+  Parts of the earlier per-request format (no `unit` column) are still read, counted and logged,
+  but never served: their generations depended on which requests shared their batch.
 """
 from __future__ import annotations
 
@@ -24,6 +49,7 @@ log = logging.getLogger(__name__)
 
 _PART_SCHEMA = pa.schema(
     [
+        ("unit", pa.string()),
         ("key", pa.string()),
         ("text", pa.string()),
         ("completion_tokens", pa.int64()),
@@ -35,11 +61,12 @@ _PART_SCHEMA = pa.schema(
 
 
 class GenerationCache:
-    """A folder of Parquet parts mapping request keys to generations (and scores)."""
+    """A folder of Parquet parts, one per flush unit, mapping request keys to generations (and scores)."""
 
     def __init__(self, directory: str | os.PathLike | None):
         self.directory = Path(directory) if directory is not None else None
-        self._entries: dict[str, Generation] = {}
+        self._units: dict[str, dict[str, Generation]] = {}
+        self.stale_entries = 0  # entries of the per-request format, read but never served
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._load()
@@ -51,27 +78,33 @@ class GenerationCache:
             except Exception as exc:  # a part cut short by a crash before rename can't exist; be safe anyway
                 log.warning("skipping unreadable cache part %s: %s", part, exc)
                 continue
+            if "unit" not in table.column_names:
+                self.stale_entries += table.num_rows
+                continue
             for row in table.to_pylist():
-                self._entries[row["key"]] = Generation.from_dict(row)
+                self._units.setdefault(row["unit"], {})[row["key"]] = Generation.from_dict(row)
+        if self.stale_entries:
+            log.warning(
+                "cache %s: %d entries were written by debatelab before flush units (one entry per request); a "
+                "generation there depended on which other requests shared its batch, so they are not reused and "
+                "their requests are generated again", self.directory, self.stale_entries,
+            )
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return sum(len(unit) for unit in self._units.values())
 
-    def __contains__(self, key: str) -> bool:
-        return key in self._entries
+    def unit(self, unit_id: str) -> dict[str, Generation] | None:
+        """The entries of a finished unit, or None."""
+        return self._units.get(unit_id)
 
-    def get(self, key: str) -> Generation | None:
-        return self._entries.get(key)
-
-    def put_many(self, items: Sequence[tuple[str, Generation]]) -> None:
-        """Record a finished batch; with a folder, it is on disk when this returns."""
+    def put_unit(self, unit_id: str, items: Sequence[tuple[str, Generation]]) -> None:
+        """Record a finished unit; with a folder, it is on disk when this returns."""
         if not items:
             return
-        for key, generation in items:
-            self._entries[key] = generation
+        self._units[unit_id] = dict(items)
         if self.directory is None:
             return
-        rows = [{"key": k, **g.to_dict()} for k, g in items]
+        rows = [{"unit": unit_id, "key": k, **g.to_dict()} for k, g in items]
         table = pa.Table.from_pylist(rows, schema=_PART_SCHEMA)
         name = f"part-{uuid.uuid4().hex}.parquet"
         tmp = self.directory / f".{name}.tmp"
@@ -87,6 +120,43 @@ def score_key(model_id: str, prompt: Sequence[Message], reply: str) -> str:
     return stable_hash({"model": model_id, "score": [dict(m) for m in prompt], "reply": reply})
 
 
+def flush_units(keys: Sequence[str], batch_size: int) -> list[tuple[str, list[str]]]:
+    """(unit id, member keys) of consecutive runs of `batch_size` distinct keys, in order."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    distinct = list(dict.fromkeys(keys))
+    units = [distinct[i : i + batch_size] for i in range(0, len(distinct), batch_size)]
+    return [(stable_hash({"unit": members}), members) for members in units]
+
+
+def _run_units(units, cache: GenerationCache, produce, *, desc: str, unit_name: str, show_progress: bool) -> dict:
+    """Serve finished units from the cache and `produce(members, progress)` the others, flushing each."""
+    out: dict[str, Generation] = {}
+    todo = []
+    for unit_id, members in units:
+        hit = cache.unit(unit_id)
+        if hit is not None and all(k in hit for k in members):
+            out.update(hit)
+        else:
+            todo.append((unit_id, members))
+    total = sum(len(members) for _, members in units)
+    missing = sum(len(members) for _, members in todo)
+    if total:
+        log.info("%s: %d of %d %s from the cache, %d to do in %d unit(s)", desc, total - missing, total, unit_name,
+                 missing, len(todo))
+    with tqdm(total=total, initial=total - missing, desc=desc, unit=unit_name[:3], disable=not show_progress,
+              dynamic_ncols=True) as bar:
+        done = total - missing
+        for unit_id, members in todo:
+            finished = produce(members, bar.update)
+            cache.put_unit(unit_id, finished)
+            out.update(finished)
+            done += len(members)
+            bar.n = done
+            bar.refresh()
+    return out
+
+
 def generate_cached(
     backend: Backend,
     requests: Sequence[GenerationRequest],
@@ -96,47 +166,29 @@ def generate_cached(
     desc: str = "generate",
     show_progress: bool = True,
 ) -> list[list[Generation]]:
-    """Generate `request.n` samples for every request, reusing and filling the cache.
+    """`request.n` samples of every request, in fixed flush units of `batch_size` (module docstring).
 
-    Each sample is its own unit with a seed derived from (request seed, sample index, messages),
-    so a sample's identity does not depend on which batch it ran in. Misses go to the backend
-    in batches of `batch_size` samples; each finished batch is flushed before the next starts.
+    Each sample is sent as its own n=1 request with a seed derived from (request seed, sample
+    index, messages), so a sample's seed does not depend on the unit it is in.
     """
-    results: list[list[Generation | None]] = [[None] * r.n for r in requests]
-    pending: list[tuple[int, int, str, GenerationRequest]] = []
-    for ri, request in enumerate(requests):
-        for j in range(request.n):
-            key = generation_key(backend.model_id, request, j)
-            hit = cache.get(key)
-            if hit is not None:
-                results[ri][j] = hit
-            else:
-                single = GenerationRequest(
-                    messages=request.messages,
-                    sampling=replace(request.sampling, seed=sample_seed(request.sampling.seed, j, request.messages)),
-                    n=1,
-                )
-                pending.append((ri, j, key, single))
-    total = sum(r.n for r in requests)
-    with tqdm(
-        total=total,
-        initial=total - len(pending),
-        desc=desc,
-        unit="gen",
-        disable=not show_progress,
-        dynamic_ncols=True,
-    ) as bar:
-        for start in range(0, len(pending), batch_size):
-            chunk = pending[start : start + batch_size]
-            outputs = backend.generate([u[3] for u in chunk], progress=bar.update)
-            finished = []
-            for (ri, j, key, _), out in zip(chunk, outputs):
-                results[ri][j] = out[0]
-                finished.append((key, out[0]))
-            cache.put_many(finished)
-            bar.n = total - len(pending) + start + len(chunk)
-            bar.refresh()
-    return results  # type: ignore[return-value]
+    keys = [[generation_key(backend.model_id, r, j) for j in range(r.n)] for r in requests]
+    source: dict[str, GenerationRequest] = {}
+    ordered = []
+    for j in range(max((r.n for r in requests), default=0)):  # sample-major: more samples keep the first units
+        for ri, request in enumerate(requests):
+            if j < request.n and keys[ri][j] not in source:
+                key = keys[ri][j]
+                seed = sample_seed(request.sampling.seed, j, request.messages)
+                source[key] = GenerationRequest(messages=request.messages, sampling=replace(request.sampling, seed=seed))
+                ordered.append(key)
+
+    def produce(members, progress):
+        outputs = backend.generate([source[k] for k in members], progress=progress)
+        return [(k, out[0]) for k, out in zip(members, outputs)]
+
+    done = _run_units(flush_units(ordered, batch_size), cache, produce, desc=desc, unit_name="generations",
+                      show_progress=show_progress)
+    return [[done[k] for k in request_keys] for request_keys in keys]
 
 
 def score_cached(
@@ -149,26 +201,21 @@ def score_cached(
     desc: str = "score",
     show_progress: bool = True,
 ) -> list[ScoredText]:
-    """Teacher-forced scores through the same cache (a score is a deterministic generation)."""
-    out: list[ScoredText | None] = [None] * len(prompts)
-    pending = []
-    for i, (prompt, reply) in enumerate(zip(prompts, replies)):
-        key = score_key(backend.model_id, prompt, reply)
-        hit = cache.get(key)
-        if hit is not None:
-            out[i] = ScoredText(token_logprobs=hit.token_logprobs or [], prompt_tokens=hit.prompt_tokens)
-        else:
-            pending.append((i, key))
-    with tqdm(total=len(prompts), initial=len(prompts) - len(pending), desc=desc, unit="seq",
-              disable=not show_progress, dynamic_ncols=True) as bar:
-        for start in range(0, len(pending), batch_size):
-            chunk = pending[start : start + batch_size]
-            scored = backend.score([prompts[i] for i, _ in chunk], [replies[i] for i, _ in chunk])
-            finished = []
-            for (i, key), s in zip(chunk, scored):
-                out[i] = s
-                finished.append((key, Generation(text=replies[i], completion_tokens=len(s.token_logprobs),
-                                                 prompt_tokens=s.prompt_tokens, token_logprobs=list(s.token_logprobs))))
-            cache.put_many(finished)
-            bar.update(len(chunk))
-    return out  # type: ignore[return-value]
+    """Teacher-forced scores in fixed flush units through the same cache (a score is a deterministic generation)."""
+    if len(prompts) != len(replies):
+        raise ValueError(f"score: {len(prompts)} prompts but {len(replies)} replies")
+    keys = [score_key(backend.model_id, p, r) for p, r in zip(prompts, replies)]
+    pairs = {}
+    for key, prompt, reply in zip(keys, prompts, replies):
+        pairs.setdefault(key, (prompt, reply))
+
+    def produce(members, progress):
+        scored = backend.score([pairs[k][0] for k in members], [pairs[k][1] for k in members])
+        progress(len(members))
+        return [(k, Generation(text=pairs[k][1], completion_tokens=len(s.token_logprobs), prompt_tokens=s.prompt_tokens,
+                               token_logprobs=list(s.token_logprobs)))
+                for k, s in zip(members, scored)]
+
+    done = _run_units(flush_units(keys, batch_size), cache, produce, desc=desc, unit_name="scores",
+                      show_progress=show_progress)
+    return [ScoredText(token_logprobs=done[k].token_logprobs or [], prompt_tokens=done[k].prompt_tokens) for k in keys]

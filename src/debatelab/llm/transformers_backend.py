@@ -1,16 +1,54 @@
-"""Hugging Face transformers backend: batched generation with left padding, CPU or GPU."""
+"""Hugging Face transformers backend: batched generation with left padding, CPU or GPU.
+
+Sampling draws every sequence's tokens from its own random stream, seeded by its request's seed
+(`SeededSampler`), so a sample does not depend on which other requests share its batch (up to
+floating-point differences in the logits that another batch shape can cause).
+"""
 from __future__ import annotations
 
 import logging
 import os
 from collections import defaultdict
-from pathlib import Path
 from typing import Sequence
 
 from .base import Backend, Generation, GenerationRequest, Message, ProgressCallback, ScoredText, model_fingerprint, stable_hash
 from .chat import chat_prompt_ids, paired_score_inputs, reply_token_ids
 
 log = logging.getLogger(__name__)
+
+
+def row_seed(request: GenerationRequest, sample_index: int) -> int:
+    """The random stream of one sample: the request's seed (sample 0), or one derived per sample."""
+    seed = request.sampling.seed
+    return seed if sample_index == 0 else int(stable_hash({"seed": seed, "sample_index": sample_index})[:8], 16)
+
+
+class SeededSampler:
+    """A logits processor that samples each row from its own random stream.
+
+    Given the scores after temperature and top-p, row i's token at step t is drawn by inverse
+    CDF with the t-th uniform of a generator seeded with `seeds[i]`; the returned scores leave only
+    that token, so `generate`'s own multinomial draw (global RNG) can only pick it.
+    """
+
+    def __init__(self, seeds, prompt_width: int, max_new_tokens: int, device):
+        import torch
+
+        streams = [torch.rand(max_new_tokens, generator=torch.Generator().manual_seed(int(s)), dtype=torch.float64)
+                   for s in seeds]
+        self.uniforms = torch.stack(streams).to(device)
+        self.prompt_width = prompt_width
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        step = input_ids.shape[1] - self.prompt_width
+        probs = torch.softmax(scores.double(), dim=-1)
+        cdf = probs.cumsum(dim=-1)
+        target = self.uniforms[:, step : step + 1] * cdf[:, -1:]
+        token = torch.searchsorted(cdf, target, right=True).clamp(max=scores.shape[-1] - 1)  # never a token of p = 0
+        chosen = torch.full_like(scores, float("-inf"))
+        return chosen.scatter_(1, token, 0.0)
 
 
 #: Sequences per forward pass when `batch_size` is not given: 2 CPU cores gain nothing from more,
@@ -63,8 +101,6 @@ class TransformersBackend(Backend):
     def generate(
         self, requests: Sequence[GenerationRequest], progress: ProgressCallback | None = None
     ) -> list[list[Generation]]:
-        import torch
-
         units = [(ri, j) for ri, r in enumerate(requests) for j in range(r.n)]
         prompts = {ri: self.prompt_ids(r.messages) for ri, r in enumerate(requests)}
         # One generate() call needs one sampling setting; group, then sort by length to cut padding.
@@ -77,17 +113,18 @@ class TransformersBackend(Backend):
             members.sort(key=lambda u: len(prompts[u[0]]))
             for start in range(0, len(members), self.batch_size):
                 chunk = members[start : start + self.batch_size]
-                seed = int(stable_hash([requests[ri].sampling.seed for ri, _ in chunk] + [j for _, j in chunk])[:8], 16)
-                torch.manual_seed(seed)
-                gens = self._generate_chunk([prompts[ri] for ri, _ in chunk], temperature, top_p, max_tokens, want_logprobs)
+                seeds = [row_seed(requests[ri], j) for ri, j in chunk]
+                gens = self._generate_chunk([prompts[ri] for ri, _ in chunk], seeds, temperature, top_p, max_tokens,
+                                            want_logprobs)
                 for (ri, j), g in zip(chunk, gens):
                     out[ri][j] = g
                 if progress:
                     progress(len(chunk))
         return out  # type: ignore[return-value]
 
-    def _generate_chunk(self, prompt_ids, temperature, top_p, max_tokens, want_logprobs) -> list[Generation]:
+    def _generate_chunk(self, prompt_ids, seeds, temperature, top_p, max_tokens, want_logprobs) -> list[Generation]:
         import torch
+        from transformers import LogitsProcessorList
 
         width = max(len(p) for p in prompt_ids)
         pad = self.tokenizer.pad_token_id
@@ -103,7 +140,9 @@ class TransformersBackend(Backend):
             output_logits=want_logprobs,
         )
         if sampling:
-            kwargs.update(temperature=temperature, top_p=top_p, top_k=0)
+            # HF applies temperature and top-p, then our sampler picks each row's token from its own stream.
+            sampler = SeededSampler(seeds, width, max_tokens, self.device)
+            kwargs.update(temperature=temperature, top_p=top_p, top_k=0, logits_processor=LogitsProcessorList([sampler]))
         else:
             kwargs.update(temperature=None, top_p=None, top_k=None)
         with torch.inference_mode():
