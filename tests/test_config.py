@@ -156,6 +156,7 @@ def _signature_defaults(func) -> dict:
 
 
 def _settings_and_schema():
+    from debatelab.attack import RewriteSettings
     from debatelab.confidence.estimators import ElicitationSettings
     from debatelab.confidence.search import SearchSettings
     from debatelab.confidence.stage import CalibrationSettings
@@ -177,6 +178,8 @@ def _settings_and_schema():
         ("CalibrationSettings", _dataclass_defaults(CalibrationSettings), _schema_defaults("calibration")),
         ("SearchSettings", _dataclass_defaults(SearchSettings),
          {**_schema_defaults("protocol_search"), **{k: v for k, v in _schema_defaults("calibration").items() if k.startswith("ece_")}}),
+        ("RewriteSettings", {**dataclasses.asdict(RewriteSettings().sampling), "attempts": RewriteSettings().attempts},
+         _schema_defaults("attack")),
         ("TransformersBackend", _signature_defaults(TransformersBackend), _schema_defaults("backends", "transformers")),
         ("VLLMBackend", _signature_defaults(VLLMBackend), _schema_defaults("backends", "vllm")),
         ("OpenAIBackend", _signature_defaults(OpenAIBackend), _schema_defaults("backends", "openai")),

@@ -66,6 +66,10 @@ class RewriteSettings:
     sampling: SamplingParams = SamplingParams(max_tokens=400)
     attempts: int = 4  # seeded samples tried in order until one keeps the answer format
 
+    def __post_init__(self):
+        if self.attempts < 1:
+            raise ValueError(f"attack attempts must be >= 1, got {self.attempts}")
+
 
 def clean_rewrite(text: str) -> str:
     """The prompt inside a model's reply: code fences, surrounding quotes and a lead-in line dropped."""
