@@ -22,6 +22,7 @@ include: "rules/zero_shot.smk"
 include: "rules/debate.smk"
 include: "rules/uncertainty.smk"
 include: "rules/confidence.smk"
+include: "rules/train.smk"
 include: "rules/reporting.smk"
 
 

@@ -18,6 +18,7 @@ PAIRS = EXP.pairs
 CALIBRATION = EXP.calibration
 SEARCH = EXP.search
 ATTACK = EXP.attack
+TRAINING_RUNS = EXP.training_runs
 
 
 def _alternatives(names):
@@ -32,6 +33,7 @@ wildcard_constraints:
     protocol=_alternatives(PROTOCOLS) if PROTOCOLS else "(?!)",
     pair=_alternatives(PAIRS) if PAIRS else "(?!)",
     confidence_protocol="wsv|cga|hid",
+    run=_alternatives(TRAINING_RUNS) if TRAINING_RUNS else "(?!)",
     split=r"[A-Za-z0-9_.-]+",
 
 
@@ -80,7 +82,7 @@ def zero_shot_path(dataset, agent):
 
 
 def zero_shot_files():
-    return [zero_shot_path(d, a) for d in DATASETS for a in AGENTS]
+    return [zero_shot_path(d, a) for d in EXP.evaluated_datasets() for a in AGENTS]
 
 
 # --- debate ------------------------------------------------------------------------------------
@@ -174,4 +176,6 @@ def all_targets():
         ]
     if PAIRS:
         targets += confidence_targets()
+    for run in TRAINING_RUNS:
+        targets += [f"{RESULTS}/train/{run}/{name}" for name in ("metrics.parquet", "curves.png", "settings.json")]
     return targets

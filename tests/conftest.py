@@ -57,3 +57,38 @@ def hf_reply_logprobs(tok, model, prompt, reply) -> tuple[list[float], int]:
         logits = model(torch.tensor([full])).logits[0].float()
     logp = torch.log_softmax(logits, dim=-1)
     return [float(logp[i - 1, full[i]]) for i in range(len(prefix), len(full))], len(prefix)
+
+
+def build_char_model(out: Path, seed: int = 0) -> Path:
+    """A 0.1M-parameter random Llama over a character vocabulary (letters, digits, punctuation) with a
+    chat template: its random replies hold digits often, so a toy verifiable task ("answer 7") has
+    right and wrong rollouts from the first step, which RL tests need."""
+    import string
+
+    import torch
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from debatelab.models import save_model_folder
+
+    special = ["<pad>", "<unk>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
+    vocab = {t: i for i, t in enumerate(special + list(string.ascii_lowercase + string.digits + " .,:;?!+-*/=(){}\\$"))}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tokenizer.decoder = decoders.Fuse()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>", unk_token="<unk>", eos_token="<|end|>",
+                                   additional_special_tokens=special[2:])
+    fast.chat_template = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] | lower }}<|end|>{% endfor %}"
+                          "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=len(vocab), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
+                         tie_word_embeddings=True, bos_token_id=None, eos_token_id=vocab["<|end|>"],
+                         pad_token_id=vocab["<pad>"])
+    save_model_folder(LlamaForCausalLM(config), fast, out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def char_model_dir(tmp_path_factory) -> Path:
+    return build_char_model(tmp_path_factory.mktemp("models") / "tiny-char-llama")

@@ -38,8 +38,8 @@ BAD_CONFIGS = [
     (lambda c: c["agents"]["alice"].update(model="gpt-17"), ["agents.alice.model", "gpt-17"]),
     (lambda c: c["datasets"].update(no_such_bench={"split": "test"}), ["no_such_bench"]),
     (lambda c: c["datasets"]["asdiv"].update(split="train_xyz"), ["train_xyz", "asdiv"]),
-    (lambda c: c["debate"]["protocols"]["mad"].update(participants=["alice", "carol"]),
-     ["debate.protocols.mad.participants", "'carol'"]),
+    (lambda c: c["debate"]["protocols"]["mad"].update(participants=["alice", "dave"]),
+     ["debate.protocols.mad.participants", "'dave'"]),
     (lambda c: c["debate"]["protocols"]["mad"].update(datasets=["gsm8k"]), ["debate.protocols.mad.datasets", "'gsm8k'"]),
     (lambda c: c["calibration"]["pairs"]["ab"].update(agents=["alice", "carol"]), ["calibration.pairs.ab", "carol"]),
     (lambda c: c["calibration"]["pairs"]["ab"].update(agents=["alice", "alice"]), ["calibration.pairs.ab", "two different"]),
@@ -52,7 +52,13 @@ BAD_CONFIGS = [
     (lambda c: c["calibration"]["pairs"]["ab"].update(validation={"asdiv": "commonsense_qa"}),
      ["calibration.pairs.ab.validation", "commonsense_qa", "same benchmark"]),
     (lambda c: c.update(attack={"rewriter": "gpt-17"}), ["attack.rewriter", "gpt-17"]),
-    (lambda c: c["models"].update(policy={"source": "trained:sdrl"}), ["models.policy.source", "trained:sdrl"]),
+    (lambda c: c["models"].update(policy={"source": "trained:nope"}), ["models.policy.source", "trained:nope", "training.runs"]),
+    (lambda c: c["training"]["runs"]["sdrl"].update(policy="dave"), ["training.runs.sdrl.policy", "'dave'"]),
+    (lambda c: c["training"]["runs"]["sdrl"].update(dataset="gsm8k"), ["training.runs.sdrl.dataset", "'gsm8k'"]),
+    (lambda c: c["training"]["runs"]["sdrl"].update(gpus=4), ["training.runs.sdrl.prompts_per_step", "gpus = 4"]),
+    (lambda c: c["training"]["runs"]["sdrl"].update(method="ppo"), ["ppo", "method"]),
+    (lambda c: c["training"]["runs"]["sdrl"].update(clip_hi=0.3), ["clip_hi"]),
+    (lambda c: c["training"]["runs"]["sdrl"].update(policy="carol"), ["training.runs.sdrl.policy", "model this run trains"]),
 ]
 
 
@@ -166,7 +172,11 @@ def _settings_and_schema():
     from debatelab.llm.transformers_backend import TransformersBackend
     from debatelab.llm.vllm_backend import VLLMBackend
     from debatelab.uncertainty import UncertaintySettings
+    from debatelab.training import LoraSettings, TrainSettings
     from debatelab.zero_shot import ZeroShotSettings
+
+    run_defaults = _schema_defaults("training_run")
+    run_defaults.pop("seed")  # null in the schema: the workflow fills in the experiment seed
 
     return [
         ("AgentSpec", _dataclass_defaults(AgentSpec), _schema_defaults("agent")),
@@ -178,6 +188,8 @@ def _settings_and_schema():
         ("CalibrationSettings", _dataclass_defaults(CalibrationSettings), _schema_defaults("calibration")),
         ("SearchSettings", _dataclass_defaults(SearchSettings),
          {**_schema_defaults("protocol_search"), **{k: v for k, v in _schema_defaults("calibration").items() if k.startswith("ece_")}}),
+        ("TrainSettings", {k: v for k, v in _dataclass_defaults(TrainSettings).items() if k != "lora"}, run_defaults),
+        ("LoraSettings", _dataclass_defaults(LoraSettings), _schema_defaults("training_run", "lora")),
         ("RewriteSettings", {**dataclasses.asdict(RewriteSettings().sampling), "attempts": RewriteSettings().attempts},
          _schema_defaults("attack")),
         ("TransformersBackend", _signature_defaults(TransformersBackend), _schema_defaults("backends", "transformers")),

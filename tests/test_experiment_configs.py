@@ -20,7 +20,7 @@ from workflow_helpers import REPO_ROOT, snakemake
 EXPERIMENTS = REPO_ROOT / "config/experiments"
 SLURM = str(REPO_ROOT / "profiles/slurm")
 CONFIGS = sorted(EXPERIMENTS.glob("*.yaml"))
-PAPERS = ["udpo", "svr_mad", "umad_eval", "sdrl_eval", "confidence"]
+PAPERS = ["udpo", "svr_mad", "umad_eval", "sdrl_eval", "sdrl", "confidence"]
 
 #: Protocols a CPU twin leaves out on purpose (named in its header comment).
 CUT_ON_CPU = {
@@ -56,6 +56,7 @@ CONFIDENCE_CPU_RULES = ("streams", "fit_calibrators", "search_protocol", "apply_
 #: CPU twins stay small: a few minutes on 2 cores.
 CPU_MAX_TOKENS = 128
 CPU_MAX_LIMIT = 5
+CPU_MAX_TRAINING_QUESTIONS = 64  # a dataset only training reads (evaluate: false)
 CPU_MAX_ROUNDS = 2
 
 
@@ -77,8 +78,8 @@ def _adversarial(cfg: dict, seats: list[str]) -> list[bool]:
 
 
 def _protocol_datasets(cfg: dict, protocol: dict) -> list[str]:
-    """The datasets a protocol runs on (null: every dataset of the experiment)."""
-    return protocol.get("datasets") or list(cfg["datasets"])
+    """The datasets a protocol runs on (null: every dataset of the experiment that is evaluated)."""
+    return protocol.get("datasets") or [d for d, spec in cfg["datasets"].items() if spec.get("evaluate", True)]
 
 
 def _pair_datasets(cfg: dict, pair: dict) -> list[str]:
@@ -152,7 +153,14 @@ def test_dry_run_with_slurm_profile_maps_gpu_jobs(tmp_path, path):
     cfg = _load(path)
     blocks = _job_blocks(_dry_run(tmp_path, path))
 
-    assert len(blocks.get("zero_shot", [])) == len(cfg["datasets"]) * len(cfg["agents"])
+    evaluated = [d for d, spec in cfg["datasets"].items() if spec.get("evaluate", True)]
+    assert len(blocks.get("zero_shot", [])) == len(evaluated) * len(cfg["agents"])
+    runs = (cfg.get("training") or {}).get("runs") or {}
+    assert len(blocks.get("train", [])) == len(runs)
+    for chunk in blocks.get("train", []):
+        run = re.search(r"wildcards: run=([\w.-]+)", chunk).group(1)
+        resources = _resources(chunk)
+        assert "slurm_partition=gpu_h800" in resources and f"gpu={runs[run].get('gpus', 1)}," in resources, resources
     for chunk in blocks["zero_shot"]:
         resources = _resources(chunk)
         assert "slurm_partition=gpu_a100" in resources and "gpu_model=a100" in resources, resources
@@ -198,8 +206,10 @@ def test_cpu_twin_uses_bundled_models_and_offline_data_only(paper):
     from debatelab.data import BENCHMARKS
 
     cfg = _load(f"{paper}_cpu")
+    runs = (cfg.get("training") or {}).get("runs") or {}
     for name, model in cfg["models"].items():
-        assert model["source"].startswith("bundled:"), f"models.{name}: {model['source']}"
+        trained = model["source"].startswith("trained:") and model["source"][len("trained:"):] in runs
+        assert model["source"].startswith("bundled:") or trained, f"models.{name}: {model['source']}"
     for name, agent in cfg["agents"].items():
         assert agent.get("backend", "transformers") == "transformers", f"agents.{name}"
         assert agent.get("max_tokens", 256) <= CPU_MAX_TOKENS, f"agents.{name}.max_tokens"
@@ -211,7 +221,10 @@ def test_cpu_twin_uses_bundled_models_and_offline_data_only(paper):
         offline = benchmark.offline
         assert offline is not None and split in offline.loaders, f"datasets.{name} is not offline"
         assert spec.get("source") == "offline", f"datasets.{name}.source"
-        assert spec.get("limit") and spec["limit"] <= CPU_MAX_LIMIT, f"datasets.{name}.limit"
+        cap = CPU_MAX_LIMIT if spec.get("evaluate", True) else CPU_MAX_TRAINING_QUESTIONS
+        assert spec.get("limit") and spec["limit"] <= cap, f"datasets.{name}.limit"
+    for name, run in runs.items():
+        assert run.get("max_tokens", 8192) <= CPU_MAX_TOKENS and run.get("steps", 200) <= 5, f"training.runs.{name}"
     for name, protocol in _protocols(cfg).items():
         assert protocol.get("rounds", 2) <= CPU_MAX_ROUNDS, f"debate.protocols.{name}.rounds"
 

@@ -67,7 +67,7 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
     # The tiny experiment with two protocols: enough to see debate jobs land on the H800 partition;
     # and one pair on one dataset with one searched protocol: the CPU stages on the CPU partition.
     config = yaml.safe_load((REPO_ROOT / "tests/configs/tiny.yaml").read_text())
-    config["debate"]["protocols"] = {k: config["debate"]["protocols"][k] for k in ("mad", "svr", "mad_pair")}
+    config["debate"]["protocols"] = {k: config["debate"]["protocols"][k] for k in ("mad", "svr", "mad_pair", "trained")}
     config["debate"]["protocols"]["mad_pair"]["datasets"] = ["asdiv"]
     config["protocol_search"]["protocols"] = ["cga"]
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
@@ -80,15 +80,15 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
         by_rule.setdefault(rule.group(1), []).append(job)
     # Every job of the DAG went through sbatch (`all` is a local rule: it has no work).
     assert {r: len(js) for r, js in by_rule.items()} == {
-        "download_dataset": 2, "prepare_model": 1, "zero_shot": 4, "summarize_zero_shot": 1,
-        "debate": 5, "uncertainty": 5, "summarize_debate": 1,
+        "download_dataset": 2, "prepare_model": 1, "train": 1, "zero_shot": 6, "summarize_zero_shot": 1,
+        "debate": 6, "uncertainty": 6, "summarize_debate": 1,
         "streams": 1, "fit_calibrators": 1, "search_protocol": 1, "apply_protocol": 1, "summarize_confidence": 1,
     }
     assert all(j["state"] == "COMPLETED" for j in jobs), jobs
     for job in by_rule["zero_shot"]:
         assert job["partition"] == "gpu_a100"
         assert job["tres"] == "gres:gpu:a100:1", job
-    for job in by_rule["debate"]:
+    for job in by_rule["debate"] + by_rule["train"]:
         assert job["partition"] == "gpu_h800"
         assert job["tres"] == "gres:gpu:h800:1", job
     cpu_rules = ("download_dataset", "summarize_zero_shot", "uncertainty", "fit_calibrators", "search_protocol", "apply_protocol")

@@ -37,8 +37,8 @@ def test_default_dag_outputs(finished_run):
             assert (df["parse_failed"] == df["answer"].isna()).all()
             assert not (df["correct"] & df["parse_failed"]).any()
     summary = pd.read_csv(results / "summary/zero_shot.csv")
-    assert len(summary) == 4
-    assert summary["accuracy"].between(0, 1).all()
+    assert len(summary) == 6  # 3 agents (carol uses the trained policy) × 2 datasets
+    assert summary["accuracy"].between(0, 1).all() and set(summary["agent"]) == {"alice", "bob", "carol"}
     assert (results / "summary/zero_shot.png").stat().st_size > 1000
     assert (finished_run / "data/asdiv/test.parquet").exists()
     assert (finished_run / "resources/models/tiny-random-llama/config.json").exists()
@@ -71,8 +71,26 @@ def test_every_protocol_runs_from_the_same_zero_shot_answers(finished_run):
     mad = pd.read_parquet(results / "debate/asdiv/mad/questions.parquet")
     assert (mad["ncomm"] == 2 * 3 * 2).all()  # 3 agents, 2 rounds, all-to-all
     summary = pd.read_csv(results / "summary/debate.csv")
-    assert len(summary) == 2 * len(protocols) and set(summary["protocol"]) == set(protocols)
+    assert len(summary) == 2 * len(protocols) + 1 and set(summary["protocol"]) == {*protocols, "trained"}
     assert (results / "summary/debate_cost_accuracy.png").stat().st_size > 1000
+
+
+def test_training_runs_before_the_agents_that_use_its_policy(finished_run):
+    """The sdrl run trains alice's model; carol's model is `trained:sdrl`: her zero-shot answers and
+    the `trained` debate come from the trained folder, with no special case."""
+    run = finished_run / "results/tiny/train/sdrl"
+    metrics = pd.read_parquet(run / "metrics.parquet")
+    assert list(metrics["step"]) == [1, 2] and (metrics["sequences"] > 0).all()
+    assert (metrics["debate_groups"] == 1).all()  # one SDRL debate prompt per step
+    assert (run / "model/config.json").exists() and (run / "curves.png").stat().st_size > 1000
+    assert json.loads((run / "settings.json").read_text())["settings"]["method"] == "sdrl"
+    assert (run / "checkpoint/latest").read_text() == "step-00002"
+    carol = pd.read_parquet(finished_run / "results/tiny/zero_shot/asdiv/carol.parquet")
+    assert set(carol["model"]) == {"tiny-trained"} and len(carol) == 3 * 2
+    turns = pd.read_parquet(finished_run / "results/tiny/debate/asdiv/trained/turns.parquet")
+    assert set(turns["agent_config"]) == {"carol", "bob"}
+    # the trained folder is a different model: its generations are cached apart from the base model's
+    assert list((finished_run / "results/tiny/cache/tiny-trained").glob("part-*.parquet"))
 
 
 def test_calibration_and_protocol_search_run_after_the_debate(finished_run):
@@ -123,11 +141,11 @@ def _planned_jobs(output: str) -> dict[str, int]:
 def test_forcerun_zero_shot_reruns_it_and_only_what_depends_on_it(finished_run):
     dry = snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "-n", "--forcerun", "zero_shot")
     assert _planned_jobs(dry.stdout + dry.stderr) == {
-        "all": 1, "summarize_zero_shot": 1, "zero_shot": 4, "debate": 20, "uncertainty": 20, "summarize_debate": 1,
+        "all": 1, "summarize_zero_shot": 1, "zero_shot": 6, "debate": 21, "uncertainty": 21, "summarize_debate": 1,
         "streams": 2, "fit_calibrators": 2, "search_protocol": 6, "apply_protocol": 2, "summarize_confidence": 1,
     }
     until = snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "-n", "--forcerun", "zero_shot", "--until", "zero_shot")
-    assert _planned_jobs(until.stdout + until.stderr) == {"zero_shot": 4}
+    assert _planned_jobs(until.stdout + until.stderr) == {"zero_shot": 6}
 
     data = finished_run / "data/asdiv/test.parquet"
     zs = finished_run / "results/tiny/zero_shot/asdiv/alice.parquet"
@@ -159,6 +177,6 @@ def test_report_includes_the_summary(finished_run):
 
 def test_dag_rulegraph_mermaid(finished_run):
     out = snakemake(finished_run, "--configfile", TINY, "--rulegraph", "mermaid-js")
-    for rule in ("download_dataset", "prepare_model", "zero_shot", "debate", "uncertainty", "summarize_zero_shot", "summarize_debate",
+    for rule in ("download_dataset", "prepare_model", "train", "zero_shot", "debate", "uncertainty", "summarize_zero_shot", "summarize_debate",
                  "streams", "fit_calibrators", "search_protocol", "apply_protocol", "summarize_confidence"):
         assert rule in out.stdout

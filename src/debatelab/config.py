@@ -117,6 +117,7 @@ class Experiment:
         self.pairs: dict = self.calibration["pairs"]
         self.search: dict = config["protocol_search"]
         self.attack: dict = config["attack"]
+        self.training_runs: dict = config["training"]["runs"]
         self.results = f"results/{self.name}"
         self.check()
 
@@ -165,8 +166,12 @@ class Experiment:
         """Agent names of a protocol's seats, in order (a repeated name is another copy)."""
         return self.protocols[protocol].get("participants") or self.debate.get("participants") or list(self.agents)
 
+    def evaluated_datasets(self) -> list[str]:
+        """Datasets the zero-shot and debate stages run on (not those only training reads)."""
+        return [name for name, spec in self.datasets.items() if spec.get("evaluate", True)]
+
     def protocol_datasets(self, protocol: str) -> list[str]:
-        return self.protocols[protocol].get("datasets") or list(self.datasets)
+        return self.protocols[protocol].get("datasets") or self.evaluated_datasets()
 
     def protocol_agents(self, protocol: str) -> list[str]:
         return sorted(set(self.protocol_participants(protocol)))
@@ -192,12 +197,20 @@ class Experiment:
         """The dataset holding this dataset's fixed validation split for the pair, or None (cut per run)."""
         return self.pairs[pair]["validation"].get(dataset)
 
+    # -- training -------------------------------------------------------------------------
+    def train_settings(self, run: str) -> dict:
+        """A run's settings with the experiment seed filled in (`training.settings.TrainSettings` keys)."""
+        spec = dict(self.training_runs[run])
+        spec["seed"] = self.seed if spec.get("seed") is None else spec["seed"]
+        return {k: v for k, v in spec.items() if k not in ("policy", "dataset", "gpus", "accelerate_config")}
+
     # -- checks ---------------------------------------------------------------------------
     def check(self) -> None:
         """Every cross-reference the schema can't express; ConfigError names the key and the value."""
         self._check_models_and_datasets()
         self._check_debate()
         self._check_pairs()
+        self._check_training()
 
     def _check_models_and_datasets(self) -> None:
         from .data import BENCHMARKS
@@ -208,10 +221,11 @@ class Experiment:
                     f"config: agents.{agent}.model = {spec['model']!r} is not a key of `models` (known: {sorted(self.models)})"
                 )
         for name, spec in self.models.items():
-            if spec["source"].startswith(TRAINED_PREFIX):
+            run = spec["source"][len(TRAINED_PREFIX):] if spec["source"].startswith(TRAINED_PREFIX) else None
+            if run is not None and run not in self.training_runs:
                 raise ConfigError(
-                    f"config: models.{name}.source = {spec['source']!r}: trained models need the training stage, "
-                    "which this version does not have yet"
+                    f"config: models.{name}.source = {spec['source']!r} names no run of training.runs "
+                    f"(known: {sorted(self.training_runs)})"
                 )
         for name, spec in self.datasets.items():
             benchmark = self.benchmark_of(name)
@@ -246,6 +260,20 @@ class Experiment:
                         f"config: debate.protocols.{name} needs {need} zero-shot samples of agent {agent!r} "
                         f"({copies} copies × {spec['threads']} thread(s)); {source} = {have}"
                     )
+
+    def _check_training(self) -> None:
+        """A run names an agent and a dataset; its policy is not trained by itself (a cycle)."""
+        for run, spec in self.training_runs.items():
+            where = f"training.runs.{run}"
+            if spec["policy"] not in self.agents:
+                raise ConfigError(f"config: {where}.policy = {spec['policy']!r} is not a key of `agents` (known: {sorted(self.agents)})")
+            if spec["dataset"] not in self.datasets:
+                raise ConfigError(f"config: {where}.dataset = {spec['dataset']!r} is not a key of `datasets` (known: {sorted(self.datasets)})")
+            if self.models[self.agents[spec["policy"]]["model"]]["source"] == f"{TRAINED_PREFIX}{run}":
+                raise ConfigError(f"config: {where}.policy = {spec['policy']!r} uses the model this run trains")
+            for name in ("prompts_per_step", "mini_batch_size"):
+                if spec[name] % spec["gpus"]:
+                    raise ConfigError(f"config: {where}.{name} = {spec[name]} must divide among gpus = {spec['gpus']} processes")
 
     def _check_pairs(self) -> None:
         """A pair names two agents and a debate protocol of exactly those two that elicits the estimators."""

@@ -89,6 +89,12 @@ def build_tiny_random_llama(out_dir: str | os.PathLike, seed: int = 0) -> None:
     _save_atomically(model, tokenizer, out_dir)
 
 
+def save_model_folder(model, tokenizer, out_dir: str | os.PathLike) -> None:
+    """Save a model and its tokenizer as a plain Hugging Face folder, atomically (readers see the old
+    folder or the new one, never half)."""
+    _save_atomically(model, tokenizer, out_dir)
+
+
 def _save_atomically(model, tokenizer, out_dir: str | os.PathLike) -> None:
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -56,9 +56,12 @@ class Generation:
     prompt_tokens: int
     token_logprobs: list[float] | None = None
     finish_reason: str = "stop"  # "stop" (end of sequence / stop string) or "length" (hit max_tokens)
+    # The reply's token ids (end-of-turn token included) when the backend has them: what RL updates
+    # on. Not cached: the cache serves stages that need the text only.
+    token_ids: list[int] | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "token_ids"}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Generation":

@@ -77,13 +77,32 @@ class TransformersBackend(Backend):
         self.batch_size = batch_size or DEFAULT_BATCH_SIZE.get(torch.device(device).type, DEFAULT_BATCH_SIZE["cpu"])
         self.model_path = str(model_path)
         self.model_id = f"transformers::{model_fingerprint(model_path)}"
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
+        model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch_dtype).to(device)
+        self._attach(model, tokenizer)
+
+    @classmethod
+    def from_model(cls, model, tokenizer, *, model_id: str, batch_size: int | None = None) -> "TransformersBackend":
+        """A backend over a model already in memory (the policy being trained): it generates with the
+        live weights, on the model's device; `model_id` names them."""
+        import torch
+
+        backend = cls.__new__(cls)
+        backend.device = str(next(model.parameters()).device)
+        backend.batch_size = batch_size or DEFAULT_BATCH_SIZE.get(torch.device(backend.device).type, DEFAULT_BATCH_SIZE["cpu"])
+        backend.model_path, backend.model_id = model_id, model_id
+        backend._attach(model, tokenizer, eval_mode=False)
+        return backend
+
+    def _attach(self, model, tokenizer, eval_mode: bool = True) -> None:
+        self.tokenizer = tokenizer
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
-        self.model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch_dtype).to(device)
-        self.model.eval()
+        self.model = model
+        if eval_mode:
+            self.model.eval()
         gen_cfg = self.model.generation_config
         eos = gen_cfg.eos_token_id if gen_cfg.eos_token_id is not None else self.tokenizer.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, list) else [eos])
@@ -169,6 +188,7 @@ class TransformersBackend(Backend):
                     prompt_tokens=len(prompt),
                     token_logprobs=None if logprobs is None else [float(x) for x in logprobs[b, :length].tolist()],
                     finish_reason=finish,
+                    token_ids=tokens[:length],
                 )
             )
         return gens

@@ -183,6 +183,7 @@ class VLLMBackend(Backend):
                         prompt_tokens=prompt_tokens,
                         token_logprobs=logprobs,
                         finish_reason=normalise_finish_reason(c.finish_reason),
+                        token_ids=token_ids,
                     )
                 )
             results.append(gens)

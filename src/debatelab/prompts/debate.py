@@ -153,3 +153,30 @@ def _pairwise_message(peer_texts, own: str, question: str) -> str:
         f"You are debating with another agent about the answer to the following question:\n{question}\n\n"
         f"Your response: {own}{others}\n\n{INSTRUCTIONS['pairwise']}"
     )
+
+
+#: SDRL's training debate prompt (spec 003 §4, reconstructed: the paper shows it as an image).
+SELF_DEBATE_STYLES = ("two_turn", "one_message")
+SELF_DEBATE_INSTRUCTION = "Carefully compare both solutions, check each step, and give your final answer to the question:"
+
+
+def self_debate_messages(row: dict, system_prompt: str | None, first: str, second: str,
+                         style: str = "two_turn") -> list[dict]:
+    """The second-turn prompt of SDRL: the question with two of the policy's own earlier solutions.
+
+    ``two_turn``: the first solution is the model's own previous answer in the conversation, and a
+    second user turn brings the other one; ``one_message``: both in one user message, labelled
+    "Response 1" and "Response 2". Either way the solutions are context: only the reply is trained.
+    """
+    if style not in SELF_DEBATE_STYLES:
+        raise ValueError(f"unknown self-debate template {style!r}; expected one of {SELF_DEBATE_STYLES}")
+    question = question_messages(row, system_prompt)
+    system, user = question[:-1], question[-1]["content"]
+    if style == "two_turn":
+        follow_up = (f"Here is another agent's solution to the same problem:\n\n{second}\n\n"
+                     f"{SELF_DEBATE_INSTRUCTION}\n{user}")
+        return [*system, {"role": "user", "content": user}, {"role": "assistant", "content": first},
+                {"role": "user", "content": follow_up}]
+    message = (f"{user}\n\nHere are two solutions from other agents.\n\nResponse 1:\n{first}\n\n"
+               f"Response 2:\n{second}\n\n{SELF_DEBATE_INSTRUCTION}\n{user}")
+    return [*system, {"role": "user", "content": message}]

@@ -1,0 +1,144 @@
+"""Training step throughput: debatelab's DAPO step beside stock TRL GRPOTrainer(loss_type="dapo").
+
+Both train the same model (LoRA, the same rank) on the same prompts, with the same group size,
+token limit, clipping and learning rate, one optimizer step per rollout step, no KL, and no dynamic
+sampling (TRL has none). After a warm-up step each, `--steps` steps are timed. Prints for each:
+seconds per step (median), its split into rollout and update, generated tokens per second; and the
+ratio TRL / ours (> 1: ours is faster).
+
+  python benchmarks/train_throughput.py [--model smollm2-135m-instruct|tiny-random-llama] [--device cpu|cuda]
+        [--prompts 4] [--group 4] [--max-tokens 32] [--steps 3] [--threads N]
+
+Reference: stock TRL 1.16 on an H100, 0.4B model, 16 prompts x 8 completions x 128 tokens: 6-12 s a
+step, about 70% of it in generation.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+from debatelab import grading, prompts  # noqa: E402
+from debatelab.data import load_benchmark  # noqa: E402
+from debatelab.models import prepare_model  # noqa: E402
+from debatelab.training import TrainSettings  # noqa: E402
+from debatelab.training.policy import Policy  # noqa: E402
+from debatelab.training.trainer import Trainer  # noqa: E402
+from debatelab.zero_shot import select_questions  # noqa: E402
+
+
+def ours(args, model_dir: Path, questions) -> dict:
+    settings = TrainSettings(
+        method="dapo", steps=args.steps + 1, prompts_per_step=args.prompts, rollouts_per_prompt=args.group,
+        dynamic_sampling=False, max_tokens=args.max_tokens, overlong_buffer=0, learning_rate=1e-6, warmup_steps=0,
+        mini_batch_size=args.prompts * args.group, micro_batch_size=args.prompts * args.group,
+        rollout_batch_size=args.prompts * args.group, lora={"r": 16, "alpha": 32}, dtype="float32",
+        show_progress=False,
+    )
+    trainer = Trainer(questions, Policy(model_dir, settings, device=args.device), settings, run="bench")
+    rows = [trainer.train_step(step) for step in range(args.steps + 1)][1:]  # the first is the warm-up
+    return {
+        "step": [r["rollout_seconds"] + r["update_seconds"] for r in rows],
+        "rollout": [r["rollout_seconds"] for r in rows],
+        "update": [r["update_seconds"] for r in rows],
+        "tokens": [r["response_length"] * args.prompts * args.group for r in rows],
+    }
+
+
+def trl(args, model_dir: Path, questions) -> dict:
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    records = [{"prompt": prompts.question_messages(r), "gold": str(r["answer"]), "task_type": r["task_type"]}
+               for r in questions.to_dict("records")]
+
+    def verifiable(prompts, completions, gold, task_type, **_):
+        out = []
+        for completion, answer, kind in zip(completions, gold, task_type):
+            text = completion[0]["content"] if isinstance(completion, list) else completion
+            out.append(1.0 if grading.is_correct(grading.extract_answer(text, kind), answer, kind) else -1.0)
+        return out
+
+    timings = {"step": [], "rollout": [], "tokens": []}
+
+    class StepTimer(TrainerCallback):
+        def on_step_begin(self, *a, **k):
+            self.start = time.perf_counter()
+
+        def on_step_end(self, *a, **k):
+            timings["step"].append(time.perf_counter() - self.start)
+
+    with tempfile.TemporaryDirectory() as out:
+        config = GRPOConfig(
+            output_dir=out, per_device_train_batch_size=args.prompts * args.group, num_generations=args.group,
+            gradient_accumulation_steps=1, max_completion_length=args.max_tokens, loss_type="dapo", beta=0.0,
+            epsilon=0.2, epsilon_high=0.28, learning_rate=1e-6, max_steps=args.steps + 1, logging_steps=1,
+            report_to=[], save_strategy="no", use_cpu=args.device == "cpu", bf16=False, temperature=1.0,
+            seed=0, dataloader_num_workers=0,
+        )
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        trainer = GRPOTrainer(model=model, args=config, reward_funcs=verifiable, train_dataset=Dataset.from_list(records),
+                              processing_class=tokenizer, peft_config=LoraConfig(r=16, lora_alpha=32, task_type="CAUSAL_LM",
+                                                                                  target_modules="all-linear"),
+                              callbacks=[StepTimer()])
+        generate = trainer._generate
+
+        def timed_generate(*a, **k):  # rollouts: generation (TRL's own split)
+            start = time.perf_counter()
+            result = generate(*a, **k)
+            timings["rollout"].append(time.perf_counter() - start)
+            return result
+
+        trainer._generate = timed_generate
+        trainer.train()
+        lengths = [h["completions/mean_length"] for h in trainer.state.log_history if "completions/mean_length" in h]
+    n = args.steps
+    rollout = timings["rollout"][-n:]
+    return {"step": timings["step"][-n:], "rollout": rollout,
+            "update": [s - r for s, r in zip(timings["step"][-n:], rollout)],
+            "tokens": [length * args.prompts * args.group for length in lengths[-n:]]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="smollm2-135m-instruct", choices=["smollm2-135m-instruct", "tiny-random-llama"])
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--prompts", type=int, default=4)
+    ap.add_argument("--group", type=int, default=4)
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--steps", type=int, default=3, help="timed steps after one warm-up step")
+    ap.add_argument("--models-dir", default="resources/models")
+    ap.add_argument("--threads", type=int, default=None)
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model_dir = Path(args.models_dir) / args.model
+    if not (model_dir / "config.json").exists():
+        print(f"preparing {model_dir} ...")
+        prepare_model(args.model, f"bundled:{args.model}", model_dir)
+    questions = select_questions(load_benchmark("asdiv", "test", source="offline"), 64, seed=0)
+    print(f"model={args.model} device={args.device} prompts={args.prompts} group={args.group} "
+          f"max_tokens={args.max_tokens} steps={args.steps} (+1 warm-up) threads={torch.get_num_threads()}", flush=True)
+    results = {"debatelab": ours(args, model_dir, questions), "TRL GRPOTrainer": trl(args, model_dir, questions)}
+    for name, r in results.items():
+        step, rollout, update = (statistics.median(r[k]) for k in ("step", "rollout", "update"))
+        tokens = statistics.median(r["tokens"]) if r["tokens"] else float("nan")
+        print(f"{name:>16}: {step:7.2f} s/step (rollout {rollout:6.2f} s = {100 * rollout / step:4.1f}%, "
+              f"update {update:6.2f} s), {tokens / step:7.1f} generated tokens/s "
+              f"(median of {len(r['step'])}: {' '.join(f'{s:.2f}' for s in r['step'])} s)")
+    ratio = statistics.median(results["TRL GRPOTrainer"]["step"]) / statistics.median(results["debatelab"]["step"])
+    print(f"TRL step time / debatelab step time = {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""The training stage's plot: learning curves and where a step's time goes."""
+from __future__ import annotations
+
+import pandas as pd
+
+from .figures import subplots
+
+
+def plot_training_curves(metrics: pd.DataFrame, title: str):
+    """Four panels per rollout step: reward (± std) and accuracy; response length; groups kept by
+    dynamic sampling and SDRL's kept debate groups; rollout and update seconds."""
+    fig, axes = subplots(1, 4, figsize=(17, 3.8), squeeze=False)
+    reward, length, groups, time = axes[0]
+    steps = metrics["step"] if len(metrics) else []
+    if len(metrics):
+        reward.plot(steps, metrics["reward_mean"], marker="o", markersize=3, label="mean reward")
+        reward.fill_between(steps, metrics["reward_mean"] - metrics["reward_std"],
+                            metrics["reward_mean"] + metrics["reward_std"], alpha=0.2)
+        reward.plot(steps, metrics["accuracy"], marker="s", markersize=3, label="rollout accuracy")
+        length.plot(steps, metrics["response_length"], marker="o", markersize=3)
+        groups.plot(steps, metrics["groups_kept"], marker="o", markersize=3, label="first-turn groups kept")
+        groups.plot(steps, metrics["prompts_sampled"], linestyle=":", label="prompts sampled")
+        groups.plot(steps, metrics["debate_groups_kept"], marker="s", markersize=3, label="debate groups kept")
+        time.plot(steps, metrics["rollout_seconds"], marker="o", markersize=3, label="rollout")
+        time.plot(steps, metrics["update_seconds"], marker="s", markersize=3, label="update")
+    reward.set_ylabel("reward / accuracy")
+    length.set_ylabel("mean response length (tokens)")
+    groups.set_ylabel("prompt groups per step")
+    time.set_ylabel("seconds per step")
+    for ax in (reward, groups, time):
+        ax.legend(fontsize=7)
+    from matplotlib.ticker import MaxNLocator
+
+    for ax in axes[0]:
+        ax.set_xlabel("rollout step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig

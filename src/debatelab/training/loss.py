@@ -1,0 +1,105 @@
+"""The clipped policy-gradient loss on completion tokens (DAPO Eq. 7 / GRPO), with token masks.
+
+For a batch of sequences with per-token log-probabilities ℓ under the current policy, ℓ_old under
+the rollout policy (π_old) and advantages A (one per sequence, or one per token):
+
+    ratio_t  = exp(ℓ_t − ℓ_old,t)
+    loss_t   = −min(ratio_t·A_t, clip(ratio_t, 1 − ε_low, 1 + ε_high)·A_t)  [+ β·KL_t]
+    KL_t     = ℓ_t − ℓ_ref,t                                  (k1)
+             = exp(ℓ_ref,t − ℓ_t) − (ℓ_ref,t − ℓ_t) − 1       (k3, Schulman's estimator)
+
+Only tokens with mask 1 count (completion tokens; a debate prompt's candidate solutions are
+context and never in the mask). Aggregation:
+
+* ``token_mean`` (DAPO): Σ_t mask·loss_t / `normaliser`, where the normaliser is the number of
+  masked tokens of the whole mini-batch (pass it when a mini-batch is split into micro-batches or
+  across processes, so that the gradient equals the full mini-batch's);
+* ``sequence_mean`` (GRPO): each sequence's masked mean, summed and divided by `normaliser`
+  (the mini-batch's number of sequences).
+
+This is the loss TRL's GRPOTrainer computes (`_compute_loss`, loss types "dapo" and "grpo"), written
+as a function so that our own loop can feed it per-agent batches, variable group sizes and
+trajectory-level advantages; the log-probabilities come from TRL's `selective_log_softmax`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class LossParts:
+    loss: torch.Tensor  # what to backpropagate (already divided by the normaliser)
+    clip_fraction: float  # share of masked tokens whose ratio was clipped in the objective's min
+    kl: float  # mean KL to the reference over masked tokens (0 without one)
+    ratio_mean: float
+    tokens: int
+
+
+def policy_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    clip_low: float = 0.2,
+    clip_high: float = 0.28,
+    aggregation: str = "token_mean",
+    normaliser: float | None = None,
+    ref_logprobs: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+    kl_estimator: str = "k3",
+) -> LossParts:
+    """The loss of the module docstring for (B, T) log-probabilities; `advantages` is (B,) or (B, T)."""
+    mask = mask.to(logprobs.dtype)
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(1)
+    ratio = torch.exp(logprobs - old_logprobs)
+    clipped = torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
+    per_token = -torch.min(ratio * advantages, clipped * advantages)
+    kl = torch.zeros_like(per_token)
+    if ref_logprobs is not None and kl_coef:
+        delta = ref_logprobs - logprobs
+        kl = -delta if kl_estimator == "k1" else torch.exp(delta) - delta - 1
+        per_token = per_token + kl_coef * kl
+    elif kl_coef:
+        raise ValueError("kl_coef > 0 needs ref_logprobs")
+    tokens = mask.sum()
+    if aggregation == "token_mean":
+        loss = (per_token * mask).sum() / (normaliser if normaliser is not None else tokens.clamp(min=1.0))
+    elif aggregation == "sequence_mean":
+        per_sequence = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+        loss = per_sequence.sum() / (normaliser if normaliser is not None else max(len(per_sequence), 1))
+    else:
+        raise ValueError(f"unknown loss aggregation {aggregation!r}; expected token_mean or sequence_mean")
+    with torch.no_grad():
+        # a token is clipped when the clipped term is the one the min picked and it differs
+        was_clipped = ((clipped * advantages < ratio * advantages) & (clipped != ratio)).to(mask.dtype)
+        n = float(tokens.clamp(min=1.0))
+        return LossParts(
+            loss=loss,
+            clip_fraction=float((was_clipped * mask).sum()) / n,
+            kl=float((kl * mask).sum()) / n,
+            ratio_mean=float((ratio * mask).sum()) / n,
+            tokens=int(tokens),
+        )
+
+
+def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_start: int,
+                   *, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log π(token_t | tokens_<t) of every position from `completion_start` on, (B, T − start), and
+    optionally the entropy of the next-token distribution there. Left padding is handled by the
+    position ids; TRL's `selective_log_softmax` avoids materialising the full log-softmax."""
+    from trl.trainer.utils import entropy_from_logits, selective_log_softmax
+
+    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions).logits
+    logits = logits[:, completion_start - 1 : -1].float()
+    targets = input_ids[:, completion_start:]
+    logps = selective_log_softmax(logits, targets)
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            entropy = entropy_from_logits(logits)
+    return logps, entropy

@@ -1,0 +1,88 @@
+"""The policy being trained: a Hugging Face causal LM with a PEFT LoRA adapter (default) or all its
+weights trainable, its optimizer and learning-rate schedule, a backend over the live weights for
+rollouts, and the plain model folder it is saved as."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def resolve_dtype(dtype: str, device: str):
+    import torch
+
+    if dtype == "auto":
+        return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
+    return getattr(torch, dtype)
+
+
+class Policy:
+    def __init__(self, model_path: str | Path, settings, *, device: str):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.settings, self.device = settings, device
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=resolve_dtype(settings.dtype, device))
+        model.generation_config.pad_token_id = self.tokenizer.pad_token_id
+        if settings.finetuning == "lora":
+            from peft import LoraConfig, get_peft_model
+
+            lora = settings.lora
+            model = get_peft_model(model, LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                                                     target_modules=lora.target_modules, task_type="CAUSAL_LM"))
+        self.model = model.to(device)
+        self.reference = None
+        if settings.kl_coef and settings.finetuning == "full":  # LoRA's reference is the base without the adapter
+            self.reference = AutoModelForCausalLM.from_pretrained(model_path, dtype=resolve_dtype(settings.dtype, device))
+            self.reference.to(device).eval().requires_grad_(False)
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(trainable, lr=settings.learning_rate, weight_decay=settings.weight_decay)
+        warmup = settings.warmup_steps
+        # linear warm-up over the first rollout steps, then constant (spec 003 §6); stepped once per rollout step
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0)
+        log.info("policy %s: %s fine-tuning, %d of %d parameters trainable, %s on %s", model_path, settings.finetuning,
+                 sum(p.numel() for p in trainable), sum(p.numel() for p in self.model.parameters()),
+                 resolve_dtype(settings.dtype, device), device)
+
+    def trainable_state(self) -> dict:
+        """The weights the optimizer changes (the adapter, or every weight), for checkpoints."""
+        return {name: p.detach().clone() for name, p in self.model.named_parameters() if p.requires_grad}
+
+    def load_trainable_state(self, state: dict) -> None:
+        params = dict(self.model.named_parameters())
+        missing = [n for n in state if n not in params]
+        if missing:
+            raise ValueError(f"checkpoint names parameters the policy lacks: {missing[:3]}")
+        with __import__("torch").no_grad():
+            for name, value in state.items():
+                params[name].copy_(value)
+
+    def backend(self, model_id: str):
+        """A backend that generates with the live weights (rollouts)."""
+        from ..llm.transformers_backend import TransformersBackend
+
+        return TransformersBackend.from_model(self.model, self.tokenizer, model_id=model_id,
+                                              batch_size=self.settings.rollout_batch_size)
+
+    def reference_logprobs(self, compute):
+        """`compute(model)` under the reference policy: the base without the adapter, or a frozen copy."""
+        if self.reference is not None:
+            return compute(self.reference)
+        with self.model.disable_adapter():
+            return compute(self.model)
+
+    def save(self, out_dir: str | Path) -> None:
+        """The trained policy as a plain Hugging Face folder (LoRA merged into the base), written atomically."""
+        import copy
+
+        from ..models import save_model_folder
+
+        model = self.model
+        if self.settings.finetuning == "lora":
+            model = copy.deepcopy(self.model).merge_and_unload()
+        save_model_folder(model, self.tokenizer, out_dir)

@@ -1,0 +1,105 @@
+"""Settings of a training run (config `training.runs.<run>`): defaults are spec 003 §6's values
+(DAPO / SDRL on Qwen2.5-3B) and match config/schema.yaml (a test checks it)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+METHODS = ("dapo", "sdrl")
+PAIR_MODES = ("rand", "freq")
+DEBATE_TEMPLATES = ("two_turn", "one_message")
+AGGREGATIONS = ("token_mean", "sequence_mean")
+KL_ESTIMATORS = ("k1", "k3")
+FINETUNING = ("lora", "full")
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """PEFT LoRA adapter on every linear layer of the policy (no dropout: the rollout policy and the
+    first update's policy are then the same function, ratio = 1)."""
+
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: str = "all-linear"
+
+    def __post_init__(self):
+        if self.r < 1 or self.alpha <= 0 or not 0 <= self.dropout < 1:
+            raise ValueError(f"lora: r >= 1, alpha > 0 and dropout in [0, 1) are required, got {self}")
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    method: str = "dapo"
+    steps: int = 200  # rollout steps
+    seed: int = 0
+    # Rollouts: DAPO dynamic sampling keeps prompt groups with 0 < #correct < n.
+    prompts_per_step: int = 256
+    rollouts_per_prompt: int = 8  # n
+    dynamic_sampling: bool = True
+    sampling_batch: int | None = None  # prompts drawn per sampling round (null: prompts_per_step)
+    max_sampling_rounds: int = 4  # rounds per step before training on the groups kept so far
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 8192
+    overlong_buffer: int = 2048  # DAPO soft overlong punishment: 0 up to max_tokens − buffer ...
+    overlong_penalty: float = 1.0  # ... then down to −penalty at max_tokens
+    reward: str = "verifiable"  # or "module:function", a custom (row, text, answer, correct, tokens) -> float
+    # SDRL's second turn (spec 003 §2 steps 3-4).
+    debate_prompts_per_step: int = 128  # M_d
+    debate_rollouts: int = 4  # n_d
+    pair_mode: str = "rand"
+    debate_template: str = "two_turn"
+    # The update (spec 003 §3, Eq. 7).
+    learning_rate: float = 1e-6
+    warmup_steps: int = 10  # linear warm-up over the first rollout steps, then constant
+    weight_decay: float = 0.1
+    max_grad_norm: float = 1.0
+    mini_batch_size: int = 128  # sequences per optimizer step
+    micro_batch_size: int = 8  # sequences per forward/backward (gradient accumulation)
+    epochs: int = 1  # passes over a step's sequences
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    loss_aggregation: str = "token_mean"
+    kl_coef: float = 0.0
+    kl_estimator: str = "k3"
+    advantage_eps: float = 1e-6
+    finetuning: str = "lora"
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    dtype: str = "auto"  # auto: bfloat16 on a GPU, float32 on a CPU
+    rollout_batch_size: int | None = None  # sequences per generate call (null: the backend's default)
+    checkpoint_every: int = 1
+    show_progress: bool = True
+
+    def __post_init__(self):
+        if isinstance(self.lora, dict):
+            object.__setattr__(self, "lora", LoraSettings(**self.lora))
+        choices = {"method": METHODS, "pair_mode": PAIR_MODES, "debate_template": DEBATE_TEMPLATES,
+                   "loss_aggregation": AGGREGATIONS, "kl_estimator": KL_ESTIMATORS, "finetuning": FINETUNING,
+                   "dtype": ("auto", "float32", "bfloat16", "float16")}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"training: {name} must be one of {allowed}, got {getattr(self, name)!r}")
+        positive = ("steps", "prompts_per_step", "debate_rollouts", "max_sampling_rounds", "max_tokens",
+                    "mini_batch_size", "micro_batch_size", "epochs", "checkpoint_every")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"training: {name} must be >= 1, got {getattr(self, name)}")
+        if self.rollouts_per_prompt < 2:
+            raise ValueError(f"training: rollouts_per_prompt must be >= 2 (group advantages), got {self.rollouts_per_prompt}")
+        if not 0 <= self.overlong_buffer < self.max_tokens:
+            raise ValueError(f"training: overlong_buffer must be in [0, max_tokens), got {self.overlong_buffer}")
+        if not (0 <= self.clip_low < 1 and self.clip_high >= 0):
+            raise ValueError(f"training: clip_low in [0, 1) and clip_high >= 0 are required, got {self.clip_low}, {self.clip_high}")
+        if self.learning_rate <= 0 or self.temperature <= 0 or not 0 < self.top_p <= 1:
+            raise ValueError("training: learning_rate > 0, temperature > 0 and top_p in (0, 1] are required")
+        if self.debate_prompts_per_step < 0 or self.warmup_steps < 0 or self.kl_coef < 0:
+            raise ValueError("training: debate_prompts_per_step, warmup_steps and kl_coef must be >= 0")
+
+    @classmethod
+    def from_config(cls, spec: dict, **overrides) -> "TrainSettings":
+        """From a run's config entry; the workflow keys (policy, dataset) are not settings."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in {**spec, **overrides}.items() if k in known})
+
+    def to_dict(self) -> dict:
+        return asdict(self)

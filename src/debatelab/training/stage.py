@@ -1,0 +1,127 @@
+"""The `train` stage: one training run of a policy on a dataset's questions.
+
+Outputs (`results/{experiment}/train/{run}/`):
+
+- ``model/``: the trained policy as a plain Hugging Face folder (LoRA merged into the base), which
+  any agent can use as its model (`models.<name>: {source: "trained:<run>"}`);
+- ``metrics.parquet``: one row per rollout step, columns `trainer.METRIC_COLUMNS`: the loss; mean
+  and std of the first-turn rewards and their accuracy; KL to the reference; the share of clipped
+  tokens; the policy's entropy on the trained tokens; mean response length; prompts sampled and
+  groups kept by dynamic sampling; SDRL's debate prompts, kept debate groups and their accuracy;
+  sequences and optimizer steps; learning rate; rollout and update seconds; tokens per second;
+- ``curves.png``: reward, accuracy, response length and where time goes, per step;
+- ``settings.json``: the run's resolved settings, policy agent, dataset and base model.
+
+Checkpoints live in ``checkpoint/`` beside them (not a Snakemake output, so a failed job's rerun
+finds them): a killed job continues from its last finished step and, on a CPU, ends with the same
+weights as an uninterrupted run.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pandas as pd
+
+from ..config import AgentSpec
+from ..data import read_dataset
+from ..io import save_figure_atomic, write_json_atomic, write_parquet_atomic
+from ..llm.base import model_fingerprint, stable_hash
+from ..reporting.training import plot_training_curves
+from ..zero_shot import select_questions
+from .settings import TrainSettings
+
+log = logging.getLogger(__name__)
+
+
+def run_fingerprint(settings: TrainSettings, model_path: str, dataset_path: str, policy: AgentSpec) -> str:
+    """What a checkpoint must match to be resumed: every setting but the budget and logging, the base
+    weights, the training questions and the policy's prompt."""
+    own = {k: v for k, v in settings.to_dict().items() if k not in ("steps", "show_progress", "checkpoint_every")}
+    data = Path(dataset_path)
+    return stable_hash({"settings": own, "model": model_fingerprint(model_path).split("#")[-1],
+                        "data": stable_hash(pd.read_parquet(data)["id"].astype(str).tolist()) if data.exists() else str(data),
+                        "system_prompt": policy.system_prompt})
+
+
+def train_job(
+    *,
+    dataset_path: str | Path,
+    model_path: str | Path,
+    out_dir: str | Path,
+    metrics_path: str | Path,
+    curves_path: str | Path,
+    settings_path: str | Path,
+    checkpoint_dir: str | Path,
+    run: str,
+    policy: AgentSpec,
+    settings: TrainSettings,
+    limit: int | None = None,
+    device: str | None = None,
+    reward=None,
+) -> pd.DataFrame:
+    """The `train` rule: train, then write the model folder, metrics, curves and settings."""
+    import torch
+
+    from .policy import Policy
+    from .trainer import Trainer, _world
+
+    rank, world = _world()
+    if device is None:
+        device = f"cuda:{rank % max(torch.cuda.device_count(), 1)}" if torch.cuda.is_available() else "cpu"
+    torch.manual_seed(settings.seed)
+    questions = select_questions(read_dataset(dataset_path), limit, settings.seed)
+    trainer = Trainer(questions, Policy(model_path, settings, device=device), settings, run=run,
+                      system_prompt=policy.system_prompt, reward=reward, checkpoint_dir=checkpoint_dir,
+                      fingerprint=run_fingerprint(settings, str(model_path), str(dataset_path), policy))
+    metrics = trainer.train()
+    if rank == 0:
+        trainer.policy.save(out_dir)
+        write_parquet_atomic(metrics, metrics_path)
+        save_figure_atomic(plot_training_curves(metrics, f"{run}: {settings.method} on {Path(dataset_path).parent.name}, "
+                                                          f"{Path(model_path).name}"), curves_path)
+        write_json_atomic({"run": run, "policy": policy.name, "base_model": str(model_path),
+                           "dataset": str(dataset_path), "questions": len(questions), "processes": world,
+                           "device": device, "settings": settings.to_dict()}, settings_path)
+        log.info("trained %s: %d steps, final reward %.3f -> %s", run, len(metrics),
+                 metrics["reward_mean"].iloc[-1] if len(metrics) else float("nan"), out_dir)
+    return metrics
+
+
+def write_job_spec(path: str | Path, **job) -> None:
+    """The `train_job` arguments as JSON, for `python -m debatelab.training.launch` under `accelerate launch`."""
+    job = dict(job)
+    job["policy"] = {**job["policy"].__dict__}
+    job["settings"] = job["settings"].to_dict()
+    write_json_atomic({k: str(v) if isinstance(v, Path) else v for k, v in job.items()}, path)
+
+
+def read_job_spec(path: str | Path) -> dict:
+    job = json.loads(Path(path).read_text())
+    job["policy"] = AgentSpec(**job["policy"])
+    job["settings"] = TrainSettings(**job["settings"])
+    return job
+
+
+def launch_or_train(*, processes: int = 1, accelerate_config: str | None = None, log_path: str | None = None, **job):
+    """Run `train_job` in this process, or with several processes: `accelerate launch` on GPUs (one per
+    GPU), torchrun's Gloo processes on a CPU. The job's arguments travel as JSON beside the checkpoints."""
+    if processes <= 1:
+        return train_job(**job)
+    import subprocess
+    import sys
+
+    import torch
+
+    spec = Path(job["checkpoint_dir"]) / "job.json"
+    write_job_spec(spec, **job)
+    if torch.cuda.is_available():
+        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(processes), "--num_machines", "1"]
+        cmd += ["--config_file", str(accelerate_config)] if accelerate_config else ["--multi_gpu"]
+    else:  # accelerate starts several CPU processes only through MPI; torchrun gives Gloo processes
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes)]
+    cmd += ["-m", "debatelab.training.launch", str(spec)] + ([str(log_path)] if log_path else [])
+    log.info("launching %d training processes: %s", processes, " ".join(cmd))
+    subprocess.run(cmd, check=True)
+    return pd.read_parquet(job["metrics_path"])

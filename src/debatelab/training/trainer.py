@@ -1,0 +1,339 @@
+"""The training loop of DAPO and SDRL (spec 003 §2): rollouts, advantages, the clipped update.
+
+One rollout step:
+1. First turn. Draw prompts in the run's seeded question order, sample n rollouts of each (one
+   backend batch per sampling round), reward them, and with dynamic sampling keep the groups with
+   0 < #correct < n until `prompts_per_step` are kept (or `max_sampling_rounds` were drawn).
+2. Group advantages (Eq. 6) per kept prompt.
+3. SDRL: a seeded random `debate_prompts_per_step` of the kept prompts get a debate prompt built
+   from two of their own rollouts (`pair_mode`), n_d second-turn rollouts each; groups whose
+   rewards are all equal are dropped; advantages within each debate group.
+4. One joint update over first-turn and debate sequences: π_old's log-probabilities first (no
+   gradient), then `epochs` passes over the shuffled sequences in mini-batches of
+   `mini_batch_size`, each one optimizer step on the clipped loss (`loss.policy_loss`), accumulated
+   over micro-batches with the mini-batch's token count as normaliser.
+
+Data parallel: with several processes (`accelerate launch`), every process samples its share of
+each round's prompts and updates on its own sequences; gradients are averaged by DDP and the loss
+normaliser is the token count of all processes' mini-batch, so the update equals one process
+training on the whole batch.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import warnings
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from .. import prompts
+from ..llm.base import stable_hash
+from ..llm.chat import chat_prompt_ids
+from .checkpoint import TrainState, load_checkpoint, save_checkpoint
+from .loss import policy_loss, token_logprobs
+from .rewards import all_equal, group_advantages, mixed
+from .rollouts import Rollout, RewardFunction, load_reward, sample_rollouts
+from .sdrl import choose_pair
+
+log = logging.getLogger(__name__)
+
+METRIC_COLUMNS = [
+    "step", "loss", "reward_mean", "reward_std", "accuracy", "kl", "clip_fraction", "entropy", "response_length",
+    "prompts_sampled", "groups_kept", "debate_groups", "debate_groups_kept", "debate_accuracy", "sequences",
+    "updates", "learning_rate", "rollout_seconds", "update_seconds", "tokens_per_second",
+]
+
+
+def _world():
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _all_reduce(value: float, op: str = "sum") -> float:
+    import torch
+    import torch.distributed as dist
+
+    rank, world = _world()
+    if world == 1:
+        return value
+    tensor = torch.tensor([float(value)], dtype=torch.float64)
+    if dist.get_backend() == "nccl":
+        tensor = tensor.cuda()
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
+    return float(tensor.item())
+
+
+class Trainer:
+    def __init__(self, questions: pd.DataFrame, policy, settings, *, run: str, system_prompt: str | None = None,
+                 reward: RewardFunction | None = None, checkpoint_dir=None, fingerprint: str = ""):
+        if questions.empty:
+            raise ValueError(f"training run {run!r}: no training questions")
+        self.rows = questions.to_dict("records")
+        self.policy, self.settings, self.run_name = policy, settings, run
+        self.system_prompt = system_prompt
+        self.reward = reward or load_reward(settings)
+        self.checkpoint_dir, self.fingerprint = checkpoint_dir, fingerprint
+        self.rank, self.world = _world()
+        for name in ("prompts_per_step", "mini_batch_size"):
+            if getattr(settings, name) % self.world:
+                raise ValueError(f"training: {name} = {getattr(settings, name)} must divide among {self.world} processes")
+        self.model = policy.model
+        if self.world > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.model = DistributedDataParallel(policy.model, find_unused_parameters=False)
+        self.state = TrainState()
+
+    # -- data order -----------------------------------------------------------------------
+    def _order(self, epoch: int) -> np.ndarray:
+        return np.random.default_rng([self.settings.seed, epoch]).permutation(len(self.rows))
+
+    def _draw(self, k: int) -> list[dict]:
+        """The next k questions of the run's order (the same on every process), wrapping into new epochs."""
+        out = []
+        while len(out) < k:
+            order = self._order(self.state.epoch)
+            take = order[self.state.cursor : self.state.cursor + k - len(out)]
+            out += [self.rows[i] for i in take]
+            self.state.cursor += len(take)
+            if self.state.cursor >= len(order):
+                self.state.epoch, self.state.cursor = self.state.epoch + 1, 0
+        return out
+
+    # -- the loop -------------------------------------------------------------------------
+    def train(self) -> pd.DataFrame:
+        s = self.settings
+        if self.checkpoint_dir is not None:
+            restored = load_checkpoint(self.checkpoint_dir, self.policy, self.fingerprint)
+            if restored is not None:
+                self.state = restored
+        bar = tqdm(total=s.steps, initial=self.state.step, desc=f"train {self.run_name}", unit="step",
+                   disable=not s.show_progress or self.rank != 0, dynamic_ncols=True)
+        with bar:
+            while self.state.step < s.steps:
+                metrics = self.train_step(self.state.step)
+                self.state.metrics.append(metrics)
+                self.state.step += 1
+                bar.update(1)
+                bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", acc=f"{metrics['accuracy']:.2f}")
+                log.info("step %d/%d: reward %.3f, accuracy %.3f, %d of %d groups kept, %d debate groups kept, "
+                         "loss %.4f; rollout %.1f s, update %.1f s, %.0f tokens/s", self.state.step, s.steps,
+                         metrics["reward_mean"], metrics["accuracy"], metrics["groups_kept"],
+                         metrics["prompts_sampled"], metrics["debate_groups_kept"], metrics["loss"],
+                         metrics["rollout_seconds"], metrics["update_seconds"], metrics["tokens_per_second"])
+                if self.checkpoint_dir is not None and self.rank == 0 and (
+                        self.state.step % s.checkpoint_every == 0 or self.state.step == s.steps):
+                    save_checkpoint(self.checkpoint_dir, self.policy, self.state, self.fingerprint)
+                self._barrier()
+        return pd.DataFrame(self.state.metrics, columns=METRIC_COLUMNS)
+
+    def _barrier(self) -> None:
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    def train_step(self, step: int) -> dict:
+        s = self.settings
+        start = time.perf_counter()
+        self.policy.model.eval()
+        backend = self.policy.backend(model_id=f"policy:{self.run_name}@step{step}")
+        first, kept, sampled = self._first_turn(backend, step)
+        sequences = [r for _, group in kept for r in group]
+        debate_groups, debate_kept, debate_rollouts = self._debate_turn(backend, step, kept) if s.method == "sdrl" else (0, [], [])
+        sequences += [r for group in debate_kept for r in group]
+        rollout_seconds = time.perf_counter() - start
+        generated = sum(r.length for group in first for r in group) + sum(r.length for r in debate_rollouts)
+
+        self.policy.model.train()
+        update_start = time.perf_counter()
+        update = self._update(sequences, step)
+        update_seconds = time.perf_counter() - update_start
+        learning_rate = self.policy.scheduler.get_last_lr()[0]
+        with warnings.catch_warnings():  # a step whose groups were all filtered made no optimizer step
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()`")
+            self.policy.scheduler.step()
+
+        rewards = np.array([r.reward for group in first for r in group])
+        correct = np.array([r.correct for group in first for r in group])
+        return {
+            "step": step + 1, "loss": update["loss"],
+            "reward_mean": float(rewards.mean()) if rewards.size else float("nan"),
+            "reward_std": float(rewards.std()) if rewards.size else float("nan"),
+            "accuracy": float(correct.mean()) if correct.size else float("nan"),
+            "kl": update["kl"], "clip_fraction": update["clip_fraction"], "entropy": update["entropy"],
+            "response_length": float(np.mean([r.length for group in first for r in group])) if first else float("nan"),
+            "prompts_sampled": sampled, "groups_kept": len(kept), "debate_groups": debate_groups,
+            "debate_groups_kept": len(debate_kept),
+            "debate_accuracy": float(np.mean([r.correct for r in debate_rollouts])) if debate_rollouts else float("nan"),
+            "sequences": len(sequences), "updates": update["updates"], "learning_rate": learning_rate,
+            "rollout_seconds": rollout_seconds, "update_seconds": update_seconds,
+            "tokens_per_second": generated / max(rollout_seconds + update_seconds, 1e-9),
+        }
+
+    # -- rollouts -------------------------------------------------------------------------
+    def _question_prompt(self, row: dict) -> tuple[dict, str, list]:
+        return row, str(row["id"]), prompts.question_messages(row, self.system_prompt)
+
+    def _first_turn(self, backend, step: int):
+        """(every first-turn group sampled, the kept (row, group) pairs, prompts sampled) of this process."""
+        s = self.settings
+        quota = s.prompts_per_step // self.world
+        draw = s.sampling_batch or s.prompts_per_step
+        sampled_groups, kept, sampled = [], [], 0
+        for _ in range(s.max_sampling_rounds if s.dynamic_sampling else 1):
+            rows = self._draw(draw)[self.rank :: self.world]
+            groups = sample_rollouts(backend, [self._question_prompt(r) for r in rows], n=s.rollouts_per_prompt,
+                                     turn=1, step=step, settings=s, reward=self.reward)
+            sampled += len(rows)
+            sampled_groups += groups
+            for row, group in zip(rows, groups):
+                if not s.dynamic_sampling or mixed([r.correct for r in group]):
+                    kept.append((row, group))
+            if not s.dynamic_sampling or _all_reduce(min(len(kept), quota)) >= s.prompts_per_step:
+                break
+        kept = kept[:quota]
+        for _, group in kept:
+            for r, a in zip(group, group_advantages([r.reward for r in group], s.advantage_eps)):
+                r.advantage = float(a)
+        return sampled_groups, kept, sampled
+
+    def _debate_turn(self, backend, step: int, kept):
+        """SDRL's second turn: (debate prompts, kept debate groups, every debate rollout) of this process."""
+        s = self.settings
+        if not kept or not s.debate_prompts_per_step:
+            return 0, [], []
+        rng = np.random.default_rng(int(stable_hash({"run": s.seed, "step": step, "rank": self.rank, "what": "debate"})[:8], 16))
+        count = min(max(s.debate_prompts_per_step // self.world, 1), len(kept))
+        chosen = sorted(rng.choice(len(kept), size=count, replace=False).tolist())
+        prompts_ = []
+        for index in chosen:
+            row, group = kept[index]
+            first, second = choose_pair(group, s.pair_mode, rng, row["task_type"])
+            messages = prompts.self_debate_messages(row, self.system_prompt, first.text, second.text, s.debate_template)
+            prompts_.append((row, f"{row['id']}#debate", messages))
+        groups = sample_rollouts(backend, prompts_, n=s.debate_rollouts, turn=2, step=step, settings=s, reward=self.reward)
+        kept_groups = []
+        for group in groups:
+            if all_equal([r.reward for r in group]):
+                continue  # no gradient; SDRL does not resample
+            for r, a in zip(group, group_advantages([r.reward for r in group], s.advantage_eps)):
+                r.advantage = float(a)
+            kept_groups.append(group)
+        return len(prompts_), kept_groups, [r for group in groups for r in group]
+
+    # -- the update -----------------------------------------------------------------------
+    def _tensors(self, rollouts: Sequence[Rollout]):
+        """Left-padded prompts and right-padded completions side by side, so every completion starts at
+        the same column; the completion mask covers the reply tokens only."""
+        import torch
+
+        tokenizer, device = self.policy.tokenizer, self.policy.device
+        pad = tokenizer.pad_token_id
+        prompt_ids = [chat_prompt_ids(tokenizer, r.messages) for r in rollouts]
+        width_p = max(len(p) for p in prompt_ids)
+        width_c = max(max(r.length for r in rollouts), 1)
+        ids, attention, completion = [], [], []
+        for p, r in zip(prompt_ids, rollouts):
+            c = r.token_ids
+            ids.append([pad] * (width_p - len(p)) + p + c + [pad] * (width_c - len(c)))
+            attention.append([0] * (width_p - len(p)) + [1] * (len(p) + len(c)) + [0] * (width_c - len(c)))
+            completion.append([1] * len(c) + [0] * (width_c - len(c)))
+        as_tensor = lambda x: torch.tensor(x, device=device)  # noqa: E731
+        advantages = torch.tensor([r.advantage for r in rollouts], device=device, dtype=torch.float32)
+        return as_tensor(ids), as_tensor(attention), as_tensor(completion), width_p, advantages
+
+    def _plan(self, sequences: list[Rollout], step: int, epoch: int) -> list[list[list[Rollout]]]:
+        """Mini-batches (of micro-batches) of this process's sequences for one pass, in a seeded shuffle.
+        Every process gets the same number of mini-batches (DDP needs one synced backward each)."""
+        s = self.settings
+        rng = np.random.default_rng(int(stable_hash({"run": s.seed, "step": step, "epoch": epoch, "rank": self.rank})[:8], 16))
+        order = [sequences[i] for i in rng.permutation(len(sequences))]
+        local = s.mini_batch_size // self.world
+        count = int(_all_reduce(-(-len(order) // local) if order else 0, "max"))
+        plan = []
+        for b in range(count):
+            chunk = order[b * local : (b + 1) * local]
+            plan.append([chunk[i : i + s.micro_batch_size] for i in range(0, len(chunk), s.micro_batch_size)])
+        return plan
+
+    def _update(self, sequences: list[Rollout], step: int) -> dict:
+        import torch
+
+        s = self.settings
+        plans = [self._plan(sequences, step, epoch) for epoch in range(s.epochs)]
+        if not plans or not plans[0]:
+            return {"loss": float("nan"), "kl": float("nan"), "clip_fraction": float("nan"),
+                    "entropy": float("nan"), "updates": 0}
+        # π_old (and the reference) on exactly the first pass's micro-batches, before any update.
+        old, ref, entropies = {}, {}, []
+        with torch.no_grad():
+            for minibatch in plans[0]:
+                for micro in minibatch:
+                    ids, attention, mask, start, _ = self._tensors(micro)
+                    logps, entropy = token_logprobs(self.policy.model, ids, attention, start, with_entropy=True)
+                    entropies.append(float((entropy * mask).sum()) / max(float(mask.sum()), 1.0))
+                    if s.kl_coef:
+                        ref_logps = self.policy.reference_logprobs(lambda m: token_logprobs(m, ids, attention, start)[0])
+                    for k, r in enumerate(micro):
+                        old[id(r)] = logps[k, : r.length].clone()
+                        if s.kl_coef:
+                            ref[id(r)] = ref_logps[k, : r.length].clone()
+        losses, clip_fractions, kls, tokens_seen, updates = [], [], [], [], 0
+        trainable = [p for p in self.policy.model.parameters() if p.requires_grad]
+        for plan in plans:
+            for minibatch in plan:
+                local_tokens = sum(r.length for micro in minibatch for r in micro)
+                local_sequences = sum(len(micro) for micro in minibatch)
+                if s.loss_aggregation == "token_mean":
+                    normaliser = _all_reduce(local_tokens)
+                else:
+                    normaliser = _all_reduce(local_sequences)
+                normaliser = max(normaliser, 1.0) / self.world  # DDP averages the processes' gradients
+                self.policy.optimizer.zero_grad(set_to_none=True)
+                micro_batches = minibatch or [[]]
+                loss_total = 0.0
+                for k, micro in enumerate(micro_batches):
+                    sync = k == len(micro_batches) - 1
+                    context = contextlib.nullcontext() if sync or self.world == 1 else self.model.no_sync()
+                    with context:
+                        if not micro:  # nothing of this process in this mini-batch: a zero loss keeps DDP in step
+                            loss = sum(p.sum() for p in trainable) * 0.0
+                            loss.backward()
+                            continue
+                        ids, attention, mask, start, advantages = self._tensors(micro)
+                        logps, _ = token_logprobs(self.model, ids, attention, start)
+                        old_logps = self._stack(micro, old, logps)
+                        ref_logps = self._stack(micro, ref, logps) if s.kl_coef else None
+                        parts = policy_loss(logps, old_logps, advantages, mask, clip_low=s.clip_low, clip_high=s.clip_high,
+                                            aggregation=s.loss_aggregation, normaliser=normaliser,
+                                            ref_logprobs=ref_logps, kl_coef=s.kl_coef, kl_estimator=s.kl_estimator)
+                        parts.loss.backward()
+                        loss_total += float(parts.loss.detach())
+                        clip_fractions.append(parts.clip_fraction * parts.tokens)
+                        kls.append(parts.kl * parts.tokens)
+                        tokens_seen.append(parts.tokens)
+                if s.max_grad_norm:
+                    torch.nn.utils.clip_grad_norm_(trainable, s.max_grad_norm)
+                self.policy.optimizer.step()
+                losses.append(loss_total / self.world)
+                updates += 1
+        seen = max(sum(tokens_seen), 1)
+        return {"loss": float(np.mean(losses)), "kl": sum(kls) / seen, "clip_fraction": sum(clip_fractions) / seen,
+                "entropy": float(np.mean(entropies)) if entropies else float("nan"), "updates": updates}
+
+    @staticmethod
+    def _stack(micro: Sequence[Rollout], stored: dict, like):
+        import torch
+
+        out = torch.zeros_like(like)
+        for k, r in enumerate(micro):
+            out[k, : r.length] = stored[id(r)]
+        return out

@@ -1,0 +1,350 @@
+"""The training core: the loss on hand-worked cases, rewards, dynamic sampling, SDRL's pairs and debate
+groups, a learning test on the tiny model, resume after SIGKILL, and two processes = one."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from debatelab.config import AgentSpec
+from debatelab.data.schema import frame_from_rows
+from debatelab.io import write_parquet_atomic
+from debatelab.llm.base import Backend, Generation
+from debatelab.training import TrainSettings
+from debatelab.training.loss import policy_loss
+from debatelab.training.rewards import all_equal, group_advantages, mixed, overlong_penalty
+from debatelab.training.rollouts import Rollout
+from debatelab.training.sdrl import choose_pair
+from debatelab.training.trainer import Trainer
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# --------------------------------------------------------------------------- the loss
+
+
+@pytest.mark.parametrize("ratio, advantage, expected, has_gradient", [
+    (1.5, +1.0, -1.28, False),  # clipped above at 1 + ε_high
+    (1.5, -1.0, 1.5, True),
+    (0.5, +1.0, -0.5, True),
+    (0.5, -1.0, 0.8, False),  # clipped below at 1 − ε_low
+])
+def test_clipped_loss_matches_the_hand_worked_cells(ratio, advantage, expected, has_gradient):
+    logp = torch.tensor([[np.log(ratio)]], requires_grad=True)
+    parts = policy_loss(logp, torch.zeros(1, 1), torch.tensor([advantage]), torch.ones(1, 1), clip_low=0.2, clip_high=0.28)
+    assert parts.loss.item() == pytest.approx(expected)
+    parts.loss.backward()
+    assert (float(logp.grad) != 0.0) == has_gradient
+    assert parts.clip_fraction == (0.0 if has_gradient else 1.0)
+
+
+def test_two_sequence_batch_token_and_sequence_means_by_hand():
+    # sequence 1: 3 tokens, A = +1, ratios 1, 1.5, 0.5; sequence 2: 1 token (+1 padded), A = −1, ratio 1
+    logp = torch.log(torch.tensor([[1.0, 1.5, 0.5], [1.0, 7.0, 7.0]]))
+    mask = torch.tensor([[1, 1, 1], [1, 0, 0]])
+    adv = torch.tensor([1.0, -1.0])
+    per_token_1 = [-1.0, -1.28, -0.5]  # −min(r·A, clip(r)·A)
+    per_token_2 = [1.0]
+    token_mean = policy_loss(logp, torch.zeros(2, 3), adv, mask)
+    assert token_mean.loss.item() == pytest.approx((sum(per_token_1) + sum(per_token_2)) / 4)
+    sequence_mean = policy_loss(logp, torch.zeros(2, 3), adv, mask, aggregation="sequence_mean")
+    assert sequence_mean.loss.item() == pytest.approx((np.mean(per_token_1) + np.mean(per_token_2)) / 2)
+    # a micro-batch of a larger mini-batch divides by the mini-batch's token count instead
+    part = policy_loss(logp, torch.zeros(2, 3), adv, mask, normaliser=10.0)
+    assert part.loss.item() == pytest.approx((sum(per_token_1) + sum(per_token_2)) / 10)
+    assert token_mean.clip_fraction == pytest.approx(1 / 4)
+
+
+def test_at_the_first_inner_step_ratio_is_one_and_clipping_is_idle():
+    logp = torch.randn(3, 5, requires_grad=True)
+    adv = torch.tensor([0.7, -1.2, 0.3])
+    mask = torch.ones(3, 5)
+    parts = policy_loss(logp, logp.detach(), adv, mask)
+    unclipped = -(adv.unsqueeze(1) * torch.ones(3, 5)).mean()
+    assert parts.ratio_mean == pytest.approx(1.0) and parts.clip_fraction == 0.0
+    assert parts.loss.item() == pytest.approx(float(unclipped))
+    parts.loss.backward()
+    # d loss / d logp_t = −A / #tokens: the plain policy gradient
+    assert torch.allclose(logp.grad, -adv.unsqueeze(1).expand(3, 5) / 15)
+
+
+def test_masked_tokens_get_no_gradient():
+    logp = torch.randn(2, 4, requires_grad=True)
+    mask = torch.tensor([[1, 1, 0, 0], [1, 0, 0, 0]])
+    policy_loss(logp, logp.detach() + 0.1, torch.tensor([1.0, -2.0]), mask).loss.backward()
+    assert torch.all(logp.grad[mask == 0] == 0) and torch.all(logp.grad[mask == 1] != 0)
+
+
+def test_kl_estimators_by_hand():
+    logp, ref = torch.tensor([[-1.0, -2.0]]), torch.tensor([[-1.5, -1.0]])
+    delta = ref - logp  # [−0.5, 1.0]
+    k3 = policy_loss(logp, logp, torch.tensor([0.0]), torch.ones(1, 2), ref_logprobs=ref, kl_coef=0.1)
+    assert k3.kl == pytest.approx(float((torch.exp(delta) - delta - 1).mean()))
+    assert k3.loss.item() == pytest.approx(0.1 * k3.kl)
+    k1 = policy_loss(logp, logp, torch.tensor([0.0]), torch.ones(1, 2), ref_logprobs=ref, kl_coef=0.1, kl_estimator="k1")
+    assert k1.kl == pytest.approx(float((-delta).mean()))
+
+
+def test_a_positive_advantage_raises_the_log_probability_of_its_tokens():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from debatelab.training.loss import token_logprobs
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=1))
+    ids = torch.tensor([[5, 9, 17, 23, 42], [5, 9, 3, 4, 8]])
+    attention = torch.ones_like(ids)
+    mask = torch.ones(2, 3)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    before, _ = token_logprobs(model, ids, attention, 2)
+    parts = policy_loss(before, before.detach(), torch.tensor([1.0, -1.0]), mask)
+    parts.loss.backward()
+    optimizer.step()
+    with torch.no_grad():
+        after, _ = token_logprobs(model, ids, attention, 2)
+    assert after[0].sum() > before[0].sum()  # A > 0: more likely
+    assert after[1].sum() < before[1].sum()  # A < 0: less likely
+
+
+# --------------------------------------------------------------------------- rewards and groups
+
+
+def test_overlong_penalty_matches_spec_003():
+    for length, expected in ((0, 0.0), (6144, 0.0), (7168, -0.5), (8192, -1.0)):
+        assert overlong_penalty(length, 8192, 2048, 1.0) == pytest.approx(expected)
+
+
+def test_group_advantages_are_zero_mean_with_unbiased_std():
+    rewards = [1.0, -1.0, -1.0, 1.0, 1.0]
+    adv = group_advantages(rewards)
+    assert adv.mean() == pytest.approx(0.0, abs=1e-12)
+    assert adv[0] == pytest.approx((1 - 0.2) / (np.std(rewards, ddof=1) + 1e-6))
+    assert np.all(group_advantages([1.0, 1.0, 1.0]) == 0)
+
+
+def test_dynamic_sampling_and_debate_group_tests():
+    assert mixed([True, False, False]) and not mixed([True, True]) and not mixed([False, False])
+    assert all_equal([-1.0, -1.0]) and not all_equal([1.0, -1.0])
+
+
+def _rollout(answer, k):
+    return Rollout(question_id="q", group="q", turn=1, sample=k, messages=(), text=f"answer {answer}", token_ids=[1],
+                   finish_reason="stop", answer=answer, correct=False, reward=-1.0)
+
+
+def test_freq_pairs_the_two_most_frequent_answers_in_random_order():
+    group = [_rollout(a, k) for k, a in enumerate(["4", "5", "4", "7", "5", "4", None, None, None, None])]
+    firsts = []
+    for seed in range(400):
+        a, b = choose_pair(group, "freq", np.random.default_rng(seed), "math")
+        assert {a.answer, b.answer} == {"4", "5"}  # unparsable rollouts never beat two valid classes
+        firsts.append(a.answer)
+    assert 0.4 < firsts.count("4") / len(firsts) < 0.6  # position randomised about 50/50
+    rand = {tuple(sorted((a.sample, b.sample))) for a, b in (choose_pair(group, "rand", np.random.default_rng(s), "math")
+                                                                for s in range(200))}
+    assert all(i != j for i, j in rand) and len(rand) > 20
+
+
+# --------------------------------------------------------------------------- the loop on a scripted backend
+
+
+class ScriptedRollouts(Backend):
+    """Answers "\\boxed{k}": the k-th sample of a question's first turn is right when k < right[question];
+    debate replies (a prompt that shows two solutions) are all right or all wrong by question."""
+
+    model_id = "scripted"
+
+    def __init__(self, right: dict[str, int], debate_right: dict[str, bool]):
+        self.right, self.debate_right, self.calls = right, debate_right, []
+
+    def generate(self, requests, progress=None):
+        self.calls.append(len(requests))
+        out, seen = [], {}
+        for r in requests:
+            question = r.messages[-1]["content"]
+            qid = next(q for q in self.right if f"item {q}?" in question)
+            k = seen[(qid, len(r.messages))] = seen.get((qid, len(r.messages)), -1) + 1
+            debate = "another agent" in question or "two solutions" in question
+            ok = self.debate_right[qid] if debate else k < self.right[qid]
+            text = f"\\boxed{{{1 if ok else 2}}}"
+            out.append([Generation(text=text, completion_tokens=3, prompt_tokens=10, token_ids=[7, 8, 9])])
+        return out
+
+    def score(self, prompts, replies):
+        raise NotImplementedError
+
+
+class NoPolicy:
+    model = None
+
+
+def _questions(n):
+    rows = [{"id": f"q{i}", "question": f"What is item q{i}?", "choices": None, "answer": "1", "task_type": "math",
+             "meta": {"source": "toy"}} for i in range(n)]
+    return frame_from_rows(rows)
+
+
+def test_dynamic_sampling_keeps_exactly_the_mixed_groups_and_tops_up():
+    right = {"q0": 0, "q1": 2, "q2": 4, "q3": 1, "q4": 3, "q5": 0}  # of 4 samples: q1, q3, q4 are mixed
+    settings = TrainSettings(prompts_per_step=2, rollouts_per_prompt=4, sampling_batch=3, max_sampling_rounds=3,
+                             show_progress=False)
+    trainer = Trainer(_questions(6), NoPolicy(), settings, run="t")
+    order = [trainer.rows[i]["id"] for i in trainer._order(0)]
+    backend = ScriptedRollouts(right, dict.fromkeys(right, True))
+    _, kept, sampled = trainer._first_turn(backend, step=0)
+    mixed_in_order = [q for q in order if 0 < right[q] < 4]
+    assert [row["id"] for row, _ in kept] == mixed_in_order[:2]
+    assert sampled in (3, 6) and len(backend.calls) == sampled // 3  # one backend batch per round
+    for _, group in kept:
+        assert np.mean([r.advantage for r in group]) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_sdrl_drops_debate_groups_whose_rewards_are_all_equal():
+    right = {"q0": 2, "q1": 2, "q2": 2, "q3": 2}
+    settings = TrainSettings(method="sdrl", prompts_per_step=4, rollouts_per_prompt=4, debate_prompts_per_step=4,
+                             debate_rollouts=3, show_progress=False)
+    trainer = Trainer(_questions(4), NoPolicy(), settings, run="t")
+    backend = ScriptedRollouts(right, {"q0": True, "q1": False, "q2": True, "q3": False})
+    _, kept, _ = trainer._first_turn(backend, step=0)
+    debate_prompts, debate_kept, debate_all = trainer._debate_turn(backend, 0, kept)
+    assert debate_prompts == 4 and len(debate_all) == 12
+    assert debate_kept == []  # every debate group is all right or all wrong: no gradient, dropped
+
+
+# --------------------------------------------------------------------------- the real tiny model
+
+
+def _toy_dataset(path: Path, n: int = 24) -> Path:
+    """A toy verifiable task: every question asks for the number 7 (graded by `grading.is_correct`)."""
+    rows = [{"id": f"q{i}", "question": f"question {i}: answer with the number 7.", "choices": None, "answer": "7",
+             "task_type": "math", "meta": {"source": "toy"}} for i in range(n)]
+    write_parquet_atomic(frame_from_rows(rows), path)
+    return path
+
+
+def starts_with_a_vowel(row, text, answer, correct, length):
+    """A custom reward (settings.reward = "test_training:starts_with_a_vowel")."""
+    return 1.0 if text[:1].lower() in "aeiou" else -1.0
+
+
+TOY = dict(prompts_per_step=4, rollouts_per_prompt=6, sampling_batch=8, max_sampling_rounds=3, max_tokens=8,
+           overlong_buffer=0, learning_rate=3e-3, warmup_steps=0, mini_batch_size=24, micro_batch_size=24,
+           finetuning="full", show_progress=False)
+
+
+def _job(tmp_path, model_dir, dataset, settings, name="run"):
+    out = tmp_path / name
+    return dict(dataset_path=str(dataset), model_path=str(model_dir), out_dir=str(out / "model"),
+                metrics_path=str(out / "metrics.parquet"), curves_path=str(out / "curves.png"),
+                settings_path=str(out / "settings.json"), checkpoint_dir=str(out / "checkpoint"), run=name,
+                policy=AgentSpec(name="toy", model="tiny"), settings=settings)
+
+
+@pytest.mark.slow
+def test_the_tiny_model_learns_a_toy_verifiable_task(tmp_path, char_model_dir):
+    """DAPO (dynamic sampling, verifiable ±1 reward) on "answer with the number 7": the random
+    character-level model is right about 3% of the time at first and learns to answer 7."""
+    from debatelab.training.stage import train_job
+
+    metrics = train_job(**_job(tmp_path, char_model_dir, _toy_dataset(tmp_path / "toy.parquet"), TrainSettings(steps=20, **TOY)))
+    early, late = metrics["accuracy"].head(5).mean(), metrics["accuracy"].tail(5).mean()
+    assert late > early + 0.1, metrics[["step", "accuracy", "groups_kept"]].to_string()
+    assert (metrics["reward_mean"].tail(5).mean() > metrics["reward_mean"].head(5).mean())
+    assert (metrics["groups_kept"] <= 4).all() and (metrics["prompts_sampled"] >= 8).all()
+    assert (tmp_path / "run/model/config.json").exists() and (tmp_path / "run/curves.png").stat().st_size > 1000
+    assert json.loads((tmp_path / "run/settings.json").read_text())["settings"]["steps"] == 20
+
+
+def _weights(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return {k: v for f in sorted(folder.glob("*.safetensors")) for k, v in load_file(f).items()}
+
+
+@pytest.mark.slow
+def test_a_killed_training_job_resumes_to_the_same_weights(tmp_path, char_model_dir):
+    """SIGKILL the job after its second checkpoint, rerun it: it continues from step 2 and ends with
+    exactly the weights of an uninterrupted run (CPU)."""
+    from debatelab.training.stage import train_job, write_job_spec
+
+    dataset = _toy_dataset(tmp_path / "toy.parquet")
+    settings = TrainSettings(method="sdrl", steps=5, debate_prompts_per_step=2, debate_rollouts=3,
+                             lora={"r": 4, "alpha": 8}, reward="test_training:starts_with_a_vowel",
+                             **{**TOY, "finetuning": "lora", "dynamic_sampling": False, "prompts_per_step": 2,
+                                "rollouts_per_prompt": 3, "mini_batch_size": 6, "micro_batch_size": 3})
+    train_job(**_job(tmp_path, char_model_dir, dataset, settings, "uninterrupted"))
+
+    job = _job(tmp_path, char_model_dir, dataset, settings, "killed")
+    spec = tmp_path / "job.json"
+    write_job_spec(spec, **job)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}  # the reward is this module's
+    cmd = [sys.executable, "-m", "debatelab.training.launch", str(spec)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    latest = tmp_path / "killed/checkpoint/latest"
+    deadline = time.monotonic() + 300
+    while not (latest.exists() and latest.read_text() == "step-00002"):
+        assert proc.poll() is None and time.monotonic() < deadline, "the job ended before its second checkpoint"
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (tmp_path / "killed/model").exists()
+    rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "resuming from" in rerun.stderr and "(step 2)" in rerun.stderr
+    first, second = _weights(tmp_path / "uninterrupted/model"), _weights(tmp_path / "killed/model")
+    assert first.keys() == second.keys()
+    assert all(torch.equal(first[k], second[k]) for k in first)
+
+
+@pytest.mark.slow
+def test_two_processes_make_the_same_update_as_one_on_the_whole_batch(tmp_path, char_model_dir):
+    """Data parallel (DDP over Gloo, as `accelerate launch` runs it on GPUs with NCCL): each of two
+    processes updates on half the mini-batch; the loss normaliser is the whole mini-batch's token count
+    and DDP averages the gradients, so the step equals one process's on all eight sequences."""
+    from safetensors.torch import load_file
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "OMP_NUM_THREADS": "1"}
+    outs = {}
+    for processes in (1, 2):
+        outs[processes] = tmp_path / f"weights-{processes}.safetensors"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port",
+               str(29500 + processes), "-m", "ddp_update", str(char_model_dir), str(outs[processes])]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    one, two = load_file(outs[1]), load_file(outs[2])
+    grads = [k for k in one if k.startswith("grad.")]
+    assert len(grads) > 5 and any(float(one[k].abs().max()) > 1e-4 for k in grads), "no gradient reached the weights"
+    for key in grads:  # the same gradient, up to the order of floating-point sums
+        assert torch.allclose(one[key], two[key], rtol=1e-4, atol=1e-7), key
+    # Adam's first step is about lr·sign(g): weights agree except where a gradient is ~0
+    for key in (k for k in one if not k.startswith("grad.")):
+        close = torch.isclose(one[key], two[key], atol=1e-6)
+        assert close.float().mean() > 0.99, key
+
+
+def test_sdrl_debate_prompt_shows_both_solutions_as_context_only(char_model_dir):
+    from debatelab import prompts
+    from debatelab.training.policy import Policy
+
+    row = {"id": "q", "question": "what is 3 + 4?", "choices": None, "answer": "7", "task_type": "math", "meta": "{}"}
+    two_turn = prompts.self_debate_messages(row, None, "first: 12", "second: 34", "two_turn")
+    assert [m["role"] for m in two_turn] == ["system", "user", "assistant", "user"]
+    assert two_turn[2]["content"] == "first: 12" and "second: 34" in two_turn[3]["content"]
+    one = prompts.self_debate_messages(row, None, "first: 12", "second: 34", "one_message")
+    assert [m["role"] for m in one] == ["system", "user"] and "Response 2:\nsecond: 34" in one[1]["content"]
+    settings = TrainSettings(finetuning="full", show_progress=False)
+    trainer = Trainer(_questions(1), Policy(char_model_dir, settings, device="cpu"), settings, run="t")
+    reply = Rollout(question_id="q", group="q#debate", turn=2, sample=0, messages=tuple(two_turn), text="7",
+                    token_ids=[40, 41, 5], finish_reason="stop", answer="7", correct=True, reward=1.0, advantage=1.0)
+    ids, attention, mask, start, _ = trainer._tensors([reply])
+    assert mask.sum() == 3 and ids[0, start:].tolist() == [40, 41, 5]  # only the reply is trained on
+    prompt = trainer.policy.tokenizer.decode(ids[0, :start])
+    assert "first: 12" in prompt and "second: 34" in prompt

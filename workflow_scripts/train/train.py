@@ -1,0 +1,23 @@
+from debatelab.config import AgentSpec
+from debatelab.runlog import job_log
+from debatelab.training import TrainSettings
+from debatelab.training.stage import launch_or_train
+
+if __name__ == "__main__":
+    with job_log(snakemake.log[0]):
+        launch_or_train(
+            processes=int(snakemake.resources.get("gpu", 1) or 1),
+            accelerate_config=snakemake.params.accelerate_config,
+            log_path=snakemake.log[0],
+            dataset_path=snakemake.input.dataset,
+            model_path=snakemake.input.model,
+            out_dir=snakemake.output.model,
+            metrics_path=snakemake.output.metrics,
+            curves_path=snakemake.output.curves,
+            settings_path=snakemake.output.settings,
+            checkpoint_dir=snakemake.params.checkpoint_dir,
+            run=snakemake.wildcards.run,
+            policy=AgentSpec.from_config(snakemake.params.policy_name, snakemake.params.policy),
+            settings=TrainSettings.from_config(snakemake.params.settings),
+            limit=snakemake.params.limit,
+        )
