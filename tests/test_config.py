@@ -100,11 +100,10 @@ def test_good_config_fills_defaults(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-def test_every_shipped_config_validates(tmp_path):
+def test_every_shipped_config_validates():
+    # (test_experiment_configs and test_slurm_profile dry-run each of them through Snakemake)
     for path in SHIPPED:
         Experiment(validate_config(yaml.safe_load(path.read_text())))
-        proc = snakemake(tmp_path, "--configfile", str(path), "-n", check=False)
-        assert proc.returncode == 0, f"{path}:\n{proc.stderr[-3000:]}"
 
 
 def test_experiment_answers_the_workflows_questions():

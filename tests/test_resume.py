@@ -87,21 +87,23 @@ def _kill_after_flushes(workdir: Path, rule: str, flushes: int, timeout: float =
             proc.wait()
 
 
-# The kill point varies: after the first flush of a zero_shot job, after the second of a debate job.
-@pytest.mark.parametrize("rule, flushes", [("zero_shot", 1), ("debate", 2)])
-def test_killed_and_resumed_run_ends_identical(uninterrupted, tmp_path, rule, flushes):
-    kill = _kill_after_flushes(tmp_path, rule, flushes)
-    assert kill["parts_at_kill"] >= kill["start_parts"] + flushes
-    assert not (tmp_path / "results/resume/summary/debate.csv").exists()  # the kill fell before the end
-    killed_units = _units(tmp_path)
-    snakemake(tmp_path, "--unlock", "--configfile", CONFIG)
+def test_killed_twice_and_resumed_run_ends_identical(uninterrupted, tmp_path):
+    """Killed after the first flush of a zero_shot job, rerun, killed again after the second flush of a
+    debate job, rerun to the end: every output equals the uninterrupted run's."""
+    units_at_kill = []
+    for rule, flushes in (("zero_shot", 1), ("debate", 2)):
+        kill = _kill_after_flushes(tmp_path, rule, flushes)
+        assert kill["parts_at_kill"] >= kill["start_parts"] + flushes
+        assert not (tmp_path / "results/resume/summary/debate.csv").exists()  # the kill fell before the end
+        units_at_kill.append(_units(tmp_path))
+        snakemake(tmp_path, "--unlock", "--configfile", CONFIG)
     snakemake(tmp_path, "--configfile", CONFIG, "--profile", LOCAL)
 
     comparison = compare_trees(uninterrupted / "results/resume", tmp_path / "results/resume")
     assert comparison.same and not comparison.close, comparison.summary()
     assert len(comparison.identical) > 20
-    # The cache holds exactly the uninterrupted run's units: every unit finished before the kill
-    # was kept and served, none was generated twice; only the unit in flight was lost.
+    # The cache holds exactly the uninterrupted run's units: every unit finished before a kill was
+    # kept and served, none was generated twice; only the units in flight were lost.
     assert _units(tmp_path) == _units(uninterrupted)
-    assert killed_units < _units(uninterrupted)
+    assert units_at_kill[0] < units_at_kill[1] < _units(uninterrupted)
     assert _parts(tmp_path) == _parts(uninterrupted)

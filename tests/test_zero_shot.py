@@ -1,23 +1,16 @@
-"""The zero-shot stage on the real tiny model, and a real kill-and-resume of its Snakemake job."""
+"""The zero-shot stage on the real tiny model (its kill-and-resume through Snakemake is in test_resume)."""
 from __future__ import annotations
-
-import os
-import signal
-import subprocess
-import sys
-import time
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 import pytest
 
 from debatelab.data import load_benchmark
 from debatelab.llm import GenerationCache
-from debatelab.llm.transformers_backend import TransformersBackend
 from debatelab.config import AgentSpec
+from debatelab.llm.transformers_backend import TransformersBackend
 from debatelab.zero_shot import ZERO_SHOT_COLUMNS, ZeroShotSettings, run_zero_shot, select_questions
-from workflow_helpers import REPO_ROOT, SNAKEMAKE, snakemake
+from workflow_helpers import snakemake
 
 
 class CountingBackend:
@@ -90,54 +83,6 @@ def test_seeded_question_subset_is_stable():
     assert list(a["id"]) == list(b["id"]) and list(a["id"]) != list(select_questions(df, 5, seed=4)["id"])
     positions = [df.index[df["id"] == i][0] for i in a["id"]]
     assert positions == sorted(positions)  # the dataset's own order
-
-
-def _entries_in(parts) -> int:
-    return sum(pq.read_metadata(p).num_rows for p in parts)
-
-
-@pytest.mark.slow
-def test_killed_zero_shot_job_resumes_without_redoing_finished_batches(tmp_path):
-    """Kill the real Snakemake job mid-generation (SIGKILL, as a preempted node would), rerun it."""
-    batch = 2
-    config = tmp_path / "resume.yaml"
-    config.write_text(
-        "experiment: resume\n"
-        "datasets: {asdiv: {split: test, limit: 4}}\n"
-        "models: {tiny-random-llama: {source: 'bundled:tiny-random-llama'}}\n"
-        "agents: {alice: {model: tiny-random-llama, max_tokens: 48}}\n"
-        "backends: {transformers: {batch_size: 2, num_threads: 1}}\n"
-        f"zero_shot: {{samples: 6, batch_size: {batch}, estimators: []}}\n"
-    )
-    target = "results/resume/zero_shot/asdiv/alice.parquet"
-    snakemake(tmp_path, "--configfile", str(config), "--cores", "1", "data/asdiv/test.parquet", "resources/models/tiny-random-llama")
-    cache_dir = tmp_path / "results/resume/cache/tiny-random-llama"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}
-    proc = subprocess.Popen(
-        [SNAKEMAKE, "--snakefile", str(REPO_ROOT / "Snakefile"), "--directory", str(tmp_path), "--configfile", str(config),
-         "--cores", "1", target],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
-    )
-    deadline = time.time() + 300
-    while time.time() < deadline and len(list(cache_dir.glob("part-*.parquet"))) < 3:
-        assert proc.poll() is None, "the job finished before it could be killed: make it longer"
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    parts_at_kill = set(cache_dir.glob("part-*.parquet"))
-    done_at_kill = _entries_in(parts_at_kill)
-    total = 4 * 6
-    assert batch <= done_at_kill < total
-    assert not (tmp_path / target).exists()
-
-    snakemake(tmp_path, "--configfile", str(config), "--cores", "1", "--unlock")
-    snakemake(tmp_path, "--configfile", str(config), "--cores", "1", "--rerun-incomplete", target)
-    new_parts = set(cache_dir.glob("part-*.parquet")) - parts_at_kill
-    # Every generation finished before the kill is reused: the rerun makes only the rest.
-    assert _entries_in(new_parts) == total - done_at_kill
-    assert all(pq.read_metadata(p).num_rows <= batch for p in new_parts)
-    df = pd.read_parquet(tmp_path / target)
-    assert len(df) == total and df.groupby("question_id")["sample"].nunique().eq(6).all()
 
 
 def test_an_agent_can_draw_more_samples_than_the_default(tmp_path):
