@@ -126,3 +126,24 @@ def test_fingerprint_changes_when_weights_change(tiny_model_dir, tmp_path):
     weights = next(copy.glob("*.safetensors"))
     weights.write_bytes(weights.read_bytes())
     assert model_fingerprint(copy) != before
+
+
+def test_the_model_loads_on_first_use_only(tiny_model_dir, tmp_path):
+    """A job whose generations are all cached never loads the model (nor transformers' generation
+    code): the cache serves it on the model id alone."""
+    from debatelab.llm.cache import GenerationCache, generate_cached
+
+    request = GenerationRequest([{"role": "user", "content": "Hi"}], SamplingParams(temperature=1.0, max_tokens=4, seed=3))
+    first = TransformersBackend(tiny_model_dir, device="cpu")
+    cache = GenerationCache(tmp_path / "cache")
+    expected = generate_cached(first, [request], cache, batch_size=4)
+    assert "model" in first.__dict__  # it had to generate
+
+    second = TransformersBackend(tiny_model_dir, device="cpu")
+    assert second.model_id == first.model_id and "model" not in second.__dict__
+    assert generate_cached(second, [request], cache, batch_size=4)[0][0].text == expected[0][0].text
+    assert "model" not in second.__dict__  # served from disk: never loaded
+    assert second.generate([request])[0][0].text == first.generate([request])[0][0].text  # loads when it must
+    second.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        second.generate([request])

@@ -67,7 +67,6 @@ class TransformersBackend(Backend):
         num_threads: int | None = None,
     ):
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if num_threads:
             torch.set_num_threads(num_threads)
@@ -77,9 +76,26 @@ class TransformersBackend(Backend):
         self.batch_size = batch_size or DEFAULT_BATCH_SIZE.get(torch.device(device).type, DEFAULT_BATCH_SIZE["cpu"])
         self.model_path = str(model_path)
         self.model_id = f"transformers::{model_fingerprint(model_path)}"
+        self._dtype = dtype
+        # The model loads on first use: a job whose generations are all cached never imports
+        # transformers' generation code (~10 s on 2 CPU cores) nor reads the weights.
+
+    def __getattr__(self, name: str):
+        if name in ("model", "tokenizer", "eos_ids") and "_dtype" in self.__dict__ and "model" not in self.__dict__:
+            if self.__dict__.get("_closed"):
+                raise RuntimeError(f"{self.model_id}: the backend is closed")
+            self._load()
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
+
+    def _load(self) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        log.info("loading %s on %s", self.model_path, self.device)
         tokenizer = AutoTokenizer.from_pretrained(self.model_path)
-        torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
-        model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch_dtype).to(device)
+        torch_dtype = "auto" if self._dtype == "auto" else getattr(torch, self._dtype)
+        model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch_dtype).to(self.device)
         self._attach(model, tokenizer)
 
     @classmethod
@@ -202,6 +218,8 @@ class TransformersBackend(Backend):
         for messages, reply in zip(*paired_score_inputs(prompts, replies)):
             ids, start = reply_token_ids(self.tokenizer, messages, reply)
             pairs.append((ids[:start], ids[start:]))
+        if not pairs:
+            return []
         out: list[ScoredText | None] = [None] * len(pairs)
         order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
         pad = self.tokenizer.pad_token_id
@@ -222,4 +240,5 @@ class TransformersBackend(Backend):
         return out  # type: ignore[return-value]
 
     def close(self) -> None:
-        del self.model
+        self.__dict__.pop("model", None)
+        self._closed = True
