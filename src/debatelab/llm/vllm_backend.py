@@ -151,6 +151,17 @@ class VLLMBackend(Backend):
     def generate(
         self, requests: Sequence[GenerationRequest], progress: ProgressCallback | None = None
     ) -> list[list[Generation]]:
+        return self._generate(requests, progress, lora_request=None)
+
+    def with_adapter(self, adapter_dir: str | Path, name: str, adapter_id: int) -> "VLLMAdapterBackend":
+        """The engine's base model with a PEFT LoRA adapter folder applied (the engine must be built
+        with `enable_lora=True`). A new `adapter_id` makes vLLM load the folder afresh: an id names
+        one set of weights (vLLM keeps loaded adapters by id)."""
+        from vllm.lora.request import LoRARequest
+
+        return VLLMAdapterBackend(self, LoRARequest(name, int(adapter_id), str(adapter_dir)))
+
+    def _generate(self, requests, progress, *, lora_request) -> list[list[Generation]]:
         requests = list(requests)
         if not requests:
             return []
@@ -158,7 +169,7 @@ class VLLMBackend(Backend):
         prompts = [{"prompt_token_ids": chat_prompt_ids(self.tokenizer, r.messages)} for r in requests]
         params = [self._sampling_params(r) for r in requests]
         use_tqdm = _progress_tqdm(progress) if progress is not None else False
-        outputs = llm.generate(prompts, params, use_tqdm=use_tqdm)
+        outputs = llm.generate(prompts, params, use_tqdm=use_tqdm, lora_request=lora_request)
         if len(outputs) != len(requests):
             raise RuntimeError(f"vLLM returned {len(outputs)} outputs for {len(requests)} requests")
 
@@ -191,13 +202,17 @@ class VLLMBackend(Backend):
 
     # -- scoring ----------------------------------------------------------------------------
     def score(self, prompts: Sequence[Sequence[Message]], replies: Sequence[str]) -> list[ScoredText]:
+        return self._score(prompts, replies, lora_request=None)
+
+    def _score(self, prompts, replies, *, lora_request) -> list[ScoredText]:
         prompts, replies = paired_score_inputs(prompts, replies)
         if not prompts:
             return []
         llm = self._require_engine()
         spans = [reply_token_ids(self.tokenizer, p, r) for p, r in zip(prompts, replies)]
         params = self._vllm.SamplingParams(n=1, temperature=0.0, max_tokens=1, prompt_logprobs=0, detokenize=False)
-        outputs = llm.generate([{"prompt_token_ids": ids} for ids, _ in spans], params, use_tqdm=False)
+        outputs = llm.generate([{"prompt_token_ids": ids} for ids, _ in spans], params, use_tqdm=False,
+                               lora_request=lora_request)
         scored = []
         for (ids, start), out in zip(spans, outputs):
             plp = out.prompt_logprobs
@@ -249,3 +264,19 @@ class VLLMBackend(Backend):
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class VLLMAdapterBackend(Backend):
+    """A view of a `VLLMBackend` that generates with one LoRA adapter (e.g. a policy being trained);
+    closing the view leaves the engine running."""
+
+    def __init__(self, engine: VLLMBackend, lora_request):
+        self.engine, self.lora_request = engine, lora_request
+        self.tokenizer = engine.tokenizer
+        self.model_id = f"{engine.model_id}+lora:{lora_request.lora_name}"
+
+    def generate(self, requests: Sequence[GenerationRequest], progress: ProgressCallback | None = None):
+        return self.engine._generate(requests, progress, lora_request=self.lora_request)
+
+    def score(self, prompts: Sequence[Sequence[Message]], replies: Sequence[str]) -> list[ScoredText]:
+        return self.engine._score(prompts, replies, lora_request=self.lora_request)

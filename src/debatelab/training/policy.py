@@ -22,7 +22,7 @@ class Policy:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        self.settings, self.device = settings, device
+        self.settings, self.device, self.model_path = settings, device, str(model_path)
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -45,9 +45,13 @@ class Policy:
         # linear warm-up over the first rollout steps, then constant (spec 003 §6); stepped once per rollout step
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0)
-        log.info("policy %s: %s fine-tuning, %d of %d parameters trainable, %s on %s", model_path, settings.finetuning,
-                 sum(p.numel() for p in trainable), sum(p.numel() for p in self.model.parameters()),
-                 resolve_dtype(settings.dtype, device), device)
+        from .vllm_rollouts import resolve_rollout_backend
+
+        self.rollout_backend = resolve_rollout_backend(settings.rollout_backend)
+        self._vllm = None  # started on the first rollouts
+        log.info("policy %s: %s fine-tuning, %d of %d parameters trainable, %s on %s, rollouts on %s", model_path,
+                 settings.finetuning, sum(p.numel() for p in trainable), sum(p.numel() for p in self.model.parameters()),
+                 resolve_dtype(settings.dtype, device), device, self.rollout_backend)
 
     def trainable_state(self) -> dict:
         """The weights the optimizer changes (the adapter, or every weight), for checkpoints."""
@@ -63,11 +67,34 @@ class Policy:
                 params[name].copy_(value)
 
     def backend(self, model_id: str):
-        """A backend that generates with the live weights (rollouts)."""
+        """A backend that generates with the live weights (rollouts): a colocated vLLM engine kept in
+        step with them (`vllm_rollouts`), or transformers on the training model itself."""
+        if self.rollout_backend == "vllm":
+            if self._vllm is None:
+                import torch.distributed as dist
+
+                from .vllm_rollouts import VLLMRollouts
+
+                distributed = dist.is_available() and dist.is_initialized()
+                self._vllm = VLLMRollouts(self.model_path, self.settings,
+                                          dtype=str(resolve_dtype(self.settings.dtype, self.device)).removeprefix("torch."),
+                                          rank=dist.get_rank() if distributed else 0,
+                                          world=dist.get_world_size() if distributed else 1)
+            return self._vllm.backend(self, model_id)
         from ..llm.transformers_backend import TransformersBackend
 
         return TransformersBackend.from_model(self.model, self.tokenizer, model_id=model_id,
                                               batch_size=self.settings.rollout_batch_size)
+
+    def rollouts_done(self) -> None:
+        """The step's rollouts are in: a sleeping-capable engine frees its memory for the update."""
+        if self._vllm is not None:
+            self._vllm.pause()
+
+    def close(self) -> None:
+        if self._vllm is not None:
+            self._vllm.close()
+            self._vllm = None
 
     def reference_logprobs(self, compute):
         """`compute(model)` under the reference policy: the base without the adapter, or a frozen copy."""

@@ -10,6 +10,7 @@ DEBATE_TEMPLATES = ("two_turn", "one_message")
 AGGREGATIONS = ("token_mean", "sequence_mean")
 KL_ESTIMATORS = ("k1", "k3")
 FINETUNING = ("lora", "full")
+ROLLOUT_BACKENDS = ("auto", "transformers", "vllm")
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,12 @@ class TrainSettings:
     lora: LoraSettings = field(default_factory=LoraSettings)
     dtype: str = "auto"  # auto: bfloat16 on a GPU, float32 on a CPU
     rollout_batch_size: int | None = None  # sequences per generate call (null: the backend's default)
+    # Where rollouts run: auto = a colocated vLLM engine when a GPU and vLLM are there, else transformers.
+    rollout_backend: str = "auto"
+    vllm_gpu_memory_utilization: float = 0.3  # the engine's share of the GPU; the trainer holds the rest
+    vllm_max_model_len: int | None = None  # null: the model's own context length
+    vllm_enforce_eager: bool = False
+    vllm_sleep: bool = False  # free the engine's KV cache and offload its weights during the update
     checkpoint_every: int = 1
     show_progress: bool = True
 
@@ -75,7 +82,7 @@ class TrainSettings:
             object.__setattr__(self, "lora", LoraSettings(**self.lora))
         choices = {"method": METHODS, "pair_mode": PAIR_MODES, "debate_template": DEBATE_TEMPLATES,
                    "loss_aggregation": AGGREGATIONS, "kl_estimator": KL_ESTIMATORS, "finetuning": FINETUNING,
-                   "dtype": ("auto", "float32", "bfloat16", "float16")}
+                   "dtype": ("auto", "float32", "bfloat16", "float16"), "rollout_backend": ROLLOUT_BACKENDS}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"training: {name} must be one of {allowed}, got {getattr(self, name)!r}")
@@ -92,6 +99,8 @@ class TrainSettings:
             raise ValueError(f"training: clip_low in [0, 1) and clip_high >= 0 are required, got {self.clip_low}, {self.clip_high}")
         if self.learning_rate <= 0 or self.temperature <= 0 or not 0 < self.top_p <= 1:
             raise ValueError("training: learning_rate > 0, temperature > 0 and top_p in (0, 1] are required")
+        if not 0 < self.vllm_gpu_memory_utilization <= 1:
+            raise ValueError(f"training: vllm_gpu_memory_utilization must be in (0, 1], got {self.vllm_gpu_memory_utilization}")
         if self.debate_prompts_per_step < 0 or self.warmup_steps < 0 or self.kl_coef < 0:
             raise ValueError("training: debate_prompts_per_step, warmup_steps and kl_coef must be >= 0")
 

@@ -35,10 +35,15 @@ from .settings import TrainSettings
 log = logging.getLogger(__name__)
 
 
+#: Settings a resumed run may change: the budget, logging, and the vLLM engine's memory knobs.
+RESUMABLE_CHANGES = ("steps", "show_progress", "checkpoint_every", "vllm_gpu_memory_utilization", "vllm_max_model_len",
+                     "vllm_enforce_eager", "vllm_sleep")
+
+
 def run_fingerprint(settings: TrainSettings, model_path: str, dataset_path: str, policy: AgentSpec) -> str:
     """What a checkpoint must match to be resumed: every setting but the budget and logging, the base
     weights, the training questions and the policy's prompt."""
-    own = {k: v for k, v in settings.to_dict().items() if k not in ("steps", "show_progress", "checkpoint_every")}
+    own = {k: v for k, v in settings.to_dict().items() if k not in RESUMABLE_CHANGES}
     data = Path(dataset_path)
     return stable_hash({"settings": own, "model": model_fingerprint(model_path).split("#")[-1],
                         "data": stable_hash(pd.read_parquet(data)["id"].astype(str).tolist()) if data.exists() else str(data),
@@ -75,7 +80,10 @@ def train_job(
     trainer = Trainer(questions, Policy(model_path, settings, device=device), settings, run=run,
                       system_prompt=policy.system_prompt, reward=reward, checkpoint_dir=checkpoint_dir,
                       fingerprint=run_fingerprint(settings, str(model_path), str(dataset_path), policy))
-    metrics = trainer.train()
+    try:
+        metrics = trainer.train()
+    finally:
+        trainer.policy.close()
     if rank == 0:
         trainer.policy.save(out_dir)
         write_parquet_atomic(metrics, metrics_path)

