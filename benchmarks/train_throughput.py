@@ -39,8 +39,8 @@ def ours(args, model_dir: Path, questions) -> dict:
         method="dapo", steps=args.steps + 1, prompts_per_step=args.prompts, rollouts_per_prompt=args.group,
         dynamic_sampling=False, max_tokens=args.max_tokens, overlong_buffer=0, learning_rate=1e-6, warmup_steps=0,
         mini_batch_size=args.prompts * args.group, micro_batch_size=args.prompts * args.group,
-        rollout_batch_size=args.prompts * args.group, lora={"r": 16, "alpha": 32}, dtype="float32",
-        show_progress=False,
+        rollout_batch_size=args.prompts * args.group, lora={"r": 16, "alpha": 32}, dtype=args.dtype,
+        rollout_backend=args.rollout_backend, show_progress=False,
     )
     trainer = Trainer(questions, Policy(model_dir, settings, device=args.device), settings, run="bench")
     rows = [trainer.train_step(step) for step in range(args.steps + 1)][1:]  # the first is the warm-up
@@ -86,7 +86,7 @@ def trl(args, model_dir: Path, questions) -> dict:
             seed=0, dataloader_num_workers=0,
         )
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto" if args.dtype == "auto" else getattr(torch, args.dtype))
         trainer = GRPOTrainer(model=model, args=config, reward_funcs=verifiable, train_dataset=Dataset.from_list(records),
                               processing_class=tokenizer, peft_config=LoraConfig(r=16, lora_alpha=32, task_type="CAUSAL_LM",
                                                                                   target_modules="all-linear"),
@@ -119,6 +119,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3, help="timed steps after one warm-up step")
     ap.add_argument("--models-dir", default="resources/models")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--rollout-backend", default="auto", choices=["auto", "transformers", "vllm"],
+                    help="ours: auto = a colocated vLLM engine on a GPU with vLLM installed, else transformers")
+    ap.add_argument("--dtype", default="float32", choices=["auto", "float32", "bfloat16"])
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -127,7 +130,7 @@ def main() -> None:
         print(f"preparing {model_dir} ...")
         prepare_model(args.model, f"bundled:{args.model}", model_dir)
     questions = select_questions(load_benchmark("asdiv", "test", source="offline"), 64, seed=0)
-    print(f"model={args.model} device={args.device} prompts={args.prompts} group={args.group} "
+    print(f"model={args.model} device={args.device} rollouts={args.rollout_backend} prompts={args.prompts} group={args.group} "
           f"max_tokens={args.max_tokens} steps={args.steps} (+1 warm-up) threads={torch.get_num_threads()}", flush=True)
     results = {"debatelab": ours(args, model_dir, questions), "TRL GRPOTrainer": trl(args, model_dir, questions)}
     for name, r in results.items():
