@@ -1,0 +1,108 @@
+"""UDPO's formulas (spec 000 §5) on fixture debates, every value worked by hand in the comments."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from debatelab.training.udpo import (
+    AgentCoefficients, agent_reward, base_weights, batch_advantages, calibrate_coefficients, replay_draw,
+    replay_priority, trajectory_rewards,
+)
+
+# N = 3 agents, T = 2 debate rounds; gold "4".
+FIXTURE = [["4", "5", "4"],  # t = 0
+           ["4", "4", "4"],  # t = 1
+           ["4", "4", "5"]]  # t = 2
+# nobody moves, everybody disagrees; the vote ties three ways and goes to agent 0's "4"
+STUBBORN = [["4", "5", "6"]] * 3
+
+
+def test_trajectory_rewards_by_hand():
+    r = trajectory_rewards(FIXTURE, "4", "math")
+    # flips over t = 0→1→2: agent 0 none, agent 1 5→4, agent 2 4→5: 2 of N·T = 6
+    assert r["r_intra"] == pytest.approx(1 - 2 / 6)
+    # C_0 = 2/3 (0≠1, 1≠2), C_1 = 0, C_2 = 2/3 → U_inter = 4/9
+    assert r["r_inter"] == pytest.approx(1 - 4 / 9)
+    # final 4,4,5: H̃ = H(2/3, 1/3)/log 2 = 0.918296, D = 1, L = 0 (4,5 ties go to the first agent's 4)
+    entropy = -(2 / 3 * math.log(2 / 3) + 1 / 3 * math.log(1 / 3)) / math.log(2)
+    assert r["r_sys"] == pytest.approx(1 - (entropy + 1 + 0) / 3)
+    assert r["r_task"] == 1.0
+    assert trajectory_rewards(FIXTURE, "5", "math")["r_task"] == 0.0
+
+
+def test_corrected_r_intra_stays_in_the_unit_interval():
+    # Eq 1 as printed (N(T−1) denominator) would give 1 − 6/3 = −1 here; the corrected form gives 0
+    flipping = [["1", "1", "1"], ["2", "2", "2"], ["1", "1", "1"]]
+    assert trajectory_rewards(flipping, "1", "math")["r_intra"] == 0.0
+
+
+def test_agent_reward_is_eq_4():
+    c = AgentCoefficients(alpha=0.5, beta=0.25, gamma=2.0, lam=1.0, eta=0.01)
+    rewards = {"r_intra": 0.2, "r_inter": 0.4, "r_sys": 0.1, "r_task": 1.0}
+    assert agent_reward(rewards, c) == pytest.approx(0.1 + 0.1 + 0.2 + 1.0)
+
+
+def test_coefficients_of_algorithm_b_by_hand():
+    coefficients, profile = calibrate_coefficients([FIXTURE, STUBBORN], ["4", "4"], "math", base="uniform")
+    # Per agent, mean over the two debates (λ = 0.5 in U_intra = λF + (1−λ)M):
+    #   agent 0: U_intra (0 + 0)/2 = 0;     U_inter (1/3 + 1)/2 = 2/3; L̄ (0 + 1)/2 = 1/2
+    #            (in STUBBORN, without agent 0 the 5,6 tie goes to 5 ≠ 4)
+    #   agent 2: U_intra (1 + 0)/2 = 1/2;   U_inter (1/2 + 1)/2 = 3/4; L̄ 0
+    assert profile["agents"][0] == pytest.approx({"u_intra": 0.0, "u_inter": 2 / 3, "leave_one_out": 0.5, "u_sys": 0.5})
+    k, third = 1.5, 1 / 3
+    assert coefficients[0].to_dict() == pytest.approx({
+        "alpha": third * 1, "beta": third * (1 + k * 2 / 3), "gamma": third * (1 + k * 0.5),
+        "lam": 1 / (1 + k * 0.5), "eta": 0.01 * (1 + k * 0.5)})
+    assert coefficients[2].to_dict() == pytest.approx({
+        "alpha": third * (1 + k * 0.5), "beta": third * (1 + k * 0.75), "gamma": third, "lam": 1.0, "eta": 0.01})
+    # the alternative Ū_sys^(i) = mean(Ū_intra, Ū_inter, L̄): agent 0 → (0 + 2/3 + 1/2)/3 = 7/18
+    mean_mode, _ = calibrate_coefficients([FIXTURE, STUBBORN], ["4", "4"], "math", base="uniform", sys_mode="mean")
+    assert mean_mode[0].lam == pytest.approx(1 / (1 + k * 7 / 18))
+    assert mean_mode[0].gamma == coefficients[0].gamma  # γ keeps L̄
+
+
+def test_base_weights_are_normalised_cohens_d():
+    correct = [False, False, True, True]
+    # d_intra: means 1 vs −1, pooled sd sqrt((2 + 2)/2) = √2 → d = √2
+    # d_inter: means 1 vs 0, pooled sd sqrt((0 + 2)/2) = 1 → d = 1
+    # d_sys: means 1/2 vs 0, pooled sd sqrt((1/2 + 0)/2) = 1/2 → d = 1
+    w = base_weights([2, 0, 0, -2], [1, 1, 1, -1], [1, 0, 0, 0], correct)
+    total = math.sqrt(2) + 2
+    assert w == pytest.approx({"alpha": math.sqrt(2) / total, "beta": 1 / total, "gamma": 1 / total})
+    # a measure that is lower on failures (d < 0) does not separate them: fall back to 1/3 each
+    assert base_weights([0, 0, 2, 2], [1, 1, 1, -1], [1, 0, 0, 0], correct) == pytest.approx(
+        {"alpha": 1 / 3, "beta": 1 / 3, "gamma": 1 / 3})
+    # no failures at all: d is undefined
+    assert base_weights([1, 0], [1, 0], [1, 0], [True, True])["alpha"] == pytest.approx(1 / 3)
+
+
+def test_batch_mean_baseline_per_agent():
+    rewards = np.array([[1.0, 2.0], [3.0, 2.0], [2.0, 5.0]])  # 3 debates × 2 agents
+    advantages = batch_advantages(rewards)
+    assert advantages[:, 0].tolist() == [-1.0, 1.0, 0.0]
+    assert advantages[:, 1].tolist() == [-1.0, -1.0, 2.0]
+
+
+def test_replay_priority_and_draw():
+    weights = {"alpha": 0.5, "beta": 0.25, "gamma": 0.25}
+    calm = {"r_intra": 1.0, "r_inter": 1.0, "r_sys": 1.0}
+    assert replay_priority(calm, weights) == pytest.approx(1e-3)  # the floor: never zero
+    assert replay_priority({"r_intra": 0.0, "r_inter": 0.5, "r_sys": 1.0}, weights) == pytest.approx(0.625 + 1e-3)
+
+    priorities = np.array([1.0, 3.0])  # p = 1/4, 3/4
+    rng = np.random.default_rng(0)
+    counts, seen_weights = np.zeros(2), {}
+    for _ in range(2000):
+        index, w = replay_draw(priorities, 4, rng)
+        assert len(index) == 4 and len(set(index[2:])) == 2  # two by priority, two uniform without replacement
+        assert (w[2:] == 1).all()
+        for i, wi in zip(index[:2], w[:2]):
+            counts[i] += 1
+        if index[0] != index[1]:  # both drawn by priority: w = 1/(|B|p) over max → 1 for p = 1/4, 1/3 for 3/4
+            seen_weights = dict(zip(index[:2].tolist(), w[:2].tolist()))
+    assert counts[1] / counts.sum() == pytest.approx(0.75, abs=0.03)
+    assert seen_weights == pytest.approx({0: 1.0, 1: 1 / 3})
+    with pytest.raises(ValueError, match="positive"):
+        replay_draw(np.array([1.0, 0.0]), 2, rng)
