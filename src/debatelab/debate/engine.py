@@ -66,6 +66,7 @@ class Turn:
     confidence_tokens: int = 0
     zero_shot_sample: int = -1
     rating: float | None = None  # a parsed 0-10 self-report (confidence asks only)
+    token_ids: tuple[int, ...] | None = None  # the reply's tokens when the backend reports them (training)
 
     @property
     def valid(self) -> bool:
@@ -169,7 +170,7 @@ def run_engine(states: Sequence[QuestionState], start: Callable[[QuestionState],
         generations = generate([(states[qi], ask) for qi, ask in batch])
         replies: dict[int, list[Turn]] = defaultdict(list)
         for (qi, ask), generation in zip(batch, generations):
-            turn = _to_turn(states[qi], ask, generation)
+            turn = to_turn(states[qi], ask, generation)
             if ask.purpose == "confidence":
                 states[qi].confidence_turns.append(turn)
             else:
@@ -193,7 +194,8 @@ def _advance(state, gen, reply, running, qi) -> None:
         state.outcome = stop.value
 
 
-def _to_turn(state: QuestionState, ask: Ask, g: Generation) -> Turn:
+def to_turn(state: QuestionState, ask: Ask, g: Generation) -> Turn:
+    """An ask's reply as a Turn: parsed, graded, with its token counts (and token ids when reported)."""
     if ask.purpose == "confidence":
         answer, key, correct = None, INVALID, False
         rating = grading.extract_confidence(g.text)
@@ -206,6 +208,7 @@ def _to_turn(state: QuestionState, ask: Ask, g: Generation) -> Turn:
         sources=tuple(ask.sources), answer_sources=tuple(ask.answer_sources), prompt_tokens=g.prompt_tokens,
         completion_tokens=g.completion_tokens, finish_reason=g.finish_reason,
         min_logprob=min_logprob(g.token_logprobs), mean_logprob=mean_logprob(g.token_logprobs), rating=rating,
+        token_ids=tuple(g.token_ids) if g.token_ids is not None else None,
     )
 
 

@@ -32,6 +32,7 @@ class TrainState:
     epoch: int = 0  # passes over the training questions started
     cursor: int = 0  # position in this epoch's question order
     metrics: list[dict] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)  # a method's own state (JSON), e.g. UDPO's replay priorities
 
 
 def save_checkpoint(directory: str | Path, policy, state: TrainState, fingerprint: str, keep: int = 1) -> Path:
@@ -52,7 +53,7 @@ def save_checkpoint(directory: str | Path, policy, state: TrainState, fingerprin
         torch.save(rng, tmp / "rng.pt")
         pd.DataFrame(state.metrics).to_parquet(tmp / "metrics.parquet")
         (tmp / "state.json").write_text(json.dumps({"step": state.step, "epoch": state.epoch, "cursor": state.cursor,
-                                                    "fingerprint": fingerprint}))
+                                                    "fingerprint": fingerprint, "extra": state.extra}))
         final = directory / name
         if final.exists():
             shutil.rmtree(final)
@@ -93,4 +94,5 @@ def load_checkpoint(directory: str | Path, policy, fingerprint: str) -> TrainSta
         torch.cuda.set_rng_state_all(rng["cuda"])
     metrics = pd.read_parquet(path / "metrics.parquet").to_dict("records") if meta["step"] else []
     log.info("resuming from %s (step %d)", path, meta["step"])
-    return TrainState(step=meta["step"], epoch=meta["epoch"], cursor=meta["cursor"], metrics=metrics)
+    return TrainState(step=meta["step"], epoch=meta["epoch"], cursor=meta["cursor"], metrics=metrics,
+                      extra=meta.get("extra", {}))

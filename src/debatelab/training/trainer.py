@@ -71,6 +71,8 @@ def _all_reduce(value: float, op: str = "sum") -> float:
 
 
 class Trainer:
+    metric_columns = METRIC_COLUMNS
+
     def __init__(self, questions: pd.DataFrame, policy, settings, *, run: str, system_prompt: str | None = None,
                  reward: RewardFunction | None = None, checkpoint_dir=None, fingerprint: str = ""):
         if questions.empty:
@@ -123,16 +125,18 @@ class Trainer:
                 self.state.step += 1
                 bar.update(1)
                 bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", acc=f"{metrics['accuracy']:.2f}")
-                log.info("step %d/%d: reward %.3f, accuracy %.3f, %d of %d groups kept, %d debate groups kept, "
-                         "loss %.4f; rollout %.1f s, update %.1f s, %.0f tokens/s", self.state.step, s.steps,
-                         metrics["reward_mean"], metrics["accuracy"], metrics["groups_kept"],
-                         metrics["prompts_sampled"], metrics["debate_groups_kept"], metrics["loss"],
-                         metrics["rollout_seconds"], metrics["update_seconds"], metrics["tokens_per_second"])
+                log.info("step %d/%d: %s; loss %.4f; rollout %.1f s, update %.1f s, %.0f tokens/s", self.state.step,
+                         s.steps, self._describe(metrics), metrics["loss"], metrics["rollout_seconds"],
+                         metrics["update_seconds"], metrics["tokens_per_second"])
                 if self.checkpoint_dir is not None and self.rank == 0 and (
                         self.state.step % s.checkpoint_every == 0 or self.state.step == s.steps):
                     save_checkpoint(self.checkpoint_dir, self.policy, self.state, self.fingerprint)
                 self._barrier()
-        return pd.DataFrame(self.state.metrics, columns=METRIC_COLUMNS)
+        return pd.DataFrame(self.state.metrics, columns=self.metric_columns)
+
+    def _describe(self, metrics: dict) -> str:
+        return (f"reward {metrics['reward_mean']:.3f}, accuracy {metrics['accuracy']:.3f}, {metrics['groups_kept']} of "
+                f"{metrics['prompts_sampled']} groups kept, {metrics['debate_groups_kept']} debate groups kept")
 
     def _barrier(self) -> None:
         if self.world > 1:
@@ -231,12 +235,13 @@ class Trainer:
         return len(prompts_), kept_groups, [r for group in groups for r in group]
 
     # -- the update -----------------------------------------------------------------------
-    def _tensors(self, rollouts: Sequence[Rollout]):
+    def _tensors(self, rollouts: Sequence[Rollout], policy=None):
         """Left-padded prompts and right-padded completions side by side, so every completion starts at
         the same column; the completion mask covers the reply tokens only."""
         import torch
 
-        tokenizer, device = self.policy.tokenizer, self.policy.device
+        policy = policy or self.policy
+        tokenizer, device = policy.tokenizer, policy.device
         pad = tokenizer.pad_token_id
         prompt_ids = [chat_prompt_ids(tokenizer, r.messages) for r in rollouts]
         width_p = max(len(p) for p in prompt_ids)
@@ -265,10 +270,15 @@ class Trainer:
             plan.append([chunk[i : i + s.micro_batch_size] for i in range(0, len(chunk), s.micro_batch_size)])
         return plan
 
-    def _update(self, sequences: list[Rollout], step: int) -> dict:
+    def _update(self, sequences: list[Rollout], step: int, policy=None, kl_coef: float | None = None) -> dict:
+        """`epochs` clipped-loss passes over `sequences`, for `policy` (default: the run's policy; a
+        multi-agent run passes one agent's view) with KL weight `kl_coef` (default: the setting)."""
         import torch
 
         s = self.settings
+        policy = policy or self.policy
+        model = self.model if policy is self.policy else policy.model
+        kl_coef = s.kl_coef if kl_coef is None else kl_coef
         plans = [self._plan(sequences, step, epoch) for epoch in range(s.epochs)]
         if not plans or not plans[0]:
             return {"loss": float("nan"), "kl": float("nan"), "clip_fraction": float("nan"),
@@ -278,17 +288,17 @@ class Trainer:
         with torch.no_grad():
             for minibatch in plans[0]:
                 for micro in minibatch:
-                    ids, attention, mask, start, _ = self._tensors(micro)
-                    logps, entropy = token_logprobs(self.policy.model, ids, attention, start, with_entropy=True)
+                    ids, attention, mask, start, _ = self._tensors(micro, policy)
+                    logps, entropy = token_logprobs(policy.model, ids, attention, start, with_entropy=True)
                     entropies.append(float((entropy * mask).sum()) / max(float(mask.sum()), 1.0))
-                    if s.kl_coef:
-                        ref_logps = self.policy.reference_logprobs(lambda m: token_logprobs(m, ids, attention, start)[0])
+                    if kl_coef:
+                        ref_logps = policy.reference_logprobs(lambda m: token_logprobs(m, ids, attention, start)[0])
                     for k, r in enumerate(micro):
                         old[id(r)] = logps[k, : r.length].clone()
-                        if s.kl_coef:
+                        if kl_coef:
                             ref[id(r)] = ref_logps[k, : r.length].clone()
         losses, clip_fractions, kls, tokens_seen, updates = [], [], [], [], 0
-        trainable = [p for p in self.policy.model.parameters() if p.requires_grad]
+        trainable = [p for p in policy.model.parameters() if p.requires_grad]
         for plan in plans:
             for minibatch in plan:
                 local_tokens = sum(r.length for micro in minibatch for r in micro)
@@ -298,24 +308,24 @@ class Trainer:
                 else:
                     normaliser = _all_reduce(local_sequences)
                 normaliser = max(normaliser, 1.0) / self.world  # DDP averages the processes' gradients
-                self.policy.optimizer.zero_grad(set_to_none=True)
+                policy.optimizer.zero_grad(set_to_none=True)
                 micro_batches = minibatch or [[]]
                 loss_total = 0.0
                 for k, micro in enumerate(micro_batches):
                     sync = k == len(micro_batches) - 1
-                    context = contextlib.nullcontext() if sync or self.world == 1 else self.model.no_sync()
+                    context = contextlib.nullcontext() if sync or self.world == 1 else model.no_sync()
                     with context:
                         if not micro:  # nothing of this process in this mini-batch: a zero loss keeps DDP in step
                             loss = sum(p.sum() for p in trainable) * 0.0
                             loss.backward()
                             continue
-                        ids, attention, mask, start, advantages = self._tensors(micro)
-                        logps, _ = token_logprobs(self.model, ids, attention, start)
+                        ids, attention, mask, start, advantages = self._tensors(micro, policy)
+                        logps, _ = token_logprobs(model, ids, attention, start)
                         old_logps = self._stack(micro, old, logps)
-                        ref_logps = self._stack(micro, ref, logps) if s.kl_coef else None
+                        ref_logps = self._stack(micro, ref, logps) if kl_coef else None
                         parts = policy_loss(logps, old_logps, advantages, mask, clip_low=s.clip_low, clip_high=s.clip_high,
                                             aggregation=s.loss_aggregation, normaliser=normaliser,
-                                            ref_logprobs=ref_logps, kl_coef=s.kl_coef, kl_estimator=s.kl_estimator)
+                                            ref_logprobs=ref_logps, kl_coef=kl_coef, kl_estimator=s.kl_estimator)
                         parts.loss.backward()
                         loss_total += float(parts.loss.detach())
                         clip_fractions.append(parts.clip_fraction * parts.tokens)
@@ -323,7 +333,7 @@ class Trainer:
                         tokens_seen.append(parts.tokens)
                 if s.max_grad_norm:
                     torch.nn.utils.clip_grad_norm_(trainable, s.max_grad_norm)
-                self.policy.optimizer.step()
+                policy.optimizer.step()
                 losses.append(loss_total / self.world)
                 updates += 1
         seen = max(sum(tokens_seen), 1)

@@ -1,0 +1,141 @@
+"""The trainable agents of a multi-agent run (UDPO, UMAD): one PEFT LoRA adapter per agent.
+
+Agents on the same base model share one copy of its weights: one PeftModel per base, holding one
+named adapter per agent (`add_adapter`); agents on different bases get a PeftModel each. PEFT's
+`set_adapter(name)` makes that adapter the only active and trainable one, so a forward pass is
+agent i's policy and a backward pass reaches agent i's adapter only. Each agent has its own AdamW
+and schedule. With every adapter disabled the model is the frozen base: the reference policy.
+
+`AgentPolicies.view(agent)` is a single-policy view (model, tokenizer, optimizer, scheduler,
+reference) with the interface of `policy.Policy`, so the update code serves both.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+from pathlib import Path
+from .policy import resolve_dtype
+
+log = logging.getLogger(__name__)
+
+
+class AgentView:
+    """Agent `name` of an `AgentPolicies`: activating it is the caller's job (`AgentPolicies.activate`)."""
+
+    def __init__(self, owner: "AgentPolicies", name: str):
+        self.owner, self.name = owner, name
+        self.model = owner.model_of(name)
+        self.tokenizer = owner.tokenizers[owner.base_of[name]]
+        self.optimizer, self.scheduler = owner.optimizers[name], owner.schedulers[name]
+        self.device, self.settings = owner.device, owner.settings
+
+    def reference_logprobs(self, compute):
+        with self.model.disable_adapter():
+            return compute(self.model)
+
+
+class AgentPolicies:
+    def __init__(self, bases: dict[str, str | Path], settings, *, device: str):
+        """`bases`: agent name -> base model folder (agents naming the same folder share it)."""
+        import torch
+        from peft import LoraConfig, get_peft_model
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if settings.finetuning != "lora":
+            raise ValueError("multi-agent training: finetuning must be 'lora' (one adapter per agent on a shared "
+                             "base); full fine-tuning of N agents would hold N copies of the model")
+        self.settings, self.device = settings, device
+        self.agents = list(bases)
+        self.base_of = {name: str(Path(path)) for name, path in bases.items()}
+        lora = settings.lora
+        config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                            target_modules=lora.target_modules, task_type="CAUSAL_LM")
+        self.models, self.tokenizers = {}, {}
+        for name in self.agents:
+            base = self.base_of[name]
+            if base not in self.models:
+                tokenizer = AutoTokenizer.from_pretrained(base)
+                if tokenizer.pad_token is None:
+                    tokenizer.pad_token = tokenizer.eos_token
+                model = AutoModelForCausalLM.from_pretrained(base, dtype=resolve_dtype(settings.dtype, device))
+                model.generation_config.pad_token_id = tokenizer.pad_token_id
+                self.models[base] = get_peft_model(model, config, adapter_name=name).to(device)
+                self.tokenizers[base] = tokenizer
+            else:
+                self.models[base].add_adapter(name, config)
+                self.models[base].to(device)
+        self.optimizers, self.schedulers = {}, {}
+        warmup = settings.warmup_steps
+        for name in self.agents:
+            params = self.adapter_parameters(name)
+            self.optimizers[name] = torch.optim.AdamW(params.values(), lr=settings.learning_rate,
+                                                      weight_decay=settings.weight_decay)
+            self.schedulers[name] = torch.optim.lr_scheduler.LambdaLR(
+                self.optimizers[name], lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0)
+        log.info("%d agents on %d base model(s), one LoRA adapter each (r=%d): %s", len(self.agents), len(self.models),
+                 lora.r, ", ".join(f"{a} on {Path(self.base_of[a]).name}" for a in self.agents))
+
+    def model_of(self, name: str):
+        return self.models[self.base_of[name]]
+
+    def adapter_parameters(self, name: str) -> dict:
+        """Agent `name`'s adapter weights by parameter name (PEFT names them `...lora_A.<name>.weight`)."""
+        marker = f".{name}."
+        return {n: p for n, p in self.model_of(name).named_parameters() if marker in n and "lora_" in n}
+
+    def activate(self, name: str) -> None:
+        """Make `name`'s adapter the active (and only trainable) one on its base."""
+        model = self.model_of(name)
+        if model.active_adapter != name:
+            model.set_adapter(name)
+
+    def backend(self, name: str, model_id: str):
+        """A backend over the shared model: it generates as whichever adapter is active when it runs
+        (`with policies.acting(name): ...`)."""
+        from ..llm.transformers_backend import TransformersBackend
+
+        return TransformersBackend.from_model(self.model_of(name), self.tokenizers[self.base_of[name]], model_id=model_id,
+                                              batch_size=self.settings.rollout_batch_size)
+
+    def train(self, mode: bool = True) -> None:
+        for model in self.models.values():
+            model.train(mode)
+
+    def view(self, name: str) -> AgentView:
+        return AgentView(self, name)
+
+    @contextlib.contextmanager
+    def acting(self, name: str):
+        """`with policies.acting(agent):` run the model as that agent, then leave the active adapter as it was."""
+        model = self.model_of(name)
+        before = model.active_adapter
+        self.activate(name)
+        try:
+            yield self.view(name)
+        finally:
+            if model.active_adapter != before:
+                model.set_adapter(before)
+
+    # -- checkpoints and outputs ----------------------------------------------------------
+    def trainable_state(self) -> dict:
+        return {f"{name}/{n}": p.detach().clone() for name in self.agents for n, p in self.adapter_parameters(name).items()}
+
+    def load_trainable_state(self, state: dict) -> None:
+        import torch
+
+        for name in self.agents:
+            params = self.adapter_parameters(name)
+            with torch.no_grad():
+                for n, p in params.items():
+                    p.copy_(state[f"{name}/{n}"])
+
+    def save(self, name: str, out_dir: str | Path) -> None:
+        """Agent `name` as a plain Hugging Face folder: its adapter merged into a copy of its base."""
+        import copy
+
+        from ..models import save_model_folder
+
+        model = copy.deepcopy(self.model_of(name))
+        model.set_adapter(name)
+        save_model_folder(model.merge_and_unload(adapter_names=[name]), self.tokenizers[self.base_of[name]], out_dir)
+

@@ -1,0 +1,155 @@
+"""UDPO's training step (spec 000 §5.5, Algorithm 1), on the single-policy loop's update code.
+
+One step:
+1. Draw M questions: uniformly, or with `replay` half by priority U(τ) of the question's latest
+   debate and half uniformly (spec 000 §5.4; priority draws carry importance weights).
+2. Run one debate per question with the current agents (`debate_rollouts.rollout_debates`).
+3. Trajectory rewards r_intra, r_inter, r_sys, r_task (`udpo.trajectory_rewards`), each seat's
+   r^(i) with its coefficients (Eq 4), and batch-mean advantages per seat (§5.3).
+4. Per agent, one update on its own turns of every round (the debate context is masked), every
+   turn of a debate carrying the seat's trajectory advantage (times the importance weight); the
+   clipped ratio is per token against the rollout policy (`ratio_level: token`) and the KL anchor
+   to the base model is weighted by the agent's η^(i) (k3).
+
+An agent sitting in several seats trains one adapter on all its seats' turns, with the mean of its
+seats' η. Not yet here: sequence- and trajectory-level ratios, the re-synced reference
+(`ref_sync_steps`; the anchor is the frozen base), several processes.
+"""
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .debate_rollouts import answers_by_round, rollout_debates
+from .rollouts import Rollout
+from .trainer import Trainer
+from .udpo import AgentCoefficients, agent_reward, batch_advantages, replay_draw, replay_priority, trajectory_rewards
+
+UDPO_METRIC_COLUMNS = [
+    "step", "loss", "reward_mean", "reward_std", "accuracy", "r_intra", "r_inter", "r_sys", "kl", "clip_fraction",
+    "entropy", "response_length", "debates", "sequences", "updates", "learning_rate", "rollout_seconds",
+    "update_seconds", "tokens_per_second",
+]
+
+
+class _PerAgent:
+    """Several agents' optimizers (or schedules) as one object, for checkpoints."""
+
+    def __init__(self, parts: dict):
+        self.parts = parts
+
+    def state_dict(self) -> dict:
+        return {name: part.state_dict() for name, part in self.parts.items()}
+
+    def load_state_dict(self, state: dict) -> None:
+        for name, part in self.parts.items():
+            part.load_state_dict(state[name])
+
+    def get_last_lr(self):
+        return next(iter(self.parts.values())).get_last_lr()
+
+
+class UdpoTrainer(Trainer):
+    metric_columns = UDPO_METRIC_COLUMNS
+
+    def __init__(self, questions: pd.DataFrame, policies, settings, *, run: str, participants: Sequence[str],
+                 rounds: int, coefficients: dict[str, AgentCoefficients], base_weights: dict[str, float] | None = None,
+                 replay: bool = True, questions_per_step: int = 32, system_prompts: dict | None = None,
+                 checkpoint_dir=None, fingerprint: str = ""):
+        from ..debate.stage import participant_labels
+
+        self.seats = [label for label, _, _ in participant_labels(participants)]
+        self.seat_agent = {label: name for label, name, _ in participant_labels(participants)}
+        missing = [seat for seat in self.seats if seat not in coefficients]
+        if missing:
+            raise ValueError(f"udpo: no coefficients for seat(s) {missing}")
+        policies.model = next(iter(policies.models.values()))  # what the single-policy loop reads
+        policies.optimizer, policies.scheduler = _PerAgent(policies.optimizers), _PerAgent(policies.schedulers)
+        super().__init__(questions, policies, settings, run=run, reward=lambda *a: 0.0,
+                         checkpoint_dir=checkpoint_dir, fingerprint=fingerprint)
+        if self.world > 1:
+            raise NotImplementedError("udpo: one process for now")
+        self.participants, self.rounds = list(participants), rounds
+        self.coefficients, self.replay, self.questions_per_step = coefficients, replay, questions_per_step
+        self.base_weights = base_weights or {"alpha": 1 / 3, "beta": 1 / 3, "gamma": 1 / 3}
+        self.system_prompts = system_prompts or {}
+
+    @property
+    def priority(self) -> np.ndarray:
+        """Replay priority per training question (kept in the checkpointed state): unseen questions
+        rank high (1) until their first debate."""
+        if "priority" not in self.state.extra:
+            self.state.extra["priority"] = [1.0] * len(self.rows)
+        return np.asarray(self.state.extra["priority"])
+
+    def _draw_step(self, step: int) -> tuple[list[int], np.ndarray]:
+        m = self.questions_per_step
+        if not self.replay:
+            ids = {str(r["id"]): k for k, r in enumerate(self.rows)}
+            return [ids[str(r["id"])] for r in self._draw(m)], np.ones(m)
+        rng = np.random.default_rng([self.settings.seed, step, 7])
+        index, weights = replay_draw(self.priority, m, rng)
+        return index.tolist(), weights
+
+    def train_step(self, step: int) -> dict:
+        s = self.settings
+        start = time.perf_counter()
+        self.policy.train(False)
+        index, weights = self._draw_step(step)
+        rows = [self.rows[k] for k in index]
+        states = rollout_debates(self.policy, rows, self.participants, s, step=step, rounds=self.rounds,
+                                 system_prompts=self.system_prompts)
+        rewards = [trajectory_rewards(answers_by_round(st), str(st.row["answer"]), st.task_type, labels=st.labels)
+                   for st in states]
+        seat_rewards = np.array([[agent_reward(r, self.coefficients[seat]) for seat in self.seats] for r in rewards])
+        advantages = batch_advantages(seat_rewards) * weights[:, None]
+        priority = self.priority
+        for k, r in zip(index, rewards):
+            priority[k] = replay_priority(r, self.base_weights)
+        self.state.extra["priority"] = priority.tolist()
+        by_agent: dict[str, list[Rollout]] = {}
+        for m, st in enumerate(states):
+            for turn in st.pre + st.turns:
+                seat = self.seats[turn.agent]
+                by_agent.setdefault(self.seat_agent[seat], []).append(Rollout(
+                    question_id=st.question_id, group=f"{st.question_id}#{m}", turn=turn.round, sample=turn.agent,
+                    messages=turn.messages, text=turn.response, token_ids=list(turn.token_ids),
+                    finish_reason=turn.finish_reason, answer=turn.answer, correct=turn.correct,
+                    reward=float(seat_rewards[m, turn.agent]), advantage=float(advantages[m, turn.agent])))
+        rollout_seconds = time.perf_counter() - start
+
+        self.policy.train(True)
+        update_start = time.perf_counter()
+        updates = []
+        for agent in self.policy.agents:
+            if agent not in by_agent:
+                continue
+            eta = float(np.mean([self.coefficients[seat].eta for seat in self.seats if self.seat_agent[seat] == agent]))
+            with self.policy.acting(agent) as view:
+                updates.append(self._update(by_agent[agent], step, policy=view, kl_coef=eta))
+        update_seconds = time.perf_counter() - update_start
+        learning_rate = self.policy.scheduler.get_last_lr()[0]
+        for scheduler in self.policy.schedulers.values():
+            scheduler.step()
+        generated = sum(len(r.token_ids) for rs in by_agent.values() for r in rs)
+        mean = lambda key: float(np.nanmean([u[key] for u in updates])) if updates else float("nan")  # noqa: E731
+        return {
+            "step": step + 1, "loss": mean("loss"), "reward_mean": float(seat_rewards.mean()),
+            "reward_std": float(seat_rewards.std()), "accuracy": float(np.mean([r["r_task"] for r in rewards])),
+            "r_intra": float(np.mean([r["r_intra"] for r in rewards])),
+            "r_inter": float(np.mean([r["r_inter"] for r in rewards])),
+            "r_sys": float(np.mean([r["r_sys"] for r in rewards])), "kl": mean("kl"),
+            "clip_fraction": mean("clip_fraction"), "entropy": mean("entropy"),
+            "response_length": float(np.mean([len(r.token_ids) for rs in by_agent.values() for r in rs])),
+            "debates": len(states), "sequences": sum(len(rs) for rs in by_agent.values()),
+            "updates": sum(u["updates"] for u in updates), "learning_rate": learning_rate,
+            "rollout_seconds": rollout_seconds, "update_seconds": update_seconds,
+            "tokens_per_second": generated / max(rollout_seconds + update_seconds, 1e-9),
+        }
+
+    def _describe(self, metrics: dict) -> str:
+        return (f"reward {metrics['reward_mean']:.3f}, accuracy {metrics['accuracy']:.3f}, r_intra "
+                f"{metrics['r_intra']:.3f}, r_inter {metrics['r_inter']:.3f}, r_sys {metrics['r_sys']:.3f}")

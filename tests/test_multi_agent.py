@@ -1,0 +1,139 @@
+"""Multi-agent training parts: one LoRA adapter per agent on a shared base, and whole debates of the
+current policies run by the debate engine as rollouts."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from debatelab.training.agents import AgentPolicies
+from debatelab.training.debate_rollouts import answers_by_round, rollout_debates
+from debatelab.training.settings import TrainSettings
+
+SETTINGS = TrainSettings(lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=6, overlong_buffer=0,
+                         learning_rate=1e-2, warmup_steps=0, show_progress=False)
+ROWS = [{"id": f"q{i}", "question": f"What is {i} + 1?", "choices": None, "answer": str(i + 1), "task_type": "math",
+         "meta": {"source": "toy"}} for i in range(3)]
+
+
+@pytest.fixture
+def policies(char_model_dir):
+    torch.manual_seed(0)
+    return AgentPolicies({"alice": char_model_dir, "bob": char_model_dir}, SETTINGS, device="cpu")
+
+
+def test_agents_on_one_base_share_it_and_an_update_touches_only_its_own_adapter(policies):
+    assert len(policies.models) == 1  # one copy of the base weights
+    model = policies.model_of("alice")
+    base = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" not in n}
+    alice, bob = (dict((n, p.detach().clone()) for n, p in policies.adapter_parameters(a).items()) for a in ("alice", "bob"))
+    assert alice and bob and not set(alice) & set(bob)
+    ids = torch.randint(3, 60, (2, 8))
+    with policies.acting("alice") as view:
+        view.model.train()
+        loss = view.model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        assert all(p.grad is None for p in policies.adapter_parameters("bob").values())
+        view.optimizer.step()
+    after = {n: p.detach() for n, p in model.named_parameters()}
+    assert any(not torch.equal(after[n], v) for n, v in alice.items())  # alice moved (her lora_A at least)
+    assert all(torch.equal(after[n], v) for n, v in bob.items())  # bob did not
+    assert all(torch.equal(after[n], v) for n, v in base.items())  # nor did the base
+
+
+def test_the_saved_agent_is_its_adapter_merged_into_the_base(policies, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    with torch.no_grad():
+        for n, p in policies.adapter_parameters("bob").items():
+            if "lora_B" in n:
+                p.normal_()
+    ids = torch.randint(3, 60, (1, 8))
+    policies.save("bob", tmp_path / "bob")
+    saved = AutoModelForCausalLM.from_pretrained(tmp_path / "bob", dtype=torch.float32).eval()
+    with policies.acting("bob") as view, torch.no_grad():
+        view.model.eval()
+        expected = view.model(input_ids=ids).logits
+        with view.model.disable_adapter():
+            base = view.model(input_ids=ids).logits
+    assert torch.allclose(saved(input_ids=ids).logits, expected, atol=1e-5)
+    assert not torch.allclose(expected, base, atol=1e-3)
+    assert policies.model_of("bob").active_adapter == "alice"  # `acting` put the active adapter back
+
+
+def test_debate_rollouts_batch_every_agent_per_engine_step_and_repeat(policies):
+    calls = []
+    make_backend = policies.backend
+
+    def recording_backend(name, model_id):
+        backend = make_backend(name, model_id)
+        generate = backend.generate
+
+        def generate_and_record(requests, progress=None):
+            calls.append((name, policies.model_of(name).active_adapter, len(requests)))
+            return generate(requests, progress)
+
+        backend.generate = generate_and_record
+        return backend
+
+    policies.backend = recording_backend
+    policies.train(False)
+    states = rollout_debates(policies, ROWS, ["alice", "bob", "alice"], SETTINGS, step=0, rounds=2, threads=2)
+    # 3 questions × 2 threads; seats alice, bob, alice#1: per engine step one call per agent, with
+    # her adapter active: round 0, then rounds 1 and 2
+    assert calls == [("alice", "alice", 12), ("bob", "bob", 6)] * 3
+    assert len(states) == 6
+    for state in states:
+        answers = answers_by_round(state)
+        assert len(answers) == 3 and all(len(r) == 3 for r in answers)
+        turns = state.pre + state.turns
+        assert sorted((t.round, t.agent) for t in turns) == [(r, i) for r in range(3) for i in range(3)]
+        assert all(t.token_ids is not None and len(t.token_ids) == t.completion_tokens for t in turns)
+    again = rollout_debates(policies, ROWS, ["alice", "bob", "alice"], SETTINGS, step=0, rounds=2, threads=2)
+    texts = lambda ss: [t.response for s in ss for t in s.pre + s.turns]  # noqa: E731
+    assert texts(again) == texts(states)  # seeded per (run, step, question, thread, seat, round)
+    later = rollout_debates(policies, ROWS, ["alice", "bob", "alice"], SETTINGS, step=1, rounds=2, threads=2)
+    assert texts(later) != texts(states)
+    # the two threads of a question are different debates
+    assert [t.response for t in states[0].pre] != [t.response for t in states[1].pre]
+
+
+def _udpo(char_model_dir, checkpoint_dir, steps):
+    from dataclasses import replace
+
+    from debatelab.data.schema import frame_from_rows
+    from debatelab.training.udpo import AgentCoefficients
+    from debatelab.training.udpo_trainer import UdpoTrainer
+
+    torch.manual_seed(0)
+    policies = AgentPolicies({"alice": char_model_dir, "bob": char_model_dir}, SETTINGS, device="cpu")
+    rows = [{"id": f"q{i}", "question": f"question {i}: answer 7.", "choices": None, "answer": "7", "task_type": "math",
+             "meta": {"source": "toy"}} for i in range(6)]
+    coefficients = {"alice": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01), "bob": AgentCoefficients(0.5, 0.2, 0.3, 0.8, 0.02),
+                    "alice#1": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01)}
+    trainer = UdpoTrainer(frame_from_rows(rows), policies, replace(SETTINGS, steps=steps), run="udpo",
+                          participants=["alice", "bob", "alice"], rounds=2, coefficients=coefficients,
+                          questions_per_step=4, checkpoint_dir=checkpoint_dir)
+    return trainer, trainer.train()
+
+
+@pytest.mark.slow
+def test_udpo_steps_train_every_agent_and_resume_to_the_same_weights(char_model_dir, tmp_path):
+    trainer, metrics = _udpo(char_model_dir, tmp_path / "whole", steps=2)
+    assert list(metrics["step"]) == [1, 2] and (metrics["debates"] == 4).all()
+    assert (metrics["sequences"] == 4 * 3 * 3).all()  # 4 debates × 3 seats × rounds 0..2
+    for column in ("r_intra", "r_inter", "r_sys", "accuracy"):
+        assert metrics[column].between(0, 1).all(), column
+    assert np.isfinite(metrics["loss"]).all() and (metrics["updates"] == 2).all()  # one per agent
+    for agent in ("alice", "bob"):  # every agent's adapter moved (lora_B starts at zero)
+        assert any(float(p.detach().abs().max()) > 0 for n, p in trainer.policy.adapter_parameters(agent).items() if "lora_B" in n)
+    priority = np.asarray(trainer.state.extra["priority"])
+    assert (priority != 1).sum() >= 2 and (priority > 0).all()  # the debated questions got their U(τ)
+
+    _udpo(char_model_dir, tmp_path / "split", steps=1)
+    resumed, resumed_metrics = _udpo(char_model_dir, tmp_path / "split", steps=2)
+    whole, split = trainer.policy.trainable_state(), resumed.policy.trainable_state()
+    assert all(torch.equal(whole[k], split[k]) for k in whole)
+    pd.testing.assert_frame_equal(metrics.drop(columns=["rollout_seconds", "update_seconds", "tokens_per_second"]),
+                                  resumed_metrics.drop(columns=["rollout_seconds", "update_seconds", "tokens_per_second"]))
