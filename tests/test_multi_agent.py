@@ -99,7 +99,7 @@ def test_debate_rollouts_batch_every_agent_per_engine_step_and_repeat(policies):
     assert [t.response for t in states[0].pre] != [t.response for t in states[1].pre]
 
 
-def _udpo(char_model_dir, checkpoint_dir, steps):
+def _udpo(char_model_dir, checkpoint_dir, steps, **options):
     from dataclasses import replace
 
     from debatelab.data.schema import frame_from_rows
@@ -112,9 +112,10 @@ def _udpo(char_model_dir, checkpoint_dir, steps):
              "meta": {"source": "toy"}} for i in range(6)]
     coefficients = {"alice": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01), "bob": AgentCoefficients(0.5, 0.2, 0.3, 0.8, 0.02),
                     "alice#1": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01)}
-    trainer = UdpoTrainer(frame_from_rows(rows), policies, replace(SETTINGS, steps=steps), run="udpo",
-                          participants=["alice", "bob", "alice"], rounds=2, coefficients=coefficients,
-                          questions_per_step=4, checkpoint_dir=checkpoint_dir)
+    settings = replace(SETTINGS, steps=steps, ratio_level=options.pop("ratio_level", "token"))
+    trainer = UdpoTrainer(frame_from_rows(rows), policies, settings, run="udpo", participants=["alice", "bob", "alice"],
+                          rounds=2, coefficients=coefficients, questions_per_step=4, checkpoint_dir=checkpoint_dir,
+                          **options)
     return trainer, trainer.train()
 
 
@@ -137,3 +138,51 @@ def test_udpo_steps_train_every_agent_and_resume_to_the_same_weights(char_model_
     assert all(torch.equal(whole[k], split[k]) for k in whole)
     pd.testing.assert_frame_equal(metrics.drop(columns=["rollout_seconds", "update_seconds", "tokens_per_second"]),
                                   resumed_metrics.drop(columns=["rollout_seconds", "update_seconds", "tokens_per_second"]))
+
+
+def test_references_are_resynced_copies_of_each_agent(policies):
+    ids = torch.randint(3, 60, (1, 8))
+
+    def logits(view, reference=False):
+        with torch.no_grad():
+            if reference:
+                return view.reference_logprobs(lambda m: m(input_ids=ids).logits)
+            return view.model(input_ids=ids).logits
+
+    def move(agent, seed):
+        generator = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for n, p in policies.adapter_parameters(agent).items():
+                if "lora_B" in n:
+                    p.copy_(torch.randn(p.shape, generator=generator))
+
+    policies.train(False)
+    move("alice", 1)
+    with policies.acting("alice") as alice:
+        with alice.model.disable_adapter():
+            base = alice.model(input_ids=ids).logits.detach()
+        assert torch.allclose(logits(alice, reference=True), base)  # no re-sync yet: the base
+        policies.sync_references()
+        synced = logits(alice)
+        assert torch.allclose(logits(alice, reference=True), synced)
+        move("alice", 2)
+        assert not torch.allclose(logits(alice), synced, atol=1e-4)
+        assert torch.allclose(logits(alice, reference=True), synced)  # the reference stays put until the next sync
+        assert alice.model.active_adapter == "alice"
+        assert all(p.requires_grad for p in policies.adapter_parameters("alice").values())
+        assert not any(p.requires_grad for p in policies.adapter_parameters("ref_alice").values())
+    state = policies.trainable_state()
+    assert any(k.startswith("ref_alice/") for k in state)
+    torch.manual_seed(1)
+    fresh = AgentPolicies({"alice": policies.base_of["alice"], "bob": policies.base_of["bob"]}, SETTINGS, device="cpu")
+    fresh.load_trainable_state(state)
+    fresh.train(False)
+    with fresh.acting("alice") as alice:
+        assert torch.allclose(logits(alice, reference=True), synced)
+
+
+@pytest.mark.slow
+def test_udpo_with_trajectory_ratios_and_a_resynced_reference(char_model_dir, tmp_path):
+    trainer, metrics = _udpo(char_model_dir, None, steps=2, ratio_level="trajectory", ref_sync_steps=1)
+    assert np.isfinite(metrics["loss"]).all() and (metrics["updates"] == 2).all()
+    assert (metrics["kl"] >= 0).all() and metrics["kl"].iloc[0] == pytest.approx(0, abs=1e-6)  # synced at step 0

@@ -3,6 +3,7 @@ groups, a learning test on the tiny model, resume after SIGKILL, and two process
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -348,3 +349,44 @@ def test_sdrl_debate_prompt_shows_both_solutions_as_context_only(char_model_dir)
     assert mask.sum() == 3 and ids[0, start:].tolist() == [40, 41, 5]  # only the reply is trained on
     prompt = trainer.policy.tokenizer.decode(ids[0, :start])
     assert "first: 12" in prompt and "second: 34" in prompt
+
+
+def test_sequence_and_trajectory_ratios_by_hand():
+    """ratio_level "sequence": exp of the mean token log-ratio of a sequence; "trajectory": exp of the
+    sum over the sequences of a group (UDPO's trajectory ratio)."""
+    diff = torch.log(torch.tensor([[1.5, 1.5], [2.0, 1.0]]))  # ℓ − ℓ_old
+    logp = diff.clone().requires_grad_(True)
+    mask = torch.ones(2, 2)
+    # sequence: ratios 1.5 and sqrt(2); A = +1 clips 1.5 to 1.28; A = −1 keeps −sqrt(2) (the min)
+    parts = policy_loss(logp, torch.zeros(2, 2), torch.tensor([1.0, -1.0]), mask, ratio_level="sequence",
+                        aggregation="sequence_mean")
+    assert parts.loss.item() == pytest.approx((-1.28 + math.sqrt(2)) / 2)
+    # trajectory: one-token sequences 1.2 and 1.1 in one group: ratio 1.32 for both, clipped at A = +1
+    one = torch.log(torch.tensor([[1.2], [1.1]])).requires_grad_(True)
+    grouped = policy_loss(one, torch.zeros(2, 1), torch.tensor([1.0, 1.0]), torch.ones(2, 1), ratio_level="trajectory",
+                          groups=torch.tensor([0, 0]))
+    assert grouped.loss.item() == pytest.approx(-1.28) and grouped.clip_fraction == 1.0
+    apart = policy_loss(one, torch.zeros(2, 1), torch.tensor([1.0, 1.0]), torch.ones(2, 1), ratio_level="trajectory",
+                        groups=torch.tensor([0, 1]))
+    assert apart.loss.item() == pytest.approx(-(1.2 + 1.1) / 2)  # each its own group: the token ratios
+    # at ratio 1 every one of the 6 tokens' losses is −ρ with ρ = exp(Σ of all 6 log-ratios): the
+    # token mean is −ρ, whose gradient is −1 for each token (a token-level ratio would give −1/6)
+    same = torch.zeros(2, 3, requires_grad=True)
+    policy_loss(same, torch.zeros(2, 3), torch.tensor([1.0, 1.0]), torch.ones(2, 3), ratio_level="trajectory",
+                groups=torch.tensor([0, 0])).loss.backward()
+    assert torch.allclose(same.grad, torch.full((2, 3), -1.0))
+
+
+def test_trajectory_plan_keeps_each_group_in_one_micro_batch():
+    settings = TrainSettings(ratio_level="trajectory", mini_batch_size=6, micro_batch_size=4)
+    trainer = Trainer(_questions(2), NoPolicy(), settings, run="t")
+    sequences = [Rollout(question_id="q", group=f"g{g}", turn=1, sample=k, messages=(), text="", token_ids=[1],
+                         finish_reason="stop", answer=None, correct=False, reward=0.0)
+                 for g, size in enumerate([3, 2, 1, 3, 5]) for k in range(size)]
+    plan = trainer._plan(sequences, step=0, epoch=0)
+    micro_batches = [m for mb in plan for m in mb]
+    assert sorted(id(r) for m in micro_batches for r in m) == sorted(id(r) for r in sequences)
+    for micro in micro_batches:
+        for group in {r.group for r in micro}:  # a group in a micro-batch is all of it
+            assert sum(r.group == group for r in micro) == sum(r.group == group for r in sequences)
+        assert len(micro) <= 4 or len({r.group for r in micro}) == 1  # only a 5-group exceeds the size

@@ -30,8 +30,17 @@ class AgentView:
         self.device, self.settings = owner.device, owner.settings
 
     def reference_logprobs(self, compute):
-        with self.model.disable_adapter():
+        """`compute(model)` under the agent's reference: its `ref_<agent>` copy when the run re-syncs
+        one (`AgentPolicies.sync_references`), else the frozen base (every adapter off)."""
+        reference = f"ref_{self.name}"
+        if reference not in self.model.peft_config:
+            with self.model.disable_adapter():
+                return compute(self.model)
+        self.model.set_adapter(reference)
+        try:
             return compute(self.model)
+        finally:
+            self.model.set_adapter(self.name)
 
 
 class AgentPolicies:
@@ -80,8 +89,19 @@ class AgentPolicies:
 
     def adapter_parameters(self, name: str) -> dict:
         """Agent `name`'s adapter weights by parameter name (PEFT names them `...lora_A.<name>.weight`)."""
+        owner = name if name in self.base_of else name.removeprefix("ref_")  # ref_<agent> sits on the agent's base
         marker = f".{name}."
-        return {n: p for n, p in self.model_of(name).named_parameters() if marker in n and "lora_" in n}
+        return {n: p for n, p in self.model_of(owner).named_parameters() if marker in n and "lora_" in n}
+
+    def reference_state(self) -> dict:
+        """The re-synced references' weights (empty when the reference is the base), for checkpoints."""
+        out = {}
+        for name in self.agents:
+            reference = f"ref_{name}"
+            if reference in self.model_of(name).peft_config:
+                out.update({f"{reference}/{n}": p.detach().clone()
+                            for n, p in self.adapter_parameters(reference).items()})
+        return out
 
     def activate(self, name: str) -> None:
         """Make `name`'s adapter the active (and only trainable) one on its base."""
@@ -116,18 +136,39 @@ class AgentPolicies:
             if model.active_adapter != before:
                 model.set_adapter(before)
 
+    def sync_references(self) -> None:
+        """θ_ref ← θ for every agent (UDPO's `ref_sync_steps`): the agent's adapter copied into a
+        frozen `ref_<agent>` adapter on the same base (created on the first call)."""
+        import torch
+
+        for name in self.agents:
+            model, reference = self.model_of(name), f"ref_{name}"
+            if reference not in model.peft_config:
+                model.add_adapter(reference, model.peft_config[name])
+            active = model.active_adapter
+            params = dict(model.named_parameters())
+            with torch.no_grad():
+                for n, p in self.adapter_parameters(name).items():
+                    params[n.replace(f".{name}.", f".{reference}.")].copy_(p)
+            model.set_adapter(active)  # set_adapter leaves only the active adapter trainable
+
     # -- checkpoints and outputs ----------------------------------------------------------
     def trainable_state(self) -> dict:
-        return {f"{name}/{n}": p.detach().clone() for name in self.agents for n, p in self.adapter_parameters(name).items()}
+        """Every agent's adapter (and its re-synced reference, if any), for checkpoints."""
+        own = {f"{name}/{n}": p.detach().clone() for name in self.agents for n, p in self.adapter_parameters(name).items()}
+        return {**own, **self.reference_state()}
 
     def load_trainable_state(self, state: dict) -> None:
         import torch
 
-        for name in self.agents:
+        if any(k.startswith("ref_") for k in state):
+            self.sync_references()  # creates the reference adapters; their weights come next
+        for name in [*self.agents, *(f"ref_{a}" for a in self.agents)]:
             params = self.adapter_parameters(name)
             with torch.no_grad():
                 for n, p in params.items():
-                    p.copy_(state[f"{name}/{n}"])
+                    if f"{name}/{n}" in state:
+                        p.copy_(state[f"{name}/{n}"])
 
     def save(self, name: str, out_dir: str | Path) -> None:
         """Agent `name` as a plain Hugging Face folder: its adapter merged into a copy of its base."""

@@ -17,6 +17,12 @@ context and never in the mask). Aggregation:
 * ``sequence_mean`` (GRPO): each sequence's masked mean, summed and divided by `normaliser`
   (the mini-batch's number of sequences).
 
+Ratio level (UDPO, spec 000 §5.3): ``token`` (above); ``sequence`` (GSPO-style): one ratio per
+sequence, exp of the mean over its masked tokens of ℓ − ℓ_old; ``trajectory`` (the paper's): one
+ratio per group of sequences (`groups`, e.g. an agent's turns of one debate), exp of the *sum* over
+all their masked tokens. The log-ratio of the last two is clamped to ±20 (a literal trajectory
+ratio overflows float32 within a few hundred tokens).
+
 This is the loss TRL's GRPOTrainer computes (`_compute_loss`, loss types "dapo" and "grpo"), written
 as a function so that our own loop can feed it per-agent batches, variable group sizes and
 trajectory-level advantages; the log-probabilities come from TRL's `selective_log_softmax`.
@@ -50,12 +56,15 @@ def policy_loss(
     ref_logprobs: torch.Tensor | None = None,
     kl_coef: float = 0.0,
     kl_estimator: str = "k3",
+    ratio_level: str = "token",
+    groups: torch.Tensor | None = None,
 ) -> LossParts:
-    """The loss of the module docstring for (B, T) log-probabilities; `advantages` is (B,) or (B, T)."""
+    """The loss of the module docstring for (B, T) log-probabilities; `advantages` is (B,) or (B, T);
+    `groups` (B,) integer ids of the trajectory each sequence belongs to (``ratio_level="trajectory"``)."""
     mask = mask.to(logprobs.dtype)
     if advantages.dim() == 1:
         advantages = advantages.unsqueeze(1)
-    ratio = torch.exp(logprobs - old_logprobs)
+    ratio = _ratio(logprobs - old_logprobs, mask, ratio_level, groups)
     clipped = torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
     per_token = -torch.min(ratio * advantages, clipped * advantages)
     kl = torch.zeros_like(per_token)
@@ -84,6 +93,25 @@ def policy_loss(
             ratio_mean=float((ratio * mask).sum()) / n,
             tokens=int(tokens),
         )
+
+
+RATIO_LEVELS = ("token", "sequence", "trajectory")
+
+
+def _ratio(log_ratio: torch.Tensor, mask: torch.Tensor, level: str, groups: torch.Tensor | None) -> torch.Tensor:
+    if level == "token":
+        return torch.exp(log_ratio)
+    per_sequence = (log_ratio * mask).sum(-1)
+    if level == "sequence":
+        per_sequence = per_sequence / mask.sum(-1).clamp(min=1.0)
+    elif level == "trajectory":
+        if groups is None:
+            raise ValueError("ratio_level 'trajectory' needs the sequences' groups")
+        totals = torch.zeros(int(groups.max()) + 1, dtype=per_sequence.dtype, device=per_sequence.device)
+        per_sequence = totals.index_add(0, groups, per_sequence)[groups]
+    else:
+        raise ValueError(f"unknown ratio level {level!r}; expected one of {RATIO_LEVELS}")
+    return torch.exp(per_sequence.clamp(-20.0, 20.0)).unsqueeze(1).expand_as(log_ratio)
 
 
 def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_start: int,

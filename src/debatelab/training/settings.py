@@ -61,6 +61,7 @@ class TrainSettings:
     clip_low: float = 0.2
     clip_high: float = 0.28
     loss_aggregation: str = "token_mean"
+    ratio_level: str = "token"  # token | sequence (GSPO) | trajectory (UDPO's paper: an agent's turns of one debate)
     kl_coef: float = 0.0
     kl_estimator: str = "k3"
     advantage_eps: float = 1e-6
@@ -82,7 +83,8 @@ class TrainSettings:
             object.__setattr__(self, "lora", LoraSettings(**self.lora))
         choices = {"method": METHODS, "pair_mode": PAIR_MODES, "debate_template": DEBATE_TEMPLATES,
                    "loss_aggregation": AGGREGATIONS, "kl_estimator": KL_ESTIMATORS, "finetuning": FINETUNING,
-                   "dtype": ("auto", "float32", "bfloat16", "float16"), "rollout_backend": ROLLOUT_BACKENDS}
+                   "dtype": ("auto", "float32", "bfloat16", "float16"), "rollout_backend": ROLLOUT_BACKENDS,
+                   "ratio_level": ("token", "sequence", "trajectory")}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"training: {name} must be one of {allowed}, got {getattr(self, name)!r}")

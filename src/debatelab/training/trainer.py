@@ -261,14 +261,40 @@ class Trainer:
         Every process gets the same number of mini-batches (DDP needs one synced backward each)."""
         s = self.settings
         rng = np.random.default_rng(int(stable_hash({"run": s.seed, "step": step, "epoch": epoch, "rank": self.rank})[:8], 16))
-        order = [sequences[i] for i in rng.permutation(len(sequences))]
         local = s.mini_batch_size // self.world
+        if s.ratio_level == "trajectory":  # a trajectory's ratio needs all its sequences in one forward
+            return self._plan_groups(sequences, rng, local)
+        order = [sequences[i] for i in rng.permutation(len(sequences))]
         count = int(_all_reduce(-(-len(order) // local) if order else 0, "max"))
         plan = []
         for b in range(count):
             chunk = order[b * local : (b + 1) * local]
             plan.append([chunk[i : i + s.micro_batch_size] for i in range(0, len(chunk), s.micro_batch_size)])
         return plan
+
+    def _plan_groups(self, sequences: list[Rollout], rng, local: int) -> list[list[list[Rollout]]]:
+        """Whole groups (`Rollout.group`) in a seeded shuffle: a mini-batch takes groups until it holds
+        `local` sequences, a micro-batch until `micro_batch_size` (a larger group goes alone)."""
+        groups: dict[str, list[Rollout]] = {}
+        for r in sequences:
+            groups.setdefault(r.group, []).append(r)
+        units = [groups[k] for k in sorted(groups)]
+        units = [units[i] for i in rng.permutation(len(units))]
+
+        def pack(items, size):
+            out, current = [], []
+            for unit in items:
+                if current and sum(map(len, current)) + len(unit) > size:
+                    out.append(current)
+                    current = []
+                current.append(unit)
+            return out + ([current] if current else [])
+
+        minibatches = pack(units, local)
+        count = int(_all_reduce(len(minibatches), "max"))
+        minibatches += [[] for _ in range(count - len(minibatches))]
+        return [[[r for unit in micro for r in unit] for micro in pack(mb, self.settings.micro_batch_size)]
+                for mb in minibatches]
 
     def _update(self, sequences: list[Rollout], step: int, policy=None, kl_coef: float | None = None) -> dict:
         """`epochs` clipped-loss passes over `sequences`, for `policy` (default: the run's policy; a
@@ -323,9 +349,12 @@ class Trainer:
                         logps, _ = token_logprobs(model, ids, attention, start)
                         old_logps = self._stack(micro, old, logps)
                         ref_logps = self._stack(micro, ref, logps) if kl_coef else None
+                        group_ids = {g: k for k, g in enumerate(dict.fromkeys(r.group for r in micro))}
+                        groups = torch.tensor([group_ids[r.group] for r in micro], device=ids.device)
                         parts = policy_loss(logps, old_logps, advantages, mask, clip_low=s.clip_low, clip_high=s.clip_high,
                                             aggregation=s.loss_aggregation, normaliser=normaliser,
-                                            ref_logprobs=ref_logps, kl_coef=kl_coef, kl_estimator=s.kl_estimator)
+                                            ref_logprobs=ref_logps, kl_coef=kl_coef, kl_estimator=s.kl_estimator,
+                                            ratio_level=s.ratio_level, groups=groups)
                         parts.loss.backward()
                         loss_total += float(parts.loss.detach())
                         clip_fractions.append(parts.clip_fraction * parts.tokens)

@@ -12,8 +12,10 @@ One step:
    to the base model is weighted by the agent's η^(i) (k3).
 
 An agent sitting in several seats trains one adapter on all its seats' turns, with the mean of its
-seats' η. Not yet here: sequence- and trajectory-level ratios, the re-synced reference
-(`ref_sync_steps`; the anchor is the frozen base), several processes.
+seats' η. The ratio is per token, per sequence or per trajectory (`settings.ratio_level`; a
+trajectory is an agent's turns of one debate). The KL anchor is the frozen base, or with
+`ref_sync_steps` a copy of each agent's adapter re-synced every that many steps (spec 000 §5.3).
+Not yet here: several processes.
 """
 from __future__ import annotations
 
@@ -57,8 +59,8 @@ class UdpoTrainer(Trainer):
 
     def __init__(self, questions: pd.DataFrame, policies, settings, *, run: str, participants: Sequence[str],
                  rounds: int, coefficients: dict[str, AgentCoefficients], base_weights: dict[str, float] | None = None,
-                 replay: bool = True, questions_per_step: int = 32, system_prompts: dict | None = None,
-                 checkpoint_dir=None, fingerprint: str = ""):
+                 replay: bool = True, questions_per_step: int = 32, ref_sync_steps: int | None = None,
+                 system_prompts: dict | None = None, checkpoint_dir=None, fingerprint: str = ""):
         from ..debate.stage import participant_labels
 
         self.seats = [label for label, _, _ in participant_labels(participants)]
@@ -76,6 +78,7 @@ class UdpoTrainer(Trainer):
         self.coefficients, self.replay, self.questions_per_step = coefficients, replay, questions_per_step
         self.base_weights = base_weights or {"alpha": 1 / 3, "beta": 1 / 3, "gamma": 1 / 3}
         self.system_prompts = system_prompts or {}
+        self.ref_sync_steps = ref_sync_steps
 
     @property
     def priority(self) -> np.ndarray:
@@ -96,6 +99,8 @@ class UdpoTrainer(Trainer):
 
     def train_step(self, step: int) -> dict:
         s = self.settings
+        if self.ref_sync_steps and step % self.ref_sync_steps == 0:
+            self.policy.sync_references()  # θ_ref ← θ (step 0: the reference is the starting adapters)
         start = time.perf_counter()
         self.policy.train(False)
         index, weights = self._draw_step(step)
@@ -110,7 +115,7 @@ class UdpoTrainer(Trainer):
         for k, r in zip(index, rewards):
             priority[k] = replay_priority(r, self.base_weights)
         self.state.extra["priority"] = priority.tolist()
-        by_agent: dict[str, list[Rollout]] = {}
+        by_agent: dict[str, list[Rollout]] = {}  # group = the agent's trajectory in debate m
         for m, st in enumerate(states):
             for turn in st.pre + st.turns:
                 seat = self.seats[turn.agent]
