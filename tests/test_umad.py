@@ -1,0 +1,80 @@
+"""UMAD's advantages (spec 001 §4.3, Eqs 4-5) on a fixture, values worked by hand in the comments."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from debatelab.training.umad import (
+    aleatoric_weights, epistemic_rewards, group_advantages, mean_nll, turn_rewards, umad_advantages,
+)
+
+# [thread g, agent i, turn t]: G = 2 threads, N = 2 agents, T_train = 2 turns
+CORRECT = np.array([[[0, 1], [0, 1]],    # thread 0: both wrong, then both right
+                    [[1, 1], [1, 0]]])   # thread 1: both right, then agent 1 turns wrong
+
+
+def test_team_sum_and_individual_rewards():
+    team = turn_rewards(CORRECT)
+    assert team[0].tolist() == [[0, 2], [0, 2]] and team[1].tolist() == [[2, 1], [2, 1]]
+    assert turn_rewards(CORRECT, "individual").tolist() == CORRECT.tolist()
+
+
+def test_epistemic_reward_sign_and_linear_by_hand():
+    eta = 0.25
+    # team sum: a peer's change is the team's: thread 0 +2, thread 1 −1; nothing at the last turn
+    team = turn_rewards(CORRECT)
+    assert epistemic_rewards(team, eta, "sign")[:, :, 0].tolist() == [[eta, eta], [-eta, -eta]]
+    assert epistemic_rewards(team, eta, "linear")[:, :, 0].tolist() == [[2 * eta, 2 * eta], [-eta, -eta]]
+    assert (epistemic_rewards(team, eta)[:, :, 1] == 0).all()
+    # individual: agent 0's peer (agent 1) goes 0→1 on thread 0 (+η) and 1→0 on thread 1 (−η);
+    # agent 1's peer (agent 0) goes 0→1 (+η) and stays right (0)
+    own = turn_rewards(CORRECT, "individual")
+    assert epistemic_rewards(own, eta, "sign")[:, :, 0].tolist() == [[eta, eta], [-eta, 0.0]]
+    # with N = 3 the linear form is η/(N−1)·Σ_{j≠i} Δ_j: peers' changes +1 and 0 → η/2
+    three = np.array([[[0, 0], [0, 1], [1, 1]]], dtype=float)
+    assert epistemic_rewards(three, eta, "linear")[0, 0, 0] == pytest.approx(eta / 2)
+    assert epistemic_rewards(three, eta, "sign")[0, 0, 0] == pytest.approx(eta)
+
+
+def test_group_advantage_over_threads_uses_the_unbiased_std():
+    # two threads a, b: mean (a+b)/2, unbiased std |a−b|/√2 → ±1/√2
+    adv = group_advantages(np.array([[3.0], [1.0]]), eps=0.0)
+    assert adv[:, 0].tolist() == pytest.approx([1 / math.sqrt(2), -1 / math.sqrt(2)])
+    values = np.array([[1.0], [2.0], [6.0]])  # mean 3, unbiased std sqrt((4 + 1 + 9)/2) = sqrt(7)
+    assert group_advantages(values, eps=0.0)[:, 0].tolist() == pytest.approx([-2 / math.sqrt(7), -1 / math.sqrt(7),
+                                                                              3 / math.sqrt(7)])
+    assert (group_advantages(np.array([[1.0, 2.0]])) == 0).all()  # one thread: no group
+
+
+def test_aleatoric_weight_is_above_one_exactly_below_the_group_mean_nll():
+    # NLL 0.5 and 1.5: mean 1, population std 0.5 → Ū = −1, +1 → W = e^{0.25}, e^{−0.25}
+    w = aleatoric_weights(np.array([[0.5], [1.5]]), alpha_au=0.25)
+    assert w[:, 0].tolist() == pytest.approx([math.exp(0.25), math.exp(-0.25)])
+    rng = np.random.default_rng(0)
+    nll = rng.gamma(2.0, 0.5, size=(5, 3, 2))
+    w = aleatoric_weights(nll)
+    below = nll < nll.mean(axis=0)
+    assert (w[below] > 1).all() and (w[~below] <= 1).all()
+
+
+def test_umad_advantages_and_ippo():
+    nll = np.array([[[0.5, 1.0], [0.8, 1.0]], [[1.5, 3.0], [0.8, 1.0]]])
+    parts = umad_advantages(CORRECT, nll)
+    # R_total at (agent 0, turn 0): thread 0: 0 + 0.25, thread 1: 2 − 0.25 → A = ∓1/√2 (up to ε)
+    assert parts["total"][:, 0, 0].tolist() == [0.25, 1.75]
+    assert parts["advantage"][:, 0, 0] == pytest.approx([-1 / math.sqrt(2), 1 / math.sqrt(2)], abs=1e-5)
+    # agent 0, turn 0 NLLs 0.5 and 1.5 → W = e^{0.25}, e^{−0.25}; agent 1's equal NLLs → W = 1
+    assert parts["weight"][:, 0, 0] == pytest.approx([math.exp(0.25), math.exp(-0.25)])
+    assert parts["weight"][:, 1, 0] == pytest.approx([1.0, 1.0])
+    assert parts["advantage_au"] == pytest.approx(parts["weight"] * parts["advantage"])
+    # IPPO (η = 0, α_au = 0): plain per-agent GRPO advantages of the team reward
+    ippo = umad_advantages(CORRECT, nll, eta=0.0, alpha_au=0.0)
+    assert ippo["advantage_au"] == pytest.approx(group_advantages(turn_rewards(CORRECT)))
+    with pytest.raises(ValueError, match="threads, agents, turns"):
+        umad_advantages(CORRECT, nll[0])
+
+
+def test_mean_nll():
+    assert mean_nll([-0.5, -1.5]) == 1.0 and math.isnan(mean_nll([]))
