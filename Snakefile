@@ -28,6 +28,7 @@ include: "rules/reporting.smk"
 
 localrules:
     all,
+    trained_agent,
 
 
 rule all:

@@ -13,6 +13,8 @@ rule train:
             caption="../report/training_curves.rst",
         ),
         settings=f"{RESULTS}/train/{{run}}/settings.json",
+    wildcard_constraints:
+        run=_alternatives(set(TRAINING_RUNS) - set(EXP.multi_agent_runs())) or "(?!)",
     params:
         settings=lambda wc: EXP.train_settings(wc.run),
         policy=lambda wc: EXP.agent_settings(TRAINING_RUNS[wc.run]["policy"]),
@@ -32,3 +34,102 @@ rule train:
         runtime=1440,
     script:
         "../workflow_scripts/train/train.py"
+
+
+# -- UDPO: every agent of a debate trained at once (spec 000 §5) ---------------------------------
+def _udpo(run):
+    """Inputs, settings and per-agent specs of a multi-agent run, as the rules below pass them."""
+    agents = EXP.run_agents(run)
+    return {
+        "bases": {a: EXP.agent_model_dir(a) for a in agents},
+        "agents": {a: EXP.agent_settings(a) for a in agents},
+        "participants": TRAINING_RUNS[run]["participants"],
+    }
+
+
+rule udpo_warmup:
+    """Algorithm B step 1: the untrained agents debate the held-out warm-up questions (GPU)."""
+    input:
+        dataset=lambda wc: EXP.dataset_path(TRAINING_RUNS[wc.run]["dataset"]),
+        models=lambda wc: list(_udpo(wc.run)["bases"].values()),
+    output:
+        f"{RESULTS}/train/{{run}}/warmup.parquet",
+    wildcard_constraints:
+        run=_alternatives(EXP.multi_agent_runs()) or "(?!)",
+    params:
+        udpo=lambda wc: _udpo(wc.run),
+        settings=lambda wc: EXP.train_settings(wc.run),
+        limit=lambda wc: DATASETS[TRAINING_RUNS[wc.run]["dataset"]]["limit"],
+    log:
+        f"{LOGS}/train/{{run}}.warmup.log",
+    benchmark:
+        f"{BENCH}/train/{{run}}.warmup.tsv"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=32000,
+        runtime=240,
+    script:
+        "../workflow_scripts/train/udpo_warmup.py"
+
+
+rule udpo_coefficients:
+    """Algorithm B steps 2-5: per-agent coefficients from the warm-up debates (CPU)."""
+    input:
+        warmup=f"{RESULTS}/train/{{run}}/warmup.parquet",
+    output:
+        f"{RESULTS}/train/{{run}}/coefficients.json",
+    params:
+        settings=lambda wc: EXP.train_settings(wc.run),
+    log:
+        f"{LOGS}/train/{{run}}.coefficients.log",
+    script:
+        "../workflow_scripts/train/udpo_coefficients.py"
+
+
+rule train_agents:
+    """UDPO: every participant of the run's debate trained as its own LoRA adapter (GPU-heavy)."""
+    input:
+        dataset=lambda wc: EXP.dataset_path(TRAINING_RUNS[wc.run]["dataset"]),
+        models=lambda wc: list(_udpo(wc.run)["bases"].values()),
+        coefficients=f"{RESULTS}/train/{{run}}/coefficients.json",
+    output:
+        agents=directory(f"{RESULTS}/train/{{run}}/agents"),
+        metrics=f"{RESULTS}/train/{{run}}/metrics.parquet",
+        curves=report(
+            f"{RESULTS}/train/{{run}}/curves.png",
+            category="Training",
+            subcategory="{run}",
+            caption="../report/training_curves.rst",
+        ),
+        settings=f"{RESULTS}/train/{{run}}/settings.json",
+    wildcard_constraints:
+        run=_alternatives(EXP.multi_agent_runs()) or "(?!)",
+    params:
+        udpo=lambda wc: _udpo(wc.run),
+        settings=lambda wc: EXP.train_settings(wc.run),
+        limit=lambda wc: DATASETS[TRAINING_RUNS[wc.run]["dataset"]]["limit"],
+        checkpoint_dir=lambda wc: f"{RESULTS}/train/{wc.run}/checkpoint",
+    log:
+        f"{LOGS}/train/{{run}}.log",
+    benchmark:
+        f"{BENCH}/train/{{run}}.tsv"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=32000,
+        runtime=1440,
+    script:
+        "../workflow_scripts/train/udpo_train.py"
+
+
+rule trained_agent:
+    """One trained agent's folder (`trained:<run>/<agent>`), hard-linked out of the run's `agents/`."""
+    input:
+        f"{RESULTS}/train/{{run}}/agents",
+    output:
+        directory(f"{RESULTS}/train/{{run}}/models/{{agent}}"),
+    run:
+        from debatelab.io import link_tree
+
+        link_tree(f"{input[0]}/{wildcards.agent}", output[0])

@@ -38,8 +38,8 @@ BAD_CONFIGS = [
     (lambda c: c["agents"]["alice"].update(model="gpt-17"), ["agents.alice.model", "gpt-17"]),
     (lambda c: c["datasets"].update(no_such_bench={"split": "test"}), ["no_such_bench"]),
     (lambda c: c["datasets"]["asdiv"].update(split="train_xyz"), ["train_xyz", "asdiv"]),
-    (lambda c: c["debate"]["protocols"]["mad"].update(participants=["alice", "dave"]),
-     ["debate.protocols.mad.participants", "'dave'"]),
+    (lambda c: c["debate"]["protocols"]["mad"].update(participants=["alice", "erin"]),
+     ["debate.protocols.mad.participants", "'erin'"]),
     (lambda c: c["debate"]["protocols"]["mad"].update(datasets=["gsm8k"]), ["debate.protocols.mad.datasets", "'gsm8k'"]),
     (lambda c: c["calibration"]["pairs"]["ab"].update(agents=["alice", "carol"]), ["calibration.pairs.ab", "carol"]),
     (lambda c: c["calibration"]["pairs"]["ab"].update(agents=["alice", "alice"]), ["calibration.pairs.ab", "two different"]),
@@ -53,12 +53,22 @@ BAD_CONFIGS = [
      ["calibration.pairs.ab.validation", "commonsense_qa", "same benchmark"]),
     (lambda c: c.update(attack={"rewriter": "gpt-17"}), ["attack.rewriter", "gpt-17"]),
     (lambda c: c["models"].update(policy={"source": "trained:nope"}), ["models.policy.source", "trained:nope", "training.runs"]),
-    (lambda c: c["training"]["runs"]["sdrl"].update(policy="dave"), ["training.runs.sdrl.policy", "'dave'"]),
+    (lambda c: c["training"]["runs"]["sdrl"].update(policy="erin"), ["training.runs.sdrl.policy", "'erin'"]),
     (lambda c: c["training"]["runs"]["sdrl"].update(dataset="gsm8k"), ["training.runs.sdrl.dataset", "'gsm8k'"]),
     (lambda c: c["training"]["runs"]["sdrl"].update(gpus=4), ["training.runs.sdrl.prompts_per_step", "gpus = 4"]),
     (lambda c: c["training"]["runs"]["sdrl"].update(method="ppo"), ["ppo", "method"]),
     (lambda c: c["training"]["runs"]["sdrl"].update(clip_hi=0.3), ["clip_hi"]),
-    (lambda c: c["training"]["runs"]["sdrl"].update(policy="carol"), ["training.runs.sdrl.policy", "model this run trains"]),
+    (lambda c: c["training"]["runs"]["sdrl"].update(policy="carol"), ["training.runs.sdrl.policy", "'carol'", "this run trains"]),
+    (lambda c: c["training"]["runs"]["sdrl"].pop("policy"), ["policy"]),
+    (lambda c: c["training"]["runs"]["udpo"].pop("participants"), ["participants"]),
+    (lambda c: c["training"]["runs"]["udpo"].update(participants=["alice", "erin"]), ["training.runs.udpo.participants", "'erin'"]),
+    (lambda c: c["training"]["runs"]["udpo"].update(participants=["alice", "dave"]),
+     ["training.runs.udpo.participants", "'dave'", "what this run trains"]),
+    (lambda c: c["training"]["runs"]["udpo"].update(finetuning="full"), ["training.runs.udpo.finetuning", "LoRA adapter per agent"]),
+    (lambda c: c["training"]["runs"]["udpo"]["udpo"].update(ablate=["intra", "extra"]), ["extra"]),
+    (lambda c: c["models"]["tiny-udpo-bob"].update(source="trained:udpo"), ["models.tiny-udpo-bob.source", "trained:udpo/<agent>"]),
+    (lambda c: c["models"]["tiny-udpo-bob"].update(source="trained:udpo/carol"), ["models.tiny-udpo-bob.source", "['alice', 'bob']"]),
+    (lambda c: c["models"]["tiny-trained"].update(source="trained:sdrl/alice"), ["models.tiny-trained.source", "one policy"]),
 ]
 
 
@@ -127,6 +137,8 @@ def test_trained_models_live_under_their_run():
     exp = object.__new__(Experiment)  # the check refuses trained models until the training stage exists
     exp.models, exp.results = cfg["models"], "results/tiny"
     assert exp.model_dir("policy") == "results/tiny/train/sdrl/model"
+    cfg["models"]["bob_after_udpo"] = {"source": "trained:udpo/bob"}
+    assert exp.model_dir("bob_after_udpo") == "results/tiny/train/udpo/models/bob"  # one folder per trained agent
 
 
 # --------------------------------------------------------------------------- one home per default
@@ -172,6 +184,7 @@ def _settings_and_schema():
     from debatelab.llm.vllm_backend import VLLMBackend
     from debatelab.uncertainty import UncertaintySettings
     from debatelab.training import LoraSettings, TrainSettings
+    from debatelab.training.udpo import UdpoSettings
     from debatelab.zero_shot import ZeroShotSettings
 
     run_defaults = _schema_defaults("training_run")
@@ -187,8 +200,10 @@ def _settings_and_schema():
         ("CalibrationSettings", _dataclass_defaults(CalibrationSettings), _schema_defaults("calibration")),
         ("SearchSettings", _dataclass_defaults(SearchSettings),
          {**_schema_defaults("protocol_search"), **{k: v for k, v in _schema_defaults("calibration").items() if k.startswith("ece_")}}),
-        ("TrainSettings", {k: v for k, v in _dataclass_defaults(TrainSettings).items() if k != "lora"}, run_defaults),
+        ("TrainSettings", {k: v for k, v in _dataclass_defaults(TrainSettings).items() if k not in ("lora", "udpo")},
+         run_defaults),
         ("LoraSettings", _dataclass_defaults(LoraSettings), _schema_defaults("training_run", "lora")),
+        ("UdpoSettings", _dataclass_defaults(UdpoSettings), _schema_defaults("training_run", "udpo")),
         ("RewriteSettings", {**dataclasses.asdict(RewriteSettings().sampling), "attempts": RewriteSettings().attempts},
          _schema_defaults("attack")),
         ("TransformersBackend", _signature_defaults(TransformersBackend), _schema_defaults("backends", "transformers")),

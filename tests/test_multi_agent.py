@@ -186,3 +186,54 @@ def test_udpo_with_trajectory_ratios_and_a_resynced_reference(char_model_dir, tm
     trainer, metrics = _udpo(char_model_dir, None, steps=2, ratio_level="trajectory", ref_sync_steps=1)
     assert np.isfinite(metrics["loss"]).all() and (metrics["updates"] == 2).all()
     assert (metrics["kl"] >= 0).all() and metrics["kl"].iloc[0] == pytest.approx(0, abs=1e-6)  # synced at step 0
+
+
+@pytest.mark.slow
+def test_udpo_jobs_warm_up_calibrate_train_and_write_every_agent(char_model_dir, tmp_path):
+    """The three UDPO jobs the rules call: the warm-up debate on the held-out questions, Algorithm B's
+    coefficients as JSON, then training on the other questions and one model folder per agent."""
+    import json
+
+    from debatelab.config import AgentSpec
+    from debatelab.io import write_parquet_atomic
+    from debatelab.data.schema import frame_from_rows
+    from debatelab.training.udpo_stage import (
+        WARMUP_COLUMNS, split_warmup, udpo_coefficients_job, udpo_train_job, udpo_warmup_job,
+    )
+
+    rows = [{"id": f"q{i}", "question": f"question {i}: answer 7.", "choices": None, "answer": "7", "task_type": "math",
+             "meta": {"source": "toy"}} for i in range(10)]
+    dataset = tmp_path / "toy.parquet"
+    write_parquet_atomic(frame_from_rows(rows), dataset)
+    warm, train = split_warmup(frame_from_rows(rows), 0.2, seed=0)
+    assert len(warm) == 2 and len(train) == 8 and not set(warm["id"]) & set(train["id"])
+
+    from dataclasses import replace
+
+    settings = replace(SETTINGS, steps=1, udpo={"rounds": 2, "questions_per_step": 3, "warmup_fraction": 0.2,
+                                                "ablate": ["inter"]})
+    bases = {"alice": str(char_model_dir), "bob": str(char_model_dir)}
+    agents = {"alice": AgentSpec(name="alice", model="m"), "bob": AgentSpec(name="bob", model="m", system_prompt="Be brief.")}
+    common = dict(bases=bases, participants=["alice", "bob", "alice"], agents=agents, settings=settings)
+    warmup = udpo_warmup_job(dataset_path=dataset, out_path=tmp_path / "warmup.parquet", **common)
+    assert list(warmup.columns) == WARMUP_COLUMNS and set(warmup["question_id"]) == set(warm["id"])
+    assert len(warmup) == 2 * 3 * 3  # 2 questions × 3 rounds × 3 seats
+    assert list(dict.fromkeys(warmup["seat"])) == ["alice", "bob", "alice#1"]
+
+    coefficients = udpo_coefficients_job(warmup_path=tmp_path / "warmup.parquet", out_path=tmp_path / "c.json",
+                                         settings=settings)
+    assert set(coefficients["seats"]) == {"alice", "bob", "alice#1"}
+    assert all(c["beta"] == 0.0 for c in coefficients["seats"].values())  # w/o L_inter
+    assert all(c["alpha"] > 0 and c["lam"] > 0 for c in coefficients["seats"].values())
+    assert json.loads((tmp_path / "c.json").read_text())["seats"] == coefficients["seats"]
+
+    out_dirs = {a: str(tmp_path / "agents" / a) for a in bases}
+    metrics = udpo_train_job(dataset_path=dataset, coefficients_path=tmp_path / "c.json", out_dirs=out_dirs,
+                             metrics_path=tmp_path / "metrics.parquet", curves_path=tmp_path / "curves.png",
+                             settings_path=tmp_path / "settings.json", checkpoint_dir=tmp_path / "checkpoint",
+                             run="udpo", **common)
+    assert list(metrics["step"]) == [1] and (metrics["debates"] == 3).all()
+    for agent in bases:
+        assert (tmp_path / "agents" / agent / "config.json").exists()
+    assert (tmp_path / "curves.png").stat().st_size > 1000
+    assert json.loads((tmp_path / "settings.json").read_text())["participants"] == ["alice", "bob", "alice"]

@@ -69,6 +69,11 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
     config = yaml.safe_load((REPO_ROOT / "tests/configs/tiny.yaml").read_text())
     config["debate"]["protocols"] = {k: config["debate"]["protocols"][k] for k in ("mad", "svr", "mad_pair", "trained")}
     config["debate"]["protocols"]["mad_pair"]["datasets"] = ["asdiv"]
+    # UDPO's jobs are tested in test_workflow; here the single-policy train job stands for the stage.
+    config["training"]["runs"].pop("udpo")
+    config["models"].pop("tiny-udpo-bob")
+    config["agents"].pop("dave")
+    config["debate"]["protocols"]["trained"]["participants"] = ["carol", "bob"]
     config["protocol_search"]["protocols"] = ["cga"]
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     snakemake(workdir, "--configfile", str(tmp_path / "config.yaml"), "--profile", str(test_profile), timeout=1500)

@@ -37,8 +37,8 @@ def test_default_dag_outputs(finished_run):
             assert (df["parse_failed"] == df["answer"].isna()).all()
             assert not (df["correct"] & df["parse_failed"]).any()
     summary = pd.read_csv(results / "summary/zero_shot.csv")
-    assert len(summary) == 6  # 3 agents (carol uses the trained policy) × 2 datasets
-    assert summary["accuracy"].between(0, 1).all() and set(summary["agent"]) == {"alice", "bob", "carol"}
+    assert len(summary) == 8  # 4 agents (carol and dave use trained models) × 2 datasets
+    assert summary["accuracy"].between(0, 1).all() and set(summary["agent"]) == {"alice", "bob", "carol", "dave"}
     assert (results / "summary/zero_shot.png").stat().st_size > 1000
     assert (finished_run / "data/asdiv/test.parquet").exists()
     assert (finished_run / "resources/models/tiny-random-llama/config.json").exists()
@@ -88,9 +88,28 @@ def test_training_runs_before_the_agents_that_use_its_policy(finished_run):
     carol = pd.read_parquet(finished_run / "results/tiny/zero_shot/asdiv/carol.parquet")
     assert set(carol["model"]) == {"tiny-trained"} and len(carol) == 3 * 2
     turns = pd.read_parquet(finished_run / "results/tiny/debate/asdiv/trained/turns.parquet")
-    assert set(turns["agent_config"]) == {"carol", "bob"}
+    assert set(turns["agent_config"]) == {"carol", "dave"}
     # the trained folder is a different model: its generations are cached apart from the base model's
     assert list((finished_run / "results/tiny/cache/tiny-trained").glob("part-*.parquet"))
+
+
+def test_udpo_trains_every_agent_of_the_debate_and_a_trained_agent_debates(finished_run):
+    """The udpo run: a warm-up debate on 1 of asdiv's 3 questions, Algorithm B's coefficients, 2 steps
+    on the other 2; bob's trained folder is dave's model (`trained:udpo/bob`)."""
+    run = finished_run / "results/tiny/train/udpo"
+    warmup = pd.read_parquet(run / "warmup.parquet")
+    assert warmup["question_id"].nunique() == 1 and set(warmup["seat"]) == {"alice", "bob"}
+    assert sorted(warmup["round"].unique()) == [0, 1]
+    coefficients = json.loads((run / "coefficients.json").read_text())
+    assert set(coefficients["seats"]) == {"alice", "bob"}
+    metrics = pd.read_parquet(run / "metrics.parquet")
+    assert list(metrics["step"]) == [1, 2] and (metrics["debates"] == 2).all() and (metrics["updates"] == 2).all()
+    for agent in ("alice", "bob"):
+        assert (run / f"agents/{agent}/model.safetensors").exists()
+    assert (run / "models/bob/model.safetensors").stat().st_ino == (run / "agents/bob/model.safetensors").stat().st_ino
+    dave = pd.read_parquet(finished_run / "results/tiny/zero_shot/asdiv/dave.parquet")
+    assert set(dave["model"]) == {"tiny-udpo-bob"} and len(dave) == 3 * 2
+    assert list((finished_run / "results/tiny/cache/tiny-udpo-bob").glob("part-*.parquet"))
 
 
 def test_calibration_and_protocol_search_run_after_the_debate(finished_run):
@@ -141,11 +160,11 @@ def _planned_jobs(output: str) -> dict[str, int]:
 def test_forcerun_zero_shot_reruns_it_and_only_what_depends_on_it(finished_run):
     dry = snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "-n", "--forcerun", "zero_shot")
     assert _planned_jobs(dry.stdout + dry.stderr) == {
-        "all": 1, "summarize_zero_shot": 1, "zero_shot": 6, "debate": 21, "uncertainty": 21, "summarize_debate": 1,
+        "all": 1, "summarize_zero_shot": 1, "zero_shot": 8, "debate": 21, "uncertainty": 21, "summarize_debate": 1,
         "streams": 2, "fit_calibrators": 2, "search_protocol": 6, "apply_protocol": 2, "summarize_confidence": 1,
     }
     until = snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "-n", "--forcerun", "zero_shot", "--until", "zero_shot")
-    assert _planned_jobs(until.stdout + until.stderr) == {"zero_shot": 6}
+    assert _planned_jobs(until.stdout + until.stderr) == {"zero_shot": 8}
 
     data = finished_run / "data/asdiv/test.parquet"
     zs = finished_run / "results/tiny/zero_shot/asdiv/alice.parquet"
@@ -177,6 +196,7 @@ def test_report_includes_the_summary(finished_run):
 
 def test_dag_rulegraph_mermaid(finished_run):
     out = snakemake(finished_run, "--configfile", TINY, "--rulegraph", "mermaid-js")
-    for rule in ("download_dataset", "prepare_model", "train", "zero_shot", "debate", "uncertainty", "summarize_zero_shot", "summarize_debate",
+    for rule in ("download_dataset", "prepare_model", "train", "udpo_warmup", "udpo_coefficients", "train_agents",
+                 "trained_agent", "zero_shot", "debate", "uncertainty", "summarize_zero_shot", "summarize_debate",
                  "streams", "fit_calibrators", "search_protocol", "apply_protocol", "summarize_confidence"):
         assert rule in out.stdout

@@ -139,7 +139,8 @@ class Experiment:
         or the trained policy of a training run (source `trained:<run>`)."""
         source = self.models[model]["source"]
         if source.startswith(TRAINED_PREFIX):
-            return f"{self.results}/train/{source[len(TRAINED_PREFIX):]}/model"
+            run, _, agent = source[len(TRAINED_PREFIX):].partition("/")
+            return f"{self.results}/train/{run}/models/{agent}" if agent else f"{self.results}/train/{run}/model"
         return f"{MODELS_DIR}/{model}"
 
     def agent_model_dir(self, agent: str) -> str:
@@ -202,7 +203,16 @@ class Experiment:
         """A run's settings with the experiment seed filled in (`training.settings.TrainSettings` keys)."""
         spec = dict(self.training_runs[run])
         spec["seed"] = self.seed if spec.get("seed") is None else spec["seed"]
-        return {k: v for k, v in spec.items() if k not in ("policy", "dataset", "gpus", "accelerate_config")}
+        return {k: v for k, v in spec.items() if k not in ("policy", "participants", "dataset", "gpus", "accelerate_config")}
+
+    def multi_agent_runs(self) -> list[str]:
+        """Runs that train every participant of a debate (one output folder per agent)."""
+        return [run for run, spec in self.training_runs.items() if spec["method"] == "udpo"]
+
+    def run_agents(self, run: str) -> list[str]:
+        """The agents a run trains: its policy, or its participants' distinct agents in seat order."""
+        spec = self.training_runs[run]
+        return list(dict.fromkeys(spec["participants"])) if spec["method"] == "udpo" else [spec["policy"]]
 
     # -- checks ---------------------------------------------------------------------------
     def check(self) -> None:
@@ -221,12 +231,18 @@ class Experiment:
                     f"config: agents.{agent}.model = {spec['model']!r} is not a key of `models` (known: {sorted(self.models)})"
                 )
         for name, spec in self.models.items():
-            run = spec["source"][len(TRAINED_PREFIX):] if spec["source"].startswith(TRAINED_PREFIX) else None
-            if run is not None and run not in self.training_runs:
+            trained = spec["source"][len(TRAINED_PREFIX):] if spec["source"].startswith(TRAINED_PREFIX) else None
+            if trained is None:
+                continue
+            run, _, agent = trained.partition("/")
+            if run not in self.training_runs:
                 raise ConfigError(
                     f"config: models.{name}.source = {spec['source']!r} names no run of training.runs "
                     f"(known: {sorted(self.training_runs)})"
                 )
+            if self.training_runs[run]["method"] != "udpo" and agent:
+                raise ConfigError(f"config: models.{name}.source = {spec['source']!r}: run {run!r} trains one policy, "
+                                  f"name it trained:{run}")
         for name, spec in self.datasets.items():
             benchmark = self.benchmark_of(name)
             if benchmark not in BENCHMARKS:
@@ -265,15 +281,29 @@ class Experiment:
         """A run names an agent and a dataset; its policy is not trained by itself (a cycle)."""
         for run, spec in self.training_runs.items():
             where = f"training.runs.{run}"
-            if spec["policy"] not in self.agents:
-                raise ConfigError(f"config: {where}.policy = {spec['policy']!r} is not a key of `agents` (known: {sorted(self.agents)})")
+            key = "participants" if spec["method"] == "udpo" else "policy"
+            for agent in self.run_agents(run):
+                if agent not in self.agents:
+                    raise ConfigError(f"config: {where}.{key} names {agent!r}, which is not a key of `agents` "
+                                      f"(known: {sorted(self.agents)})")
+                source = self.models[self.agents[agent]["model"]]["source"]
+                if source == f"{TRAINED_PREFIX}{run}" or source.startswith(f"{TRAINED_PREFIX}{run}/"):
+                    raise ConfigError(f"config: {where}.{key} names {agent!r}, whose model is what this run trains")
             if spec["dataset"] not in self.datasets:
                 raise ConfigError(f"config: {where}.dataset = {spec['dataset']!r} is not a key of `datasets` (known: {sorted(self.datasets)})")
-            if self.models[self.agents[spec["policy"]]["model"]]["source"] == f"{TRAINED_PREFIX}{run}":
-                raise ConfigError(f"config: {where}.policy = {spec['policy']!r} uses the model this run trains")
+            if spec["method"] == "udpo" and spec.get("finetuning", "lora") != "lora":
+                raise ConfigError(f"config: {where}.finetuning = {spec['finetuning']!r}: udpo trains one LoRA adapter per agent")
             for name in ("prompts_per_step", "mini_batch_size"):
                 if spec[name] % spec["gpus"]:
                     raise ConfigError(f"config: {where}.{name} = {spec[name]} must divide among gpus = {spec['gpus']} processes")
+        for model, spec in self.models.items():  # trained:<run>/<agent> names an agent the run trains
+            run, _, agent = spec["source"][len(TRAINED_PREFIX):].partition("/")
+            if spec["source"].startswith(TRAINED_PREFIX) and self.training_runs[run]["method"] == "udpo" \
+                    and agent not in self.run_agents(run):
+                raise ConfigError(
+                    f"config: models.{model}.source = {spec['source']!r}: run {run!r} trains one model per agent; name one "
+                    f"as trained:{run}/<agent> (agents: {self.run_agents(run)})"
+                )
 
     def _check_pairs(self) -> None:
         """A pair names two agents and a debate protocol of exactly those two that elicits the estimators."""

@@ -91,3 +91,23 @@ def read_parquet_checked(path: str | os.PathLike, required_columns: Iterable[str
     if missing:
         raise DataFileError(f"{path}: missing required column(s) {missing}; has {list(df.columns)}")
     return df
+
+
+def link_tree(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """`target` as a copy of the folder `source` made of hard links (no bytes copied; a plain copy
+    where links can't be made), built beside it and renamed into place."""
+    import shutil
+
+    def link(src, dst):
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    source, target = Path(source), Path(target)
+    if not source.is_dir():
+        raise FileNotFoundError(f"{source}: no such folder")
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(source, tmp, copy_function=link)
+    os.replace(tmp, target)

@@ -8,7 +8,8 @@ from .figures import subplots
 
 def plot_training_curves(metrics: pd.DataFrame, title: str):
     """Four panels per rollout step: reward (± std) and accuracy; response length; groups kept by
-    dynamic sampling and SDRL's kept debate groups; rollout and update seconds."""
+    dynamic sampling and SDRL's kept debate groups, or UDPO's stability rewards (r_intra, r_inter,
+    r_sys); rollout and update seconds."""
     fig, axes = subplots(1, 4, figsize=(17, 3.8), squeeze=False)
     reward, length, groups, time = axes[0]
     steps = metrics["step"] if len(metrics) else []
@@ -18,14 +19,18 @@ def plot_training_curves(metrics: pd.DataFrame, title: str):
                             metrics["reward_mean"] + metrics["reward_std"], alpha=0.2)
         reward.plot(steps, metrics["accuracy"], marker="s", markersize=3, label="rollout accuracy")
         length.plot(steps, metrics["response_length"], marker="o", markersize=3)
-        groups.plot(steps, metrics["groups_kept"], marker="o", markersize=3, label="first-turn groups kept")
-        groups.plot(steps, metrics["prompts_sampled"], linestyle=":", label="prompts sampled")
-        groups.plot(steps, metrics["debate_groups_kept"], marker="s", markersize=3, label="debate groups kept")
+        if "r_sys" in metrics:  # a multi-agent (UDPO) run: the debates' stability rewards
+            for column, marker in (("r_intra", "o"), ("r_inter", "s"), ("r_sys", "^")):
+                groups.plot(steps, metrics[column], marker=marker, markersize=3, label=column)
+        else:
+            groups.plot(steps, metrics["groups_kept"], marker="o", markersize=3, label="first-turn groups kept")
+            groups.plot(steps, metrics["prompts_sampled"], linestyle=":", label="prompts sampled")
+            groups.plot(steps, metrics["debate_groups_kept"], marker="s", markersize=3, label="debate groups kept")
         time.plot(steps, metrics["rollout_seconds"], marker="o", markersize=3, label="rollout")
         time.plot(steps, metrics["update_seconds"], marker="s", markersize=3, label="update")
     reward.set_ylabel("reward / accuracy")
     length.set_ylabel("mean response length (tokens)")
-    groups.set_ylabel("prompt groups per step")
+    groups.set_ylabel("debate stability reward" if "r_sys" in metrics else "prompt groups per step")
     time.set_ylabel("seconds per step")
     for ax in (reward, groups, time):
         ax.legend(fontsize=7)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
-METHODS = ("dapo", "sdrl")
+METHODS = ("dapo", "sdrl", "udpo")
+MULTI_AGENT_METHODS = ("udpo",)
 PAIR_MODES = ("rand", "freq")
 DEBATE_TEMPLATES = ("two_turn", "one_message")
 AGGREGATIONS = ("token_mean", "sequence_mean")
@@ -26,6 +27,12 @@ class LoraSettings:
     def __post_init__(self):
         if self.r < 1 or self.alpha <= 0 or not 0 <= self.dropout < 1:
             raise ValueError(f"lora: r >= 1, alpha > 0 and dropout in [0, 1) are required, got {self}")
+
+
+def _udpo_settings(**values):
+    from .udpo import UdpoSettings
+
+    return UdpoSettings(**values)
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,7 @@ class TrainSettings:
     advantage_eps: float = 1e-6
     finetuning: str = "lora"
     lora: LoraSettings = field(default_factory=LoraSettings)
+    udpo: "UdpoSettings" = field(default_factory=lambda: _udpo_settings())
     dtype: str = "auto"  # auto: bfloat16 on a GPU, float32 on a CPU
     rollout_batch_size: int | None = None  # sequences per generate call (null: the backend's default)
     # Where rollouts run: auto = a colocated vLLM engine when a GPU and vLLM are there, else transformers.
@@ -81,6 +89,8 @@ class TrainSettings:
     def __post_init__(self):
         if isinstance(self.lora, dict):
             object.__setattr__(self, "lora", LoraSettings(**self.lora))
+        if isinstance(self.udpo, dict):
+            object.__setattr__(self, "udpo", _udpo_settings(**self.udpo))
         choices = {"method": METHODS, "pair_mode": PAIR_MODES, "debate_template": DEBATE_TEMPLATES,
                    "loss_aggregation": AGGREGATIONS, "kl_estimator": KL_ESTIMATORS, "finetuning": FINETUNING,
                    "dtype": ("auto", "float32", "bfloat16", "float16"), "rollout_backend": ROLLOUT_BACKENDS,

@@ -22,6 +22,36 @@ from ..uncertainty.measures import DEFAULT_LAMBDA, debate_uncertainty, per_agent
 SYS_MODES = ("loo", "mean")
 #: Spec 000 §5.2 step 3: α/β/γ_base from Cohen's d of each measure (failure vs success), or 1/3 each.
 BASE_WEIGHTS = ("cohens_d", "uniform")
+#: Spec 000 §5.1 ablations "w/o L_intra / L_inter / L_sys": that term's coefficient is 0 for every agent.
+ABLATIONS = {"intra": "alpha", "inter": "beta", "sys": "gamma"}
+
+
+@dataclass(frozen=True)
+class UdpoSettings:
+    """UDPO's own settings (config `training.runs.<run>.udpo`; spec 000 §5, §7 defaults)."""
+
+    rounds: int = 5  # T: debate rounds after the independent answer
+    questions_per_step: int = 32  # M: debates per update
+    replay: bool = True  # §5.4: half of each batch drawn by uncertainty priority
+    ref_sync_steps: int | None = None  # θ_ref ← θ every that many steps; null: the frozen base
+    kappa: float = 1.5
+    lambda_base: float = 1.0
+    eta_base: float = 0.01
+    sys_mode: str = "loo"
+    base_weights: str = "cohens_d"
+    intra_lambda: float = DEFAULT_LAMBDA  # λ in U_intra = λF + (1−λ)M
+    warmup_fraction: float = 0.1  # training questions held out for Algorithm B's warm-up debate
+    ablate: tuple = ()  # terms whose coefficient is 0 for every agent: intra, inter, sys
+
+    def __post_init__(self):
+        object.__setattr__(self, "ablate", tuple(self.ablate))
+        if self.sys_mode not in SYS_MODES or self.base_weights not in BASE_WEIGHTS:
+            raise ValueError(f"udpo: sys_mode in {SYS_MODES} and base_weights in {BASE_WEIGHTS} are required")
+        unknown = set(self.ablate) - set(ABLATIONS)
+        if unknown:
+            raise ValueError(f"udpo: ablate names {sorted(unknown)}; expected some of {sorted(ABLATIONS)}")
+        if self.rounds < 1 or self.questions_per_step < 1 or not 0 < self.warmup_fraction < 1:
+            raise ValueError("udpo: rounds >= 1, questions_per_step >= 1 and warmup_fraction in (0, 1) are required")
 
 
 def trajectory_rewards(
@@ -66,6 +96,13 @@ class AgentCoefficients:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def ablated(c: AgentCoefficients, ablate: Sequence[str]) -> AgentCoefficients:
+    """The coefficients with the ablated terms' weights set to 0 (spec 000 §5.1)."""
+    from dataclasses import replace
+
+    return replace(c, **{ABLATIONS[term]: 0.0 for term in ablate})
 
 
 def agent_reward(rewards: Mapping[str, float], c: AgentCoefficients) -> float:

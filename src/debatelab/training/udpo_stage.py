@@ -1,0 +1,163 @@
+"""The UDPO jobs of the `train` stage (spec 000 §5.2, §5.5): what rules `udpo_warmup`,
+`udpo_coefficients` and `train_<run>` call.
+
+1. `udpo_warmup_job` (GPU): the untrained agents debate the held-out `warmup_fraction` of the
+   training questions (Algorithm B step 1). Writes `warmup.parquet`, one row per (question, round,
+   seat): the parsed answer, whether it is right, the gold answer.
+2. `udpo_coefficients_job` (CPU): Algorithm B on those debates. Writes `coefficients.json`: α, β,
+   γ, λ, η per seat, and the warm-up profile they came from.
+3. `udpo_train_job` (GPU): UDPO on the other questions (`udpo_trainer.UdpoTrainer`). Writes one
+   plain Hugging Face folder per trained agent (`agents/<agent>/`, used as model
+   `trained:<run>/<agent>`), `metrics.parquet`, `curves.png` and `settings.json`, with resume
+   checkpoints beside them.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..config import AgentSpec
+from ..data import read_dataset
+from ..io import read_json_checked, read_parquet_checked, save_figure_atomic, write_json_atomic, write_parquet_atomic
+from ..llm.base import model_fingerprint, stable_hash
+from ..reporting.training import plot_training_curves
+from ..zero_shot import select_questions
+from .settings import TrainSettings
+from .udpo import AgentCoefficients, ablated, calibrate_coefficients
+
+log = logging.getLogger(__name__)
+
+WARMUP_COLUMNS = ["question_id", "task_type", "gold", "round", "seat", "agent", "answer", "correct"]
+
+
+def split_warmup(questions: pd.DataFrame, fraction: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(warm-up, training) questions: a seeded `fraction` (at least one question) held out."""
+    if len(questions) < 2:
+        raise ValueError(f"udpo: {len(questions)} training question(s); the warm-up and the training need one each")
+    order = np.random.default_rng([seed, 1000]).permutation(len(questions))
+    k = min(max(1, math.ceil(fraction * len(questions))), len(questions) - 1)
+    return questions.iloc[np.sort(order[:k])], questions.iloc[np.sort(order[k:])]
+
+
+def _questions(dataset_path, limit, settings: TrainSettings):
+    return split_warmup(select_questions(read_dataset(dataset_path), limit, settings.seed),
+                        settings.udpo.warmup_fraction, settings.seed)
+
+
+def _policies(bases: dict[str, str], settings: TrainSettings, device: str | None):
+    import torch
+
+    from .agents import AgentPolicies
+
+    torch.manual_seed(settings.seed)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return AgentPolicies(bases, settings, device=device), device
+
+
+def udpo_warmup_job(*, dataset_path, bases: dict[str, str], participants: Sequence[str], agents: dict[str, AgentSpec],
+                    settings: TrainSettings, out_path, limit: int | None = None, device: str | None = None) -> pd.DataFrame:
+    """Algorithm B step 1: one debate per held-out question by the untrained agents."""
+    from ..debate.stage import participant_labels
+    from .debate_rollouts import rollout_debates
+
+    warmup, _ = _questions(dataset_path, limit, settings)
+    policies, _ = _policies(bases, settings, device)
+    policies.train(False)
+    # step −1: seeds apart from every training step's
+    states = rollout_debates(policies, warmup.to_dict("records"), participants, settings, step=-1,
+                             rounds=settings.udpo.rounds, system_prompts={a: s.system_prompt for a, s in agents.items()})
+    seats = participant_labels(participants)
+    rows = []
+    for state in states:
+        for turn in state.pre + state.turns:
+            label, agent, _ = seats[turn.agent]
+            rows.append({"question_id": state.question_id, "task_type": state.task_type, "gold": str(state.row["answer"]),
+                         "round": turn.round, "seat": label, "agent": agent, "answer": turn.answer,
+                         "correct": bool(turn.correct)})
+    frame = pd.DataFrame(rows, columns=WARMUP_COLUMNS)
+    write_parquet_atomic(frame, out_path)
+    log.info("udpo warm-up: %d debates of %d seats, %d rounds -> %s", len(states), len(seats), settings.udpo.rounds, out_path)
+    return frame
+
+
+def warmup_trajectories(frame: pd.DataFrame, path="warm-up") -> tuple[list, list[str], list[str], str]:
+    """(answers[q][t][i] per question, gold answers, seat labels in order, task type) of a warm-up file."""
+    seats = list(dict.fromkeys(frame["seat"]))
+    rounds = int(frame["round"].max()) + 1
+    trajectories, golds = [], []
+    for qid, rows in frame.groupby("question_id", sort=True):
+        grid = rows.pivot(index="round", columns="seat", values="answer").reindex(index=range(rounds), columns=seats)
+        if len(rows) != rounds * len(seats):
+            raise ValueError(f"{path}: question {qid} has {len(rows)} rows, expected {rounds} rounds × {len(seats)} seats")
+        trajectories.append([[a if isinstance(a, str) else None for a in grid.loc[t]] for t in range(rounds)])
+        golds.append(str(rows["gold"].iloc[0]))
+    task_types = set(frame["task_type"])
+    if len(task_types) != 1:
+        raise ValueError(f"{path}: one task type expected, found {sorted(task_types)}")
+    return trajectories, golds, seats, task_types.pop()
+
+
+def udpo_coefficients_job(*, warmup_path, out_path, settings: TrainSettings) -> dict:
+    """Algorithm B steps 2-5: per-seat coefficients from the warm-up debates, as JSON."""
+    frame = read_parquet_checked(warmup_path, WARMUP_COLUMNS)
+    trajectories, golds, seats, task_type = warmup_trajectories(frame, warmup_path)
+    u = settings.udpo
+    coefficients, profile = calibrate_coefficients(trajectories, golds, task_type, kappa=u.kappa,
+                                                   lambda_base=u.lambda_base, eta_base=u.eta_base, lam=u.intra_lambda,
+                                                   sys_mode=u.sys_mode, base=u.base_weights)
+    coefficients = [ablated(c, u.ablate) for c in coefficients]
+    out = {"seats": {seat: c.to_dict() for seat, c in zip(seats, coefficients)}, "ablate": list(u.ablate),
+           "profile": {**profile, "agents": dict(zip(seats, profile["agents"]))}}
+    write_json_atomic(out, out_path)
+    log.info("udpo coefficients from %d warm-up debates (accuracy %.2f): %s", len(trajectories),
+             profile["warmup_accuracy"], json.dumps(out["seats"]))
+    return out
+
+
+def read_coefficients(path) -> tuple[dict[str, AgentCoefficients], dict[str, float]]:
+    data = read_json_checked(path)
+    try:
+        return ({seat: AgentCoefficients(**c) for seat, c in data["seats"].items()},
+                data["profile"]["base_weights"])
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a UDPO coefficients file ({exc})") from exc
+
+
+def udpo_train_job(*, dataset_path, bases: dict[str, str], participants: Sequence[str], agents: dict[str, AgentSpec],
+                   coefficients_path, out_dirs: dict[str, str], metrics_path, curves_path, settings_path, checkpoint_dir,
+                   run: str, settings: TrainSettings, limit: int | None = None, device: str | None = None) -> pd.DataFrame:
+    """UDPO on the training questions (the warm-up's are held out), then every agent's folder."""
+    from .udpo_trainer import UdpoTrainer
+
+    _, questions = _questions(dataset_path, limit, settings)
+    coefficients, base_weights = read_coefficients(coefficients_path)
+    policies, device = _policies(bases, settings, device)
+    fingerprint = stable_hash({
+        "settings": {k: v for k, v in settings.to_dict().items() if k not in ("steps", "show_progress", "checkpoint_every")},
+        "models": {a: model_fingerprint(p).split("#")[-1] for a, p in bases.items()},
+        "questions": questions["id"].astype(str).tolist(), "participants": list(participants),
+        "coefficients": {s: c.to_dict() for s, c in coefficients.items()},
+        "prompts": {a: s.system_prompt for a, s in agents.items()},
+    })
+    u = settings.udpo
+    trainer = UdpoTrainer(questions, policies, settings, run=run, participants=participants, rounds=u.rounds,
+                          coefficients=coefficients, base_weights=base_weights, replay=u.replay,
+                          questions_per_step=u.questions_per_step, ref_sync_steps=u.ref_sync_steps,
+                          system_prompts={a: s.system_prompt for a, s in agents.items()},
+                          checkpoint_dir=checkpoint_dir, fingerprint=fingerprint)
+    metrics = trainer.train()
+    for agent, out in out_dirs.items():
+        policies.save(agent, out)
+    write_parquet_atomic(metrics, metrics_path)
+    save_figure_atomic(plot_training_curves(metrics, f"{run}: udpo, {len(participants)} agents on "
+                                                     f"{Path(dataset_path).parent.name}"), curves_path)
+    write_json_atomic({"run": run, "participants": list(participants), "bases": dict(bases), "dataset": str(dataset_path),
+                       "questions": len(questions), "device": device, "coefficients": {s: c.to_dict() for s, c in coefficients.items()},
+                       "settings": settings.to_dict()}, settings_path)
+    return metrics

@@ -1,0 +1,17 @@
+from debatelab.config import AgentSpec
+from debatelab.runlog import job_log
+from debatelab.training import TrainSettings
+from debatelab.training.udpo_stage import udpo_warmup_job
+
+if __name__ == "__main__":
+    with job_log(snakemake.log[0]):
+        udpo = snakemake.params.udpo
+        udpo_warmup_job(
+            dataset_path=snakemake.input.dataset,
+            bases=udpo["bases"],
+            participants=udpo["participants"],
+            agents={name: AgentSpec.from_config(name, spec) for name, spec in udpo["agents"].items()},
+            settings=TrainSettings.from_config(snakemake.params.settings),
+            out_path=snakemake.output[0],
+            limit=snakemake.params.limit,
+        )
