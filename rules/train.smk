@@ -36,7 +36,7 @@ rule train:
         "../workflow_scripts/train/train.py"
 
 
-# -- UDPO: every agent of a debate trained at once (spec 000 §5) ---------------------------------
+# -- UDPO and UMAD: every agent of a debate trained at once (spec 000 §5, spec 001 §4.3) ---------
 def _udpo(run):
     """Inputs, settings and per-agent specs of a multi-agent run, as the rules below pass them."""
     agents = EXP.run_agents(run)
@@ -55,7 +55,7 @@ rule udpo_warmup:
     output:
         f"{RESULTS}/train/{{run}}/warmup.parquet",
     wildcard_constraints:
-        run=_alternatives(EXP.multi_agent_runs()) or "(?!)",
+        run=_alternatives(EXP.runs_of("udpo")) or "(?!)",
     params:
         udpo=lambda wc: _udpo(wc.run),
         settings=lambda wc: EXP.train_settings(wc.run),
@@ -79,6 +79,8 @@ rule udpo_coefficients:
         warmup=f"{RESULTS}/train/{{run}}/warmup.parquet",
     output:
         f"{RESULTS}/train/{{run}}/coefficients.json",
+    wildcard_constraints:
+        run=_alternatives(EXP.runs_of("udpo")) or "(?!)",
     params:
         settings=lambda wc: EXP.train_settings(wc.run),
     log:
@@ -88,11 +90,12 @@ rule udpo_coefficients:
 
 
 rule train_agents:
-    """UDPO: every participant of the run's debate trained as its own LoRA adapter (GPU-heavy)."""
+    """UDPO or UMAD: every participant of the run's debate trained as its own LoRA adapter (GPU-heavy)."""
     input:
+        unpack(lambda wc: {"coefficients": f"{RESULTS}/train/{wc.run}/coefficients.json"}
+               if TRAINING_RUNS[wc.run]["method"] == "udpo" else {}),
         dataset=lambda wc: EXP.dataset_path(TRAINING_RUNS[wc.run]["dataset"]),
         models=lambda wc: list(_udpo(wc.run)["bases"].values()),
-        coefficients=f"{RESULTS}/train/{{run}}/coefficients.json",
     output:
         agents=directory(f"{RESULTS}/train/{{run}}/agents"),
         metrics=f"{RESULTS}/train/{{run}}/metrics.parquet",
@@ -120,7 +123,7 @@ rule train_agents:
         mem_mb=32000,
         runtime=1440,
     script:
-        "../workflow_scripts/train/udpo_train.py"
+        "../workflow_scripts/train/train_agents.py"
 
 
 rule trained_agent:

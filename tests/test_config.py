@@ -69,6 +69,8 @@ BAD_CONFIGS = [
     (lambda c: c["models"]["tiny-udpo-bob"].update(source="trained:udpo"), ["models.tiny-udpo-bob.source", "trained:udpo/<agent>"]),
     (lambda c: c["models"]["tiny-udpo-bob"].update(source="trained:udpo/carol"), ["models.tiny-udpo-bob.source", "['alice', 'bob']"]),
     (lambda c: c["models"]["tiny-trained"].update(source="trained:sdrl/alice"), ["models.tiny-trained.source", "one policy"]),
+    (lambda c: c["training"]["runs"]["umad"]["umad"].update(threads=1), ["threads"]),
+    (lambda c: c["training"]["runs"]["umad"].update(finetuning="full"), ["training.runs.umad.finetuning", "LoRA"]),
 ]
 
 
@@ -185,6 +187,7 @@ def _settings_and_schema():
     from debatelab.uncertainty import UncertaintySettings
     from debatelab.training import LoraSettings, TrainSettings
     from debatelab.training.udpo import UdpoSettings
+    from debatelab.training.umad import UmadSettings
     from debatelab.zero_shot import ZeroShotSettings
 
     run_defaults = _schema_defaults("training_run")
@@ -200,10 +203,11 @@ def _settings_and_schema():
         ("CalibrationSettings", _dataclass_defaults(CalibrationSettings), _schema_defaults("calibration")),
         ("SearchSettings", _dataclass_defaults(SearchSettings),
          {**_schema_defaults("protocol_search"), **{k: v for k, v in _schema_defaults("calibration").items() if k.startswith("ece_")}}),
-        ("TrainSettings", {k: v for k, v in _dataclass_defaults(TrainSettings).items() if k not in ("lora", "udpo")},
+        ("TrainSettings", {k: v for k, v in _dataclass_defaults(TrainSettings).items() if k not in ("lora", "udpo", "umad")},
          run_defaults),
         ("LoraSettings", _dataclass_defaults(LoraSettings), _schema_defaults("training_run", "lora")),
         ("UdpoSettings", _dataclass_defaults(UdpoSettings), _schema_defaults("training_run", "udpo")),
+        ("UmadSettings", _dataclass_defaults(UmadSettings), _schema_defaults("training_run", "umad")),
         ("RewriteSettings", {**dataclasses.asdict(RewriteSettings().sampling), "attempts": RewriteSettings().attempts},
          _schema_defaults("attack")),
         ("TransformersBackend", _signature_defaults(TransformersBackend), _schema_defaults("backends", "transformers")),

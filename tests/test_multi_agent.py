@@ -197,8 +197,8 @@ def test_udpo_jobs_warm_up_calibrate_train_and_write_every_agent(char_model_dir,
     from debatelab.config import AgentSpec
     from debatelab.io import write_parquet_atomic
     from debatelab.data.schema import frame_from_rows
-    from debatelab.training.udpo_stage import (
-        WARMUP_COLUMNS, split_warmup, udpo_coefficients_job, udpo_train_job, udpo_warmup_job,
+    from debatelab.training.multi_agent_stage import (
+        WARMUP_COLUMNS, split_warmup, udpo_coefficients_job, train_agents_job, udpo_warmup_job,
     )
 
     rows = [{"id": f"q{i}", "question": f"question {i}: answer 7.", "choices": None, "answer": "7", "task_type": "math",
@@ -210,7 +210,7 @@ def test_udpo_jobs_warm_up_calibrate_train_and_write_every_agent(char_model_dir,
 
     from dataclasses import replace
 
-    settings = replace(SETTINGS, steps=1, udpo={"rounds": 2, "questions_per_step": 3, "warmup_fraction": 0.2,
+    settings = replace(SETTINGS, method="udpo", steps=1, udpo={"rounds": 2, "questions_per_step": 3, "warmup_fraction": 0.2,
                                                 "ablate": ["inter"]})
     bases = {"alice": str(char_model_dir), "bob": str(char_model_dir)}
     agents = {"alice": AgentSpec(name="alice", model="m"), "bob": AgentSpec(name="bob", model="m", system_prompt="Be brief.")}
@@ -228,7 +228,7 @@ def test_udpo_jobs_warm_up_calibrate_train_and_write_every_agent(char_model_dir,
     assert json.loads((tmp_path / "c.json").read_text())["seats"] == coefficients["seats"]
 
     out_dirs = {a: str(tmp_path / "agents" / a) for a in bases}
-    metrics = udpo_train_job(dataset_path=dataset, coefficients_path=tmp_path / "c.json", out_dirs=out_dirs,
+    metrics = train_agents_job(dataset_path=dataset, coefficients_path=tmp_path / "c.json", out_dirs=out_dirs,
                              metrics_path=tmp_path / "metrics.parquet", curves_path=tmp_path / "curves.png",
                              settings_path=tmp_path / "settings.json", checkpoint_dir=tmp_path / "checkpoint",
                              run="udpo", **common)

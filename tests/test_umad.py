@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from debatelab.training.umad import (
@@ -78,3 +79,52 @@ def test_umad_advantages_and_ippo():
 
 def test_mean_nll():
     assert mean_nll([-0.5, -1.5]) == 1.0 and math.isnan(mean_nll([]))
+
+
+def _umad(char_model_dir, checkpoint_dir, steps, **umad):
+    import torch
+
+    from debatelab.data.schema import frame_from_rows
+    from debatelab.training.agents import AgentPolicies
+    from debatelab.training.settings import TrainSettings
+    from debatelab.training.umad_trainer import UmadTrainer
+
+    settings = TrainSettings(method="umad", steps=steps, lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=10,
+                             overlong_buffer=0, learning_rate=1e-2, warmup_steps=0, kl_coef=0.001, kl_estimator="k1",
+                             mini_batch_size=64, micro_batch_size=16, show_progress=False,
+                             umad={"threads": 3, "turns": 2, "questions_per_step": 2, **umad})
+    torch.manual_seed(0)
+    policies = AgentPolicies({"solver": char_model_dir, "critic": char_model_dir}, settings, device="cpu")
+    # golds the random character model often writes, so that some groups have mixed rewards
+    rows = [{"id": f"q{i}", "question": f"question {i}: answer {i % 2 * 2}.", "choices": None, "answer": str(i % 2 * 2),
+             "task_type": "math", "meta": {"source": "toy"}} for i in range(5)]
+    trainer = UmadTrainer(frame_from_rows(rows), policies, settings, run="umad", participants=["solver", "critic"],
+                          checkpoint_dir=checkpoint_dir)
+    return trainer, trainer.train()
+
+
+@pytest.mark.slow
+def test_umad_steps_update_turn_by_turn_and_resume_to_the_same_weights(char_model_dir, tmp_path):
+    import torch
+
+    trainer, metrics = _umad(char_model_dir, tmp_path / "whole", steps=2)
+    assert list(metrics["step"]) == [1, 2] and (metrics["debates"] == 2 * 3).all()
+    assert (metrics["sequences"] == 2 * 3 * 2 * 2).all()  # questions × threads × agents × turns
+    assert (metrics["updates"] == 2 * 2).all()  # turns in sequence × agents, one mini-batch each
+    assert np.isfinite(metrics["loss"]).all() and (metrics["weight_mean"] > 0).all()
+    assert (metrics["reward_std"] > 0).all() and (metrics["accuracy_first"] > 0).any()  # some rewards to learn from
+    for agent in ("solver", "critic"):
+        assert any(float(p.detach().abs().max()) > 0 for n, p in trainer.policy.adapter_parameters(agent).items()
+                   if "lora_B" in n)
+    _umad(char_model_dir, tmp_path / "split", steps=1)
+    resumed, resumed_metrics = _umad(char_model_dir, tmp_path / "split", steps=2)
+    whole, split = trainer.policy.trainable_state(), resumed.policy.trainable_state()
+    assert all(torch.equal(whole[k], split[k]) for k in whole)
+    timing = ["rollout_seconds", "update_seconds", "tokens_per_second"]
+    pd.testing.assert_frame_equal(metrics.drop(columns=timing), resumed_metrics.drop(columns=timing))
+
+
+@pytest.mark.slow
+def test_ippo_has_no_intrinsic_reward_and_unit_weights(char_model_dir):
+    _, metrics = _umad(char_model_dir, None, steps=1, eta=0.0, alpha_au=0.0)
+    assert (metrics["eu_mean"] == 0).all() and (metrics["weight_mean"] == 1).all()

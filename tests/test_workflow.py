@@ -107,6 +107,11 @@ def test_udpo_trains_every_agent_of_the_debate_and_a_trained_agent_debates(finis
     for agent in ("alice", "bob"):
         assert (run / f"agents/{agent}/model.safetensors").exists()
     assert (run / "models/bob/model.safetensors").stat().st_ino == (run / "agents/bob/model.safetensors").stat().st_ino
+    umad = finished_run / "results/tiny/train/umad"
+    umad_metrics = pd.read_parquet(umad / "metrics.parquet")
+    assert list(umad_metrics["step"]) == [1] and (umad_metrics["debates"] == 2).all()  # 1 question × 2 threads
+    assert (umad_metrics["sequences"] == 2 * 2 * 2).all() and not (umad / "coefficients.json").exists()
+    assert all((umad / f"agents/{agent}/config.json").exists() for agent in ("alice", "bob"))
     dave = pd.read_parquet(finished_run / "results/tiny/zero_shot/asdiv/dave.parquet")
     assert set(dave["model"]) == {"tiny-udpo-bob"} and len(dave) == 3 * 2
     assert list((finished_run / "results/tiny/cache/tiny-udpo-bob").glob("part-*.parquet"))

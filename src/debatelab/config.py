@@ -26,6 +26,8 @@ SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
 #: Where `prepare_model` writes a model's folder; trained models live under their run instead.
 MODELS_DIR = "resources/models"
 TRAINED_PREFIX = "trained:"
+#: Training methods that train every participant of a debate (`training.settings.MULTI_AGENT_METHODS`).
+MULTI_AGENT_METHODS = ("udpo", "umad")
 
 
 class ConfigError(ValueError):
@@ -207,12 +209,15 @@ class Experiment:
 
     def multi_agent_runs(self) -> list[str]:
         """Runs that train every participant of a debate (one output folder per agent)."""
-        return [run for run, spec in self.training_runs.items() if spec["method"] == "udpo"]
+        return [run for run, spec in self.training_runs.items() if spec["method"] in MULTI_AGENT_METHODS]
+
+    def runs_of(self, method: str) -> list[str]:
+        return [run for run, spec in self.training_runs.items() if spec["method"] == method]
 
     def run_agents(self, run: str) -> list[str]:
         """The agents a run trains: its policy, or its participants' distinct agents in seat order."""
         spec = self.training_runs[run]
-        return list(dict.fromkeys(spec["participants"])) if spec["method"] == "udpo" else [spec["policy"]]
+        return list(dict.fromkeys(spec["participants"])) if spec["method"] in MULTI_AGENT_METHODS else [spec["policy"]]
 
     # -- checks ---------------------------------------------------------------------------
     def check(self) -> None:
@@ -240,7 +245,7 @@ class Experiment:
                     f"config: models.{name}.source = {spec['source']!r} names no run of training.runs "
                     f"(known: {sorted(self.training_runs)})"
                 )
-            if self.training_runs[run]["method"] != "udpo" and agent:
+            if self.training_runs[run]["method"] not in MULTI_AGENT_METHODS and agent:
                 raise ConfigError(f"config: models.{name}.source = {spec['source']!r}: run {run!r} trains one policy, "
                                   f"name it trained:{run}")
         for name, spec in self.datasets.items():
@@ -281,7 +286,7 @@ class Experiment:
         """A run names an agent and a dataset; its policy is not trained by itself (a cycle)."""
         for run, spec in self.training_runs.items():
             where = f"training.runs.{run}"
-            key = "participants" if spec["method"] == "udpo" else "policy"
+            key = "participants" if spec["method"] in MULTI_AGENT_METHODS else "policy"
             for agent in self.run_agents(run):
                 if agent not in self.agents:
                     raise ConfigError(f"config: {where}.{key} names {agent!r}, which is not a key of `agents` "
@@ -291,14 +296,15 @@ class Experiment:
                     raise ConfigError(f"config: {where}.{key} names {agent!r}, whose model is what this run trains")
             if spec["dataset"] not in self.datasets:
                 raise ConfigError(f"config: {where}.dataset = {spec['dataset']!r} is not a key of `datasets` (known: {sorted(self.datasets)})")
-            if spec["method"] == "udpo" and spec.get("finetuning", "lora") != "lora":
-                raise ConfigError(f"config: {where}.finetuning = {spec['finetuning']!r}: udpo trains one LoRA adapter per agent")
+            if spec["method"] in MULTI_AGENT_METHODS and spec.get("finetuning", "lora") != "lora":
+                raise ConfigError(f"config: {where}.finetuning = {spec['finetuning']!r}: {spec['method']} trains one LoRA "
+                                  f"adapter per agent")
             for name in ("prompts_per_step", "mini_batch_size"):
                 if spec[name] % spec["gpus"]:
                     raise ConfigError(f"config: {where}.{name} = {spec[name]} must divide among gpus = {spec['gpus']} processes")
         for model, spec in self.models.items():  # trained:<run>/<agent> names an agent the run trains
             run, _, agent = spec["source"][len(TRAINED_PREFIX):].partition("/")
-            if spec["source"].startswith(TRAINED_PREFIX) and self.training_runs[run]["method"] == "udpo" \
+            if spec["source"].startswith(TRAINED_PREFIX) and self.training_runs[run]["method"] in MULTI_AGENT_METHODS \
                     and agent not in self.run_agents(run):
                 raise ConfigError(
                     f"config: models.{model}.source = {spec['source']!r}: run {run!r} trains one model per agent; name one "

@@ -1,7 +1,7 @@
 from debatelab.config import AgentSpec
 from debatelab.runlog import job_log
 from debatelab.training import TrainSettings
-from debatelab.training.udpo_stage import udpo_warmup_job
+from debatelab.training.multi_agent_stage import udpo_warmup_job
 
 if __name__ == "__main__":
     with job_log(snakemake.log[0]):

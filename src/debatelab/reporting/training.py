@@ -22,6 +22,10 @@ def plot_training_curves(metrics: pd.DataFrame, title: str):
         if "r_sys" in metrics:  # a multi-agent (UDPO) run: the debates' stability rewards
             for column, marker in (("r_intra", "o"), ("r_inter", "s"), ("r_sys", "^")):
                 groups.plot(steps, metrics[column], marker=marker, markersize=3, label=column)
+        elif "eu_mean" in metrics:  # UMAD: first- and last-turn accuracy, the EU reward, the AU weight
+            for column, marker, label in (("accuracy_first", "o", "accuracy, first turn"), ("eu_mean", "s", "mean EU reward"),
+                                          ("weight_mean", "^", "mean aleatoric weight W")):
+                groups.plot(steps, metrics[column], marker=marker, markersize=3, label=label)
         else:
             groups.plot(steps, metrics["groups_kept"], marker="o", markersize=3, label="first-turn groups kept")
             groups.plot(steps, metrics["prompts_sampled"], linestyle=":", label="prompts sampled")
@@ -30,7 +34,8 @@ def plot_training_curves(metrics: pd.DataFrame, title: str):
         time.plot(steps, metrics["update_seconds"], marker="s", markersize=3, label="update")
     reward.set_ylabel("reward / accuracy")
     length.set_ylabel("mean response length (tokens)")
-    groups.set_ylabel("debate stability reward" if "r_sys" in metrics else "prompt groups per step")
+    groups.set_ylabel("debate stability reward" if "r_sys" in metrics else
+                      "UMAD terms" if "eu_mean" in metrics else "prompt groups per step")
     time.set_ylabel("seconds per step")
     for ax in (reward, groups, time):
         ax.legend(fontsize=7)

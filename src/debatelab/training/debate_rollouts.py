@@ -37,9 +37,12 @@ def rollout_debates(
     threads: int = 1,
     system_prompts: dict[str, str | None] | None = None,
     protocol: dict | None = None,
+    logprobs: bool = False,
 ) -> list[QuestionState]:
     """One finished debate per (question, thread): `state.pre` holds round 0, `state.turns` rounds
-    1..T, every turn with its token ids; `state.outcome` the final vote and answers by round."""
+    1..T, every turn with its token ids; `state.outcome` the final vote and answers by round.
+    `logprobs`: every turn also gets the sampling policy's mean token log-probability
+    (`Turn.mean_logprob`, raw logits: UMAD's Û = −mean_logprob)."""
     system_prompts = system_prompts or {}
     sampling = SamplingParams(temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens)
     seats = [Participant(index, label, name, policies.base_of[name], system_prompts.get(name), sampling)
@@ -66,7 +69,8 @@ def rollout_debates(
                 seed = debate_seed(settings.seed, step, state.question_id, state.thread,
                                    state.participants[ask.agent].label, ask.round)
                 requests.append(GenerationRequest(messages=list(ask.messages), sampling=SamplingParams(
-                    temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens, seed=seed)))
+                    temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens, seed=seed,
+                    logprobs=logprobs)))
             with policies.acting(agent):
                 generations = policies.backend(agent, f"{agent}@step{step}").generate(requests)
             for k, g in zip(by_agent[agent], generations):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
-METHODS = ("dapo", "sdrl", "udpo")
-MULTI_AGENT_METHODS = ("udpo",)
+from ..config import MULTI_AGENT_METHODS  # noqa: E402  (udpo, umad: every agent of a debate)
+
+METHODS = ("dapo", "sdrl", *MULTI_AGENT_METHODS)
 PAIR_MODES = ("rand", "freq")
 DEBATE_TEMPLATES = ("two_turn", "one_message")
 AGGREGATIONS = ("token_mean", "sequence_mean")
@@ -33,6 +34,12 @@ def _udpo_settings(**values):
     from .udpo import UdpoSettings
 
     return UdpoSettings(**values)
+
+
+def _umad_settings(**values):
+    from .umad import UmadSettings
+
+    return UmadSettings(**values)
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,7 @@ class TrainSettings:
     finetuning: str = "lora"
     lora: LoraSettings = field(default_factory=LoraSettings)
     udpo: "UdpoSettings" = field(default_factory=lambda: _udpo_settings())
+    umad: "UmadSettings" = field(default_factory=lambda: _umad_settings())
     dtype: str = "auto"  # auto: bfloat16 on a GPU, float32 on a CPU
     rollout_batch_size: int | None = None  # sequences per generate call (null: the backend's default)
     # Where rollouts run: auto = a colocated vLLM engine when a GPU and vLLM are there, else transformers.
@@ -91,6 +99,8 @@ class TrainSettings:
             object.__setattr__(self, "lora", LoraSettings(**self.lora))
         if isinstance(self.udpo, dict):
             object.__setattr__(self, "udpo", _udpo_settings(**self.udpo))
+        if isinstance(self.umad, dict):
+            object.__setattr__(self, "umad", _umad_settings(**self.umad))
         choices = {"method": METHODS, "pair_mode": PAIR_MODES, "debate_template": DEBATE_TEMPLATES,
                    "loss_aggregation": AGGREGATIONS, "kl_estimator": KL_ESTIMATORS, "finetuning": FINETUNING,
                    "dtype": ("auto", "float32", "bfloat16", "float16"), "rollout_backend": ROLLOUT_BACKENDS,

@@ -296,9 +296,32 @@ class Trainer:
         return [[[r for unit in micro for r in unit] for micro in pack(mb, self.settings.micro_batch_size)]
                 for mb in minibatches]
 
-    def _update(self, sequences: list[Rollout], step: int, policy=None, kl_coef: float | None = None) -> dict:
+    def logprob_pass(self, micro_batches, policy=None, with_reference: bool = False):
+        """π_old's (and the reference's) log-probabilities of each rollout, with no gradient, and the
+        policy's entropy per micro-batch: ({id(rollout): (T,)}, {id(rollout): (T,)}, [entropy])."""
+        import torch
+
+        policy = policy or self.policy
+        old, ref, entropies = {}, {}, []
+        with torch.no_grad():
+            for micro in micro_batches:
+                ids, attention, mask, start, _ = self._tensors(micro, policy)
+                logps, entropy = token_logprobs(policy.model, ids, attention, start, with_entropy=True)
+                entropies.append(float((entropy * mask).sum()) / max(float(mask.sum()), 1.0))
+                if with_reference:
+                    ref_logps = policy.reference_logprobs(lambda m: token_logprobs(m, ids, attention, start)[0])
+                for k, r in enumerate(micro):
+                    old[id(r)] = logps[k, : r.length].clone()
+                    if with_reference:
+                        ref[id(r)] = ref_logps[k, : r.length].clone()
+        return old, ref, entropies
+
+    def _update(self, sequences: list[Rollout], step: int, policy=None, kl_coef: float | None = None,
+                precomputed=None) -> dict:
         """`epochs` clipped-loss passes over `sequences`, for `policy` (default: the run's policy; a
-        multi-agent run passes one agent's view) with KL weight `kl_coef` (default: the setting)."""
+        multi-agent run passes one agent's view) with KL weight `kl_coef` (default: the setting).
+        `precomputed`: `logprob_pass`'s result for these rollouts, taken earlier (UMAD keeps the
+        rollout policy's log-probabilities across its turn-by-turn updates)."""
         import torch
 
         s = self.settings
@@ -310,19 +333,9 @@ class Trainer:
             return {"loss": float("nan"), "kl": float("nan"), "clip_fraction": float("nan"),
                     "entropy": float("nan"), "updates": 0}
         # π_old (and the reference) on exactly the first pass's micro-batches, before any update.
-        old, ref, entropies = {}, {}, []
-        with torch.no_grad():
-            for minibatch in plans[0]:
-                for micro in minibatch:
-                    ids, attention, mask, start, _ = self._tensors(micro, policy)
-                    logps, entropy = token_logprobs(policy.model, ids, attention, start, with_entropy=True)
-                    entropies.append(float((entropy * mask).sum()) / max(float(mask.sum()), 1.0))
-                    if kl_coef:
-                        ref_logps = policy.reference_logprobs(lambda m: token_logprobs(m, ids, attention, start)[0])
-                    for k, r in enumerate(micro):
-                        old[id(r)] = logps[k, : r.length].clone()
-                        if kl_coef:
-                            ref[id(r)] = ref_logps[k, : r.length].clone()
+        if precomputed is None:
+            precomputed = self.logprob_pass([m for mb in plans[0] for m in mb], policy, with_reference=bool(kl_coef))
+        old, ref, entropies = precomputed
         losses, clip_fractions, kls, tokens_seen, updates = [], [], [], [], 0
         trainable = [p for p in policy.model.parameters() if p.requires_grad]
         for plan in plans:

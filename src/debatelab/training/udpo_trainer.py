@@ -54,30 +54,48 @@ class _PerAgent:
         return next(iter(self.parts.values())).get_last_lr()
 
 
-class UdpoTrainer(Trainer):
+class DebateTrainer(Trainer):
+    """The single-policy loop over `agents.AgentPolicies`: seats, per-agent optimizers and schedules
+    as one checkpointable object, one process."""
+
+    def __init__(self, questions: pd.DataFrame, policies, settings, *, run: str, participants: Sequence[str],
+                 system_prompts: dict | None = None, checkpoint_dir=None, fingerprint: str = ""):
+        from ..debate.stage import participant_labels
+
+        self.seats = [label for label, _, _ in participant_labels(participants)]
+        self.seat_agent = {label: name for label, name, _ in participant_labels(participants)}
+        policies.model = next(iter(policies.models.values()))  # what the single-policy loop reads
+        policies.optimizer, policies.scheduler = _PerAgent(policies.optimizers), _PerAgent(policies.schedulers)
+        super().__init__(questions, policies, settings, run=run, reward=lambda *a: 0.0,
+                         checkpoint_dir=checkpoint_dir, fingerprint=fingerprint)
+        if self.world > 1:
+            raise NotImplementedError(f"{settings.method}: multi-agent training runs in one process for now")
+        self.participants = list(participants)
+        self.system_prompts = system_prompts or {}
+
+    def _step_schedules(self) -> float:
+        """Every agent's schedule one step on; the learning rate the step used."""
+        learning_rate = self.policy.scheduler.get_last_lr()[0]
+        for scheduler in self.policy.schedulers.values():
+            scheduler.step()
+        return learning_rate
+
+
+class UdpoTrainer(DebateTrainer):
     metric_columns = UDPO_METRIC_COLUMNS
 
     def __init__(self, questions: pd.DataFrame, policies, settings, *, run: str, participants: Sequence[str],
                  rounds: int, coefficients: dict[str, AgentCoefficients], base_weights: dict[str, float] | None = None,
                  replay: bool = True, questions_per_step: int = 32, ref_sync_steps: int | None = None,
                  system_prompts: dict | None = None, checkpoint_dir=None, fingerprint: str = ""):
-        from ..debate.stage import participant_labels
-
-        self.seats = [label for label, _, _ in participant_labels(participants)]
-        self.seat_agent = {label: name for label, name, _ in participant_labels(participants)}
+        super().__init__(questions, policies, settings, run=run, participants=participants, system_prompts=system_prompts,
+                         checkpoint_dir=checkpoint_dir, fingerprint=fingerprint)
         missing = [seat for seat in self.seats if seat not in coefficients]
         if missing:
             raise ValueError(f"udpo: no coefficients for seat(s) {missing}")
-        policies.model = next(iter(policies.models.values()))  # what the single-policy loop reads
-        policies.optimizer, policies.scheduler = _PerAgent(policies.optimizers), _PerAgent(policies.schedulers)
-        super().__init__(questions, policies, settings, run=run, reward=lambda *a: 0.0,
-                         checkpoint_dir=checkpoint_dir, fingerprint=fingerprint)
-        if self.world > 1:
-            raise NotImplementedError("udpo: one process for now")
-        self.participants, self.rounds = list(participants), rounds
+        self.rounds = rounds
         self.coefficients, self.replay, self.questions_per_step = coefficients, replay, questions_per_step
         self.base_weights = base_weights or {"alpha": 1 / 3, "beta": 1 / 3, "gamma": 1 / 3}
-        self.system_prompts = system_prompts or {}
         self.ref_sync_steps = ref_sync_steps
 
     @property
@@ -136,9 +154,7 @@ class UdpoTrainer(Trainer):
             with self.policy.acting(agent) as view:
                 updates.append(self._update(by_agent[agent], step, policy=view, kl_coef=eta))
         update_seconds = time.perf_counter() - update_start
-        learning_rate = self.policy.scheduler.get_last_lr()[0]
-        for scheduler in self.policy.schedulers.values():
-            scheduler.step()
+        learning_rate = self._step_schedules()
         generated = sum(len(r.token_ids) for rs in by_agent.values() for r in rs)
         mean = lambda key: float(np.nanmean([u[key] for u in updates])) if updates else float("nan")  # noqa: E731
         return {

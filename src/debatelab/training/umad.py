@@ -6,10 +6,34 @@ Arrays are indexed [g, i, t]: thread g of the question's G threads, agent i of N
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 REWARD_MODES = ("team_sum", "individual")
 EU_MODES = ("sign", "linear")
+KL_MODES = ("reward", "loss")
+
+
+@dataclass(frozen=True)
+class UmadSettings:
+    """UMAD's own settings (config `training.runs.<run>.umad`; spec 001 §4.3, §6 defaults). The KL
+    weight β is the run's `kl_coef` (0.001 in the paper)."""
+
+    threads: int = 5  # G: paired debate threads per question
+    turns: int = 2  # T_train: the first answer and T_train − 1 debate rounds
+    questions_per_step: int = 256
+    eta: float = 0.25  # epistemic-influence reward; 0 for IPPO
+    alpha_au: float = 0.25  # aleatoric weighting; 0 for IPPO
+    reward_mode: str = "team_sum"
+    eu_mode: str = "sign"
+    kl_mode: str = "reward"  # the paper's code: −β·Σ_t k1 in the reward; "loss": β·KL in the loss
+
+    def __post_init__(self):
+        if self.reward_mode not in REWARD_MODES or self.eu_mode not in EU_MODES or self.kl_mode not in KL_MODES:
+            raise ValueError(f"umad: reward_mode in {REWARD_MODES}, eu_mode in {EU_MODES}, kl_mode in {KL_MODES} required")
+        if self.threads < 2 or self.turns < 1 or self.questions_per_step < 1:
+            raise ValueError("umad: threads >= 2 (group advantages), turns >= 1 and questions_per_step >= 1 are required")
 
 
 def turn_rewards(correct: np.ndarray, mode: str = "team_sum") -> np.ndarray:
@@ -60,15 +84,17 @@ def aleatoric_weights(nll: np.ndarray, alpha_au: float = 0.25, eps: float = 1e-8
 
 
 def umad_advantages(correct: np.ndarray, nll: np.ndarray, *, eta: float = 0.25, alpha_au: float = 0.25,
-                    reward_mode: str = "team_sum", eu_mode: str = "sign", eps: float = 1e-6) -> dict[str, np.ndarray]:
+                    reward_mode: str = "team_sum", eu_mode: str = "sign", eps: float = 1e-6,
+                    penalty: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """A^au_{i,t} = W·A for every response of one question's G threads (steps 3-6), with the parts:
-    R (base), r_eu, R_total = R + r_eu, A (group advantage of R_total), W. IPPO is η = 0, α_au = 0."""
+    R (base), r_eu, R_total = R + r_eu (− `penalty`, e.g. β·KL in the reward), A (group advantage of
+    R_total), W. The EU reward comes from the unmodified R. IPPO is η = 0, α_au = 0."""
     correct = np.asarray(correct, dtype=float)
     if correct.ndim != 3 or np.shape(nll) != correct.shape:
         raise ValueError(f"umad: correct and nll must both be [threads, agents, turns], got {correct.shape} and {np.shape(nll)}")
     base = turn_rewards(correct, reward_mode)
     eu = epistemic_rewards(base, eta, eu_mode) if eta else np.zeros_like(base)
-    total = base + eu
+    total = base + eu - (0.0 if penalty is None else np.asarray(penalty, dtype=float))
     advantage = group_advantages(total, eps)
     weight = aleatoric_weights(nll, alpha_au) if alpha_au else np.ones_like(advantage)
     return {"reward": base, "eu": eu, "total": total, "advantage": advantage, "weight": weight,

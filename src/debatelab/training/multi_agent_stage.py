@@ -1,15 +1,15 @@
-"""The UDPO jobs of the `train` stage (spec 000 §5.2, §5.5): what rules `udpo_warmup`,
-`udpo_coefficients` and `train_<run>` call.
+"""The multi-agent jobs of the `train` stage: what rules `udpo_warmup`, `udpo_coefficients` and
+`train_agents` call. UDPO (spec 000 §5.2, §5.5) has all three; UMAD (spec 001 §4.3) only the last.
 
 1. `udpo_warmup_job` (GPU): the untrained agents debate the held-out `warmup_fraction` of the
    training questions (Algorithm B step 1). Writes `warmup.parquet`, one row per (question, round,
    seat): the parsed answer, whether it is right, the gold answer.
 2. `udpo_coefficients_job` (CPU): Algorithm B on those debates. Writes `coefficients.json`: α, β,
    γ, λ, η per seat, and the warm-up profile they came from.
-3. `udpo_train_job` (GPU): UDPO on the other questions (`udpo_trainer.UdpoTrainer`). Writes one
-   plain Hugging Face folder per trained agent (`agents/<agent>/`, used as model
-   `trained:<run>/<agent>`), `metrics.parquet`, `curves.png` and `settings.json`, with resume
-   checkpoints beside them.
+3. `train_agents_job` (GPU): UDPO on the other questions (`udpo_trainer.UdpoTrainer`), or UMAD on
+   all of them (`umad_trainer.UmadTrainer`). Writes one plain Hugging Face folder per trained agent
+   (`agents/<agent>/`, used as model `trained:<run>/<agent>`), `metrics.parquet`, `curves.png` and
+   `settings.json`, with resume checkpoints beside them.
 """
 from __future__ import annotations
 
@@ -129,35 +129,47 @@ def read_coefficients(path) -> tuple[dict[str, AgentCoefficients], dict[str, flo
         raise ValueError(f"{path}: not a UDPO coefficients file ({exc})") from exc
 
 
-def udpo_train_job(*, dataset_path, bases: dict[str, str], participants: Sequence[str], agents: dict[str, AgentSpec],
-                   coefficients_path, out_dirs: dict[str, str], metrics_path, curves_path, settings_path, checkpoint_dir,
-                   run: str, settings: TrainSettings, limit: int | None = None, device: str | None = None) -> pd.DataFrame:
-    """UDPO on the training questions (the warm-up's are held out), then every agent's folder."""
+def train_agents_job(*, dataset_path, bases: dict[str, str], participants: Sequence[str], agents: dict[str, AgentSpec],
+                     out_dirs: dict[str, str], metrics_path, curves_path, settings_path, checkpoint_dir, run: str,
+                     settings: TrainSettings, coefficients_path=None, limit: int | None = None,
+                     device: str | None = None) -> pd.DataFrame:
+    """UDPO on the training questions (the warm-up's held out), or UMAD on all of them; then every
+    agent's folder, the metrics, the curves and the settings."""
     from .udpo_trainer import UdpoTrainer
+    from .umad_trainer import UmadTrainer
 
-    _, questions = _questions(dataset_path, limit, settings)
-    coefficients, base_weights = read_coefficients(coefficients_path)
+    if settings.method == "udpo":
+        _, questions = _questions(dataset_path, limit, settings)
+        coefficients, base_weights = read_coefficients(coefficients_path)
+    else:
+        questions, coefficients, base_weights = select_questions(read_dataset(dataset_path), limit, settings.seed), {}, None
     policies, device = _policies(bases, settings, device)
+    system_prompts = {a: s.system_prompt for a, s in agents.items()}
     fingerprint = stable_hash({
         "settings": {k: v for k, v in settings.to_dict().items() if k not in ("steps", "show_progress", "checkpoint_every")},
         "models": {a: model_fingerprint(p).split("#")[-1] for a, p in bases.items()},
         "questions": questions["id"].astype(str).tolist(), "participants": list(participants),
-        "coefficients": {s: c.to_dict() for s, c in coefficients.items()},
-        "prompts": {a: s.system_prompt for a, s in agents.items()},
+        "coefficients": {s: c.to_dict() for s, c in coefficients.items()}, "prompts": system_prompts,
     })
-    u = settings.udpo
-    trainer = UdpoTrainer(questions, policies, settings, run=run, participants=participants, rounds=u.rounds,
-                          coefficients=coefficients, base_weights=base_weights, replay=u.replay,
-                          questions_per_step=u.questions_per_step, ref_sync_steps=u.ref_sync_steps,
-                          system_prompts={a: s.system_prompt for a, s in agents.items()},
-                          checkpoint_dir=checkpoint_dir, fingerprint=fingerprint)
+    common = dict(run=run, participants=participants, system_prompts=system_prompts, checkpoint_dir=checkpoint_dir,
+                  fingerprint=fingerprint)
+    if settings.method == "udpo":
+        u = settings.udpo
+        trainer = UdpoTrainer(questions, policies, settings, rounds=u.rounds, coefficients=coefficients,
+                              base_weights=base_weights, replay=u.replay, questions_per_step=u.questions_per_step,
+                              ref_sync_steps=u.ref_sync_steps, **common)
+    elif settings.method == "umad":
+        trainer = UmadTrainer(questions, policies, settings, **common)
+    else:
+        raise ValueError(f"train_agents: method {settings.method!r} trains one policy (rule train)")
     metrics = trainer.train()
     for agent, out in out_dirs.items():
         policies.save(agent, out)
     write_parquet_atomic(metrics, metrics_path)
-    save_figure_atomic(plot_training_curves(metrics, f"{run}: udpo, {len(participants)} agents on "
+    save_figure_atomic(plot_training_curves(metrics, f"{run}: {settings.method}, {len(participants)} agents on "
                                                      f"{Path(dataset_path).parent.name}"), curves_path)
-    write_json_atomic({"run": run, "participants": list(participants), "bases": dict(bases), "dataset": str(dataset_path),
-                       "questions": len(questions), "device": device, "coefficients": {s: c.to_dict() for s, c in coefficients.items()},
+    write_json_atomic({"run": run, "method": settings.method, "participants": list(participants), "bases": dict(bases),
+                       "dataset": str(dataset_path), "questions": len(questions), "device": device,
+                       "coefficients": {s: c.to_dict() for s, c in coefficients.items()},
                        "settings": settings.to_dict()}, settings_path)
     return metrics

@@ -3,17 +3,17 @@ from pathlib import Path
 from debatelab.config import AgentSpec
 from debatelab.runlog import job_log
 from debatelab.training import TrainSettings
-from debatelab.training.udpo_stage import udpo_train_job
+from debatelab.training.multi_agent_stage import train_agents_job
 
 if __name__ == "__main__":
     with job_log(snakemake.log[0]):
         udpo = snakemake.params.udpo
-        udpo_train_job(
+        train_agents_job(
             dataset_path=snakemake.input.dataset,
             bases=udpo["bases"],
             participants=udpo["participants"],
             agents={name: AgentSpec.from_config(name, spec) for name, spec in udpo["agents"].items()},
-            coefficients_path=snakemake.input.coefficients,
+            coefficients_path=snakemake.input.get("coefficients"),
             out_dirs={name: str(Path(snakemake.output.agents) / name) for name in udpo["bases"]},
             metrics_path=snakemake.output.metrics,
             curves_path=snakemake.output.curves,

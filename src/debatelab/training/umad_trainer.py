@@ -1,0 +1,137 @@
+"""UMAD's training step (spec 001 §4.3, Algorithm 2), on the shared update code.
+
+One step:
+1. Draw B questions; run G paired debate threads of each with the current agents for T_train
+   turns (turn 0 the first answer, then T_train − 1 debate rounds), all batched per agent.
+2. π_old's token log-probabilities of every response (one pass per agent, no gradient), and the
+   reference's when the KL is on; Û = the response's mean token NLL under π_old.
+3. Per question: the team-sum (or individual) reward R of every (thread, agent, turn), the
+   epistemic-influence reward for t < T_train − 1 from the unmodified R, −β·Σ k1 in the reward
+   (`kl_mode: reward`, the paper's code), group advantages over the G threads of each (agent, turn),
+   times the aleatoric weight W = exp(−α_au·Ū) (`umad.umad_advantages`).
+4. Turns are updated in sequence, as the paper's code does: for t = 0..T_train − 1, each agent one
+   clipped update on its own turn-t responses, every ratio against the rollout policy (π_old of
+   step 2, kept across the turn updates).
+
+IPPO is η = α_au = 0 (plain per-agent GRPO on the team reward).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+
+from .debate_rollouts import rollout_debates
+from .rollouts import Rollout
+from .udpo_trainer import DebateTrainer
+from .umad import umad_advantages
+
+UMAD_METRIC_COLUMNS = [
+    "step", "loss", "reward_mean", "reward_std", "accuracy", "accuracy_first", "eu_mean", "weight_mean", "kl",
+    "clip_fraction", "entropy", "response_length", "debates", "sequences", "updates", "learning_rate",
+    "rollout_seconds", "update_seconds", "tokens_per_second",
+]
+
+
+class UmadTrainer(DebateTrainer):
+    metric_columns = UMAD_METRIC_COLUMNS
+
+    def __init__(self, questions: pd.DataFrame, policies, settings, *, run: str, participants, umad=None,
+                 system_prompts: dict | None = None, checkpoint_dir=None, fingerprint: str = ""):
+        super().__init__(questions, policies, settings, run=run, participants=participants, system_prompts=system_prompts,
+                         checkpoint_dir=checkpoint_dir, fingerprint=fingerprint)
+        self.umad = umad if umad is not None else settings.umad
+
+    def _describe(self, metrics: dict) -> str:
+        return (f"team reward {metrics['reward_mean']:.3f}, accuracy {metrics['accuracy_first']:.3f} -> "
+                f"{metrics['accuracy']:.3f}, EU {metrics['eu_mean']:+.3f}, W {metrics['weight_mean']:.3f}")
+
+    def train_step(self, step: int) -> dict:
+        s, u = self.settings, self.umad
+        start = time.perf_counter()
+        self.policy.train(False)
+        rows = self._draw(u.questions_per_step)
+        states = rollout_debates(self.policy, rows, self.participants, s, step=step, rounds=u.turns - 1,
+                                 threads=u.threads, system_prompts=self.system_prompts)
+        G, N, T = u.threads, len(self.seats), u.turns
+        # rollouts[q][g][i][t], states are question-major, threads inner
+        grid = []
+        for q in range(len(rows)):
+            threads = []
+            for g in range(G):
+                state = states[q * G + g]
+                turns = {(t.round, t.agent): t for t in state.pre + state.turns}
+                threads.append([[turns[(t, i)] for t in range(T)] for i in range(N)])
+            grid.append(threads)
+        by_agent: dict[str, list[Rollout]] = {}
+        cell: dict[tuple, Rollout] = {}
+        for q, threads in enumerate(grid):
+            qid = str(rows[q]["id"])
+            for g in range(G):
+                for i in range(N):
+                    for t in range(T):
+                        turn = threads[g][i][t]
+                        r = Rollout(question_id=qid, group=f"{qid}#{self.seats[i]}#t{t}", turn=t, sample=g,
+                                    messages=turn.messages, text=turn.response, token_ids=list(turn.token_ids),
+                                    finish_reason=turn.finish_reason, answer=turn.answer, correct=turn.correct, reward=0.0)
+                        cell[(q, g, i, t)] = r
+                        by_agent.setdefault(self.seat_agent[self.seats[i]], []).append(r)
+        rollout_seconds = time.perf_counter() - start
+
+        update_start = time.perf_counter()
+        with_reference = bool(s.kl_coef)
+        passes = {}
+        for agent, rollouts in by_agent.items():
+            with self.policy.acting(agent) as view:
+                micro = [rollouts[k : k + s.micro_batch_size] for k in range(0, len(rollouts), s.micro_batch_size)]
+                passes[agent] = self.logprob_pass(micro, view, with_reference=with_reference)
+        old = {k: v for agent in passes for k, v in passes[agent][0].items()}
+        ref = {k: v for agent in passes for k, v in passes[agent][1].items()}
+        shape = (G, N, T)
+        parts_all = []
+        for q in range(len(rows)):
+            correct, nll, penalty = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+            for (g, i, t) in np.ndindex(*shape):
+                r = cell[(q, g, i, t)]
+                correct[g, i, t] = r.correct
+                logps = old[id(r)]
+                nll[g, i, t] = -float(logps.mean()) if len(logps) else 0.0
+                if with_reference and u.kl_mode == "reward":
+                    penalty[g, i, t] = s.kl_coef * float((logps - ref[id(r)]).sum())  # β·Σ k1
+            parts = umad_advantages(correct, nll, eta=u.eta, alpha_au=u.alpha_au, reward_mode=u.reward_mode,
+                                    eu_mode=u.eu_mode, eps=s.advantage_eps, penalty=penalty)
+            for (g, i, t) in np.ndindex(*shape):
+                r = cell[(q, g, i, t)]
+                r.reward, r.advantage = float(parts["total"][g, i, t]), float(parts["advantage_au"][g, i, t])
+            parts_all.append(parts)
+
+        self.policy.train(True)
+        updates = []
+        kl_in_loss = s.kl_coef if u.kl_mode == "loss" else 0.0
+        for t in range(T):  # turns in sequence; each agent on its own turn-t responses
+            for agent, rollouts in by_agent.items():
+                turn_rollouts = [r for r in rollouts if r.turn == t]
+                with self.policy.acting(agent) as view:
+                    updates.append(self._update(turn_rollouts, step, policy=view, kl_coef=kl_in_loss,
+                                                precomputed=passes[agent]))
+        update_seconds = time.perf_counter() - update_start
+        learning_rate = self._step_schedules()
+
+        stack = lambda key: np.stack([p[key] for p in parts_all]) if parts_all else np.zeros((0, *shape))  # noqa: E731
+        correct = np.array([[[[cell[(q, g, i, t)].correct for t in range(T)] for i in range(N)] for g in range(G)]
+                            for q in range(len(rows))], dtype=float)
+        everything = [r for rs in by_agent.values() for r in rs]
+        mean = lambda key: float(np.nanmean([x[key] for x in updates])) if updates else float("nan")  # noqa: E731
+        kl_values = [float((old[id(r)] - ref[id(r)]).mean()) for r in everything if with_reference and r.length]
+        return {
+            "step": step + 1, "loss": mean("loss"), "reward_mean": float(stack("reward").mean()),
+            "reward_std": float(stack("reward").std()), "accuracy": float(correct[..., -1].mean()),
+            "accuracy_first": float(correct[..., 0].mean()), "eu_mean": float(stack("eu").mean()),
+            "weight_mean": float(stack("weight").mean()),
+            "kl": float(np.mean(kl_values)) if kl_values else mean("kl"), "clip_fraction": mean("clip_fraction"),
+            "entropy": mean("entropy"), "response_length": float(np.mean([r.length for r in everything])),
+            "debates": len(states), "sequences": len(everything), "updates": sum(x["updates"] for x in updates),
+            "learning_rate": learning_rate, "rollout_seconds": rollout_seconds, "update_seconds": update_seconds,
+            "tokens_per_second": sum(r.length for r in everything) / max(rollout_seconds + update_seconds, 1e-9),
+        }
