@@ -64,11 +64,12 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
     (test_profile / "config.yaml").write_text(yaml.safe_dump(profile))
     workdir = tmp_path / "work"
     workdir.mkdir()
-    # The tiny experiment with two protocols: enough to see debate jobs land on the H800 partition;
+    # The tiny experiment with three protocols: enough to see debate jobs land on the H800 partition;
     # and one pair on one dataset with one searched protocol: the CPU stages on the CPU partition.
     config = yaml.safe_load((REPO_ROOT / "tests/configs/tiny.yaml").read_text())
-    config["debate"]["protocols"] = {k: config["debate"]["protocols"][k] for k in ("mad", "svr", "mad_pair", "trained")}
-    config["debate"]["protocols"]["mad_pair"]["datasets"] = ["asdiv"]
+    # One dataset keeps the job count (and CI time) down; every kind of rule is still there.
+    config["datasets"].pop("commonsense_qa")
+    config["debate"]["protocols"] = {k: config["debate"]["protocols"][k] for k in ("mad", "mad_pair", "trained")}
     # UDPO's jobs are tested in test_workflow; here the single-policy train job stands for the stage.
     config["training"]["runs"].pop("udpo")
     config["training"]["runs"].pop("umad")
@@ -86,8 +87,8 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
         by_rule.setdefault(rule.group(1), []).append(job)
     # Every job of the DAG went through sbatch (`all` is a local rule: it has no work).
     assert {r: len(js) for r, js in by_rule.items()} == {
-        "download_dataset": 2, "prepare_model": 1, "train": 1, "zero_shot": 6, "summarize_zero_shot": 1,
-        "debate": 6, "uncertainty": 6, "summarize_debate": 1,
+        "download_dataset": 1, "prepare_model": 1, "train": 1, "zero_shot": 3, "summarize_zero_shot": 1,
+        "debate": 3, "uncertainty": 3, "summarize_debate": 1,
         "streams": 1, "fit_calibrators": 1, "search_protocol": 1, "apply_protocol": 1, "summarize_confidence": 1,
     }
     assert all(j["state"] == "COMPLETED" for j in jobs), jobs

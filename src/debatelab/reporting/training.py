@@ -44,6 +44,8 @@ def plot_training_curves(metrics: pd.DataFrame, title: str):
     for ax in axes[0]:
         ax.set_xlabel("rollout step")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if len(metrics):  # whole steps only, also for a run of one or two steps
+            ax.set_xlim(min(steps) - 0.5, max(steps) + 0.5)
         ax.grid(alpha=0.3)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
