@@ -29,6 +29,7 @@ from ..llm.base import model_fingerprint, stable_hash
 from ..reporting.training import plot_training_curves
 from ..zero_shot import select_questions
 from .settings import TrainSettings
+from .stage import default_device, resumable_settings
 from .udpo import AgentCoefficients, ablated, calibrate_coefficients
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ def _policies(bases: dict[str, str], settings: TrainSettings, device: str | None
     from .agents import AgentPolicies
 
     torch.manual_seed(settings.seed)
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = device or default_device()
     return AgentPolicies(bases, settings, device=device), device
 
 
@@ -146,7 +147,7 @@ def train_agents_job(*, dataset_path, bases: dict[str, str], participants: Seque
     policies, device = _policies(bases, settings, device)
     system_prompts = {a: s.system_prompt for a, s in agents.items()}
     fingerprint = stable_hash({
-        "settings": {k: v for k, v in settings.to_dict().items() if k not in ("steps", "show_progress", "checkpoint_every")},
+        "settings": resumable_settings(settings),
         "models": {a: model_fingerprint(p).split("#")[-1] for a, p in bases.items()},
         "questions": questions["id"].astype(str).tolist(), "participants": list(participants),
         "coefficients": {s: c.to_dict() for s, c in coefficients.items()}, "prompts": system_prompts,

@@ -40,10 +40,22 @@ RESUMABLE_CHANGES = ("steps", "show_progress", "checkpoint_every", "vllm_gpu_mem
                      "vllm_enforce_eager", "vllm_sleep")
 
 
+def default_device(rank: int = 0) -> str:
+    """The training process's device: its own GPU (by rank) when there are GPUs, else the CPU."""
+    import torch
+
+    return f"cuda:{rank % max(torch.cuda.device_count(), 1)}" if torch.cuda.is_available() else "cpu"
+
+
+def resumable_settings(settings: TrainSettings) -> dict:
+    """The settings a checkpoint must match to be resumed (all but `RESUMABLE_CHANGES`)."""
+    return {k: v for k, v in settings.to_dict().items() if k not in RESUMABLE_CHANGES}
+
+
 def run_fingerprint(settings: TrainSettings, model_path: str, dataset_path: str, policy: AgentSpec) -> str:
     """What a checkpoint must match to be resumed: every setting but the budget and logging, the base
     weights, the training questions and the policy's prompt."""
-    own = {k: v for k, v in settings.to_dict().items() if k not in RESUMABLE_CHANGES}
+    own = resumable_settings(settings)
     data = Path(dataset_path)
     return stable_hash({"settings": own, "model": model_fingerprint(model_path).split("#")[-1],
                         "data": stable_hash(pd.read_parquet(data)["id"].astype(str).tolist()) if data.exists() else str(data),
@@ -73,8 +85,7 @@ def train_job(
     from .trainer import Trainer, _world
 
     rank, world = _world()
-    if device is None:
-        device = f"cuda:{rank % max(torch.cuda.device_count(), 1)}" if torch.cuda.is_available() else "cpu"
+    device = device or default_device(rank)
     torch.manual_seed(settings.seed)
     questions = select_questions(read_dataset(dataset_path), limit, settings.seed)
     trainer = Trainer(questions, Policy(model_path, settings, device=device), settings, run=run,

@@ -55,28 +55,19 @@ class UmadTrainer(DebateTrainer):
         states = rollout_debates(self.policy, rows, self.participants, s, step=step, rounds=u.turns - 1,
                                  threads=u.threads, system_prompts=self.system_prompts)
         G, N, T = u.threads, len(self.seats), u.turns
-        # rollouts[q][g][i][t], states are question-major, threads inner
-        grid = []
-        for q in range(len(rows)):
-            threads = []
-            for g in range(G):
-                state = states[q * G + g]
-                turns = {(t.round, t.agent): t for t in state.pre + state.turns}
-                threads.append([[turns[(t, i)] for t in range(T)] for i in range(N)])
-            grid.append(threads)
+        # cell[(q, g, i, t)]: question q's thread g (states are question-major, threads inner), seat i, turn t
         by_agent: dict[str, list[Rollout]] = {}
         cell: dict[tuple, Rollout] = {}
-        for q, threads in enumerate(grid):
-            qid = str(rows[q]["id"])
-            for g in range(G):
-                for i in range(N):
-                    for t in range(T):
-                        turn = threads[g][i][t]
-                        r = Rollout(question_id=qid, group=f"{qid}#{self.seats[i]}#t{t}", turn=t, sample=g,
-                                    messages=turn.messages, text=turn.response, token_ids=list(turn.token_ids),
-                                    finish_reason=turn.finish_reason, answer=turn.answer, correct=turn.correct, reward=0.0)
-                        cell[(q, g, i, t)] = r
-                        by_agent.setdefault(self.seat_agent[self.seats[i]], []).append(r)
+        for k, state in enumerate(states):
+            q, g = divmod(k, G)
+            for turn in state.pre + state.turns:
+                i, t = turn.agent, turn.round
+                r = Rollout(question_id=state.question_id, group=f"{state.question_id}#{self.seats[i]}#t{t}", turn=t,
+                            sample=g, messages=turn.messages, text=turn.response, token_ids=list(turn.token_ids),
+                            finish_reason=turn.finish_reason, answer=turn.answer, correct=turn.correct, reward=0.0)
+                cell[(q, g, i, t)] = r
+        for q, g, i, t in sorted(cell):  # each agent's rollouts in (question, thread, seat, turn) order
+            by_agent.setdefault(self.seat_agent[self.seats[i]], []).append(cell[(q, g, i, t)])
         rollout_seconds = time.perf_counter() - start
 
         update_start = time.perf_counter()
