@@ -115,6 +115,37 @@ def test_a_positive_advantage_raises_the_log_probability_of_its_tokens():
     assert after[1].sum() < before[1].sum()  # A < 0: less likely
 
 
+def test_logprobs_skip_the_prompt_logits_and_checkpointing_keeps_the_gradient(char_model_dir):
+    """`token_logprobs` asks the model for the completion's logits only; gradient checkpointing
+    (recomputing activations) changes neither the log-probabilities nor the LoRA gradient."""
+    from debatelab.training.loss import token_logprobs
+    from debatelab.training.policy import Policy
+
+    ids = torch.tensor([[3, 5, 9, 17, 23, 42, 7], [0, 0, 5, 9, 3, 4, 8]])
+    attention = torch.tensor([[1] * 7, [0, 0, 1, 1, 1, 1, 1]])
+    grads, logps = [], []
+    for checkpointing in (False, True):
+        torch.manual_seed(0)
+        policy = Policy(char_model_dir, TrainSettings(gradient_checkpointing=checkpointing, show_progress=False,
+                                                      lora={"r": 4, "alpha": 8}), device="cpu")
+        assert policy.model.is_gradient_checkpointing == checkpointing
+        with torch.no_grad():  # a nonzero adapter, so its gradient depends on the activations it recomputes
+            for name, p in policy.model.named_parameters():
+                if "lora_B" in name:
+                    p.fill_(0.01)
+        policy.model.train()
+        out, _ = token_logprobs(policy.model, ids, attention, 4)
+        full = torch.log_softmax(policy.model(input_ids=ids, attention_mask=attention,
+                                              position_ids=(attention.cumsum(-1) - 1).clamp(min=0)).logits[:, 3:-1].float(), -1)
+        torch.testing.assert_close(out, full.gather(-1, ids[:, 4:, None]).squeeze(-1))
+        out.sum().backward()
+        grads.append(torch.cat([p.grad.flatten() for p in policy.model.parameters() if p.requires_grad]))
+        logps.append(out.detach())
+    torch.testing.assert_close(logps[0], logps[1])
+    torch.testing.assert_close(grads[0], grads[1])
+    assert grads[0].abs().sum() > 0
+
+
 # --------------------------------------------------------------------------- rewards and groups
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from pathlib import Path
-from .policy import resolve_dtype
+from .policy import enable_gradient_checkpointing, resolve_dtype
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,7 @@ class AgentPolicies:
                 if tokenizer.pad_token is None:
                     tokenizer.pad_token = tokenizer.eos_token
                 model = AutoModelForCausalLM.from_pretrained(base, dtype=resolve_dtype(settings.dtype, device))
+                enable_gradient_checkpointing(model, settings)
                 model.generation_config.pad_token_id = tokenizer.pad_token_id
                 self.models[base] = get_peft_model(model, config, adapter_name=name).to(device)
                 self.tokenizers[base] = tokenizer

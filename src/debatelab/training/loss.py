@@ -118,12 +118,15 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                    *, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log π(token_t | tokens_<t) of every position from `completion_start` on, (B, T − start), and
     optionally the entropy of the next-token distribution there. Left padding is handled by the
-    position ids; TRL's `selective_log_softmax` avoids materialising the full log-softmax."""
+    position ids; TRL's `selective_log_softmax` avoids materialising the full log-softmax, and
+    `logits_to_keep` (as TRL passes it) the prompt's logits: a long prompt's (B, L, vocab) logits
+    were most of a training step's memory."""
     from trl.trainer.utils import entropy_from_logits, selective_log_softmax
 
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions).logits
-    logits = logits[:, completion_start - 1 : -1].float()
+    keep = input_ids.shape[1] - completion_start + 1  # the positions that predict the completion, and the last
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, logits_to_keep=keep).logits
+    logits = logits[:, -keep:-1].float()
     targets = input_ids[:, completion_start:]
     logps = selective_log_softmax(logits, targets)
     entropy = None

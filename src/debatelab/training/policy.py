@@ -17,6 +17,13 @@ def resolve_dtype(dtype: str, device: str):
     return getattr(torch, dtype)
 
 
+def enable_gradient_checkpointing(model, settings) -> None:
+    """Activations recomputed in the backward pass (`gradient_checkpointing`); non-reentrant, so a
+    LoRA model whose inputs need no gradient still gets one. Rollouts run in eval mode, with the cache."""
+    if getattr(settings, "gradient_checkpointing", False):
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
 class Policy:
     def __init__(self, model_path: str | Path, settings, *, device: str):
         import torch
@@ -28,6 +35,7 @@ class Policy:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype=resolve_dtype(settings.dtype, device))
         model.generation_config.pad_token_id = self.tokenizer.pad_token_id
+        enable_gradient_checkpointing(model, settings)
         if settings.finetuning == "lora":
             from peft import LoraConfig, get_peft_model
 

@@ -71,6 +71,7 @@ class TrainSettings:
     max_grad_norm: float = 1.0
     mini_batch_size: int = 128  # sequences per optimizer step
     micro_batch_size: int = 8  # sequences per forward/backward (gradient accumulation)
+    gradient_checkpointing: bool = False  # recompute activations in the backward: far less memory, slower
     epochs: int = 1  # passes over a step's sequences
     clip_low: float = 0.2
     clip_high: float = 0.28
