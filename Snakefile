@@ -6,10 +6,14 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 # The default experiment, unless one is given with --configfile (merging the two would mix
-# their datasets and agents).
+# their datasets and agents). Found beside this Snakefile, so `--directory` may point elsewhere.
 if not config.get("experiment"):
 
-    configfile: "config/config.yaml"
+    configfile: f"{workflow.basedir}/config/config.yaml"
+
+
+# The report's front page: what was run, with which settings (`snakemake --report report.html`).
+report: "report/workflow.rst"
 
 
 # One rule file per stage, in DAG order; each mirrors a package of `src/debatelab/` and a folder
@@ -23,6 +27,7 @@ include: "rules/debate.smk"
 include: "rules/uncertainty.smk"
 include: "rules/confidence.smk"
 include: "rules/train.smk"
+include: "rules/evaluation.smk"
 include: "rules/reporting.smk"
 
 

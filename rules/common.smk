@@ -19,6 +19,7 @@ CALIBRATION = EXP.calibration
 SEARCH = EXP.search
 ATTACK = EXP.attack
 TRAINING_RUNS = EXP.training_runs
+PAPERS = EXP.evaluated_papers()
 
 
 def _alternatives(names):
@@ -34,6 +35,7 @@ wildcard_constraints:
     pair=_alternatives(PAIRS) if PAIRS else "(?!)",
     confidence_protocol="wsv|cga|hid",
     run=_alternatives(TRAINING_RUNS) if TRAINING_RUNS else "(?!)",
+    paper=_alternatives(PAPERS),
     split=r"[A-Za-z0-9_.-]+",
 
 
@@ -162,6 +164,28 @@ def confidence_targets():
     return targets + [f"{RESULTS}/summary/{name}" for name in summary]
 
 
+# --- evaluation --------------------------------------------------------------------------------
+
+
+def evaluation_inputs(wildcards):
+    """Every stage's outputs: a paper's tables may draw on any of them (loaded only where used)."""
+    measures = [(d, p) for p in PROTOCOLS for d in EXP.protocol_datasets(p)]
+    inputs = {
+        "questions": debate_files("questions"),
+        "turns": debate_files("turns"),
+        "zero_shot": zero_shot_files(),
+        "uncertainty": [f"{RESULTS}/uncertainty/{d}/{p}.parquet" for d, p in measures],
+        "rounds": [f"{RESULTS}/uncertainty/{d}/{p}.rounds.parquet" for d, p in measures],
+        "training": [f"{RESULTS}/train/{run}/metrics.parquet" for run in TRAINING_RUNS],
+    }
+    if PAIRS:
+        per_pair = [(p, d) for p in PAIRS for d in EXP.pair_datasets(p)]
+        inputs["confidence_lift"] = f"{RESULTS}/summary/confidence_lift.csv"
+        inputs["calibration"] = [f"{RESULTS}/calibration/{d}/{p}.csv" for p, d in per_pair]
+        inputs["confidence_metrics"] = confidence_metric_files()
+    return inputs
+
+
 # --- the default target ------------------------------------------------------------------------
 
 
@@ -178,4 +202,5 @@ def all_targets():
         targets += confidence_targets()
     for run in TRAINING_RUNS:
         targets += [f"{RESULTS}/train/{run}/{name}" for name in ("metrics.parquet", "curves.png", "settings.json")]
+    targets += [f"{RESULTS}/tables/{paper}" for paper in PAPERS]
     return targets

@@ -71,6 +71,11 @@ BAD_CONFIGS = [
     (lambda c: c["models"]["tiny-trained"].update(source="trained:sdrl/alice"), ["models.tiny-trained.source", "one policy"]),
     (lambda c: c["training"]["runs"]["umad"]["umad"].update(threads=1), ["threads"]),
     (lambda c: c["training"]["runs"]["umad"].update(finetuning="full"), ["training.runs.umad.finetuning", "LoRA"]),
+    (lambda c: c.update(evaluation={"papers": ["udpo", "madness"]}), ["madness"]),
+    (lambda c: c.update(evaluation={"paper_datasets": {"gsm_symbolic": "gsm8k"}}),
+     ["evaluation.paper_datasets", "'gsm_symbolic'"]),
+    (lambda c: (c["calibration"].update(pairs={}), c.update(evaluation={"papers": ["confidence"]})),
+     ["evaluation.papers", "'confidence'", "calibration.pairs"]),
 ]
 
 
@@ -110,6 +115,15 @@ def test_good_config_fills_defaults(tmp_path):
     assert cfg["debate"]["protocols"]["mad"]["template"] == "du"
     proc = _dry_run_with(tmp_path, lambda c: c["agents"]["alice"].pop("temperature"))
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_evaluated_papers_default_to_what_the_experiment_has():
+    assert Experiment(validate_config(_mutated(lambda c: None))).evaluated_papers() == [
+        "udpo", "umad", "svr_mad", "sdrl", "confidence"]
+    no_pairs = _mutated(lambda c: c["calibration"].update(pairs={}))
+    assert "confidence" not in Experiment(validate_config(no_pairs)).evaluated_papers()
+    chosen = _mutated(lambda c: c.update(evaluation={"papers": ["svr_mad"]}))
+    assert Experiment(validate_config(chosen)).evaluated_papers() == ["svr_mad"]
 
 
 def test_every_shipped_config_validates():

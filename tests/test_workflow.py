@@ -3,12 +3,16 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pandas as pd
 import pytest
 
+from debatelab.config import PAPERS
 from debatelab.debate.schema import ENDINGS, QUESTION_COLUMNS, TURN_COLUMNS
+from debatelab.evaluation import PAPER_TITLES, load_paper_numbers
 from debatelab.zero_shot import ZERO_SHOT_COLUMNS
+from conftest import require
 from workflow_helpers import REPO_ROOT, snakemake
 
 TINY = str(REPO_ROOT / "tests/configs/tiny.yaml")
@@ -167,6 +171,7 @@ def test_forcerun_zero_shot_reruns_it_and_only_what_depends_on_it(finished_run):
     assert _planned_jobs(dry.stdout + dry.stderr) == {
         "all": 1, "summarize_zero_shot": 1, "zero_shot": 8, "debate": 21, "uncertainty": 21, "summarize_debate": 1,
         "streams": 2, "fit_calibrators": 2, "search_protocol": 6, "apply_protocol": 2, "summarize_confidence": 1,
+        "evaluate": 5,
     }
     until = snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "-n", "--forcerun", "zero_shot", "--until", "zero_shot")
     assert _planned_jobs(until.stdout + until.stderr) == {"zero_shot": 8}
@@ -191,17 +196,99 @@ def test_forcerun_one_debate_stage_replays_it_from_the_cache(finished_run):
     pd.testing.assert_frame_equal(before, pd.read_parquet(questions))
 
 
-def test_report_includes_the_summary(finished_run):
+def test_every_paper_gets_its_tables_beside_the_published_numbers(finished_run):
+    tables = finished_run / "results/tiny/tables"
+    assert sorted(p.name for p in tables.iterdir()) == sorted(PAPERS)
+    for paper in PAPERS:
+        files = {p.name for p in (tables / paper).iterdir()}
+        published = load_paper_numbers(paper)
+        assert {f"{name}_vs_paper.csv" for name in published} <= files, paper
+        for name in published:
+            vs = pd.read_csv(tables / paper / f"{name}_vs_paper.csv")
+            assert len(vs) == len(published[name]) and vs["paper_value"].notna().all(), (paper, name)
+        claims = pd.read_csv(tables / paper / "claims.csv")
+        assert len(claims) > 0 and set(claims["holds"]) <= {"yes", "no", "n/a"}, paper
+        # an untestable claim says why
+        assert claims.loc[claims["holds"] == "n/a", "detail"].notna().all(), paper
+    # the tiny run's cells reach the tables: SVR-MAD's rows are this run's protocols
+    svr = pd.read_csv(tables / "svr_mad/table1.csv")
+    assert {"Self Consistency", "GroupDebate", "SID-ET", "S2-MAD", "SVR-MAD"} <= set(svr["method"])
+    udpo = pd.read_csv(tables / "udpo/table1.csv")
+    assert "MAD" in set(udpo["method"]) and udpo["accuracy"].between(0, 100).all()
+    assert (tables / "svr_mad/cost_accuracy.png").stat().st_size > 1000
+
+
+def test_report_has_a_section_per_paper_and_the_summaries(finished_run):
     snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "--report", "report.html")
     html = (finished_run / "report.html").read_text(errors="ignore")
     for name in ("zero_shot.csv", "zero_shot.png", "debate.csv", "debate_cost_accuracy.png", "mad.selective.png",
-                 "confidence_lift.png", "confidence_paper.csv", "reliability.png", "cga.history.png"):
+                 "confidence_lift.png", "confidence_paper.csv", "reliability.png", "cga.history.png",
+                 "table1_vs_paper.html", "claims.html", "fig5_delta_by_usys.png"):
         assert name in html, name
+    categories = json.loads(re.search(r"var categories = (\{.*?\});\n", html).group(1))
+    for paper in PAPERS:
+        section = categories[PAPER_TITLES[paper]]
+        assert set(section) == {"Tables and plots", "Beside the published numbers", "Checkable claims"}, paper
+    _open_in_a_browser(finished_run / "report.html")
+
+
+def _open_in_a_browser(report):
+    """Open the report in headless Chromium as a user would: every paper is a section of the menu,
+    its tables open as tables with this run's rows, its plots load, the front page names the run."""
+    require(shutil.which("chromium") is not None and shutil.which("chromedriver") is not None,
+            "Chromium and chromedriver (Debian: chromium, chromium-driver; tools/setup.sh installs them)")
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    options = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1600,1000"):
+        options.add_argument(arg)
+    options.binary_location = shutil.which("chromium")
+    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=shutil.which("chromedriver")),
+                              options=options)
+    wait = WebDriverWait(driver, 20)
+
+    def menu(text):
+        return wait.until(lambda d: [a for a in d.find_elements(By.CSS_SELECTOR, "nav li a") if a.text == text])[0]
+
+    def open_result(name):
+        """Click a result's eye button; return the iframe or image it shows."""
+        row = wait.until(lambda d: [r for r in d.find_elements(By.CSS_SELECTOR, "tbody tr")
+                                    if r.find_elements(By.TAG_NAME, "td") and r.find_element(By.TAG_NAME, "td").text == name])[0]
+        row.find_element(By.CSS_SELECTOR, "a[iconname=eye]").click()
+
+    try:
+        driver.get(report.as_uri())
+        menu("Workflow").click()
+        assert wait.until(lambda d: "debatelab run tiny" in d.find_element(By.ID, "app").text.replace("\n", " "))
+        for paper in PAPERS:
+            driver.get(report.as_uri())
+            menu(PAPER_TITLES[paper]).click()
+            menu("Beside the published numbers").click()
+            open_result("table1_vs_paper")
+            frame = wait.until(lambda d: d.find_element(By.TAG_NAME, "iframe"))
+            driver.switch_to.frame(frame)
+            headers = [th.text for th in driver.find_elements(By.CSS_SELECTOR, "th")]
+            rows = driver.find_elements(By.CSS_SELECTOR, "tbody tr")
+            assert {"paper_value", "run_value", "difference"} <= set(headers), (paper, headers)
+            assert len(rows) == len(load_paper_numbers(paper)["table1"]), paper
+            driver.switch_to.default_content()
+        # a plot loads as an image
+        driver.get(report.as_uri())
+        menu(PAPER_TITLES["svr_mad"]).click()
+        menu("Tables and plots").click()
+        open_result("cost_accuracy")
+        image = wait.until(lambda d: [i for i in d.find_elements(By.TAG_NAME, "img")
+                                      if "cost_accuracy" in (i.get_attribute("src") or "")[:120]])[0]
+        assert driver.execute_script("return arguments[0].naturalWidth", image) > 500
+    finally:
+        driver.quit()
 
 
 def test_dag_rulegraph_mermaid(finished_run):
     out = snakemake(finished_run, "--configfile", TINY, "--rulegraph", "mermaid-js")
     for rule in ("download_dataset", "prepare_model", "train", "udpo_warmup", "udpo_coefficients", "train_agents",
                  "trained_agent", "zero_shot", "debate", "uncertainty", "summarize_zero_shot", "summarize_debate",
-                 "streams", "fit_calibrators", "search_protocol", "apply_protocol", "summarize_confidence"):
+                 "streams", "fit_calibrators", "search_protocol", "apply_protocol", "summarize_confidence", "evaluate"):
         assert rule in out.stdout

@@ -10,10 +10,12 @@ PY=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 
 if [ "${SKIP_APT:-0}" != "1" ] && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
-  # slurm-wlm + munge: the real single-node SLURM the tests start; graphviz: `--dag | dot`.
-  if ! command -v slurmctld >/dev/null || ! command -v dot >/dev/null; then
+  # slurm-wlm + munge: the real single-node SLURM the tests start; graphviz: `--dag | dot`;
+  # chromium + chromium-driver: the test that opens the Snakemake report in a headless browser.
+  if ! command -v slurmctld >/dev/null || ! command -v dot >/dev/null || ! command -v chromedriver >/dev/null; then
     apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge graphviz >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null
   fi
 fi
 

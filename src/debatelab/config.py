@@ -28,6 +28,7 @@ MODELS_DIR = "resources/models"
 TRAINED_PREFIX = "trained:"
 #: Training methods that train every participant of a debate (`training.settings.MULTI_AGENT_METHODS`).
 MULTI_AGENT_METHODS = ("udpo", "umad")
+PAPERS = ("udpo", "umad", "svr_mad", "sdrl", "confidence")  # the papers the evaluate stage rebuilds
 
 
 class ConfigError(ValueError):
@@ -120,6 +121,7 @@ class Experiment:
         self.search: dict = config["protocol_search"]
         self.attack: dict = config["attack"]
         self.training_runs: dict = config["training"]["runs"]
+        self.evaluation: dict = config.get("evaluation") or {}
         self.results = f"results/{self.name}"
         self.check()
 
@@ -219,6 +221,15 @@ class Experiment:
         spec = self.training_runs[run]
         return list(dict.fromkeys(spec["participants"])) if spec["method"] in MULTI_AGENT_METHODS else [spec["policy"]]
 
+    # -- evaluation -----------------------------------------------------------------------
+    def evaluated_papers(self) -> list[str]:
+        """`evaluation.papers`, or every paper this experiment has outputs for: the confidence paper
+        needs calibration pairs, the other four debate protocols."""
+        papers = self.evaluation.get("papers")
+        if papers is not None:
+            return list(papers)
+        return [p for p in PAPERS if (self.pairs if p == "confidence" else self.protocols)]
+
     # -- checks ---------------------------------------------------------------------------
     def check(self) -> None:
         """Every cross-reference the schema can't express; ConfigError names the key and the value."""
@@ -226,6 +237,17 @@ class Experiment:
         self._check_debate()
         self._check_pairs()
         self._check_training()
+        self._check_evaluation()
+
+    def _check_evaluation(self) -> None:
+        for dataset in (self.evaluation.get("paper_datasets") or {}):
+            if dataset not in self.datasets:
+                raise ConfigError(f"config: evaluation.paper_datasets names {dataset!r}, which is not a key of `datasets` "
+                                  f"(known: {sorted(self.datasets)})")
+        for paper in self.evaluation.get("papers") or []:
+            needs, has = ("calibration.pairs", self.pairs) if paper == "confidence" else ("debate.protocols", self.protocols)
+            if not has:
+                raise ConfigError(f"config: evaluation.papers lists {paper!r}, whose tables need {needs}; this config has none")
 
     def _check_models_and_datasets(self) -> None:
         from .data import BENCHMARKS

@@ -55,7 +55,7 @@ def save_figure_atomic(fig, path: str | os.PathLike, dpi: int = 120) -> None:
 
     path, tmp = _atomic_target(path)
     try:
-        fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png")
+        fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png", bbox_inches="tight")
         os.replace(tmp, path)
     finally:
         plt.close(fig)

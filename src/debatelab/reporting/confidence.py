@@ -132,18 +132,31 @@ def paper_layout(lift: pd.DataFrame, calibrator: str) -> pd.DataFrame:
 
 
 def plot_lift(lift: pd.DataFrame, calibrator: str, title: str):
-    """Bars of F1 and AUARC lift over zs* per method, one group per dataset × estimator."""
+    """Bars of F1 and AUARC lift over zs* per method, one group per dataset × estimator.
+
+    Groups are labelled "dataset / estimator" (pandas would print the index tuples) and the one
+    legend sits right of the panels, so it never hides a bar."""
     part = lift[lift["calibrator"] == calibrator]
-    fig, axes = subplots(1, 2, figsize=(11, 4), squeeze=False)
+    groups = len(part[["dataset", "estimator"]].drop_duplicates()) if not part.empty else 0
+    fig, axes = subplots(1, 2, figsize=(max(12.0, 1.8 * groups + 2), 4.6), squeeze=False)  # ~0.9 in per group
+    order = {m: i for i, m in enumerate(["mad", "mad_d", "wsv", "cga", "hid"])}
+    handles, names = [], []
     for ax, metric in zip(axes[0], ("f1", "auarc")):
         if not part.empty:
             wide = part.pivot_table(index=["dataset", "estimator"], columns="method", values=f"lift_{metric}")
-            wide.plot.bar(ax=ax, rot=30)
+            wide = wide[sorted(wide.columns, key=lambda m: (order.get(m, len(order)), m))]
+            wide.plot.bar(ax=ax, legend=False, width=0.8)
+            ax.set_xticks(range(len(wide)), [f"{d} / {e}" for d, e in wide.index], rotation=30, ha="right",
+                          fontsize=8)
+            handles, names = ax.get_legend_handles_labels()
         ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_xlabel("dataset / estimator")
         ax.set_ylabel(f"{metric.upper()} lift over zs* (points)")
-        ax.legend(fontsize=7)
+    if handles:
+        fig.legend(handles, names, title="method", loc="center left", bbox_to_anchor=(0.9, 0.5), fontsize=8,
+                   frameon=False)
     fig.suptitle(f"{title} ({calibrator} calibration)", fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 0.9, 1))  # the right tenth holds the legend (savefig doesn't crop)
     return fig
 
 

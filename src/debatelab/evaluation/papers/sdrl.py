@@ -1,0 +1,578 @@
+"""SDRL (spec 003 §7-§9): Tables 1-6 and Fig. 1 (accuracy by debate round) from the debate stage's
+questions and turns, the zero-shot samples and the training metrics, and the claims of §9.
+
+Which protocol fills which cell follows from the config: the topology = its kind (all_to_all is the
+paper's decentralized MAD, ring its sparse MAD, centralized its centralized MAD), N = its
+participants, T = its rounds, the method = "Base" for untrained agents, else the label of the
+training run behind them ("DAPO", "SDRL-rand", "SDRL-freq"). Maj is the system answer of round 0
+(the plurality; for centralized MAD the hub's answer, as in Choi et al.'s code), Debate the
+protocol's answer after round T, Δ = Debate − Maj; all in %, the mean over the protocol's threads
+(the paper's 5 runs), "± sd" over threads in the printed tables where there are several.
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+
+from ...grading import INVALID, answer_keys
+from ...grading.votes import plurality
+from ...reporting.figures import subplots
+from ...training.settings import TrainSettings
+from ..claims import Claim, finite
+from ..paper_numbers import long_table
+from ..run import ProtocolInfo, RunOutputs, protocol_method, run_label
+from ..stage import PaperEvaluation
+
+log = logging.getLogger(__name__)
+
+TOPOLOGIES = {"all_to_all": "decentralized", "ring": "sparse", "centralized": "centralized"}
+MAIN_N = 5  # the paper's main setting: 5 agents, 1 round
+METRICS = ["maj", "debate", "delta"]
+LABELS = {"maj": "Maj", "debate": "Debate", "delta": "Δ"}
+PAPER_K = {"math500": 4}  # Table 2's K per benchmark; the others 32
+DEFAULT_K = 32
+AVG = "avg"
+BASE = "Base"
+METHOD_ORDER = [BASE, "DAPO", "SDRL-rand", "SDRL-freq"]
+GROUP = ["protocol", "dataset", "question_id", "thread"]
+
+
+# --------------------------------------------------------------------------- answers and votes
+
+
+def _task_types(outputs: RunOutputs) -> dict[tuple[str, str], str]:
+    """(dataset, question_id) -> task type, from the questions (turns and samples don't carry it)."""
+    q = outputs.questions
+    if q.empty:
+        return {}
+    q = q.drop_duplicates(["dataset", "question_id"])
+    return dict(zip(zip(q["dataset"], q["question_id"].astype(str)), q["task_type"]))
+
+
+def _with_keys(frame: pd.DataFrame, task_types: dict) -> pd.DataFrame:
+    """`key` per row as the debate stage compares answers (`answer_keys` of the question's task
+    type; the raw answer where the type is unknown), each distinct answer canonicalised once."""
+    answers = [None if pd.isna(a) else str(a) for a in frame["answer"]]
+    types = [task_types.get((d, str(q))) for d, q in zip(frame["dataset"], frame["question_id"])]
+    cache: dict = {}
+    for pair in set(zip(types, answers)):
+        cache[pair] = answer_keys([pair[1]], task_type=pair[0])[0]
+    return frame.assign(key=[cache[p] for p in zip(types, answers)])
+
+
+def _plurality(frame: pd.DataFrame, groups: list[str], order: str) -> pd.DataFrame:
+    """Per group, whether the plurality answer is correct: `grading.votes.plurality` over the keys
+    in `order` (ties to the first voter, the workflow's first_agent rule), the winner graded as its
+    first voter's answer; a group without a valid answer is wrong."""
+
+    def winner_correct(group: pd.DataFrame) -> bool:
+        group = group.sort_values(order, kind="stable")
+        position = plurality(list(group["key"])).position
+        return position is not None and bool(group["correct"].iloc[position])
+
+    if frame.empty:
+        return pd.DataFrame(columns=[*groups, "correct"])
+    winners = [(*(name if isinstance(name, tuple) else (name,)), winner_correct(g))
+               for name, g in frame.groupby(groups, sort=False)]
+    return pd.DataFrame(winners, columns=[*groups, "correct"])
+
+
+def system_by_round(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
+    """Per (protocol, dataset, question, thread, round 0..T): is the system's answer after that round
+    correct. Each agent's answer is its last call's, carried forward through rounds it sat out;
+    the system answer is the plurality, or the hub's (agent 0) for centralized MAD whose final
+    answers are the hub's."""
+    columns = [*GROUP, "round", "correct"]
+    turns = outputs.turns
+    names = {p.name: p for p in infos}
+    turns = turns[turns["protocol"].isin(list(names))]
+    if turns.empty:
+        return pd.DataFrame(columns=columns)
+    turns = _with_keys(turns, _task_types(outputs))
+    turns = turns.sort_values([*GROUP, "round", "agent_index", "call"], kind="stable").drop_duplicates(
+        [*GROUP, "round", "agent_index"], keep="last")
+    questions = outputs.questions
+    frames = []
+    for name, part in turns.groupby("protocol", sort=False):
+        info = names[name]
+        rounds = list(range(max(info.rounds, int(part["round"].max())) + 1))
+        index = [*GROUP, "agent_index"]
+        wide = {}
+        for value in ("key", "correct"):  # keys are strings (INVALID too), so only a missing call is NaN
+            table = part.pivot(index=index, columns="round", values=value).reindex(columns=rounds).ffill(axis=1)
+            table.columns.name = "round"
+            wide[value] = table.stack(future_stack=True)
+        long = pd.DataFrame(wide).reset_index()
+        long["key"] = long["key"].where(long["key"].notna(), INVALID)
+        long["correct"] = long["correct"].eq(True)
+        system = _plurality(long, [*GROUP, "round"], "agent_index")
+        if info.kind == "centralized":
+            hub = long[long["agent_index"] == 0][[*GROUP, "round", "correct"]]
+            if _final_is_hub(hub, questions[questions["protocol"] == name], info.rounds):
+                system = hub
+        frames.append(system[columns])
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+
+
+def _final_is_hub(hub: pd.DataFrame, questions: pd.DataFrame, rounds: int) -> bool:
+    """Whether the protocol's final answers are the hub's (config `final: hub`, the paper's setting):
+    the hub's last-round answer is right exactly where the protocol's is."""
+    last = hub[hub["round"] == rounds]
+    joined = questions[GROUP[1:] + ["protocol", "correct"]].merge(last, on=GROUP, suffixes=("", "_hub"))
+    return bool(len(joined)) and bool((joined["correct"].astype(bool) == joined["correct_hub"]).all())
+
+
+# --------------------------------------------------------------------------- debate cells
+
+
+def _steps(outputs: RunOutputs, info: ProtocolInfo):
+    """Training steps of the run behind a trained protocol (Table 5's budget); None when untrained."""
+    if len(info.trained_runs) != 1:
+        return None
+    return int(outputs.runs[info.trained_runs[0]].settings.get("steps", TrainSettings.steps))
+
+
+def debate_infos(outputs: RunOutputs) -> list[ProtocolInfo]:
+    """The protocols the tables read: the paper's three topologies, no adversarial seats."""
+    return [p for p in outputs.protocols.values() if p.kind in TOPOLOGIES and not p.adversarial]
+
+
+def debate_cells(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
+    """One row per (protocol, dataset) and per protocol over its datasets (dataset "avg"): Maj,
+    Debate, Δ in %, mean and sd over threads, n = question-thread rows."""
+    columns = ["protocol", "topology", "n_agents", "rounds", "method", "steps", "dataset", "run_dataset", "threads",
+               *METRICS, *[f"{m}_sd" for m in METRICS], "n"]
+    q = outputs.questions
+    names = {p.name: p for p in infos}
+    q = q[q["protocol"].isin(list(names))][[*GROUP, "pre_correct", "correct"]].copy()
+    if q.empty:
+        return pd.DataFrame(columns=columns)
+    q["maj"] = q["pre_correct"].astype(bool)
+    hubs = [p for p in infos if p.kind == "centralized"]
+    if hubs:  # centralized Maj: the hub's round-0 answer where its final answer is the hub's
+        rounds = system_by_round(outputs, hubs)
+        first = rounds[rounds["round"] == 0].rename(columns={"correct": "hub0"})[[*GROUP, "hub0"]]
+        q = q.merge(first, on=GROUP, how="left")
+        q["maj"] = q["hub0"].where(q["hub0"].notna(), q["maj"]).astype(bool)
+    q["debate"] = q["correct"].astype(bool)
+    per_thread = q.groupby(["protocol", "dataset", "thread"], sort=False).agg(
+        maj=("maj", "mean"), debate=("debate", "mean"), n=("maj", "size")).reset_index()
+    per_thread[["maj", "debate"]] *= 100
+    per_thread["delta"] = per_thread["debate"] - per_thread["maj"]
+    avg = per_thread.groupby(["protocol", "thread"], sort=False).agg(
+        maj=("maj", "mean"), debate=("debate", "mean"), delta=("delta", "mean"), n=("n", "sum"),
+        run_dataset=("dataset", lambda d: "+".join(sorted(set(d))))).reset_index()
+    rows = []
+    for (protocol, dataset), g in [*per_thread.groupby(["protocol", "dataset"], sort=False),
+                                   *(((p, AVG), g) for p, g in avg.groupby("protocol", sort=False))]:
+        info = names[protocol]
+        row = {"protocol": protocol, "topology": TOPOLOGIES[info.kind], "n_agents": info.n_agents,
+               "rounds": info.rounds, "method": protocol_method(info, outputs.runs, base=BASE),
+               "steps": _steps(outputs, info), "threads": len(g), "n": int(g["n"].sum()),
+               "dataset": AVG if dataset == AVG else outputs.paper_dataset(dataset),
+               "run_dataset": g["run_dataset"].iloc[0] if dataset == AVG else dataset}
+        for m in METRICS:
+            row[m] = float(g[m].mean())
+            row[f"{m}_sd"] = float(g[m].std(ddof=1)) if len(g) > 1 else float("nan")
+        rows.append(row)
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _preference(info: ProtocolInfo) -> tuple:
+    """The protocol that stands for a cell: N nearest the paper's 5 (the larger on a tie), Choi's
+    template, then by name."""
+    return abs(info.n_agents - MAIN_N), -info.n_agents, info.template != "choi", info.name
+
+
+def _pick(infos: list[ProtocolInfo], outputs: RunOutputs, by: list[str], order=_preference) -> list[ProtocolInfo]:
+    """One protocol per value of `by` (attributes, or "method" / "topology"), the first by `order`."""
+    chosen = {}
+    for info in sorted(infos, key=order):
+        attrs = {"method": protocol_method(info, outputs.runs, base=BASE), "topology": TOPOLOGIES[info.kind]}
+        key = tuple(attrs[b] if b in attrs else getattr(info, b) for b in by)
+        chosen.setdefault(key, info)
+    return list(chosen.values())
+
+
+def _one_round(infos: list[ProtocolInfo]) -> list[ProtocolInfo]:
+    return [p for p in infos if p.rounds == 1]
+
+
+def _decentralized(infos: list[ProtocolInfo]) -> list[ProtocolInfo]:
+    return [p for p in infos if TOPOLOGIES[p.kind] == "decentralized"]
+
+
+def _method_rank(method: str) -> str:
+    """Sort key: the paper's order (Base, DAPO, SDRL-rand, SDRL-freq), then any other by name."""
+    return f"{METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER):02d} {method}"
+
+
+def _dataset_order(cells: pd.DataFrame) -> list[str]:
+    own = set(cells.loc[cells["dataset"] != AVG, "run_dataset"])
+    return [d for d in dict.fromkeys(cells["run_dataset"]) if d in own]
+
+
+def _fmt(mean: float, sd: float) -> str:
+    if not finite(mean):
+        return ""
+    return f"{mean:.1f}" if not finite(sd) else f"{mean:.1f} ± {sd:.1f}"
+
+
+def debate_layout(cells: pd.DataFrame, index: list[str]) -> pd.DataFrame:
+    """The paper's layout: rows = `index` (method first), columns "<dataset> Maj|Debate|Δ" per run
+    dataset then "Avg ...", cells "mean ± sd over threads" (one decimal)."""
+    if cells.empty:
+        return pd.DataFrame(columns=[*index, "protocol", "threads"])
+    datasets = _dataset_order(cells)
+    rows = []
+    for key, g in cells.groupby(index, sort=False):
+        row = dict(zip(index, key if isinstance(key, tuple) else (key,)))
+        row["protocol"] = ",".join(dict.fromkeys(g["protocol"]))
+        row["threads"] = int(g["threads"].max())
+        per = {r["run_dataset"]: r for _, r in g[g["dataset"] != AVG].iterrows()}
+        per["Avg"] = next((r for _, r in g[g["dataset"] == AVG].iterrows()), None)
+        for label in [*datasets, "Avg"]:
+            r = per.get(label)
+            for m in METRICS:
+                row[f"{label} {LABELS[m]}"] = "" if r is None else _fmt(r[m], r[f"{m}_sd"])
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    return out.sort_values(index, key=lambda s: s.map(_method_rank) if s.name == "method" else s,
+                           kind="stable").reset_index(drop=True)
+
+
+def _cells_long(cells: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    if cells.empty:
+        return pd.DataFrame(columns=[*keys, "n", "run_dataset", "metric", "value"])
+    return long_table(cells.drop_duplicates(keys), keys, METRICS)
+
+
+# --------------------------------------------------------------------------- the tables
+
+
+def table1(cells: pd.DataFrame, outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
+    """Decentralized MAD, T = 1, per method the N nearest 5."""
+    chosen = _pick(_one_round(_decentralized(infos)), outputs, ["method"])
+    return cells[cells["protocol"].isin([p.name for p in chosen])]
+
+
+def table3(cells: pd.DataFrame, outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
+    """The N ablation: decentralized MAD, T = 1, every N per method."""
+    chosen = _pick(_one_round(_decentralized(infos)), outputs, ["method", "n_agents"])
+    return cells[cells["protocol"].isin([p.name for p in chosen])]
+
+
+def table4(cells: pd.DataFrame, outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
+    """Topologies: sparse, centralized (and decentralized for reference), T = 1, N nearest 5."""
+    chosen = _pick(_one_round(infos), outputs, ["method", "topology"])
+    return cells[cells["protocol"].isin([p.name for p in chosen])]
+
+
+def table5(t1: pd.DataFrame) -> pd.DataFrame:
+    """The training budget: Table 1's trained rows with their runs' steps."""
+    out = t1[t1["steps"].notna()].copy()
+    return out.assign(steps=out["steps"].astype(int))
+
+
+def round_infos(outputs: RunOutputs, infos: list[ProtocolInfo]) -> list[ProtocolInfo]:
+    """Fig. 1 / Table 6: per method the decentralized protocol with N nearest 5 and the most rounds."""
+    return _pick(_decentralized(infos), outputs, ["method"], order=lambda p: (*_preference(p)[:2], -p.rounds,
+                                                                              *_preference(p)[2:]))
+
+
+def table6(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
+    """Mean completion tokens of correct and incorrect responses per round (every call, round 0 =
+    the pre-debate answers), per method and dataset."""
+    columns = ["dataset", "run_dataset", "n_agents", "method", "protocol", "round", "correct_tokens",
+               "incorrect_tokens", "n_correct", "n_incorrect"]
+    chosen = {p.name: p for p in round_infos(outputs, infos)}
+    turns = outputs.turns
+    turns = turns[turns["protocol"].isin(list(chosen))]
+    rows = []
+    for (protocol, dataset, rnd), g in turns.groupby(["protocol", "dataset", "round"], sort=True):
+        info = chosen[protocol]
+        right = g["correct"].astype(bool)
+        tokens = g["completion_tokens"].astype(float)
+        rows.append({"dataset": outputs.paper_dataset(dataset), "run_dataset": dataset, "n_agents": info.n_agents,
+                     "method": protocol_method(info, outputs.runs, base=BASE), "protocol": protocol, "round": int(rnd),
+                     "correct_tokens": tokens[right].mean() if right.any() else np.nan,
+                     "incorrect_tokens": tokens[~right].mean() if (~right).any() else np.nan,
+                     "n_correct": int(right.sum()), "n_incorrect": int((~right).sum())})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def table6_cells(t6: pd.DataFrame) -> pd.DataFrame:
+    keys = ["dataset", "n_agents", "method", "round"]
+    parts = [t6[[*keys, "run_dataset"]].assign(metric=f"{kind}_tokens", value=t6[f"{kind}_tokens"].astype(float),
+                                               n=t6[f"n_{kind}"]) for kind in ("correct", "incorrect")]
+    return pd.concat(parts, ignore_index=True)
+
+
+def fig1(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
+    """Accuracy (%) of the system answer after each round (round 0 = Maj) per method and dataset."""
+    columns = ["dataset", "run_dataset", "method", "protocol", "n_agents", "round", "accuracy", "n"]
+    chosen = round_infos(outputs, infos)
+    rounds = system_by_round(outputs, chosen)
+    if rounds.empty:
+        return pd.DataFrame(columns=columns)
+    methods = {p.name: protocol_method(p, outputs.runs, base=BASE) for p in chosen}
+    sizes = {p.name: p.n_agents for p in chosen}
+    out = rounds.groupby(["protocol", "dataset", "round"], sort=True)["correct"].agg(["mean", "size"]).reset_index()
+    return pd.DataFrame({"dataset": out["dataset"].map(outputs.paper_dataset), "run_dataset": out["dataset"],
+                         "method": out["protocol"].map(methods), "protocol": out["protocol"],
+                         "n_agents": out["protocol"].map(sizes), "round": out["round"].astype(int),
+                         "accuracy": 100 * out["mean"].astype(float), "n": out["size"]}, columns=columns)
+
+
+def plot_fig1(by_round: pd.DataFrame, experiment: str):
+    datasets = list(dict.fromkeys(by_round["run_dataset"]))
+    width = 4.2 * max(1, len(datasets)) + 1.8  # 1.8 inches on the right hold the legend
+    fig, axes = subplots(1, max(1, len(datasets)), figsize=(width, 3.8), squeeze=False, sharey=True)
+    methods = sorted(dict.fromkeys(by_round["method"]), key=_method_rank)
+    for ax, dataset in zip(axes[0], datasets):
+        sub = by_round[by_round["run_dataset"] == dataset]
+        for i, method in enumerate(methods):
+            part = sub[sub["method"] == method].sort_values("round")
+            if len(part):
+                ax.plot(part["round"], part["accuracy"], marker="o", color=f"C{i % 10}",
+                        label=f"{method} (N={int(part['n_agents'].iloc[0])})")
+        ax.set_xticks(sorted(set(sub["round"].astype(int))))
+        ax.set_xlabel("debate round (0 = round-0 majority, Maj)")
+        ax.set_title(f"{dataset}, n={int(sub.groupby('method')['n'].max().max())} question-threads", fontsize=9)
+        ax.set_ylim(-3, 103)
+    axes[0][0].set_ylabel("accuracy of the system answer (%)")
+    fig.suptitle(f"{experiment}: decentralized MAD accuracy by round (Fig. 1)", fontsize=10)
+    fig.tight_layout()
+    fig.subplots_adjust(right=1 - 1.8 / width)
+    legend = {}
+    for ax in axes[0]:
+        for handle, name in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(name, handle)
+    handles, names = list(legend.values()), list(legend)
+    if handles:  # inside the figure: the saved PNG is not cropped to fit what sticks out
+        fig.legend(handles, names, loc="center left", bbox_to_anchor=(1 - 1.75 / width, 0.5), fontsize=8,
+                   frameon=False)
+    return fig
+
+
+# --------------------------------------------------------------------------- single agent (Table 2)
+
+
+def agent_methods(outputs: RunOutputs) -> dict[str, str]:
+    """Agent name -> the method its model is: "Base", or the label of the run that trained it."""
+    return {agent: BASE if run is None else run_label(outputs.runs[run]) for agent, run in outputs.agent_runs.items()}
+
+
+def single_agent(outputs: RunOutputs) -> pd.DataFrame:
+    """Table 2: per (dataset, method) mean@K (mean accuracy of the first K samples) and maj@K (the
+    plurality of those K answers is right), in %, over (agent, question) pairs; K = 4 on MATH500,
+    32 elsewhere (fewer where the run sampled fewer); dataset "avg" = the mean over datasets."""
+    columns = ["dataset", "run_dataset", "method", "agents", "k", "mean_at_k", "maj_at_k", "n"]
+    zs = outputs.zero_shot
+    methods = agent_methods(outputs)
+    zs = zs[zs["agent"].isin(list(methods))]
+    if zs.empty:
+        return pd.DataFrame(columns=columns)
+    limit = zs["dataset"].map(lambda d: PAPER_K.get(outputs.paper_dataset(d), DEFAULT_K))
+    zs = _with_keys(zs[zs["sample"] < limit], _task_types(outputs)).assign(correct=lambda f: f["correct"].astype(bool))
+    groups = ["dataset", "agent", "question_id"]
+    per_question = zs.groupby(groups, sort=False).agg(mean=("correct", "mean"), k=("sample", "size")).reset_index()
+    per_question = per_question.merge(_plurality(zs, groups, "sample").rename(columns={"correct": "maj"}), on=groups)
+    per_question["method"] = per_question["agent"].map(methods)
+    rows = []
+    for (dataset, method), g in per_question.groupby(["dataset", "method"], sort=False):
+        rows.append({"dataset": outputs.paper_dataset(dataset), "run_dataset": dataset, "method": method,
+                     "agents": ",".join(sorted(set(g["agent"]))), "k": int(g["k"].max()),
+                     "mean_at_k": 100 * g["mean"].mean(), "maj_at_k": 100 * g["maj"].astype(float).mean(), "n": len(g)})
+    out = pd.DataFrame(rows, columns=columns)
+    for method, g in out.groupby("method", sort=False):
+        rows.append({"dataset": AVG, "run_dataset": "+".join(sorted(g["run_dataset"])), "method": method,
+                     "agents": ",".join(sorted(set(",".join(g["agents"]).split(",")))),
+                     "k": "/".join(str(k) for k in sorted(set(g["k"]))), "mean_at_k": g["mean_at_k"].mean(),
+                     "maj_at_k": g["maj_at_k"].mean(), "n": int(g["n"].sum())})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def single_agent_layout(t2: pd.DataFrame) -> pd.DataFrame:
+    """Rows = method, columns "<dataset> mean@K|maj@K" per run dataset then "Avg ..." (one decimal)."""
+    if t2.empty:
+        return pd.DataFrame(columns=["method"])
+    datasets = _dataset_order(t2)
+    per_dataset = t2[t2["dataset"] != AVG]
+    ks = {d: "K" if d == "Avg" else int(per_dataset.loc[per_dataset["run_dataset"] == d, "k"].max()) for d in
+          [*datasets, "Avg"]}
+    rows = []
+    for method, g in t2.groupby("method", sort=False):
+        row = {"method": method, "agents": g["agents"].iloc[-1]}
+        for _, r in g.iterrows():
+            label = "Avg" if r["dataset"] == AVG else r["run_dataset"]
+            row[f"{label} mean@{ks[label]}"] = round(r["mean_at_k"], 1)
+            row[f"{label} maj@{ks[label]}"] = round(r["maj_at_k"], 1)
+        rows.append(row)
+    order = ["method", "agents", *[f"{d} {m}@{ks[d]}" for d in [*datasets, "Avg"] for m in ("mean", "maj")]]
+    out = pd.DataFrame(rows).reindex(columns=order)
+    return out.sort_values("method", key=lambda s: s.map(_method_rank), kind="stable").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- claims
+
+
+def _training_claims(outputs: RunOutputs) -> list[Claim]:
+    """§9.3 from the trainer's step metrics: `debate_accuracy` (every debate-turn rollout) against
+    `accuracy` (every first-turn rollout sampled, the kept groups and the filtered ones: the
+    pair's own accuracy isn't logged), and the share of debate groups dropped for equal rewards."""
+    claims = []
+    runs = [r for r, info in outputs.runs.items() if info.method == "sdrl"]
+    statement = "debate-turn accuracy > first-turn accuracy during SDRL training"
+    if not runs:
+        return [Claim.untestable("§9.3", statement, "no sdrl training run in this experiment")]
+    for run in runs:
+        steps = outputs.training.get(run)
+        if steps is None:
+            claims.append(Claim.untestable("§9.3", statement, "no training metrics for this run", run))
+            continue
+        missing = [c for c in ("accuracy", "debate_accuracy") if c not in steps]
+        if missing:
+            claims.append(Claim.untestable("§9.3", statement, f"the metrics don't log {missing}", run))
+        else:
+            both = steps[["accuracy", "debate_accuracy"]].astype(float).dropna()
+            if both.empty:
+                claims.append(Claim.untestable("§9.3", statement, "no step sampled a debate turn", run))
+            else:
+                gap = float(100 * (both["debate_accuracy"] - both["accuracy"]).mean())
+                claims.append(Claim("§9.3", statement, run, "mean over steps of debate − first-turn acc. (points)",
+                                    gap, bool(gap > 0), len(both),
+                                    "first-turn accuracy is over every rollout sampled (kept and filtered "
+                                    "groups); the debate pair's own accuracy isn't logged"))
+        statement_b = "the share of all-correct (dropped) debate groups rises over training"
+        if not {"debate_groups", "debate_groups_kept"} <= set(steps.columns):
+            claims.append(Claim.untestable("§9.3", statement_b, "the metrics don't log debate_groups(_kept)", run))
+            continue
+        asked = steps[steps["debate_groups"].astype(float) > 0]
+        if len(asked) < 2:
+            claims.append(Claim.untestable("§9.3", statement_b, "needs at least 2 steps with debate groups", run))
+            continue
+        dropped = 1 - asked["debate_groups_kept"].astype(float) / asked["debate_groups"].astype(float)
+        slope = 0.0
+        if np.ptp(dropped):
+            slope = float(np.polyfit(asked["step"].to_numpy(float), dropped.to_numpy(float), 1)[0])
+        claims.append(Claim("§9.3", statement_b, run, "slope per step of the dropped share of debate groups", slope,
+                            None, len(asked), "not decided: the logs count groups dropped for equal rewards without "
+                                              "splitting all-correct from all-wrong"))
+    return claims
+
+
+def _n_claims(cells: pd.DataFrame, outputs: RunOutputs, infos: list[ProtocolInfo]) -> list[Claim]:
+    """§9.4: round-0 majority accuracy rises with N, untrained decentralized MAD, one protocol per N."""
+    statement = "round-0 majority accuracy (Maj) rises with N (base decentralized MAD)"
+    base = [p for p in _decentralized(infos) if not p.trained_runs]
+    chosen = _pick(base, outputs, ["n_agents"], order=lambda p: (p.rounds != 1, p.template != "choi", p.name))
+    part = cells[cells["protocol"].isin([p.name for p in chosen]) & (cells["dataset"] != AVG)]
+    if part["n_agents"].nunique() < 2:
+        return [Claim.untestable("§9.4", statement, "needs untrained decentralized protocols with ≥ 2 different N")]
+    claims = []
+    for dataset, g in part.groupby("run_dataset", sort=False):
+        g = g.sort_values("n_agents")
+        maj = g["maj"].to_numpy(float)
+        ns = ", ".join(str(int(n)) for n in g["n_agents"])
+        claims.append(Claim("§9.4", f"{statement} (N = {ns})", dataset, "Maj(max N) − Maj(min N), points",
+                            maj[-1] - maj[0], bool(np.all(np.diff(maj) >= 0) and maj[-1] > maj[0]), int(g["n"].sum()),
+                            "truncation not checked"))
+    return claims
+
+
+def _length_claims(t6: pd.DataFrame) -> list[Claim]:
+    """§9.4 / Table 6: incorrect round-0 responses are longer than correct ones."""
+    statement = "incorrect round-0 responses are longer than correct ones"
+    first = t6[t6["round"] == 0]
+    if first.empty:
+        return [Claim.untestable("§9.4", statement, "no round-0 turns of a decentralized protocol")]
+    claims = []
+    for _, r in first.iterrows():
+        scope = f"{r['run_dataset']}, {r['method']}"
+        if not (r["n_correct"] and r["n_incorrect"]):
+            claims.append(Claim.untestable("§9.4", statement, "needs correct and incorrect round-0 responses", scope))
+            continue
+        v = float(r["incorrect_tokens"] - r["correct_tokens"])
+        claims.append(Claim("§9.4", statement, scope, "mean tokens incorrect − correct", v, bool(v > 0),
+                            int(r["n_correct"] + r["n_incorrect"])))
+    return claims
+
+
+def _scope(dataset: str, run_dataset: str) -> str:
+    return f"avg over {run_dataset}" if dataset == AVG else run_dataset
+
+
+def _versus_dapo(t1: pd.DataFrame, t2: pd.DataFrame) -> list[Claim]:
+    """§9.5: SDRL's Δ ≥ DAPO's at the same N, and no single-agent (mean@K) drop."""
+    claims = []
+    statement = "SDRL's Δ = Debate − Maj ≥ DAPO's (decentralized, T = 1)"
+    sdrl_methods = sorted({m for m in t1["method"] if m.startswith("SDRL")})
+    if "DAPO" not in set(t1["method"]) or not sdrl_methods:
+        claims.append(Claim.untestable("§9.5", statement, "needs debates of both a dapo and an sdrl run"))
+    for method in sdrl_methods if "DAPO" in set(t1["method"]) else []:
+        for (dataset, run_dataset, n_agents), g in t1.groupby(["dataset", "run_dataset", "n_agents"], sort=False):
+            by = g.set_index("method")
+            if method in by.index and "DAPO" in by.index:
+                v = by.loc[method, "delta"] - by.loc["DAPO", "delta"]
+                claims.append(Claim("§9.5", statement.replace("SDRL", method, 1),
+                                    f"{_scope(dataset, run_dataset)}, N={n_agents}",
+                                    f"Δ({method}) − Δ(DAPO), points", v, bool(v >= 0), int(by.loc[method, "n"])))
+    statement = "SDRL has no single-agent accuracy drop against DAPO (mean@K)"
+    sdrl_methods = sorted({m for m in t2["method"] if m.startswith("SDRL")})
+    if "DAPO" not in set(t2["method"]) or not sdrl_methods:
+        claims.append(Claim.untestable("§9.5", statement, "needs zero-shot samples of both a dapo and an sdrl policy"))
+        return claims
+    for method in sdrl_methods:
+        for (dataset, run_dataset), g in t2.groupby(["dataset", "run_dataset"], sort=False):
+            by = g.set_index("method")
+            if method in by.index and "DAPO" in by.index:
+                v = by.loc[method, "mean_at_k"] - by.loc["DAPO", "mean_at_k"]
+                claims.append(Claim("§9.5", statement.replace("SDRL", method, 1), _scope(dataset, run_dataset),
+                                    f"mean@K({method}) − mean@K(DAPO), points", v, bool(v >= 0),
+                                    int(by.loc[method, "n"])))
+    return claims
+
+
+def _claims(outputs, cells, infos, t1, t2, t6) -> list[Claim]:
+    return [
+        Claim.untestable("§9.1", "DCM simulation: δ = 0 is a martingale, δ > 0 drifts up, higher ρ lowers MV acc.",
+                         "a numerical simulation of the theory, not a measure of this run's outputs"),
+        Claim.untestable("§9.2", "pairing, dynamic sampling, dropped debate groups, advantages, overlong penalty",
+                         "unit tests of the trainer (tests/test_training.py), not a measure of this run's outputs"),
+        *_training_claims(outputs), *_n_claims(cells, outputs, infos), *_length_claims(t6), *_versus_dapo(t1, t2),
+    ]
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def evaluate(outputs: RunOutputs) -> PaperEvaluation:
+    infos = debate_infos(outputs)
+    cells = debate_cells(outputs, infos)
+    t1, t3, t4 = table1(cells, outputs, infos), table3(cells, outputs, infos), table4(cells, outputs, infos)
+    t5 = table5(t1)
+    t2 = single_agent(outputs)
+    t6 = table6(outputs, infos)
+    by_round = fig1(outputs, infos)
+    result = PaperEvaluation()
+    result.tables["table1"] = debate_layout(t1, ["method", "n_agents", "rounds"])
+    result.tables["table2"] = single_agent_layout(t2)
+    result.tables["table3"] = debate_layout(t3, ["method", "n_agents"])
+    result.tables["table4"] = debate_layout(t4, ["method", "topology", "n_agents"])
+    result.tables["table5"] = debate_layout(t5, ["method", "steps", "n_agents"])
+    result.tables["table6"] = t6.round(1)
+    result.tables["fig1"] = by_round.round(2)
+    result.cells["table1"] = _cells_long(t1, ["dataset", "n_agents", "method"])
+    result.cells["table2"] = (long_table(t2, ["dataset", "method"], ["mean_at_k", "maj_at_k"]) if not t2.empty else
+                              pd.DataFrame(columns=["dataset", "method", "n", "run_dataset", "metric", "value"]))
+    result.cells["table3"] = _cells_long(t3, ["dataset", "n_agents", "method"])
+    result.cells["table4"] = _cells_long(t4, ["dataset", "n_agents", "topology", "method"])
+    result.cells["table5"] = _cells_long(t5, ["dataset", "n_agents", "method", "steps"])
+    result.cells["table6"] = table6_cells(t6)
+    result.claims = _claims(outputs, cells, infos, t1, t2, t6)
+    if not by_round.empty:
+        result.figures["fig1_accuracy_by_round"] = plot_fig1(by_round, outputs.experiment)
+    return result

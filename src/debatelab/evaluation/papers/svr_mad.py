@@ -1,0 +1,153 @@
+"""SVR-MAD (spec 002 §6, §9): Table 1 (NComm, Tok, Acc over the non-unanimous questions for every
+baseline) and the cost–accuracy Pareto plot."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...reporting.figures import subplots
+from ..claims import Claim
+from ..paper_numbers import long_table
+from ..run import RunOutputs, protocol_method
+from ..stage import PaperEvaluation
+
+# The paper's row names per protocol kind; all_to_all is Du et al.'s MAD (inside SID-ET).
+METHOD_NAMES = {
+    "self_consistency": "Self Consistency", "group_debate": "GroupDebate", "sid_et": "SID-ET", "s2_mad": "S2-MAD",
+    "svr_mad": "SVR-MAD", "all_to_all": "MAD", "mad_d": "MAD-D", "ring": "Ring", "centralized": "Centralized",
+}
+METHOD_ORDER = ["Self Consistency", "GroupDebate", "SID-ET", "S2-MAD", "SVR-MAD"]
+METRICS = ["NComm", "Tok", "Acc"]
+
+
+def method_labels(outputs: RunOutputs) -> dict[str, str]:
+    """Protocol -> row name: the paper's name for the first untrained protocol of each kind, the
+    protocol's own name in brackets for any other (a second MAD, trained agents)."""
+    labels, taken = {}, set()
+    for info in outputs.protocols.values():
+        name = METHOD_NAMES.get(info.kind, info.kind)
+        if info.trained_runs:
+            name = f"{name} ({protocol_method(info, outputs.runs)})"
+        labels[info.name] = name if name not in taken else f"{name} [{info.name}]"
+        taken.add(labels[info.name])
+    return labels
+
+
+def table1_cells(outputs: RunOutputs) -> pd.DataFrame:
+    """One row per (dataset, protocol): NComm, Tok (×10³) and Acc (%) over the questions whose
+    pre-debate answers are not unanimous (the paper's "valid" questions), n = those (question,
+    thread) rows."""
+    q = outputs.questions
+    labels = method_labels(outputs)
+    rows = []
+    for (dataset, protocol), g in q.groupby(["dataset", "protocol"], sort=False):
+        valid = g[~g["pre_unanimous"].astype(bool)]
+        rows.append({"dataset": outputs.paper_dataset(dataset), "run_dataset": dataset, "protocol": protocol,
+                     "method": labels.get(protocol, protocol), "n": len(valid),
+                     "NComm": valid["ncomm"].mean(), "Tok": valid["total_tokens"].mean() / 1000,
+                     "Acc": 100 * valid["correct"].astype(float).mean(),
+                     "all_questions": len(g), "Acc_all": 100 * g["correct"].astype(float).mean(),
+                     "Tok_all": g["total_tokens"].mean() / 1000})
+    return pd.DataFrame(rows)
+
+
+def table1_layout(cells: pd.DataFrame) -> pd.DataFrame:
+    """Rows = method (the paper's order first), columns "<dataset> NComm|Tok|Acc", one decimal."""
+    if cells.empty:
+        return pd.DataFrame(columns=["method"])
+    wide = cells.pivot_table(index="method", columns="run_dataset", values=METRICS, aggfunc="first", dropna=False)
+    wide.columns = [f"{dataset} {metric}" for metric, dataset in wide.columns]
+    datasets = list(dict.fromkeys(cells["run_dataset"]))
+    # (a dataset whose debates all start unanimous has empty cells: kept, not dropped)
+    wide = wide.reindex(columns=[f"{d} {m}" for d in datasets for m in METRICS])
+    order = sorted(wide.index, key=lambda m: (METHOD_ORDER.index(m) if m in METHOD_ORDER else len(METHOD_ORDER), m))
+    return wide.loc[order].round(1).reset_index()
+
+
+def pareto_front(tokens: np.ndarray, accuracy: np.ndarray) -> np.ndarray:
+    """Indices of the points no other point beats on both fewer tokens and higher accuracy, by tokens."""
+    order = np.lexsort((-accuracy, tokens))
+    front, best = [], -np.inf
+    for i in order:
+        if accuracy[i] > best:
+            front.append(i)
+            best = accuracy[i]
+    return np.array(front, dtype=int)
+
+
+def plot_cost_accuracy(cells: pd.DataFrame, experiment: str):
+    """Accuracy (%) against tokens per question, one panel per dataset, a marker per method in the
+    legend (no text on the points, so nothing overlaps) and the Pareto front as a line."""
+    datasets = list(dict.fromkeys(cells["run_dataset"]))
+    methods = list(dict.fromkeys(cells.sort_values("Tok_all")["method"]))
+    markers = "osD^vP*Xh<>p"
+    fig, axes = subplots(1, max(1, len(datasets)), figsize=(5.2 * max(1, len(datasets)), 4.2), squeeze=False, sharey=True)
+    for ax, dataset in zip(axes[0], datasets):
+        sub = cells[cells["run_dataset"] == dataset].reset_index(drop=True)
+        for i, method in enumerate(methods):
+            row = sub[sub["method"] == method]
+            if len(row):
+                ax.scatter(row["Tok_all"], row["Acc_all"], marker=markers[i % len(markers)], s=48, label=method,
+                           color=f"C{i % 10}")
+        front = pareto_front(sub["Tok_all"].to_numpy(float), sub["Acc_all"].to_numpy(float))
+        ax.plot(sub["Tok_all"].to_numpy()[front], sub["Acc_all"].to_numpy()[front], color="grey", linewidth=1,
+                linestyle="--", label="_front")
+        ax.set_xlabel("tokens per question (×10³)")
+        ax.set_title(f"{dataset}, n={int(sub['all_questions'].max())} question-threads", fontsize=9)
+        ax.set_ylim(-3, 103)
+    axes[0][0].set_ylabel("accuracy (%)")
+    handles, names = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
+    fig.suptitle(f"{experiment}: cost against accuracy (all questions; dashed: Pareto front)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _claims(cells: pd.DataFrame) -> list[Claim]:
+    claims = []
+    for dataset, g in cells.groupby("run_dataset", sort=False):
+        by = g.set_index("method")
+        svr = by.loc["SVR-MAD"] if "SVR-MAD" in by.index else None
+        if svr is None:
+            claims.append(Claim.untestable("§9.1-3", "SVR-MAD against the baselines", "no svr_mad protocol", dataset))
+            continue
+        n = int(svr["n"])
+        if n == 0:
+            claims.append(Claim.untestable("§9.1-3", "SVR-MAD against the baselines",
+                                           "no non-unanimous question (every debate starts in agreement)", dataset))
+            continue
+        if "MAD" in by.index:
+            v = svr["NComm"] - by.loc["MAD", "NComm"]
+            claims.append(Claim("§9.1", "SVR-MAD sends fewer messages than all-to-all MAD", dataset,
+                                "NComm(SVR-MAD) − NComm(MAD)", v, bool(v < 0), n))
+        for baseline in ("SID-ET", "GroupDebate", "S2-MAD"):
+            if baseline in by.index:
+                v = svr["NComm"] - by.loc[baseline, "NComm"]
+                claims.append(Claim("§9.2", f"NComm: SVR-MAD < {baseline}", dataset,
+                                    f"NComm(SVR-MAD) − NComm({baseline})", v, bool(v < 0), n))
+        if "Self Consistency" in by.index:
+            sc = by.loc["Self Consistency"]
+            v = sc["Tok"] - svr["Tok"]
+            claims.append(Claim("§9.2", "Tokens: Self Consistency < SVR-MAD", dataset, "Tok(SC) − Tok(SVR-MAD), ×10³",
+                                v, bool(v < 0), n))
+            v = svr["Acc"] - sc["Acc"]
+            claims.append(Claim("§9.3", "SVR-MAD accuracy ≥ Self Consistency", dataset, "Acc(SVR-MAD) − Acc(SC), points",
+                                v, bool(v >= 0), n))
+        for baseline in ("S2-MAD", "GroupDebate"):
+            if baseline in by.index:
+                v = svr["Tok"] - by.loc[baseline, "Tok"]
+                claims.append(Claim("§9.2", f"Tokens: SVR-MAD < {baseline}", dataset,
+                                    f"Tok(SVR-MAD) − Tok({baseline}), ×10³", v, bool(v < 0), n))
+    return claims
+
+
+def evaluate(outputs: RunOutputs) -> PaperEvaluation:
+    cells = table1_cells(outputs)
+    result = PaperEvaluation()
+    result.tables["table1"] = table1_layout(cells)
+    result.cells["table1"] = long_table(cells, ["dataset", "method"], METRICS) if not cells.empty else cells
+    result.claims = _claims(cells) if not cells.empty else [
+        Claim.untestable("§9", "SVR-MAD against the baselines", "no debate protocol in this experiment")]
+    if not cells.empty:
+        result.figures["cost_accuracy"] = plot_cost_accuracy(cells, outputs.experiment)
+    return result

@@ -1,0 +1,282 @@
+"""UDPO (spec 000 §9-§11): Tables 1, 2, 3, 5, 6 and Fig. 5, from the uncertainty stage's
+per-trajectory measures of every all-to-all protocol, and the claims of §11.
+
+Which protocol fills which cell follows from the config: N = its participants, T = its rounds,
+m = its adversarial seats, the method = "MAD" for untrained agents, else the label of the
+training run behind them ("UDPO", "UDPO w/o intra", ...). Accuracies are in %, U's in [0, 1].
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+
+from ... import metrics
+from ...reporting.figures import subplots
+from ..claims import Claim, finite
+from ..paper_numbers import long_table
+from ..run import ProtocolInfo, RunOutputs, protocol_method
+from ..stage import PaperEvaluation
+
+MEASURES = ["u_intra", "u_inter", "u_sys"]
+U_SYS_BINS = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0 + 1e-9]
+BIN_LABELS = ["[0,.2)", "[.2,.4)", "[.4,.6)", "[.6,.8)", "[.8,1]"]
+ABLATION_NAMES = {"UDPO": "Full", "UDPO w/o intra": "w/o intra", "UDPO w/o inter": "w/o inter",
+                  "UDPO w/o sys": "w/o sys"}
+
+
+def trajectories(outputs: RunOutputs) -> pd.DataFrame:
+    """The uncertainty stage's rows of every all-to-all protocol, with N, T, m and the method."""
+    frame = outputs.uncertainty
+    infos = {p.name: p for p in outputs.protocols_where(kind="all_to_all")}
+    frame = frame[frame["protocol"].isin(list(infos))].copy()
+    frame["n_agents"] = frame["protocol"].map(lambda p: infos[p].n_agents)
+    frame["rounds"] = frame["protocol"].map(lambda p: infos[p].rounds)
+    frame["m"] = frame["protocol"].map(lambda p: infos[p].adversarial)
+    frame["method"] = frame["protocol"].map(lambda p: protocol_method(infos[p], outputs.runs, base="MAD"))
+    frame["run_dataset"] = frame["dataset"]
+    frame["dataset"] = frame["dataset"].map(outputs.paper_dataset)
+    frame["correct"] = frame["correct"].astype(bool)
+    return frame
+
+
+def _cell_means(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    if frame.empty:
+        return pd.DataFrame(columns=[*keys, "run_dataset", "protocol", "accuracy", *MEASURES, "n"])
+    grouped = frame.groupby([*keys, "run_dataset", "protocol"], sort=False)
+    cells = grouped[MEASURES].mean()
+    cells["accuracy"] = 100 * grouped["correct"].mean()
+    cells["n"] = grouped.size()
+    return cells.reset_index()
+
+
+def _one_protocol_per_cell(cells: pd.DataFrame, keys: list[str], protocols: dict[str, ProtocolInfo]) -> pd.DataFrame:
+    """Where several protocols fill one cell, the one with the most rounds (the paper's T = 5)."""
+    if cells.empty:
+        return cells
+    rounds = cells["protocol"].map(lambda p: protocols[p].rounds)
+    return cells.assign(_r=rounds).sort_values("_r", ascending=False, kind="stable").drop_duplicates(
+        [*keys, "run_dataset"]).drop(columns="_r")
+
+
+def natural(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[frame["m"] == 0]
+
+
+def standard_mad(frame: pd.DataFrame) -> pd.DataFrame:
+    """Untrained, unattacked debates: the measures' own claims (§11.1-4) are about these."""
+    return frame[(frame["m"] == 0) & (frame["method"] == "MAD")]
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def table1(frame: pd.DataFrame, protocols) -> pd.DataFrame:
+    keys = ["dataset", "n_agents", "method"]
+    return _one_protocol_per_cell(_cell_means(natural(frame), keys), keys, protocols)
+
+
+def table2(t1: pd.DataFrame) -> pd.DataFrame:
+    ablations = t1[t1["method"].isin(list(ABLATION_NAMES))].copy()
+    ablations["method"] = ablations["method"].map(ABLATION_NAMES)
+    return ablations
+
+
+def table3(frame: pd.DataFrame, protocols) -> pd.DataFrame:
+    """Accuracy by compromised agents m at the N of the attacked protocols (m = 0: the same N unattacked)."""
+    attacked_n = set(frame.loc[frame["m"] > 0, "n_agents"])
+    keys = ["dataset", "n_agents", "m", "method"]
+    return _one_protocol_per_cell(_cell_means(frame[frame["n_agents"].isin(attacked_n)], keys), keys, protocols)
+
+
+def table5(frame: pd.DataFrame) -> pd.DataFrame:
+    return _cell_means(natural(frame), ["dataset", "n_agents", "rounds", "method"]).drop_duplicates(
+        ["dataset", "n_agents", "rounds", "method", "run_dataset"])
+
+
+def table6(frame: pd.DataFrame) -> pd.DataFrame:
+    """Pearson r of each U with correctness per dataset, natural (untrained, unattacked) and under attack."""
+    rows = []
+    conditions = {"natural": standard_mad(frame), "attack": frame[frame["m"] > 0]}
+    for condition, part in conditions.items():
+        for (dataset, run_dataset), g in part.groupby(["dataset", "run_dataset"], sort=False):
+            for measure in MEASURES:
+                r, p = metrics.point_biserial(g[measure].to_numpy(float), g["correct"].to_numpy(bool))
+                rows.append({"dataset": dataset, "run_dataset": run_dataset, "condition": condition,
+                             "measure": measure, "r": r, "p": p, "n": len(g)})
+    return pd.DataFrame(rows, columns=["dataset", "run_dataset", "condition", "measure", "r", "p", "n"])
+
+
+def fig5(frame: pd.DataFrame) -> pd.DataFrame:
+    """Δacc (points) of each method over standard MAD at the same N, per bin of MAD's U_sys
+    (per question, averaged over threads), pooled over datasets as the paper averages them."""
+    rows = []
+    nat = natural(frame)
+    for n_agents, g in nat.groupby("n_agents"):
+        mad = g[g["method"] == "MAD"]
+        if mad.empty:
+            continue
+        # the MAD protocol with the most rounds is the reference
+        ref_protocol = mad.sort_values("rounds", ascending=False)["protocol"].iloc[0]
+        ref = mad[mad["protocol"] == ref_protocol].groupby(["run_dataset", "question_id"]).agg(
+            u_sys=("u_sys", "mean"), acc=("correct", "mean"))
+        for method, part in g[g["method"] != "MAD"].groupby("method"):
+            acc = part.groupby(["run_dataset", "question_id"])["correct"].mean().rename("method_acc")
+            joined = ref.join(acc, how="inner")
+            joined["bin"] = pd.cut(joined["u_sys"], U_SYS_BINS, labels=BIN_LABELS, right=False)
+            for label, b in joined.groupby("bin", observed=False):
+                rows.append({"n_agents": n_agents, "method": method, "bin": label,
+                             "delta_acc": 100 * (b["method_acc"] - b["acc"]).mean() if len(b) else np.nan,
+                             "n": len(b), "run_dataset": "all"})
+    return pd.DataFrame(rows, columns=["n_agents", "method", "bin", "delta_acc", "n", "run_dataset"])
+
+
+def plot_fig5(bins: pd.DataFrame, experiment: str):
+    fig, ax = subplots(figsize=(6.5, 3.8))
+    methods = list(dict.fromkeys(bins["method"]))
+    width = 0.8 / max(1, len(methods))
+    x = np.arange(len(BIN_LABELS))
+    for i, method in enumerate(methods):
+        part = bins[bins["method"] == method].set_index("bin").reindex(BIN_LABELS)
+        ax.bar(x + i * width, part["delta_acc"].fillna(0), width, label=f"{method} (N={int(part['n_agents'].dropna().iloc[0])})"
+               if part["n_agents"].notna().any() else method)
+    ax.set_xticks(x + width * (len(methods) - 1) / 2, BIN_LABELS)
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xlabel("U_sys of standard MAD (bin)")
+    ax.set_ylabel("Δ accuracy over MAD (points)")
+    n = int(bins.groupby("method")["n"].sum().max()) if len(bins) else 0
+    ax.set_title(f"{experiment}: accuracy gain by difficulty (Fig. 5), n={n} questions", fontsize=9)
+    if methods:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _layout(cells: pd.DataFrame, index: list[str], columns: list[str]) -> pd.DataFrame:
+    out = cells[[*index, "run_dataset", *columns, "n"]].copy()
+    out[columns] = out[columns].astype(float).round(3)
+    return out.sort_values(index, kind="stable").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- claims
+
+
+def _claims(frame: pd.DataFrame, t3: pd.DataFrame, t6: pd.DataFrame, outputs: RunOutputs) -> list[Claim]:
+    claims = []
+    mad = standard_mad(frame)
+    scope = "standard MAD, all datasets"
+    if mad.empty:
+        claims.append(Claim.untestable("§11.1-4", "the U's flag failures", "no untrained, unattacked all-to-all protocol"))
+    else:
+        correct = mad["correct"].to_numpy(bool)
+        for measure in MEASURES:
+            values = mad[measure].to_numpy(float)
+            d = metrics.cohens_d(values[~correct], values[correct])
+            claims.append(Claim("§11.1", f"failures have higher {measure} than successes", scope, "Cohen's d",
+                                d, bool(d > 0) if finite(d) else None, len(mad),
+                                "" if finite(d) else "needs failures and successes with some spread"))
+        for measure in MEASURES:
+            r, _ = metrics.point_biserial(mad[measure].to_numpy(float), correct)
+            claims.append(Claim("§11.2", f"{measure} correlates negatively with correctness", scope, "Pearson r",
+                                r, bool(r < 0) if finite(r) else None, len(mad),
+                                "" if finite(r) else "a constant measure or constant correctness"))
+        for a, b in itertools.combinations(MEASURES, 2):
+            x, y = mad[a].to_numpy(float), mad[b].to_numpy(float)
+            r = float(np.corrcoef(x, y)[0, 1]) if len(x) > 1 and np.ptp(x) > 0 and np.ptp(y) > 0 else float("nan")
+            claims.append(Claim("§11.3", f"{a} and {b} correlate positively", scope, "Pearson r", r,
+                                bool(r > 0) if finite(r) else None, len(mad), "" if finite(r) else "a constant measure"))
+        curve = metrics.selective_prediction(mad["u_sys"].to_numpy(float), correct, [0.5, 1.0])
+        gain = 100 * (curve["accuracy"].iloc[0] - curve["accuracy"].iloc[1])
+        claims.append(Claim("§11.4", "the least uncertain half (U_sys) is at least as accurate as all", scope,
+                            "acc(lowest 50% U_sys) − acc(all), points", gain, bool(gain >= 0), len(mad)))
+    # §11.5: attack
+    attacked = t3[t3["method"] == "MAD"] if not t3.empty else t3
+    if attacked.empty or attacked["m"].nunique() < 2:
+        claims.append(Claim.untestable("§11.5", "compromised agents lower accuracy and raise U",
+                                       "needs untrained protocols with 0 and ≥ 1 adversarial seats at one N"))
+    else:
+        for (dataset, n_agents), g in attacked.groupby(["run_dataset", "n_agents"]):
+            g = g.sort_values("m")
+            acc = g["accuracy"].to_numpy(float)
+            u = g["u_sys"].to_numpy(float)
+            ms = ", ".join(str(int(m)) for m in g["m"])
+            claims.append(Claim("§11.5", f"accuracy falls as m grows (m = {ms})", f"{dataset}, N={n_agents}",
+                                "acc(max m) − acc(m=0), points", acc[-1] - acc[0], bool(np.all(np.diff(acc) <= 0)),
+                                int(g["n"].sum())))
+            claims.append(Claim("§11.5", f"U_sys rises as m grows (m = {ms})", f"{dataset}, N={n_agents}",
+                                "U_sys(max m) − U_sys(m=0)", u[-1] - u[0], bool(np.all(np.diff(u) >= 0)),
+                                int(g["n"].sum())))
+        under = t6[(t6["condition"] == "attack") & (t6["measure"] == "u_sys")]
+        for _, row in under.iterrows():
+            claims.append(Claim("§11.5", "U_sys correlates negatively with correctness under attack", row["run_dataset"],
+                                "Pearson r", row["r"], bool(row["r"] < 0) if finite(row["r"]) else None, int(row["n"])))
+    # §11.6: more rounds, less uncertainty (standard MAD, same seats)
+    pairs = []
+    for (dataset, participants), g in _with_seats(mad, outputs).groupby(["run_dataset", "seats"]):
+        by_t = g.groupby("rounds")["u_sys"].agg(["mean", "size"]).sort_index()
+        if len(by_t) >= 2:
+            pairs.append((dataset, by_t))
+    if not pairs:
+        claims.append(Claim.untestable("§11.6", "standard MAD: U_sys falls as T grows",
+                                       "needs two untrained protocols with the same seats and different rounds"))
+    for dataset, by_t in pairs:
+        claims.append(Claim("§11.6", f"standard MAD: U_sys falls as T grows (T = {', '.join(map(str, by_t.index))})",
+                            dataset, "U_sys(max T) − U_sys(min T)", by_t["mean"].iloc[-1] - by_t["mean"].iloc[0],
+                            bool(np.all(np.diff(by_t["mean"].to_numpy()) <= 0)), int(by_t["size"].sum())))
+    # §11.8: training-set U's trend down during UDPO (rewards r = 1 − U trend up)
+    udpo_runs = [r for r, info in outputs.runs.items() if info.method == "udpo"]
+    if not udpo_runs:
+        claims.append(Claim.untestable("§11.8", "UDPO training lowers the training-set U's", "no udpo training run"))
+    for run in udpo_runs:
+        steps = outputs.training.get(run)
+        if steps is None or len(steps) < 2 or "r_sys" not in steps:
+            claims.append(Claim.untestable("§11.8", "UDPO training lowers the training-set U_sys",
+                                           "needs at least 2 logged steps", run))
+            continue
+        slope = float(np.polyfit(steps["step"].to_numpy(float), 1 - steps["r_sys"].to_numpy(float), 1)[0])
+        claims.append(Claim("§11.8", "UDPO training lowers the training-set U_sys", run,
+                            "slope of U_sys = 1 − r_sys per step", slope, bool(slope < 0), len(steps)))
+    # the GPU claim, measured anyway: UDPO above MAD at the same N
+    t1 = table1(frame, outputs.protocols)
+    for (dataset, n_agents), g in t1.groupby(["run_dataset", "n_agents"]):
+        by = g.set_index("method")
+        if "MAD" in by.index and "UDPO" in by.index:
+            v = by.loc["UDPO", "accuracy"] - by.loc["MAD", "accuracy"]
+            claims.append(Claim("§11 (GPU)", "UDPO is more accurate than MAD (Table 1; not expected on CPU)",
+                                f"{dataset}, N={n_agents}", "acc(UDPO) − acc(MAD), points", v, bool(v > 0),
+                                int(by.loc["UDPO", "n"])))
+    return claims
+
+
+def _with_seats(frame: pd.DataFrame, outputs: RunOutputs) -> pd.DataFrame:
+    return frame.assign(seats=frame["protocol"].map(lambda p: ",".join(outputs.protocols[p].participants)))
+
+
+def evaluate(outputs: RunOutputs) -> PaperEvaluation:
+    frame = trajectories(outputs)
+    protocols = outputs.protocols
+    result = PaperEvaluation()
+    metrics_cols = ["accuracy", *MEASURES]
+    t1 = table1(frame, protocols)
+    t2 = table2(t1)
+    t3 = table3(frame, protocols)
+    t5 = table5(frame)
+    t6 = table6(frame)
+    bins = fig5(frame)
+    result.tables["table1"] = _layout(t1, ["dataset", "n_agents", "method"], metrics_cols)
+    result.tables["table2"] = _layout(t2, ["dataset", "n_agents", "method"], metrics_cols)
+    result.tables["table3"] = _layout(t3, ["dataset", "n_agents", "m", "method"], ["accuracy", "u_sys"])
+    result.tables["table5"] = _layout(t5, ["dataset", "n_agents", "method", "rounds"], metrics_cols)
+    result.tables["table6"] = t6.round(3)
+    result.tables["fig5"] = bins.round(2)
+    result.cells["table1"] = long_table(t1, ["dataset", "n_agents", "method"], metrics_cols)
+    result.cells["table2"] = long_table(t2, ["dataset", "n_agents", "method"], metrics_cols)
+    result.cells["table3"] = long_table(t3, ["dataset", "n_agents", "m", "method"], ["accuracy"])
+    result.cells["table5"] = long_table(t5, ["dataset", "n_agents", "rounds", "method"], ["accuracy"])
+    result.cells["table6"] = t6.rename(columns={"r": "value"}).assign(metric="r")[
+        ["dataset", "condition", "measure", "metric", "value", "n", "run_dataset"]]
+    result.cells["fig5"] = bins.assign(metric="delta_acc").rename(columns={"delta_acc": "value"})
+    result.claims = _claims(frame, t3, t6, outputs)
+    result.figures["fig5_delta_by_usys"] = plot_fig5(bins, outputs.experiment)
+    return result

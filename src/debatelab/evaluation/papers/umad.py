@@ -1,0 +1,594 @@
+"""UMAD (spec 001 §3, §8, §10): Table 1 (each agent's own accuracy A0 / A1 at turns T = 1, 2, 5),
+the Table 3 ablations, Sys-EU / Sys-AU per round, the answer-flip transitions of App. D.4, and
+the claims of §10.
+
+Turns: the paper's T counts generation turns including the initial answer (spec §3: T = 1 is the
+zero-shot answer, T = 2 follows one debate round, T = 5 four), so turn T is the debate stage's
+round T − 1, round 0 being the pre-debate answers. A protocol with R rounds fills the turns of
+{1, 2, 5} up to R + 1; the CPU twin's 2-round debates have T = 1, 2 only.
+
+Repeats: the paper's ± is over evaluation seeds. Here the seeds are a protocol's debate threads:
+thread k starts from zero-shot sample k of each agent and debates on its own, so a cell is the mean
+± sample std (ddof 1) over threads of the thread's accuracy over the questions; a one-thread run
+has no std. Avg averages the datasets within each thread first, then over threads, which is how
+the paper's Avg gets its own ±.
+
+There is no aggregation (no vote): an agent's answer in a round is its own, from its last call of
+that round; an agent that made no call keeps its previous answer.
+
+Which protocol fills which row: all-to-all protocols with exactly two seats. Setting = homo when
+both seats are the same agent, else hetero. Method = "Zero-Shot" for untrained agents, else the
+label of the training run behind them (UMAD, IPPO, Intrinsic-only, NLL-only; single-agent DAPO
+runs on the seats are the paper's "Single-GRPO Pair"). A later protocol with the same setting and
+method (umad_unmasked, umad_uq) gets its own row, "<method> [<protocol>]". Accuracies are in %,
+entropies in nats.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...reporting.figures import subplots
+from ..claims import Claim, finite
+from ..paper_numbers import long_table
+from ..run import ProtocolInfo, RunOutputs, protocol_method
+from ..stage import PaperEvaluation
+
+TURNS = (1, 2, 5)
+SEATS = ("A0", "A1")
+PAPER_DATASET_ORDER = ("gsm8k", "math500", "amc23", "aime24", "aime25")
+AVG = "avg"
+SETTING_ORDER = ("homo", "hetero")
+ZERO_SHOT = "Zero-Shot"
+SINGLE_GRPO_PAIR = "Single-GRPO Pair"
+TABLE1_METHODS = (ZERO_SHOT, "IPPO", "UMAD")
+ABLATION_METHODS = ("UMAD", "Intrinsic-only", "NLL-only", SINGLE_GRPO_PAIR, "IPPO")
+TRANSITIONS = ("C2C", "C2W", "W2C", "W2W")
+NO_ANSWER = "<none>"  # an unparseable answer: one answer of its own, as the uncertainty stage buckets it
+CELL_KEYS = ["setting", "method", "dataset", "turn"]
+STATE_KEYS = ["protocol", "dataset", "question_id", "thread", "agent_index"]
+IDENTITY_TOLERANCE = 1e-9
+WEIGHT_BOUND = 0.5  # |ln W| ≤ α_au·max|Ū| = 0.25 · 2 at the paper's defaults (spec §10.9)
+
+
+# --------------------------------------------------------------------------- which protocol is which row
+
+
+def pair_protocols(outputs: RunOutputs) -> dict[str, ProtocolInfo]:
+    """The paper's debates: two agents, each seeing the other (fully connected, no aggregation)."""
+    return {p.name: p for p in outputs.protocols_where(kind="all_to_all", n_agents=2)}
+
+
+def paper_method(info: ProtocolInfo, outputs: RunOutputs) -> str:
+    """The paper's method name; agents that were each trained alone with GRPO/DAPO are its Single-GRPO Pair."""
+    runs = [outputs.runs.get(r) for r in info.trained_runs]
+    if runs and all(run is not None and run.method == "dapo" for run in runs):
+        return SINGLE_GRPO_PAIR
+    return protocol_method(info, outputs.runs, base=ZERO_SHOT)
+
+
+def row_labels(outputs: RunOutputs) -> dict[str, tuple[str, str]]:
+    """Protocol -> (setting, method); the first protocol in config order keeps the bare method name."""
+    labels, taken = {}, set()
+    for info in pair_protocols(outputs).values():
+        setting = "homo" if info.homogeneous else "hetero"
+        method = paper_method(info, outputs)
+        if (setting, method) in taken:
+            method = f"{method} [{info.name}]"
+        taken.add((setting, method))
+        labels[info.name] = (setting, method)
+    return labels
+
+
+# --------------------------------------------------------------------------- each agent's answer per round
+
+
+def agent_states(outputs: RunOutputs) -> pd.DataFrame:
+    """One row per (protocol, dataset, question, thread, seat, round ≤ the protocol's rounds):
+    the seat's own answer after that round and whether it is correct (0/1), carried forward
+    over rounds in which the seat made no call."""
+    pairs = pair_protocols(outputs)
+    columns = [*STATE_KEYS, "round", "correct", "answer"]
+    turns = outputs.turns
+    turns = turns[turns["protocol"].isin(list(pairs))]
+    if turns.empty:
+        return pd.DataFrame(columns=columns)
+    last = turns.sort_values([*STATE_KEYS, "round", "call"], kind="stable").drop_duplicates(
+        [*STATE_KEYS, "round"], keep="last")
+    last = last.assign(correct=last["correct"].astype(float),
+                       answer=last["answer"].astype(object).where(last["answer"].notna(), NO_ANSWER))
+    wide = {v: last.pivot(index=STATE_KEYS, columns="round", values=v).ffill(axis=1) for v in ("correct", "answer")}
+    long = [w.reset_index().melt(id_vars=STATE_KEYS, var_name="round", value_name=v) for v, w in wide.items()]
+    states = long[0].merge(long[1], on=[*STATE_KEYS, "round"])
+    states["round"] = states["round"].astype(int)
+    states = states[states["round"] <= states["protocol"].map(lambda p: pairs[p].rounds)]
+    states = states.dropna(subset=["correct"])
+    return states.sort_values([*STATE_KEYS, "round"], kind="stable").reset_index(drop=True)[columns]
+
+
+def thread_accuracy(states: pd.DataFrame, outputs: RunOutputs) -> pd.DataFrame:
+    """Accuracy (%) of each seat in each thread at each turn of TURNS, over the questions."""
+    columns = ["protocol", "run_dataset", "dataset", "turn", "thread", "agent_index", "accuracy", "n"]
+    parts = []
+    for turn in TURNS:
+        at = states[states["round"] == turn - 1]
+        if at.empty:
+            continue
+        g = at.groupby(["protocol", "dataset", "thread", "agent_index"], sort=False)["correct"].agg(["mean", "size"])
+        parts.append(g.reset_index().assign(turn=turn))
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    frame = pd.concat(parts, ignore_index=True).rename(columns={"dataset": "run_dataset", "size": "n"})
+    frame["accuracy"] = 100 * frame["mean"]
+    frame["dataset"] = frame["run_dataset"].map(outputs.paper_dataset)
+    # one run dataset per paper dataset and protocol: a second stand-in would fill the same cell
+    first = frame.drop_duplicates(["protocol", "dataset"])[["protocol", "dataset", "run_dataset"]]
+    frame = frame.merge(first, on=["protocol", "dataset", "run_dataset"])
+    return frame[columns]
+
+
+def _over_threads(per_thread: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Mean and sample std over threads of the per-thread accuracies, one row per cell and seat."""
+    g = per_thread.groupby([*keys, "agent_index"], sort=False)
+    return g.agg(mean=("accuracy", "mean"), std=("accuracy", "std"), threads=("thread", "nunique"),
+                 n=("n", "sum")).reset_index()
+
+
+def table1_cells(outputs: RunOutputs, states: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (setting, method, dataset incl. "avg", turn): A0, A1 (mean %), A0_std, A1_std,
+    n = (question, thread) pairs per seat, threads, protocol, run_dataset."""
+    columns = ["setting", "method", "protocol", "dataset", "run_dataset", "turn", *SEATS,
+               *[f"{s}_std" for s in SEATS], "threads", "n"]
+    states = agent_states(outputs) if states is None else states
+    per_thread = thread_accuracy(states, outputs)
+    if per_thread.empty:
+        return pd.DataFrame(columns=columns)
+    by_dataset = _over_threads(per_thread, ["protocol", "run_dataset", "dataset", "turn"])
+    # Avg: unweighted mean of the datasets within each thread, then mean ± std over threads
+    avg_thread = per_thread.groupby(["protocol", "turn", "thread", "agent_index"], sort=False).agg(
+        accuracy=("accuracy", "mean"), n=("n", "sum"),
+        run_dataset=("run_dataset", lambda s: "+".join(sorted(set(s))))).reset_index()
+    avg = _over_threads(avg_thread, ["protocol", "run_dataset", "turn"]).assign(dataset=AVG)
+    stats = pd.concat([by_dataset, avg], ignore_index=True)
+    wide = stats.set_index(["protocol", "run_dataset", "dataset", "turn", "agent_index"])[
+        ["mean", "std", "threads", "n"]].unstack("agent_index")
+    cells = pd.DataFrame(index=wide.index)
+    for i, seat in enumerate(SEATS):
+        cells[seat] = wide[("mean", i)] if ("mean", i) in wide else np.nan
+        cells[f"{seat}_std"] = wide[("std", i)] if ("std", i) in wide else np.nan
+    cells["threads"] = wide["threads"].max(axis=1)
+    cells["n"] = wide["n"].max(axis=1)
+    cells = cells.reset_index()
+    labels = row_labels(outputs)
+    cells["setting"] = cells["protocol"].map(lambda p: labels[p][0])
+    cells["method"] = cells["protocol"].map(lambda p: labels[p][1])
+    order = {p: i for i, p in enumerate(labels)}
+    cells = cells.sort_values(["protocol", "turn"], key=lambda s: s.map(order) if s.name == "protocol" else s,
+                              kind="stable")
+    return cells.astype({"threads": int, "n": int, "turn": int})[columns].reset_index(drop=True)
+
+
+def _mean_std(mean: float, std: float) -> str:
+    if not finite(mean):
+        return ""
+    return f"{mean:.1f} ± {std:.1f}" if finite(std) else f"{mean:.1f}"
+
+
+def _rank(value, order) -> tuple:
+    return (order.index(value), "") if value in order else (len(order), str(value))
+
+
+def paper_layout(cells: pd.DataFrame, method_order, by_method_first: bool = False) -> pd.DataFrame:
+    """Rows (setting, method, turn), columns "<dataset> A0", "<dataset> A1" per dataset in the
+    paper's order, then "Avg A0", "Avg A1"; cells "mean ± std" (%)."""
+    if cells.empty:
+        return pd.DataFrame(columns=["setting", "method", "turn"])
+    datasets = [d for d in dict.fromkeys(cells["dataset"]) if d != AVG]
+    datasets = sorted(datasets, key=lambda d: _rank(d, PAPER_DATASET_ORDER)) + [AVG]
+    rows = []
+    for (setting, method, turn), g in cells.groupby(["setting", "method", "turn"], sort=False):
+        row = {"setting": setting, "method": method, "turn": int(turn)}
+        by = g.set_index("dataset")
+        for dataset in datasets:
+            name = "Avg" if dataset == AVG else dataset
+            for seat in SEATS:
+                row[f"{name} {seat}"] = _mean_std(by.loc[dataset, seat], by.loc[dataset, f"{seat}_std"]) \
+                    if dataset in by.index else ""
+        row["protocol"] = g["protocol"].iloc[0]
+        row["threads"] = int(g["threads"].max())
+        rows.append(row)
+    table = pd.DataFrame(rows)
+
+    def sort_key(r):
+        setting, method = _rank(r["setting"], SETTING_ORDER), _rank(r["method"], method_order)
+        return (setting, method, r["turn"]) if by_method_first else (setting, r["turn"], method)
+
+    return table.iloc[sorted(range(len(table)), key=lambda i: sort_key(table.iloc[i]))].reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- uncertainty per round
+
+
+def sys_uncertainty(outputs: RunOutputs) -> pd.DataFrame:
+    """Mean TU, Sys-EU, Sys-AU (nats) over questions, per (protocol, dataset, round)."""
+    columns = ["setting", "method", "protocol", "dataset", "run_dataset", "round", "turn", "TU", "Sys-EU", "Sys-AU",
+               "k_threads", "n"]
+    labels = row_labels(outputs)
+    rounds = outputs.uncertainty_rounds
+    rounds = rounds[rounds["protocol"].isin(list(labels))]
+    if rounds.empty:
+        return pd.DataFrame(columns=columns)
+    g = rounds.groupby(["protocol", "dataset", "round"], sort=False).agg(
+        TU=("total", "mean"), **{"Sys-EU": ("epistemic", "mean"), "Sys-AU": ("aleatoric", "mean")},
+        k_threads=("k_threads", "max"), n=("question_id", "nunique")).reset_index()
+    g = g.rename(columns={"dataset": "run_dataset"})
+    g["dataset"] = g["run_dataset"].map(outputs.paper_dataset)
+    g["turn"] = g["round"] + 1
+    g["setting"] = g["protocol"].map(lambda p: labels[p][0])
+    g["method"] = g["protocol"].map(lambda p: labels[p][1])
+    order = {p: i for i, p in enumerate(labels)}
+    g = g.sort_values(["protocol", "run_dataset", "round"], key=lambda s: s.map(order) if s.name == "protocol" else s)
+    return g[columns].reset_index(drop=True)
+
+
+def plot_sys_uncertainty(outputs: RunOutputs):
+    """Sys-EU and Sys-AU against the debate round, one line per protocol (questions of all datasets pooled)."""
+    labels = row_labels(outputs)
+    rounds = outputs.uncertainty_rounds
+    rounds = rounds[rounds["protocol"].isin(list(labels))]
+    fig, axes = subplots(1, 2, figsize=(10, 3.8), squeeze=False)
+    for ax, (column, name) in zip(axes[0], [("epistemic", "Sys-EU"), ("aleatoric", "Sys-AU")]):
+        for i, protocol in enumerate(labels):
+            part = rounds[rounds["protocol"] == protocol]
+            if part.empty:
+                continue
+            curve = part.groupby("round")[column].mean()
+            setting, method = labels[protocol]
+            k = int(part["k_threads"].max())
+            ax.plot(curve.index, curve.to_numpy(), marker="o", color=f"C{i % 10}",
+                    label=f"{protocol} ({setting}, {method}, K={k})")
+        ax.set_xlabel("debate round (0 = initial answers, turn T = round + 1)")
+        ax.set_ylabel(f"{name} (nats)")
+        ax.set_title(name, fontsize=9)
+        if not rounds.empty:
+            ax.set_xticks(sorted(rounds["round"].unique()))
+    n = rounds.groupby(["dataset", "question_id"]).ngroups if not rounds.empty else 0
+    handles, names = axes[0][0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, names, loc="lower center", bbox_to_anchor=(0.5, -0.02), ncol=min(3, len(handles)),
+                   fontsize=8, frameon=False)
+    fig.suptitle(f"{outputs.experiment}: system uncertainty per round (mean over n={n} questions)", fontsize=10)
+    fig.tight_layout(rect=(0, 0.12 if handles else 0, 1, 1))
+    return fig
+
+
+# --------------------------------------------------------------------------- answer flips
+
+
+def flip_transitions(states: pd.DataFrame, outputs: RunOutputs) -> pd.DataFrame:
+    """Per protocol, seat and pair of consecutive rounds, over the (question, thread) transitions of
+    all datasets: the shares (%) C2C, C2W, W2C, W2W, flip_ratio = C2W + W2C (the share that changes
+    correctness, App. D.4) and answer_changed (the share whose answer differs at all)."""
+    columns = ["setting", "method", "protocol", "seat", "agent", "from_round", "to_round", *TRANSITIONS,
+               "flip_ratio", "answer_changed", "n"]
+    if states.empty:
+        return pd.DataFrame(columns=columns)
+    after = states.assign(round=states["round"] - 1)
+    pairs = states.merge(after, on=[*STATE_KEYS, "round"], suffixes=("", "_next"))
+    was, now = pairs["correct"] == 1, pairs["correct_next"] == 1
+    pairs = pairs.assign(C2C=was & now, C2W=was & ~now, W2C=~was & now, W2W=~was & ~now,
+                         answer_changed=pairs["answer"] != pairs["answer_next"])
+    pairs["flip_ratio"] = pairs["C2W"] | pairs["W2C"]
+    rates = [*TRANSITIONS, "flip_ratio", "answer_changed"]
+    g = pairs.groupby(["protocol", "agent_index", "round"], sort=False)
+    out = (100 * g[rates].mean()).join(g.size().rename("n")).reset_index()
+    labels, infos = row_labels(outputs), pair_protocols(outputs)
+    out["setting"] = out["protocol"].map(lambda p: labels[p][0])
+    out["method"] = out["protocol"].map(lambda p: labels[p][1])
+    out["seat"] = out["agent_index"].map(lambda i: SEATS[int(i)])
+    out["agent"] = [infos[p].participants[int(i)] for p, i in zip(out["protocol"], out["agent_index"])]
+    out["from_round"] = out["round"].astype(int)
+    out["to_round"] = out["from_round"] + 1
+    order = {p: i for i, p in enumerate(labels)}
+    out = out.sort_values(["protocol", "from_round", "seat"], key=lambda s: s.map(order) if s.name == "protocol" else s)
+    return out[columns].reset_index(drop=True)
+
+
+def plot_flips(flips: pd.DataFrame, experiment: str):
+    """Stacked shares of the four transitions from the initial answer to the first debate round
+    (App. D.4 / Fig. 5), one bar per protocol and seat."""
+    first = flips[flips["from_round"] == 0].reset_index(drop=True)
+    fig, ax = subplots(figsize=(max(5.0, 1.3 * len(first) + 2), 4.2))
+    x = np.arange(len(first))
+    bottom = np.zeros(len(first))
+    colours = {"C2C": "tab:green", "C2W": "tab:red", "W2C": "tab:blue", "W2W": "tab:grey"}
+    for transition in TRANSITIONS:
+        values = first[transition].to_numpy(float)
+        ax.bar(x, values, 0.6, bottom=bottom, label=transition, color=colours[transition])
+        bottom += values
+    ticks = [f"{r.protocol}\n{r.seat} {r.agent}\nflip {r.flip_ratio:.0f}%, n={r.n}" for r in first.itertuples()]
+    ax.set_xticks(x, ticks, fontsize=7)
+    ax.set_ylabel("share of (question, thread) transitions (%)")
+    ax.set_xlabel("protocol and seat (flip = C2W + W2C)")
+    ax.set_ylim(0, 105)
+    n = int(first["n"].sum()) if len(first) else 0
+    ax.set_title(f"{experiment}: answer transitions, initial answer → debate round 1 (n={n} transitions)", fontsize=9)
+    if len(first):
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------------------- claims
+
+
+def _pearson(x: np.ndarray, y: np.ndarray) -> float:
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan")
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def _identity_claims(outputs: RunOutputs) -> list[Claim]:
+    rounds = outputs.uncertainty_rounds
+    if rounds.empty:
+        return [Claim.untestable("§10.1", "TU = Sys-EU + Sys-AU; 0 ≤ Sys-EU ≤ log N", "no uncertainty rounds output")]
+    deviation = float((rounds["total"] - rounds["epistemic"] - rounds["aleatoric"]).abs().max())
+    claims = [Claim("§10.1", "TU = Sys-EU + Sys-AU in every (question, round)", "all protocols",
+                    "max |TU − Sys-EU − Sys-AU| (nats)", deviation, bool(deviation <= IDENTITY_TOLERANCE), len(rounds))]
+    n_agents = rounds["protocol"].map(lambda p: outputs.protocols[p].n_agents if p in outputs.protocols else np.nan)
+    known = n_agents.notna()
+    eu = rounds["epistemic"].to_numpy(float)
+    excess = np.maximum(-eu, eu - np.log(n_agents.to_numpy(float)))[known.to_numpy()]
+    worst = float(excess.max()) if len(excess) else float("nan")
+    claims.append(Claim("§10.1", "0 ≤ Sys-EU ≤ log N", "all protocols",
+                        "max(−Sys-EU, Sys-EU − log N) over rows (≤ 0 holds)", worst,
+                        bool(worst <= IDENTITY_TOLERANCE) if finite(worst) else None, int(known.sum()),
+                        "" if finite(worst) else "no row of a protocol in this config"))
+    return claims
+
+
+def _eu_falls_claims(outputs: RunOutputs) -> list[Claim]:
+    statement = "mean Sys-EU falls from the first to the last round"
+    rounds = outputs.uncertainty_rounds
+    claims = []
+    for protocol, (setting, method) in row_labels(outputs).items():
+        part = rounds[rounds["protocol"] == protocol]
+        if part.empty or part["round"].max() < 1:
+            claims.append(Claim.untestable("§10.2", statement, "no uncertainty rounds after round 0", protocol))
+            continue
+        curve = part.groupby("round")["epistemic"].mean().sort_index()
+        drop = float(curve.iloc[-1] - curve.iloc[0])
+        monotone = bool(np.all(np.diff(curve.to_numpy()) <= IDENTITY_TOLERANCE))
+        claims.append(Claim("§10.2", statement, f"{protocol} ({setting}, {method})",
+                            f"Sys-EU(round {curve.index[-1]}) − Sys-EU(round 0), nats", drop, bool(drop < 0),
+                            part.groupby(["dataset", "question_id"]).ngroups,
+                            f"per round: {', '.join(f'{v:.3f}' for v in curve)}; monotone: {'yes' if monotone else 'no'}"))
+    return claims
+
+
+def _untrained(outputs: RunOutputs, homogeneous: bool) -> list[ProtocolInfo]:
+    return [p for p in pair_protocols(outputs).values() if not p.trained_runs and p.homogeneous == homogeneous]
+
+
+def _matching_hetero(homo: ProtocolInfo, heteros: list[ProtocolInfo]) -> ProtocolInfo | None:
+    """The hetero debate to set beside a homo one: same threads (K) and template if there is one."""
+    for same in (lambda h: h.threads == homo.threads and h.template == homo.template,
+                 lambda h: h.threads == homo.threads, lambda h: True):
+        found = [h for h in heteros if same(h)]
+        if found:
+            return found[0]
+    return None
+
+
+def _initial_eu_claims(outputs: RunOutputs) -> list[Claim]:
+    statement = "initial Sys-EU is higher in the heterogeneous pair than in the homogeneous one"
+    homos, heteros = _untrained(outputs, True), _untrained(outputs, False)
+    if not homos or not heteros:
+        return [Claim.untestable("§10.3", statement, "needs an untrained homo and an untrained hetero pair protocol")]
+    rounds = outputs.uncertainty_rounds
+    initial = rounds[rounds["round"] == 0].groupby(["protocol", "dataset"])["epistemic"].agg(["mean", "size"])
+    claims = []
+    for homo in homos:
+        hetero = _matching_hetero(homo, heteros)
+        for dataset in sorted(set(homo.datasets) & set(hetero.datasets)):
+            if (homo.name, dataset) not in initial.index or (hetero.name, dataset) not in initial.index:
+                claims.append(Claim.untestable("§10.3", statement, "no round-0 uncertainty of both protocols",
+                                               f"{dataset}: {hetero.name} vs {homo.name}"))
+                continue
+            a, b = initial.loc[(hetero.name, dataset)], initial.loc[(homo.name, dataset)]
+            diff = float(a["mean"] - b["mean"])
+            claims.append(Claim("§10.3", statement, f"{dataset}: {hetero.name} vs {homo.name}",
+                                "Sys-EU(hetero, round 0) − Sys-EU(homo, round 0), nats", diff, bool(diff > 0),
+                                int(a["size"] + b["size"]),
+                                f"K = {hetero.threads} vs {homo.threads} threads"))
+    return claims or [Claim.untestable("§10.3", statement, "the homo and hetero pairs share no dataset")]
+
+
+def _cell(cells: pd.DataFrame, protocol: str, dataset: str, turn: int) -> pd.Series | None:
+    hit = cells[(cells["protocol"] == protocol) & (cells["run_dataset"] == dataset) & (cells["turn"] == turn)]
+    return hit.iloc[0] if len(hit) else None
+
+
+def _weaker_gain_claims(cells: pd.DataFrame, outputs: RunOutputs) -> list[Claim]:
+    statement = "zero-shot debate raises the weaker agent's accuracy from T = 1 to T = 2"
+    versus = "... and by more in the hetero pair than in the homo pair"
+    homos, heteros = _untrained(outputs, True), _untrained(outputs, False)
+    if not heteros:
+        return [Claim.untestable("§10.4", statement, "no untrained hetero pair protocol")]
+    hetero = heteros[0]
+    claims = []
+    for dataset in hetero.datasets:
+        t1, t2 = _cell(cells, hetero.name, dataset, 1), _cell(cells, hetero.name, dataset, 2)
+        scope = f"{dataset}: {hetero.name}"
+        if t1 is None or t2 is None:
+            claims.append(Claim.untestable("§10.4", statement, "no accuracy at both T = 1 and T = 2 (rounds ≥ 1)", scope))
+            continue
+        if t1["A0"] == t1["A1"]:
+            claims.append(Claim.untestable("§10.4", statement, f"both seats {t1['A0']:.1f}% at T = 1: no weaker agent",
+                                           scope))
+            continue
+        weak = "A0" if t1["A0"] < t1["A1"] else "A1"
+        weak_agent = hetero.participants[SEATS.index(weak)]
+        gain = float(t2[weak] - t1[weak])
+        claims.append(Claim("§10.4", statement, scope, f"{weak} ({weak_agent}) acc(T=2) − acc(T=1), points", gain,
+                            bool(gain > 0), int(t1["n"])))
+        own = [h for h in homos if set(h.participants) == {weak_agent} and dataset in h.datasets]
+        homo = own[0] if own else next((h for h in homos if dataset in h.datasets), None)
+        h1, h2 = (_cell(cells, homo.name, dataset, 1), _cell(cells, homo.name, dataset, 2)) if homo else (None, None)
+        if h1 is None or h2 is None:
+            claims.append(Claim.untestable("§10.4", versus, "no untrained homo pair with T = 1 and T = 2 here", scope))
+            continue
+        homo_gain = float(np.mean([h2[s] - h1[s] for s in SEATS]))
+        note = "" if own else f"no homo pair of {weak_agent}; compared with {homo.name} ({homo.participants[0]})"
+        claims.append(Claim("§10.4", versus, f"{dataset}: {hetero.name} vs {homo.name}",
+                            "gain(hetero weaker) − gain(homo, mean of seats), points", gain - homo_gain,
+                            bool(gain > homo_gain), int(t1["n"] + h1["n"]), note))
+    return claims
+
+
+def _flip_claims(flips: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs) -> list[Claim]:
+    statement = "the weaker agent flips more than the stronger one (initial answer → round 1)"
+    between = "the hetero pair's flip ratio lies between the two agents' homo pairs"
+    first = flips[flips["from_round"] == 0]
+    heteros = _untrained(outputs, False)
+    if first.empty or not heteros:
+        return [Claim.untestable("§10.5", statement, "needs an untrained hetero pair protocol with a debate round")]
+    initial = states[states["round"] == 0].groupby(["protocol", "agent_index"])["correct"].mean()
+    homos = _untrained(outputs, True)
+    claims = []
+    for hetero in heteros:
+        rates = first[first["protocol"] == hetero.name].set_index("seat")
+        if len(rates) < 2:
+            claims.append(Claim.untestable("§10.5", statement, "no round 0 → 1 transitions of both seats", hetero.name))
+            continue
+        acc = [initial.get((hetero.name, i), np.nan) for i in range(2)]
+        if not all(finite(a) for a in acc) or acc[0] == acc[1]:
+            claims.append(Claim.untestable("§10.5", statement, "the seats are equally accurate at T = 1: no weaker agent",
+                                           hetero.name))
+            continue
+        weak, strong = (0, 1) if acc[0] < acc[1] else (1, 0)
+        diff = float(rates.loc[SEATS[weak], "flip_ratio"] - rates.loc[SEATS[strong], "flip_ratio"])
+        claims.append(Claim("§10.5", statement, hetero.name,
+                            f"flip(weaker {SEATS[weak]}) − flip(stronger {SEATS[strong]}), points", diff,
+                            bool(diff > 0), int(rates["n"].sum()),
+                            f"weaker = lower T=1 accuracy ({100 * acc[weak]:.1f}% vs {100 * acc[strong]:.1f}%)"))
+        homo_rate = {}
+        for seat in (weak, strong):
+            agent = hetero.participants[seat]
+            own = [h for h in homos if set(h.participants) == {agent}]
+            part = first[first["protocol"] == own[0].name] if own else first.iloc[0:0]
+            homo_rate[seat] = float(part["flip_ratio"].mean()) if len(part) else float("nan")
+        if not all(finite(v) for v in homo_rate.values()):
+            claims.append(Claim.untestable("§10.5", between, "needs untrained homo pairs of both agents", hetero.name))
+            continue
+        mixed = float(rates["flip_ratio"].mean())
+        low, high = sorted(homo_rate.values())
+        claims.append(Claim("§10.5", between, hetero.name, "flip(hetero, mean of seats), %", mixed,
+                            bool(low <= mixed <= high), int(rates["n"].sum()),
+                            f"homo pairs: {low:.1f}% to {high:.1f}%"))
+    return claims
+
+
+def _au_accuracy_claim(states: pd.DataFrame, outputs: RunOutputs) -> Claim:
+    statement = "over questions, Δaccuracy (last round − round 0) correlates negatively with ΔSys-AU"
+    rounds = outputs.uncertainty_rounds
+    if rounds.empty:
+        return Claim.untestable("§10.6", statement, "no uncertainty rounds output")
+    rounds = rounds[rounds["protocol"].isin(list(pair_protocols(outputs))) & (rounds["k_threads"] > 1)]
+    if rounds.empty:
+        return Claim.untestable("§10.6", statement,
+                                "needs a pair protocol with K > 1 threads (with K = 1 Sys-AU is 0 in every round)")
+    keys = ["protocol", "dataset", "question_id"]
+    ends = rounds.groupby(keys)["round"].max().rename("last").reset_index()
+    au = rounds.merge(ends, on=keys)
+    au_first = au[au["round"] == 0].set_index(keys)["aleatoric"]
+    au_last = au[au["round"] == au["last"]].set_index(keys)["aleatoric"]
+    acc = states.merge(ends, on=keys)
+    acc_first = acc[acc["round"] == 0].groupby(keys)["correct"].mean()
+    acc_last = acc[acc["round"] == acc["last"]].groupby(keys)["correct"].mean()
+    joined = pd.concat({"d_au": au_last - au_first, "d_acc": 100 * (acc_last - acc_first)}, axis=1).dropna()
+    r = _pearson(joined["d_acc"].to_numpy(float), joined["d_au"].to_numpy(float))
+    scope = ", ".join(sorted(joined.index.get_level_values("protocol").unique())) or "no question"
+    return Claim("§10.6", statement, scope, "Pearson r(Δacc, ΔSys-AU) over questions", r,
+                 bool(r < 0) if finite(r) else None, len(joined),
+                 "" if finite(r) else "fewer than 2 questions, or Δacc or ΔSys-AU constant")
+
+
+def _training_claims(outputs: RunOutputs) -> list[Claim]:
+    runs = [name for name, run in outputs.runs.items() if run.method == "umad"]
+    rises, bounded = "UMAD/IPPO training: the team reward rises over steps", \
+        "UMAD/IPPO training: the mean confidence weight W stays within [e^-0.5, e^0.5]"
+    if not runs:
+        return [Claim.untestable("§10.9", rises, "no umad training run")]
+    training = outputs.training
+    claims = []
+    for run in runs:
+        steps = training.get(run)
+        if steps is None:
+            claims.append(Claim.untestable("§10.9", rises, "no metrics.parquet of this run", run))
+            continue
+        if len(steps) < 2 or "reward_mean" not in steps:
+            claims.append(Claim.untestable("§10.9", rises, f"needs at least 2 logged steps, has {len(steps)}", run))
+        else:
+            slope = float(np.polyfit(steps["step"].to_numpy(float), steps["reward_mean"].to_numpy(float), 1)[0])
+            claims.append(Claim("§10.9", rises, run, "slope of reward_mean per step", slope, bool(slope > 0), len(steps)))
+        if "weight_mean" not in steps or steps["weight_mean"].isna().all():
+            claims.append(Claim.untestable("§10.9", bounded, "no weight_mean logged", run))
+            continue
+        worst = float(np.abs(np.log(steps["weight_mean"].dropna().to_numpy(float))).max())
+        claims.append(Claim("§10.9", bounded, run, "max |ln weight_mean| over steps", worst,
+                            bool(worst <= WEIGHT_BOUND + IDENTITY_TOLERANCE), int(steps["weight_mean"].notna().sum())))
+    return claims
+
+
+def _gpu_claim(cells: pd.DataFrame) -> list[Claim]:
+    """UMAD above IPPO for the weaker agent A0 of the hetero pair (Table 1's headline; not expected on CPU)."""
+    avg = cells[(cells["setting"] == "hetero") & (cells["dataset"] == AVG)].set_index(["method", "turn"])
+    turns = [t for t in TURNS if ("UMAD", t) in avg.index and ("IPPO", t) in avg.index]
+    if not turns:
+        return []
+    t = turns[-1]
+    v = float(avg.loc[("UMAD", t), "A0"] - avg.loc[("IPPO", t), "A0"])
+    return [Claim("§10 (GPU)", f"hetero A0 (weaker) Avg: UMAD > IPPO at T = {t} (not expected on CPU)", "hetero",
+                  "Avg A0(UMAD) − Avg A0(IPPO), points", v, bool(v > 0), int(avg.loc[("UMAD", t), "n"]))]
+
+
+def _claims(cells: pd.DataFrame, flips: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs) -> list[Claim]:
+    claims = _identity_claims(outputs)
+    claims += _eu_falls_claims(outputs)
+    claims += _initial_eu_claims(outputs)
+    claims += _weaker_gain_claims(cells, outputs)
+    claims += _flip_claims(flips, states, outputs)
+    claims.append(_au_accuracy_claim(states, outputs))
+    claims.append(Claim.untestable("§10.7", "mean token entropy rises over rounds",
+                                   "no per-token entropy is recorded (turns.parquet keeps mean and min token "
+                                   "log-probabilities of the sampled tokens only)"))
+    claims.append(Claim.untestable("§10.8", "reward shaping: W falls in Ū, mean Ū = 0, r^eu ∈ {−η, 0, η}, IPPO = UMAD "
+                                   "at α = η = 0", "unit tests of the trainer (tests/test_umad.py), not a run output"))
+    claims += _training_claims(outputs)
+    claims += _gpu_claim(cells)
+    return claims
+
+
+# --------------------------------------------------------------------------- the paper
+
+
+def evaluate(outputs: RunOutputs) -> PaperEvaluation:
+    states = agent_states(outputs)
+    cells = table1_cells(outputs, states)
+    ablations = cells[cells["method"].isin(ABLATION_METHODS)]
+    sys_u = sys_uncertainty(outputs)
+    flips = flip_transitions(states, outputs)
+    result = PaperEvaluation()
+    result.tables["table1"] = paper_layout(cells, TABLE1_METHODS)
+    result.tables["table3"] = paper_layout(ablations, ABLATION_METHODS, by_method_first=True)
+    result.tables["sys_uncertainty"] = sys_u.round(4)
+    result.tables["flips"] = flips.round(2)
+    result.cells["table1"] = long_table(cells, CELL_KEYS, SEATS)
+    result.cells["table3"] = long_table(ablations, CELL_KEYS, SEATS)
+    result.claims = _claims(cells, flips, states, outputs)
+    if not outputs.uncertainty_rounds.empty:
+        result.figures["sys_uncertainty"] = plot_sys_uncertainty(outputs)
+    if (flips["from_round"] == 0).any():
+        result.figures["flips"] = plot_flips(flips, outputs.experiment)
+    return result

@@ -1,0 +1,211 @@
+"""What the evaluation stage reads: one experiment's stage outputs, and what each protocol and
+training run in it is (who debates, how long, which trained policies sit at the table).
+
+Nothing here recomputes a stage: frames are the stages' own Parquet/CSV outputs, concatenated
+over datasets and protocols. Columns are read selectively, since `turns.parquet` of a real run
+holds every response text.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import pandas as pd
+
+from ..config import TRAINED_PREFIX, Experiment
+from ..io import read_parquet_checked
+
+QUESTION_COLUMNS = [
+    "question_id", "dataset", "protocol", "kind", "thread", "n_agents", "correct", "parse_failed", "rounds_used",
+    "ncomm", "total_tokens", "pre_correct", "pre_unanimous", "pre_n_correct", "answers_by_round", "task_type",
+]
+TURN_COLUMNS = [
+    "question_id", "dataset", "protocol", "thread", "round", "agent", "agent_index", "agent_config", "call",
+    "answer", "correct", "parse_failed", "completion_tokens", "finish_reason",
+]
+ZERO_SHOT_COLUMNS = ["question_id", "dataset", "agent", "sample", "answer", "correct", "completion_tokens"]
+UNCERTAINTY_COLUMNS = ["question_id", "dataset", "protocol", "thread", "correct", "u_intra", "u_inter", "u_sys"]
+ROUND_COLUMNS = ["question_id", "dataset", "protocol", "round", "k_threads", "total", "epistemic", "aleatoric"]
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """A training run: its method and the settings that name its variant (ablations, baselines)."""
+
+    name: str
+    method: str
+    settings: Mapping = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProtocolInfo:
+    """One debate protocol as the tables see it."""
+
+    name: str
+    kind: str
+    rounds: int
+    threads: int
+    template: str
+    participants: tuple[str, ...]  # agent config name per seat
+    models: tuple[str, ...]  # model name per seat
+    adversarial: int  # seats held by adversarial agents (UDPO's m)
+    trained_runs: tuple[str, ...]  # training runs whose policies sit at the table, sorted
+    datasets: tuple[str, ...]
+
+    @property
+    def n_agents(self) -> int:
+        return len(self.participants)
+
+    @property
+    def homogeneous(self) -> bool:
+        """Every seat is the same agent (UMAD's homogeneous pair)."""
+        return len(set(self.participants)) == 1
+
+
+def describe_runs(exp: Experiment) -> dict[str, RunInfo]:
+    return {name: RunInfo(name, spec["method"], dict(spec)) for name, spec in exp.training_runs.items()}
+
+
+def describe_protocols(exp: Experiment) -> dict[str, ProtocolInfo]:
+    infos = {}
+    for name, spec in exp.protocols.items():
+        seats = exp.protocol_participants(name)
+        models = tuple(exp.agents[a]["model"] for a in seats)
+        runs = sorted({_trained_run(exp.models[m]["source"]) for m in models} - {None})
+        infos[name] = ProtocolInfo(
+            name=name,
+            kind=spec["kind"],
+            rounds=int(spec.get("rounds", 0) or 0),
+            threads=int(spec.get("threads", 1) or 1),
+            template=str(spec.get("template", "")),
+            participants=tuple(seats),
+            models=models,
+            adversarial=sum(bool(exp.agents[a].get("adversarial")) for a in seats),
+            trained_runs=tuple(runs),
+            datasets=tuple(exp.protocol_datasets(name)),
+        )
+    return infos
+
+
+def _trained_run(source: str) -> str | None:
+    return source[len(TRAINED_PREFIX):].partition("/")[0] if source.startswith(TRAINED_PREFIX) else None
+
+
+def _concat(paths: Sequence[str | Path], columns: Sequence[str]) -> pd.DataFrame:
+    frames = [read_parquet_checked(p, columns)[list(columns)] for p in paths]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(columns))
+
+
+@dataclass
+class RunOutputs:
+    """One experiment's outputs, loaded on first use. Paths are the rule's inputs."""
+
+    experiment: str
+    protocols: dict[str, ProtocolInfo]
+    runs: dict[str, RunInfo]
+    paper_datasets: dict[str, str]  # run dataset -> the paper's name for it
+    question_paths: Sequence[str | Path] = ()
+    turn_paths: Sequence[str | Path] = ()
+    zero_shot_paths: Sequence[str | Path] = ()
+    uncertainty_paths: Sequence[str | Path] = ()
+    round_paths: Sequence[str | Path] = ()
+    training_paths: Mapping[str, str | Path] = field(default_factory=dict)  # run -> metrics.parquet
+    confidence_lift_path: str | Path | None = None
+    calibration_paths: Sequence[str | Path] = ()  # calibration/{dataset}/{pair}.csv
+    confidence_metric_paths: Sequence[str | Path] = ()  # protocols/{dataset}/{pair}/metrics.csv
+    settings: Mapping = field(default_factory=dict)  # the evaluation config section
+    agent_runs: Mapping[str, str | None] = field(default_factory=dict)  # agent -> the run that trained its model
+
+    @classmethod
+    def from_experiment(cls, exp: Experiment, **paths) -> "RunOutputs":
+        evaluation = exp.config.get("evaluation") or {}
+        mapping = {d: (evaluation.get("paper_datasets") or {}).get(d, exp.benchmark_of(d)) for d in exp.datasets}
+        settings = {**evaluation, "calibrator": exp.calibration.get("report_calibrator")}
+        agent_runs = {a: _trained_run(exp.models[spec["model"]]["source"]) for a, spec in exp.agents.items()}
+        return cls(exp.name, describe_protocols(exp), describe_runs(exp), mapping, settings=settings,
+                   agent_runs=agent_runs, **paths)
+
+    @cached_property
+    def questions(self) -> pd.DataFrame:
+        return _concat(self.question_paths, QUESTION_COLUMNS)
+
+    @cached_property
+    def turns(self) -> pd.DataFrame:
+        return _concat(self.turn_paths, TURN_COLUMNS)
+
+    @cached_property
+    def zero_shot(self) -> pd.DataFrame:
+        return _concat(self.zero_shot_paths, ZERO_SHOT_COLUMNS)
+
+    @cached_property
+    def uncertainty(self) -> pd.DataFrame:
+        return _concat(self.uncertainty_paths, UNCERTAINTY_COLUMNS)
+
+    @cached_property
+    def uncertainty_rounds(self) -> pd.DataFrame:
+        return _concat(self.round_paths, ROUND_COLUMNS)
+
+    @cached_property
+    def training(self) -> dict[str, pd.DataFrame]:
+        return {run: read_parquet_checked(path, ["step"]) for run, path in self.training_paths.items()}
+
+    @cached_property
+    def confidence_lift(self) -> pd.DataFrame:
+        if self.confidence_lift_path is None:
+            return pd.DataFrame()
+        from ..io import DataFileError
+
+        try:
+            return pd.read_csv(self.confidence_lift_path)
+        except (OSError, pd.errors.ParserError) as err:
+            raise DataFileError(f"{self.confidence_lift_path}: {err}") from err
+
+    @cached_property
+    def calibration(self) -> pd.DataFrame:
+        frames = [pd.read_csv(p) for p in self.calibration_paths]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    @cached_property
+    def confidence_metrics(self) -> pd.DataFrame:
+        frames = [pd.read_csv(p) for p in self.confidence_metric_paths]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def paper_dataset(self, dataset: str) -> str:
+        return self.paper_datasets.get(dataset, dataset)
+
+    def protocols_where(self, **conditions) -> list[ProtocolInfo]:
+        """Protocols whose attributes equal every condition (a callable condition is a predicate)."""
+        out = []
+        for info in self.protocols.values():
+            if all(c(getattr(info, k)) if callable(c) else getattr(info, k) == c for k, c in conditions.items()):
+                out.append(info)
+        return out
+
+
+# --------------------------------------------------------------------------- method labels
+
+
+def run_label(run: RunInfo) -> str:
+    """The paper's name for what a training run trains: UDPO and its ablations, UMAD, IPPO and
+    UMAD's one-term ablations, SDRL-rand / SDRL-freq, DAPO."""
+    settings = run.settings
+    if run.method == "udpo":
+        ablate = list((settings.get("udpo") or {}).get("ablate") or [])
+        return "UDPO" if not ablate else "UDPO w/o " + "+".join(ablate)
+    if run.method == "umad":
+        umad = settings.get("umad") or {}
+        eta, alpha = float(umad.get("eta", 0.25)), float(umad.get("alpha_au", 0.25))
+        return {(True, True): "IPPO", (False, True): "Intrinsic-only", (True, False): "NLL-only"}.get(
+            (eta == 0, alpha == 0), "UMAD")
+    if run.method == "sdrl":
+        return f"SDRL-{settings.get('pair_mode', 'rand')}"
+    return run.method.upper()
+
+
+def protocol_method(info: ProtocolInfo, runs: Mapping[str, RunInfo], base: str = "base") -> str:
+    """`base` for untrained agents, else the label of the run(s) whose policies debate."""
+    if not info.trained_runs:
+        return base
+    return " + ".join(run_label(runs[r]) for r in info.trained_runs)

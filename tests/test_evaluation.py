@@ -1,0 +1,204 @@
+"""The evaluation stage's framework (paper numbers, the vs-paper join, method labels) and the
+UDPO and SVR-MAD tables, on fixture outputs whose cells are worked out by hand."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from debatelab.config import PAPERS, Experiment, validate_config
+from debatelab.evaluation import (
+    ProtocolInfo, RunInfo, RunOutputs, build_paper, compare_with_paper, describe_protocols, evaluate_paper,
+    load_paper_numbers, protocol_method, run_label,
+)
+from debatelab.evaluation.paper_numbers import PaperNumbersError
+from debatelab.evaluation.papers import svr_mad, udpo
+from workflow_helpers import REPO_ROOT
+
+TINY = yaml.safe_load((REPO_ROOT / "tests/configs/tiny.yaml").read_text())
+
+
+def _protocol(name, kind="all_to_all", seats=("a", "b", "c"), rounds=2, adversarial=0, runs=(), threads=1):
+    return ProtocolInfo(name=name, kind=kind, rounds=rounds, threads=threads, template="du", participants=tuple(seats),
+                        models=tuple("m" for _ in seats), adversarial=adversarial, trained_runs=tuple(runs),
+                        datasets=("gsm_symbolic",))
+
+
+def _outputs(protocols, runs=None, **frames) -> RunOutputs:
+    outputs = RunOutputs("fixture", {p.name: p for p in protocols}, runs or {}, {"gsm_symbolic": "gsm8k"})
+    outputs.__dict__.update(frames)  # fills the cached properties
+    return outputs
+
+
+# --------------------------------------------------------------------------- paper numbers
+
+
+def test_every_shipped_paper_numbers_file_loads_and_names_tables_its_paper_builds(tmp_path):
+    for paper in PAPERS:
+        tables = load_paper_numbers(paper)
+        assert tables, paper
+        for name, frame in tables.items():
+            assert len(frame) > 0 and frame["value"].map(lambda v: isinstance(v, (int, float))).all(), (paper, name)
+
+
+def test_a_malformed_row_names_file_table_and_row(tmp_path):
+    (tmp_path / "udpo.yaml").write_text(yaml.safe_dump({"paper": "udpo", "tables": {"table1": {
+        "columns": ["dataset", "method", "value"], "rows": [["gsm8k", "MAD", 1.0], ["gsm8k", 2.0]]}}}))
+    with pytest.raises(PaperNumbersError, match=r"udpo.yaml: table table1, row 1"):
+        load_paper_numbers("udpo", tmp_path)
+    (tmp_path / "udpo.yaml").write_text(yaml.safe_dump({"paper": "udpo", "tables": {"table1": {
+        "columns": ["dataset", "method", "value"], "rows": [["gsm8k", "MAD", "high"]]}}}))
+    with pytest.raises(PaperNumbersError, match=r"value 'high' is not a number"):
+        load_paper_numbers("udpo", tmp_path)
+
+
+def test_compare_with_paper_matches_on_the_match_keys_only(tmp_path):
+    (tmp_path / "svr_mad.yaml").write_text(yaml.safe_dump({"paper": "svr_mad", "tables": {"t": {
+        "columns": ["llm", "dataset", "n_agents", "metric", "value"], "match": ["dataset", "n_agents", "metric"],
+        "rows": [["big", "gsm8k", 5, "Acc", 60.0], ["huge", "gsm8k", 5, "Acc", 70.0], ["big", "hle", 5, "Acc", 20.0]]}}}))
+    published = load_paper_numbers("svr_mad", tmp_path)["t"]
+    run = pd.DataFrame({"dataset": ["gsm8k"], "n_agents": ["5"], "metric": ["Acc"], "value": [65.0], "n": [12],
+                        "run_dataset": ["gsm_symbolic"]})
+    vs = compare_with_paper(run, published)
+    assert list(vs["llm"]) == ["big", "huge", "big"]
+    assert list(vs["difference"][:2]) == [5.0, -5.0]  # one run cell beside both models' values; "5" matches 5
+    assert math.isnan(vs["run_value"].iloc[2]) and list(vs["n"][:2]) == [12, 12]
+
+
+# --------------------------------------------------------------------------- labels
+
+
+def test_run_labels_name_the_papers_variants():
+    assert run_label(RunInfo("u", "udpo", {"udpo": {"ablate": ["intra"]}})) == "UDPO w/o intra"
+    assert run_label(RunInfo("u", "umad", {"umad": {"eta": 0, "alpha_au": 0}})) == "IPPO"
+    assert run_label(RunInfo("u", "umad", {"umad": {"eta": 0.25, "alpha_au": 0}})) == "Intrinsic-only"
+    assert run_label(RunInfo("u", "sdrl", {"pair_mode": "freq"})) == "SDRL-freq"
+    assert run_label(RunInfo("d", "dapo", {})) == "DAPO"
+
+
+def test_protocols_know_their_trained_runs_and_adversaries():
+    exp = Experiment(validate_config(yaml.safe_load(yaml.safe_dump(TINY))))
+    infos = describe_protocols(exp)
+    assert infos["trained"].trained_runs == ("sdrl", "udpo") and infos["mad"].trained_runs == ()
+    assert infos["mad"].participants == ("alice", "bob", "alice") and infos["mad"].rounds == 2
+    runs = {name: RunInfo(name, spec["method"], spec) for name, spec in exp.training_runs.items()}
+    assert protocol_method(infos["trained"], runs) == "SDRL-rand + UDPO"
+    assert protocol_method(infos["mad"], runs, base="MAD") == "MAD"
+
+
+# --------------------------------------------------------------------------- UDPO
+
+
+def _trajectory_rows(protocol, correct, u_sys, dataset="gsm_symbolic"):
+    return [{"question_id": f"q{i}", "dataset": dataset, "protocol": protocol, "thread": 0, "correct": c,
+             "u_intra": u / 2, "u_inter": u / 3, "u_sys": u} for i, (c, u) in enumerate(zip(correct, u_sys))]
+
+
+def _udpo_outputs():
+    protocols = [_protocol("mad_n3"), _protocol("mad_n3_t1", rounds=1), _protocol("attack_m1", adversarial=1),
+                 _protocol("attack_m2", adversarial=2), _protocol("udpo_n3", runs=("udpo",))]
+    rows = (_trajectory_rows("mad_n3", [True, True, False, False], [0.1, 0.3, 0.7, 0.9])
+            + _trajectory_rows("mad_n3_t1", [True, False, False, False], [0.2, 0.5, 0.8, 0.95])
+            + _trajectory_rows("attack_m1", [True, False, False, False], [0.2, 0.6, 0.8, 0.9])
+            + _trajectory_rows("attack_m2", [False, False, False, False], [0.5, 0.7, 0.9, 1.0])
+            + _trajectory_rows("udpo_n3", [True, True, True, False], [0.1, 0.2, 0.3, 0.4]))
+    training = {"udpo": pd.DataFrame({"step": [1, 2, 3], "r_sys": [0.2, 0.4, 0.5]})}
+    return _outputs(protocols, {"udpo": RunInfo("udpo", "udpo", {"udpo": {"ablate": []}})},
+                    uncertainty=pd.DataFrame(rows), training=training)
+
+
+def test_udpo_tables_from_fixture_trajectories():
+    result = build_paper("udpo", _udpo_outputs())
+    t1 = result.tables["table1"].set_index("method")
+    # mad_n3 (T = 2) fills the MAD cell over mad_n3_t1: the paper's Table 1 is the longest debate
+    assert t1.loc["MAD", "accuracy"] == 50.0 and t1.loc["MAD", "u_sys"] == pytest.approx(0.5)
+    assert t1.loc["UDPO", "accuracy"] == 75.0 and t1.loc["UDPO", "u_intra"] == pytest.approx(0.125)
+    assert list(result.tables["table2"]["method"]) == ["Full"]
+    t3 = result.tables["table3"].set_index("m")
+    assert t3.loc[0].query("method == 'MAD'")["accuracy"].item() == 50.0 and t3.loc[2, "accuracy"] == 0.0
+    t5 = result.tables["table5"].set_index(["method", "rounds"])
+    assert t5.loc[("MAD", 1), "accuracy"] == 25.0 and t5.loc[("MAD", 2), "accuracy"] == 50.0
+    # Fig. 5: questions binned by MAD's U_sys; UDPO's gain per bin: q2 (0.7) wrong -> right = +100
+    fig5 = result.tables["fig5"].set_index("bin")
+    assert fig5.loc["[.6,.8)", "delta_acc"] == 100.0 and fig5.loc["[0,.2)", "delta_acc"] == 0.0
+    assert fig5.loc["[.2,.4)", "n"] == 1
+    vs = result.cells["table1"].set_index(["method", "metric"])
+    assert vs.loc[("UDPO", "accuracy"), "dataset"] == "gsm8k" and vs.loc[("UDPO", "accuracy"), "n"] == 4
+
+
+def test_udpo_claims_measure_the_directions():
+    claims = build_paper("udpo", _udpo_outputs()).claims
+    by = {(c.claim, c.statement): c for c in claims}
+    # standard MAD pools mad_n3 and mad_n3_t1: failures carry the high U's
+    d = by[("§11.1", "failures have higher u_sys than successes")]
+    assert d.holds is True and d.n == 8 and d.value > 0
+    fall = [c for c in claims if c.claim == "§11.5" and c.statement.startswith("accuracy falls")][0]
+    assert fall.holds is True and fall.value == -50.0  # 50 % at m = 0, 0 % at m = 2
+    rounds = [c for c in claims if c.claim == "§11.6"][0]
+    # T = 1: mean U_sys 0.6125, T = 2: 0.5 -> falls
+    assert rounds.holds is True and rounds.value == pytest.approx(0.5 - 0.6125)
+    train = [c for c in claims if c.claim == "§11.8"][0]
+    assert train.holds is True and train.value == pytest.approx(-0.15)
+    gpu = [c for c in claims if c.claim == "§11 (GPU)"][0]
+    assert gpu.value == 25.0 and gpu.holds is True
+
+
+def test_evaluate_paper_writes_tables_comparisons_claims_and_plots(tmp_path):
+    evaluate_paper("udpo", _udpo_outputs(), tmp_path)
+    vs = pd.read_csv(tmp_path / "table1_vs_paper.csv")
+    row = vs[(vs["dataset"] == "gsm8k") & (vs["n_agents"] == 3) & (vs["method"] == "MAD") & (vs["metric"] == "accuracy")]
+    assert row["paper_value"].item() == 51.2 and row["run_value"].item() == 50.0
+    assert row["difference"].item() == pytest.approx(-1.2) and row["run_dataset"].item() == "gsm_symbolic"
+    assert vs[vs["method"] == "MAPPO"]["run_value"].isna().all()  # a baseline this workflow doesn't train
+    claims = pd.read_csv(tmp_path / "claims.csv")
+    assert set(claims["holds"]) <= {"yes", "no", "n/a"} and (claims["holds"] == "yes").sum() >= 5
+    assert (tmp_path / "fig5_delta_by_usys.png").stat().st_size > 0
+    assert {"table2_vs_paper.csv", "table3_vs_paper.csv", "table5_vs_paper.csv", "table6_vs_paper.csv",
+            "fig5_vs_paper.csv"} <= {p.name for p in tmp_path.iterdir()}
+
+
+# --------------------------------------------------------------------------- SVR-MAD
+
+
+def _svr_questions():
+    rows = []
+    spec = {  # protocol: (kind, [(ncomm, tokens, correct, unanimous) per question])
+        "sc": ("self_consistency", [(0, 100, True, True), (0, 200, False, False), (0, 300, True, False)]),
+        "svr": ("svr_mad", [(0, 100, True, True), (2, 1200, True, False), (4, 1400, True, False)]),
+        "s2": ("s2_mad", [(6, 900, True, True), (12, 3000, False, False), (10, 2000, True, False)]),
+    }
+    for protocol, (kind, questions) in spec.items():
+        for i, (ncomm, tokens, correct, unanimous) in enumerate(questions):
+            rows.append({"question_id": f"q{i}", "dataset": "gsm_symbolic", "protocol": protocol, "kind": kind,
+                         "thread": 0, "ncomm": ncomm, "total_tokens": tokens, "correct": correct,
+                         "pre_unanimous": unanimous})
+    return pd.DataFrame(rows), [_protocol("sc", "self_consistency"), _protocol("svr", "svr_mad"), _protocol("s2", "s2_mad")]
+
+
+def test_svr_mad_table1_counts_the_non_unanimous_questions_only():
+    questions, protocols = _svr_questions()
+    result = build_paper("svr_mad", _outputs(protocols, questions=questions))
+    t1 = result.tables["table1"].set_index("method")
+    assert list(t1.index) == ["Self Consistency", "S2-MAD", "SVR-MAD"]  # the paper's row order
+    assert t1.loc["SVR-MAD", "gsm_symbolic NComm"] == 3.0 and t1.loc["SVR-MAD", "gsm_symbolic Tok"] == 1.3
+    assert t1.loc["S2-MAD", "gsm_symbolic Acc"] == 50.0 and t1.loc["Self Consistency", "gsm_symbolic Acc"] == 50.0
+    by = {c.statement: c for c in result.claims}
+    assert by["NComm: SVR-MAD < S2-MAD"].holds is True and by["NComm: SVR-MAD < S2-MAD"].value == -8.0
+    assert by["SVR-MAD accuracy ≥ Self Consistency"].value == 50.0
+    assert by["Tokens: Self Consistency < SVR-MAD"].holds is True and by["Tokens: SVR-MAD < S2-MAD"].holds is True
+
+
+def test_pareto_front_keeps_the_points_nothing_beats():
+    tokens = np.array([1.0, 2.0, 3.0, 4.0, 2.5])
+    accuracy = np.array([0.3, 0.5, 0.4, 0.9, 0.5])
+    assert list(svr_mad.pareto_front(tokens, accuracy)) == [0, 1, 3]
+
+
+def test_two_protocols_of_one_kind_get_distinct_labels():
+    outputs = _outputs([_protocol("mad"), _protocol("mad_pair", seats=("a", "b")), _protocol("t", runs=("u",))],
+                       {"u": RunInfo("u", "udpo", {})})
+    assert svr_mad.method_labels(outputs) == {"mad": "MAD", "mad_pair": "MAD [mad_pair]", "t": "MAD (UDPO)"}
+    assert udpo.ABLATION_NAMES["UDPO"] == "Full"

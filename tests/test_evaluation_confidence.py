@@ -1,0 +1,213 @@
+"""The confidence paper's evaluation (spec 004 §9-§10) on small hand-made stage outputs: Table 1
+cells next to the published ones, the calibration table and the claims, each checked against
+values worked out by hand."""
+from __future__ import annotations
+
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+
+from debatelab.evaluation import RunOutputs, evaluate_paper
+from debatelab.evaluation.claims import claims_frame
+from debatelab.evaluation.papers import confidence
+
+# lift rows of the beta calibrator: method -> (lift_f1, k_f1, lift_auarc, k_auarc), in points
+BETA = {"mad": (-3.0, 0, -1.0, 0), "mad_d": (-1.0, 0, 0.5, 1), "wsv": (1.25, 2, 4.5, 2),
+        "cga": (0.5, 1, 5.0, 2), "hid": (0.25, 0, -0.5, 0)}
+
+
+def _lift() -> pd.DataFrame:
+    rows = []
+    for dataset in ("tiny_boolq", "tiny_mmlu"):
+        for estimator in ("seqprob", "verbal"):
+            for kind, shift in (("raw", -10.0), ("beta", 0.0)):
+                for method, (f1, kf, auarc, ka) in BETA.items():
+                    rows.append({"dataset": dataset, "estimator": estimator, "calibrator": kind, "method": method,
+                                 "n_pairs": 2, "n_runs": 3, "lift_f1": f1 + shift, "k_f1": kf,
+                                 "lift_auarc": auarc + shift, "k_auarc": ka})
+    return pd.DataFrame(rows)
+
+
+def _calibration() -> pd.DataFrame:
+    """Test ECE: raw .2, beta .1, isotonic .1 on p1 and .32 on p2 (mean .21: worse); test AUARC:
+    raw .70, beta .71, isotonic .75. The validation rows are far off, so using them would show."""
+    ece = {"raw": {"p1": 0.2, "p2": 0.2}, "beta": {"p1": 0.1, "p2": 0.1}, "isotonic": {"p1": 0.1, "p2": 0.32}}
+    auarc = {"raw": 0.70, "beta": 0.71, "isotonic": 0.75}
+    rows = []
+    for pair in ("p1", "p2"):
+        for run in (0, 1):
+            for kind in ece:
+                for agent in ("a", "b"):
+                    for stream in (0, 1):
+                        base = {"run": run, "estimator": "seqprob", "calibrator": kind, "agent": agent,
+                                "stream": stream, "nll": 0.6, "brier": 0.2, "dataset": "tiny_boolq", "pair": pair}
+                        rows.append({**base, "split": "test", "n": 50, "ece": ece[kind][pair], "auarc": auarc[kind]})
+                        rows.append({**base, "split": "val", "n": 30, "ece": 0.9, "auarc": 0.1})
+    return pd.DataFrame(rows)
+
+
+# test F1 / AUARC (fractions) per calibrator and method; zero_shot:a is one agent, never a method
+METRICS = {
+    "beta": {"zero_shot:a": (0.90, 0.90), "zero_shot": (0.60, 0.65), "mad": (0.57, 0.64), "mad_d": (0.59, 0.66),
+             "wsv": (0.63, 0.70), "cga": (0.62, 0.74), "hid": (0.61, 0.72)},
+    "raw": {"zero_shot:a": (0.90, 0.90), "zero_shot": (0.60, 0.60), "mad": (0.57, 0.60), "mad_d": (0.59, 0.60),
+            "wsv": (0.61, 0.60), "cga": (0.63, 0.60), "hid": (0.61, 0.60)},
+}
+
+
+def _metrics() -> pd.DataFrame:
+    rows = []
+    for pair, wobble in (("p1", 0.01), ("p2", -0.01)):  # cancels in the mean over pairs
+        for run in range(3):
+            for kind, methods in METRICS.items():
+                for method, (f1, auarc) in methods.items():
+                    rows.append({"dataset": "tiny_boolq", "pair": pair, "run": run, "estimator": "seqprob",
+                                 "calibrator": kind, "method": method, "agent": "", "accuracy": f1,
+                                 "f1": f1 + wobble, "auarc": auarc + wobble, "ece": 0.1, "n": 50})
+    return pd.DataFrame(rows)
+
+
+def _outputs(**settings) -> RunOutputs:
+    outputs = RunOutputs("tiny_conf", {}, {}, {"tiny_boolq": "boolq", "tiny_mmlu": "mmlu_college"}, settings=settings)
+    outputs.__dict__["confidence_lift"] = _lift()
+    outputs.__dict__["calibration"] = _calibration()
+    outputs.__dict__["confidence_metrics"] = _metrics()
+    return outputs
+
+
+@pytest.fixture(scope="module")
+def result():
+    """One evaluation of the default fixture, shared: building the lift plot is the slow part."""
+    evaluation = confidence.evaluate(_outputs())
+    yield evaluation
+    plt.close("all")
+
+
+def _claims(result) -> pd.DataFrame:
+    return claims_frame(result.claims)
+
+
+def _claim(claims: pd.DataFrame, number: str, scope: str, statement_part: str = "") -> pd.Series:
+    rows = claims[(claims["claim"] == number) & (claims["scope"] == scope)
+                  & claims["statement"].str.contains(statement_part, regex=False)]
+    assert len(rows) == 1, (number, scope, statement_part, claims[["claim", "scope", "statement"]])
+    return rows.iloc[0]
+
+
+def test_table1_is_the_stage_layout_with_paper_keys_in_the_cells(result):
+    table = result.tables["table1"].set_index(["estimator", "method"])
+    assert list(table.columns) == ["tiny_boolq (boolq)", "tiny_mmlu (mmlu_college)"]
+    assert table.loc[("seqprob", "wsv"), "tiny_boolq (boolq)"] == "+1.25(2) / +4.50(2)"  # beta, not raw
+    assert list(table.loc["seqprob"].index) == ["mad", "mad_d", "wsv", "cga", "hid"]
+    cells = result.cells["table1"].set_index(["estimator", "method", "dataset", "metric"])
+    assert cells.loc[("verbal", "cga", "boolq", "auarc_lift"), "value"] == 5.0
+    assert cells.loc[("seqprob", "mad_d", "mmlu_college", "auarc_k"), "value"] == 1
+    assert cells.loc[("seqprob", "wsv", "boolq", "f1_lift"), "run_dataset"] == "tiny_boolq"
+    assert (cells["n"] == 6).all()  # 2 pairs × 3 runs
+
+
+def test_the_report_calibrator_falls_back_to_the_first_present():
+    assert confidence.report_calibrator(_outputs(), _lift()) == "beta"
+    assert confidence.report_calibrator(_outputs(calibrator="isotonic"), _lift()) == "raw"
+    raw = confidence.evaluate(_outputs(calibrator="raw"))
+    plt.close("all")
+    assert raw.tables["table1"].set_index(["estimator", "method"]).loc[
+        ("seqprob", "wsv"), "tiny_boolq (boolq)"] == "-8.75(2) / -5.50(2)"
+
+
+def test_calibration_table_uses_the_test_split_only(result):
+    table = result.tables["calibration"].set_index(["run_dataset", "estimator"])
+    row = table.loc[("tiny_boolq", "seqprob")]
+    assert row["dataset"] == "boolq"
+    assert [c for c in table.columns if c.startswith("ece_")] == ["ece_raw", "ece_beta", "ece_isotonic"]
+    assert row["ece_raw"] == pytest.approx(0.2) and row["ece_beta"] == pytest.approx(0.1)
+    assert row["ece_isotonic"] == pytest.approx(0.21) and row["auarc_isotonic"] == pytest.approx(0.75)
+    assert row["n"] == 200  # 50 test questions × 2 runs × 2 pairs
+
+
+def test_calibration_reports_get_dataset_and_pair_from_their_path(tmp_path):
+    frame = _calibration()
+    paths = []
+    for pair in ("p1", "p2"):
+        path = tmp_path / "calibration" / "tiny_boolq" / f"{pair}.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        frame[frame["pair"] == pair].drop(columns=["dataset", "pair"]).to_csv(path, index=False)
+        paths.append(path)
+    outputs = RunOutputs("t", {}, {}, {}, calibration_paths=paths)
+    read = confidence.calibration_frame(outputs)
+    assert set(read["dataset"]) == {"tiny_boolq"} and sorted(set(read["pair"])) == ["p1", "p2"]
+    cells = confidence.calibration_cells(read).set_index("calibrator")
+    assert cells.loc["beta", "ece"] == pytest.approx(0.1) and cells.loc["beta", "n"] == 200
+
+
+def test_claims_hold_or_fail_as_computed_by_hand(result):
+    claims = _claims(result)
+    # §10.1: beta lowers ECE by .1; isotonic's .1 and .32 average above raw's .2
+    beta = _claim(claims, "§10.1", "tiny_boolq, seqprob, beta")
+    assert beta["value"] == pytest.approx(-0.1) and beta["holds"] == "yes" and beta["n"] == 200
+    iso = _claim(claims, "§10.1", "tiny_boolq, seqprob, isotonic")
+    assert iso["value"] == pytest.approx(0.01) and iso["holds"] == "no"
+    # §10.2: AUARC +0.01 (beta) is within 0.02, +0.05 (isotonic) is not
+    assert _claim(claims, "§10.2", "tiny_boolq, seqprob, beta")["value"] == pytest.approx(0.01)
+    assert _claim(claims, "§10.2", "tiny_boolq, seqprob, beta")["holds"] == "yes"
+    assert _claim(claims, "§10.2", "tiny_boolq, seqprob, isotonic")["holds"] == "no"
+    # §10.3 on the BoolQ stand-in only (MMLU is not a stance / BoolQ task)
+    assert set(claims.loc[claims["claim"] == "§10.3", "scope"]) == {"tiny_boolq"}
+    mad = _claim(claims, "§10.3", "tiny_boolq", "MAD F1")
+    assert mad["value"] == pytest.approx(-3.0) and mad["holds"] == "yes" and mad["n"] == 6
+    assert _claim(claims, "§10.3", "tiny_boolq", "MAD-D")["value"] == pytest.approx(2.0)
+    # §10.4: CGA +5 over zs* and +6 over MAD; HID −0.5 below zs*
+    assert _claim(claims, "§10.4", "tiny_boolq, verbal, cga", "≥ MAD")["value"] == pytest.approx(6.0)
+    hid = _claim(claims, "§10.4", "tiny_boolq, seqprob, hid", "≥ zs*")
+    assert hid["value"] == pytest.approx(-0.5) and hid["holds"] == "no"
+    # §10.5: beta vs raw F1 of the protocols, in points, from the test metrics
+    assert _claim(claims, "§10.5", "tiny_boolq, seqprob, beta, wsv")["value"] == pytest.approx(2.0)
+    cga = _claim(claims, "§10.5", "tiny_boolq, seqprob, beta, cga")
+    assert cga["value"] == pytest.approx(-1.0) and cga["holds"] == "no" and cga["n"] == 300
+    best_f1 = _claim(claims, "§10.5", "tiny_boolq, seqprob, beta", "WSV")
+    assert best_f1["value"] == pytest.approx(1.0) and best_f1["holds"] == "yes"  # zero_shot:a's .90 is no method
+    assert best_f1["detail"] == "best other: cga"
+    assert _claim(claims, "§10.5", "tiny_boolq, seqprob, beta", "AUARC")["value"] == pytest.approx(4.0)
+    seq = claims[claims["claim"] == "§10.7"].iloc[0]
+    assert seq["holds"] == "n/a" and "streams.parquet" in seq["detail"]
+
+
+def test_claims_say_why_without_the_inputs():
+    outputs = RunOutputs("empty", {}, {}, {})
+    for name in ("confidence_lift", "calibration", "confidence_metrics"):
+        outputs.__dict__[name] = pd.DataFrame()
+    empty = confidence.evaluate(outputs)
+    claims = _claims(empty)
+    assert (claims["holds"] == "n/a").all() and claims["detail"].str.len().gt(0).all()
+    assert {"§10.1", "§10.2", "§10.3", "§10.4", "§10.5", "§10.7"} <= set(claims["claim"])
+    assert empty.tables["table1"].empty and not empty.figures
+
+
+def test_lift_plot_has_plain_tick_labels_and_says_what_it_shows(result):
+    fig = result.figures["lift"]
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert "tiny_boolq (boolq) / seqprob" in labels and not any(label.startswith("(") for label in labels)
+    assert ax.get_legend() is None and fig.legends  # one legend, beside the panels
+    assert "points" in ax.get_ylabel()
+    title = fig._suptitle.get_text()
+    assert "tiny_conf" in title and "beta" in title and "n = 2 pairs × 3 runs" in title
+
+
+def test_evaluate_paper_writes_the_tables_and_the_comparison(tmp_path):
+    evaluate_paper("confidence", _outputs(), tmp_path / "out")
+    out = tmp_path / "out"
+    for name in ("table1.csv", "table1_vs_paper.csv", "calibration.csv", "claims.csv", "lift.png"):
+        assert (out / name).exists(), name
+    vs = pd.read_csv(out / "table1_vs_paper.csv")
+    assert len(vs) == 200  # 2 estimators × 5 methods × 5 datasets × 4 metrics
+    row = vs[(vs["estimator"] == "seqprob") & (vs["method"] == "wsv") & (vs["dataset"] == "boolq")
+             & (vs["metric"] == "f1_lift")].iloc[0]
+    assert row["paper_value"] == pytest.approx(0.77) and row["run_value"] == pytest.approx(1.25)
+    assert row["difference"] == pytest.approx(0.48) and row["run_dataset"] == "tiny_boolq" and row["n"] == 6
+    selfrep = vs[(vs["estimator"] == "verbal") & (vs["method"] == "cga") & (vs["dataset"] == "vast")
+                 & (vs["metric"] == "auarc_lift")].iloc[0]
+    assert selfrep["paper_value"] == pytest.approx(9.58) and pd.isna(selfrep["run_value"])  # no VAST in the run
+    claims = pd.read_csv(out / "claims.csv", keep_default_na=False)  # "n/a" is a value here
+    assert set(claims["holds"]) == {"yes", "no", "n/a"}

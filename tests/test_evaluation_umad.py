@@ -1,0 +1,267 @@
+"""UMAD evaluation (spec 001 §8, §10) on hand-made stage outputs whose cells are worked out by hand:
+two questions, two threads, one debate round, a heterogeneous and a homogeneous untrained pair,
+a UMAD- and an IPPO-trained pair, and a three-agent debate that is not the paper's."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from debatelab.evaluation import stage
+from debatelab.evaluation.claims import claims_frame
+from debatelab.evaluation.paper_numbers import load_paper_numbers
+from debatelab.evaluation.papers import umad
+from debatelab.evaluation.run import ProtocolInfo, RunInfo, RunOutputs
+
+GOLD = {"q1": "4", "q2": "7"}
+RIGHT, WRONG = ("4", "7"), ("0", "0")
+
+
+def protocol(name, participants, trained_runs=(), rounds=1):
+    return ProtocolInfo(name=name, kind="all_to_all", rounds=rounds, threads=2, template="umad",
+                        participants=tuple(participants), models=("m",) * len(participants), adversarial=0,
+                        trained_runs=tuple(trained_runs), datasets=("ds1",))
+
+
+def debate(name, agents, answers):
+    """answers[seat][round][thread] = (answer to q1, answer to q2); a tuple for one question is
+    several calls of that round, of which the last counts."""
+    rows = []
+    for seat, by_round in enumerate(answers):
+        for rnd, by_thread in enumerate(by_round):
+            for thread, per_question in enumerate(by_thread):
+                for q, given in zip(GOLD, per_question):
+                    for call, answer in enumerate(given if isinstance(given, tuple) else (given,)):
+                        rows.append({"question_id": q, "dataset": "ds1", "protocol": name, "thread": thread,
+                                     "round": rnd, "agent": f"{agents[seat]}#{seat}", "agent_index": seat,
+                                     "agent_config": agents[seat], "call": call, "answer": answer,
+                                     "correct": answer == GOLD[q], "parse_failed": answer is None,
+                                     "completion_tokens": 10, "finish_reason": "stop"})
+    return rows
+
+
+def every_round(threads_answers, rounds=2):
+    return [threads_answers] * rounds
+
+
+def uq_rounds(name, per_round):
+    """per_round[round][question] = (Sys-EU, Sys-AU); TU is their sum."""
+    return [{"question_id": q, "dataset": "ds1", "protocol": name, "round": rnd, "k_threads": 2, "n_agents": 2,
+             "total": eu + au, "epistemic": eu, "aleatoric": au}
+            for rnd, by_q in enumerate(per_round) for q, (eu, au) in by_q.items()]
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory) -> RunOutputs:
+    tmp_path = tmp_path_factory.mktemp("umad_outputs")
+    turns = (
+        # weak agent of the hetero pair: 0 % / 50 % right in threads 0 / 1 at round 0, 50 % / 50 % at round 1;
+        # q2 of thread 0 answers twice in round 1, right then wrong: the wrong one counts
+        debate("pair", ["weak", "strong"], [
+            [[("5", "8"), ("4", None)], [("4", ("7", "9")), ("4", None)]],
+            every_round([RIGHT, RIGHT]),
+        ])
+        + debate("pair_homo", ["weak", "weak"], [every_round([("4", "1"), ("4", "2")])] * 2)
+        + debate("umad_pair", ["weak_umad", "strong_umad"], [every_round([RIGHT, RIGHT]), every_round([WRONG, WRONG])])
+        + debate("ippo_pair", ["weak_ippo", "strong_ippo"], [every_round([WRONG, WRONG]), every_round([RIGHT, RIGHT])])
+        + debate("mad3", ["weak", "strong", "weak"], [[[RIGHT, RIGHT]]] * 3)
+    )
+    rounds = (
+        uq_rounds("pair", [{"q1": (0.6, 0.2), "q2": (0.6, 0.2)}, {"q1": (0.3, 0.1), "q2": (0.3, 0.4)}])
+        + uq_rounds("pair_homo", [{"q1": (0.2, 0.3), "q2": (0.2, 0.3)}, {"q1": (0.1, 0.3), "q2": (0.1, 0.3)}])
+    )
+    paths = {"turns": tmp_path / "turns.parquet", "rounds": tmp_path / "rounds.parquet"}
+    pd.DataFrame(turns).to_parquet(paths["turns"])
+    pd.DataFrame(rounds).to_parquet(paths["rounds"])
+    training = {"umad_run": pd.DataFrame({"step": [0, 1, 2], "reward_mean": [0.5, 0.7, 0.9],
+                                          "weight_mean": [1.0, 1.1, 0.95]}),
+                "ippo_run": pd.DataFrame({"step": [0, 1], "reward_mean": [1.0, 0.5], "weight_mean": [1.0, 1.0]})}
+    training_paths = {}
+    for run, frame in training.items():
+        training_paths[run] = tmp_path / f"{run}.parquet"
+        frame.to_parquet(training_paths[run])
+    protocols = [
+        protocol("pair", ["weak", "strong"]),
+        protocol("pair_homo", ["weak", "weak"]),
+        protocol("pair_unmasked", ["weak", "strong"]),  # no outputs: only its row name is checked
+        protocol("umad_pair", ["weak_umad", "strong_umad"], ["umad_run"]),
+        protocol("ippo_pair", ["weak_ippo", "strong_ippo"], ["ippo_run"]),
+        protocol("mad3", ["weak", "strong", "weak"], rounds=0),
+    ]
+    runs = {"umad_run": RunInfo("umad_run", "umad", {"umad": {"eta": 0.25, "alpha_au": 0.25}}),
+            "ippo_run": RunInfo("ippo_run", "umad", {"umad": {"eta": 0.0, "alpha_au": 0.0}})}
+    return RunOutputs(experiment="umad_fixture", protocols={p.name: p for p in protocols}, runs=runs,
+                      paper_datasets={"ds1": "gsm8k"}, turn_paths=[paths["turns"]], round_paths=[paths["rounds"]],
+                      training_paths=training_paths)
+
+
+@pytest.fixture(scope="module")
+def result(outputs):
+    """One evaluation shared by the tests that only read it (its figures closed afterwards)."""
+    built = umad.evaluate(outputs)
+    yield built
+    _close_figures(built)
+
+
+def _close_figures(built) -> None:
+    import matplotlib.pyplot as plt
+
+    for fig in built.figures.values():
+        plt.close(fig)
+
+
+def _row(table, **keys):
+    hit = table
+    for k, v in keys.items():
+        hit = hit[hit[k] == v]
+    assert len(hit) == 1, f"{keys}: {len(hit)} rows"
+    return hit.iloc[0]
+
+
+def test_row_names_follow_the_config(outputs):
+    labels = umad.row_labels(outputs)
+    assert labels == {"pair": ("hetero", "Zero-Shot"), "pair_homo": ("homo", "Zero-Shot"),
+                      "pair_unmasked": ("hetero", "Zero-Shot [pair_unmasked]"), "umad_pair": ("hetero", "UMAD"),
+                      "ippo_pair": ("hetero", "IPPO")}
+
+
+def test_table1_accuracy_per_seat_and_turn(result):
+    table = result.tables["table1"]
+    hetero_t1 = _row(table, setting="hetero", method="Zero-Shot", turn=1)
+    # weak agent: thread 0 gets 0 %, thread 1 50 %: mean 25, sample std 35.36
+    assert hetero_t1["gsm8k A0"] == "25.0 ± 35.4"
+    assert hetero_t1["gsm8k A1"] == "100.0 ± 0.0"
+    # turn 2 = round 1; the last call of q2 (wrong) counts, not the first (right)
+    hetero_t2 = _row(table, setting="hetero", method="Zero-Shot", turn=2)
+    assert hetero_t2["gsm8k A0"] == "50.0 ± 0.0"
+    assert hetero_t2["Avg A0"] == "50.0 ± 0.0"  # one dataset: Avg is that dataset
+    assert _row(table, setting="homo", method="Zero-Shot", turn=1)["gsm8k A1"] == "50.0 ± 0.0"
+    # one debate round: turns 1 and 2 only; the three-agent debate and the empty protocol have no row
+    assert set(table["turn"]) == {1, 2}
+    assert set(table["protocol"]) == {"pair", "pair_homo", "umad_pair", "ippo_pair"}
+    assert list(table.columns[:7]) == ["setting", "method", "turn", "gsm8k A0", "gsm8k A1", "Avg A0", "Avg A1"]
+    # the paper's order: homo before hetero, then turn, then Zero-Shot, IPPO, UMAD
+    hetero = table[table["setting"] == "hetero"]
+    assert list(hetero["method"])[:3] == ["Zero-Shot", "IPPO", "UMAD"]
+    assert table["setting"].iloc[0] == "homo"
+
+    cells = result.cells["table1"]
+    a0 = _row(cells, setting="hetero", method="Zero-Shot", dataset="gsm8k", turn=1, metric="A0")
+    assert a0["value"] == pytest.approx(25.0)
+    assert a0["n"] == 4  # 2 questions x 2 threads
+    assert a0["run_dataset"] == "ds1"
+    assert _row(cells, setting="hetero", method="UMAD", dataset="avg", turn=2, metric="A1")["value"] == 0.0
+
+    ablations = result.tables["table3"]
+    assert set(ablations["method"]) == {"UMAD", "IPPO"}
+    assert _row(ablations, method="UMAD", turn=2)["Avg A0"] == "100.0 ± 0.0"
+
+
+def test_flip_transitions(result):
+    flips = result.tables["flips"]
+    weak = _row(flips, protocol="pair", seat="A0", from_round=0)
+    # (q1,t0) W→C, (q2,t0) W→W, (q1,t1) C→C, (q2,t1) W→W
+    assert (weak["C2C"], weak["C2W"], weak["W2C"], weak["W2W"]) == (25.0, 0.0, 25.0, 50.0)
+    assert weak["flip_ratio"] == 25.0
+    assert weak["answer_changed"] == 50.0  # "5"→"4" and "8"→"9"; "4"→"4" and none→none stay
+    assert weak["n"] == 4 and weak["agent"] == "weak"
+    strong = _row(flips, protocol="pair", seat="A1", from_round=0)
+    assert strong["C2C"] == 100.0 and strong["flip_ratio"] == 0.0
+
+
+def test_sys_uncertainty_per_round(result):
+    sys_u = result.tables["sys_uncertainty"]
+    last = _row(sys_u, protocol="pair", round=1)
+    assert last["Sys-EU"] == pytest.approx(0.3)
+    assert last["Sys-AU"] == pytest.approx(0.25)
+    assert last["TU"] == pytest.approx(0.55)
+    assert last["turn"] == 2 and last["n"] == 2 and last["dataset"] == "gsm8k"
+
+
+def test_claims(result):
+    claims = claims_frame(result.claims)
+
+    def claim(number, statement_part, scope_part="", scope=None):
+        hit = claims[(claims["claim"] == number) & claims["statement"].str.contains(statement_part, regex=False)
+                     & claims["scope"].str.contains(scope_part, regex=False)]
+        if scope is not None:
+            hit = hit[hit["scope"] == scope]
+        assert len(hit) == 1, (number, statement_part, scope_part, hit)
+        return hit.iloc[0]
+
+    identity = claim("§10.1", "TU = Sys-EU + Sys-AU")
+    assert identity["holds"] == "yes" and identity["value"] <= 1e-9 and identity["n"] == 8
+    assert claim("§10.1", "log N")["holds"] == "yes"
+    falls = claim("§10.2", "Sys-EU falls", "pair (hetero")
+    assert falls["holds"] == "yes" and falls["value"] == pytest.approx(-0.3)
+    assert claim("§10.2", "Sys-EU falls", "umad_pair")["holds"] == "n/a"
+    initial = claim("§10.3", "initial Sys-EU")
+    assert initial["holds"] == "yes" and initial["value"] == pytest.approx(0.4)
+    gain = claim("§10.4", "raises the weaker agent")
+    assert gain["holds"] == "yes" and gain["value"] == pytest.approx(25.0) and "A0 (weak)" in gain["statistic"]
+    versus = claim("§10.4", "by more in the hetero pair")
+    assert versus["holds"] == "yes" and versus["value"] == pytest.approx(25.0)  # the homo pair gains 0
+    flips = claim("§10.5", "weaker agent flips more", scope="pair")
+    assert flips["holds"] == "yes" and flips["value"] == pytest.approx(25.0)
+    assert claim("§10.5", "lies between", scope="pair")["holds"] == "n/a"  # no homo pair of the strong agent
+    assert claim("§10.5", "weaker agent flips more", scope="pair_unmasked")["holds"] == "n/a"  # no outputs
+    # per question (Δacc points, ΔSys-AU): hetero q1 (25, -0.1), q2 (0, 0.2); homo q1, q2 (0, 0)
+    au = claim("§10.6", "Δaccuracy")
+    expected = np.corrcoef([25, 0, 0, 0], [-0.1, 0.2, 0, 0])[0, 1]
+    assert au["holds"] == "yes" and au["value"] == pytest.approx(expected) and au["n"] == 4
+    assert claim("§10.7", "token entropy")["holds"] == "n/a"
+    rises = claim("§10.9", "team reward rises", "umad_run")
+    assert rises["holds"] == "yes" and rises["value"] == pytest.approx(0.2)
+    assert claim("§10.9", "team reward rises", "ippo_run")["holds"] == "no"
+    weight = claim("§10.9", "confidence weight", "umad_run")
+    assert weight["holds"] == "yes" and weight["value"] == pytest.approx(math.log(1.1))
+    assert claim("§10 (GPU)", "UMAD > IPPO")["value"] == pytest.approx(100.0)
+
+
+def test_claims_without_threads_or_training_are_untestable(outputs):
+    single = RunOutputs(experiment="one_thread", protocols=outputs.protocols, runs=outputs.runs, paper_datasets={},
+                        turn_paths=outputs.turn_paths)
+    single.__dict__["uncertainty_rounds"] = outputs.uncertainty_rounds.assign(k_threads=1)
+    built = umad.evaluate(single)
+    _close_figures(built)
+    claims = claims_frame(built.claims)
+    au = claims[claims["claim"] == "§10.6"].iloc[0]
+    assert au["holds"] == "n/a" and "K > 1" in au["detail"]
+    training = claims[claims["claim"] == "§10.9"]
+    assert list(training["scope"]) == ["umad_run", "ippo_run"] and set(training["holds"]) == {"n/a"}
+
+
+def test_paper_numbers_cover_the_built_tables():
+    published = load_paper_numbers("umad")
+    assert set(published) == {"table1", "table3"}
+    t1 = published["table1"]
+    assert len(t1) == 18 * 6 * 2  # 18 rows, 5 datasets + Average, A0 and A1
+    hetero_umad = t1[(t1["setting"] == "hetero") & (t1["method"] == "UMAD") & (t1["turn"] == 5)]
+    assert hetero_umad.set_index(["dataset", "metric"]).loc[("avg", "A0"), "value"] == 66.5
+    # the paper's Average is the unweighted mean of its five benchmarks
+    per_dataset = t1[t1["dataset"] != "avg"].groupby(["setting", "method", "turn", "metric"])["value"].mean()
+    avg = t1[t1["dataset"] == "avg"].set_index(["setting", "method", "turn", "metric"])["value"]
+    assert (per_dataset - avg).abs().max() < 0.11
+    t3 = published["table3"]
+    assert _row(t3, method="Single-GRPO Pair", dataset="math500", turn=5, metric="A1")["value"] == 89.5
+
+
+def test_evaluate_paper_writes_tables_comparison_and_claims(outputs, tmp_path):
+    out = tmp_path / "out"
+    stage.evaluate_paper("umad", outputs, out)
+    for name in ("table1.csv", "table3.csv", "sys_uncertainty.csv", "flips.csv", "table1_vs_paper.csv",
+                 "table3_vs_paper.csv", "claims.csv", "sys_uncertainty.png", "flips.png"):
+        assert (out / name).exists(), name
+    vs = pd.read_csv(out / "table1_vs_paper.csv")
+    cell = _row(vs, setting="homo", method="Zero-Shot", dataset="gsm8k", turn=1, metric="A0")
+    assert cell["paper_value"] == 83.3
+    assert cell["run_value"] == 50.0
+    assert cell["difference"] == pytest.approx(-33.3)
+    assert cell["run_dataset"] == "ds1"
+    assert pd.isna(_row(vs, setting="homo", method="Zero-Shot", dataset="gsm8k", turn=5, metric="A0")["run_value"])
+    umad_t2 = _row(pd.read_csv(out / "table3_vs_paper.csv"), method="UMAD", dataset="avg", turn=2, metric="A0")
+    assert umad_t2["run_value"] == 100.0 and umad_t2["paper_value"] == 57.2
+    claims = pd.read_csv(out / "claims.csv")
+    assert {"§10.1", "§10.2", "§10.3", "§10.4", "§10.5", "§10.6", "§10.7", "§10.8", "§10.9"} <= set(claims["claim"])
