@@ -53,9 +53,13 @@ def test_default_dag_outputs(finished_run):
 def test_every_protocol_runs_from_the_same_zero_shot_answers(finished_run):
     results = finished_run / "results/tiny"
     protocols = ("sc", "mad", "mad_d", "ring", "hub", "groups", "s2", "sid", "svr", "mad_pair")
+    asdiv_only = ("ring", "hub", "groups", "sid")
     for dataset in ("asdiv", "commonsense_qa"):
         zero_shot = {a: pd.read_parquet(results / f"zero_shot/{dataset}/{a}.parquet") for a in ("alice", "bob")}
         for protocol in protocols:
+            if dataset != "asdiv" and protocol in asdiv_only:
+                assert not (results / f"debate/{dataset}/{protocol}").exists()
+                continue
             folder = results / f"debate/{dataset}/{protocol}"
             questions = pd.read_parquet(folder / "questions.parquet")
             turns = pd.read_parquet(folder / "turns.parquet")
@@ -75,7 +79,7 @@ def test_every_protocol_runs_from_the_same_zero_shot_answers(finished_run):
     mad = pd.read_parquet(results / "debate/asdiv/mad/questions.parquet")
     assert (mad["ncomm"] == 2 * 3 * 2).all()  # 3 agents, 2 rounds, all-to-all
     summary = pd.read_csv(results / "summary/debate.csv")
-    assert len(summary) == 2 * len(protocols) + 1 and set(summary["protocol"]) == {*protocols, "trained"}
+    assert len(summary) == 2 * len(protocols) - len(asdiv_only) + 1 and set(summary["protocol"]) == {*protocols, "trained"}
     assert (results / "summary/debate_cost_accuracy.png").stat().st_size > 1000
 
 
@@ -169,7 +173,7 @@ def _planned_jobs(output: str) -> dict[str, int]:
 def test_forcerun_zero_shot_reruns_it_and_only_what_depends_on_it(finished_run):
     dry = snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "-n", "--forcerun", "zero_shot")
     assert _planned_jobs(dry.stdout + dry.stderr) == {
-        "all": 1, "summarize_zero_shot": 1, "zero_shot": 8, "debate": 21, "uncertainty": 21, "summarize_debate": 1,
+        "all": 1, "summarize_zero_shot": 1, "zero_shot": 8, "debate": 17, "uncertainty": 17, "summarize_debate": 1,
         "streams": 2, "fit_calibrators": 2, "search_protocol": 6, "apply_protocol": 2, "summarize_confidence": 1,
         "evaluate": 5,
     }
