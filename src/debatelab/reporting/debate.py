@@ -96,18 +96,30 @@ def debate_table_paper_layout(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot_debate_cost_accuracy(summary: pd.DataFrame):
-    """Accuracy against mean tokens per question, one panel per dataset, one labelled point per protocol."""
+    """Accuracy (%) against mean tokens per question, one panel per dataset, one marker per protocol
+    named in a shared legend (labels on the points overlapped)."""
     datasets = list(summary["dataset"].unique())
+    protocols = list(dict.fromkeys(summary["protocol"]))
+    markers = "osD^vP*Xh<>p"
     fig, axes = subplots(1, len(datasets), figsize=(5 * len(datasets), 3.8), squeeze=False, sharey=True)
     for ax, dataset in zip(axes[0], datasets):
         sub = summary[summary["dataset"] == dataset]
-        ax.scatter(sub["mean_total_tokens"], sub["accuracy"])
-        for protocol, tokens, accuracy in zip(sub["protocol"], sub["mean_total_tokens"], sub["accuracy"]):
-            ax.annotate(protocol, (tokens, accuracy), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        for i, protocol in enumerate(protocols):
+            row = sub[sub["protocol"] == protocol]
+            if len(row):
+                ax.scatter(row["mean_total_tokens"], 100 * row["accuracy"], marker=markers[i % len(markers)],
+                           color=f"C{i % 10}", s=40, label=protocol)
         ax.set_xlabel("mean tokens per question")
-        ax.set_ylim(0, 1.05)
-        ax.set_title(f"{dataset} (n={int(sub['questions'].max())})")
-    axes[0][0].set_ylabel("accuracy")
+        ax.set_ylim(-3, 103)
+        ax.set_title(f"{dataset} (n={int(sub['questions'].max())} questions)", fontsize=9)
+    axes[0][0].set_ylabel("accuracy (%)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    for ax in axes[0][1:]:  # a protocol missing from the first dataset still gets its legend entry
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if label not in labels:
+                handles.append(handle)
+                labels.append(label)
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
     fig.tight_layout()
     return fig
 
