@@ -10,14 +10,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from debatelab.compare import compare_trees
-from workflow_helpers import REPO_ROOT, SNAKEMAKE, snakemake
+from workflow_helpers import REPO_ROOT, SNAKEMAKE, snakemake, snakemake_env
 
 CONFIG = str(REPO_ROOT / "tests/configs/resume.yaml")
 LOCAL = str(REPO_ROOT / "profiles/local")
@@ -63,8 +62,7 @@ def uninterrupted(tmp_path_factory):
 
 def _kill_after_flushes(workdir: Path, rule: str, flushes: int, timeout: float = 900) -> dict:
     """Start the DAG, SIGKILL its process group once a running `rule` job has flushed `flushes` units."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    env = snakemake_env()
     cmd = [SNAKEMAKE, "--snakefile", str(REPO_ROOT / "Snakefile"), "--directory", str(workdir),
            "--configfile", CONFIG, "--profile", LOCAL]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)

@@ -77,8 +77,10 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
     config["agents"].pop("dave")
     config["debate"]["protocols"]["trained"]["participants"] = ["carol", "bob"]
     config["protocol_search"]["protocols"] = ["cga"]
+    config["evaluation"] = {"papers": ["svr_mad"]}  # one evaluate job stands for the stage
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    snakemake(workdir, "--configfile", str(tmp_path / "config.yaml"), "--profile", str(test_profile), timeout=1500)
+    snakemake(workdir, "--configfile", str(tmp_path / "config.yaml"), "--profile", str(test_profile), timeout=1500,
+              slurm=True)
     jobs = [j for j in _squeue_jobs() if j["id"] not in before]
     by_rule: dict[str, list[dict]] = {}
     for job in jobs:
@@ -90,6 +92,7 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
         "download_dataset": 1, "prepare_model": 1, "train": 1, "zero_shot": 3, "summarize_zero_shot": 1,
         "debate": 3, "uncertainty": 3, "summarize_debate": 1,
         "streams": 1, "fit_calibrators": 1, "search_protocol": 1, "apply_protocol": 1, "summarize_confidence": 1,
+        "evaluate": 1,
     }
     assert all(j["state"] == "COMPLETED" for j in jobs), jobs
     for job in by_rule["zero_shot"]:
@@ -98,7 +101,8 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
     for job in by_rule["debate"] + by_rule["train"]:
         assert job["partition"] == "gpu_h800"
         assert job["tres"] == "gres:gpu:h800:1", job
-    cpu_rules = ("download_dataset", "summarize_zero_shot", "uncertainty", "fit_calibrators", "search_protocol", "apply_protocol")
+    cpu_rules = ("download_dataset", "summarize_zero_shot", "uncertainty", "fit_calibrators", "search_protocol", "apply_protocol",
+                 "evaluate")
     for job in [j for rule in cpu_rules for j in by_rule[rule]]:
         assert job["partition"] == "cpu" and "gpu" not in job["tres"]
     # Each job's own log says where it ran: inside a SLURM allocation, GPU rules with a device.

@@ -10,11 +10,23 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True, timeout: int = 1200, env: dict | None = None):
-    cmd = [SNAKEMAKE, "--snakefile", str(REPO_ROOT / "Snakefile"), "--directory", str(workdir), *args]
-    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
+def snakemake_env(slurm: bool = False) -> dict:
+    """The environment of a snakemake run from the tests. Every snakemake start imports the SLURM
+    executor plugin, which runs `scontrol show config` for a line of help text; where SLURM is
+    installed but no controller runs (here, outside the SLURM test) that waits 9 s. Unless the run
+    talks to SLURM, an empty SLURM config makes scontrol fail at once."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    if not slurm:
+        env["SLURM_CONF"] = "/dev/null"
     # Jobs run the workflow's scripts with this interpreter: put the venv first on PATH.
-    full_env["PATH"] = f"{Path(sys.executable).parent}:{full_env.get('PATH', '')}"
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    return env
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True, timeout: int = 1200, env: dict | None = None,
+              slurm: bool = False):
+    cmd = [SNAKEMAKE, "--snakefile", str(REPO_ROOT / "Snakefile"), "--directory", str(workdir), *args]
+    full_env = {**snakemake_env(slurm), **(env or {})}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-12000:]}")
