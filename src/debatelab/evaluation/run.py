@@ -98,6 +98,22 @@ def _concat(paths: Sequence[str | Path], columns: Sequence[str]) -> pd.DataFrame
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(columns))
 
 
+def _read_csvs(paths: Sequence[str | Path], tag_dataset_and_pair: bool = False) -> pd.DataFrame:
+    """The CSVs concatenated (empty without any); an unreadable one fails naming the file."""
+    from ..io import DataFileError
+
+    frames = []
+    for path in paths:
+        try:
+            frame = pd.read_csv(path)
+        except (OSError, pd.errors.ParserError) as err:
+            raise DataFileError(f"{path}: {err}") from err
+        if tag_dataset_and_pair and not {"dataset", "pair"} <= set(frame.columns):
+            frame = frame.assign(dataset=Path(path).parent.name, pair=Path(path).stem)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
 @dataclass
 class RunOutputs:
     """One experiment's outputs, loaded on first use. Paths are the rule's inputs."""
@@ -153,24 +169,16 @@ class RunOutputs:
 
     @cached_property
     def confidence_lift(self) -> pd.DataFrame:
-        if self.confidence_lift_path is None:
-            return pd.DataFrame()
-        from ..io import DataFileError
-
-        try:
-            return pd.read_csv(self.confidence_lift_path)
-        except (OSError, pd.errors.ParserError) as err:
-            raise DataFileError(f"{self.confidence_lift_path}: {err}") from err
+        return _read_csvs([self.confidence_lift_path] if self.confidence_lift_path is not None else [])
 
     @cached_property
     def calibration(self) -> pd.DataFrame:
-        frames = [pd.read_csv(p) for p in self.calibration_paths]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        """calibration/{dataset}/{pair}.csv; the stage's CSV names neither, so both come from the path."""
+        return _read_csvs(self.calibration_paths, tag_dataset_and_pair=True)
 
     @cached_property
     def confidence_metrics(self) -> pd.DataFrame:
-        frames = [pd.read_csv(p) for p in self.confidence_metric_paths]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        return _read_csvs(self.confidence_metric_paths)
 
     def paper_dataset(self, dataset: str) -> str:
         return self.paper_datasets.get(dataset, dataset)

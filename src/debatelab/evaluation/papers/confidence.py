@@ -11,8 +11,6 @@ of the calibration table in [0, 1].
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from ...reporting.confidence import paper_layout, plot_lift
@@ -77,15 +75,11 @@ def table1_cells(lift: pd.DataFrame, calibrator: str | None, outputs: RunOutputs
 
 
 def calibration_frame(outputs: RunOutputs) -> pd.DataFrame:
-    """The calibration reports with `dataset` and `pair`: the stage's CSV has neither, so they come
-    from the path calibration/{dataset}/{pair}.csv."""
+    """The calibration reports with `dataset` and `pair` (`RunOutputs.calibration` takes them from
+    each file's path; a frame given without them counts as one dataset and pair, "all")."""
     frame = outputs.calibration
     if frame.empty or {"dataset", "pair"} <= set(frame.columns):
         return frame
-    if outputs.calibration_paths:
-        frames = [pd.read_csv(p).assign(dataset=Path(p).parent.name, pair=Path(p).stem)
-                  for p in outputs.calibration_paths]
-        return pd.concat(frames, ignore_index=True)
     return frame.assign(**{c: frame.get(c, "all") for c in ("dataset", "pair")})
 
 
