@@ -265,3 +265,25 @@ def test_evaluate_paper_writes_tables_comparison_and_claims(outputs, tmp_path):
     assert umad_t2["run_value"] == 100.0 and umad_t2["paper_value"] == 57.2
     claims = pd.read_csv(out / "claims.csv")
     assert {"§10.1", "§10.2", "§10.3", "§10.4", "§10.5", "§10.6", "§10.7", "§10.8", "§10.9"} <= set(claims["claim"])
+
+
+@pytest.mark.parametrize("config", ["umad", "umad_cpu"])
+def test_the_umad_configs_label_every_debate_with_the_papers_setting_and_method(config):
+    """Rows of Table 1 / Table 3 from the shipped training configs: a trained pair keeps the setting of
+    the agents it was trained from (two copies of one agent, each its own adapter, is the homogeneous
+    pair), and each run is named by its η / α_au (or as two single-agent GRPO runs)."""
+    from debatelab.config import load_experiment
+
+    from conftest import REPO_ROOT
+
+    exp = load_experiment(REPO_ROOT / f"config/experiments/{config}.yaml")
+    labels = umad.row_labels(RunOutputs.from_experiment(exp))
+    expected = {
+        "umad": ("hetero", "Zero-Shot"), "umad_homo": ("homo", "Zero-Shot"),
+        "trained_umad": ("hetero", "UMAD"), "trained_ippo": ("hetero", "IPPO"),
+        "trained_intrinsic_only": ("hetero", "Intrinsic-only"), "trained_nll_only": ("hetero", "NLL-only"),
+        "trained_umad_homo": ("homo", "UMAD"), "trained_ippo_homo": ("homo", "IPPO"),
+        "single_grpo_pair": ("hetero", "Single-GRPO Pair"),
+    }
+    assert {p: labels[p] for p in expected if p in exp.protocols} == {p: v for p, v in expected.items() if p in exp.protocols}
+    assert {"umad", "umad_homo", "trained_umad", "trained_ippo"} <= set(exp.protocols)

@@ -20,11 +20,13 @@ from workflow_helpers import REPO_ROOT, snakemake
 EXPERIMENTS = REPO_ROOT / "config/experiments"
 SLURM = str(REPO_ROOT / "profiles/slurm")
 CONFIGS = sorted(EXPERIMENTS.glob("*.yaml"))
-PAPERS = ["udpo", "svr_mad", "umad_eval", "sdrl_eval", "sdrl", "confidence"]
+PAPERS = ["udpo", "svr_mad", "umad_eval", "umad", "sdrl_eval", "sdrl", "confidence"]
 
 #: Protocols a CPU twin leaves out on purpose (named in its header comment).
 CUT_ON_CPU = {
     "udpo": {"mad_n10", "mad_n5_t3", "mad_n5_t10"},  # N = 10 and T > 2
+    # one more training run of the same code each: the one-term ablations, homo pair, Single-GRPO
+    "umad": {"trained_intrinsic_only", "trained_nll_only", "trained_umad_homo", "trained_ippo_homo", "single_grpo_pair"},
 }
 
 #: Protocols only a CPU twin has: the debate of the agents it trains with UDPO. The paper's

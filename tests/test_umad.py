@@ -128,3 +128,21 @@ def test_umad_steps_update_turn_by_turn_and_resume_to_the_same_weights(char_mode
 def test_ippo_has_no_intrinsic_reward_and_unit_weights(char_model_dir):
     _, metrics = _umad(char_model_dir, None, steps=1, eta=0.0, alpha_au=0.0)
     assert (metrics["eu_mean"] == 0).all() and (metrics["weight_mean"] == 1).all()
+
+
+@pytest.mark.slow
+def test_the_epistemic_reward_changes_the_update_relative_to_ippo_on_the_same_rollouts(char_model_dir):
+    """One step with η = 0.25 and one with η = 0 (α_au the same): the same debates (same seeds, same
+    starting adapters), the same aleatoric weights, but an EU reward in the first turn's advantages,
+    so the agents' adapters end up elsewhere."""
+    import torch
+
+    with_eu, metrics = _umad(char_model_dir, None, steps=1)
+    ippo, ippo_metrics = _umad(char_model_dir, None, steps=1, eta=0.0)
+    same = ["accuracy", "accuracy_first", "weight_mean", "response_length", "sequences"]
+    pd.testing.assert_frame_equal(metrics[same], ippo_metrics[same])
+    assert (metrics["eu_mean"] != 0).all() and (ippo_metrics["eu_mean"] == 0).all()
+    a, b = with_eu.policy.trainable_state(), ippo.policy.trainable_state()
+    for agent in ("solver", "critic"):
+        moved = [not torch.allclose(a[k], b[k]) for k in a if k.startswith(f"{agent}/") and "lora_B" in k]
+        assert any(moved), agent

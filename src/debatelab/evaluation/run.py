@@ -7,6 +7,8 @@ holds every response text.
 """
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -53,6 +55,9 @@ class ProtocolInfo:
     adversarial: int  # seats held by adversarial agents (UDPO's m)
     trained_runs: tuple[str, ...]  # training runs whose policies sit at the table, sorted
     datasets: tuple[str, ...]
+    # Whether every seat started as the same agent (a trained seat counts as the agent it was trained
+    # from); None: compare the seats' names
+    same_origin: bool | None = None
 
     @property
     def n_agents(self) -> int:
@@ -60,7 +65,10 @@ class ProtocolInfo:
 
     @property
     def homogeneous(self) -> bool:
-        """Every seat is the same agent (UMAD's homogeneous pair)."""
+        """Every seat is the same agent, before training (UMAD's homogeneous pair): a trained pair is
+        homogeneous when both policies were trained from agents with the same settings."""
+        if self.same_origin is not None:
+            return self.same_origin
         return len(set(self.participants)) == 1
 
 
@@ -85,8 +93,28 @@ def describe_protocols(exp: Experiment) -> dict[str, ProtocolInfo]:
             adversarial=sum(bool(exp.agents[a].get("adversarial")) for a in seats),
             trained_runs=tuple(runs),
             datasets=tuple(exp.protocol_datasets(name)),
+            same_origin=len({_agent_key(exp.agents[_origin_agent(exp, a)]) for a in seats}) == 1,
         )
     return infos
+
+
+def _origin_agent(exp: Experiment, agent: str) -> str:
+    """The untrained agent an agent's policy comes from: itself, or the agent a training run trained
+    into its model (`trained:<run>/<agent>`, or the run's policy for `trained:<run>`)."""
+    seen = set()
+    while agent not in seen:
+        seen.add(agent)
+        source = exp.models[exp.agents[agent]["model"]]["source"]
+        if not source.startswith(TRAINED_PREFIX):
+            break
+        run, _, trained = source[len(TRAINED_PREFIX):].partition("/")
+        agent = trained or exp.training_runs[run]["policy"]
+    return agent
+
+
+def _agent_key(spec: Mapping) -> str:
+    """An agent's settings, as one comparable value (two agents with the same settings are copies)."""
+    return json.dumps(dict(spec), sort_keys=True, default=str)
 
 
 def _trained_run(source: str) -> str | None:
