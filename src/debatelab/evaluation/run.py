@@ -245,3 +245,29 @@ def protocol_method(info: ProtocolInfo, runs: Mapping[str, RunInfo], base: str =
     if not info.trained_runs:
         return base
     return " + ".join(run_label(runs[r]) for r in info.trained_runs)
+
+
+SEAT_KEYS = ["protocol", "dataset", "question_id", "thread", "agent_index"]
+
+
+def seat_rounds(turns: pd.DataFrame, values: Sequence[str], last_round: Mapping[str, int]) -> pd.DataFrame:
+    """Each seat's state after every round 0..last_round[protocol]: `values` of its last call in that
+    round, carried forward over rounds in which it made no call (a sparse protocol's idle seats);
+    NaN before its first call. One row per (SEAT_KEYS, round)."""
+    columns = [*SEAT_KEYS, "round", *values]
+    if turns.empty:
+        return pd.DataFrame(columns=columns)
+    last = turns.sort_values([*SEAT_KEYS, "round", "call"], kind="stable").drop_duplicates(
+        [*SEAT_KEYS, "round"], keep="last")
+    frames = []
+    for protocol, part in last.groupby("protocol", sort=False):
+        rounds = list(range(last_round[protocol] + 1))
+        wide = {}
+        for value in values:
+            table = part.pivot(index=SEAT_KEYS, columns="round", values=value).reindex(columns=rounds).ffill(axis=1)
+            table.columns.name = "round"
+            wide[value] = table.stack(future_stack=True)
+        frames.append(pd.DataFrame(wide).reset_index())
+    out = pd.concat(frames, ignore_index=True)
+    out["round"] = out["round"].astype(int)
+    return out[columns]

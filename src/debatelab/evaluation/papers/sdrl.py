@@ -22,7 +22,7 @@ from ...reporting.figures import subplots
 from ...training.settings import TrainSettings
 from ..claims import Claim, finite
 from ..paper_numbers import long_table
-from ..run import ProtocolInfo, RunOutputs, protocol_method, run_label
+from ..run import ProtocolInfo, RunOutputs, protocol_method, run_label, seat_rounds
 from ..stage import PaperEvaluation
 
 log = logging.getLogger(__name__)
@@ -91,22 +91,13 @@ def system_by_round(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFr
     if turns.empty:
         return pd.DataFrame(columns=columns)
     turns = _with_keys(turns, _task_types(outputs))
-    turns = turns.sort_values([*GROUP, "round", "agent_index", "call"], kind="stable").drop_duplicates(
-        [*GROUP, "round", "agent_index"], keep="last")
     questions = outputs.questions
+    last_round = {name: max(names[name].rounds, int(part["round"].max())) for name, part in turns.groupby("protocol")}
     frames = []
-    for name, part in turns.groupby("protocol", sort=False):
+    for name, long in seat_rounds(turns, ["key", "correct"], last_round).groupby("protocol", sort=False):
         info = names[name]
-        rounds = list(range(max(info.rounds, int(part["round"].max())) + 1))
-        index = [*GROUP, "agent_index"]
-        wide = {}
-        for value in ("key", "correct"):  # keys are strings (INVALID too), so only a missing call is NaN
-            table = part.pivot(index=index, columns="round", values=value).reindex(columns=rounds).ffill(axis=1)
-            table.columns.name = "round"
-            wide[value] = table.stack(future_stack=True)
-        long = pd.DataFrame(wide).reset_index()
-        long["key"] = long["key"].where(long["key"].notna(), INVALID)
-        long["correct"] = long["correct"].eq(True)
+        # keys are strings (INVALID too), so only a missing call is NaN
+        long = long.assign(key=long["key"].where(long["key"].notna(), INVALID), correct=long["correct"].eq(True))
         system = _plurality(long, [*GROUP, "round"], "agent_index")
         if info.kind == "centralized":
             hub = long[long["agent_index"] == 0][[*GROUP, "round", "correct"]]

@@ -31,7 +31,7 @@ import pandas as pd
 from ...reporting.figures import subplots
 from ..claims import Claim, finite
 from ..paper_numbers import long_table
-from ..run import ProtocolInfo, RunOutputs, protocol_method
+from ..run import SEAT_KEYS, ProtocolInfo, RunOutputs, protocol_method, seat_rounds
 from ..stage import PaperEvaluation
 
 TURNS = (1, 2, 5)
@@ -46,7 +46,7 @@ ABLATION_METHODS = ("UMAD", "Intrinsic-only", "NLL-only", SINGLE_GRPO_PAIR, "IPP
 TRANSITIONS = ("C2C", "C2W", "W2C", "W2W")
 NO_ANSWER = "<none>"  # an unparseable answer: one answer of its own, as the uncertainty stage buckets it
 CELL_KEYS = ["setting", "method", "dataset", "turn"]
-STATE_KEYS = ["protocol", "dataset", "question_id", "thread", "agent_index"]
+STATE_KEYS = SEAT_KEYS
 IDENTITY_TOLERANCE = 1e-9
 WEIGHT_BOUND = 0.5  # |ln W| ≤ α_au·max|Ū| = 0.25 · 2 at the paper's defaults (spec §10.9)
 
@@ -93,15 +93,9 @@ def agent_states(outputs: RunOutputs) -> pd.DataFrame:
     turns = turns[turns["protocol"].isin(list(pairs))]
     if turns.empty:
         return pd.DataFrame(columns=columns)
-    last = turns.sort_values([*STATE_KEYS, "round", "call"], kind="stable").drop_duplicates(
-        [*STATE_KEYS, "round"], keep="last")
-    last = last.assign(correct=last["correct"].astype(float),
-                       answer=last["answer"].astype(object).where(last["answer"].notna(), NO_ANSWER))
-    wide = {v: last.pivot(index=STATE_KEYS, columns="round", values=v).ffill(axis=1) for v in ("correct", "answer")}
-    long = [w.reset_index().melt(id_vars=STATE_KEYS, var_name="round", value_name=v) for v, w in wide.items()]
-    states = long[0].merge(long[1], on=[*STATE_KEYS, "round"])
-    states["round"] = states["round"].astype(int)
-    states = states[states["round"] <= states["protocol"].map(lambda p: pairs[p].rounds)]
+    turns = turns.assign(correct=turns["correct"].astype(float),
+                         answer=turns["answer"].astype(object).where(turns["answer"].notna(), NO_ANSWER))
+    states = seat_rounds(turns, ["correct", "answer"], {p: info.rounds for p, info in pairs.items()})
     states = states.dropna(subset=["correct"])
     return states.sort_values([*STATE_KEYS, "round"], kind="stable").reset_index(drop=True)[columns]
 
