@@ -1,4 +1,5 @@
-"""Training step throughput: debatelab's DAPO step beside stock TRL GRPOTrainer(loss_type="dapo").
+"""Training step throughput: debatelab's DAPO step beside stock TRL GRPOTrainer(loss_type="dapo"),
+or (`--method udpo|umad`) a multi-agent step of N agents.
 
 Both train the same model (LoRA, the same rank) on the same prompts, with the same group size,
 token limit, clipping and learning rate, one optimizer step per rollout step, no KL, and no dynamic
@@ -8,6 +9,15 @@ ratio TRL / ours (> 1: ours is faster).
 
   python benchmarks/train_throughput.py [--model smollm2-135m-instruct|tiny-random-llama] [--device cpu|cuda]
         [--prompts 4] [--group 4] [--max-tokens 32] [--steps 3] [--threads N]
+
+With `--method udpo|umad --agents N`: N agents, one LoRA adapter each on one copy of the base,
+debate `--prompts` questions (UMAD: `--group` paired threads each, 2 turns; UDPO: one round, fixed
+coefficients, as Algorithm B needs a warm-up debate). Prints the step time split into rollout
+(whole debates through the engine) and update (every agent on its own turns), and the memory of
+the N adapters on one base against N full copies of the model (parameter bytes, and the peak
+memory of the run: CUDA's max allocated, or the process's peak RSS on CPU).
+
+  python benchmarks/train_throughput.py --method umad --agents 2 [--group 4] [--prompts 4] ...
 
 Reference: stock TRL 1.16 on an H100, 0.4B model, 16 prompts x 8 completions x 128 tokens: 6-12 s a
 step, about 70% of it in generation.
@@ -50,6 +60,58 @@ def ours(args, model_dir: Path, questions) -> dict:
         "update": [r["update_seconds"] for r in rows],
         "tokens": [r["response_length"] * args.prompts * args.group for r in rows],
     }
+
+
+def multi_agent(args, model_dir: Path, questions) -> dict:
+    """N agents' UDPO or UMAD steps; the first is the warm-up."""
+    from debatelab.training.agents import AgentPolicies
+    from debatelab.training.udpo import AgentCoefficients
+    from debatelab.training.udpo_trainer import UdpoTrainer
+    from debatelab.training.umad_trainer import UmadTrainer
+
+    agents = [f"agent{i}" for i in range(args.agents)]
+    sequences = args.prompts * args.agents * (2 * args.group if args.method == "umad" else 2)
+    settings = TrainSettings(
+        method=args.method, steps=args.steps + 1, max_tokens=args.max_tokens, overlong_buffer=0, learning_rate=1e-6,
+        warmup_steps=0, mini_batch_size=sequences, micro_batch_size=min(sequences, 16), rollout_batch_size=sequences,
+        lora={"r": 16, "alpha": 32}, dtype=args.dtype, kl_coef=0.001, kl_estimator="k1", show_progress=False,
+        umad={"threads": args.group, "turns": 2, "questions_per_step": args.prompts},
+    )
+    policies = AgentPolicies({a: model_dir for a in agents}, settings, device=args.device)
+    if args.method == "umad":
+        trainer = UmadTrainer(questions, policies, settings, run="bench", participants=agents)
+    else:
+        coefficients = {a: AgentCoefficients(1 / 3, 1 / 3, 1 / 3, 1.0, 0.01) for a in agents}
+        trainer = UdpoTrainer(questions, policies, settings, run="bench", participants=agents, rounds=1,
+                              coefficients=coefficients, questions_per_step=args.prompts)
+    rows = [trainer.train_step(step) for step in range(args.steps + 1)][1:]
+    shared = sum(t.numel() * t.element_size() for m in policies.models.values() for t in m.state_dict().values())
+    adapters = sum(p.numel() * p.element_size() for a in agents for p in policies.adapter_parameters(a).values())
+    base = shared - adapters
+    return {
+        "step": [r["rollout_seconds"] + r["update_seconds"] for r in rows],
+        "rollout": [r["rollout_seconds"] for r in rows],
+        "update": [r["update_seconds"] for r in rows],
+        "tokens": [r["response_length"] * r["sequences"] for r in rows],
+        "memory": {"base": base, "adapters": adapters, "copies": args.agents * base},
+    }
+
+
+def peak_memory(device: str) -> float:
+    """GiB: CUDA's max allocated, or this process's peak resident set."""
+    if device.startswith("cuda"):
+        return torch.cuda.max_memory_allocated() / 2**30
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def report(name: str, r: dict) -> None:
+    step, rollout, update = (statistics.median(r[k]) for k in ("step", "rollout", "update"))
+    tokens = statistics.median(r["tokens"]) if r["tokens"] else float("nan")
+    print(f"{name:>16}: {step:7.2f} s/step (rollout {rollout:6.2f} s = {100 * rollout / step:4.1f}%, "
+          f"update {update:6.2f} s), {tokens / step:7.1f} generated tokens/s "
+          f"(median of {len(r['step'])}: {' '.join(f'{s:.2f}' for s in r['step'])} s)")
 
 
 def trl(args, model_dir: Path, questions) -> dict:
@@ -122,6 +184,9 @@ def main() -> None:
     ap.add_argument("--rollout-backend", default="auto", choices=["auto", "transformers", "vllm"],
                     help="ours: auto = a colocated vLLM engine on a GPU with vLLM installed, else transformers")
     ap.add_argument("--dtype", default="float32", choices=["auto", "float32", "bfloat16"])
+    ap.add_argument("--method", default="dapo", choices=["dapo", "udpo", "umad"],
+                    help="dapo: ours beside TRL; udpo, umad: a multi-agent step of --agents agents")
+    ap.add_argument("--agents", type=int, default=2, help="udpo, umad: agents, one LoRA adapter each")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -131,14 +196,21 @@ def main() -> None:
         prepare_model(args.model, f"bundled:{args.model}", model_dir)
     questions = select_questions(load_benchmark("asdiv", "test", source="offline"), 64, seed=0)
     print(f"model={args.model} device={args.device} rollouts={args.rollout_backend} prompts={args.prompts} group={args.group} "
-          f"max_tokens={args.max_tokens} steps={args.steps} (+1 warm-up) threads={torch.get_num_threads()}", flush=True)
+          f"max_tokens={args.max_tokens} steps={args.steps} (+1 warm-up) threads={torch.get_num_threads()}"
+          + (f" method={args.method} agents={args.agents}" if args.method != "dapo" else ""), flush=True)
+    if args.method != "dapo":
+        result = multi_agent(args, model_dir, questions)
+        report(f"{args.method} x{args.agents}", result)
+        memory = result["memory"]
+        shared = (memory["base"] + memory["adapters"]) / 2**20
+        print(f"parameters: {args.agents} adapters on one base {shared:.1f} MiB (base {memory['base'] / 2**20:.1f} MiB + "
+              f"adapters {memory['adapters'] / 2**20:.1f} MiB) vs {args.agents} full copies "
+              f"{memory['copies'] / 2**20:.1f} MiB ({memory['copies'] / 2**20 / shared:.2f}x); "
+              f"peak memory of the run {peak_memory(args.device):.2f} GiB")
+        return
     results = {"debatelab": ours(args, model_dir, questions), "TRL GRPOTrainer": trl(args, model_dir, questions)}
     for name, r in results.items():
-        step, rollout, update = (statistics.median(r[k]) for k in ("step", "rollout", "update"))
-        tokens = statistics.median(r["tokens"]) if r["tokens"] else float("nan")
-        print(f"{name:>16}: {step:7.2f} s/step (rollout {rollout:6.2f} s = {100 * rollout / step:4.1f}%, "
-              f"update {update:6.2f} s), {tokens / step:7.1f} generated tokens/s "
-              f"(median of {len(r['step'])}: {' '.join(f'{s:.2f}' for s in r['step'])} s)")
+        report(name, r)
     ratio = statistics.median(results["TRL GRPOTrainer"]["step"]) / statistics.median(results["debatelab"]["step"])
     print(f"TRL step time / debatelab step time = {ratio:.2f}")
 
