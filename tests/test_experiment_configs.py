@@ -33,7 +33,7 @@ CUT_ON_CPU = {
 #: heterogeneous 5-model ensemble can't be trained in one process yet (no multi-GPU multi-agent
 #: runs), so udpo.yaml has no training run.
 ONLY_ON_CPU = {
-    "udpo": {"udpo_n5"},
+    "udpo": {"udpo_n5", "udpo_n3", "udpo_attack_m1"},
 }
 
 #: Papers whose protocols are one protocol run on different agents and datasets (the confidence
