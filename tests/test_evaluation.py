@@ -202,3 +202,16 @@ def test_two_protocols_of_one_kind_get_distinct_labels():
                        {"u": RunInfo("u", "udpo", {})})
     assert svr_mad.method_labels(outputs) == {"mad": "MAD", "mad_pair": "MAD [mad_pair]", "t": "MAD (UDPO)"}
     assert udpo.ABLATION_NAMES["UDPO"] == "Full"
+
+
+def test_fig5_draws_one_series_per_method_and_n():
+    """A method trained and evaluated at two N (udpo_cpu: UDPO at N = 3 and 5) has a bin row per N:
+    the plot draws each as its own series (it used to fail on the duplicate bin labels)."""
+    from debatelab.evaluation.papers.udpo import BIN_LABELS, plot_fig5
+
+    bins = pd.DataFrame([{"n_agents": n, "method": "UDPO", "bin": label, "delta_acc": float(n), "n": 1, "run_dataset": "all"}
+                         for n in (5, 3) for label in BIN_LABELS])
+    fig = plot_fig5(bins, "exp")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["UDPO (N=5)", "UDPO (N=3)"]
+    assert sorted({round(p.get_height()) for p in ax.patches}) == [3, 5]

@@ -134,13 +134,14 @@ def fig5(frame: pd.DataFrame) -> pd.DataFrame:
 
 def plot_fig5(bins: pd.DataFrame, experiment: str):
     fig, ax = subplots(figsize=(6.5, 3.8))
-    methods = list(dict.fromkeys(bins["method"]))
+    # one bar series per (method, N): a method trained at several N has one bin row per N
+    series = list(dict.fromkeys(zip(bins["method"], bins["n_agents"])))
+    methods = [f"{method} (N={int(n)})" for method, n in series]
     width = 0.8 / max(1, len(methods))
     x = np.arange(len(BIN_LABELS))
-    for i, method in enumerate(methods):
-        part = bins[bins["method"] == method].set_index("bin").reindex(BIN_LABELS)
-        ax.bar(x + i * width, part["delta_acc"].fillna(0), width, label=f"{method} (N={int(part['n_agents'].dropna().iloc[0])})"
-               if part["n_agents"].notna().any() else method)
+    for i, ((method, n_agents), label) in enumerate(zip(series, methods)):
+        part = bins[(bins["method"] == method) & (bins["n_agents"] == n_agents)].set_index("bin").reindex(BIN_LABELS)
+        ax.bar(x + i * width, part["delta_acc"].fillna(0), width, label=label)
     ax.set_xticks(x + width * (len(methods) - 1) / 2, BIN_LABELS)
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xlabel("U_sys of standard MAD (bin)")
