@@ -31,6 +31,14 @@ MULTI_AGENT_METHODS = ("udpo", "umad")
 PAPERS = ("udpo", "umad", "svr_mad", "sdrl", "confidence")  # the papers the evaluate stage rebuilds
 
 
+def trained_source(source: str) -> tuple[str, str] | None:
+    """`trained:<run>` -> (run, ""), `trained:<run>/<agent>` -> (run, agent); None for other sources."""
+    if not source.startswith(TRAINED_PREFIX):
+        return None
+    run, _, agent = source[len(TRAINED_PREFIX):].partition("/")
+    return run, agent
+
+
 class ConfigError(ValueError):
     """A config that the schema accepts but that does not hold together."""
 
@@ -141,9 +149,9 @@ class Experiment:
     def model_dir(self, model: str) -> str:
         """The Hugging Face folder of a model: `resources/models/<name>` as `prepare_model` builds it,
         or the trained policy of a training run (source `trained:<run>`)."""
-        source = self.models[model]["source"]
-        if source.startswith(TRAINED_PREFIX):
-            run, _, agent = source[len(TRAINED_PREFIX):].partition("/")
+        trained = trained_source(self.models[model]["source"])
+        if trained:
+            run, agent = trained
             return f"{self.results}/train/{run}/models/{agent}" if agent else f"{self.results}/train/{run}/model"
         return f"{MODELS_DIR}/{model}"
 
@@ -221,6 +229,19 @@ class Experiment:
         spec = self.training_runs[run]
         return list(dict.fromkeys(spec["participants"])) if spec["method"] in MULTI_AGENT_METHODS else [spec["policy"]]
 
+    def origin_agent(self, agent: str) -> str:
+        """The untrained agent an agent's policy comes from: itself, or the agent a training run trained
+        into its model (`trained:<run>/<agent>`, or the run's policy for `trained:<run>`)."""
+        seen = set()
+        while agent not in seen:
+            seen.add(agent)
+            trained = trained_source(self.models[self.agents[agent]["model"]]["source"])
+            if trained is None:
+                break
+            run, trained_agent = trained
+            agent = trained_agent or self.training_runs[run]["policy"]
+        return agent
+
     # -- evaluation -----------------------------------------------------------------------
     def evaluated_papers(self) -> list[str]:
         """`evaluation.papers`, or every paper this experiment has outputs for: the confidence paper
@@ -258,10 +279,10 @@ class Experiment:
                     f"config: agents.{agent}.model = {spec['model']!r} is not a key of `models` (known: {sorted(self.models)})"
                 )
         for name, spec in self.models.items():
-            trained = spec["source"][len(TRAINED_PREFIX):] if spec["source"].startswith(TRAINED_PREFIX) else None
+            trained = trained_source(spec["source"])
             if trained is None:
                 continue
-            run, _, agent = trained.partition("/")
+            run, agent = trained
             if run not in self.training_runs:
                 raise ConfigError(
                     f"config: models.{name}.source = {spec['source']!r} names no run of training.runs "
@@ -313,8 +334,8 @@ class Experiment:
                 if agent not in self.agents:
                     raise ConfigError(f"config: {where}.{key} names {agent!r}, which is not a key of `agents` "
                                       f"(known: {sorted(self.agents)})")
-                source = self.models[self.agents[agent]["model"]]["source"]
-                if source == f"{TRAINED_PREFIX}{run}" or source.startswith(f"{TRAINED_PREFIX}{run}/"):
+                trained = trained_source(self.models[self.agents[agent]["model"]]["source"])
+                if trained is not None and trained[0] == run:
                     raise ConfigError(f"config: {where}.{key} names {agent!r}, whose model is what this run trains")
             if spec["dataset"] not in self.datasets:
                 raise ConfigError(f"config: {where}.dataset = {spec['dataset']!r} is not a key of `datasets` (known: {sorted(self.datasets)})")
@@ -325,8 +346,8 @@ class Experiment:
                 if spec[name] % spec["gpus"]:
                     raise ConfigError(f"config: {where}.{name} = {spec[name]} must divide among gpus = {spec['gpus']} processes")
         for model, spec in self.models.items():  # trained:<run>/<agent> names an agent the run trains
-            run, _, agent = spec["source"][len(TRAINED_PREFIX):].partition("/")
-            if spec["source"].startswith(TRAINED_PREFIX) and self.training_runs[run]["method"] in MULTI_AGENT_METHODS \
+            run, agent = trained_source(spec["source"]) or (None, None)
+            if run is not None and self.training_runs[run]["method"] in MULTI_AGENT_METHODS \
                     and agent not in self.run_agents(run):
                 raise ConfigError(
                     f"config: models.{model}.source = {spec['source']!r}: run {run!r} trains one model per agent; name one "

@@ -8,7 +8,6 @@ holds every response text.
 from __future__ import annotations
 
 import json
-
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from ..config import TRAINED_PREFIX, Experiment
+from ..config import Experiment, trained_source
 from ..io import read_parquet_checked
 
 QUESTION_COLUMNS = [
@@ -93,23 +92,9 @@ def describe_protocols(exp: Experiment) -> dict[str, ProtocolInfo]:
             adversarial=sum(bool(exp.agents[a].get("adversarial")) for a in seats),
             trained_runs=tuple(runs),
             datasets=tuple(exp.protocol_datasets(name)),
-            same_origin=len({_agent_key(exp.agents[_origin_agent(exp, a)]) for a in seats}) == 1,
+            same_origin=len({_agent_key(exp.agents[exp.origin_agent(a)]) for a in seats}) == 1,
         )
     return infos
-
-
-def _origin_agent(exp: Experiment, agent: str) -> str:
-    """The untrained agent an agent's policy comes from: itself, or the agent a training run trained
-    into its model (`trained:<run>/<agent>`, or the run's policy for `trained:<run>`)."""
-    seen = set()
-    while agent not in seen:
-        seen.add(agent)
-        source = exp.models[exp.agents[agent]["model"]]["source"]
-        if not source.startswith(TRAINED_PREFIX):
-            break
-        run, _, trained = source[len(TRAINED_PREFIX):].partition("/")
-        agent = trained or exp.training_runs[run]["policy"]
-    return agent
 
 
 def _agent_key(spec: Mapping) -> str:
@@ -118,7 +103,8 @@ def _agent_key(spec: Mapping) -> str:
 
 
 def _trained_run(source: str) -> str | None:
-    return source[len(TRAINED_PREFIX):].partition("/")[0] if source.startswith(TRAINED_PREFIX) else None
+    trained = trained_source(source)
+    return trained[0] if trained else None
 
 
 def _concat(paths: Sequence[str | Path], columns: Sequence[str]) -> pd.DataFrame:
