@@ -1,3 +1,6 @@
+from debatelab.training.settings import udpo_job_settings
+
+
 rule train:
     """RL fine-tuning of one run's policy, DAPO or SDRL (GPU-heavy; several GPUs: accelerate launch)."""
     input:
@@ -58,7 +61,7 @@ rule udpo_warmup:
         run=_alternatives(EXP.runs_of("udpo")) or "(?!)",
     params:
         udpo=lambda wc: _udpo(wc.run),
-        settings=lambda wc: EXP.train_settings(wc.run),
+        settings=lambda wc: udpo_job_settings(EXP.train_settings(wc.run), "warmup"),
         limit=lambda wc: DATASETS[TRAINING_RUNS[wc.run]["dataset"]]["limit"],
     log:
         f"{LOGS}/train/{{run}}.warmup.log",
@@ -82,7 +85,7 @@ rule udpo_coefficients:
     wildcard_constraints:
         run=_alternatives(EXP.runs_of("udpo")) or "(?!)",
     params:
-        settings=lambda wc: EXP.train_settings(wc.run),
+        settings=lambda wc: udpo_job_settings(EXP.train_settings(wc.run), "coefficients"),
     log:
         f"{LOGS}/train/{{run}}.coefficients.log",
     script:

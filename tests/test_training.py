@@ -421,3 +421,69 @@ def test_trajectory_plan_keeps_each_group_in_one_micro_batch():
         for group in {r.group for r in micro}:  # a group in a micro-batch is all of it
             assert sum(r.group == group for r in micro) == sum(r.group == group for r in sequences)
         assert len(micro) <= 4 or len({r.group for r in micro}) == 1  # only a 5-group exceeds the size
+
+
+def _varied_rollouts(group_sizes, prompt_lengths):
+    out = []
+    for g, (size, length) in enumerate(zip(group_sizes, prompt_lengths)):
+        for k in range(size):
+            out.append(Rollout(question_id=f"q{g}", group=f"g{g}", turn=1, sample=k,
+                               messages=({"role": "user", "content": "ab " * length},), text="",
+                               token_ids=[5 + (g + k) % 7] * (3 + 2 * k), finish_reason="stop", answer=None,
+                               correct=False, reward=0.0, advantage=(-1.0) ** (g + k) * (1 + k / 4)))
+    return out
+
+
+@pytest.mark.parametrize("ratio_level", ["token", "trajectory"])
+def test_a_token_budget_bounds_every_pass_and_leaves_the_update_unchanged(char_model_dir, ratio_level):
+    """`micro_batch_tokens`: no pass holds more padded tokens than the budget (but a sequence or, per
+    trajectory, a group too large for it, alone), every sequence is in exactly one pass, and the
+    adapter after the update is the one of plain `micro_batch_size` passes."""
+    from debatelab.training.policy import Policy
+
+    rollouts = _varied_rollouts([3, 2, 1, 3, 2, 4], [2, 30, 5, 12, 60, 8])
+    adapters, passes = [], []
+    for budget in (None, 160):
+        torch.manual_seed(0)
+        settings = TrainSettings(mini_batch_size=8, micro_batch_size=4, micro_batch_tokens=budget, learning_rate=1e-2,
+                                 warmup_steps=0, ratio_level=ratio_level, show_progress=False, lora={"r": 4, "alpha": 8})
+        policy = Policy(char_model_dir, settings, device="cpu")
+        trainer = Trainer(_questions(2), policy, settings, run="t")
+        plan = trainer._plan(rollouts, step=0, epoch=0, policy=policy)
+        micro = [m for mb in plan for m in mb]
+        assert sorted(id(r) for m in micro for r in m) == sorted(id(r) for r in rollouts)
+        assert all(len(m) <= 4 or len({r.group for r in m}) == 1 for m in micro)
+        if budget is not None:
+            widths = trainer._widths(rollouts, policy)
+            for m in micro:
+                padded = len(m) * (max(widths[id(r)][0] for r in m) + max(widths[id(r)][1] for r in m))
+                single = len(m) == 1 or (ratio_level == "trajectory" and len({r.group for r in m}) == 1)
+                assert padded <= budget or single
+        if ratio_level == "trajectory":
+            for m in micro:
+                for group in {r.group for r in m}:
+                    assert sum(r.group == group for r in m) == sum(r.group == group for r in rollouts)
+        passes.append(len(micro))
+        policy.model.train()
+        trainer._update(rollouts, step=0)
+        adapters.append(torch.cat([p.detach().flatten() for p in policy.model.parameters() if p.requires_grad]))
+    assert passes[1] > passes[0]  # the budget did split the long prompts apart
+    assert not torch.equal(adapters[0], torch.zeros_like(adapters[0]))
+    torch.testing.assert_close(adapters[0], adapters[1], rtol=1e-5, atol=1e-6)
+
+
+def test_release_host_memory_returns_freed_pages():
+    """A backward's activations freed in pieces stay resident under glibc until `malloc_trim`."""
+    from debatelab.training.policy import release_host_memory
+
+    def resident_mib():
+        return int(Path("/proc/self/status").read_text().split("VmRSS:")[1].split()[0]) / 1024
+
+    keep = []
+    pieces = [torch.ones(4096 * (1 + k % 7)) for k in range(20000)]  # 16-112 KiB each, under mmap's threshold
+    keep = pieces[::50]  # a few survivors pin the heap's top, as live tensors do
+    del pieces
+    before = resident_mib()
+    release_host_memory("cpu")
+    after = resident_mib()
+    assert keep and before - after > 200

@@ -106,3 +106,36 @@ def test_replay_priority_and_draw():
     assert seen_weights == pytest.approx({0: 1.0, 1: 1 / 3})
     with pytest.raises(ValueError, match="positive"):
         replay_draw(np.array([1.0, 0.0]), 2, rng)
+
+
+@pytest.mark.parametrize("config_name", ["udpo", "udpo_cpu"])
+def test_the_preparation_jobs_read_only_the_settings_they_use(config_name):
+    """Snakemake reruns a job when its params change: an update-only setting must not rerun the
+    warm-up debate or the coefficients, a sampling or coefficient setting must; and what each job
+    builds from its part of the settings equals what it would read of the full settings."""
+    from pathlib import Path
+
+    from debatelab.config import load_experiment
+    from debatelab.training import TrainSettings
+    from debatelab.training.settings import udpo_job_settings
+
+    exp = load_experiment(Path(__file__).resolve().parents[1] / "config" / "experiments" / f"{config_name}.yaml")
+    for run in exp.runs_of("udpo"):
+        full = exp.train_settings(run)
+        whole = TrainSettings.from_config(full)
+        warmup = TrainSettings.from_config(udpo_job_settings(full, "warmup"))
+        coefficients = TrainSettings.from_config(udpo_job_settings(full, "coefficients"))
+        for name in ("seed", "temperature", "top_p", "max_tokens", "dtype", "rollout_batch_size", "finetuning"):
+            assert getattr(warmup, name) == getattr(whole, name), name
+        assert (warmup.udpo.rounds, warmup.udpo.warmup_fraction) == (whole.udpo.rounds, whole.udpo.warmup_fraction)
+        for name in ("kappa", "lambda_base", "eta_base", "intra_lambda", "sys_mode", "base_weights", "ablate"):
+            assert getattr(coefficients.udpo, name) == getattr(whole.udpo, name), name
+
+        updated = {**full, "learning_rate": 0.5, "micro_batch_tokens": 99, "steps": 1000, "gradient_checkpointing": True,
+                   "udpo": {**full.get("udpo", {}), "questions_per_step": 3, "replay": False}}
+        for job in ("warmup", "coefficients"):
+            assert udpo_job_settings(updated, job) == udpo_job_settings(full, job)
+        hotter = {**full, "temperature": full.get("temperature", 1.0) / 2}
+        assert udpo_job_settings(hotter, "warmup") != udpo_job_settings(full, "warmup")
+        steeper = {**full, "udpo": {**full.get("udpo", {}), "kappa": 3.0}}
+        assert udpo_job_settings(steeper, "coefficients") != udpo_job_settings(full, "coefficients")

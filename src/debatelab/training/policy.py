@@ -17,6 +17,21 @@ def resolve_dtype(dtype: str, device: str):
     return getattr(torch, dtype)
 
 
+def release_host_memory(device) -> None:
+    """Give the heap's freed pages back to the system (glibc `malloc_trim`) after a CPU update. A
+    backward pass frees gigabytes of activations in pieces of every size; glibc keeps them, and
+    passes of other shapes (each agent's turns, each round's prompt length) then add fresh pages:
+    the job's resident memory grew by the size of one pass per agent. No-op off glibc or on a GPU."""
+    if str(device).startswith("cuda"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def enable_gradient_checkpointing(model, settings) -> None:
     """Activations recomputed in the backward pass (`gradient_checkpointing`); non-reentrant, so a
     LoRA model whose inputs need no gradient still gets one. Rollouts run in eval mode, with the cache."""

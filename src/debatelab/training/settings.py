@@ -71,6 +71,7 @@ class TrainSettings:
     max_grad_norm: float = 1.0
     mini_batch_size: int = 128  # sequences per optimizer step
     micro_batch_size: int = 8  # sequences per forward/backward (gradient accumulation)
+    micro_batch_tokens: int | None = None  # and at most this many padded tokens per pass (null: no bound)
     gradient_checkpointing: bool = False  # recompute activations in the backward: far less memory, slower
     epochs: int = 1  # passes over a step's sequences
     clip_low: float = 0.2
@@ -124,6 +125,8 @@ class TrainSettings:
             raise ValueError("training: learning_rate > 0, temperature > 0 and top_p in (0, 1] are required")
         if not 0 < self.vllm_gpu_memory_utilization <= 1:
             raise ValueError(f"training: vllm_gpu_memory_utilization must be in (0, 1], got {self.vllm_gpu_memory_utilization}")
+        if self.micro_batch_tokens is not None and self.micro_batch_tokens < 1:
+            raise ValueError(f"training: micro_batch_tokens must be >= 1 or null, got {self.micro_batch_tokens}")
         if self.debate_prompts_per_step < 0 or self.warmup_steps < 0 or self.kl_coef < 0:
             raise ValueError("training: debate_prompts_per_step, warmup_steps and kl_coef must be >= 0")
 
@@ -135,3 +138,21 @@ class TrainSettings:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+#: What each UDPO preparation job reads of a run's settings (the rest keeps their defaults). Snakemake
+#: reruns a job whose params change, so an update-only setting (micro_batch_tokens, learning_rate,
+#: steps, ...) must not rerun the warm-up debates or the coefficients computed from them.
+UDPO_WARMUP_KEYS = ("method", "seed", "temperature", "top_p", "max_tokens", "overlong_buffer", "dtype",
+                    "rollout_batch_size", "finetuning")
+UDPO_WARMUP_UDPO_KEYS = ("rounds", "warmup_fraction")
+UDPO_COEFFICIENT_UDPO_KEYS = ("kappa", "lambda_base", "eta_base", "intra_lambda", "sys_mode", "base_weights", "ablate")
+
+
+def udpo_job_settings(spec: dict, job: str) -> dict:
+    """The part of a run's settings (`Experiment.train_settings`) that `job` ("warmup" or
+    "coefficients") depends on."""
+    keys, udpo_keys = {"warmup": (UDPO_WARMUP_KEYS, UDPO_WARMUP_UDPO_KEYS),
+                       "coefficients": (("method",), UDPO_COEFFICIENT_UDPO_KEYS)}[job]
+    udpo = spec.get("udpo") or {}
+    return {**{k: spec[k] for k in keys if k in spec}, "udpo": {k: udpo[k] for k in udpo_keys if k in udpo}}

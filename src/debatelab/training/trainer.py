@@ -35,6 +35,7 @@ from ..llm.base import stable_hash
 from ..llm.chat import chat_prompt_ids
 from .checkpoint import TrainState, load_checkpoint, save_checkpoint
 from .loss import policy_loss, token_logprobs
+from .policy import release_host_memory
 from .rewards import all_equal, group_advantages, mixed
 from .rollouts import Rollout, RewardFunction, load_reward, sample_rollouts
 from .sdrl import choose_pair
@@ -68,6 +69,18 @@ def _all_reduce(value: float, op: str = "sum") -> float:
         tensor = tensor.cuda()
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
     return float(tensor.item())
+
+
+def _pack(units, fits) -> list[list[list]]:
+    """Consecutive units (lists) joined into batches (lists of units) while `fits(the batch's items)`;
+    a unit that fits nowhere goes alone."""
+    out, current = [], []
+    for unit in units:
+        if current and not fits([x for u in current for x in u] + list(unit)):
+            out.append(current)
+            current = []
+        current.append(list(unit))
+    return out + ([current] if current else [])
 
 
 class Trainer:
@@ -256,45 +269,64 @@ class Trainer:
         advantages = torch.tensor([r.advantage for r in rollouts], device=device, dtype=torch.float32)
         return as_tensor(ids), as_tensor(attention), as_tensor(completion), width_p, advantages
 
-    def _plan(self, sequences: list[Rollout], step: int, epoch: int) -> list[list[list[Rollout]]]:
+    def _plan(self, sequences: list[Rollout], step: int, epoch: int, policy=None) -> list[list[list[Rollout]]]:
         """Mini-batches (of micro-batches) of this process's sequences for one pass, in a seeded shuffle.
         Every process gets the same number of mini-batches (DDP needs one synced backward each)."""
         s = self.settings
         rng = np.random.default_rng(int(stable_hash({"run": s.seed, "step": step, "epoch": epoch, "rank": self.rank})[:8], 16))
         local = s.mini_batch_size // self.world
         if s.ratio_level == "trajectory":  # a trajectory's ratio needs all its sequences in one forward
-            return self._plan_groups(sequences, rng, local)
+            return self._plan_groups(sequences, rng, local, policy)
         order = [sequences[i] for i in rng.permutation(len(sequences))]
         count = int(_all_reduce(-(-len(order) // local) if order else 0, "max"))
-        plan = []
-        for b in range(count):
-            chunk = order[b * local : (b + 1) * local]
-            plan.append([chunk[i : i + s.micro_batch_size] for i in range(0, len(chunk), s.micro_batch_size)])
-        return plan
+        return [self.micro_batches(order[b * local : (b + 1) * local], policy) for b in range(count)]
 
-    def _plan_groups(self, sequences: list[Rollout], rng, local: int) -> list[list[list[Rollout]]]:
+    def _plan_groups(self, sequences: list[Rollout], rng, local: int, policy=None) -> list[list[list[Rollout]]]:
         """Whole groups (`Rollout.group`) in a seeded shuffle: a mini-batch takes groups until it holds
-        `local` sequences, a micro-batch until `micro_batch_size` (a larger group goes alone)."""
+        `local` sequences, a micro-batch until `micro_batch_size` sequences or `micro_batch_tokens`
+        (a larger group goes alone)."""
         groups: dict[str, list[Rollout]] = {}
         for r in sequences:
             groups.setdefault(r.group, []).append(r)
         units = [groups[k] for k in sorted(groups)]
         units = [units[i] for i in rng.permutation(len(units))]
-
-        def pack(items, size):
-            out, current = [], []
-            for unit in items:
-                if current and sum(map(len, current)) + len(unit) > size:
-                    out.append(current)
-                    current = []
-                current.append(unit)
-            return out + ([current] if current else [])
-
-        minibatches = pack(units, local)
+        minibatches = _pack(units, lambda items: len(items) <= local)
         count = int(_all_reduce(len(minibatches), "max"))
         minibatches += [[] for _ in range(count - len(minibatches))]
-        return [[[r for unit in micro for r in unit] for micro in pack(mb, self.settings.micro_batch_size)]
-                for mb in minibatches]
+        return [self._pack_micro(mb, policy) for mb in minibatches]
+
+    def micro_batches(self, rollouts: Sequence[Rollout], policy=None) -> list[list[Rollout]]:
+        """One mini-batch's sequences as forward/backward passes: `micro_batch_size` sequences each in
+        the given order or, with `micro_batch_tokens`, longest first and as many as fit that many
+        padded tokens (prompt + reply columns of `_tensors`). A budget bounds a pass's activations
+        whatever the prompts: a debate's later rounds carry every agent's earlier replies. The
+        split changes only the order in which gradients are summed, not the update."""
+        if self.settings.micro_batch_tokens is None:
+            size = self.settings.micro_batch_size
+            return [list(rollouts[i : i + size]) for i in range(0, len(rollouts), size)]
+        widths = self._widths(rollouts, policy)
+        units = [[r] for r in sorted(rollouts, key=lambda r: widths[id(r)], reverse=True)]
+        return self._pack_micro(units, policy)
+
+    def _pack_micro(self, units: Sequence[Sequence[Rollout]], policy=None) -> list[list[Rollout]]:
+        s = self.settings
+        flat = [r for unit in units for r in unit]
+        widths = self._widths(flat, policy) if s.micro_batch_tokens is not None else {}
+
+        def fits(items) -> bool:
+            if len(items) > s.micro_batch_size:
+                return False
+            if s.micro_batch_tokens is None:
+                return True
+            return len(items) * (max(widths[id(r)][0] for r in items) + max(widths[id(r)][1] for r in items)) \
+                <= s.micro_batch_tokens
+
+        return [[r for unit in batch for r in unit] for batch in _pack(units, fits)]
+
+    def _widths(self, rollouts: Sequence[Rollout], policy=None) -> dict[int, tuple[int, int]]:
+        """(prompt tokens, reply tokens) of each rollout under the policy's chat template."""
+        tokenizer = (policy or self.policy).tokenizer
+        return {id(r): (len(chat_prompt_ids(tokenizer, r.messages)), max(r.length, 1)) for r in rollouts}
 
     def logprob_pass(self, micro_batches, policy=None, with_reference: bool = False):
         """π_old's (and the reference's) log-probabilities of each rollout, with no gradient, and the
@@ -328,7 +360,7 @@ class Trainer:
         policy = policy or self.policy
         model = self.model if policy is self.policy else policy.model
         kl_coef = s.kl_coef if kl_coef is None else kl_coef
-        plans = [self._plan(sequences, step, epoch) for epoch in range(s.epochs)]
+        plans = [self._plan(sequences, step, epoch, policy) for epoch in range(s.epochs)]
         if not plans or not plans[0]:
             return {"loss": float("nan"), "kl": float("nan"), "clip_fraction": float("nan"),
                     "entropy": float("nan"), "updates": 0}
@@ -376,6 +408,7 @@ class Trainer:
                 if s.max_grad_norm:
                     torch.nn.utils.clip_grad_norm_(trainable, s.max_grad_norm)
                 policy.optimizer.step()
+                release_host_memory(policy.device)
                 losses.append(loss_total / self.world)
                 updates += 1
         seen = max(sum(tokens_seen), 1)

@@ -75,8 +75,7 @@ class UmadTrainer(DebateTrainer):
         passes = {}
         for agent, rollouts in by_agent.items():
             with self.policy.acting(agent) as view:
-                micro = [rollouts[k : k + s.micro_batch_size] for k in range(0, len(rollouts), s.micro_batch_size)]
-                passes[agent] = self.logprob_pass(micro, view, with_reference=with_reference)
+                passes[agent] = self.logprob_pass(self.micro_batches(rollouts, view), view, with_reference=with_reference)
         old = {k: v for agent in passes for k, v in passes[agent][0].items()}
         ref = {k: v for agent in passes for k, v in passes[agent][1].items()}
         shape = (G, N, T)
