@@ -236,3 +236,23 @@ def test_library_defaults_match_the_schema(name, library, schema):
     assert shared, f"{name} shares no key with the schema"
     mismatched = {k: (library[k], schema[k]) for k in shared if not _same(library[k], schema[k])}
     assert not mismatched, f"{name}: library vs schema defaults differ: {mismatched}"
+
+
+def test_evaluation_seeds_are_every_protocols_default_threads():
+    """`evaluation.seeds: K` repeats every debate K times (threads) unless a protocol sets its own;
+    too few zero-shot samples for the repeats is an error naming evaluation.seeds."""
+    def seeded(c, seeds, samples):
+        c.setdefault("evaluation", {})["seeds"] = seeds
+        c["zero_shot"]["samples"] = samples
+        for agent in c["agents"].values():
+            agent.pop("samples", None)
+
+    exp = Experiment(validate_config(_mutated(lambda c: seeded(c, 1, 6))))
+    assert {spec["threads"] for spec in exp.protocols.values()} >= {1}
+    explicit = {name: spec["threads"] for name, spec in TINY["debate"]["protocols"].items() if spec.get("threads")}
+    exp = Experiment(validate_config(_mutated(lambda c: seeded(c, 2, 12))))
+    for name, spec in exp.protocols.items():
+        assert spec["threads"] == explicit.get(name, 2), name
+    assert any(name not in explicit for name in exp.protocols)
+    with pytest.raises(ConfigError, match="from evaluation.seeds"):
+        Experiment(validate_config(_mutated(lambda c: seeded(c, 3, 2))))

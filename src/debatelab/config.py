@@ -130,6 +130,11 @@ class Experiment:
         self.attack: dict = config["attack"]
         self.training_runs: dict = config["training"]["runs"]
         self.evaluation: dict = config.get("evaluation") or {}
+        seeds = self.evaluation.get("seeds") or 1
+        self._explicit_threads = {name: spec.get("threads") is not None for name, spec in self.protocols.items()}
+        for spec in self.protocols.values():  # a protocol's repeats default to the evaluation's seeds
+            if spec.get("threads") is None:
+                spec["threads"] = seeds
         self.results = f"results/{self.name}"
         self.check()
 
@@ -320,9 +325,11 @@ class Experiment:
                 need, have = copies * spec["threads"], self.agent_samples(agent)
                 if need > have:
                     source = f"agents.{agent}.samples" if self.agents[agent].get("samples") else "zero_shot.samples"
+                    threads = (f"{spec['threads']} thread(s)" if self._explicit_threads.get(name)
+                               else f"{spec['threads']} thread(s) from evaluation.seeds")
                     raise ConfigError(
                         f"config: debate.protocols.{name} needs {need} zero-shot samples of agent {agent!r} "
-                        f"({copies} copies × {spec['threads']} thread(s)); {source} = {have}"
+                        f"({copies} copies × {threads}); {source} = {have}"
                     )
 
     def _check_training(self) -> None:

@@ -39,7 +39,7 @@ KINDS = (
 
 DEFAULTS = {
     "rounds": 2, "template": "du", "peer_content": "full", "mask_peer_boxed": False, "early_stop_agree": None,
-    "skip_if_unanimous": False, "final": "vote", "tie_break": "first_agent", "threads": 1, "confidence": [],
+    "skip_if_unanimous": False, "final": "vote", "tie_break": "first_agent", "threads": None, "confidence": [],
     "group_size": 3, "cross_group_ncomm": "agent_pair", "skip_rate": 0.5, "signal_agent": 0, "challenges": 2,
     "accept_after": 2, "prior": "min_ll",
     "posterior": "svr", "posterior_threshold": 1.0, "budget_rule": "per_iteration", "allow_repeats": True,
@@ -75,6 +75,8 @@ class Protocol:
         if unknown:
             raise ValueError(f"protocol {name!r}: unknown options {sorted(unknown)}")
         self.options = {**DEFAULTS, **{k: v for k, v in (options or {}).items() if k not in ("kind", "participants")}}
+        if self.options["threads"] is None:  # the experiment fills in evaluation.seeds; alone, one thread
+            self.options["threads"] = 1
 
     def prepare(self, states: Sequence[QuestionState]) -> None:
         """Cross-question set-up before any question runs (SID-ET's threshold)."""
