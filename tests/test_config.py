@@ -247,9 +247,10 @@ def test_evaluation_seeds_are_every_protocols_default_threads():
         for agent in c["agents"].values():
             agent.pop("samples", None)
 
-    exp = Experiment(validate_config(_mutated(lambda c: seeded(c, 1, 6))))
-    assert {spec["threads"] for spec in exp.protocols.values()} >= {1}
     explicit = {name: spec["threads"] for name, spec in TINY["debate"]["protocols"].items() if spec.get("threads")}
+    exp = Experiment(validate_config(_mutated(lambda c: seeded(c, 1, 6))))
+    for name, spec in exp.protocols.items():
+        assert spec["threads"] == explicit.get(name, 1), name
     exp = Experiment(validate_config(_mutated(lambda c: seeded(c, 2, 12))))
     for name, spec in exp.protocols.items():
         assert spec["threads"] == explicit.get(name, 2), name
