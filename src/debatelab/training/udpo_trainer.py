@@ -125,6 +125,7 @@ class UdpoTrainer(DebateTrainer):
         rows = [self.rows[k] for k in index]
         states = rollout_debates(self.policy, rows, self.participants, s, step=step, rounds=self.rounds,
                                  system_prompts=self.system_prompts)
+        self.policy.rollouts_done()
         rewards = [trajectory_rewards(answers_by_round(st), str(st.row["answer"]), st.task_type, labels=st.labels)
                    for st in states]
         seat_rewards = np.array([[agent_reward(r, self.coefficients[seat]) for seat in self.seats] for r in rewards])

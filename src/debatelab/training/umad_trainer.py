@@ -54,6 +54,7 @@ class UmadTrainer(DebateTrainer):
         rows = self._draw(u.questions_per_step)
         states = rollout_debates(self.policy, rows, self.participants, s, step=step, rounds=u.turns - 1,
                                  threads=u.threads, system_prompts=self.system_prompts)
+        self.policy.rollouts_done()
         G, N, T = u.threads, len(self.seats), u.turns
         # cell[(q, g, i, t)]: question q's thread g (states are question-major, threads inner), seat i, turn t
         by_agent: dict[str, list[Rollout]] = {}

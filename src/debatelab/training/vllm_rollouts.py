@@ -56,7 +56,10 @@ def resolve_rollout_backend(choice: str) -> str:
 class VLLMRollouts:
     """A vLLM engine over the policy's base model that generates with the policy's current weights."""
 
-    def __init__(self, model_path: str | Path, settings, *, dtype: str, rank: int = 0, world: int = 1):
+    def __init__(self, model_path: str | Path, settings, *, dtype: str, rank: int = 0, world: int = 1,
+                 adapters: int = 1):
+        """`adapters`: how many LoRA adapters (agents) one batch may carry; a multi-agent run sends one
+        agent's batch at a time, but keeps each agent's latest adapter loaded."""
         from ..llm.vllm_backend import VLLMBackend
 
         self.settings, self.lora = settings, settings.finetuning == "lora"
@@ -64,32 +67,48 @@ class VLLMRollouts:
         kwargs = dict(dtype=dtype, seed=rank, gpu_memory_utilization=settings.vllm_gpu_memory_utilization,
                       max_model_len=settings.vllm_max_model_len, enforce_eager=settings.vllm_enforce_eager)
         if self.lora:
-            kwargs.update(enable_lora=True, max_lora_rank=vllm_lora_rank(settings.lora.r), max_loras=1)
+            kwargs.update(enable_lora=True, max_lora_rank=vllm_lora_rank(settings.lora.r), max_loras=adapters)
         if settings.vllm_sleep:
             kwargs["enable_sleep_mode"] = True
         if world > 1:  # one engine per training process, on that process's GPU
             kwargs["distributed_executor_backend"] = "external_launcher"
         self.engine = VLLMBackend(str(model_path), **kwargs)
         self._adapters = Path(tempfile.mkdtemp(prefix=f"debatelab-adapters-{rank}-"))
-        self._served: Path | None = None
+        self._served: dict[str, Path] = {}  # adapter name -> the folder it is served from now
         self._asleep = False
         self._version = 0
 
     def backend(self, policy, name: str):
         """A backend that generates with `policy`'s weights as they are now."""
+        if self.lora:
+            return self.adapter_backend(policy.model, None, name)
+        self._wake()
+        self._version += 1
+        self._push_weights(policy.model)
+        return self.engine
+
+    def adapter_backend(self, model, adapter: str | None, name: str):
+        """A backend that generates with PEFT `model`'s adapter `adapter` (None: its only one) as it
+        is now: saved to a fresh folder and served under a new id."""
+        self._wake()
+        self._version += 1
+        folder = self._adapters / f"v{self._version}"
+        if adapter is None:
+            model.save_pretrained(folder)  # the adapter only: adapter_config.json + weights
+        else:
+            model.save_pretrained(folder, selected_adapters=[adapter])
+            if not (folder / "adapter_config.json").exists():  # PEFT puts a named adapter in a subfolder
+                folder = folder / adapter
+        key = adapter or ""
+        if key in self._served:
+            shutil.rmtree(self._adapters / self._served[key].relative_to(self._adapters).parts[0], ignore_errors=True)
+        self._served[key] = folder
+        return self.engine.with_adapter(folder, f"{name}-v{self._version}", self._version)
+
+    def _wake(self) -> None:
         if self._asleep:
             self.engine._require_engine().wake_up()
             self._asleep = False
-        self._version += 1
-        if self.lora:
-            folder = self._adapters / f"v{self._version}"
-            policy.model.save_pretrained(folder)  # the adapter only: adapter_config.json + weights
-            if self._served is not None:
-                shutil.rmtree(self._served, ignore_errors=True)
-            self._served = folder
-            return self.engine.with_adapter(folder, f"{name}-v{self._version}", self._version)
-        self._push_weights(policy.model)
-        return self.engine
 
     def _push_weights(self, model) -> None:
         llm = self.engine._require_engine()
