@@ -293,7 +293,8 @@ class Trainer:
         minibatches = _pack(units, lambda items: len(items) <= local)
         count = int(_all_reduce(len(minibatches), "max"))
         minibatches += [[] for _ in range(count - len(minibatches))]
-        return [self._pack_micro(mb, policy) for mb in minibatches]
+        widths = self._widths(sequences, policy)
+        return [self._pack_micro(mb, widths) for mb in minibatches]
 
     def micro_batches(self, rollouts: Sequence[Rollout], policy=None) -> list[list[Rollout]]:
         """One mini-batch's sequences as forward/backward passes: `micro_batch_size` sequences each in
@@ -301,22 +302,21 @@ class Trainer:
         padded tokens (prompt + reply columns of `_tensors`). A budget bounds a pass's activations
         whatever the prompts: a debate's later rounds carry every agent's earlier replies. The
         split changes only the order in which gradients are summed, not the update."""
-        if self.settings.micro_batch_tokens is None:
-            size = self.settings.micro_batch_size
-            return [list(rollouts[i : i + size]) for i in range(0, len(rollouts), size)]
         widths = self._widths(rollouts, policy)
-        units = [[r] for r in sorted(rollouts, key=lambda r: widths[id(r)], reverse=True)]
-        return self._pack_micro(units, policy)
+        units = [[r] for r in rollouts]
+        if widths:
+            units.sort(key=lambda unit: widths[id(unit[0])], reverse=True)
+        return self._pack_micro(units, widths)
 
-    def _pack_micro(self, units: Sequence[Sequence[Rollout]], policy=None) -> list[list[Rollout]]:
+    def _pack_micro(self, units: Sequence[Sequence[Rollout]], widths: dict) -> list[list[Rollout]]:
+        """Units joined into passes of at most `micro_batch_size` sequences and, with `widths`
+        (`_widths`), at most `micro_batch_tokens` padded tokens."""
         s = self.settings
-        flat = [r for unit in units for r in unit]
-        widths = self._widths(flat, policy) if s.micro_batch_tokens is not None else {}
 
         def fits(items) -> bool:
             if len(items) > s.micro_batch_size:
                 return False
-            if s.micro_batch_tokens is None:
+            if not widths:
                 return True
             return len(items) * (max(widths[id(r)][0] for r in items) + max(widths[id(r)][1] for r in items)) \
                 <= s.micro_batch_tokens
@@ -324,7 +324,10 @@ class Trainer:
         return [[r for unit in batch for r in unit] for batch in _pack(units, fits)]
 
     def _widths(self, rollouts: Sequence[Rollout], policy=None) -> dict[int, tuple[int, int]]:
-        """(prompt tokens, reply tokens) of each rollout under the policy's chat template."""
+        """(prompt tokens, reply tokens) of each rollout under the policy's chat template; empty
+        without `micro_batch_tokens` (nothing is measured then)."""
+        if self.settings.micro_batch_tokens is None:
+            return {}
         tokenizer = (policy or self.policy).tokenizer
         return {id(r): (len(chat_prompt_ids(tokenizer, r.messages)), max(r.length, 1)) for r in rollouts}
 

@@ -74,7 +74,7 @@ class VLLMRollouts:
             kwargs["distributed_executor_backend"] = "external_launcher"
         self.engine = VLLMBackend(str(model_path), **kwargs)
         self._adapters = Path(tempfile.mkdtemp(prefix=f"debatelab-adapters-{rank}-"))
-        self._served: dict[str, Path] = {}  # adapter name -> the folder it is served from now
+        self._served: dict[str, Path] = {}  # adapter name -> the version folder it is served from now
         self._asleep = False
         self._version = 0
 
@@ -92,17 +92,17 @@ class VLLMRollouts:
         is now: saved to a fresh folder and served under a new id."""
         self._wake()
         self._version += 1
-        folder = self._adapters / f"v{self._version}"
+        version = folder = self._adapters / f"v{self._version}"
         if adapter is None:
             model.save_pretrained(folder)  # the adapter only: adapter_config.json + weights
         else:
             model.save_pretrained(folder, selected_adapters=[adapter])
             if not (folder / "adapter_config.json").exists():  # PEFT puts a named adapter in a subfolder
                 folder = folder / adapter
-        key = adapter or ""
-        if key in self._served:
-            shutil.rmtree(self._adapters / self._served[key].relative_to(self._adapters).parts[0], ignore_errors=True)
-        self._served[key] = folder
+        previous = self._served.get(adapter or "")
+        if previous is not None:
+            shutil.rmtree(previous, ignore_errors=True)
+        self._served[adapter or ""] = version
         return self.engine.with_adapter(folder, f"{name}-v{self._version}", self._version)
 
     def _wake(self) -> None:
