@@ -125,7 +125,8 @@ def test_the_preparation_jobs_read_only_the_settings_they_use(config_name):
         whole = TrainSettings.from_config(full)
         warmup = TrainSettings.from_config(udpo_job_settings(full, "warmup"))
         coefficients = TrainSettings.from_config(udpo_job_settings(full, "coefficients"))
-        for name in ("seed", "temperature", "top_p", "max_tokens", "dtype", "rollout_batch_size", "finetuning"):
+        for name in ("seed", "temperature", "top_p", "max_tokens", "dtype", "rollout_batch_size", "finetuning",
+                     "rollout_backend", "vllm_gpu_memory_utilization", "vllm_max_model_len", "vllm_enforce_eager"):
             assert getattr(warmup, name) == getattr(whole, name), name
         assert (warmup.udpo.rounds, warmup.udpo.warmup_fraction) == (whole.udpo.rounds, whole.udpo.warmup_fraction)
         for name in ("kappa", "lambda_base", "eta_base", "intra_lambda", "sys_mode", "base_weights", "ablate"):
