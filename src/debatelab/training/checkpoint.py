@@ -6,6 +6,8 @@ metrics so far; `{directory}/latest` names the newest. A checkpoint is written t
 folder and renamed, then `latest` is replaced, then older checkpoints are removed, so a kill at any
 moment leaves a complete checkpoint to resume from. A checkpoint of other settings (another base
 model, dataset or hyperparameter; `steps` may grow) is not resumed: the run starts afresh and says so.
+Under DeepSpeed ZeRO each process's optimizer partition sits in `optimizer-zero/rank-R.pt` instead
+(`zero.py`): the processes write them first, then the checkpoint takes the folder in.
 """
 from __future__ import annotations
 
@@ -35,8 +37,13 @@ class TrainState:
     extra: dict = field(default_factory=dict)  # a method's own state (JSON), e.g. UDPO's replay priorities
 
 
-def save_checkpoint(directory: str | Path, policy, state: TrainState, fingerprint: str, keep: int = 1) -> Path:
+def save_checkpoint(directory: str | Path, policy, state: TrainState, fingerprint: str, keep: int = 1,
+                    optimizer_partitions: str | Path | None = None) -> Path:
+    """`optimizer_partitions`: the folder of ZeRO optimizer partitions every process saved for this
+    step (`zero.save_partition`), moved into the checkpoint in place of the whole optimizer state."""
     import torch
+
+    from .zero import PARTITIONS
     from safetensors.torch import save_file
 
     directory = Path(directory)
@@ -45,8 +52,10 @@ def save_checkpoint(directory: str | Path, policy, state: TrainState, fingerprin
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=directory))
     try:
         save_file({k: v.contiguous().cpu() for k, v in policy.trainable_state().items()}, tmp / "trainable.safetensors")
-        torch.save({"optimizer": policy.optimizer.state_dict(), "scheduler": policy.scheduler.state_dict()},
-                   tmp / "optimizer.pt")
+        whole = None if optimizer_partitions is not None else policy.optimizer.state_dict()
+        torch.save({"optimizer": whole, "scheduler": policy.scheduler.state_dict()}, tmp / "optimizer.pt")
+        if optimizer_partitions is not None:
+            os.replace(optimizer_partitions, tmp / PARTITIONS)
         rng = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
         if torch.cuda.is_available():
             rng["cuda"] = torch.cuda.get_rng_state_all()
@@ -63,15 +72,19 @@ def save_checkpoint(directory: str | Path, policy, state: TrainState, fingerprin
         raise
     write_text_atomic(name, directory / "latest")
     finished = sorted(p for p in directory.glob("step-*") if p.is_dir())
-    for old in finished[:-keep]:
+    for old in finished[:-keep] + list(directory.glob(".zero-step-*")):  # and partitions of a killed save
         shutil.rmtree(old, ignore_errors=True)
     return final
 
 
-def load_checkpoint(directory: str | Path, policy, fingerprint: str) -> TrainState | None:
-    """Restore the newest checkpoint into `policy` and the random states; None if there is none to resume."""
+def load_checkpoint(directory: str | Path, policy, fingerprint: str, engine=None, rank: int = 0,
+                    world: int = 1) -> TrainState | None:
+    """Restore the newest checkpoint into `policy` and the random states; None if there is none to
+    resume. `engine`: the DeepSpeed engine whose optimizer partition this process restores."""
     import torch
     from safetensors.torch import load_file
+
+    from .zero import PARTITIONS, load_partition
 
     directory = Path(directory)
     latest = directory / "latest"
@@ -84,7 +97,13 @@ def load_checkpoint(directory: str | Path, policy, fingerprint: str) -> TrainSta
         return None
     policy.load_trainable_state(load_file(path / "trainable.safetensors", device=str(policy.device)))
     states = torch.load(path / "optimizer.pt", map_location=policy.device, weights_only=False)
-    policy.optimizer.load_state_dict(states["optimizer"])
+    if (path / PARTITIONS).exists():
+        if engine is None:
+            raise ValueError(f"checkpoint {path} holds DeepSpeed ZeRO optimizer partitions: resume it under the "
+                             "same accelerate config")
+        load_partition(engine, path / PARTITIONS, rank, world)
+    else:
+        policy.optimizer.load_state_dict(states["optimizer"])
     policy.scheduler.load_state_dict(states["scheduler"])
     rng = torch.load(path / "rng.pt", weights_only=False)
     random.setstate(rng["python"])

@@ -39,6 +39,25 @@ def enable_gradient_checkpointing(model, settings) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
+def warn_low_precision_updates(settings, dtype) -> bool:
+    """Full fine-tuning of 16-bit weights with no fp32 master copy loses every Adam step smaller than
+    half the dtype's spacing (bfloat16: about 0.4 % of the weight): at learning rate 1e-6 nearly all
+    of them. DeepSpeed ZeRO keeps fp32 master weights (`zero.py`); LoRA adapters train in fp32."""
+    import torch
+
+    from . import zero
+
+    sharded = zero.requested() and torch.distributed.is_available() and torch.distributed.is_initialized() \
+        and torch.distributed.get_world_size() > 1
+    if settings.finetuning != "full" or dtype not in (torch.bfloat16, torch.float16) or sharded:
+        return False
+    log.warning("full fine-tuning of %s weights with no fp32 master copy: Adam steps below the dtype's resolution "
+                "(learning_rate %g) are rounded away; train in float32, or with several GPUs under DeepSpeed "
+                "(accelerate_config: config/accelerate/zero2_8gpu.yaml), which keeps fp32 master weights",
+                str(dtype).removeprefix("torch."), settings.learning_rate)
+    return True
+
+
 class Policy:
     def __init__(self, model_path: str | Path, settings, *, device: str):
         import torch
@@ -63,6 +82,7 @@ class Policy:
             self.reference = AutoModelForCausalLM.from_pretrained(model_path, dtype=resolve_dtype(settings.dtype, device))
             self.reference.to(device).eval().requires_grad_(False)
         trainable = [p for p in self.model.parameters() if p.requires_grad]
+        warn_low_precision_updates(settings, resolve_dtype(settings.dtype, device))
         self.optimizer = torch.optim.AdamW(trainable, lr=settings.learning_rate, weight_decay=settings.weight_decay)
         warmup = settings.warmup_steps
         # linear warm-up over the first rollout steps, then constant (spec 003 §6); stepped once per rollout step

@@ -30,6 +30,7 @@ from ..io import save_figure_atomic, write_json_atomic, write_parquet_atomic
 from ..llm.base import model_fingerprint, stable_hash
 from ..reporting.training import plot_training_curves
 from ..zero_shot import select_questions
+from . import zero
 from .settings import TrainSettings
 
 log = logging.getLogger(__name__)
@@ -52,14 +53,19 @@ def resumable_settings(settings: TrainSettings) -> dict:
     return {k: v for k, v in settings.to_dict().items() if k not in RESUMABLE_CHANGES}
 
 
-def run_fingerprint(settings: TrainSettings, model_path: str, dataset_path: str, policy: AgentSpec) -> str:
+def run_fingerprint(settings: TrainSettings, model_path: str, dataset_path: str, policy: AgentSpec,
+                    optimizer_layout: str | None = None) -> str:
     """What a checkpoint must match to be resumed: every setting but the budget and logging, the base
-    weights, the training questions and the policy's prompt."""
+    weights, the training questions, the policy's prompt, and how the optimizer state is split among
+    processes (`zero.layout`: a ZeRO checkpoint holds one partition per process)."""
     own = resumable_settings(settings)
     data = Path(dataset_path)
-    return stable_hash({"settings": own, "model": model_fingerprint(model_path).split("#")[-1],
-                        "data": stable_hash(pd.read_parquet(data)["id"].astype(str).tolist()) if data.exists() else str(data),
-                        "system_prompt": policy.system_prompt})
+    parts = {"settings": own, "model": model_fingerprint(model_path).split("#")[-1],
+             "data": stable_hash(pd.read_parquet(data)["id"].astype(str).tolist()) if data.exists() else str(data),
+             "system_prompt": policy.system_prompt}
+    if optimizer_layout is not None:  # absent for a whole optimizer state: earlier checkpoints still resume
+        parts["optimizer_layout"] = optimizer_layout
+    return stable_hash(parts)
 
 
 def train_job(
@@ -90,7 +96,7 @@ def train_job(
     questions = select_questions(read_dataset(dataset_path), limit, settings.seed)
     trainer = Trainer(questions, Policy(model_path, settings, device=device), settings, run=run,
                       system_prompt=policy.system_prompt, reward=reward, checkpoint_dir=checkpoint_dir,
-                      fingerprint=run_fingerprint(settings, str(model_path), str(dataset_path), policy))
+                      fingerprint=run_fingerprint(settings, str(model_path), str(dataset_path), policy, zero.layout(world)))
     try:
         metrics = trainer.train()
     finally:
@@ -125,7 +131,8 @@ def read_job_spec(path: str | Path) -> dict:
 
 def launch_or_train(*, processes: int = 1, accelerate_config: str | None = None, log_path: str | None = None, **job):
     """Run `train_job` in this process, or with several processes: `accelerate launch` on GPUs (one per
-    GPU), torchrun's Gloo processes on a CPU. The job's arguments travel as JSON beside the checkpoints."""
+    GPU) and with a DeepSpeed config anywhere, else torchrun's Gloo processes on a CPU. The job's
+    arguments travel as JSON beside the checkpoints."""
     if processes <= 1:
         return train_job(**job)
     import subprocess
@@ -135,12 +142,22 @@ def launch_or_train(*, processes: int = 1, accelerate_config: str | None = None,
 
     spec = Path(job["checkpoint_dir"]) / "job.json"
     write_job_spec(spec, **job)
-    if torch.cuda.is_available():
+    if torch.cuda.is_available() or (accelerate_config and is_deepspeed_config(accelerate_config)):
         cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(processes), "--num_machines", "1"]
         cmd += ["--config_file", str(accelerate_config)] if accelerate_config else ["--multi_gpu"]
-    else:  # accelerate starts several CPU processes only through MPI; torchrun gives Gloo processes
+    else:  # accelerate starts several CPU processes only through MPI (DeepSpeed's aside); torchrun gives Gloo processes
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes)]
     cmd += ["-m", "debatelab.training.launch", str(spec)] + ([str(log_path)] if log_path else [])
     log.info("launching %d training processes: %s", processes, " ".join(cmd))
     subprocess.run(cmd, check=True)
     return pd.read_parquet(job["metrics_path"])
+
+
+def is_deepspeed_config(path: str | Path) -> bool:
+    """Whether an accelerate config file runs DeepSpeed (`distributed_type: DEEPSPEED`)."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"accelerate_config {path}: no such file")
+    return str((yaml.safe_load(path.read_text()) or {}).get("distributed_type", "")).upper() == "DEEPSPEED"

@@ -14,9 +14,10 @@ One rollout step:
    over micro-batches with the mini-batch's token count as normaliser.
 
 Data parallel: with several processes (`accelerate launch`), every process samples its share of
-each round's prompts and updates on its own sequences; gradients are averaged by DDP and the loss
-normaliser is the token count of all processes' mini-batch, so the update equals one process
-training on the whole batch.
+each round's prompts and updates on its own sequences; gradients are averaged by DDP (or by
+DeepSpeed ZeRO, which also splits the optimizer state: `zero.py`) and the loss normaliser is the
+token count of all processes' mini-batch, so the update equals one process training on the whole
+batch.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from tqdm.auto import tqdm
 from .. import prompts
 from ..llm.base import stable_hash
 from ..llm.chat import chat_prompt_ids
+from . import zero
 from .checkpoint import TrainState, load_checkpoint, save_checkpoint
 from .loss import policy_loss, token_logprobs
 from .policy import release_host_memory
@@ -99,8 +101,10 @@ class Trainer:
         for name in ("prompts_per_step", "mini_batch_size"):
             if getattr(settings, name) % self.world:
                 raise ValueError(f"training: {name} = {getattr(settings, name)} must divide among {self.world} processes")
-        self.model = policy.model
-        if self.world > 1:
+        self.model, self.engine = policy.model, None
+        if self.world > 1 and zero.requested():
+            self.model = self.engine = zero.wrap(policy.model, policy.optimizer, settings, self.world)
+        elif self.world > 1:
             from torch.nn.parallel import DistributedDataParallel
 
             self.model = DistributedDataParallel(policy.model, find_unused_parameters=False)
@@ -125,10 +129,7 @@ class Trainer:
     # -- the loop -------------------------------------------------------------------------
     def train(self) -> pd.DataFrame:
         s = self.settings
-        if self.checkpoint_dir is not None:
-            restored = load_checkpoint(self.checkpoint_dir, self.policy, self.fingerprint)
-            if restored is not None:
-                self.state = restored
+        self.resume()
         bar = tqdm(total=s.steps, initial=self.state.step, desc=f"train {self.run_name}", unit="step",
                    disable=not s.show_progress or self.rank != 0, dynamic_ncols=True)
         with bar:
@@ -141,15 +142,35 @@ class Trainer:
                 log.info("step %d/%d: %s; loss %.4f; rollout %.1f s, update %.1f s, %.0f tokens/s", self.state.step,
                          s.steps, self._describe(metrics), metrics["loss"], metrics["rollout_seconds"],
                          metrics["update_seconds"], metrics["tokens_per_second"])
-                if self.checkpoint_dir is not None and self.rank == 0 and (
+                if self.checkpoint_dir is not None and (
                         self.state.step % s.checkpoint_every == 0 or self.state.step == s.steps):
-                    save_checkpoint(self.checkpoint_dir, self.policy, self.state, self.fingerprint)
+                    self._checkpoint()
                 self._barrier()
         return pd.DataFrame(self.state.metrics, columns=self.metric_columns)
+
+    def resume(self) -> bool:
+        """Continue from the newest checkpoint of these settings, if there is one."""
+        if self.checkpoint_dir is None:
+            return False
+        restored = load_checkpoint(self.checkpoint_dir, self.policy, self.fingerprint, engine=self.engine,
+                                   rank=self.rank, world=self.world)
+        if restored is not None:
+            self.state = restored
+        return restored is not None
 
     def _describe(self, metrics: dict) -> str:
         return (f"reward {metrics['reward_mean']:.3f}, accuracy {metrics['accuracy']:.3f}, {metrics['groups_kept']} of "
                 f"{metrics['prompts_sampled']} groups kept, {metrics['debate_groups_kept']} debate groups kept")
+
+    def _checkpoint(self) -> None:
+        """Rank 0 writes the checkpoint; under ZeRO every process first saves its optimizer partition."""
+        partitions = None
+        if self.engine is not None:
+            partitions = zero.save_partition(self.engine, self.checkpoint_dir, self.state.step, self.rank)
+            self._barrier()
+        if self.rank == 0:
+            save_checkpoint(self.checkpoint_dir, self.policy, self.state, self.fingerprint,
+                            optimizer_partitions=partitions)
 
     def _barrier(self) -> None:
         if self.world > 1:
@@ -373,6 +394,7 @@ class Trainer:
         old, ref, entropies = precomputed
         losses, clip_fractions, kls, tokens_seen, updates = [], [], [], [], 0
         trainable = [p for p in policy.model.parameters() if p.requires_grad]
+        engine = self.engine if policy is self.policy else None  # DeepSpeed steps, clips and syncs itself
         for plan in plans:
             for minibatch in plan:
                 local_tokens = sum(r.length for micro in minibatch for r in micro)
@@ -381,17 +403,20 @@ class Trainer:
                     normaliser = _all_reduce(local_tokens)
                 else:
                     normaliser = _all_reduce(local_sequences)
-                normaliser = max(normaliser, 1.0) / self.world  # DDP averages the processes' gradients
-                policy.optimizer.zero_grad(set_to_none=True)
+                normaliser = max(normaliser, 1.0) / self.world  # DDP and ZeRO average the processes' gradients
+                if engine is None:
+                    policy.optimizer.zero_grad(set_to_none=True)  # DeepSpeed zeroes them in its step
                 micro_batches = minibatch or [[]]
                 loss_total = 0.0
                 for k, micro in enumerate(micro_batches):
                     sync = k == len(micro_batches) - 1
-                    context = contextlib.nullcontext() if sync or self.world == 1 else model.no_sync()
+                    if engine is not None:
+                        engine.set_gradient_accumulation_boundary(sync)  # reduce the gradients after the last
+                    context = contextlib.nullcontext() if sync or self.world == 1 or engine is not None \
+                        else model.no_sync()
                     with context:
                         if not micro:  # nothing of this process in this mini-batch: a zero loss keeps DDP in step
-                            loss = sum(p.sum() for p in trainable) * 0.0
-                            loss.backward()
+                            self._backward(sum(p.sum() for p in trainable) * 0.0, engine)
                             continue
                         ids, attention, mask, start, advantages = self._tensors(micro, policy)
                         logps, _ = token_logprobs(model, ids, attention, start)
@@ -403,20 +428,30 @@ class Trainer:
                                             aggregation=s.loss_aggregation, normaliser=normaliser,
                                             ref_logprobs=ref_logps, kl_coef=kl_coef, kl_estimator=s.kl_estimator,
                                             ratio_level=s.ratio_level, groups=groups)
-                        parts.loss.backward()
+                        self._backward(parts.loss, engine)
                         loss_total += float(parts.loss.detach())
                         clip_fractions.append(parts.clip_fraction * parts.tokens)
                         kls.append(parts.kl * parts.tokens)
                         tokens_seen.append(parts.tokens)
-                if s.max_grad_norm:
-                    torch.nn.utils.clip_grad_norm_(trainable, s.max_grad_norm)
-                policy.optimizer.step()
+                if engine is not None:
+                    engine.step()
+                else:
+                    if s.max_grad_norm:
+                        torch.nn.utils.clip_grad_norm_(trainable, s.max_grad_norm)
+                    policy.optimizer.step()
                 release_host_memory(policy.device)
                 losses.append(loss_total / self.world)
                 updates += 1
         seen = max(sum(tokens_seen), 1)
         return {"loss": float(np.mean(losses)), "kl": sum(kls) / seen, "clip_fraction": sum(clip_fractions) / seen,
                 "entropy": float(np.mean(entropies)) if entropies else float("nan"), "updates": updates}
+
+    @staticmethod
+    def _backward(loss, engine=None) -> None:
+        if engine is not None:
+            engine.backward(loss, scale_wrt_gas=False)  # the loss carries its own normaliser
+        else:
+            loss.backward()
 
     @staticmethod
     def _stack(micro: Sequence[Rollout], stored: dict, like):

@@ -1,0 +1,110 @@
+"""DeepSpeed ZeRO for data-parallel training: the optimizer states (stage 1), and the gradients too
+(stage 2), split among the processes, for full fine-tuning of models whose Adam states don't fit
+one GPU beside the weights. Every process keeps all the weights, so rollouts stay as they are:
+each process generates alone, with no collective inside `generate`. Stage 3 (sharded weights) is
+refused for that reason.
+
+Switched on by `accelerate launch` with a DeepSpeed config (`config/accelerate/zero2_8gpu.yaml`):
+accelerate exports the config's fields (`ACCELERATE_USE_DEEPSPEED`, `ACCELERATE_DEEPSPEED_*`),
+`accelerate.utils.DeepSpeedPlugin` turns them into a DeepSpeed config, and the run's settings fill
+what the training loop decides. Micro-batches per optimizer step vary (token budgets, SDRL's kept
+groups), so the loop marks the last one itself (`set_gradient_accumulation_boundary`) and scales
+the loss itself, as with DDP; clipping is the run's `max_grad_norm`, applied by DeepSpeed.
+
+Checkpoints: each process saves its own optimizer partition (with its fp32 master weights) into
+`{checkpoint_dir}/.zero-step-NNNNN/`, which the checkpoint then takes in whole (`checkpoint.py`).
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+PARTITIONS = "optimizer-zero"  # the folder of per-process optimizer partitions inside a checkpoint
+
+
+def requested() -> bool:
+    """Whether this process was started by `accelerate launch` with a DeepSpeed config."""
+    return os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+
+
+def layout(world: int) -> str | None:
+    """How the optimizer state is split, for the resume fingerprint: None (whole in every process),
+    or "zero<stage> x <processes>" (a checkpoint resumes only into the same split)."""
+    if world <= 1 or not requested():
+        return None
+    return f"zero{os.environ.get('ACCELERATE_DEEPSPEED_ZERO_STAGE', '2')} x {world}"
+
+
+def deepspeed_config(settings, world: int, dtype) -> dict:
+    """The launcher's DeepSpeed config with the loop's own choices filled in."""
+    import torch
+    from accelerate.utils import DeepSpeedPlugin
+
+    config = copy.deepcopy(DeepSpeedPlugin().deepspeed_config)
+    zero = config.setdefault("zero_optimization", {})
+    stage = int(zero.get("stage", 2))
+    if stage not in (1, 2):
+        raise ValueError(f"DeepSpeed ZeRO stage {stage} in the accelerate config: training supports stages 1 and 2 "
+                         "(stage 3 splits the weights, and every process would have to generate in lockstep)")
+    if str((zero.get("offload_param") or {}).get("device", "none")) != "none":
+        raise ValueError("DeepSpeed offload_param_device in the accelerate config: weights offload only with stage 3")
+    clipping = config.get("gradient_clipping", "auto")
+    if clipping not in ("auto", None) and float(clipping) != float(settings.max_grad_norm or 0.0):
+        log.warning("accelerate config gradient_clipping %s ignored: the run's max_grad_norm (%s) applies",
+                    clipping, settings.max_grad_norm)
+    config.update({
+        "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "train_batch_size": world,
+        "gradient_clipping": float(settings.max_grad_norm or 0.0),
+        # the policy's own torch AdamW (and schedule): what a single process or DDP runs
+        "zero_allow_untested_optimizer": True, "zero_force_ds_cpu_optimizer": False,
+        # weights load in the training dtype; with bfloat16, DeepSpeed keeps fp32 master partitions
+        "bf16": {"enabled": dtype == torch.bfloat16}, "fp16": {"enabled": False},
+        "steps_per_print": 2**31 - 1, "wall_clock_breakdown": False,
+    })
+    return config
+
+
+def wrap(model, optimizer, settings, world: int):
+    """The DeepSpeed engine over `model` and its optimizer (the one the policy's scheduler drives)."""
+    import deepspeed
+
+    dtype = next(p for p in model.parameters() if p.requires_grad).dtype
+    config = deepspeed_config(settings, world, dtype)
+    engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
+    log.info("DeepSpeed ZeRO stage %d over %d processes (bf16 master weights: %s)",
+             config["zero_optimization"]["stage"], world, config["bf16"]["enabled"])
+    return engine
+
+
+def staging_dir(checkpoint_dir: str | Path, step: int) -> Path:
+    return Path(checkpoint_dir) / f".zero-step-{step:05d}"
+
+
+def save_partition(engine, checkpoint_dir: str | Path, step: int, rank: int) -> Path:
+    """This process's optimizer partition, written atomically into the step's staging folder."""
+    import torch
+
+    folder = staging_dir(checkpoint_dir, step)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".rank-{rank}.pt.tmp"
+    torch.save(engine.optimizer.state_dict(), tmp)
+    os.replace(tmp, folder / f"rank-{rank}.pt")
+    return folder
+
+
+def load_partition(engine, folder: str | Path, rank: int, world: int) -> None:
+    """This process's optimizer partition and fp32 master weights, from a checkpoint's folder."""
+    import torch
+
+    folder = Path(folder)
+    saved = len(list(folder.glob("rank-*.pt")))
+    if saved != world:
+        raise ValueError(f"checkpoint {folder.parent} holds the ZeRO optimizer of {saved} processes, this run has "
+                         f"{world}: resume with the same gpus, or delete {folder.parent.parent} to start afresh")
+    states: list = [None] * world  # DeepSpeed reads the entry of this process's rank
+    states[rank] = torch.load(folder / f"rank-{rank}.pt", map_location="cpu", weights_only=False)
+    engine.optimizer.load_state_dict(states, load_from_fp32_weights=True)
