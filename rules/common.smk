@@ -184,6 +184,7 @@ def evaluation_inputs(wildcards):
         inputs["confidence_lift"] = f"{RESULTS}/summary/confidence_lift.csv"
         inputs["calibration"] = [f"{RESULTS}/calibration/{d}/{p}.csv" for p, d in per_pair]
         inputs["confidence_metrics"] = confidence_metric_files()
+        inputs["confidence_streams"] = [f"{RESULTS}/streams/{d}/{p}.parquet" for p, d in per_pair]
     return inputs
 
 

@@ -68,11 +68,38 @@ def _metrics() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# streams: (dataset, question, agent) -> ((correct, seqprob, verbal) before, (correct, seqprob, verbal) after
+# or None: not debated)
+STREAMS = {
+    ("tiny_boolq", "q1", "a"): ((True, 0.6, 0.5), (True, 0.7, 0.5)),  # c→c +.1
+    ("tiny_boolq", "q1", "b"): ((True, 0.5, 0.6), (False, 0.8, 0.4)),  # c→i +.3 (self-report −.2)
+    ("tiny_boolq", "q2", "a"): ((False, 0.4, 0.3), (True, 0.5, 0.5)),  # i→c +.1
+    ("tiny_boolq", "q2", "b"): ((True, 0.7, 0.7), (False, 0.6, 0.7)),  # c→i −.1 (self-report 0)
+    ("tiny_boolq", "q3", "a"): ((False, 0.5, 0.5), (False, 0.45, 0.5)),  # i→i −.05
+    ("tiny_boolq", "q3", "b"): ((False, 0.5, 0.5), None),  # not debated: stream 1 carries stream 0 over
+    ("tiny_mmlu", "q9", "a"): ((True, 0.3, 0.2), (True, 0.4, 0.2)),  # the only mmlu answer: c→c
+}
+
+
+def _streams() -> pd.DataFrame:
+    rows = []
+    for (dataset, question, agent), (before, after) in STREAMS.items():
+        base = {"dataset": dataset, "pair": "p1", "question_id": question, "agent": agent}
+        rows.append({**base, "stream": 0, "correct": before[0], "conf_seqprob": before[1], "conf_verbal": before[2],
+                     "debated": False})
+        debated = after is not None
+        after = after or before
+        rows.append({**base, "stream": 1, "correct": after[0], "conf_seqprob": after[1], "conf_verbal": after[2],
+                     "debated": debated})
+    return pd.DataFrame(rows + rows[:2])  # q1/a again, as another run's split repeats it
+
+
 def _outputs(**settings) -> RunOutputs:
     outputs = RunOutputs("tiny_conf", {}, {}, {"tiny_boolq": "boolq", "tiny_mmlu": "mmlu_college"}, settings=settings)
     outputs.__dict__["confidence_lift"] = _lift()
     outputs.__dict__["calibration"] = _calibration()
     outputs.__dict__["confidence_metrics"] = _metrics()
+    outputs.__dict__["confidence_streams"] = _streams()
     return outputs
 
 
@@ -141,6 +168,18 @@ def test_calibration_reports_get_dataset_and_pair_from_their_path(tmp_path):
     assert cells.loc["beta", "ece"] == pytest.approx(0.1) and cells.loc["beta", "n"] == 200
 
 
+def test_streams_get_dataset_and_pair_from_their_path(tmp_path):
+    """A validation split appended from another dataset entry (boolq_dev) counts under the file's dataset."""
+    frame = _streams()
+    path = tmp_path / "streams" / "tiny_boolq" / "m1__m2.parquet"
+    path.parent.mkdir(parents=True)
+    frame[frame["dataset"] == "tiny_boolq"].assign(dataset="tiny_boolq_dev").to_parquet(path)
+    streams = RunOutputs("t", {}, {}, {}, confidence_stream_paths=[path]).confidence_streams
+    assert set(streams["dataset"]) == {"tiny_boolq"} and set(streams["pair"]) == {"m1__m2"}
+    transitions = confidence.debate_transitions(streams)
+    assert sorted(transitions["transition"]) == ["c→c", "c→i", "c→i", "i→c", "i→i"]
+
+
 def test_claims_hold_or_fail_as_computed_by_hand(result):
     claims = _claims(result)
     # §10.1: beta lowers ECE by .1; isotonic's .1 and .32 average above raw's .2
@@ -169,13 +208,22 @@ def test_claims_hold_or_fail_as_computed_by_hand(result):
     assert best_f1["value"] == pytest.approx(1.0) and best_f1["holds"] == "yes"  # zero_shot:a's .90 is no method
     assert best_f1["detail"] == "best other: cga"
     assert _claim(claims, "§10.5", "tiny_boolq, seqprob, beta", "AUARC")["value"] == pytest.approx(4.0)
-    seq = claims[claims["claim"] == "§10.7"].iloc[0]
-    assert seq["holds"] == "n/a" and "streams.parquet" in seq["detail"]
+    # §10.7: mean seqprob after − before per transition; q3/b was not debated; q1/a counts once
+    flips = _claim(claims, "§10.7", "tiny_boolq, c→i")
+    assert flips["value"] == pytest.approx(0.1) and flips["holds"] == "yes" and flips["n"] == 2
+    assert flips["detail"] == "self-report after − before: -0.1"
+    same = _claim(claims, "§10.7", "tiny_boolq, c→c")
+    assert same["value"] == pytest.approx(0.1) and same["n"] == 1
+    assert _claim(claims, "§10.7", "tiny_boolq, i→c")["value"] == pytest.approx(0.1)
+    wrong = _claim(claims, "§10.7", "tiny_boolq, i→i")
+    assert wrong["value"] == pytest.approx(-0.05) and wrong["holds"] == "no" and wrong["n"] == 1
+    missing = _claim(claims, "§10.7", "tiny_mmlu, c→i")
+    assert missing["holds"] == "n/a" and missing["detail"] == "no c→i answer among 1 debated"
 
 
 def test_claims_say_why_without_the_inputs():
     outputs = RunOutputs("empty", {}, {}, {})
-    for name in ("confidence_lift", "calibration", "confidence_metrics"):
+    for name in ("confidence_lift", "calibration", "confidence_metrics", "confidence_streams"):
         outputs.__dict__[name] = pd.DataFrame()
     empty = confidence.evaluate(outputs)
     claims = _claims(empty)

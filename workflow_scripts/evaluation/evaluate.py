@@ -17,5 +17,6 @@ with job_log(snakemake.log[0]):
         confidence_lift_path=inputs.get("confidence_lift"),
         calibration_paths=list(inputs.get("calibration", [])),
         confidence_metric_paths=list(inputs.get("confidence_metrics", [])),
+        confidence_stream_paths=list(inputs.get("confidence_streams", [])),
     )
     evaluate_paper(snakemake.wildcards.paper, outputs, snakemake.output[0])

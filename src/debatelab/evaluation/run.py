@@ -28,6 +28,7 @@ TURN_COLUMNS = [
 ]
 ZERO_SHOT_COLUMNS = ["question_id", "dataset", "agent", "sample", "answer", "correct", "completion_tokens"]
 UNCERTAINTY_COLUMNS = ["question_id", "dataset", "protocol", "thread", "correct", "u_intra", "u_inter", "u_sys"]
+STREAM_COLUMNS = ["question_id", "agent", "stream", "correct", "conf_verbal", "conf_seqprob", "debated"]
 ROUND_COLUMNS = ["question_id", "dataset", "protocol", "round", "k_threads", "total", "epistemic", "aleatoric"]
 
 
@@ -145,6 +146,7 @@ class RunOutputs:
     confidence_lift_path: str | Path | None = None
     calibration_paths: Sequence[str | Path] = ()  # calibration/{dataset}/{pair}.csv
     confidence_metric_paths: Sequence[str | Path] = ()  # protocols/{dataset}/{pair}/metrics.csv
+    confidence_stream_paths: Sequence[str | Path] = ()  # streams/{dataset}/{pair}.parquet
     settings: Mapping = field(default_factory=dict)  # the evaluation config section
     agent_runs: Mapping[str, str | None] = field(default_factory=dict)  # agent -> the run that trained its model
 
@@ -193,6 +195,14 @@ class RunOutputs:
     @cached_property
     def confidence_metrics(self) -> pd.DataFrame:
         return _read_csvs(self.confidence_metric_paths)
+
+    @cached_property
+    def confidence_streams(self) -> pd.DataFrame:
+        """streams/{dataset}/{pair}.parquet, with dataset and pair from the path (a validation split
+        appended from another dataset entry keeps its own name in the file)."""
+        frames = [read_parquet_checked(p, STREAM_COLUMNS)[STREAM_COLUMNS].assign(dataset=Path(p).parent.name, pair=Path(p).stem)
+                  for p in self.confidence_stream_paths]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*STREAM_COLUMNS, "dataset", "pair"])
 
     def paper_dataset(self, dataset: str) -> str:
         return self.paper_datasets.get(dataset, dataset)

@@ -257,16 +257,51 @@ def _metric_claims(means: pd.DataFrame, calibrator: str | None) -> list[Claim]:
     return claims
 
 
+TRANSITIONS = {(True, True): "c→c", (True, False): "c→i", (False, True): "i→c", (False, False): "i→i"}
+
+
+def debate_transitions(streams: pd.DataFrame) -> pd.DataFrame:
+    """One row per debated (pair, question, agent): correct and raw confidences before (stream 0, the
+    zero-shot answer) and after the debate (stream 1), and the transition (c→i: right, then wrong)."""
+    keys = ["dataset", "pair", "question_id", "agent"]
+    streams = streams.drop_duplicates([*keys, "stream"])  # a question's rows repeat in every run's split
+    before = streams[streams["stream"] == 0].set_index(keys)
+    after = streams[(streams["stream"] == 1) & streams["debated"].astype(bool)].set_index(keys)
+    joined = before.join(after, lsuffix="_before", rsuffix="_after", how="inner").reset_index()
+    joined["transition"] = [TRANSITIONS[(bool(b), bool(a))] for b, a in zip(joined["correct_before"], joined["correct_after"])]
+    return joined
+
+
+def _debate_confidence_claims(streams: pd.DataFrame) -> list[Claim]:
+    """§10.7 (Fig. 2): the mean raw seqprob confidence after − before debate, per dataset and
+    transition; it holds where the mean rises. Self-report, which the paper finds moves less, is in
+    the detail."""
+    statement = "sequence-probability confidence rises after debate, even on correct→incorrect flips"
+    if streams.empty:
+        return [Claim.untestable("§10.7", statement, "no streams (the confidence stage's streams.parquet)")]
+    joined = debate_transitions(streams)
+    claims = []
+    for dataset, part in joined.groupby("dataset", sort=False):
+        for transition in TRANSITIONS.values():
+            rows = part[part["transition"] == transition]
+            scope = f"{dataset}, {transition}"
+            if rows.empty:
+                claims.append(Claim.untestable("§10.7", statement, f"no {transition} answer among {len(part)} debated",
+                                               scope=scope))
+                continue
+            seq = float((rows["conf_seqprob_after"] - rows["conf_seqprob_before"]).mean())
+            verbal = float((rows["conf_verbal_after"] - rows["conf_verbal_before"]).mean())
+            claims.append(Claim("§10.7", statement, scope, "mean seqprob confidence after − before debate", seq,
+                                bool(seq > 0) if finite(seq) else None, len(rows),
+                                f"self-report after − before: {verbal:+.4g}" if finite(verbal) else ""))
+    return claims
+
+
 def _claims(outputs: RunOutputs, lift: pd.DataFrame, calibrator: str | None, cal_cells: pd.DataFrame,
             means: pd.DataFrame) -> list[Claim]:
     claims = _calibration_claims(cal_cells) + _lift_claims(lift, calibrator, outputs)
     claims += _metric_claims(means, calibrator)
-    claims.append(Claim.untestable(
-        "§10.7", "sequence-probability confidence rises after debate, even on correct→incorrect flips",
-        "needs each question's raw seqprob confidence before and after debate (the stage's streams.parquet); "
-        "the evaluation reads only the calibration reports (ECE/NLL/Brier/AUARC per stream), the test metrics "
-        "and the lift table, none of which holds a mean confidence"))
-    return claims
+    return claims + _debate_confidence_claims(outputs.confidence_streams)
 
 
 # --------------------------------------------------------------------------- plot
