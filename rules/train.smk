@@ -115,6 +115,7 @@ rule train_agents:
         udpo=lambda wc: _udpo(wc.run),
         settings=lambda wc: EXP.train_settings(wc.run),
         limit=lambda wc: DATASETS[TRAINING_RUNS[wc.run]["dataset"]]["limit"],
+        accelerate_config=lambda wc: ACCELERATE_CONFIGS[wc.run],
         checkpoint_dir=lambda wc: f"{RESULTS}/train/{wc.run}/checkpoint",
     log:
         f"{LOGS}/train/{{run}}.log",
@@ -122,7 +123,7 @@ rule train_agents:
         f"{BENCH}/train/{{run}}.tsv"
     threads: 2
     resources:
-        gpu=1,
+        gpu=lambda wc: TRAINING_RUNS[wc.run]["gpus"],
         mem_mb=32000,
         runtime=1440,
     script:

@@ -1,7 +1,12 @@
 """UMAD's advantages (spec 001 §4.3, Eqs 4-5) on a fixture, values worked by hand in the comments."""
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -146,3 +151,54 @@ def test_the_epistemic_reward_changes_the_update_relative_to_ippo_on_the_same_ro
     for agent in ("solver", "critic"):
         moved = [not torch.allclose(a[k], b[k]) for k in a if k.startswith(f"{agent}/") and "lora_B" in k]
         assert any(moved), agent
+
+
+@pytest.mark.slow
+def test_two_processes_make_the_same_umad_step_as_one_on_all_questions(tmp_path, char_model_dir):
+    """Data parallel UMAD: each of two processes debates one of the step's two questions (its G
+    threads whole); the rewards and group advantages are the question's own, every agent's gradients
+    are averaged over the processes and the loss normaliser counts both, so the step's gradients,
+    adapters and metrics equal one process's on both questions."""
+    import torch
+    from safetensors.torch import load_file
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "OMP_NUM_THREADS": "1"}
+    outs = {}
+    for processes in (1, 2):
+        outs[processes] = tmp_path / f"umad-{processes}.safetensors"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port",
+               str(29520 + processes), "-m", "umad_ddp_step", str(char_model_dir), str(outs[processes])]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    one, two = load_file(outs[1]), load_file(outs[2])
+    grads = [k for k in one if k.startswith("grad.")]
+    assert {k.split("/")[0] for k in grads} == {"grad.solver", "grad.critic"}
+    assert any(float(one[k].abs().max()) > 1e-4 for k in grads), "no gradient reached the adapters"
+    for key in grads:  # the same gradient, up to the order of floating-point sums
+        assert torch.allclose(one[key], two[key], rtol=1e-4, atol=1e-7), key
+    for key in (k for k in one if not k.startswith("grad.")):  # Adam's first step: about lr·sign(g)
+        assert torch.isclose(one[key], two[key], atol=1e-6).float().mean() > 0.99, key
+    m1, m2 = (json.loads(Path(f"{outs[k]}.json").read_text()) for k in (1, 2))
+    assert m1["debates"] == m2["debates"] == 2 * 3 and m1["sequences"] == m2["sequences"] == 2 * 3 * 2 * 2
+    assert m1["reward_std"] > 0  # mixed rewards: something to learn from
+    for key in ("reward_mean", "reward_std", "accuracy", "accuracy_first", "eu_mean", "weight_mean", "loss",
+                "response_length"):
+        assert m2[key] == pytest.approx(m1[key], rel=1e-5, abs=1e-7), key
+
+
+def test_a_multi_agent_job_travels_to_its_processes_as_json(tmp_path):
+    """What `launch_or_train(job_kind="train_agents")` hands each process comes back equal."""
+    from debatelab.config import AgentSpec
+    from debatelab.training.settings import TrainSettings
+    from debatelab.training.stage import job_function, read_job_spec, write_job_spec
+
+    settings = TrainSettings(method="umad", lora={"r": 4, "alpha": 8}, umad={"threads": 3, "questions_per_step": 4})
+    agents = {"solver": AgentSpec(name="solver", model="m", system_prompt="solve"), "critic": AgentSpec(name="critic", model="m")}
+    job = dict(dataset_path="d.parquet", bases={"solver": "m", "critic": "m"}, participants=["solver", "critic"],
+               agents=agents, out_dirs={"solver": "o/solver", "critic": "o/critic"}, metrics_path="m.parquet",
+               curves_path="c.png", settings_path="s.json", checkpoint_dir="ck", run="umad", settings=settings,
+               coefficients_path=None, limit=4)
+    write_job_spec(tmp_path / "job.json", job_kind="train_agents", **job)
+    kind, back = read_job_spec(tmp_path / "job.json")
+    assert kind == "train_agents" and back == job
+    assert job_function(kind).__name__ == "train_agents_job" and back["settings"].umad.threads == 3

@@ -3,12 +3,16 @@ from pathlib import Path
 from debatelab.config import AgentSpec
 from debatelab.runlog import job_log
 from debatelab.training import TrainSettings
-from debatelab.training.multi_agent_stage import train_agents_job
+from debatelab.training.stage import launch_or_train
 
 if __name__ == "__main__":
     with job_log(snakemake.log[0]):
         udpo = snakemake.params.udpo
-        train_agents_job(
+        launch_or_train(
+            job_kind="train_agents",
+            processes=int(snakemake.resources.get("gpu", 1) or 1),
+            accelerate_config=snakemake.params.accelerate_config,
+            log_path=snakemake.log[0],
             dataset_path=snakemake.input.dataset,
             bases=udpo["bases"],
             participants=udpo["participants"],

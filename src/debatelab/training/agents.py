@@ -123,11 +123,14 @@ class AgentPolicies:
         base = self.base_of[name]
         if self.rollout_backend == "vllm":
             if base not in self._engines:
+                from .trainer import _world
                 from .vllm_rollouts import VLLMRollouts
 
                 dtype = str(resolve_dtype(self.settings.dtype, self.device)).removeprefix("torch.")
                 sharing = sum(self.base_of[a] == base for a in self.agents)
-                self._engines[base] = VLLMRollouts(base, self.settings, dtype=dtype, adapters=sharing)
+                rank, world = _world()  # data parallel: an engine per process, on its GPU
+                self._engines[base] = VLLMRollouts(base, self.settings, dtype=dtype, adapters=sharing, rank=rank,
+                                                   world=world)
             return self._engines[base].adapter_backend(self.model_of(name), name, model_id)
         from ..llm.transformers_backend import TransformersBackend
 

@@ -3,7 +3,8 @@
     accelerate launch --num_processes N [--config_file config/accelerate/<...>.yaml] \
         -m debatelab.training.launch job.json
 
-`job.json` holds `train_job`'s arguments (`stage.write_job_spec`). The launcher's environment
+`job.json` names the job (`train_job`, or `train_agents_job` of a multi-agent run) and holds its
+arguments (`stage.write_job_spec`). The launcher's environment
 (RANK, WORLD_SIZE, MASTER_ADDR) gives the process group: NCCL on GPUs, Gloo on CPUs (there,
 `python -m torch.distributed.run --nproc_per_node N`, since accelerate launches several CPU
 processes only through MPI); the trainer wraps the policy in DDP.
@@ -29,14 +30,15 @@ def init_process_group() -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from .stage import read_job_spec, train_job
+    from .stage import job_function, read_job_spec
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) not in (1, 2):
         raise SystemExit("usage: python -m debatelab.training.launch job.json [log file]")
     rank = init_process_group()
     with job_log(args[1] if len(args) == 2 and rank == 0 else None):
-        train_job(**read_job_spec(args[0]))
+        kind, job = read_job_spec(args[0])
+        job_function(kind)(**job)
     import torch.distributed as dist
 
     if dist.is_initialized():

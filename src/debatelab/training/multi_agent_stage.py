@@ -56,8 +56,10 @@ def _policies(bases: dict[str, str], settings: TrainSettings, device: str | None
 
     from .agents import AgentPolicies
 
+    from .trainer import _world
+
     torch.manual_seed(settings.seed)
-    device = device or default_device()
+    device = device or default_device(_world()[0])
     return AgentPolicies(bases, settings, device=device), device
 
 
@@ -169,13 +171,15 @@ def train_agents_job(*, dataset_path, bases: dict[str, str], participants: Seque
         metrics = trainer.train()
     finally:
         policies.close()
-    for agent, out in out_dirs.items():
-        policies.save(agent, out)
-    write_parquet_atomic(metrics, metrics_path)
-    save_figure_atomic(plot_training_curves(metrics, f"{run}: {settings.method}, {len(participants)} agents on "
-                                                     f"{Path(dataset_path).parent.name}"), curves_path)
-    write_json_atomic({"run": run, "method": settings.method, "participants": list(participants), "bases": dict(bases),
-                       "dataset": str(dataset_path), "questions": len(questions), "device": device,
-                       "coefficients": {s: c.to_dict() for s, c in coefficients.items()},
-                       "settings": settings.to_dict()}, settings_path)
+    if trainer.rank == 0:  # data parallel: every process holds the same adapters
+        for agent, out in out_dirs.items():
+            policies.save(agent, out)
+        write_parquet_atomic(metrics, metrics_path)
+        save_figure_atomic(plot_training_curves(metrics, f"{run}: {settings.method}, {len(participants)} agents on "
+                                                         f"{Path(dataset_path).parent.name}"), curves_path)
+        write_json_atomic({"run": run, "method": settings.method, "participants": list(participants),
+                           "bases": dict(bases), "dataset": str(dataset_path), "questions": len(questions),
+                           "device": device, "processes": trainer.world,
+                           "coefficients": {s: c.to_dict() for s, c in coefficients.items()},
+                           "settings": settings.to_dict()}, settings_path)
     return metrics

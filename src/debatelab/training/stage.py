@@ -114,34 +114,58 @@ def train_job(
     return metrics
 
 
-def write_job_spec(path: str | Path, **job) -> None:
-    """The `train_job` arguments as JSON, for `python -m debatelab.training.launch` under `accelerate launch`."""
+#: The jobs a training process can run: "train" (one policy), "train_agents" (UDPO, UMAD).
+JOBS = {"train": ("debatelab.training.stage", "train_job"),
+        "train_agents": ("debatelab.training.multi_agent_stage", "train_agents_job")}
+
+
+def job_function(kind: str):
+    import importlib
+
+    module, name = JOBS[kind]
+    return getattr(importlib.import_module(module), name)
+
+
+def write_job_spec(path: str | Path, *, job_kind: str = "train", **job) -> None:
+    """A job's arguments as JSON, for `python -m debatelab.training.launch` in each process of
+    `accelerate launch`; `job_kind` names the function (`JOBS`)."""
     job = dict(job)
-    job["policy"] = {**job["policy"].__dict__}
+    if "policy" in job:
+        job["policy"] = {**job["policy"].__dict__}
+    if "agents" in job:
+        job["agents"] = {name: {**spec.__dict__} for name, spec in job["agents"].items()}
     job["settings"] = job["settings"].to_dict()
-    write_json_atomic({k: str(v) if isinstance(v, Path) else v for k, v in job.items()}, path)
+    write_json_atomic({"job": job_kind, "arguments": {k: str(v) if isinstance(v, Path) else v for k, v in job.items()}},
+                      path)
 
 
-def read_job_spec(path: str | Path) -> dict:
-    job = json.loads(Path(path).read_text())
-    job["policy"] = AgentSpec(**job["policy"])
+def read_job_spec(path: str | Path) -> tuple[str, dict]:
+    """(job kind, its arguments) of `write_job_spec`'s file."""
+    spec = json.loads(Path(path).read_text())
+    job = spec["arguments"]
+    if "policy" in job:
+        job["policy"] = AgentSpec(**job["policy"])
+    if "agents" in job:
+        job["agents"] = {name: AgentSpec(**value) for name, value in job["agents"].items()}
     job["settings"] = TrainSettings(**job["settings"])
-    return job
+    return spec["job"], job
 
 
-def launch_or_train(*, processes: int = 1, accelerate_config: str | None = None, log_path: str | None = None, **job):
-    """Run `train_job` in this process, or with several processes: `accelerate launch` on GPUs (one per
-    GPU) and with a DeepSpeed config anywhere, else torchrun's Gloo processes on a CPU. The job's
-    arguments travel as JSON beside the checkpoints."""
+def launch_or_train(*, processes: int = 1, accelerate_config: str | None = None, log_path: str | None = None,
+                    job_kind: str = "train", **job):
+    """Run a training job (`train_job`, or `train_agents_job` with `job_kind="train_agents"`) in this
+    process, or with several processes: `accelerate launch` on GPUs (one per GPU) and with a
+    DeepSpeed config anywhere, else torchrun's Gloo processes on a CPU. The job's arguments travel
+    as JSON beside the checkpoints."""
     if processes <= 1:
-        return train_job(**job)
+        return job_function(job_kind)(**job)
     import subprocess
     import sys
 
     import torch
 
     spec = Path(job["checkpoint_dir"]) / "job.json"
-    write_job_spec(spec, **job)
+    write_job_spec(spec, job_kind=job_kind, **job)
     if torch.cuda.is_available() or (accelerate_config and is_deepspeed_config(accelerate_config)):
         cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(processes), "--num_machines", "1"]
         cmd += ["--config_file", str(accelerate_config)] if accelerate_config else ["--multi_gpu"]

@@ -85,8 +85,39 @@ def _pack(units, fits) -> list[list[list]]:
     return out + ([current] if current else [])
 
 
+def average_gradients(params, world: int) -> None:
+    """The processes' gradients of `params` averaged in place (one all-reduce over all of them), as
+    DDP would: a multi-agent run updates one agent's adapter at a time, outside any DDP wrapper."""
+    import torch
+    import torch.distributed as dist
+
+    for p in params:
+        if p.grad is None:  # every process must send the same buffer
+            p.grad = torch.zeros_like(p)
+    flat = torch.cat([p.grad.reshape(-1) for p in params])
+    dist.all_reduce(flat)
+    flat /= world
+    offset = 0
+    for p in params:
+        p.grad.copy_(flat[offset : offset + p.numel()].view_as(p.grad))
+        offset += p.numel()
+
+
+def pooled(values, *, std: bool = False):
+    """The mean (and standard deviation) of `values` over every process's values."""
+    values = np.asarray(values, dtype=float).ravel()
+    count = _all_reduce(values.size)
+    total = _all_reduce(float(values.sum()))
+    mean = total / count if count else float("nan")
+    if not std:
+        return mean
+    squares = _all_reduce(float(((values - mean) ** 2).sum()))
+    return mean, (squares / count) ** 0.5 if count else float("nan")
+
+
 class Trainer:
     metric_columns = METRIC_COLUMNS
+    wraps_model = True  # data parallel through DDP or DeepSpeed; a multi-agent run averages by hand
 
     def __init__(self, questions: pd.DataFrame, policy, settings, *, run: str, system_prompt: str | None = None,
                  reward: RewardFunction | None = None, checkpoint_dir=None, fingerprint: str = ""):
@@ -102,9 +133,9 @@ class Trainer:
             if getattr(settings, name) % self.world:
                 raise ValueError(f"training: {name} = {getattr(settings, name)} must divide among {self.world} processes")
         self.model, self.engine = policy.model, None
-        if self.world > 1 and zero.requested():
+        if self.world > 1 and self.wraps_model and zero.requested():
             self.model = self.engine = zero.wrap(policy.model, policy.optimizer, settings, self.world)
-        elif self.world > 1:
+        elif self.world > 1 and self.wraps_model:
             from torch.nn.parallel import DistributedDataParallel
 
             self.model = DistributedDataParallel(policy.model, find_unused_parameters=False)
@@ -395,6 +426,7 @@ class Trainer:
         losses, clip_fractions, kls, tokens_seen, updates = [], [], [], [], 0
         trainable = [p for p in policy.model.parameters() if p.requires_grad]
         engine = self.engine if policy is self.policy else None  # DeepSpeed steps, clips and syncs itself
+        by_hand = self.world > 1 and policy is not self.policy  # a multi-agent view: no DDP wrapper to sync it
         for plan in plans:
             for minibatch in plan:
                 local_tokens = sum(r.length for micro in minibatch for r in micro)
@@ -412,7 +444,7 @@ class Trainer:
                     sync = k == len(micro_batches) - 1
                     if engine is not None:
                         engine.set_gradient_accumulation_boundary(sync)  # reduce the gradients after the last
-                    context = contextlib.nullcontext() if sync or self.world == 1 or engine is not None \
+                    context = contextlib.nullcontext() if sync or self.world == 1 or engine is not None or by_hand \
                         else model.no_sync()
                     with context:
                         if not micro:  # nothing of this process in this mini-batch: a zero loss keeps DDP in step
@@ -433,6 +465,8 @@ class Trainer:
                         clip_fractions.append(parts.clip_fraction * parts.tokens)
                         kls.append(parts.kl * parts.tokens)
                         tokens_seen.append(parts.tokens)
+                if by_hand:
+                    average_gradients(trainable, self.world)
                 if engine is not None:
                     engine.step()
                 else:

@@ -15,20 +15,25 @@ An agent sitting in several seats trains one adapter on all its seats' turns, wi
 seats' η. The ratio is per token, per sequence or per trajectory (`settings.ratio_level`; a
 trajectory is an agent's turns of one debate). The KL anchor is the frozen base, or with
 `ref_sync_steps` a copy of each agent's adapter re-synced every that many steps (spec 000 §5.3).
-Not yet here: several processes.
+Not yet here: several processes (the replay priorities and the batch-mean baseline would have to be
+shared among them).
 """
 from __future__ import annotations
 
+import logging
 import time
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
+from . import zero
 from .debate_rollouts import answers_by_round, rollout_debates
 from .rollouts import Rollout
 from .trainer import Trainer
 from .udpo import AgentCoefficients, agent_reward, batch_advantages, replay_draw, replay_priority, trajectory_rewards
+
+log = logging.getLogger(__name__)
 
 UDPO_METRIC_COLUMNS = [
     "step", "loss", "reward_mean", "reward_std", "accuracy", "r_intra", "r_inter", "r_sys", "kl", "clip_fraction",
@@ -56,7 +61,11 @@ class _PerAgent:
 
 class DebateTrainer(Trainer):
     """The single-policy loop over `agents.AgentPolicies`: seats, per-agent optimizers and schedules
-    as one checkpointable object, one process."""
+    as one checkpointable object. A method that shards its questions among processes says so
+    (`data_parallel`); each agent's gradients are then averaged over the processes by hand."""
+
+    data_parallel = False
+    wraps_model = False
 
     def __init__(self, questions: pd.DataFrame, policies, settings, *, run: str, participants: Sequence[str],
                  system_prompts: dict | None = None, checkpoint_dir=None, fingerprint: str = ""):
@@ -68,8 +77,11 @@ class DebateTrainer(Trainer):
         policies.optimizer, policies.scheduler = _PerAgent(policies.optimizers), _PerAgent(policies.schedulers)
         super().__init__(questions, policies, settings, run=run, reward=lambda *a: 0.0,
                          checkpoint_dir=checkpoint_dir, fingerprint=fingerprint)
-        if self.world > 1:
+        if self.world > 1 and not self.data_parallel:
             raise NotImplementedError(f"{settings.method}: multi-agent training runs in one process for now")
+        if self.world > 1 and zero.requested():
+            log.warning("%s: the DeepSpeed config is not used: a multi-agent run keeps each agent's LoRA optimizer "
+                        "whole in every process and averages the gradients itself", settings.method)
         self.participants = list(participants)
         self.system_prompts = system_prompts or {}
 

@@ -14,6 +14,11 @@ One step:
    step 2, kept across the turn updates).
 
 IPPO is η = α_au = 0 (plain per-agent GRPO on the team reward).
+
+Data parallel (`gpus` > 1): every process draws the same B questions and debates its share
+(every world-th); a question's G threads stay in one process, so rewards and group advantages are
+local. Each agent's gradients are averaged over the processes and the loss normaliser counts every
+process's tokens, so the update equals one process's on all B questions; metrics pool all processes.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ import pandas as pd
 
 from .debate_rollouts import rollout_debates
 from .rollouts import Rollout
+from .trainer import _all_reduce, pooled
 from .udpo_trainer import DebateTrainer
 from .umad import umad_advantages
 
@@ -36,12 +42,15 @@ UMAD_METRIC_COLUMNS = [
 
 class UmadTrainer(DebateTrainer):
     metric_columns = UMAD_METRIC_COLUMNS
+    data_parallel = True
 
     def __init__(self, questions: pd.DataFrame, policies, settings, *, run: str, participants, umad=None,
                  system_prompts: dict | None = None, checkpoint_dir=None, fingerprint: str = ""):
         super().__init__(questions, policies, settings, run=run, participants=participants, system_prompts=system_prompts,
                          checkpoint_dir=checkpoint_dir, fingerprint=fingerprint)
         self.umad = umad if umad is not None else settings.umad
+        if self.umad.questions_per_step % self.world:
+            raise ValueError(f"umad: questions_per_step = {self.umad.questions_per_step} must divide among {self.world} processes")
 
     def _describe(self, metrics: dict) -> str:
         return (f"team reward {metrics['reward_mean']:.3f}, accuracy {metrics['accuracy_first']:.3f} -> "
@@ -51,7 +60,7 @@ class UmadTrainer(DebateTrainer):
         s, u = self.settings, self.umad
         start = time.perf_counter()
         self.policy.train(False)
-        rows = self._draw(u.questions_per_step)
+        rows = self._draw(u.questions_per_step)[self.rank :: self.world]
         states = rollout_debates(self.policy, rows, self.participants, s, step=step, rounds=u.turns - 1,
                                  threads=u.threads, system_prompts=self.system_prompts)
         self.policy.rollouts_done()
@@ -111,18 +120,22 @@ class UmadTrainer(DebateTrainer):
 
         stack = lambda key: np.stack([p[key] for p in parts_all]) if parts_all else np.zeros((0, *shape))  # noqa: E731
         correct = np.array([[[[cell[(q, g, i, t)].correct for t in range(T)] for i in range(N)] for g in range(G)]
-                            for q in range(len(rows))], dtype=float)
+                            for q in range(len(rows))], dtype=float).reshape(-1, G, N, T)
         everything = [r for rs in by_agent.values() for r in rs]
-        mean = lambda key: float(np.nanmean([x[key] for x in updates])) if updates else float("nan")  # noqa: E731
+        # the update's statistics: this process's mean over its updates, then the mean over processes
+        mean = lambda key: pooled([float(np.nanmean([x[key] for x in updates]))] if updates else [])  # noqa: E731
         kl_values = [float((old[id(r)] - ref[id(r)]).mean()) for r in everything if with_reference and r.length]
+        reward_mean, reward_std = pooled(stack("reward"), std=True)
+        lengths = [r.length for r in everything]
         return {
-            "step": step + 1, "loss": mean("loss"), "reward_mean": float(stack("reward").mean()),
-            "reward_std": float(stack("reward").std()), "accuracy": float(correct[..., -1].mean()),
-            "accuracy_first": float(correct[..., 0].mean()), "eu_mean": float(stack("eu").mean()),
-            "weight_mean": float(stack("weight").mean()),
-            "kl": float(np.mean(kl_values)) if kl_values else mean("kl"), "clip_fraction": mean("clip_fraction"),
-            "entropy": mean("entropy"), "response_length": float(np.mean([r.length for r in everything])),
-            "debates": len(states), "sequences": len(everything), "updates": sum(x["updates"] for x in updates),
-            "learning_rate": learning_rate, "rollout_seconds": rollout_seconds, "update_seconds": update_seconds,
-            "tokens_per_second": sum(r.length for r in everything) / max(rollout_seconds + update_seconds, 1e-9),
+            "step": step + 1, "loss": mean("loss") * self.world,  # each process's loss is its share of the batch's
+            "reward_mean": reward_mean, "reward_std": reward_std, "accuracy": pooled(correct[..., -1]),
+            "accuracy_first": pooled(correct[..., 0]), "eu_mean": pooled(stack("eu")),
+            "weight_mean": pooled(stack("weight")),
+            "kl": pooled(kl_values) if with_reference else mean("kl"), "clip_fraction": mean("clip_fraction"),
+            "entropy": mean("entropy"), "response_length": pooled(lengths),
+            "debates": int(_all_reduce(len(states))), "sequences": int(_all_reduce(len(everything))),
+            "updates": sum(x["updates"] for x in updates), "learning_rate": learning_rate,
+            "rollout_seconds": rollout_seconds, "update_seconds": update_seconds,
+            "tokens_per_second": _all_reduce(sum(lengths)) / max(rollout_seconds + update_seconds, 1e-9),
         }
