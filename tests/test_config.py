@@ -76,7 +76,7 @@ BAD_CONFIGS = [
      ["evaluation.paper_datasets", "'gsm_symbolic'"]),
     (lambda c: (c["calibration"].update(pairs={}), c.update(evaluation={"papers": ["confidence"]})),
      ["evaluation.papers", "'confidence'", "calibration.pairs"]),
-    (lambda c: c["training"]["runs"]["udpo"].update(gpus=2), ["training.runs.udpo.gpus = 2", "one process"]),
+    (lambda c: c["training"]["runs"]["udpo"].update(gpus=3), ["training.runs.udpo.udpo.questions_per_step", "gpus = 3"]),
     (lambda c: c["training"]["runs"]["umad"].update(gpus=3), ["training.runs.umad.umad.questions_per_step", "gpus = 3"]),
 ]
 

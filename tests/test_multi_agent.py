@@ -10,6 +10,7 @@ import torch
 from debatelab.training.agents import AgentPolicies
 from debatelab.training.debate_rollouts import answers_by_round, rollout_debates
 from debatelab.training.settings import TrainSettings
+from distributed_helpers import assert_same_update, run_multi_agent_steps
 
 SETTINGS = TrainSettings(lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=6, overlong_buffer=0,
                          learning_rate=1e-2, warmup_steps=0, show_progress=False)
@@ -237,3 +238,23 @@ def test_udpo_jobs_warm_up_calibrate_train_and_write_every_agent(char_model_dir,
         assert (tmp_path / "agents" / agent / "config.json").exists()
     assert (tmp_path / "curves.png").stat().st_size > 1000
     assert json.loads((tmp_path / "settings.json").read_text())["participants"] == ["alice", "bob", "alice"]
+
+
+@pytest.mark.slow
+def test_two_processes_make_the_same_udpo_steps_as_one(tmp_path, char_model_dir):
+    """Data parallel UDPO, two steps with replay: each of two processes debates two of a step's four
+    questions; the gathered rewards give the whole batch's baseline and replay priorities (the same
+    in both processes, so step 2 draws the same questions everywhere), and each agent's gradients
+    are averaged, so adapters, priorities and metrics equal one process's."""
+    runs = run_multi_agent_steps("udpo", char_model_dir, tmp_path)
+    (one, reports1), (two, reports2) = runs[1], runs[2]
+    assert_same_update(one, two, {"alice", "bob"})
+    priority = reports1[0]["priority"]
+    assert len(priority) == 6 and len(set(priority)) > 1  # debated questions got their U(τ), the rest stay 1
+    assert reports2[0]["priority"] == reports2[1]["priority"] == pytest.approx(priority)
+    m1, m2 = reports1[0]["metrics"], reports2[0]["metrics"]
+    assert m1["debates"] == m2["debates"] == 4 and m1["sequences"] == m2["sequences"] == 4 * 2 * 2
+    assert m1["reward_std"] > 0
+    for key in ("reward_mean", "reward_std", "accuracy", "r_intra", "r_inter", "r_sys", "loss", "kl",
+                "response_length"):
+        assert m2[key] == pytest.approx(m1[key], rel=1e-5, abs=1e-7), key

@@ -1,12 +1,7 @@
 """UMAD's advantages (spec 001 §4.3, Eqs 4-5) on a fixture, values worked by hand in the comments."""
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,6 +10,7 @@ import pytest
 from debatelab.training.umad import (
     aleatoric_weights, epistemic_rewards, group_advantages, mean_nll, turn_rewards, umad_advantages,
 )
+from distributed_helpers import assert_same_update, run_multi_agent_steps
 
 # [thread g, agent i, turn t]: G = 2 threads, N = 2 agents, T_train = 2 turns
 CORRECT = np.array([[[0, 1], [0, 1]],    # thread 0: both wrong, then both right
@@ -159,26 +155,12 @@ def test_two_processes_make_the_same_umad_step_as_one_on_all_questions(tmp_path,
     threads whole); the rewards and group advantages are the question's own, every agent's gradients
     are averaged over the processes and the loss normaliser counts both, so the step's gradients,
     adapters and metrics equal one process's on both questions."""
-    import torch
-    from safetensors.torch import load_file
-
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "OMP_NUM_THREADS": "1"}
-    outs = {}
-    for processes in (1, 2):
-        outs[processes] = tmp_path / f"umad-{processes}.safetensors"
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port",
-               str(29520 + processes), "-m", "umad_ddp_step", str(char_model_dir), str(outs[processes])]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-    one, two = load_file(outs[1]), load_file(outs[2])
-    grads = [k for k in one if k.startswith("grad.")]
-    assert {k.split("/")[0] for k in grads} == {"grad.solver", "grad.critic"}
-    assert any(float(one[k].abs().max()) > 1e-4 for k in grads), "no gradient reached the adapters"
-    for key in grads:  # the same gradient, up to the order of floating-point sums
-        assert torch.allclose(one[key], two[key], rtol=1e-4, atol=1e-7), key
-    for key in (k for k in one if not k.startswith("grad.")):  # Adam's first step: about lr·sign(g)
-        assert torch.isclose(one[key], two[key], atol=1e-6).float().mean() > 0.99, key
-    m1, m2 = (json.loads(Path(f"{outs[k]}.json").read_text()) for k in (1, 2))
+    runs = run_multi_agent_steps("umad", char_model_dir, tmp_path)
+    (one, reports1), (two, reports2) = runs[1], runs[2]
+    assert_same_update(one, two, {"solver", "critic"})
+    m1, m2 = reports1[0]["metrics"], reports2[0]["metrics"]
+    assert reports2[1]["metrics"] == m2 | {k: reports2[1]["metrics"][k] for k in ("rollout_seconds", "update_seconds",
+                                                                                  "tokens_per_second")}
     assert m1["debates"] == m2["debates"] == 2 * 3 and m1["sequences"] == m2["sequences"] == 2 * 3 * 2 * 2
     assert m1["reward_std"] > 0  # mixed rewards: something to learn from
     for key in ("reward_mean", "reward_std", "accuracy", "accuracy_first", "eu_mean", "weight_mean", "loss",

@@ -361,13 +361,12 @@ class Experiment:
             if spec["method"] in MULTI_AGENT_METHODS and spec.get("finetuning", "lora") != "lora":
                 raise ConfigError(f"config: {where}.finetuning = {spec['finetuning']!r}: {spec['method']} trains one LoRA "
                                   f"adapter per agent")
-            if spec["gpus"] > 1 and spec["method"] == "udpo":
-                raise ConfigError(f"config: {where}.gpus = {spec['gpus']}: udpo trains in one process (its replay "
-                                  "priorities and batch-mean baseline span the whole batch); umad runs data parallel")
-            per_step = (spec.get("umad") or {}).get("questions_per_step", 1)
-            if spec["method"] == "umad" and per_step % spec["gpus"]:
-                raise ConfigError(f"config: {where}.umad.questions_per_step = {per_step} must divide among "
-                                  f"gpus = {spec['gpus']} processes")
+            if spec["method"] in MULTI_AGENT_METHODS:  # data parallel: each process debates its share
+                method = spec["method"]
+                per_step = (spec.get(method) or {}).get("questions_per_step", 1)
+                if per_step % spec["gpus"]:
+                    raise ConfigError(f"config: {where}.{method}.questions_per_step = {per_step} must divide among "
+                                      f"gpus = {spec['gpus']} processes")
             for name in ("prompts_per_step", "mini_batch_size"):
                 if spec[name] % spec["gpus"]:
                     raise ConfigError(f"config: {where}.{name} = {spec[name]} must divide among gpus = {spec['gpus']} processes")

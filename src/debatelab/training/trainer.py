@@ -476,9 +476,11 @@ class Trainer:
                 release_host_memory(policy.device)
                 losses.append(loss_total / self.world)
                 updates += 1
-        seen = max(sum(tokens_seen), 1)
-        return {"loss": float(np.mean(losses)), "kl": sum(kls) / seen, "clip_fraction": sum(clip_fractions) / seen,
-                "entropy": float(np.mean(entropies)) if entropies else float("nan"), "updates": updates}
+        # statistics of every process's tokens (each process's loss is its share of the mini-batch's)
+        seen = max(_all_reduce(sum(tokens_seen)), 1)
+        return {"loss": _all_reduce(float(np.mean(losses))), "kl": _all_reduce(sum(kls)) / seen,
+                "clip_fraction": _all_reduce(sum(clip_fractions)) / seen, "entropy": pooled(entropies),
+                "updates": updates}
 
     @staticmethod
     def _backward(loss, engine=None) -> None:

@@ -15,8 +15,11 @@ An agent sitting in several seats trains one adapter on all its seats' turns, wi
 seats' η. The ratio is per token, per sequence or per trajectory (`settings.ratio_level`; a
 trajectory is an agent's turns of one debate). The KL anchor is the frozen base, or with
 `ref_sync_steps` a copy of each agent's adapter re-synced every that many steps (spec 000 §5.3).
-Not yet here: several processes (the replay priorities and the batch-mean baseline would have to be
-shared among them).
+
+Data parallel (`gpus` > 1): every process draws the same M questions (the replay priorities are
+the same everywhere) and debates every world-th of them; the debates' rewards are gathered, so the
+batch-mean baseline, the replay priorities and the metrics are the whole batch's, and each agent's
+gradients are averaged over the processes.
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ import pandas as pd
 from . import zero
 from .debate_rollouts import answers_by_round, rollout_debates
 from .rollouts import Rollout
-from .trainer import Trainer
+from .trainer import Trainer, _all_reduce, pooled
 from .udpo import AgentCoefficients, agent_reward, batch_advantages, replay_draw, replay_priority, trajectory_rewards
 
 log = logging.getLogger(__name__)
@@ -93,8 +96,24 @@ class DebateTrainer(Trainer):
         return learning_rate
 
 
+def _gathered(local: list, rank: int, world: int) -> list:
+    """Every process's `local` items (process r's j-th item is the batch's item r + j·world), in the
+    batch's order."""
+    if world == 1:
+        return list(local)
+    import torch.distributed as dist
+
+    parts: list = [None] * world
+    dist.all_gather_object(parts, list(local))
+    out = [None] * sum(len(part) for part in parts)
+    for r, part in enumerate(parts):
+        out[r::world] = part
+    return out
+
+
 class UdpoTrainer(DebateTrainer):
     metric_columns = UDPO_METRIC_COLUMNS
+    data_parallel = True
 
     def __init__(self, questions: pd.DataFrame, policies, settings, *, run: str, participants: Sequence[str],
                  rounds: int, coefficients: dict[str, AgentCoefficients], base_weights: dict[str, float] | None = None,
@@ -109,6 +128,8 @@ class UdpoTrainer(DebateTrainer):
         self.coefficients, self.replay, self.questions_per_step = coefficients, replay, questions_per_step
         self.base_weights = base_weights or {"alpha": 1 / 3, "beta": 1 / 3, "gamma": 1 / 3}
         self.ref_sync_steps = ref_sync_steps
+        if questions_per_step % self.world:
+            raise ValueError(f"udpo: questions_per_step = {questions_per_step} must divide among {self.world} processes")
 
     @property
     def priority(self) -> np.ndarray:
@@ -134,20 +155,21 @@ class UdpoTrainer(DebateTrainer):
         start = time.perf_counter()
         self.policy.train(False)
         index, weights = self._draw_step(step)
-        rows = [self.rows[k] for k in index]
+        mine = list(range(self.rank, len(index), self.world))  # this process's debates (batch positions)
+        rows = [self.rows[index[m]] for m in mine]
         states = rollout_debates(self.policy, rows, self.participants, s, step=step, rounds=self.rounds,
                                  system_prompts=self.system_prompts)
         self.policy.rollouts_done()
-        rewards = [trajectory_rewards(answers_by_round(st), str(st.row["answer"]), st.task_type, labels=st.labels)
-                   for st in states]
+        rewards = _gathered([trajectory_rewards(answers_by_round(st), str(st.row["answer"]), st.task_type,
+                                                labels=st.labels) for st in states], self.rank, self.world)
         seat_rewards = np.array([[agent_reward(r, self.coefficients[seat]) for seat in self.seats] for r in rewards])
-        advantages = batch_advantages(seat_rewards) * weights[:, None]
+        advantages = batch_advantages(seat_rewards) * weights[:, None]  # the whole batch's baseline
         priority = self.priority
         for k, r in zip(index, rewards):
             priority[k] = replay_priority(r, self.base_weights)
         self.state.extra["priority"] = priority.tolist()
         by_agent: dict[str, list[Rollout]] = {}  # group = the agent's trajectory in debate m
-        for m, st in enumerate(states):
+        for m, st in zip(mine, states):
             for turn in st.pre + st.turns:
                 seat = self.seats[turn.agent]
                 by_agent.setdefault(self.seat_agent[seat], []).append(Rollout(
@@ -168,17 +190,18 @@ class UdpoTrainer(DebateTrainer):
                 updates.append(self._update(by_agent[agent], step, policy=view, kl_coef=eta))
         update_seconds = time.perf_counter() - update_start
         learning_rate = self._step_schedules()
-        generated = sum(len(r.token_ids) for rs in by_agent.values() for r in rs)
-        mean = lambda key: float(np.nanmean([u[key] for u in updates])) if updates else float("nan")  # noqa: E731
+        lengths = [len(r.token_ids) for rs in by_agent.values() for r in rs]
+        generated = _all_reduce(sum(lengths))
+        mean = lambda key: float(np.nanmean([x[key] for x in updates])) if updates else float("nan")  # noqa: E731
         return {
-            "step": step + 1, "loss": mean("loss"), "reward_mean": float(seat_rewards.mean()),
+            "step": step + 1, "loss": mean("loss"),
+            "reward_mean": float(seat_rewards.mean()),
             "reward_std": float(seat_rewards.std()), "accuracy": float(np.mean([r["r_task"] for r in rewards])),
             "r_intra": float(np.mean([r["r_intra"] for r in rewards])),
             "r_inter": float(np.mean([r["r_inter"] for r in rewards])),
             "r_sys": float(np.mean([r["r_sys"] for r in rewards])), "kl": mean("kl"),
             "clip_fraction": mean("clip_fraction"), "entropy": mean("entropy"),
-            "response_length": float(np.mean([len(r.token_ids) for rs in by_agent.values() for r in rs])),
-            "debates": len(states), "sequences": sum(len(rs) for rs in by_agent.values()),
+            "response_length": pooled(lengths), "debates": len(rewards), "sequences": int(_all_reduce(len(lengths))),
             "updates": sum(u["updates"] for u in updates), "learning_rate": learning_rate,
             "rollout_seconds": rollout_seconds, "update_seconds": update_seconds,
             "tokens_per_second": generated / max(rollout_seconds + update_seconds, 1e-9),

@@ -122,13 +122,12 @@ class UmadTrainer(DebateTrainer):
         correct = np.array([[[[cell[(q, g, i, t)].correct for t in range(T)] for i in range(N)] for g in range(G)]
                             for q in range(len(rows))], dtype=float).reshape(-1, G, N, T)
         everything = [r for rs in by_agent.values() for r in rs]
-        # the update's statistics: this process's mean over its updates, then the mean over processes
-        mean = lambda key: pooled([float(np.nanmean([x[key] for x in updates]))] if updates else [])  # noqa: E731
+        mean = lambda key: float(np.nanmean([x[key] for x in updates])) if updates else float("nan")  # noqa: E731
         kl_values = [float((old[id(r)] - ref[id(r)]).mean()) for r in everything if with_reference and r.length]
         reward_mean, reward_std = pooled(stack("reward"), std=True)
         lengths = [r.length for r in everything]
         return {
-            "step": step + 1, "loss": mean("loss") * self.world,  # each process's loss is its share of the batch's
+            "step": step + 1, "loss": mean("loss"),
             "reward_mean": reward_mean, "reward_std": reward_std, "accuracy": pooled(correct[..., -1]),
             "accuracy_first": pooled(correct[..., 0]), "eu_mean": pooled(stack("eu")),
             "weight_mean": pooled(stack("weight")),

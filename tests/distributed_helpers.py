@@ -1,0 +1,40 @@
+"""Launching test helpers in several Gloo processes (torchrun) and comparing what they saved."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def run_multi_agent_steps(method: str, model_dir, out_dir) -> dict[int, tuple[dict, dict]]:
+    """`multi_agent_ddp_step` in one process and in two (torchrun, Gloo): {processes: (rank 0's
+    adapters and gradients, {rank: its metrics and priorities})}."""
+    from safetensors.torch import load_file
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "OMP_NUM_THREADS": "1"}
+    outs = {}
+    for processes in (1, 2):
+        out = Path(out_dir) / f"{method}-{processes}.safetensors"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port",
+               str(29520 + processes + (10 if method == "udpo" else 0)), "-m", "multi_agent_ddp_step", method,
+               str(model_dir), str(out)]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        outs[processes] = (load_file(out), {r: json.loads(Path(f"{out}.rank{r}.json").read_text())
+                                            for r in range(processes)})
+    return outs
+
+
+def assert_same_update(one: dict, two: dict, agents: set[str]) -> None:
+    """Two processes' adapters and last gradients match one process's."""
+    import torch
+
+    grads = [k for k in one if k.startswith("grad.")]
+    assert {k.split("/")[0] for k in grads} == {f"grad.{a}" for a in agents}
+    assert any(float(one[k].abs().max()) > 1e-4 for k in grads), "no gradient reached the adapters"
+    for key in grads:  # the same gradient, up to the order of floating-point sums
+        assert torch.allclose(one[key], two[key], rtol=1e-4, atol=1e-7), key
+    for key in (k for k in one if not k.startswith("grad.")):  # Adam's steps: about lr·m/√v
+        assert torch.isclose(one[key], two[key], atol=1e-6).float().mean() > 0.99, key
