@@ -18,7 +18,7 @@ def run_multi_agent_steps(method: str, model_dir, out_dir) -> dict[int, tuple[di
     for processes in (1, 2):
         out = Path(out_dir) / f"{method}-{processes}.safetensors"
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port",
-               str(29520 + processes + (10 if method == "udpo" else 0)), "-m", "multi_agent_ddp_step", method,
+               str(29520 + processes + {"umad": 0, "udpo": 10, "rmaac": 20}[method]), "-m", "multi_agent_ddp_step", method,
                str(model_dir), str(out)]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -36,5 +36,8 @@ def assert_same_update(one: dict, two: dict, agents: set[str]) -> None:
     assert any(float(one[k].abs().max()) > 1e-4 for k in grads), "no gradient reached the adapters"
     for key in grads:  # the same gradient, up to the order of floating-point sums
         assert torch.allclose(one[key], two[key], rtol=1e-4, atol=1e-7), key
-    for key in (k for k in one if not k.startswith("grad.")):  # Adam's steps: about lr·m/√v
-        assert torch.isclose(one[key], two[key], atol=1e-6).float().mean() > 0.99, key
+    # Adam's steps are about lr·m/√v (lr 1e-2 in the helper): where a gradient is near zero, the order of
+    # floating-point sums moves an element's step by up to ~1e-5; an update on other gradients (one
+    # process's half batch) moves them by ~lr
+    for key in (k for k in one if not k.startswith("grad.")):
+        assert torch.allclose(one[key], two[key], rtol=0, atol=1e-4), key

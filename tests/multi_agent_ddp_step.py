@@ -1,10 +1,10 @@
-"""Multi-agent training steps (UMAD: one step; UDPO: two, with replay) of two agents (LoRA adapters
+"""Multi-agent training steps (UMAD: one step; UDPO: two, with replay; RMAAC: two, with its critic) of two agents (LoRA adapters
 on the tiny character model), in as many processes as torchrun starts, each debating every
 world-th question of a step. Rank 0 saves both adapters and their last gradients (averaged over the
 processes); every rank saves the last step's metrics and its replay priorities as JSON. Used by
 test_umad and test_multi_agent.
 
-    python -m torch.distributed.run --nproc_per_node N -m multi_agent_ddp_step umad|udpo MODEL OUT
+    python -m torch.distributed.run --nproc_per_node N -m multi_agent_ddp_step umad|udpo|rmaac MODEL OUT
 """
 from __future__ import annotations
 
@@ -32,13 +32,20 @@ def _trainer(method: str, model_dir: str):
         rows = [{"id": f"q{i}", "question": f"question {i}: answer {i % 2 * 2}.", "choices": None,
                  "answer": str(i % 2 * 2), "task_type": "math", "meta": {"source": "toy"}} for i in range(4)]
         return UmadTrainer(frame_from_rows(rows), policies, settings, run="umad", participants=["solver", "critic"])
+    rows = [{"id": f"q{i}", "question": f"question {i}: answer 7.", "choices": None, "answer": "7", "task_type": "math",
+             "meta": {"source": "toy"}} for i in range(6)]
+    if method == "rmaac":
+        from debatelab.training.mappo_trainer import MappoTrainer
+
+        settings = TrainSettings(method="rmaac", steps=2, **common,
+                                 mappo={"rounds": 1, "questions_per_step": 4, "peer_swap_prob": 0.5, "critic_hidden": 8})
+        policies = AgentPolicies({"alice": model_dir, "bob": model_dir}, settings, device="cpu")
+        return MappoTrainer(frame_from_rows(rows), policies, settings, run="rmaac", participants=["alice", "bob", "alice"])
     from debatelab.training.udpo import AgentCoefficients
     from debatelab.training.udpo_trainer import UdpoTrainer
 
     settings = TrainSettings(method="udpo", steps=2, kl_coef=0.01, **common)
     policies = AgentPolicies({"alice": model_dir, "bob": model_dir}, settings, device="cpu")
-    rows = [{"id": f"q{i}", "question": f"question {i}: answer 7.", "choices": None, "answer": "7", "task_type": "math",
-             "meta": {"source": "toy"}} for i in range(6)]
     coefficients = {"alice": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01), "bob": AgentCoefficients(0.5, 0.2, 0.3, 0.8, 0.02)}
     return UdpoTrainer(frame_from_rows(rows), policies, settings, run="udpo", participants=["alice", "bob"], rounds=1,
                        coefficients=coefficients, questions_per_step=4, replay=True)

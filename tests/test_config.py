@@ -203,6 +203,7 @@ def _settings_and_schema():
     from debatelab.uncertainty import UncertaintySettings
     from debatelab.training import LoraSettings, TrainSettings
     from debatelab.training.udpo import UdpoSettings
+    from debatelab.training.mappo import MappoSettings
     from debatelab.training.umad import UmadSettings
     from debatelab.zero_shot import ZeroShotSettings
 
@@ -219,11 +220,12 @@ def _settings_and_schema():
         ("CalibrationSettings", _dataclass_defaults(CalibrationSettings), _schema_defaults("calibration")),
         ("SearchSettings", _dataclass_defaults(SearchSettings),
          {**_schema_defaults("protocol_search"), **{k: v for k, v in _schema_defaults("calibration").items() if k.startswith("ece_")}}),
-        ("TrainSettings", {k: v for k, v in _dataclass_defaults(TrainSettings).items() if k not in ("lora", "udpo", "umad")},
+        ("TrainSettings", {k: v for k, v in _dataclass_defaults(TrainSettings).items() if k not in ("lora", "udpo", "umad", "mappo")},
          run_defaults),
         ("LoraSettings", _dataclass_defaults(LoraSettings), _schema_defaults("training_run", "lora")),
         ("UdpoSettings", _dataclass_defaults(UdpoSettings), _schema_defaults("training_run", "udpo")),
         ("UmadSettings", _dataclass_defaults(UmadSettings), _schema_defaults("training_run", "umad")),
+        ("MappoSettings", _dataclass_defaults(MappoSettings), _schema_defaults("training_run", "mappo")),
         ("RewriteSettings", {**dataclasses.asdict(RewriteSettings().sampling), "attempts": RewriteSettings().attempts},
          _schema_defaults("attack")),
         ("TransformersBackend", _signature_defaults(TransformersBackend), _schema_defaults("backends", "transformers")),

@@ -73,6 +73,7 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
     # UDPO's jobs are tested in test_workflow; here the single-policy train job stands for the stage.
     config["training"]["runs"].pop("udpo")
     config["training"]["runs"].pop("umad")
+    config["training"]["runs"].pop("rmaac")
     config["models"].pop("tiny-udpo-bob")
     config["agents"].pop("dave")
     config["debate"]["protocols"]["trained"]["participants"] = ["carol", "bob"]

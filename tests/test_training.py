@@ -154,6 +154,35 @@ def test_overlong_penalty_matches_spec_003():
         assert overlong_penalty(length, 8192, 2048, 1.0) == pytest.approx(expected)
 
 
+def test_learning_rate_schedules_by_hand(char_model_dir):
+    from debatelab.training.agents import AgentPolicies
+    from debatelab.training.policy import learning_rate_factor
+
+    constant = learning_rate_factor(TrainSettings(warmup_steps=2, steps=6))
+    assert [constant(k) for k in range(6)] == [0.5, 1.0, 1.0, 1.0, 1.0, 1.0]
+    # cosine: warm-up over steps 0-1, then 0.5 (1 + cos(pi (k - 2) / 4)) for k = 2..5
+    cosine = learning_rate_factor(TrainSettings(warmup_steps=2, steps=6, lr_schedule="cosine"))
+    expected = [0.5, 1.0, 1.0, (1 + 2 ** -0.5) / 2, 0.5, (1 - 2 ** -0.5) / 2]
+    assert [cosine(k) for k in range(6)] == pytest.approx(expected)
+    assert learning_rate_factor(TrainSettings(warmup_steps=0, steps=2, lr_schedule="cosine"))(0) == 1.0
+    with pytest.raises(ValueError, match="lr_schedule"):
+        TrainSettings(lr_schedule="linear")
+    # both the single policy and every agent of a multi-agent run step along it
+    settings = TrainSettings(warmup_steps=2, steps=6, lr_schedule="cosine", learning_rate=1e-3, show_progress=False,
+                             lora={"r": 2, "alpha": 4})
+    policies = AgentPolicies({"alice": char_model_dir, "bob": char_model_dir}, settings, device="cpu")
+    from debatelab.training.policy import Policy
+
+    policy = Policy(char_model_dir, settings, device="cpu")
+    for scheduler in (policy.scheduler, *policies.schedulers.values()):
+        seen = []
+        for _ in range(6):
+            seen.append(scheduler.get_last_lr()[0])
+            scheduler.optimizer.step()
+            scheduler.step()
+        assert seen == pytest.approx([1e-3 * f for f in expected])
+
+
 def test_group_advantages_are_zero_mean_with_unbiased_std():
     rewards = [1.0, -1.0, -1.0, 1.0, 1.0]
     adv = group_advantages(rewards)

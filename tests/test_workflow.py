@@ -5,6 +5,7 @@ import json
 import re
 import shutil
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -103,7 +104,8 @@ def test_training_runs_before_the_agents_that_use_its_policy(finished_run):
 
 def test_udpo_trains_every_agent_of_the_debate_and_a_trained_agent_debates(finished_run):
     """The udpo run: a warm-up debate on 1 of asdiv's 3 questions, Algorithm B's coefficients, 2 steps
-    on the other 2; bob's trained folder is dave's model (`trained:udpo/bob`)."""
+    on the other 2; bob's trained folder is dave's model (`trained:udpo/bob`). Beside it, the umad run
+    and the rmaac baseline (its critic's settings in settings.json)."""
     run = finished_run / "results/tiny/train/udpo"
     warmup = pd.read_parquet(run / "warmup.parquet")
     assert warmup["question_id"].nunique() == 1 and set(warmup["seat"]) == {"alice", "bob"}
@@ -120,6 +122,12 @@ def test_udpo_trains_every_agent_of_the_debate_and_a_trained_agent_debates(finis
     assert list(umad_metrics["step"]) == [1] and (umad_metrics["debates"] == 2).all()  # 1 question × 2 threads
     assert (umad_metrics["sequences"] == 2 * 2 * 2).all() and not (umad / "coefficients.json").exists()
     assert all((umad / f"agents/{agent}/config.json").exists() for agent in ("alice", "bob"))
+    rmaac = finished_run / "results/tiny/train/rmaac"
+    rmaac_metrics = pd.read_parquet(rmaac / "metrics.parquet")
+    assert list(rmaac_metrics["step"]) == [1] and (rmaac_metrics["debates"] == 2).all()
+    assert (rmaac_metrics["sequences"] == 2 * 2 * 2).all() and np.isfinite(rmaac_metrics["value_loss"]).all()
+    assert json.loads((rmaac / "settings.json").read_text())["settings"]["mappo"]["critic_hidden"] == 8
+    assert all((rmaac / f"agents/{agent}/config.json").exists() for agent in ("alice", "bob"))
     dave = pd.read_parquet(finished_run / "results/tiny/zero_shot/asdiv/dave.parquet")
     assert set(dave["model"]) == {"tiny-udpo-bob"} and len(dave) == 3 * 2
     assert list((finished_run / "results/tiny/cache/tiny-udpo-bob").glob("part-*.parquet"))

@@ -27,7 +27,9 @@ SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
 MODELS_DIR = "resources/models"
 TRAINED_PREFIX = "trained:"
 #: Training methods that train every participant of a debate (`training.settings.MULTI_AGENT_METHODS`).
-MULTI_AGENT_METHODS = ("udpo", "umad")
+MULTI_AGENT_METHODS = ("udpo", "umad", "mappo", "rmaac")
+#: The settings block of each multi-agent method (`training.runs.<run>.<block>`); RMAAC is MAPPO's.
+METHOD_BLOCKS = {"udpo": "udpo", "umad": "umad", "mappo": "mappo", "rmaac": "mappo"}
 PAPERS = ("udpo", "umad", "svr_mad", "sdrl", "confidence")  # the papers the evaluate stage rebuilds
 
 
@@ -362,10 +364,10 @@ class Experiment:
                 raise ConfigError(f"config: {where}.finetuning = {spec['finetuning']!r}: {spec['method']} trains one LoRA "
                                   f"adapter per agent")
             if spec["method"] in MULTI_AGENT_METHODS:  # data parallel: each process debates its share
-                method = spec["method"]
-                per_step = (spec.get(method) or {}).get("questions_per_step", 1)
+                block = METHOD_BLOCKS[spec["method"]]
+                per_step = (spec.get(block) or {}).get("questions_per_step", 1)
                 if per_step % spec["gpus"]:
-                    raise ConfigError(f"config: {where}.{method}.questions_per_step = {per_step} must divide among "
+                    raise ConfigError(f"config: {where}.{block}.questions_per_step = {per_step} must divide among "
                                       f"gpus = {spec['gpus']} processes")
             for name in ("prompts_per_step", "mini_batch_size"):
                 if spec[name] % spec["gpus"]:

@@ -148,10 +148,14 @@ class RoundDebate(Protocol):
             return current[0].answer
         return vote_turns(current, self.options["tie_break"], q.pre)
 
-    def _ask(self, q, i, t, current, full, answer_only) -> Ask:
+    def peer_views(self, q, i, t, current, full, answer_only) -> list[prompts.PeerView]:
+        """What agent i is shown of its peers in round t (a training protocol may perturb it)."""
         views = [prompts.PeerView(j, current[j].response, current[j].answer, True) for j in full]
         views += [prompts.PeerView(j, current[j].response, current[j].answer, False) for j in answer_only]
-        views.sort(key=lambda v: v.index)
+        return sorted(views, key=lambda v: v.index)
+
+    def _ask(self, q, i, t, current, full, answer_only) -> Ask:
+        views = self.peer_views(q, i, t, current, full, answer_only)
         me = q.participants[i]
         messages, null = prompts.debate_turn(
             self.options["template"], q.row, me.system_prompt, own_conversation=current[i].conversation,

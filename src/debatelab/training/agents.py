@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from pathlib import Path
-from .policy import enable_gradient_checkpointing, resolve_dtype
+from .policy import enable_gradient_checkpointing, learning_rate_factor, resolve_dtype
 
 log = logging.getLogger(__name__)
 
@@ -75,17 +75,17 @@ class AgentPolicies:
                 self.models[base].add_adapter(name, config)
                 self.models[base].to(device)
         self.optimizers, self.schedulers = {}, {}
-        warmup = settings.warmup_steps
         for name in self.agents:
             params = self.adapter_parameters(name)
             self.optimizers[name] = torch.optim.AdamW(params.values(), lr=settings.learning_rate,
                                                       weight_decay=settings.weight_decay)
-            self.schedulers[name] = torch.optim.lr_scheduler.LambdaLR(
-                self.optimizers[name], lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0)
+            self.schedulers[name] = torch.optim.lr_scheduler.LambdaLR(self.optimizers[name],
+                                                                      learning_rate_factor(settings))
         from .vllm_rollouts import resolve_rollout_backend
 
         self.rollout_backend = resolve_rollout_backend(settings.rollout_backend)
         self._engines = {}  # base folder -> its vLLM engine, started on the first rollouts
+        self.attached = {}  # "@name" -> a method's own trainable module (MAPPO's critic), checkpointed with the agents
         log.info("%d agents on %d base model(s), one LoRA adapter each (r=%d), rollouts on %s: %s", len(self.agents),
                  len(self.models), lora.r, self.rollout_backend,
                  ", ".join(f"{a} on {Path(self.base_of[a]).name}" for a in self.agents))
@@ -183,10 +183,18 @@ class AgentPolicies:
             model.set_adapter(active)  # set_adapter leaves only the active adapter trainable
 
     # -- checkpoints and outputs ----------------------------------------------------------
+    def attach(self, name: str, module, optimizer) -> None:
+        """A method's own trainable module (MAPPO's critic) and its optimizer, saved and restored with the
+        agents' checkpoints as `@name`. Call it before the trainer is built."""
+        key = f"@{name}"
+        self.attached[key] = module
+        self.optimizers[key] = optimizer
+
     def trainable_state(self) -> dict:
-        """Every agent's adapter (and its re-synced reference, if any), for checkpoints."""
+        """Every agent's adapter (and its re-synced reference, if any), and attached modules, for checkpoints."""
         own = {f"{name}/{n}": p.detach().clone() for name in self.agents for n, p in self.adapter_parameters(name).items()}
-        return {**own, **self.reference_state()}
+        attached = {f"{key}/{n}": p.detach().clone() for key, m in self.attached.items() for n, p in m.state_dict().items()}
+        return {**own, **self.reference_state(), **attached}
 
     def load_trainable_state(self, state: dict) -> None:
         import torch
@@ -199,6 +207,8 @@ class AgentPolicies:
                 for n, p in params.items():
                     if f"{name}/{n}" in state:
                         p.copy_(state[f"{name}/{n}"])
+        for key, module in self.attached.items():
+            module.load_state_dict({n: state[f"{key}/{n}"].to("cpu") for n in module.state_dict()})
 
     def save(self, name: str, out_dir: str | Path) -> None:
         """Agent `name` as a plain Hugging Face folder: its adapter merged into a copy of its base."""

@@ -37,11 +37,13 @@ def rollout_debates(
     threads: int = 1,
     system_prompts: dict[str, str | None] | None = None,
     protocol: dict | None = None,
+    debate=None,
     logprobs: bool = False,
 ) -> list[QuestionState]:
     """One finished debate per (question, thread): `state.pre` holds round 0, `state.turns` rounds
     1..T, every turn with its token ids; `state.outcome` the final vote and answers by round.
-    `logprobs`: every turn also gets the sampling policy's mean token log-probability
+    `debate`: a protocol object to run instead of all-to-all rounds with `protocol`'s options (RMAAC's
+    perturbed rounds). `logprobs`: every turn also gets the sampling policy's mean token log-probability
     (`Turn.mean_logprob`, raw logits: UMAD's Û = −mean_logprob)."""
     system_prompts = system_prompts or {}
     sampling = SamplingParams(temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens)
@@ -83,7 +85,8 @@ def rollout_debates(
              for state in states for seat in seats]
     for (state, ask), generation in zip(first, generate(first)):
         state.pre.append(to_turn(state, ask, generation))
-    debate = make_protocol("training", {"kind": "all_to_all", "rounds": rounds, **(protocol or {})})
+    if debate is None:
+        debate = make_protocol("training", {"kind": "all_to_all", "rounds": rounds, **(protocol or {})})
     debate.prepare(states)
     run_engine(states, debate.run, generate)
     return states

@@ -6,8 +6,9 @@
    seat): the parsed answer, whether it is right, the gold answer.
 2. `udpo_coefficients_job` (CPU): Algorithm B on those debates. Writes `coefficients.json`: α, β,
    γ, λ, η per seat, and the warm-up profile they came from.
-3. `train_agents_job` (GPU): UDPO on the other questions (`udpo_trainer.UdpoTrainer`), or UMAD on
-   all of them (`umad_trainer.UmadTrainer`). Writes one plain Hugging Face folder per trained agent
+3. `train_agents_job` (GPU): UDPO on the other questions (`udpo_trainer.UdpoTrainer`), or UMAD
+   (`umad_trainer.UmadTrainer`) or UDPO's baselines MAPPO and RMAAC (`mappo_trainer.MappoTrainer`)
+   on all of them. Writes one plain Hugging Face folder per trained agent
    (`agents/<agent>/`, used as model `trained:<run>/<agent>`), `metrics.parquet`, `curves.png` and
    `settings.json`, with resume checkpoints beside them.
 """
@@ -138,8 +139,9 @@ def train_agents_job(*, dataset_path, bases: dict[str, str], participants: Seque
                      out_dirs: dict[str, str], metrics_path, curves_path, settings_path, checkpoint_dir, run: str,
                      settings: TrainSettings, coefficients_path=None, limit: int | None = None,
                      device: str | None = None) -> pd.DataFrame:
-    """UDPO on the training questions (the warm-up's held out), or UMAD on all of them; then every
+    """UDPO on the training questions (the warm-up's held out), or UMAD, MAPPO or RMAAC on all of them; then every
     agent's folder, the metrics, the curves and the settings."""
+    from .mappo_trainer import MappoTrainer
     from .udpo_trainer import UdpoTrainer
     from .umad_trainer import UmadTrainer
 
@@ -165,6 +167,8 @@ def train_agents_job(*, dataset_path, bases: dict[str, str], participants: Seque
                               ref_sync_steps=u.ref_sync_steps, **common)
     elif settings.method == "umad":
         trainer = UmadTrainer(questions, policies, settings, **common)
+    elif settings.method in ("mappo", "rmaac"):
+        trainer = MappoTrainer(questions, policies, settings, **common)
     else:
         raise ValueError(f"train_agents: method {settings.method!r} trains one policy (rule train)")
     try:

@@ -17,6 +17,26 @@ def resolve_dtype(dtype: str, device: str):
     return getattr(torch, dtype)
 
 
+def learning_rate_factor(settings):
+    """The multiplier of `learning_rate` at rollout step k (the schedule steps once per rollout step):
+    a linear warm-up over `warmup_steps`, starting at 1/warmup so that step 0 already learns, then
+    constant (`lr_schedule: constant`, spec 003 §6) or a cosine decay to 0 at step `steps`
+    (`lr_schedule: cosine`, UDPO App. A.1)."""
+    import math
+
+    warmup, steps, cosine = settings.warmup_steps, settings.steps, settings.lr_schedule == "cosine"
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        if not cosine:
+            return 1.0
+        progress = (step - warmup) / max(1, steps - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+    return factor
+
+
 def release_host_memory(device) -> None:
     """Give the heap's freed pages back to the system (glibc `malloc_trim`) after a CPU update. A
     backward pass frees gigabytes of activations in pieces of every size; glibc keeps them, and
@@ -84,10 +104,7 @@ class Policy:
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         warn_low_precision_updates(settings, resolve_dtype(settings.dtype, device))
         self.optimizer = torch.optim.AdamW(trainable, lr=settings.learning_rate, weight_decay=settings.weight_decay)
-        warmup = settings.warmup_steps
-        # linear warm-up over the first rollout steps, then constant (spec 003 §6); stepped once per rollout step
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, learning_rate_factor(settings))
         from .vllm_rollouts import resolve_rollout_backend
 
         self.rollout_backend = resolve_rollout_backend(settings.rollout_backend)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
-from ..config import MULTI_AGENT_METHODS  # noqa: E402  (udpo, umad: every agent of a debate)
+from ..config import MULTI_AGENT_METHODS  # noqa: E402  (udpo, umad, mappo, rmaac: every agent of a debate)
 
 METHODS = ("dapo", "sdrl", *MULTI_AGENT_METHODS)
 PAIR_MODES = ("rand", "freq")
@@ -13,6 +13,7 @@ AGGREGATIONS = ("token_mean", "sequence_mean")
 KL_ESTIMATORS = ("k1", "k3")
 FINETUNING = ("lora", "full")
 ROLLOUT_BACKENDS = ("auto", "transformers", "vllm")
+LR_SCHEDULES = ("constant", "cosine")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,12 @@ def _udpo_settings(**values):
     from .udpo import UdpoSettings
 
     return UdpoSettings(**values)
+
+
+def _mappo_settings(**values):
+    from .mappo import MappoSettings
+
+    return MappoSettings(**values)
 
 
 def _umad_settings(**values):
@@ -66,7 +73,8 @@ class TrainSettings:
     debate_template: str = "two_turn"
     # The update (spec 003 §3, Eq. 7).
     learning_rate: float = 1e-6
-    warmup_steps: int = 10  # linear warm-up over the first rollout steps, then constant
+    warmup_steps: int = 10  # linear warm-up over the first rollout steps, ...
+    lr_schedule: str = "constant"  # ... then constant, or cosine decay to 0 at `steps` (UDPO App. A.1)
     weight_decay: float = 0.1
     max_grad_norm: float = 1.0
     mini_batch_size: int = 128  # sequences per optimizer step
@@ -85,6 +93,7 @@ class TrainSettings:
     lora: LoraSettings = field(default_factory=LoraSettings)
     udpo: "UdpoSettings" = field(default_factory=lambda: _udpo_settings())
     umad: "UmadSettings" = field(default_factory=lambda: _umad_settings())
+    mappo: "MappoSettings" = field(default_factory=lambda: _mappo_settings())
     dtype: str = "auto"  # auto: bfloat16 on a GPU, float32 on a CPU
     rollout_batch_size: int | None = None  # sequences per generate call (null: the backend's default)
     # Where rollouts run: auto = a colocated vLLM engine when a GPU and vLLM are there, else transformers.
@@ -103,10 +112,12 @@ class TrainSettings:
             object.__setattr__(self, "udpo", _udpo_settings(**self.udpo))
         if isinstance(self.umad, dict):
             object.__setattr__(self, "umad", _umad_settings(**self.umad))
+        if isinstance(self.mappo, dict):
+            object.__setattr__(self, "mappo", _mappo_settings(**self.mappo))
         choices = {"method": METHODS, "pair_mode": PAIR_MODES, "debate_template": DEBATE_TEMPLATES,
                    "loss_aggregation": AGGREGATIONS, "kl_estimator": KL_ESTIMATORS, "finetuning": FINETUNING,
                    "dtype": ("auto", "float32", "bfloat16", "float16"), "rollout_backend": ROLLOUT_BACKENDS,
-                   "ratio_level": ("token", "sequence", "trajectory")}
+                   "ratio_level": ("token", "sequence", "trajectory"), "lr_schedule": LR_SCHEDULES}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"training: {name} must be one of {allowed}, got {getattr(self, name)!r}")
