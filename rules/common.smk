@@ -85,7 +85,7 @@ def zero_shot_path(dataset, agent):
 
 
 def zero_shot_files():
-    return [zero_shot_path(d, a) for d in EXP.evaluated_datasets() for a in AGENTS]
+    return [zero_shot_path(d, a) for d in EXP.evaluated_datasets() for a in AGENTS if d in EXP.agent_datasets(a)]
 
 
 # --- debate ------------------------------------------------------------------------------------

@@ -69,7 +69,8 @@ rule udpo_warmup:
         f"{BENCH}/train/{{run}}.warmup.tsv"
     threads: 2
     resources:
-        gpu=1,
+        # one GPU, or with model parallelism the run's GPUs: each base model on its own share
+        gpu=lambda wc: TRAINING_RUNS[wc.run]["gpus"] if TRAINING_RUNS[wc.run]["parallelism"] == "model" else 1,
         mem_mb=32000,
         runtime=240,
     script:

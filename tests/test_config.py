@@ -78,7 +78,17 @@ BAD_CONFIGS = [
      ["evaluation.papers", "'confidence'", "calibration.pairs"]),
     (lambda c: c["training"]["runs"]["udpo"].update(gpus=3), ["training.runs.udpo.udpo.questions_per_step", "gpus = 3"]),
     (lambda c: c["training"]["runs"]["umad"].update(gpus=3), ["training.runs.umad.umad.questions_per_step", "gpus = 3"]),
+    (lambda c: c["training"]["runs"]["rmaac"].update(gpus=3), ["training.runs.rmaac.mappo.questions_per_step", "gpus = 3"]),
+    (lambda c: c["training"]["runs"]["rmaac"]["mappo"].update(peer_swap_prob=2), ["peer_swap_prob"]),
+    (lambda c: c["training"]["runs"]["sdrl"].update(parallelism="model"), ["training.runs.sdrl.parallelism", "'sdrl'"]),
+    (lambda c: c["training"]["runs"]["udpo"].update(parallelism="model", rollout_backend="vllm"),
+     ["training.runs.udpo.parallelism", "'vllm'"]),
 ]
+
+
+def test_model_parallel_multi_agent_runs_need_no_share_of_questions_per_process():
+    config = _mutated(lambda c: c["training"]["runs"]["udpo"].update(gpus=3, parallelism="model"))
+    assert Experiment(validate_config(config)).training_runs["udpo"]["gpus"] == 3
 
 
 @pytest.mark.parametrize("mutate, expected", BAD_CONFIGS)
@@ -126,6 +136,20 @@ def test_evaluated_papers_default_to_what_the_experiment_has():
     assert "confidence" not in Experiment(validate_config(no_pairs)).evaluated_papers()
     chosen = _mutated(lambda c: c.update(evaluation={"papers": ["svr_mad"]}))
     assert Experiment(validate_config(chosen)).evaluated_papers() == ["svr_mad"]
+
+
+def test_an_agent_is_sampled_zero_shot_where_its_protocols_run():
+    exp = Experiment(validate_config(_mutated(lambda c: c["agents"].update(erin={"model": "tiny-random-llama"}))))
+    assert exp.agent_datasets("dave") == ["asdiv"]  # only in `trained`, which runs on asdiv
+    assert exp.agent_datasets("alice") == ["asdiv", "commonsense_qa"]  # in protocols on every dataset
+    assert exp.agent_datasets("erin") == ["asdiv", "commonsense_qa"]  # in no protocol: everywhere
+    # a pair's agents stay everywhere: calibration reads their streams
+    def pair_dave(c):
+        c["calibration"]["pairs"]["ab"]["agents"] = ["dave", "bob"]
+        c["debate"]["protocols"]["mad_pair"].update(participants=["dave", "bob"], datasets=["asdiv"])
+
+    paired = Experiment(validate_config(_mutated(pair_dave)))
+    assert paired.agent_datasets("dave") == ["asdiv", "commonsense_qa"]
 
 
 def test_every_shipped_config_validates():

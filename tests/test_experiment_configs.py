@@ -24,17 +24,15 @@ PAPERS = ["udpo", "svr_mad", "umad_eval", "umad", "sdrl_eval", "sdrl", "confiden
 
 #: Protocols a CPU twin leaves out on purpose (named in its header comment).
 CUT_ON_CPU = {
-    "udpo": {"mad_n10", "mad_n5_t3", "mad_n5_t10"},  # N = 10 and T > 2
+    # N = 10 and T > 2; after training, the ablations and m = 2, 3 (one more run / debate of the same code each)
+    "udpo": {"mad_n10", "mad_n5_t3", "mad_n5_t10", "udpo_wo_intra_n5", "udpo_wo_inter_n5", "udpo_wo_sys_n5",
+             "udpo_attack_m2", "udpo_attack_m3"},
     # one more training run of the same code each: the one-term ablations, homo pair, Single-GRPO
     "umad": {"trained_intrinsic_only", "trained_nll_only", "trained_umad_homo", "trained_ippo_homo", "single_grpo_pair"},
 }
 
-#: Protocols only a CPU twin has: the debate of the agents it trains with UDPO. The paper's
-#: heterogeneous 5-model ensemble can't be trained in one process yet (no multi-GPU multi-agent
-#: runs), so udpo.yaml has no training run.
-ONLY_ON_CPU = {
-    "udpo": {"udpo_n5", "udpo_n3", "udpo_attack_m1"},
-}
+#: Protocols only a CPU twin has (none at present).
+ONLY_ON_CPU: dict[str, set] = {}
 
 #: Papers whose protocols are one protocol run on different agents and datasets (the confidence
 #: paper's MAD round, once per model pair): the CPU twin keeps every protocol *shape* (kind, seat
@@ -163,9 +161,18 @@ def test_dry_run_with_slurm_profile_maps_gpu_jobs(tmp_path, path):
     blocks = _job_blocks(_dry_run(tmp_path, path))
 
     evaluated = [d for d, spec in cfg["datasets"].items() if spec.get("evaluate", True)]
-    assert len(blocks.get("zero_shot", [])) == len(evaluated) * len(cfg["agents"])
+    # every agent on every evaluated dataset, but an agent whose protocols all name their datasets
+    # (a trained agent evaluated on one benchmark) only there
+    protocols = _protocols(cfg)
+    paired = {a for pair in ((cfg.get("calibration") or {}).get("pairs") or {}).values() for a in pair["agents"]}
+    expected_zero_shot = 0
+    for agent in cfg["agents"]:
+        mine = [p for p in protocols.values() if agent in _participants(cfg, p)]
+        restricted = mine and agent not in paired and all(p.get("datasets") for p in mine)
+        expected_zero_shot += len({d for p in mine for d in p["datasets"]}) if restricted else len(evaluated)
+    assert len(blocks.get("zero_shot", [])) == expected_zero_shot
     runs = (cfg.get("training") or {}).get("runs") or {}
-    multi_agent = {run for run, spec in runs.items() if spec["method"] in ("udpo", "umad")}
+    multi_agent = {run for run, spec in runs.items() if spec["method"] in ("udpo", "umad", "mappo", "rmaac")}
     assert len(blocks.get("train", [])) == len(runs) - len(multi_agent)
     assert len(blocks.get("train_agents", [])) == len(multi_agent)
     assert len(blocks.get("udpo_warmup", [])) == len([r for r in multi_agent if runs[r]["method"] == "udpo"])

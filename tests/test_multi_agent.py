@@ -258,3 +258,27 @@ def test_two_processes_make_the_same_udpo_steps_as_one(tmp_path, char_model_dir)
     for key in ("reward_mean", "reward_std", "accuracy", "r_intra", "r_inter", "r_sys", "loss", "kl",
                 "response_length"):
         assert m2[key] == pytest.approx(m1[key], rel=1e-5, abs=1e-7), key
+
+
+def test_model_parallelism_places_each_base_on_gpus_of_its_own():
+    from debatelab.training.agents import plan_placement
+
+    gib = 2**30
+    # UDPO's ensemble in bf16 on 8 GPUs of 80 GiB, weights at most 70 % (56 GiB) of each
+    sizes = {"scout": 203 * gib, "mixtral": 87 * gib, "phi4": 27 * gib, "qwen3": 16 * gib, "gemma3n": 15 * gib}
+    plan = plan_placement(sizes, 8, 80 * gib, share=0.7)
+    assert plan == {"scout": [0, 1, 2, 3], "mixtral": [4, 5], "phi4": [6], "qwen3": [6], "gemma3n": [7]}
+    assert sum(sizes[b] for b, g in plan.items() if g == [6]) <= 56 * gib  # the shared GPU holds both
+    with pytest.raises(ValueError, match=r"scout 203.0 GiB.*do not fit on 7 GPU"):
+        plan_placement(sizes, 7, 80 * gib, share=0.7)
+    assert plan_placement({"a": 1, "b": 1, "c": 1}, 2, 10, share=0.5) == {"a": [0], "b": [0], "c": [0]}
+    assert plan_placement({"a": 4, "b": 4}, 2, 10, share=0.5) == {"a": [0], "b": [1]}
+
+
+def test_without_several_gpus_model_parallelism_keeps_every_base_on_the_one_device(char_model_dir):
+    from dataclasses import replace
+
+    policies = AgentPolicies({"alice": char_model_dir, "bob": char_model_dir}, replace(SETTINGS, parallelism="model"),
+                             device="cpu")
+    assert policies.placement == {} and policies.view("bob").device == "cpu"
+    assert TrainSettings(parallelism="model").processes(8) == 1 and TrainSettings().processes(8) == 8

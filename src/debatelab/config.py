@@ -193,6 +193,16 @@ class Experiment:
     def protocol_datasets(self, protocol: str) -> list[str]:
         return self.protocols[protocol].get("datasets") or self.evaluated_datasets()
 
+    def agent_datasets(self, agent: str) -> list[str]:
+        """Datasets an agent is sampled zero-shot on: those of the protocols it sits in when every one of
+        them names its `datasets` (a trained agent evaluated on one benchmark), else every evaluated one."""
+        protocols = [p for p in self.protocols if agent in self.protocol_participants(p)]
+        if not protocols or any(not self.protocols[p].get("datasets") for p in protocols) \
+                or any(agent in spec["agents"] for spec in self.pairs.values()):
+            return self.evaluated_datasets()
+        wanted = {d for p in protocols for d in self.protocol_datasets(p)}
+        return [d for d in self.evaluated_datasets() if d in wanted]
+
     def protocol_agents(self, protocol: str) -> list[str]:
         return sorted(set(self.protocol_participants(protocol)))
 
@@ -363,14 +373,19 @@ class Experiment:
             if spec["method"] in MULTI_AGENT_METHODS and spec.get("finetuning", "lora") != "lora":
                 raise ConfigError(f"config: {where}.finetuning = {spec['finetuning']!r}: {spec['method']} trains one LoRA "
                                   f"adapter per agent")
-            if spec["method"] in MULTI_AGENT_METHODS:  # data parallel: each process debates its share
+            if spec.get("parallelism", "data") == "model" and (spec["method"] not in MULTI_AGENT_METHODS
+                                                               or spec.get("rollout_backend") == "vllm"):
+                raise ConfigError(f"config: {where}.parallelism = 'model' places the bases of a multi-agent run "
+                                  f"(udpo, umad, mappo, rmaac) on GPUs of their own and rolls out on transformers; "
+                                  f"method {spec['method']!r}, rollout_backend {spec.get('rollout_backend', 'auto')!r}")
+            if spec["method"] in MULTI_AGENT_METHODS and spec.get("parallelism", "data") == "data":  # each process debates its share
                 block = METHOD_BLOCKS[spec["method"]]
                 per_step = (spec.get(block) or {}).get("questions_per_step", 1)
                 if per_step % spec["gpus"]:
                     raise ConfigError(f"config: {where}.{block}.questions_per_step = {per_step} must divide among "
                                       f"gpus = {spec['gpus']} processes")
             for name in ("prompts_per_step", "mini_batch_size"):
-                if spec[name] % spec["gpus"]:
+                if spec.get("parallelism", "data") == "data" and spec[name] % spec["gpus"]:
                     raise ConfigError(f"config: {where}.{name} = {spec[name]} must divide among gpus = {spec['gpus']} processes")
         for model, spec in self.models.items():  # trained:<run>/<agent> names an agent the run trains
             run, agent = trained_source(spec["source"]) or (None, None)

@@ -8,9 +8,10 @@ from debatelab.training.stage import launch_or_train
 if __name__ == "__main__":
     with job_log(snakemake.log[0]):
         udpo = snakemake.params.udpo
+        settings = TrainSettings.from_config(snakemake.params.settings)
         launch_or_train(
             job_kind="train_agents",
-            processes=int(snakemake.resources.get("gpu", 1) or 1),
+            processes=settings.processes(int(snakemake.resources.get("gpu", 1) or 1)),
             accelerate_config=snakemake.params.accelerate_config,
             log_path=snakemake.log[0],
             dataset_path=snakemake.input.dataset,
@@ -24,6 +25,6 @@ if __name__ == "__main__":
             settings_path=snakemake.output.settings,
             checkpoint_dir=snakemake.params.checkpoint_dir,
             run=snakemake.wildcards.run,
-            settings=TrainSettings.from_config(snakemake.params.settings),
+            settings=settings,
             limit=snakemake.params.limit,
         )

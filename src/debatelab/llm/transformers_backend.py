@@ -45,7 +45,7 @@ class SeededSampler:
         step = input_ids.shape[1] - self.prompt_width
         probs = torch.softmax(scores.double(), dim=-1)
         cdf = probs.cumsum(dim=-1)
-        target = self.uniforms[:, step : step + 1] * cdf[:, -1:]
+        target = self.uniforms[:, step : step + 1].to(cdf.device) * cdf[:, -1:]  # a device-mapped model's last GPU
         token = torch.searchsorted(cdf, target, right=True).clamp(max=scores.shape[-1] - 1)  # never a token of p = 0
         chosen = torch.full_like(scores, float("-inf"))
         return chosen.scatter_(1, token, 0.0)

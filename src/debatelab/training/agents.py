@@ -6,6 +6,11 @@ named adapter per agent (`add_adapter`); agents on different bases get a PeftMod
 agent i's policy and a backward pass reaches agent i's adapter only. Each agent has its own AdamW
 and schedule. With every adapter disabled the model is the frozen base: the reference policy.
 
+Model parallelism (`parallelism: model`, one process seeing several GPUs): each base model is
+placed on GPUs of its own, a base too large for one GPU spread over several (`plan_placement`,
+transformers' `device_map` with `max_memory` on those GPUs); a heterogeneous ensemble (UDPO's five
+models) then trains in one process. Rollouts run on transformers there.
+
 `AgentPolicies.view(agent)` is a single-policy view (model, tokenizer, optimizer, scheduler,
 reference) with the interface of `policy.Policy`, so the update code serves both.
 """
@@ -18,6 +23,44 @@ from .policy import enable_gradient_checkpointing, learning_rate_factor, resolve
 
 log = logging.getLogger(__name__)
 
+#: Model parallelism: the share of a GPU a base model's weights may take; the rest holds the adapters'
+#: optimizer states, the activations of the update and the rollouts' KV cache.
+WEIGHTS_SHARE = 0.7
+
+
+def weights_bytes(folder: str | Path) -> int:
+    """A model folder's weight files in bytes (safetensors, else PyTorch .bin)."""
+    files = list(Path(folder).glob("*.safetensors")) or list(Path(folder).glob("*.bin"))
+    if not files:
+        raise FileNotFoundError(f"{folder}: no *.safetensors or *.bin weight files")
+    return sum(f.stat().st_size for f in files)
+
+
+def plan_placement(sizes: dict[str, int], gpus: int, capacity: int, share: float = WEIGHTS_SHARE) -> dict[str, list[int]]:
+    """GPU indices per base model (model parallelism): the weights may take `share` of a GPU's `capacity`
+    bytes. Largest first, a base needing k > 1 GPUs gets k free GPUs of its own; a smaller one joins
+    the first GPU with room left (first fit), else takes a free one. Raises when they do not fit."""
+    import math
+
+    room = capacity * share
+    free, left, plan = list(range(gpus)), {}, {}
+    for base in sorted(sizes, key=lambda b: (-sizes[b], b)):
+        need = max(1, math.ceil(sizes[base] / room))
+        if need == 1:
+            shared = next((g for g in sorted(left) if left[g] >= sizes[base]), None)
+            if shared is not None:
+                left[shared] -= sizes[base]
+                plan[base] = [shared]
+                continue
+        if len(free) < need:
+            listing = ", ".join(f"{Path(b).name} {sizes[b] / 2**30:.1f} GiB" for b in sorted(sizes, key=lambda b: -sizes[b]))
+            raise ValueError(f"model parallelism: the base models ({listing}) do not fit on {gpus} GPU(s) of "
+                             f"{capacity / 2**30:.0f} GiB with weights at most {share:.0%} of each; give the job more GPUs")
+        plan[base], free = free[:need], free[need:]
+        if need == 1:
+            left[plan[base][0]] = room - sizes[base]
+    return plan
+
 
 class AgentView:
     """Agent `name` of an `AgentPolicies`: activating it is the caller's job (`AgentPolicies.activate`)."""
@@ -27,7 +70,7 @@ class AgentView:
         self.model = owner.model_of(name)
         self.tokenizer = owner.tokenizers[owner.base_of[name]]
         self.optimizer, self.scheduler = owner.optimizers[name], owner.schedulers[name]
-        self.device, self.settings = owner.device, owner.settings
+        self.device, self.settings = owner.device_of(name), owner.settings
 
     def reference_logprobs(self, compute):
         """`compute(model)` under the agent's reference: its `ref_<agent>` copy when the run re-syncs
@@ -60,20 +103,31 @@ class AgentPolicies:
         config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
                             target_modules=lora.target_modules, task_type="CAUSAL_LM")
         self.models, self.tokenizers = {}, {}
+        self.placement = self._placement(device)  # base folder -> its GPUs (model parallelism), else empty
         for name in self.agents:
             base = self.base_of[name]
             if base not in self.models:
                 tokenizer = AutoTokenizer.from_pretrained(base)
                 if tokenizer.pad_token is None:
                     tokenizer.pad_token = tokenizer.eos_token
-                model = AutoModelForCausalLM.from_pretrained(base, dtype=resolve_dtype(settings.dtype, device))
+                dtype = resolve_dtype(settings.dtype, device)
+                if base in self.placement:  # its layers over its own GPUs (PEFT puts each adapter beside its layer)
+                    gpus = self.placement[base]
+                    capacity = torch.cuda.get_device_properties(gpus[0]).total_memory
+                    model = AutoModelForCausalLM.from_pretrained(
+                        base, dtype=dtype, device_map="auto" if len(gpus) > 1 else {"": gpus[0]},
+                        max_memory={g: int(capacity * 0.9) for g in gpus})
+                else:
+                    model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
                 enable_gradient_checkpointing(model, settings)
                 model.generation_config.pad_token_id = tokenizer.pad_token_id
-                self.models[base] = get_peft_model(model, config, adapter_name=name).to(device)
+                model = get_peft_model(model, config, adapter_name=name)
+                self.models[base] = model if base in self.placement else model.to(device)
                 self.tokenizers[base] = tokenizer
             else:
                 self.models[base].add_adapter(name, config)
-                self.models[base].to(device)
+                if base not in self.placement:
+                    self.models[base].to(device)
         self.optimizers, self.schedulers = {}, {}
         for name in self.agents:
             params = self.adapter_parameters(name)
@@ -83,15 +137,36 @@ class AgentPolicies:
                                                                       learning_rate_factor(settings))
         from .vllm_rollouts import resolve_rollout_backend
 
-        self.rollout_backend = resolve_rollout_backend(settings.rollout_backend)
+        if self.placement and settings.rollout_backend == "vllm":
+            raise ValueError("multi-agent training: parallelism 'model' rolls out on transformers; set rollout_backend "
+                             "to auto or transformers")
+        self.rollout_backend = "transformers" if self.placement else resolve_rollout_backend(settings.rollout_backend)
         self._engines = {}  # base folder -> its vLLM engine, started on the first rollouts
         self.attached = {}  # "@name" -> a method's own trainable module (MAPPO's critic), checkpointed with the agents
         log.info("%d agents on %d base model(s), one LoRA adapter each (r=%d), rollouts on %s: %s", len(self.agents),
                  len(self.models), lora.r, self.rollout_backend,
                  ", ".join(f"{a} on {Path(self.base_of[a]).name}" for a in self.agents))
 
+    def _placement(self, device: str) -> dict[str, list[int]]:
+        """Model parallelism's GPUs per base (`plan_placement`), when asked for and there are several GPUs."""
+        import torch
+
+        if self.settings.parallelism != "model" or not str(device).startswith("cuda") or torch.cuda.device_count() < 2:
+            return {}
+        bases = list(dict.fromkeys(self.base_of.values()))
+        capacity = torch.cuda.get_device_properties(0).total_memory
+        plan = plan_placement({b: weights_bytes(b) for b in bases}, torch.cuda.device_count(), capacity)
+        log.info("model parallelism over %d GPUs: %s", torch.cuda.device_count(),
+                 "; ".join(f"{Path(b).name} on cuda:{','.join(map(str, g))}" for b, g in plan.items()))
+        return plan
+
     def model_of(self, name: str):
         return self.models[self.base_of[name]]
+
+    def device_of(self, name: str) -> str:
+        """Where agent `name`'s inputs go: its base's first device (its embeddings) under model parallelism."""
+        model = self.model_of(name)
+        return str(model.get_input_embeddings().weight.device) if self.placement else self.device
 
     def adapter_parameters(self, name: str) -> dict:
         """Agent `name`'s adapter weights by parameter name (PEFT names them `...lora_A.<name>.weight`)."""

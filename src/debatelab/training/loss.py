@@ -127,10 +127,10 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     keep = input_ids.shape[1] - completion_start + 1  # the positions that predict the completion, and the last
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, logits_to_keep=keep).logits
     logits = logits[:, -keep:-1].float()
-    targets = input_ids[:, completion_start:]
+    targets = input_ids[:, completion_start:].to(logits.device)  # a model over several GPUs ends on its last
     logps = selective_log_softmax(logits, targets)
     entropy = None
     if with_entropy:
         with torch.no_grad():
-            entropy = entropy_from_logits(logits)
-    return logps, entropy
+            entropy = entropy_from_logits(logits).to(input_ids.device)
+    return logps.to(input_ids.device), entropy

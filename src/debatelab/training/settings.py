@@ -101,6 +101,9 @@ class TrainSettings:
     vllm_gpu_memory_utilization: float = 0.3  # the engine's share of the GPU; the trainer holds the rest
     vllm_max_model_len: int | None = None  # null: the model's own context length
     vllm_enforce_eager: bool = False
+    # Multi-agent runs on several GPUs: data (a process per GPU, each debating its share) or model (one
+    # process; each base model on GPUs of its own: agents on different, large bases, as UDPO's ensemble)
+    parallelism: str = "data"
     vllm_sleep: bool = False  # free the engine's KV cache and offload its weights during the update
     checkpoint_every: int = 1
     show_progress: bool = True
@@ -117,7 +120,8 @@ class TrainSettings:
         choices = {"method": METHODS, "pair_mode": PAIR_MODES, "debate_template": DEBATE_TEMPLATES,
                    "loss_aggregation": AGGREGATIONS, "kl_estimator": KL_ESTIMATORS, "finetuning": FINETUNING,
                    "dtype": ("auto", "float32", "bfloat16", "float16"), "rollout_backend": ROLLOUT_BACKENDS,
-                   "ratio_level": ("token", "sequence", "trajectory"), "lr_schedule": LR_SCHEDULES}
+                   "ratio_level": ("token", "sequence", "trajectory"), "lr_schedule": LR_SCHEDULES,
+                   "parallelism": ("data", "model")}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"training: {name} must be one of {allowed}, got {getattr(self, name)!r}")
@@ -141,6 +145,10 @@ class TrainSettings:
         if self.debate_prompts_per_step < 0 or self.warmup_steps < 0 or self.kl_coef < 0:
             raise ValueError("training: debate_prompts_per_step, warmup_steps and kl_coef must be >= 0")
 
+    def processes(self, gpus: int) -> int:
+        """Processes a job with `gpus` GPUs starts: one per GPU (data parallel), or one seeing them all."""
+        return gpus if self.parallelism == "data" else 1
+
     @classmethod
     def from_config(cls, spec: dict, **overrides) -> "TrainSettings":
         """From a run's config entry; the workflow keys (policy, dataset) are not settings."""
@@ -156,7 +164,7 @@ class TrainSettings:
 #: steps, ...) must not rerun the warm-up debates or the coefficients computed from them.
 UDPO_WARMUP_KEYS = ("method", "seed", "temperature", "top_p", "max_tokens", "overlong_buffer", "dtype",
                     "rollout_batch_size", "finetuning", "rollout_backend", "vllm_gpu_memory_utilization",
-                    "vllm_max_model_len", "vllm_enforce_eager")
+                    "vllm_max_model_len", "vllm_enforce_eager", "parallelism")
 UDPO_WARMUP_UDPO_KEYS = ("rounds", "warmup_fraction")
 UDPO_COEFFICIENT_UDPO_KEYS = ("kappa", "lambda_base", "eta_base", "intra_lambda", "sys_mode", "base_weights", "ablate")
 
