@@ -142,8 +142,21 @@ def test_udpo_claims_measure_the_directions():
     assert rounds.holds is True and rounds.value == pytest.approx(0.5 - 0.6125)
     train = [c for c in claims if c.claim == "§11.8"][0]
     assert train.holds is True and train.value == pytest.approx(-0.15)
-    gpu = [c for c in claims if c.claim == "§11 (GPU)"][0]
-    assert gpu.value == 25.0 and gpu.holds is True
+    gpu = [c for c in claims if c.claim == "§11 (GPU)"]
+    assert len(gpu) == 1 and gpu[0].value == 25.0 and gpu[0].holds is True  # UDPO − MAD
+    # with the baselines trained: each step of UDPO > RMAAC > MAPPO > MAD, and UDPO against MAD
+    outputs = _udpo_outputs()
+    outputs.protocols.update({p.name: p for p in (_protocol("mappo_n3", runs=("mappo",)),
+                                                  _protocol("rmaac_n3", runs=("rmaac",)))})
+    outputs.runs.update({"mappo": RunInfo("mappo", "mappo", {}), "rmaac": RunInfo("rmaac", "rmaac", {})})
+    outputs.uncertainty = pd.concat([outputs.uncertainty, pd.DataFrame(
+        _trajectory_rows("mappo_n3", [True, True, False, False], [0.1] * 4)
+        + _trajectory_rows("rmaac_n3", [True, True, True, True], [0.1] * 4))], ignore_index=True)
+    order = {c.statement.split(" (")[0]: c for c in build_paper("udpo", outputs).claims if c.claim == "§11 (GPU)"}
+    assert list(order) == ["UDPO is more accurate than RMAAC", "RMAAC is more accurate than MAPPO",
+                           "MAPPO is more accurate than MAD", "UDPO is more accurate than MAD"]
+    assert order["UDPO is more accurate than RMAAC"].value == -25.0 and not order["UDPO is more accurate than RMAAC"].holds
+    assert order["RMAAC is more accurate than MAPPO"].value == 50.0 and order["MAPPO is more accurate than MAD"].value == 0.0
 
 
 def test_evaluate_paper_writes_tables_comparisons_claims_and_plots(tmp_path):
@@ -152,7 +165,7 @@ def test_evaluate_paper_writes_tables_comparisons_claims_and_plots(tmp_path):
     row = vs[(vs["dataset"] == "gsm8k") & (vs["n_agents"] == 3) & (vs["method"] == "MAD") & (vs["metric"] == "accuracy")]
     assert row["paper_value"].item() == 51.2 and row["run_value"].item() == 50.0
     assert row["difference"].item() == pytest.approx(-1.2) and row["run_dataset"].item() == "gsm_symbolic"
-    assert vs[vs["method"] == "MAPPO"]["run_value"].isna().all()  # a baseline this workflow doesn't train
+    assert vs[vs["method"] == "MAPPO"]["run_value"].isna().all()  # no mappo run in this fixture
     claims = pd.read_csv(tmp_path / "claims.csv")
     assert set(claims["holds"]) <= {"yes", "no", "n/a"} and (claims["holds"] == "yes").sum() >= 5
     assert (tmp_path / "fig5_delta_by_usys.png").stat().st_size > 0
