@@ -1,5 +1,5 @@
 """Training step throughput: debatelab's DAPO step beside stock TRL GRPOTrainer(loss_type="dapo"),
-or (`--method udpo|umad`) a multi-agent step of N agents.
+or (`--method udpo|umad|mappo|rmaac`) a multi-agent step of N agents.
 
 Both train the same model (LoRA, the same rank) on the same prompts, with the same group size,
 token limit, clipping and learning rate, one optimizer step per rollout step, no KL, and no dynamic
@@ -10,7 +10,7 @@ ratio TRL / ours (> 1: ours is faster).
   python benchmarks/train_throughput.py [--model smollm2-135m-instruct|tiny-random-llama] [--device cpu|cuda]
         [--prompts 4] [--group 4] [--max-tokens 32] [--steps 3] [--threads N]
 
-With `--method udpo|umad --agents N`: N agents, one LoRA adapter each on one copy of the base,
+With `--method udpo|umad|mappo|rmaac --agents N`: N agents, one LoRA adapter each on one copy of the base,
 debate `--prompts` questions (UMAD: `--group` paired threads each, 2 turns; UDPO: one round, fixed
 coefficients, as Algorithm B needs a warm-up debate). Prints the step time split into rollout
 (whole debates through the engine) and update (every agent on its own turns), and the memory of
@@ -63,7 +63,7 @@ def ours(args, model_dir: Path, questions) -> dict:
 
 
 def multi_agent(args, model_dir: Path, questions) -> dict:
-    """N agents' UDPO or UMAD steps; the first is the warm-up."""
+    """N agents' UDPO, UMAD, MAPPO or RMAAC steps; the first is the warm-up."""
     from debatelab.training.agents import AgentPolicies
     from debatelab.training.udpo import AgentCoefficients
     from debatelab.training.udpo_trainer import UdpoTrainer
@@ -76,10 +76,15 @@ def multi_agent(args, model_dir: Path, questions) -> dict:
         warmup_steps=0, mini_batch_size=sequences, micro_batch_size=min(sequences, 16), rollout_batch_size=sequences,
         lora={"r": 16, "alpha": 32}, dtype=args.dtype, kl_coef=0.001, kl_estimator="k1", show_progress=False,
         umad={"threads": args.group, "turns": 2, "questions_per_step": args.prompts},
+        mappo={"rounds": 1, "questions_per_step": args.prompts},
     )
     policies = AgentPolicies({a: model_dir for a in agents}, settings, device=args.device)
     if args.method == "umad":
         trainer = UmadTrainer(questions, policies, settings, run="bench", participants=agents)
+    elif args.method in ("mappo", "rmaac"):
+        from debatelab.training.mappo_trainer import MappoTrainer
+
+        trainer = MappoTrainer(questions, policies, settings, run="bench", participants=agents)
     else:
         coefficients = {a: AgentCoefficients(1 / 3, 1 / 3, 1 / 3, 1.0, 0.01) for a in agents}
         trainer = UdpoTrainer(questions, policies, settings, run="bench", participants=agents, rounds=1,
@@ -184,9 +189,9 @@ def main() -> None:
     ap.add_argument("--rollout-backend", default="auto", choices=["auto", "transformers", "vllm"],
                     help="ours: auto = a colocated vLLM engine on a GPU with vLLM installed, else transformers")
     ap.add_argument("--dtype", default="float32", choices=["auto", "float32", "bfloat16"])
-    ap.add_argument("--method", default="dapo", choices=["dapo", "udpo", "umad"],
-                    help="dapo: ours beside TRL; udpo, umad: a multi-agent step of --agents agents")
-    ap.add_argument("--agents", type=int, default=2, help="udpo, umad: agents, one LoRA adapter each")
+    ap.add_argument("--method", default="dapo", choices=["dapo", "udpo", "umad", "mappo", "rmaac"],
+                    help="dapo: ours beside TRL; udpo, umad, mappo, rmaac: a multi-agent step of --agents agents")
+    ap.add_argument("--agents", type=int, default=2, help="multi-agent methods: agents, one LoRA adapter each")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
