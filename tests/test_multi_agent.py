@@ -2,6 +2,8 @@
 current policies run by the debate engine as rollouts."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -282,3 +284,37 @@ def test_without_several_gpus_model_parallelism_keeps_every_base_on_the_one_devi
                              device="cpu")
     assert policies.placement == {} and policies.view("bob").device == "cpu"
     assert TrainSettings(parallelism="model").processes(8) == 1 and TrainSettings().processes(8) == 8
+
+
+@pytest.mark.slow
+def test_agents_on_different_bases_train_separate_models(char_model_dir, tmp_path):
+    """Heterogeneous agents (spec 000 §5.3: separate models): each base is its own PeftModel with its
+    agent's adapter; a UDPO step moves both adapters and leaves both bases' weights as they were."""
+    from conftest import build_char_model
+    from debatelab.data.schema import frame_from_rows
+    from debatelab.training.udpo import AgentCoefficients
+    from debatelab.training.udpo_trainer import UdpoTrainer
+
+    other = build_char_model(tmp_path / "other-base", seed=1)
+    torch.manual_seed(0)
+    policies = AgentPolicies({"alice": char_model_dir, "bob": other}, SETTINGS, device="cpu")
+    assert len(policies.models) == 2 and policies.model_of("alice") is not policies.model_of("bob")
+    frozen = {agent: {n: p.detach().clone() for n, p in policies.model_of(agent).named_parameters() if "lora_" not in n}
+              for agent in ("alice", "bob")}
+    assert not torch.equal(*(next(iter(f.values())) for f in frozen.values()))  # two different bases
+    rows = [{"id": f"q{i}", "question": f"question {i}: answer 7.", "choices": None, "answer": "7", "task_type": "math",
+             "meta": {"source": "toy"}} for i in range(4)]
+    coefficients = {a: AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01) for a in ("alice", "bob")}
+    trainer = UdpoTrainer(frame_from_rows(rows), policies, replace(SETTINGS, steps=1), run="udpo",
+                          participants=["alice", "bob"], rounds=1, coefficients=coefficients, questions_per_step=2,
+                          replay=False)
+    metrics = trainer.train()
+    assert (metrics["updates"] == 2).all()
+    for agent in ("alice", "bob"):
+        model = policies.model_of(agent)
+        assert list(model.peft_config) == [agent]  # only its own adapter on its base
+        assert any(float(p.detach().abs().max()) > 0 for n, p in policies.adapter_parameters(agent).items()
+                   if "lora_B" in n)
+        assert model.peft_config[agent].base_model_name_or_path == str(policies.base_of[agent])
+        params = dict(model.named_parameters())
+        assert all(torch.equal(params[n], w) for n, w in frozen[agent].items())

@@ -100,8 +100,10 @@ class AgentPolicies:
         self.agents = list(bases)
         self.base_of = {name: str(Path(path)) for name, path in bases.items()}
         lora = settings.lora
-        config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                            target_modules=lora.target_modules, task_type="CAUSAL_LM")
+        def config():  # a fresh one per adapter: PEFT writes the base's path into the config it is given
+            return LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                              target_modules=lora.target_modules, task_type="CAUSAL_LM")
+
         self.models, self.tokenizers = {}, {}
         self.placement = self._placement(device)  # base folder -> its GPUs (model parallelism), else empty
         for name in self.agents:
@@ -121,11 +123,11 @@ class AgentPolicies:
                     model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
                 enable_gradient_checkpointing(model, settings)
                 model.generation_config.pad_token_id = tokenizer.pad_token_id
-                model = get_peft_model(model, config, adapter_name=name)
+                model = get_peft_model(model, config(), adapter_name=name)
                 self.models[base] = model if base in self.placement else model.to(device)
                 self.tokenizers[base] = tokenizer
             else:
-                self.models[base].add_adapter(name, config)
+                self.models[base].add_adapter(name, config())
                 if base not in self.placement:
                     self.models[base].to(device)
         self.optimizers, self.schedulers = {}, {}
