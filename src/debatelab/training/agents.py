@@ -1,4 +1,4 @@
-"""The trainable agents of a multi-agent run (UDPO, UMAD): one PEFT LoRA adapter per agent.
+"""The trainable agents of a multi-agent run (UDPO, MAPPO, RMAAC, UMAD): one PEFT LoRA adapter per agent.
 
 Agents on the same base model share one copy of its weights: one PeftModel per base, holding one
 named adapter per agent (`add_adapter`); agents on different bases get a PeftModel each. PEFT's
@@ -7,8 +7,8 @@ agent i's policy and a backward pass reaches agent i's adapter only. Each agent 
 and schedule. With every adapter disabled the model is the frozen base: the reference policy.
 
 Model parallelism (`parallelism: model`, one process seeing several GPUs): each base model is
-placed on GPUs of its own, a base too large for one GPU spread over several (`plan_placement`,
-transformers' `device_map` with `max_memory` on those GPUs); a heterogeneous ensemble (UDPO's five
+placed on GPUs of its own, a base too large for one GPU spread evenly over several
+(`plan_placement`, transformers' `device_map="balanced"` with `max_memory` on those GPUs); a heterogeneous ensemble (UDPO's five
 models) then trains in one process. Rollouts run on transformers there.
 
 `AgentPolicies.view(agent)` is a single-policy view (model, tokenizer, optimizer, scheduler,
@@ -117,7 +117,7 @@ class AgentPolicies:
                     gpus = self.placement[base]
                     capacity = torch.cuda.get_device_properties(gpus[0]).total_memory
                     model = AutoModelForCausalLM.from_pretrained(
-                        base, dtype=dtype, device_map="auto" if len(gpus) > 1 else {"": gpus[0]},
+                        base, dtype=dtype, device_map="balanced" if len(gpus) > 1 else {"": gpus[0]},
                         max_memory={g: int(capacity * 0.9) for g in gpus})
                 else:
                     model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
