@@ -318,3 +318,23 @@ def test_agents_on_different_bases_train_separate_models(char_model_dir, tmp_pat
         assert model.peft_config[agent].base_model_name_or_path == str(policies.base_of[agent])
         params = dict(model.named_parameters())
         assert all(torch.equal(params[n], w) for n, w in frozen[agent].items())
+
+
+def test_an_agent_saved_in_place_equals_its_merged_copy(policies, tmp_path):
+    """Model parallelism saves a base too large to copy by merging in place: the same folder as the
+    copy-and-merge path, and the live adapters afterwards as before."""
+    from safetensors.torch import load_file
+
+    with torch.no_grad():
+        for p in policies.adapter_parameters("bob").values():
+            p.normal_(0, 0.05)  # lora_B starts at zero: give the merge something to add
+    before = {n: p.detach().clone() for n, p in policies.model_of("bob").named_parameters()}
+    active = policies.model_of("bob").active_adapter
+    policies.save("bob", tmp_path / "copy")
+    policies.save_in_place("bob", tmp_path / "in_place")
+    copied, in_place = load_file(tmp_path / "copy/model.safetensors"), load_file(tmp_path / "in_place/model.safetensors")
+    assert copied.keys() == in_place.keys() and not any("lora_" in k or "base_layer" in k for k in in_place)
+    assert all(torch.allclose(copied[k], in_place[k], atol=1e-6) for k in copied)
+    after = dict(policies.model_of("bob").named_parameters())
+    assert all(torch.allclose(after[n], w, atol=1e-6) for n, w in before.items())  # unmerged again
+    assert policies.model_of("bob").active_adapter == active

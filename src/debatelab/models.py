@@ -89,20 +89,20 @@ def build_tiny_random_llama(out_dir: str | os.PathLike, seed: int = 0) -> None:
     _save_atomically(model, tokenizer, out_dir)
 
 
-def save_model_folder(model, tokenizer, out_dir: str | os.PathLike) -> None:
+def save_model_folder(model, tokenizer, out_dir: str | os.PathLike, state_dict: dict | None = None) -> None:
     """Save a model and its tokenizer as a plain Hugging Face folder, atomically (readers see the old
-    folder or the new one, never half)."""
-    _save_atomically(model, tokenizer, out_dir)
+    folder or the new one, never half). `state_dict`: the weights to write instead of the model's own."""
+    _save_atomically(model, tokenizer, out_dir, state_dict)
 
 
-def _save_atomically(model, tokenizer, out_dir: str | os.PathLike) -> None:
+def _save_atomically(model, tokenizer, out_dir: str | os.PathLike, state_dict: dict | None = None) -> None:
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
-        model.save_pretrained(tmp)
+        model.save_pretrained(tmp, state_dict=state_dict)
         tokenizer.save_pretrained(tmp)
         _make_readable(tmp)
         _replace_dir(tmp, out_dir)

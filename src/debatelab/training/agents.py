@@ -288,12 +288,31 @@ class AgentPolicies:
             module.load_state_dict({n: state[f"{key}/{n}"].to("cpu") for n in module.state_dict()})
 
     def save(self, name: str, out_dir: str | Path) -> None:
-        """Agent `name` as a plain Hugging Face folder: its adapter merged into a copy of its base."""
+        """Agent `name` as a plain Hugging Face folder: its adapter merged into a copy of its base, or
+        for a base spread over GPUs (too large to copy) merged in place, saved, then unmerged."""
         import copy
 
         from ..models import save_model_folder
 
+        if self.base_of[name] in self.placement:
+            return self.save_in_place(name, out_dir)
         model = copy.deepcopy(self.model_of(name))
         model.set_adapter(name)
         save_model_folder(model.merge_and_unload(adapter_names=[name]), self.tokenizers[self.base_of[name]], out_dir)
 
+    def save_in_place(self, name: str, out_dir: str | Path) -> None:
+        """`save` without a copy of the base: the agent's adapter is merged into the base weights, the
+        base's own parameter names are written, and the merge is undone."""
+        from ..models import save_model_folder
+
+        model = self.model_of(name)
+        active = model.active_adapter
+        model.set_adapter(name)
+        model.merge_adapter()
+        try:
+            base = model.get_base_model()
+            state = {k.replace(".base_layer.", "."): v for k, v in base.state_dict().items() if "lora_" not in k}
+            save_model_folder(base, self.tokenizers[self.base_of[name]], out_dir, state_dict=state)
+        finally:
+            model.unmerge_adapter()
+            model.set_adapter(active)
