@@ -334,19 +334,25 @@ def _weights(folder: Path) -> dict:
 def test_a_killed_training_job_resumes_to_the_same_weights(tmp_path, char_model_dir):
     """SIGKILL the job after its second checkpoint, rerun it: it continues from step 2 and ends with
     exactly the weights of an uninterrupted run (CPU)."""
-    from debatelab.training.stage import train_job, write_job_spec
+    from debatelab.training.stage import write_job_spec
 
     dataset = _toy_dataset(tmp_path / "toy.parquet")
     settings = TrainSettings(method="sdrl", steps=5, debate_prompts_per_step=2, debate_rollouts=3,
                              lora={"r": 4, "alpha": 8}, reward="test_training:starts_with_a_vowel",
                              **{**TOY, "finetuning": "lora", "dynamic_sampling": False, "prompts_per_step": 2,
                                 "rollouts_per_prompt": 3, "mini_batch_size": 6, "micro_batch_size": 3})
-    train_job(**_job(tmp_path, char_model_dir, dataset, settings, "uninterrupted"))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}  # the reward is this module's
+    # both runs in fresh processes: an earlier test may have set this process's torch threads, and
+    # another thread count sums floats in another order
+    whole = tmp_path / "uninterrupted.json"
+    write_job_spec(whole, **_job(tmp_path, char_model_dir, dataset, settings, "uninterrupted"))
+    done = subprocess.run([sys.executable, "-m", "debatelab.training.launch", str(whole)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
 
     job = _job(tmp_path, char_model_dir, dataset, settings, "killed")
     spec = tmp_path / "job.json"
     write_job_spec(spec, **job)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}  # the reward is this module's
     cmd = [sys.executable, "-m", "debatelab.training.launch", str(spec)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     latest = tmp_path / "killed/checkpoint/latest"
