@@ -102,11 +102,9 @@ class MappoTrainer(DebateTrainer):
             for turn in st.pre + st.turns:
                 seat = self.seats[turn.agent]
                 row = offsets[m] + turn.agent * len(debates[m]["answers"]) + turn.round  # critic_inputs' order
-                by_agent.setdefault(self.seat_agent[seat], []).append(Rollout(
-                    question_id=st.question_id, group=f"{st.question_id}#{m}#{turn.agent}#{turn.round}",
-                    turn=turn.round, sample=turn.agent, messages=turn.messages, text=turn.response,
-                    token_ids=list(turn.token_ids), finish_reason=turn.finish_reason, answer=turn.answer,
-                    correct=turn.correct, reward=float(returns[row]), advantage=float(advantages[row])))
+                by_agent.setdefault(self.seat_agent[seat], []).append(self.turn_rollout(
+                    st, turn, group=f"{st.question_id}#{m}#{turn.agent}#{turn.round}", sample=turn.agent,
+                    reward=float(returns[row]), advantage=float(advantages[row])))
         rollout_seconds = time.perf_counter() - start
 
         self.policy.train(True)

@@ -88,6 +88,13 @@ class DebateTrainer(Trainer):
         self.participants = list(participants)
         self.system_prompts = system_prompts or {}
 
+    @staticmethod
+    def turn_rollout(state, turn, *, group: str, sample: int, reward: float = 0.0, advantage: float = 0.0) -> Rollout:
+        """A debate turn as a rollout of its agent: the turn's chat is the context, its reply the completion."""
+        return Rollout(question_id=state.question_id, group=group, turn=turn.round, sample=sample, messages=turn.messages,
+                       text=turn.response, token_ids=list(turn.token_ids), finish_reason=turn.finish_reason,
+                       answer=turn.answer, correct=turn.correct, reward=reward, advantage=advantage)
+
     def _step_schedules(self) -> float:
         """Every agent's schedule one step on; the learning rate the step used."""
         learning_rate = self.policy.scheduler.get_last_lr()[0]
@@ -172,10 +179,8 @@ class UdpoTrainer(DebateTrainer):
         for m, st in zip(mine, states):
             for turn in st.pre + st.turns:
                 seat = self.seats[turn.agent]
-                by_agent.setdefault(self.seat_agent[seat], []).append(Rollout(
-                    question_id=st.question_id, group=f"{st.question_id}#{m}", turn=turn.round, sample=turn.agent,
-                    messages=turn.messages, text=turn.response, token_ids=list(turn.token_ids),
-                    finish_reason=turn.finish_reason, answer=turn.answer, correct=turn.correct,
+                by_agent.setdefault(self.seat_agent[seat], []).append(self.turn_rollout(
+                    st, turn, group=f"{st.question_id}#{m}", sample=turn.agent,
                     reward=float(seat_rewards[m, turn.agent]), advantage=float(advantages[m, turn.agent])))
         rollout_seconds = time.perf_counter() - start
 

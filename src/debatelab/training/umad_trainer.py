@@ -72,9 +72,7 @@ class UmadTrainer(DebateTrainer):
             q, g = divmod(k, G)
             for turn in state.pre + state.turns:
                 i, t = turn.agent, turn.round
-                r = Rollout(question_id=state.question_id, group=f"{state.question_id}#{self.seats[i]}#t{t}", turn=t,
-                            sample=g, messages=turn.messages, text=turn.response, token_ids=list(turn.token_ids),
-                            finish_reason=turn.finish_reason, answer=turn.answer, correct=turn.correct, reward=0.0)
+                r = self.turn_rollout(state, turn, group=f"{state.question_id}#{self.seats[i]}#t{t}", sample=g)
                 cell[(q, g, i, t)] = r
         for q, g, i, t in sorted(cell):  # each agent's rollouts in (question, thread, seat, turn) order
             by_agent.setdefault(self.seat_agent[self.seats[i]], []).append(cell[(q, g, i, t)])
