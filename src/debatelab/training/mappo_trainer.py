@@ -27,7 +27,7 @@ from .mappo import (MappoSettings, PeerSwapDebate, agreement_features, build_cri
                     final_disagreement, fit_critic, shared_reward)
 from .rollouts import Rollout
 from .trainer import _all_reduce, pooled
-from .udpo import trajectory_rewards
+from .udpo import task_reward
 from .udpo_trainer import DebateTrainer, _gathered
 
 MAPPO_METRIC_COLUMNS = [
@@ -84,7 +84,7 @@ class MappoTrainer(DebateTrainer):
         local = []
         for st in states:
             answers = answers_by_round(st)
-            r_task = trajectory_rewards(answers, str(st.row["answer"]), st.task_type, labels=st.labels)["r_task"]
+            r_task = task_reward(answers, str(st.row["answer"]), st.task_type, labels=st.labels)
             disagreement = final_disagreement(answers, st.task_type)
             local.append({"answers": answers, "task_type": st.task_type, "r_task": r_task, "consensus": 1 - disagreement,
                           "reward": shared_reward(r_task, disagreement, self.consensus_weight)})

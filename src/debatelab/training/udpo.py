@@ -74,13 +74,19 @@ def trajectory_rewards(
     rounds = [answer_keys(r, task_type=task_type) for r in answers]
     n, T = len(rounds[0]), len(rounds) - 1
     flips = sum(rounds[t][i] != rounds[t + 1][i] for i in range(n) for t in range(T))
-    final = majority_vote(list(answers[-1]), task_type=task_type)
     return {
         "r_intra": 1.0 - flips / (n * T) if T else 1.0,
         "r_inter": 1.0 - measures["u_inter"],
         "r_sys": 1.0 - measures["u_sys"],
-        "r_task": float(is_correct(final, gold, task_type, labels=labels)),
+        "r_task": task_reward(answers, gold, task_type, labels=labels),
     }
+
+
+def task_reward(answers: Sequence[Sequence[str | None]], gold: str, task_type: str,
+                labels: list[str] | None = None) -> float:
+    """r_task = 1[ŷ(τ) = y*], ŷ the final round's majority vote (spec 000 §3)."""
+    final = majority_vote(list(answers[-1]), task_type=task_type)
+    return float(is_correct(final, gold, task_type, labels=labels))
 
 
 @dataclass(frozen=True)
