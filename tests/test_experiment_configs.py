@@ -24,9 +24,11 @@ PAPERS = ["udpo", "svr_mad", "umad_eval", "umad", "sdrl_eval", "sdrl", "confiden
 
 #: Protocols a CPU twin leaves out on purpose (named in its header comment).
 CUT_ON_CPU = {
-    # N = 10 and T > 2; after training, the ablations and m = 2, 3 (one more run / debate of the same code each)
+    # N = 10 and T > 2; after training, the ablations, MAPPO/RMAAC beyond N = 5 and m = 2, 3 (one more
+    # run / debate of the same code each)
     "udpo": {"mad_n10", "mad_n5_t3", "mad_n5_t10", "udpo_wo_intra_n5", "udpo_wo_inter_n5", "udpo_wo_sys_n5",
-             "udpo_attack_m2", "udpo_attack_m3"},
+             "udpo_attack_m2", "udpo_attack_m3", "udpo_n10", "udpo_n5_t3", "udpo_n5_t10",
+             *(f"{run}_{cut}" for run in ("mappo", "rmaac") for cut in ("n3", "n10", "attack_m1", "attack_m2", "attack_m3"))},
     # one more training run of the same code each: the one-term ablations, homo pair, Single-GRPO
     "umad": {"trained_intrinsic_only", "trained_nll_only", "trained_umad_homo", "trained_ippo_homo", "single_grpo_pair"},
 }
@@ -254,14 +256,19 @@ def test_cpu_twin_uses_bundled_models_and_offline_data_only(paper):
 
 
 def test_udpo_attacks_compromise_the_last_m_agents():
+    """Untrained and each trained method's N = 5 debate: the last m seats are their agents' adversarial
+    twins (same model and temperature)."""
     cfg = _load("udpo")
-    base = cfg["debate"]["participants"]
-    for m in (1, 2, 3):
-        seats = _participants(cfg, cfg["debate"]["protocols"][f"attack_m{m}"])
-        assert _adversarial(cfg, seats) == [False] * (len(base) - m) + [True] * m
-        for honest, seat in zip(base, seats):
-            spec, twin = cfg["agents"][honest], cfg["agents"][seat]
-            assert spec["model"] == twin["model"] and spec["temperature"] == twin["temperature"]
+    protocols = cfg["debate"]["protocols"]
+    natural = {"attack": cfg["debate"]["participants"], **{
+        f"{run}_attack": _participants(cfg, protocols[f"{run}_n5"]) for run in ("udpo", "mappo", "rmaac")}}
+    for prefix, base in natural.items():
+        for m in (1, 2, 3):
+            seats = _participants(cfg, protocols[f"{prefix}_m{m}"])
+            assert _adversarial(cfg, seats) == [False] * (len(base) - m) + [True] * m, f"{prefix}_m{m}"
+            for honest, seat in zip(base, seats):
+                spec, twin = cfg["agents"][honest], cfg["agents"][seat]
+                assert spec["model"] == twin["model"] and spec["temperature"] == twin["temperature"], seat
 
 
 def test_confidence_pairs_are_table_3():
