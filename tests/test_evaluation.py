@@ -24,7 +24,8 @@ TINY = yaml.safe_load((REPO_ROOT / "tests/configs/tiny.yaml").read_text())
 def _protocol(name, kind="all_to_all", seats=("a", "b", "c"), rounds=2, adversarial=0, runs=(), threads=1):
     return ProtocolInfo(name=name, kind=kind, rounds=rounds, threads=threads, template="du", participants=tuple(seats),
                         models=tuple("m" for _ in seats), adversarial=adversarial, trained_runs=tuple(runs),
-                        datasets=("gsm_symbolic",))
+                        datasets=("gsm_symbolic",),
+                        adversarial_seats=tuple(i >= len(seats) - adversarial for i in range(len(seats))))
 
 
 def _outputs(protocols, runs=None, **frames) -> RunOutputs:
@@ -106,8 +107,25 @@ def _udpo_outputs():
             + _trajectory_rows("attack_m2", [False, False, False, False], [0.5, 0.7, 0.9, 1.0])
             + _trajectory_rows("udpo_n3", [True, True, True, False], [0.1, 0.2, 0.3, 0.4]))
     training = {"udpo": pd.DataFrame({"step": [1, 2, 3], "r_sys": [0.2, 0.4, 0.5]})}
+    # round-0 answers of two debates: mad_n3 had a correct agent on q0, q2; udpo_n3 on q0, q1, q3
+    # (a later round's correct answer, or None for an unparseable one, doesn't count)
+    turns = (_turn_rows("mad_n3", [[True, False, False], [None, False, False], [False, False, True], [False] * 3],
+                        later_correct=[1, 3])
+             + _turn_rows("udpo_n3", [[True, True, True], [False, True, False], [False] * 3, [True, False, False]])
+             # the adversarial seat (the last) right on q1 doesn't count: only q2 collapsed of {q0, q2}
+             + _turn_rows("attack_m1", [[True, False, False], [False, False, True], [False, True, False], [False] * 3]))
     return _outputs(protocols, {"udpo": RunInfo("udpo", "udpo", {"udpo": {"ablate": []}})},
-                    uncertainty=pd.DataFrame(rows), training=training)
+                    uncertainty=pd.DataFrame(rows), training=training, turns=pd.DataFrame(turns))
+
+
+def _turn_rows(protocol, round0_correct, later_correct=()):
+    rows = []
+    for i, seats in enumerate(round0_correct):
+        for seat, correct in enumerate(seats):
+            rows.append({"question_id": f"q{i}", "dataset": "gsm_symbolic", "protocol": protocol, "thread": 0,
+                         "round": 0, "agent_index": seat, "correct": correct})
+            rows.append({**rows[-1], "round": 1, "correct": i in later_correct})
+    return rows
 
 
 def test_udpo_tables_from_fixture_trajectories():
@@ -116,9 +134,12 @@ def test_udpo_tables_from_fixture_trajectories():
     # mad_n3 (T = 2) fills the MAD cell over mad_n3_t1: the paper's Table 1 is the longest debate
     assert t1.loc["MAD", "accuracy"] == 50.0 and t1.loc["MAD", "u_sys"] == pytest.approx(0.5)
     assert t1.loc["UDPO", "accuracy"] == 75.0 and t1.loc["UDPO", "u_intra"] == pytest.approx(0.125)
+    # collapse: right in round 0, wrong at the end. MAD: q2 of {q0, q2}; UDPO: q3 of {q0, q1, q3}
+    assert t1.loc["MAD", "collapse"] == 50.0 and t1.loc["UDPO", "collapse"] == pytest.approx(100 / 3, abs=1e-3)
     assert list(result.tables["table2"]["method"]) == ["Full"]
     t3 = result.tables["table3"].set_index("m")
     assert t3.loc[0].query("method == 'MAD'")["accuracy"].item() == 50.0 and t3.loc[2, "accuracy"] == 0.0
+    assert t3.loc[1, "collapse"] == 50.0 and math.isnan(t3.loc[2, "collapse"])  # no turns for attack_m2: unknown
     t5 = result.tables["table5"].set_index(["method", "rounds"])
     assert t5.loc[("MAD", 1), "accuracy"] == 25.0 and t5.loc[("MAD", 2), "accuracy"] == 50.0
     # Fig. 5: questions binned by MAD's U_sys; UDPO's gain per bin: q2 (0.7) wrong -> right = +100
@@ -143,7 +164,9 @@ def test_udpo_claims_measure_the_directions():
     train = [c for c in claims if c.claim == "§11.8"][0]
     assert train.holds is True and train.value == pytest.approx(-0.15)
     gpu = [c for c in claims if c.claim == "§11 (GPU)"]
-    assert len(gpu) == 1 and gpu[0].value == 25.0 and gpu[0].holds is True  # UDPO − MAD
+    assert len(gpu) == 2 and gpu[0].value == 25.0 and gpu[0].holds is True  # UDPO − MAD
+    assert gpu[1].statement.startswith("UDPO collapses less") and gpu[1].value == pytest.approx(100 / 3 - 50)
+    assert gpu[1].holds is True
     # with the baselines trained: each step of UDPO > RMAAC > MAPPO > MAD, and UDPO against MAD
     outputs = _udpo_outputs()
     outputs.protocols.update({p.name: p for p in (_protocol("mappo_n3", runs=("mappo",)),
@@ -154,7 +177,8 @@ def test_udpo_claims_measure_the_directions():
         + _trajectory_rows("rmaac_n3", [True, True, True, True], [0.1] * 4))], ignore_index=True)
     order = {c.statement.split(" (")[0]: c for c in build_paper("udpo", outputs).claims if c.claim == "§11 (GPU)"}
     assert list(order) == ["UDPO is more accurate than RMAAC", "RMAAC is more accurate than MAPPO",
-                           "MAPPO is more accurate than MAD", "UDPO is more accurate than MAD"]
+                           "MAPPO is more accurate than MAD", "UDPO is more accurate than MAD",
+                           "UDPO collapses less often than MAD"]
     assert order["UDPO is more accurate than RMAAC"].value == -25.0 and not order["UDPO is more accurate than RMAAC"].holds
     assert order["RMAAC is more accurate than MAPPO"].value == 50.0 and order["MAPPO is more accurate than MAD"].value == 0.0
 
@@ -228,3 +252,19 @@ def test_fig5_draws_one_series_per_method_and_n():
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["UDPO (N=5)", "UDPO (N=3)"]
     assert sorted({round(p.get_height()) for p in ax.patches}) == [3, 5]
+
+
+def test_run_outputs_read_only_the_columns_they_use_and_name_a_missing_one(tmp_path):
+    from debatelab.evaluation.run import TURN_COLUMNS
+    from debatelab.io import DataFileError, write_parquet_atomic
+
+    turns = pd.DataFrame([{c: 0 for c in TURN_COLUMNS} | {"response": "x" * 100}])
+    write_parquet_atomic(turns, tmp_path / "turns.parquet")
+    outputs = RunOutputs("fixture", {}, {}, {}, turn_paths=[tmp_path / "turns.parquet"])
+    assert list(outputs.turns.columns) == TURN_COLUMNS  # the responses stay on disk
+    write_parquet_atomic(turns.drop(columns="round"), tmp_path / "broken.parquet")
+    with pytest.raises(DataFileError, match=r"broken\.parquet: missing required column\(s\) \['round'\]"):
+        RunOutputs("fixture", {}, {}, {}, turn_paths=[tmp_path / "broken.parquet"]).turns
+    (tmp_path / "corrupt.parquet").write_bytes(b"not parquet")
+    with pytest.raises(DataFileError, match=r"corrupt\.parquet: not a readable Parquet file"):
+        RunOutputs("fixture", {}, {}, {}, turn_paths=[tmp_path / "corrupt.parquet"]).turns

@@ -78,19 +78,24 @@ def read_json_checked(path: str | os.PathLike) -> dict:
         raise DataFileError(f"{path}: not valid JSON ({exc})") from exc
 
 
-def read_parquet_checked(path: str | os.PathLike, required_columns: Iterable[str] = ()) -> pd.DataFrame:
-    """Read a Parquet file; a missing, corrupt or incomplete file raises DataFileError naming it."""
+def read_parquet_checked(path: str | os.PathLike, required_columns: Iterable[str] = (),
+                         only_required: bool = False) -> pd.DataFrame:
+    """Read a Parquet file; a missing, corrupt or incomplete file raises DataFileError naming it.
+    `only_required` reads just the required columns (a debate's turns carry every response)."""
     path = Path(path)
+    required_columns = list(required_columns)
     if not path.exists():
         raise DataFileError(f"{path}: file not found")
     try:
-        df = pd.read_parquet(path)
+        names = pq.read_schema(path).names
+        missing = [c for c in required_columns if c not in names]
+        if missing:
+            raise DataFileError(f"{path}: missing required column(s) {missing}; has {names}")
+        return pd.read_parquet(path, columns=required_columns if only_required else None)
+    except DataFileError:
+        raise
     except Exception as exc:  # pyarrow raises several types for corrupt files
         raise DataFileError(f"{path}: not a readable Parquet file ({type(exc).__name__}: {exc})") from exc
-    missing = [c for c in required_columns if c not in df.columns]
-    if missing:
-        raise DataFileError(f"{path}: missing required column(s) {missing}; has {list(df.columns)}")
-    return df
 
 
 def link_tree(source: str | os.PathLike, target: str | os.PathLike) -> None:

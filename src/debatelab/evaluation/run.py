@@ -58,6 +58,7 @@ class ProtocolInfo:
     # Whether every seat started as the same agent (a trained seat counts as the agent it was trained
     # from); None: compare the seats' names
     same_origin: bool | None = None
+    adversarial_seats: tuple[bool, ...] = ()  # per seat; empty: none
 
     @property
     def n_agents(self) -> int:
@@ -91,6 +92,7 @@ def describe_protocols(exp: Experiment) -> dict[str, ProtocolInfo]:
             participants=tuple(seats),
             models=models,
             adversarial=sum(bool(exp.agents[a].get("adversarial")) for a in seats),
+            adversarial_seats=tuple(bool(exp.agents[a].get("adversarial")) for a in seats),
             trained_runs=tuple(runs),
             datasets=tuple(exp.protocol_datasets(name)),
             same_origin=len({_agent_key(exp.agents[exp.origin_agent(a)]) for a in seats}) == 1,
@@ -109,7 +111,7 @@ def _trained_run(source: str) -> str | None:
 
 
 def _concat(paths: Sequence[str | Path], columns: Sequence[str]) -> pd.DataFrame:
-    frames = [read_parquet_checked(p, columns)[list(columns)] for p in paths]
+    frames = [read_parquet_checked(p, columns, only_required=True) for p in paths]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(columns))
 
 

@@ -4,6 +4,10 @@ per-trajectory measures of every all-to-all protocol, and the claims of §11.
 Which protocol fills which cell follows from the config: N = its participants, T = its rounds,
 m = its adversarial seats, the method = "MAD" for untrained agents, else the label of the
 training run behind them ("UDPO", "UDPO w/o intra", ...). Accuracies are in %, U's in [0, 1].
+
+The collapse rate (%, not in the paper's tables) [CHOICE]: of the debates in which some honest
+(not adversarial) agent answered correctly in round 0, the share that ended on a wrong answer. The paper defines debate
+collapse as the group's final decision "compromised on erroneous reasoning" but never counts it.
 """
 from __future__ import annotations
 
@@ -36,18 +40,40 @@ def trajectories(outputs: RunOutputs) -> pd.DataFrame:
     frame["rounds"] = frame["protocol"].map(lambda p: infos[p].rounds)
     frame["m"] = frame["protocol"].map(lambda p: infos[p].adversarial)
     frame["method"] = frame["protocol"].map(lambda p: protocol_method(infos[p], outputs.runs, base="MAD"))
+    frame["correct"] = frame["correct"].astype(bool)
+    turns = outputs.turns
+    if turns.empty:
+        frame["had_correct"] = np.nan
+    else:
+        frame = frame.merge(round0_correct(turns, infos), on=TRAJECTORY_KEYS, how="left")
+    frame["collapsed"] = frame["had_correct"].astype(float) * (~frame["correct"]).astype(float)  # NaN without turns
     frame["run_dataset"] = frame["dataset"]
     frame["dataset"] = frame["dataset"].map(outputs.paper_dataset)
-    frame["correct"] = frame["correct"].astype(bool)
     return frame
+
+
+TRAJECTORY_KEYS = ["protocol", "dataset", "question_id", "thread"]
+
+
+def round0_correct(turns: pd.DataFrame, protocols: dict[str, ProtocolInfo]) -> pd.DataFrame:
+    """Per debate thread: whether any honest agent's round-0 answer was correct (`had_correct`)."""
+    first = turns[(turns["round"] == 0) & turns["protocol"].isin(list(protocols))]
+    adversarial = [bool(protocols[p].adversarial_seats and protocols[p].adversarial_seats[int(i)])
+                   for p, i in zip(first["protocol"], first["agent_index"])]
+    first = first[~np.asarray(adversarial, dtype=bool)]
+    had = first["correct"].fillna(False).astype(bool).groupby([first[k] for k in TRAJECTORY_KEYS]).any()
+    return had.rename("had_correct").reset_index().astype({"had_correct": float})
 
 
 def _cell_means(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     if frame.empty:
-        return pd.DataFrame(columns=[*keys, "run_dataset", "protocol", "accuracy", *MEASURES, "n"])
+        return pd.DataFrame(columns=[*keys, "run_dataset", "protocol", "accuracy", *MEASURES, "collapse", "n"])
     grouped = frame.groupby([*keys, "run_dataset", "protocol"], sort=False)
     cells = grouped[MEASURES].mean()
     cells["accuracy"] = 100 * grouped["correct"].mean()
+    # sum(min_count=1): NaN, not 0, where no thread had its turns; 0 / 0 (nobody right at first) is NaN
+    had = grouped["had_correct"].sum(min_count=1)
+    cells["collapse"] = 100 * grouped["collapsed"].sum(min_count=1) / had.where(had > 0)
     cells["n"] = grouped.size()
     return cells.reset_index()
 
@@ -253,6 +279,12 @@ def _claims(frame: pd.DataFrame, t3: pd.DataFrame, t6: pd.DataFrame, outputs: Ru
             claims.append(Claim("§11 (GPU)", f"{better} is more accurate than {worse} (Table 1; not expected on CPU)",
                                 f"{dataset}, N={n_agents}", f"acc({better}) − acc({worse}), points", v, bool(v > 0),
                                 int(min(by.loc[better, "n"], by.loc[worse, "n"]))))
+        # "UDPO effectively reduces debate collapse" (§1), as the collapse rate of the module docstring
+        if {"UDPO", "MAD"} <= set(present) and finite(by.loc["UDPO", "collapse"]) and finite(by.loc["MAD", "collapse"]):
+            v = by.loc["UDPO", "collapse"] - by.loc["MAD", "collapse"]
+            claims.append(Claim("§11 (GPU)", "UDPO collapses less often than MAD (§1; not expected on CPU)",
+                                f"{dataset}, N={n_agents}", "collapse(UDPO) − collapse(MAD), points", v, bool(v < 0),
+                                int(min(by.loc["UDPO", "n"], by.loc["MAD", "n"]))))
     return claims
 
 
@@ -265,16 +297,17 @@ def evaluate(outputs: RunOutputs) -> PaperEvaluation:
     protocols = outputs.protocols
     result = PaperEvaluation()
     metrics_cols = ["accuracy", *MEASURES]
+    shown = [*metrics_cols, "collapse"]  # the collapse rate is shown, but the paper has no cell for it
     t1 = table1(frame, protocols)
     t2 = table2(t1)
     t3 = table3(frame, protocols)
     t5 = table5(frame)
     t6 = table6(frame)
     bins = fig5(frame)
-    result.tables["table1"] = _layout(t1, ["dataset", "n_agents", "method"], metrics_cols)
-    result.tables["table2"] = _layout(t2, ["dataset", "n_agents", "method"], metrics_cols)
-    result.tables["table3"] = _layout(t3, ["dataset", "n_agents", "m", "method"], ["accuracy", "u_sys"])
-    result.tables["table5"] = _layout(t5, ["dataset", "n_agents", "method", "rounds"], metrics_cols)
+    result.tables["table1"] = _layout(t1, ["dataset", "n_agents", "method"], shown)
+    result.tables["table2"] = _layout(t2, ["dataset", "n_agents", "method"], shown)
+    result.tables["table3"] = _layout(t3, ["dataset", "n_agents", "m", "method"], ["accuracy", "u_sys", "collapse"])
+    result.tables["table5"] = _layout(t5, ["dataset", "n_agents", "method", "rounds"], shown)
     result.tables["table6"] = t6.round(3)
     result.tables["fig5"] = bins.round(2)
     result.cells["table1"] = long_table(t1, ["dataset", "n_agents", "method"], metrics_cols)
