@@ -212,6 +212,36 @@ def test_sid_et_skips_the_most_confident_share_and_counts_one_pre_call():
             assert acc["ncomm"] == 6 and acc["pre_debate_tokens"] == 45
 
 
+def test_sid_et_drops_unanimous_questions_first_and_skips_a_share_of_the_contested_rest():
+    # The paper's worked case: 10 questions, the 4 unanimous ones have agent 0's highest min-LL.
+    # Skip rate 0.6 applies to the 6 contested ones: round(0.6 · 6) = 4 skip (the 4 highest of
+    # them, q4..q7), 2 are debated. Ranking all 10 would skip the 4 unanimous ones and only q4, q5.
+    states = [state(["2", "2", "2"], qid=f"q{k}", min_ll=[0.0, -9, -9]) for k in range(4)]
+    states += [state(["2", "3", "4"], qid=f"q{k}", min_ll=[-k, 0.0, 0.0]) for k in range(4, 10)]
+    fake, _ = run("sid_et", states, rounds=1, skip_rate=0.6)  # skip_if_unanimous left at its default (off)
+    ended = {s.question_id: s.outcome.ended_by for s in states}
+    assert ended == {**{f"q{k}": "unanimous" for k in range(4)}, **{f"q{k}": "skip" for k in range(4, 8)},
+                     "q8": "rounds", "q9": "rounds"}
+    assert {st.question_id for b in fake.batches for st, _ in b} == {"q8", "q9"}
+    assert all(accounting(s)["ncomm"] == 0 for s in states[:8])
+    assert [accounting(s)["ncomm"] for s in states[8:]] == [6, 6]
+
+
+def test_unanimity_uses_math_equivalence_for_sid_et_and_pre_unanimous():
+    from debatelab.debate.stage import result_frames
+
+    same = state(["\\frac{\\sqrt2}{2}", "\\frac{1}{\\sqrt2}", "\\frac{\\sqrt2}{2}"], qid="same", min_ll=[0.0, 0, 0])
+    split = [state(["2", "3", "4"], qid=f"s{k}", min_ll=[-k, 0.0, 0.0]) for k in range(1, 3)]
+    protocol = make_protocol("sid", {"kind": "sid_et", "rounds": 1, "skip_rate": 0.5})
+    protocol.prepare([same, *split])
+    run_engine([same, *split], protocol.run, Scripted(keep_own))
+    # the equivalent answers are one answer: no debate, and not counted towards the skip rate
+    assert same.outcome.ended_by == "unanimous" and accounting(same)["ncomm"] == 0
+    assert [s.outcome.ended_by for s in split] == ["skip", "rounds"]
+    _, questions = result_frames([same, *split], "d", protocol)
+    assert questions["pre_unanimous"].tolist() == [True, False, False]
+
+
 # --------------------------------------------------------------------------- SVR-MAD
 
 
@@ -289,3 +319,32 @@ def test_n_options_is_the_answer_set_size(task_type, choices, labels, expected):
     s.row = {**s.row, "task_type": task_type}
     s.choices, s.labels = choices, labels
     assert s.n_options == expected
+
+
+SQRT2_HALF, ONE_OVER_SQRT2 = "\\frac{\\sqrt2}{2}", "\\frac{1}{\\sqrt2}"  # the same number, different strings
+
+
+def test_svr_mad_counts_an_equivalent_restatement_as_keeping_the_answer():
+    # Agents 0 and 2 hold the same answer written two ways; agents 1 and 3 say 3. Receiver 0 (highest
+    # prior) restates its answer as 1/sqrt2 in every debate: SVR +1 each time, so C = 2 accepts it.
+    # By string it would be a change of mind (SVR -1) and agent 2 a disagreeing challenger.
+    st = state([SQRT2_HALF, "3", ONE_OVER_SQRT2, "3"], min_ll=[-0.1, -2, -1, -3], gold="x")
+    restate = lambda s, ask: ONE_OVER_SQRT2 if ask.agent == 0 else keep_own(s, ask)  # noqa: E731
+    fake, _ = run("svr_mad", [st], policy=restate, challenges=2, accept_after=2)
+    asks = [ask for b in fake.batches for _, ask in b]
+    assert [(ask.sources[0], ask.agent) for ask in asks] == [(1, 0), (3, 0)]  # only the "3" agents challenge
+    assert st.outcome.ended_by == "acceptance" and st.outcome.final_answer == SQRT2_HALF
+    assert accounting(st)["ncomm"] == 2
+
+
+def test_svr_mad_clusters_and_fallback_votes_by_equivalence():
+    # Equivalent strings are one cluster: a question whose answers only differ in form is unanimous.
+    same = state([SQRT2_HALF, ONE_OVER_SQRT2, SQRT2_HALF])
+    fake, _ = run("svr_mad", [same])
+    assert fake.batches == [] and same.outcome.ended_by == "unanimous"
+    # Everyone keeps its answer and C = 10 is never reached: the fallback votes the pre-debate
+    # answers. By equivalence sqrt2/2 has 3 votes against 2 for 3; by string it would be a 2-2 tie
+    # of 3 and sqrt2/2 that the first agent's 3 wins.
+    st = state(["3", "3", SQRT2_HALF, ONE_OVER_SQRT2, SQRT2_HALF])
+    run("svr_mad", [st], policy=keep_own, challenges=1, accept_after=10)
+    assert st.outcome.ended_by == "fallback" and st.outcome.final_answer == SQRT2_HALF

@@ -12,17 +12,23 @@ centralized        agent 0 sees everyone, the others see agent 0 only
 group_debate       random groups: full responses inside a group, answers only across groups
 s2_mad             an agent sees only peers whose current answer differs from its own, and
                    makes no call when there is none
-sid_et             skip debate on the questions where one agent's pre-debate minimum token
-                   log-likelihood is highest (a skip rate); all_to_all on the rest
+sid_et             unanimous questions never debate; of the rest, skip debate on the share (a skip
+                   rate) where one agent's pre-debate minimum token log-likelihood is highest;
+                   all_to_all on the others
 svr_mad            SVR-MAD Algorithm 1: posterior-guided pairwise challenges (spec 002 §2.6)
 =================  =======================================================================
 
 Votes are `grading.plurality`: invalid answers never vote; ties go to the first agent in order
 (`first_agent`, Du et al. and UDPO) or to the answer with more pre-debate votes, then the first
 agent (`pre_debate_count`, SVR-MAD spec §2.0).
+
+"The same answer" is `same_answer` (canonical keys, then the grader's math equivalence, so
+"\\frac{\\sqrt2}{2}" and "\\frac{1}{\\sqrt2}" agree) for unanimity and everywhere in SVR-MAD, whose
+spec (002 §2.0) defines clusters, disagreement, retention and votes by `eq`.
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from typing import Sequence
@@ -30,7 +36,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import prompts
-from ..grading import plurality, vote_answer
+from ..grading import INVALID, answers_equivalent, plurality, vote_answer
 from .engine import Ask, Outcome, ProtocolRun, QuestionState, Turn
 
 KINDS = (
@@ -59,8 +65,45 @@ def largest_agreement(turns: Sequence[Turn]) -> int:
     return max(counts.values(), default=0)
 
 
-def unanimous(turns: Sequence[Turn]) -> bool:
-    return len({t.key for t in turns}) == 1
+@functools.lru_cache(maxsize=1 << 16)
+def _equivalent_keys(a: str, b: str, task_type: str) -> bool:
+    return answers_equivalent(a, b, task_type)
+
+
+def same_answer(a: str, b: str, task_type: str) -> bool:
+    """Whether two answer keys are the same answer: equal keys, or valid math keys the grader
+    proves equivalent. Other task types' keys are already their normal forms, and INVALID is one
+    value (equal only to itself). math-verify is slow: called only on differing keys, and cached."""
+    if a == b:
+        return True
+    if task_type != "math" or a == INVALID or b == INVALID:
+        return False
+    return _equivalent_keys(*sorted((a, b)), task_type)  # symmetric, so one cache entry per pair
+
+
+class AnswerClasses:
+    """Answer keys of one question merged by `same_answer`: each new key joins the first earlier
+    class it is the same answer as (as `grading.answer_keys(merge_equivalent=True)`), so plain
+    key comparisons and Counters then mean `eq`."""
+
+    def __init__(self, task_type: str):
+        self.task_type = task_type
+        self._representatives: list[str] = []
+        self._class_of: dict[str, str] = {INVALID: INVALID}
+
+    def __call__(self, key: str) -> str:
+        if key not in self._class_of:
+            match = next((rep for rep in self._representatives if same_answer(rep, key, self.task_type)), None)
+            if match is None:
+                self._representatives.append(key)
+            self._class_of[key] = key if match is None else match
+        return self._class_of[key]
+
+
+def unanimous(turns: Sequence[Turn], task_type: str) -> bool:
+    """Every answer is the same answer (`same_answer`; INVALID is one value, as in `pre_unanimous`)."""
+    first = turns[0].key if turns else INVALID
+    return all(same_answer(first, t.key, task_type) for t in turns)
 
 
 # --------------------------------------------------------------------------- protocols
@@ -113,8 +156,8 @@ class RoundDebate(Protocol):
         o = self.options
         current = list(q.pre)
         by_round = [[t.answer for t in current]]
-        skip_unanimous = o["skip_if_unanimous"] or self.kind == "mad_d"
-        if skip_unanimous and unanimous(current):
+        skip_unanimous = o["skip_if_unanimous"] or self.kind in ("mad_d", "sid_et")
+        if skip_unanimous and unanimous(current, q.task_type):
             return Outcome(self._final(q, current), "unanimous", 0, by_round, stopped_early=o["rounds"] > 0)
         if o["rounds"] == 0 or q.n < 2:
             return Outcome(self._final(q, current), "no_debate", 0, by_round)
@@ -238,22 +281,28 @@ class S2Mad(RoundDebate):
 
 
 class SidEt(RoundDebate):
-    """SID-ET (Chen et al. 2025), early termination only (spec 002 §2.5)."""
+    """SID-ET (Chen et al. 2025), early termination only (spec 002 §2.5).
+
+    The SVR-MAD paper drops unanimous questions before anything else (§4 "We skip questions where
+    all six agents share a unanimous answer"), so its skip rate is a share of the contested ones:
+    unanimous questions always end "unanimous" without debate and never count towards the rate.
+    """
 
     kind = "sid_et"
 
     def prepare(self, states):
-        """Skip the `skip_rate` share of questions with the highest signal (ties: dataset order)."""
+        """Per thread, skip round(skip_rate × contested questions) of the contested questions with the
+        highest signal (Python's round: nearest, halves to even; signal ties: dataset order)."""
         a = self.options["signal_agent"]
-        self.skipped: set[tuple[str, int]] = set()
-        for thread in sorted({s.thread for s in states}):
-            group = [s for s in states if s.thread == thread]
-            signal = [self.signal(s) for s in group]
-            order = sorted(range(len(group)), key=lambda k: -signal[k])
-            n_skip = int(round(self.options["skip_rate"] * len(group)))
-            self.skipped |= {(group[k].question_id, thread) for k in order[:n_skip]}
         if any(a >= s.n for s in states):
             raise ValueError(f"protocol {self.name!r}: signal_agent {a} but only {states[0].n} participants")
+        self.skipped: set[tuple[str, int]] = set()
+        for thread in sorted({s.thread for s in states}):
+            contested = [s for s in states if s.thread == thread and not unanimous(s.pre, s.task_type)]
+            signal = [self.signal(s) for s in contested]
+            order = sorted(range(len(contested)), key=lambda k: -signal[k])
+            n_skip = int(round(self.options["skip_rate"] * len(contested)))
+            self.skipped |= {(contested[k].question_id, thread) for k in order[:n_skip]}
 
     def signal(self, q: QuestionState) -> float:
         value = q.pre[self.options["signal_agent"]].min_logprob
@@ -261,7 +310,7 @@ class SidEt(RoundDebate):
 
     def run(self, q):
         a = self.options["signal_agent"]
-        if (q.question_id, q.thread) in self.skipped:
+        if (q.question_id, q.thread) in self.skipped:  # never a unanimous question: those end in RoundDebate.run
             return Outcome(q.pre[a].answer, "skip", 0, [[t.answer for t in q.pre]], stopped_early=True, pre_used=(a,))
         return (yield from super().run(q))
 
@@ -296,12 +345,14 @@ class SvrMad(Protocol):
         o = self.options
         S, C, tau = o["challenges"], o["accept_after"], o["posterior_threshold"]
         pre, n = q.pre, q.n
-        y = [t.key for t in pre]
+        eq = AnswerClasses(q.task_type)  # spec §2.0: clusters, Dis, retention and votes all use eq
+        y = [eq(t.key) for t in pre]
         prior = [self.prior(t) for t in pre]
         valid = [i for i in range(n) if pre[i].valid]
         clusters = Counter(y[i] for i in valid)
         if len(clusters) <= 1:  # unanimous (or no valid answer): nothing to debate
-            return Outcome(self._pre_vote(q), "unanimous", 0, [[t.answer for t in pre]])
+            final = vote_answer([t.answer for t in pre], y, tie_break=o["tie_break"], pre_keys=y)
+            return Outcome(final, "unanimous", 0, [[t.answer for t in pre]])
         k, m = len(clusters), max(clusters.values())
         budget = S * (k + m)
         corr = list(prior)
@@ -340,7 +391,7 @@ class SvrMad(Protocol):
                     rating = rated.rating
                 post[receiver].append(turn)
                 debates[receiver] += 1
-                retained[receiver] += int(turn.key == y[receiver])
+                retained[receiver] += int(eq(turn.key) == y[receiver])
                 if o["posterior"] == "svr":
                     corr[receiver] = (2 * retained[receiver] - debates[receiver]) / debates[receiver]  # (r − c)/D
                 else:
@@ -349,12 +400,12 @@ class SvrMad(Protocol):
                 if o["budget_rule"] == "per_challenge":
                     budget -= 1
                 if debates[receiver] >= C and corr[receiver] >= tau:
-                    by_round.append(self._votes(q, post))
+                    by_round.append(self._votes(q, post, eq))
                     return Outcome(pre[receiver].answer, "acceptance", iteration, by_round, stopped_early=True)
             if o["budget_rule"] == "per_iteration":
                 budget -= S
-            by_round.append(self._votes(q, post))
-        final = self._fallback(q, post)
+            by_round.append(self._votes(q, post, eq))
+        final = self._fallback(q, post, eq)
         return Outcome(final, "fallback", iteration, by_round)
 
     def _challenge(self, q, sender, receiver, iteration, repeat) -> Ask:
@@ -376,21 +427,23 @@ class SvrMad(Protocol):
         return Ask(agent=receiver, round=iteration, messages=prompts.confidence_messages(list(turn.messages), turn.response),
                    purpose="confidence")
 
-    def _agent_vote(self, q: QuestionState, i: int, post: list[list[Turn]]) -> tuple[str | None, str]:
-        """Agent i's vote: the plurality of its post-debate answers, its pre-debate answer breaking ties."""
+    def _agent_vote(self, q: QuestionState, i: int, post: list[list[Turn]], eq: AnswerClasses) -> tuple[str | None, str]:
+        """Agent i's vote (an answer and its `eq` class): the plurality of its post-debate answers,
+        its pre-debate answer breaking ties."""
         own = q.pre[i]
-        vote = plurality([t.key for t in post[i]], rank=lambda key: key == own.key)
-        if vote.position is None or vote.key == own.key:
-            return own.answer, own.key
+        own_class = eq(own.key)
+        vote = plurality([eq(t.key) for t in post[i]], rank=lambda key: key == own_class)
+        if vote.position is None or vote.key == own_class:
+            return own.answer, own_class
         return post[i][vote.position].answer, vote.key
 
-    def _votes(self, q, post) -> list[str | None]:
-        return [self._agent_vote(q, i, post)[0] for i in range(q.n)]
+    def _votes(self, q, post, eq: AnswerClasses) -> list[str | None]:
+        return [self._agent_vote(q, i, post, eq)[0] for i in range(q.n)]
 
-    def _fallback(self, q, post) -> str | None:
-        votes = [self._agent_vote(q, i, post) for i in range(q.n)]
+    def _fallback(self, q, post, eq: AnswerClasses) -> str | None:
+        votes = [self._agent_vote(q, i, post, eq) for i in range(q.n)]
         return vote_answer([a for a, _ in votes], [k for _, k in votes], tie_break="pre_debate_count",
-                           pre_keys=[t.key for t in q.pre])
+                           pre_keys=[eq(t.key) for t in q.pre])
 
 
 PROTOCOLS = {

@@ -26,7 +26,7 @@ from ..io import read_parquet_checked, write_parquet_atomic
 from ..llm import GenerationCache, generate_cached
 from ..llm.base import Backend
 from .engine import Participant, QuestionState, Turn, accounting, request_for, run_engine
-from .protocols import Protocol, make_protocol
+from .protocols import Protocol, make_protocol, unanimous
 from .schema import QUESTION_COLUMNS, TURN_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -230,7 +230,7 @@ def result_frames(states: list[QuestionState], dataset: str, protocol: Protocol)
             "correct": state.is_correct(outcome.final_answer), "parse_failed": outcome.final_answer is None,
             "rounds_used": outcome.rounds_used, "stopped_early": outcome.stopped_early, "ended_by": outcome.ended_by,
             **accounting(state), "pre_majority": pre_majority, "pre_correct": state.is_correct(pre_majority),
-            "pre_unanimous": len(set(pre_keys)) == 1, "pre_n_correct": sum(t.correct for t in state.pre),
+            "pre_unanimous": unanimous(state.pre, state.task_type), "pre_n_correct": sum(t.correct for t in state.pre),
             "answers_by_round": json.dumps(outcome.answers_by_round), "n_options": state.n_options,
         })
     turns = pd.DataFrame(turn_rows, columns=TURN_COLUMNS)
