@@ -23,7 +23,8 @@ rule streams:
 
 
 rule fit_calibrators:
-    """One calibrator per (run, estimator, kind, agent, stream), fitted on the run's validation split."""
+    """One calibrator per (run, estimator, kind, agent, stream), fitted on the run's validation part
+    (a bootstrap sample of a fixed validation split, else a seeded cut); the runs loop inside the job."""
     input:
         f"{RESULTS}/streams/{{dataset}}/{{pair}}.parquet",
     output:
@@ -35,7 +36,7 @@ rule fit_calibrators:
         ),
     params:
         seed=config["seed"],
-        settings={k: CALIBRATION[k] for k in ("runs", "val_fraction", "estimators", "calibrators", "ece_bins", "ece_weighting")},
+        settings={k: CALIBRATION[k] for k in ("runs", "val_fraction", "resample", "estimators", "calibrators", "ece_bins", "ece_weighting")},
     log:
         f"{LOGS}/calibration/{{dataset}}/{{pair}}.log",
     benchmark:

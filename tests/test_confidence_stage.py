@@ -6,8 +6,10 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from debatelab.confidence import stage
+from debatelab.confidence.calibrators import fit_calibrator
 from debatelab.confidence.search import SearchSettings
 from debatelab.confidence.stage import CalibrationSettings
 from debatelab.reporting import confidence as report
@@ -138,6 +140,50 @@ def test_calibrators_see_only_the_validation_split(tmp_path):
     assert json.dumps(again) == json.dumps(calibration)
 
 
+def _fixed_split_streams(n=160, seed=3):
+    """Synthetic streams whose first half of questions is a fixed validation split, the rest test."""
+    streams = synthetic_streams(n, seed=seed, skills=(0.55, 0.7))
+    ids = np.sort(streams["question_id"].unique())
+    return streams.assign(split=np.where(streams["question_id"].isin(ids[: n // 2]), "val", "test"))
+
+
+def _baseline_metrics(streams, seed, runs=2):
+    settings = CalibrationSettings(runs=runs, estimators=["seqprob"], calibrators=["beta"])
+    calibration = stage.fit_calibrators(streams, seed=seed, settings=settings)
+    _, table = stage.evaluate_methods(streams, calibration, [])
+    return calibration, table.set_index(["run", "method"])
+
+
+def test_runs_on_a_fixed_split_draw_their_own_val_and_test_questions_and_baselines():
+    streams = _fixed_split_streams()
+    fixed_val = set(streams.loc[streams["split"] == "val", "question_id"])
+    calibration, table = _baseline_metrics(streams, seed=0)
+    runs = []
+    for run in (0, 1):
+        val, test = stage.split_arrays(streams, calibration, run, "seqprob", "beta")
+        assert len(val) == len(test) == 80  # a bootstrap sample is as large as its side
+        assert set(val.question_ids) <= fixed_val and not set(test.question_ids) & fixed_val
+        runs.append((list(val.question_ids), list(test.question_ids)))
+    assert runs[0][0] != runs[1][0] and runs[0][1] != runs[1][1]
+    # the baselines see different questions, so their test metrics move between runs
+    for method in ("zero_shot:a", "zero_shot:b", "mad", "mad_d"):
+        for metric in ("f1", "nll"):
+            assert table.loc[(0, method), metric] != table.loc[(1, method), metric], (method, metric)
+    # run 0's calibrator is fitted on run 0's sample: refitting on exactly those rows gives it back
+    first = [f for f in calibration["runs"][0]["fitted"] if f["agent_index"] == 0 and f["stream"] == 0][0]
+    rows = stage.take_questions(streams, calibration["runs"][0]["val_question_ids"])
+    rows = rows[(rows["agent_index"] == 0) & (rows["stream"] == 0)]
+    assert len(rows) == 80 and first["fit"]["n_fit"] == 80
+    refit = fit_calibrator("beta", rows["conf_seqprob"].to_numpy(float), rows["correct"].to_numpy(bool)).to_dict()
+    assert refit == first["fit"]
+    # the same seed gives the same runs; another experiment seed other ones
+    again, again_table = _baseline_metrics(streams, seed=0)
+    assert json.dumps(again) == json.dumps(calibration)
+    pd.testing.assert_frame_equal(again_table, table)
+    other, _ = _baseline_metrics(streams, seed=1)
+    assert other["runs"][0]["test_question_ids"] != calibration["runs"][0]["test_question_ids"]
+
+
 def test_report_covers_every_method_and_picks_the_validation_better_agent(tmp_path):
     streams = synthetic_streams(200, seed=1, skills=(0.4, 0.8))
     directory = _run_stage(tmp_path / "s", streams, trials=5)
@@ -174,6 +220,42 @@ def test_lift_counts_pairs_significantly_better_than_every_comparator():
     assert paper.set_index("method").loc["cga", "d"].endswith("(1)")
 
 
+def _runs_table(pairs):
+    """Metrics rows of one (dataset, estimator, calibrator): pairs -> method -> 5 per-run values."""
+    return pd.DataFrame([
+        {"dataset": "d", "pair": pair, "estimator": "seqprob", "calibrator": "beta", "method": method, "run": run,
+         "f1": value, "auarc": value}
+        for pair, methods in pairs.items() for method, values in methods.items() for run, value in enumerate(values)])
+
+
+def test_significance_needs_a_positive_difference_that_beats_its_own_variance():
+    zero_shot = np.array([0.60, 0.62, 0.58, 0.61, 0.59])
+    mad = zero_shot - np.array([0.10, 0.12, 0.09, 0.11, 0.10])  # CGA beats MAD and MAD-D clearly in every pair
+    straddle = np.array([0.02, -0.01, 0.03, -0.02, 0.01])  # CGA − zs*
+    # by hand: mean 0.006, deviations 0.014 −0.016 0.024 −0.026 0.004, Σ² = 17.2e-4, s = √(4.3e-4),
+    # t = 0.006 / (s/√5) = 0.647 on 4 df: one-sided p ≈ 0.28, not significant
+    assert report.runs_greater_p(zero_shot + straddle, zero_shot) == pytest.approx(stats.t.sf(0.647, 4), abs=1e-3)
+    steady = np.array([0.03, 0.04, 0.05, 0.04, 0.04])  # mean 0.04, s = √(0.5e-4): t = 12.6, p ≈ 1e-4
+    assert report.runs_greater_p(zero_shot + steady, zero_shot) == pytest.approx(stats.t.sf(12.65, 4), rel=0.01)
+    pairs = {
+        name: {"zero_shot": zero_shot, "mad": mad, "mad_d": mad, "cga": zero_shot + difference}
+        for name, difference in (("straddles", straddle), ("steady", steady), ("constant", np.full(5, 0.05)))
+    }
+    lift = report.lift_table(_runs_table(pairs)).set_index("method")
+    # only "steady" counts: "straddles" is not significant, and "constant" (no variance over runs,
+    # t = inf) is untestable, not significant by a p = 0 artefact
+    assert lift.loc["cga", "k_f1"] == 1 and lift.loc["cga", "untestable_f1"] == 1
+    assert report.runs_greater_p(zero_shot + 0.05, zero_shot) != report.runs_greater_p(zero_shot + 0.05, zero_shot)
+    assert report.runs_greater_p(zero_shot, zero_shot) == 1.0  # the same method is simply not better
+    # runs that share their data (every value the same in every run) can claim nothing: k is "–"
+    flat = {"p": {"zero_shot": np.full(5, 0.6), "mad": np.full(5, 0.5), "mad_d": np.full(5, 0.5),
+                  "cga": np.full(5, 0.7)}}
+    flat_lift = report.lift_table(_runs_table(flat)).set_index("method")
+    assert np.isnan(flat_lift.loc["cga", "k_f1"]) and np.isnan(flat_lift.loc["mad", "k_f1"])
+    assert report.paper_layout(report.lift_table(_runs_table(flat)), "beta").set_index("method").loc["cga", "d"] == (
+        "+10.00(–) / +10.00(–)")
+
+
 def test_a_pair_debate_that_debated_nothing_repeats_stream_zero(tmp_path):
     data, zero, turns = _write_inputs(tmp_path)
     frame = pd.read_parquet(turns)
@@ -186,7 +268,7 @@ def test_a_pair_debate_that_debated_nothing_repeats_stream_zero(tmp_path):
     assert not streams["debated"].any()
 
 
-def test_a_fixed_validation_dataset_is_the_validation_split_of_every_run(tmp_path):
+def test_a_fixed_validation_dataset_is_the_validation_side_of_every_run(tmp_path):
     test_files = _write_inputs(tmp_path / "test")
     val_files = _write_inputs(tmp_path / "val")
     for path in [val_files[0], *val_files[1], val_files[2]]:  # the validation split's own question ids
@@ -200,10 +282,17 @@ def test_a_fixed_validation_dataset_is_the_validation_split_of_every_run(tmp_pat
                           validation=validation)
     assert streams.groupby("split")["question_id"].nunique().to_dict() == {"test": 2, "val": 2}
     assert set(streams.loc[streams["split"] == "val", "dataset"]) == {"d_dev"}
-    calibration = stage.fit_calibrators(streams, seed=0, settings=CalibrationSettings(runs=3, estimators=["seqprob"], calibrators=["beta"]))
-    assert [r["val_question_ids"] for r in calibration["runs"]] == [["v1", "v2"]] * 3
-    val, test = stage.split_arrays(streams, calibration, 0, "seqprob", "beta")
+    settings = dict(runs=3, estimators=["seqprob"], calibrators=["beta"])
+    whole = stage.fit_calibrators(streams, seed=0, settings=CalibrationSettings(**settings, resample="none"))
+    assert [r["val_question_ids"] for r in whole["runs"]] == [["v1", "v2"]] * 3
+    assert [r["test_question_ids"] for r in whole["runs"]] == [["q1", "q2"]] * 3
+    val, test = stage.split_arrays(streams, whole, 0, "seqprob", "beta")
     assert list(val.question_ids) == ["v1", "v2"] and list(test.question_ids) == ["q1", "q2"]
+    # bootstrap (the default): each run draws from its own side only, as many questions as it has
+    drawn = stage.fit_calibrators(streams, seed=0, settings=CalibrationSettings(**settings))
+    for run in drawn["runs"]:
+        assert len(run["val_question_ids"]) == 2 and set(run["val_question_ids"]) <= {"v1", "v2"}
+        assert len(run["test_question_ids"]) == 2 and set(run["test_question_ids"]) <= {"q1", "q2"}
     # the same questions on both sides would leak the test set into the fit
     with pytest.raises(DataFileError, match="must not overlap"):
         streams_job(*test_files, tmp_path / "t.parquet", dataset="d", pair="ab", agents=["a", "b"],

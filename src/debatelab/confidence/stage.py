@@ -4,14 +4,24 @@ the test-split evaluation (spec 004 §4-6, §9). No model is called here; the ex
 
 Files (per dataset and pair of agents):
 
-- ``calibration/{dataset}/{pair}.json``: per run, the validation question ids and one fitted
-  calibrator per (estimator, calibrator kind, agent, stream), as `calibrators.calibrator_from_dict`
-  reads them; ``.csv`` next to it: raw vs calibrated ECE / NLL / Brier / AUARC on both splits.
+- ``calibration/{dataset}/{pair}.json``: per run, the validation and test question ids (a
+  bootstrap sample repeats an id) and one fitted calibrator per (estimator, calibrator kind, agent,
+  stream), as `calibrators.calibrator_from_dict` reads them; ``.csv`` next to it: raw vs
+  calibrated ECE / NLL / Brier / AUARC on both parts of every run.
 - ``search/{dataset}/{pair}/{protocol}.json``: the best θ per (estimator, calibrator, run);
   ``.trials.parquet``: every trial; ``.history.png``: the optimisation history.
 - ``protocols/{dataset}/{pair}/predictions.parquet``: one row per (run, estimator, calibrator,
-  method, test question) with answer, correctness and confidence; ``metrics.csv``: the metrics of
-  every method on the test split; ``reliability.png`` and ``accuracy_rejection.png``.
+  method, test question of the run; a question the run's bootstrap sample drew twice has two
+  rows) with answer, correctness and confidence; ``metrics.csv``: the metrics of every method on
+  each run's test part; ``reliability.png`` and ``accuracy_rejection.png``.
+
+Runs (`calibration.runs`, the paper's 5 per pair for its t-tests): each run has its own data, so
+the baselines vary over runs as much as the protocols do (`run_questions`). With a fixed
+validation split, run r draws a bootstrap sample of the validation and of the test questions
+(seeded by experiment seed, r and the side); without one, a fresh seeded val/test cut. Each run's
+calibrators are fitted, and θ searched (TPE seed = seed·1000 + r), on that run's validation part,
+and every method is scored on its test part. No generation is redone: all of it reads the cached
+streams.
 
 Methods: ``zero_shot:{agent}`` per agent, ``zero_shot`` (zs*: the pair member with the higher
 validation zero-shot F1), ``mad`` and ``mad_d`` (each reporting the agent that is validation-better
@@ -43,9 +53,18 @@ from .calibrators import CALIBRATORS, calibrator_from_dict, fit_calibrator
 from .estimators import ESTIMATORS
 from .fusion import BASELINES, apply_method
 from .search import SearchSettings, tpe_search
-from .streams import ESTIMATOR_COLUMNS, STREAM_COLUMNS, StreamArrays, split_questions, stream_arrays
+from .streams import (
+    ESTIMATOR_COLUMNS,
+    STREAM_COLUMNS,
+    StreamArrays,
+    resample_questions,
+    split_questions,
+    stream_arrays,
+)
 
 log = logging.getLogger(__name__)
+
+RESAMPLING = ("bootstrap", "none")
 
 
 @dataclass(frozen=True)
@@ -58,6 +77,7 @@ class CalibrationSettings:
     calibrators: tuple[str, ...] = CALIBRATORS
     ece_bins: int = 10
     ece_weighting: str = "count"
+    resample: str = "bootstrap"
 
     def __post_init__(self):
         object.__setattr__(self, "estimators", tuple(self.estimators))
@@ -70,6 +90,8 @@ class CalibrationSettings:
             unknown = [v for v in getattr(self, name) if v not in allowed]
             if unknown or not getattr(self, name):
                 raise ValueError(f"calibration {name} must be some of {allowed}, got {list(getattr(self, name))}")
+        if self.resample not in RESAMPLING:
+            raise ValueError(f"calibration resample must be one of {RESAMPLING}, got {self.resample!r}")
         if self.ece_weighting not in metrics.ECE_WEIGHTINGS:
             raise ValueError(f"ece_weighting must be one of {metrics.ECE_WEIGHTINGS}, got {self.ece_weighting!r}")
 
@@ -80,19 +102,44 @@ def read_streams(path: str | Path) -> pd.DataFrame:
 
 # --- calibration -------------------------------------------------------------------------------
 
+def run_questions(streams: pd.DataFrame, *, seed: int, run: int, val_fraction: float,
+                  resample: str = "bootstrap") -> tuple[np.ndarray, np.ndarray]:
+    """(validation ids, test ids) of one run, each sorted. With a fixed split (the streams' `split`
+    column) every run draws a bootstrap sample of each side (``resample="bootstrap"``: an id may
+    repeat, and runs differ as re-run data would) or keeps both whole (``"none"``: the runs then
+    share their data); without one, a fresh seeded cut of the questions by ``val_fraction``."""
+    if "split" in streams and streams["split"].notna().any():
+        val = np.sort(streams.loc[streams["split"] == "val", "question_id"].unique())
+        test = np.sort(streams.loc[streams["split"] != "val", "question_id"].unique())
+        if resample == "bootstrap":
+            return resample_questions(val, seed, run, "val"), resample_questions(test, seed, run, "test")
+        return val, test
+    question_ids = np.sort(streams["question_id"].unique())
+    in_val = split_questions(question_ids, seed, run, val_fraction)
+    return question_ids[in_val], question_ids[~in_val]
+
+
+def take_questions(streams: pd.DataFrame, question_ids) -> pd.DataFrame:
+    """The rows of ``question_ids``, a question listed k times k times over (a bootstrap sample)."""
+    counts = pd.Series(np.asarray(question_ids, dtype=object)).value_counts()
+    times = streams["question_id"].map(counts).fillna(0).astype(int).to_numpy()
+    return streams.iloc[np.repeat(np.arange(len(streams)), times)]
+
+
 def fit_calibrators(streams: pd.DataFrame, *, seed: int, settings: CalibrationSettings) -> dict:
     """One calibrator per (run, estimator, kind, agent, stream), each fitted on that run's validation
-    split: the fixed one when the streams carry a `split` column, else a fresh seeded cut per run."""
+    part (`run_questions`): a bootstrap sample of the fixed validation split when the streams carry
+    a `split` column, else a fresh seeded cut per run."""
     runs, val_fraction = settings.runs, settings.val_fraction
     estimators, calibrators = settings.estimators, settings.calibrators
-    question_ids = np.sort(streams["question_id"].unique())
     fixed = streams["split"].notna().any() if "split" in streams else False
-    fixed_val = np.sort(streams.loc[streams["split"] == "val", "question_id"].unique()) if fixed else None
-    out = {"seed": seed, "val_fraction": None if fixed else val_fraction, "estimators": list(estimators),
+    out = {"seed": seed, "val_fraction": None if fixed else val_fraction,
+           "resample": settings.resample if fixed else None, "estimators": list(estimators),
            "calibrators": list(calibrators), "runs": []}
     for run in range(runs):
-        val_ids = fixed_val if fixed else question_ids[split_questions(question_ids, seed, run, val_fraction)]
-        val = streams[streams["question_id"].isin(val_ids)]
+        val_ids, test_ids = run_questions(streams, seed=seed, run=run, val_fraction=val_fraction,
+                                          resample=settings.resample)
+        val = take_questions(streams, val_ids)
         fitted = []
         for estimator in estimators:
             column = ESTIMATOR_COLUMNS[estimator]
@@ -101,7 +148,8 @@ def fit_calibrators(streams: pd.DataFrame, *, seed: int, settings: CalibrationSe
                     calibrator = fit_calibrator(kind, rows[column].to_numpy(float), rows["correct"].to_numpy(bool))
                     fitted.append({"estimator": estimator, "calibrator": kind, "agent_index": int(agent_index),
                                    "agent": rows["agent"].iloc[0], "stream": int(stream), "fit": calibrator.to_dict()})
-        out["runs"].append({"run": run, "val_question_ids": [str(q) for q in val_ids], "fitted": fitted})
+        out["runs"].append({"run": run, "val_question_ids": [str(q) for q in val_ids],
+                            "test_question_ids": [str(q) for q in test_ids], "fitted": fitted})
     return out
 
 
@@ -121,17 +169,29 @@ def calibrated(streams: pd.DataFrame, calibration: dict, run: int, estimator: st
     return frame
 
 
+def run_split_ids(calibration: dict, run: int, question_ids) -> tuple[list, list]:
+    """A run's (validation ids, test ids) from the calibration file; a file that lists only the
+    validation ids (written before runs resampled) tests on the other ``question_ids``."""
+    info = calibration["runs"][run]
+    val = list(info["val_question_ids"])
+    if "test_question_ids" in info:
+        return val, list(info["test_question_ids"])
+    in_val = set(val)
+    return val, [q for q in np.sort(np.unique(np.asarray(question_ids, dtype=object))) if q not in in_val]
+
+
 def calibration_report(streams: pd.DataFrame, calibration: dict, bins: int = 10, weighting: str = "count") -> pd.DataFrame:
-    """Raw vs calibrated confidence quality of every stream on the validation and test splits."""
+    """Raw vs calibrated confidence quality of every stream on each run's validation and test part."""
     rows = []
     for run_info in calibration["runs"]:
         run = run_info["run"]
-        is_val = streams["question_id"].isin(run_info["val_question_ids"])
+        val_ids, test_ids = run_split_ids(calibration, run, streams["question_id"])
         for estimator in calibration["estimators"]:
             for kind in calibration["calibrators"]:
                 frame = calibrated(streams, calibration, run, estimator, kind)
-                for (agent, stream, split), part in frame.assign(split=np.where(is_val, "val", "test")).groupby(
-                        ["agent", "stream", "split"]):
+                parts = pd.concat([take_questions(frame, val_ids).assign(split="val"),
+                                   take_questions(frame, test_ids).assign(split="test")], ignore_index=True)
+                for (agent, stream, split), part in parts.groupby(["agent", "stream", "split"]):
                     p = part["p"].fillna(0.5).to_numpy(float)
                     z = part["correct"].to_numpy(bool)
                     rows.append({"run": run, "estimator": estimator, "calibrator": kind, "agent": agent,
@@ -155,9 +215,10 @@ def fit_calibrators_job(streams_path, out_path, report_path, *, seed: int, setti
 
 def split_arrays(streams: pd.DataFrame, calibration: dict, run: int, estimator: str,
                  calibrator: str) -> tuple[StreamArrays, StreamArrays]:
+    """That run's (validation, test) arrays under one estimator and calibrator."""
     arrays = stream_arrays(calibrated(streams, calibration, run, estimator, calibrator), "p")
-    is_val = np.isin(arrays.question_ids, calibration["runs"][run]["val_question_ids"])
-    return arrays.subset(is_val), arrays.subset(~is_val)
+    val_ids, test_ids = run_split_ids(calibration, run, arrays.question_ids)
+    return arrays.take(val_ids), arrays.take(test_ids)
 
 
 def better_agent(arrays: StreamArrays, method: str) -> int:

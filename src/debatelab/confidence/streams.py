@@ -31,8 +31,10 @@ pair's debate protocol; questions the protocol did not debate carry stream 0 ove
 Splits: the confidence paper fits on validation and reports on test. A pair may name a fixed
 validation dataset for a dataset (`calibration.pairs.<pair>.validation`, e.g. VAST's dev split as
 its own dataset entry): its streams are appended with split "val" and the dataset's own with
-"test". Otherwise both come from the dataset's questions, cut per run by a seeded permutation
-(`split_questions`), so repeated runs vary the split as well as the search seed.
+"test"; each run then draws its own bootstrap sample of either split (`resample_questions`,
+`calibration.resample`), since the paper keeps its splits fixed and varies the runs' data.
+Otherwise both come from the dataset's questions, cut per run by a seeded permutation
+(`split_questions`). Either way repeated runs vary the data as well as the search seed.
 """
 from __future__ import annotations
 
@@ -203,6 +205,16 @@ def split_questions(question_ids: Sequence[str], seed: int, run: int, val_fracti
     return mask
 
 
+def resample_questions(question_ids: Sequence[str], seed: int, run: int, split: str) -> np.ndarray:
+    """A bootstrap sample of ``question_ids`` for one (seed, run, split): as many ids, drawn with
+    replacement, sorted (a question drawn twice appears twice). Independent of the order the ids
+    come in; empty in, empty out."""
+    ids = np.sort(np.unique(np.asarray(question_ids, dtype=object)))
+    digest = hashlib.sha256(f"resample:{seed}:{run}:{split}".encode()).digest()
+    rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
+    return ids[np.sort(rng.integers(0, len(ids), len(ids)))] if len(ids) else ids
+
+
 @dataclass
 class StreamArrays:
     """A pair's streams as arrays for the protocols: ``pred[n, i, s]`` label codes (-1 invalid),
@@ -216,12 +228,21 @@ class StreamArrays:
     codes: np.ndarray
 
     def subset(self, mask: np.ndarray) -> "StreamArrays":
+        """The questions of a boolean mask, or of an index array (an index may repeat)."""
         return StreamArrays(self.question_ids[mask], self.gold[mask], self.pred[mask], self.conf[mask],
                             self.n_labels[mask], self.codes)
 
     def correct(self, answer_codes: np.ndarray) -> np.ndarray:
         """Whether each answer is the gold one; an unparseable answer (-1) never is."""
         return (answer_codes == self.gold) & (answer_codes >= 0)
+
+    def take(self, question_ids: Sequence[str]) -> "StreamArrays":
+        """The questions ``question_ids`` in that order, each as often as it is listed."""
+        wanted = np.asarray(question_ids, dtype=object)
+        index = pd.Index(self.question_ids).get_indexer(wanted)
+        if (index < 0).any():
+            raise DataFileError(f"question(s) {list(wanted[index < 0][:5])} are not in the streams")
+        return self.subset(index)
 
     def decode(self, answer_codes: np.ndarray) -> np.ndarray:
         return np.array([self.codes[c] if c >= 0 else None for c in answer_codes], dtype=object)

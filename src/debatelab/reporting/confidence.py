@@ -80,10 +80,27 @@ def plot_accuracy_rejection(predictions: pd.DataFrame, title: str):
 
 
 
+def runs_greater_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """p-value of the paired one-sided t-test "a > b" over runs (spec 004 §9), or NaN where the test
+    is undefined: fewer than 2 runs, or differences a − b without variance. A constant non-zero
+    difference gives t = ±inf (scipy's ttest_rel: p = 0 or nan), which measures no noise at all, so
+    it is reported untestable rather than significant; all-zero differences are "not greater" (1)."""
+    diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if len(diff) < 2 or not np.isfinite(diff).all():
+        return float("nan")
+    if np.allclose(diff, diff[0], rtol=1e-9, atol=1e-12):
+        return 1.0 if np.allclose(diff, 0.0, atol=1e-12) else float("nan")
+    return metrics.paired_t_greater(a, b)
+
+
 def lift_table(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     """Lift in points over zs* per (dataset, estimator, calibrator, method), averaged over pairs, with
     k = pairs where the method is significantly better (paired one-sided t-test over runs, p < alpha)
-    than every comparator: zs*, MAD and MAD-D for the protocols, zs* for MAD and MAD-D."""
+    than every comparator: zs*, MAD and MAD-D for the protocols, zs* for MAD and MAD-D.
+
+    Runs pair by run number. A comparison without variance over runs (`runs_greater_p` NaN) is not
+    significant; ``untestable_<metric>`` counts the pairs with such a comparison, and k is NaN ("–"
+    in Table 1) when no pair had a testable one or there are fewer than 2 runs."""
     table = table[~table["method"].str.startswith("zero_shot:")]
     rows = []
     keys = ["dataset", "estimator", "calibrator"]
@@ -101,14 +118,18 @@ def lift_table(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
             for metric in ("f1", "auarc"):
                 lift = 100 * (part[metric] - wide["zero_shot"][metric])
                 row[f"lift_{metric}"] = float(lift.groupby(level="pair").mean().mean())
-                wins = 0
+                wins = untestable = 0
                 for pair_name, values in part[metric].groupby(level="pair"):
-                    better = []
+                    values = values.droplevel("pair")
+                    p_values = []
                     for comparator in comparators:
-                        other = wide[comparator][metric].xs(pair_name, level="pair")
-                        better.append(metrics.paired_t_greater(values.to_numpy(), other.to_numpy()) < alpha)
-                    wins += all(better)
-                row[f"k_{metric}"] = wins if row["n_runs"] >= 2 else np.nan
+                        other = wide[comparator][metric].xs(pair_name, level="pair").reindex(values.index)
+                        p_values.append(runs_greater_p(values.to_numpy(), other.to_numpy()))
+                    untestable += any(np.isnan(p) for p in p_values)
+                    wins += all(p < alpha for p in p_values)  # NaN < alpha is False
+                row[f"untestable_{metric}"] = untestable
+                testable = row["n_runs"] >= 2 and untestable < row["n_pairs"]
+                row[f"k_{metric}"] = wins if testable else np.nan
             rows.append(row)
     return pd.DataFrame(rows)
 

@@ -8,6 +8,11 @@ calibrator × agent × stream × split) and the test metrics (`protocols/{datase
 one row per run × estimator × calibrator × method). The paper's SeqProb rows are the stage's
 `seqprob` estimator, its SelfRep (self-report) rows `verbal`. Lifts are in points; ECE and AUARC
 of the calibration table in [0, 1].
+
+Table 1's k is the lift table's: pairs whose paired one-sided t-tests over the runs (each run on
+its own data, `confidence.stage`) beat every comparator at α; a comparison without variance over
+runs is not significant, and k is "–" (NaN) where no pair could be tested
+(`reporting.confidence.lift_table`).
 """
 from __future__ import annotations
 
@@ -267,7 +272,8 @@ def debate_transitions(streams: pd.DataFrame) -> pd.DataFrame:
     streams = streams.drop_duplicates([*keys, "stream"])  # a question's rows repeat in every run's split
     before = streams[streams["stream"] == 0].set_index(keys)
     after = streams[(streams["stream"] == 1) & streams["debated"].astype(bool)].set_index(keys)
-    joined = before.join(after, lsuffix="_before", rsuffix="_after", how="inner").reset_index()
+    joined = before.merge(after, left_index=True, right_index=True, how="inner",
+                          suffixes=("_before", "_after")).reset_index()
     joined["transition"] = [TRANSITIONS[(bool(b), bool(a))] for b, a in zip(joined["correct_before"], joined["correct_after"])]
     return joined
 
