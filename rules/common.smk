@@ -106,7 +106,7 @@ def debate_inputs(wildcards):
 
 
 def debate_agent_settings(wildcards):
-    return {a: EXP.agent_settings(a) for a in EXP.protocol_agents(wildcards.protocol)}
+    return {a: EXP.agent_settings(a, wildcards.dataset) for a in EXP.protocol_agents(wildcards.protocol)}
 
 
 def debate_files(kind):

@@ -5,7 +5,7 @@ rule zero_shot:
     output:
         f"{RESULTS}/zero_shot/{{dataset}}/{{agent}}.parquet",
     params:
-        agent=lambda wc: EXP.agent_settings(wc.agent),
+        agent=lambda wc: EXP.agent_settings(wc.agent, wc.dataset),
         settings=lambda wc: {
             **config["zero_shot"],
             "samples": EXP.agent_samples(wc.agent),

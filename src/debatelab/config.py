@@ -13,6 +13,7 @@ the schema's (a test checks it), and `Experiment` builds them from the config.
 from __future__ import annotations
 
 import copy
+import functools
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,12 +23,20 @@ from . import prompts
 from .llm import SamplingParams
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
+#: The papers' published numbers, one YAML per paper; its `backbones:` are what `paper_backbone` may name.
+PAPER_NUMBERS_DIR = Path(__file__).resolve().parents[2] / "config" / "paper_numbers"
 
 #: Where `prepare_model` writes a model's folder; trained models live under their run instead.
 MODELS_DIR = "resources/models"
 TRAINED_PREFIX = "trained:"
 #: Training methods that train every participant of a debate (`training.settings.MULTI_AGENT_METHODS`).
 MULTI_AGENT_METHODS = ("udpo", "umad", "mappo", "rmaac")
+#: Protocol keys a training run sets itself (seats, datasets, threads, rounds), not taken from its protocol.
+TRAINING_PROTOCOL_OWN_KEYS = ("participants", "datasets", "threads", "rounds", "confidence")
+#: Protocol kinds a multi-agent run can train on: synchronous rounds of every seat (MAPPO and RMAAC
+#: perturb all-to-all rounds, so they take all_to_all only).
+TRAINING_PROTOCOL_KINDS = {"udpo": ("all_to_all", "ring", "centralized"), "umad": ("all_to_all", "ring", "centralized"),
+                           "mappo": ("all_to_all",), "rmaac": ("all_to_all",)}
 #: The settings block of each multi-agent method (`training.runs.<run>.<block>`); RMAAC is MAPPO's.
 METHOD_BLOCKS = {"udpo": "udpo", "umad": "umad", "mappo": "mappo", "rmaac": "mappo"}
 PAPERS = ("udpo", "umad", "svr_mad", "sdrl", "confidence")  # the papers the evaluate stage rebuilds
@@ -43,6 +52,14 @@ def trained_source(source: str) -> tuple[str, str] | None:
 
 class ConfigError(ValueError):
     """A config that the schema accepts but that does not hold together."""
+
+
+@functools.lru_cache(maxsize=None)
+def paper_backbones(paper: str) -> tuple[str, ...]:
+    """The backbones a paper's published numbers name (`backbones:` of config/paper_numbers/<paper>.yaml),
+    spelled as there; empty where the file lists none."""
+    doc = yaml.safe_load((PAPER_NUMBERS_DIR / f"{paper}.yaml").read_text()) or {}
+    return tuple(str(b) for b in doc.get("backbones") or ())
 
 
 @dataclass(frozen=True)
@@ -165,11 +182,17 @@ class Experiment:
     def agent_model_dir(self, agent: str) -> str:
         return self.model_dir(self.agents[agent]["model"])
 
-    def agent_settings(self, agent: str) -> dict:
-        """The agent's config with its backend's defaults merged under its own backend options."""
+    def agent_settings(self, agent: str, dataset: str | None = None) -> dict:
+        """The agent's config with its backend's defaults merged under its own backend options; on
+        `dataset`, with that dataset's reply budget and context length where it sets them."""
         spec = dict(self.agents[agent])
         options = dict(self.config["backends"].get(spec["backend"], {}))
         options.update(spec.get("backend_options") or {})
+        on = self.datasets.get(dataset) or {} if dataset is not None else {}
+        if on.get("max_tokens") is not None:
+            spec["max_tokens"] = on["max_tokens"]
+        if on.get("max_model_len") is not None and spec["backend"] == "vllm":
+            options["max_model_len"] = on["max_model_len"]
         spec["backend_options"] = options
         return spec
 
@@ -229,10 +252,24 @@ class Experiment:
 
     # -- training -------------------------------------------------------------------------
     def train_settings(self, run: str) -> dict:
-        """A run's settings with the experiment seed filled in (`training.settings.TrainSettings` keys)."""
+        """A run's settings with the experiment seed filled in (`training.settings.TrainSettings` keys);
+        a multi-agent run's `protocol` resolved to its options (`train_protocol`)."""
         spec = dict(self.training_runs[run])
         spec["seed"] = self.seed if spec.get("seed") is None else spec["seed"]
+        if spec.get("protocol") is not None:
+            spec["protocol"] = self.train_protocol(run)
         return {k: v for k, v in spec.items() if k not in ("policy", "participants", "dataset", "gpus", "accelerate_config")}
+
+    def train_protocol(self, run: str) -> dict | None:
+        """The options a multi-agent run's training debates use: those of the `debate.protocols` entry
+        it names (the prompts the trained agents are evaluated on), or the options it gives. Who sits,
+        where it runs, how many threads and rounds are the run's own (`participants`, its method's
+        rounds / turns), so those keys are left out."""
+        protocol = self.training_runs[run].get("protocol")
+        if protocol is None:
+            return None
+        options = dict(self.protocols[protocol]) if isinstance(protocol, str) else dict(protocol)
+        return {k: v for k, v in options.items() if k not in TRAINING_PROTOCOL_OWN_KEYS}
 
     def accelerate_config(self, run: str, workflow_dir: str | Path) -> str | None:
         """A run's accelerate config file (`accelerate_config`): the path as given when it exists (from
@@ -272,6 +309,23 @@ class Experiment:
         return agent
 
     # -- evaluation -----------------------------------------------------------------------
+    def paper_backbone(self, model: str, paper: str) -> str | None:
+        """The backbone of `paper`'s published numbers a model stands for (`models.<name>.paper_backbone`,
+        one name or {paper: name}); a trained model without its own stands for the model its run trained."""
+        seen = set()
+        while model not in seen:
+            seen.add(model)
+            spec = self.models[model]
+            claim = spec.get("paper_backbone")
+            if claim is not None:
+                return claim.get(paper) if isinstance(claim, dict) else claim
+            trained = trained_source(spec["source"])
+            if trained is None:
+                return None
+            run, agent = trained
+            model = self.agents[agent or self.training_runs[run]["policy"]]["model"]
+        return None
+
     def evaluated_papers(self) -> list[str]:
         """`evaluation.papers`, or every paper this experiment has outputs for: the confidence paper
         needs calibration pairs, the other four debate protocols."""
@@ -290,6 +344,7 @@ class Experiment:
         self._check_evaluation()
 
     def _check_evaluation(self) -> None:
+        self._check_paper_backbones()
         for dataset in (self.evaluation.get("paper_datasets") or {}):
             if dataset not in self.datasets:
                 raise ConfigError(f"config: evaluation.paper_datasets names {dataset!r}, which is not a key of `datasets` "
@@ -298,6 +353,23 @@ class Experiment:
             needs, has = ("calibration.pairs", self.pairs) if paper == "confidence" else ("debate.protocols", self.protocols)
             if not has:
                 raise ConfigError(f"config: evaluation.papers lists {paper!r}, whose tables need {needs}; this config has none")
+
+    def _check_paper_backbones(self) -> None:
+        """`paper_backbone` names a backbone of the papers' numbers: a {paper: name} entry one of that
+        paper's, a single name one of some evaluated paper's."""
+        papers = self.evaluated_papers() or list(PAPERS)
+        for name, spec in self.models.items():
+            claim, where = spec.get("paper_backbone"), f"models.{name}.paper_backbone"
+            if claim is None:
+                continue
+            for paper, backbone in (claim.items() if isinstance(claim, dict) else [(None, claim)]):
+                if paper is not None and paper not in PAPERS:
+                    raise ConfigError(f"config: {where} names paper {paper!r} (known: {list(PAPERS)})")
+                known = {p: paper_backbones(p) for p in ([paper] if paper else papers)}
+                if not any(backbone in names for names in known.values()):
+                    listed = "; ".join(f"{p}: {list(names)}" for p, names in known.items())
+                    raise ConfigError(f"config: {where if paper is None else f'{where}.{paper}'} = {backbone!r} names no "
+                                      f"backbone of the published numbers (config/paper_numbers `backbones`, {listed})")
 
     def _check_models_and_datasets(self) -> None:
         from .data import BENCHMARKS
@@ -370,6 +442,8 @@ class Experiment:
                     raise ConfigError(f"config: {where}.{key} names {agent!r}, whose model is what this run trains")
             if spec["dataset"] not in self.datasets:
                 raise ConfigError(f"config: {where}.dataset = {spec['dataset']!r} is not a key of `datasets` (known: {sorted(self.datasets)})")
+            if spec["method"] in MULTI_AGENT_METHODS:
+                self._check_train_protocol(run, spec)
             if spec["method"] in MULTI_AGENT_METHODS and spec.get("finetuning", "lora") != "lora":
                 raise ConfigError(f"config: {where}.finetuning = {spec['finetuning']!r}: {spec['method']} trains one LoRA "
                                   f"adapter per agent")
@@ -395,6 +469,22 @@ class Experiment:
                     f"config: models.{model}.source = {spec['source']!r}: run {run!r} trains one model per agent; name one "
                     f"as trained:{run}/<agent> (agents: {self.run_agents(run)})"
                 )
+
+    def _check_train_protocol(self, run: str, spec: dict) -> None:
+        """A multi-agent run debates on a protocol: a key of debate.protocols, or its options, of a kind
+        its method can train on."""
+        where = f"training.runs.{run}.protocol"
+        protocol = spec.get("protocol")
+        if protocol is None:
+            raise ConfigError(f"config: {where} is missing: a {spec['method']} run debates on a protocol, the name of a "
+                              f"debate.protocols entry (the prompts its agents are evaluated on; known: "
+                              f"{sorted(self.protocols)}) or its options")
+        if isinstance(protocol, str) and protocol not in self.protocols:
+            raise ConfigError(f"config: {where} = {protocol!r} is not a key of debate.protocols (known: {sorted(self.protocols)})")
+        kind = self.train_protocol(run)["kind"]
+        allowed = TRAINING_PROTOCOL_KINDS[spec["method"]]
+        if kind not in allowed:
+            raise ConfigError(f"config: {where}: kind {kind!r} is not one {spec['method']} trains on (allowed: {list(allowed)})")
 
     def _check_pairs(self) -> None:
         """A pair names two agents and a debate protocol of exactly those two that elicits the estimators."""

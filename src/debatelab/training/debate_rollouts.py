@@ -26,6 +26,12 @@ def debate_seed(run_seed: int, step: int, question_id: str, thread: int, seat: s
                             "round": round_})[:8], 16)
 
 
+def training_protocol_options(settings, rounds: int, protocol: dict | None = None) -> dict:
+    """The protocol options of a training debate: `protocol`, else the run's, with the training's rounds."""
+    options = protocol if protocol is not None else (getattr(settings, "protocol", None) or {})
+    return {"kind": "all_to_all", **options, "rounds": rounds}
+
+
 def rollout_debates(
     policies,
     rows: Sequence[dict],
@@ -42,8 +48,9 @@ def rollout_debates(
 ) -> list[QuestionState]:
     """One finished debate per (question, thread): `state.pre` holds round 0, `state.turns` rounds
     1..T, every turn with its token ids; `state.outcome` the final vote and answers by round.
-    `debate`: a protocol object to run instead of all-to-all rounds with `protocol`'s options (RMAAC's
-    perturbed rounds). `logprobs`: every turn also gets the sampling policy's mean token log-probability
+    `protocol`: the debate's options (default: the run's `settings.protocol`, the protocol its agents
+    are evaluated on, so that training and evaluation send the same prompts); `rounds` is the
+    training's. `debate`: a protocol object to run instead (RMAAC's perturbed rounds). `logprobs`: every turn also gets the sampling policy's mean token log-probability
     (`Turn.mean_logprob`, raw logits: UMAD's Û = −mean_logprob)."""
     system_prompts = system_prompts or {}
     sampling = SamplingParams(temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens)
@@ -86,7 +93,7 @@ def rollout_debates(
     for (state, ask), generation in zip(first, generate(first)):
         state.pre.append(to_turn(state, ask, generation))
     if debate is None:
-        debate = make_protocol("training", {"kind": "all_to_all", "rounds": rounds, **(protocol or {})})
+        debate = make_protocol("training", training_protocol_options(settings, rounds, protocol))
     debate.prepare(states)
     run_engine(states, debate.run, generate)
     return states

@@ -115,18 +115,23 @@ def _ratio(log_ratio: torch.Tensor, mask: torch.Tensor, level: str, groups: torc
 
 
 def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_start: int,
-                   *, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """log π(token_t | tokens_<t) of every position from `completion_start` on, (B, T − start), and
-    optionally the entropy of the next-token distribution there. Left padding is handled by the
-    position ids; TRL's `selective_log_softmax` avoids materialising the full log-softmax, and
-    `logits_to_keep` (as TRL passes it) the prompt's logits: a long prompt's (B, L, vocab) logits
-    were most of a training step's memory."""
+                   *, with_entropy: bool = False, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log π_T(token_t | tokens_<t) of every position from `completion_start` on, (B, T − start), and
+    optionally the entropy of the next-token distribution there, for the policy the rollouts were
+    sampled from: logits divided by the sampling `temperature` before the log-softmax, as TRL's
+    GRPOTrainer and verl do (at T = 0.8 the ratio, the KL, UMAD's Û and the entropy are otherwise
+    those of another policy). Left padding is handled by the position ids; TRL's
+    `selective_log_softmax` avoids materialising the full log-softmax, and `logits_to_keep` (as TRL
+    passes it) the prompt's logits: a long prompt's (B, L, vocab) logits were most of a training
+    step's memory."""
     from trl.trainer.utils import entropy_from_logits, selective_log_softmax
 
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     keep = input_ids.shape[1] - completion_start + 1  # the positions that predict the completion, and the last
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, logits_to_keep=keep).logits
     logits = logits[:, -keep:-1].float()
+    if temperature != 1.0:
+        logits = logits / temperature
     targets = input_ids[:, completion_start:].to(logits.device)  # a model over several GPUs ends on its last
     logps = selective_log_softmax(logits, targets)
     entropy = None

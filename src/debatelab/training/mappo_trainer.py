@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .debate_rollouts import answers_by_round, rollout_debates
+from .debate_rollouts import answers_by_round, rollout_debates, training_protocol_options
 from .mappo import (MappoSettings, PeerSwapDebate, agreement_features, build_critic, critic_advantages,
                     final_disagreement, fit_critic, shared_reward)
 from .rollouts import Rollout
@@ -77,7 +77,8 @@ class MappoTrainer(DebateTrainer):
         self.policy.train(False)
         rows = self._draw(m_settings.questions_per_step)
         mine = list(range(self.rank, len(rows), self.world))
-        debate = PeerSwapDebate({"rounds": m_settings.rounds}, p=self.swap_prob, step=step)
+        options = {k: v for k, v in training_protocol_options(s, m_settings.rounds).items() if k != "kind"}
+        debate = PeerSwapDebate(options, p=self.swap_prob, step=step)
         states = rollout_debates(self.policy, [rows[m] for m in mine], self.participants, s, step=step,
                                  rounds=m_settings.rounds, system_prompts=self.system_prompts, debate=debate)
         self.policy.rollouts_done()

@@ -65,7 +65,11 @@ class TrainSettings:
     max_tokens: int = 8192
     overlong_buffer: int = 2048  # DAPO soft overlong punishment: 0 up to max_tokens − buffer ...
     overlong_penalty: float = 1.0  # ... then down to −penalty at max_tokens
-    reward: str = "verifiable"  # or "module:function", a custom (row, text, answer, correct, tokens) -> float
+    reward: str = "verifiable"  # "dapo_math" (DAPO's verifier), or "module:function", a custom (row, text, answer, correct, tokens) -> float
+    # Multi-agent runs: the options of the debate the rollouts run (config `protocol`, resolved by
+    # `Experiment.train_protocol`: the evaluation protocol's template, peer masking, ...); null: all_to_all
+    # with the debate defaults.
+    protocol: dict | None = None
     # SDRL's second turn (spec 003 §2 steps 3-4).
     debate_prompts_per_step: int = 128  # M_d
     debate_rollouts: int = 4  # n_d

@@ -389,14 +389,17 @@ class Trainer:
         import torch
 
         policy = policy or self.policy
+        temperature = self.settings.temperature  # the rollouts' sampling policy
         old, ref, entropies = {}, {}, []
         with torch.no_grad():
             for micro in micro_batches:
                 ids, attention, mask, start, _ = self._tensors(micro, policy)
-                logps, entropy = token_logprobs(policy.model, ids, attention, start, with_entropy=True)
+                logps, entropy = token_logprobs(policy.model, ids, attention, start, with_entropy=True,
+                                                temperature=temperature)
                 entropies.append(float((entropy * mask).sum()) / max(float(mask.sum()), 1.0))
                 if with_reference:
-                    ref_logps = policy.reference_logprobs(lambda m: token_logprobs(m, ids, attention, start)[0])
+                    ref_logps = policy.reference_logprobs(
+                        lambda m: token_logprobs(m, ids, attention, start, temperature=temperature)[0])
                 for k, r in enumerate(micro):
                     old[id(r)] = logps[k, : r.length].clone()
                     if with_reference:
@@ -451,7 +454,7 @@ class Trainer:
                             self._backward(sum(p.sum() for p in trainable) * 0.0, engine)
                             continue
                         ids, attention, mask, start, advantages = self._tensors(micro, policy)
-                        logps, _ = token_logprobs(model, ids, attention, start)
+                        logps, _ = token_logprobs(model, ids, attention, start, temperature=s.temperature)
                         old_logps = self._stack(micro, old, logps)
                         ref_logps = self._stack(micro, ref, logps) if kl_coef else None
                         group_ids = {g: k for k, g in enumerate(dict.fromkeys(r.group for r in micro))}

@@ -3,15 +3,18 @@
 One step:
 1. Draw B questions; run G paired debate threads of each with the current agents for T_train
    turns (turn 0 the first answer, then T_train − 1 debate rounds), all batched per agent.
-2. π_old's token log-probabilities of every response (one pass per agent, no gradient), and the
-   reference's when the KL is on; Û = the response's mean token NLL under π_old.
+2. (per turn, step 4) π_old's token log-probabilities of the turn's responses (one pass per
+   agent, no gradient), and the reference's when the KL is on; Û = the response's mean token NLL
+   under π_old at the sampling temperature.
 3. Per question: the team-sum (or individual) reward R of every (thread, agent, turn), the
    epistemic-influence reward for t < T_train − 1 from the unmodified R, −β·Σ k1 in the reward
    (`kl_mode: reward`, the paper's code), group advantages over the G threads of each (agent, turn),
    times the aleatoric weight W = exp(−α_au·Ū) (`umad.umad_advantages`).
-4. Turns are updated in sequence, as the paper's code does: for t = 0..T_train − 1, each agent one
-   clipped update on its own turn-t responses, every ratio against the rollout policy (π_old of
-   step 2, kept across the turn updates).
+4. Turns are updated in sequence, as the paper's code does: for t = 0..T_train − 1, π_old's (and
+   the reference's) log-probabilities of the turn-t responses under the agents as turn t − 1's
+   update left them (the paper's code recomputes them per turn, marl/learners/ippo_learner.py), Û,
+   W and the KL in the reward from those, then each agent one clipped update on its own turn-t
+   responses against that π_old.
 
 IPPO is η = α_au = 0 (plain per-agent GRPO on the team reward).
 
@@ -80,34 +83,47 @@ class UmadTrainer(DebateTrainer):
 
         update_start = time.perf_counter()
         with_reference = bool(s.kl_coef)
-        passes = {}
-        for agent, rollouts in by_agent.items():
-            with self.policy.acting(agent) as view:
-                passes[agent] = self.logprob_pass(self.micro_batches(rollouts, view), view, with_reference=with_reference)
-        old = {k: v for agent in passes for k, v in passes[agent][0].items()}
-        ref = {k: v for agent in passes for k, v in passes[agent][1].items()}
         shape = (G, N, T)
-        parts_all = []
-        for q in range(len(rows)):
-            correct, nll, penalty = np.zeros(shape), np.zeros(shape), np.zeros(shape)
-            for (g, i, t) in np.ndindex(*shape):
-                r = cell[(q, g, i, t)]
-                correct[g, i, t] = r.correct
-                logps = old[id(r)]
-                nll[g, i, t] = -float(logps.mean()) if len(logps) else 0.0
-                if with_reference and u.kl_mode == "reward":
-                    penalty[g, i, t] = s.kl_coef * float((logps - ref[id(r)]).sum())  # β·Σ k1
-            parts = umad_advantages(correct, nll, eta=u.eta, alpha_au=u.alpha_au, reward_mode=u.reward_mode,
-                                    eu_mode=u.eu_mode, eps=s.advantage_eps, penalty=penalty)
-            for (g, i, t) in np.ndindex(*shape):
-                r = cell[(q, g, i, t)]
-                r.reward, r.advantage = float(parts["total"][g, i, t]), float(parts["advantage_au"][g, i, t])
-            parts_all.append(parts)
-
-        self.policy.train(True)
-        updates = []
+        correct = np.zeros((len(rows), *shape))
+        for (q, g, i, t), r in cell.items():
+            correct[(q, g, i, t)] = r.correct
+        nll, penalty = np.zeros_like(correct), np.zeros_like(correct)
+        parts_all = [None] * len(rows)
+        updates, kl_values = [], []
         kl_in_loss = s.kl_coef if u.kl_mode == "loss" else 0.0
         for t in range(T):  # turns in sequence; each agent on its own turn-t responses
+            # π_old of turn t: the policy after turn t − 1's update, as the paper's code recomputes it
+            # (marl/learners/ippo_learner.py); Û, W and the KL in the reward come from it.
+            passes = {}
+            self.policy.train(False)
+            for agent, rollouts in by_agent.items():
+                turn_rollouts = [r for r in rollouts if r.turn == t]
+                with self.policy.acting(agent) as view:
+                    passes[agent] = self.logprob_pass(self.micro_batches(turn_rollouts, view), view,
+                                                      with_reference=with_reference)
+            old = {k: v for agent in passes for k, v in passes[agent][0].items()}
+            ref = {k: v for agent in passes for k, v in passes[agent][1].items()}
+            for (q, g, i, turn), r in cell.items():
+                if turn != t:
+                    continue
+                logps = old[id(r)]
+                nll[q, g, i, t] = -float(logps.mean()) if len(logps) else 0.0
+                if with_reference:
+                    kl_values.append(float((logps - ref[id(r)]).mean()) if r.length else float("nan"))
+                    if u.kl_mode == "reward":
+                        penalty[q, g, i, t] = s.kl_coef * float((logps - ref[id(r)]).sum())  # β·Σ k1
+            for q in range(len(rows)):  # advantages of turn t (groups are per (agent, turn): other turns untouched)
+                parts = umad_advantages(correct[q], nll[q], eta=u.eta, alpha_au=u.alpha_au, reward_mode=u.reward_mode,
+                                        eu_mode=u.eu_mode, eps=s.advantage_eps, penalty=penalty[q])
+                for (g, i) in np.ndindex(G, N):
+                    r = cell[(q, g, i, t)]
+                    r.reward, r.advantage = float(parts["total"][g, i, t]), float(parts["advantage_au"][g, i, t])
+                if parts_all[q] is None:
+                    parts_all[q] = {key: np.array(value) for key, value in parts.items()}
+                else:
+                    for key, value in parts.items():
+                        parts_all[q][key][..., t] = value[..., t]
+            self.policy.train(True)
             for agent, rollouts in by_agent.items():
                 turn_rollouts = [r for r in rollouts if r.turn == t]
                 with self.policy.acting(agent) as view:
@@ -117,11 +133,9 @@ class UmadTrainer(DebateTrainer):
         learning_rate = self._step_schedules()
 
         stack = lambda key: np.stack([p[key] for p in parts_all]) if parts_all else np.zeros((0, *shape))  # noqa: E731
-        correct = np.array([[[[cell[(q, g, i, t)].correct for t in range(T)] for i in range(N)] for g in range(G)]
-                            for q in range(len(rows))], dtype=float).reshape(-1, G, N, T)
         everything = [r for rs in by_agent.values() for r in rs]
         mean = lambda key: float(np.nanmean([x[key] for x in updates])) if updates else float("nan")  # noqa: E731
-        kl_values = [float((old[id(r)] - ref[id(r)]).mean()) for r in everything if with_reference and r.length]
+        kl_values = [v for v in kl_values if v == v]
         reward_mean, reward_std = pooled(stack("reward"), std=True)
         lengths = [r.length for r in everything]
         return {
