@@ -140,3 +140,115 @@ def test_the_preparation_jobs_read_only_the_settings_they_use(config_name):
         assert udpo_job_settings(hotter, "warmup") != udpo_job_settings(full, "warmup")
         steeper = {**full, "udpo": {**full.get("udpo", {}), "kappa": 3.0}}
         assert udpo_job_settings(steeper, "coefficients") != udpo_job_settings(full, "coefficients")
+
+
+def test_a_priority_weight_multiplies_the_whole_sequence_loss_by_hand():
+    """Spec 000 §5.5 step 5: loss = −mean[w·(ℓ_clip − η·KL)]: w weighs the KL anchor too, not only
+    the advantage; the normaliser stays the token count."""
+    import torch
+
+    from debatelab.training.loss import policy_loss
+
+    logprobs = torch.full((2, 2), -1.0)  # ratio 1: ℓ_clip = A on every token
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])  # 3 completion tokens
+    ref = logprobs + math.log(2)  # Δ = ln 2 on every token: k3 = 2 − ln 2 − 1
+    k = 1 - math.log(2)
+    common = dict(ref_logprobs=ref, kl_coef=0.5, kl_estimator="k3", clip_low=0.2, clip_high=0.2)
+    weighted = policy_loss(logprobs, logprobs, torch.tensor([1.0, -2.0]), mask, weights=torch.tensor([2.0, 0.5]),
+                           **common)
+    # per token: sequence 0 2·(−1 + 0.5k) on 2 tokens, sequence 1 0.5·(2 + 0.5k) on 1: (−3 + 2.25k)/3
+    assert float(weighted.loss) == pytest.approx(-1 + 0.75 * k)
+    # the advantage alone weighted ([2, −1]) leaves the KL unweighted: (−4 + k + 1 + 0.5k)/3
+    advantage_only = policy_loss(logprobs, logprobs, torch.tensor([2.0, -1.0]), mask, **common)
+    assert float(advantage_only.loss) == pytest.approx(-1 + 0.5 * k)
+    assert weighted.kl == pytest.approx(k)  # the reported KL is the unweighted mean
+    # sequence_mean: per-sequence means −2 + k and 1 + 0.25k over 2 sequences
+    per_sequence = policy_loss(logprobs, logprobs, torch.tensor([1.0, -2.0]), mask, weights=torch.tensor([2.0, 0.5]),
+                               aggregation="sequence_mean", **common)
+    assert float(per_sequence.loss) == pytest.approx((-1 + 1.25 * k) / 2)
+    # unit weights are no weights
+    plain = policy_loss(logprobs, logprobs, torch.tensor([1.0, -2.0]), mask, **common)
+    ones = policy_loss(logprobs, logprobs, torch.tensor([1.0, -2.0]), mask, weights=torch.ones(2), **common)
+    assert float(ones.loss) == float(plain.loss) == pytest.approx(1.5 * k / 3)
+
+
+QUESTIONS = [{"id": f"q{i}", "question": f"question {i}: answer 7.", "choices": None, "answer": "7", "task_type": "math",
+              "meta": {"source": "toy"}} for i in range(4)]
+
+
+def _udpo_trainer(char_model_dir, questions_per_step: int, steps: int):
+    """A UDPO trainer of two agents (LoRA adapters on the tiny character model) on 4 toy questions."""
+    import torch
+
+    from debatelab.data.schema import frame_from_rows
+    from debatelab.training.agents import AgentPolicies
+    from debatelab.training.settings import TrainSettings
+    from debatelab.training.udpo_trainer import UdpoTrainer
+
+    settings = TrainSettings(method="udpo", steps=steps, lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=6,
+                             overlong_buffer=0, learning_rate=1e-2, warmup_steps=0, kl_coef=0.01, show_progress=False)
+    torch.manual_seed(0)
+    policies = AgentPolicies({"alice": char_model_dir, "bob": char_model_dir}, settings, device="cpu")
+    coefficients = {"alice": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01), "bob": AgentCoefficients(0.5, 0.2, 0.3, 0.8, 0.02)}
+    return UdpoTrainer(frame_from_rows(QUESTIONS), policies, settings, run="udpo", participants=["alice", "bob"],
+                       rounds=1, coefficients=coefficients, base_weights={"alpha": 0.5, "beta": 0.25, "gamma": 0.25},
+                       questions_per_step=questions_per_step, replay=True)
+
+
+@pytest.mark.slow
+def test_every_training_question_gets_a_fresh_priority_after_each_epoch(char_model_dir):
+    """Spec 000 §5.4: U is recomputed for every training question after each epoch (4 questions, M = 2:
+    an epoch is 2 steps), from a fresh debate of the current agents; before that the draws are uniform."""
+    from debatelab.training.debate_rollouts import answers_by_round, rollout_debates
+
+    trainer = _udpo_trainer(char_model_dir, questions_per_step=2, steps=2)
+    assert trainer.steps_per_epoch == 2
+    trainer.train_step(0)
+    assert trainer.priority.tolist() == [1.0] * 4  # mid-epoch: the debated questions do not move
+    trainer.train_step(1)
+    priority = trainer.priority
+
+    # the same debates again under the agents as they are now, with the refresh's seeds
+    trainer.policy.train(False)
+    states = rollout_debates(trainer.policy, QUESTIONS, ["alice", "bob"], trainer.settings,
+                             step=trainer.refresh_step(1), rounds=1)
+    fresh = [replay_priority(trajectory_rewards(answers_by_round(st), "7", "math"), trainer.base_weights)
+             for st in states]
+    assert priority == pytest.approx(fresh, rel=1e-12)
+    assert (priority != 1.0).all() and len(set(fresh)) > 1
+    assert trainer.refresh_step(1) not in range(trainer.settings.steps)  # seeds of no training step
+
+
+@pytest.mark.slow
+def test_priority_draws_weight_the_loss_and_leave_the_advantage_alone(char_model_dir, monkeypatch):
+    """The replay importance weight w goes to each turn's loss weight (`Rollout.weight`, passed to the
+    loss with the clip and KL terms), and the advantage is the plain batch-mean one."""
+    import debatelab.training.trainer as trainer_module
+
+    trainer = _udpo_trainer(char_model_dir, questions_per_step=4, steps=1)
+    trainer.state.extra["priority"] = [0.1, 0.2, 0.4, 0.8]
+    _, weights = trainer._draw_step(0)
+    assert (weights != 1).any()  # this seed draws two questions of different priority
+    seen, passed = [], []
+    update, loss = trainer._update, trainer_module.policy_loss
+
+    def recording_update(sequences, *args, **kwargs):
+        seen.extend(sequences)
+        return update(sequences, *args, **kwargs)
+
+    def recording_loss(logprobs, *args, weights=None, **kwargs):
+        passed.append(float(weights.sum()) if weights is not None else float(logprobs.shape[0]))
+        return loss(logprobs, *args, weights=weights, **kwargs)
+
+    monkeypatch.setattr(trainer, "_update", recording_update)
+    monkeypatch.setattr(trainer_module, "policy_loss", recording_loss)
+    trainer.train_step(0)
+    rewards: dict[tuple[int, int], float] = {}
+    for r in seen:
+        m = int(r.group.split("#")[1])
+        assert r.weight == pytest.approx(weights[m])
+        rewards[m, r.sample] = r.reward
+    for r in seen:  # Â = r − the batch mean of the seat's rewards, not times w
+        m = int(r.group.split("#")[1])
+        assert r.advantage == pytest.approx(r.reward - np.mean([rewards[j, r.sample] for j in range(4)]))
+    assert sum(passed) == pytest.approx(sum(r.weight for r in seen))  # every sequence's w reached the loss

@@ -8,6 +8,9 @@ the rollout policy (π_old) and advantages A (one per sequence, or one per token
     KL_t     = ℓ_t − ℓ_ref,t                                  (k1)
              = exp(ℓ_ref,t − ℓ_t) − (ℓ_ref,t − ℓ_t) − 1       (k3, Schulman's estimator)
 
+and, with per-sequence weights w (`weights`), each sequence's loss_t times its w: UDPO's replay
+importance weight on the whole objective, w·(ℓ_clip − η·KL) (spec 000 §5.4–5.5).
+
 Only tokens with mask 1 count (completion tokens; a debate prompt's candidate solutions are
 context and never in the mask). Aggregation:
 
@@ -58,9 +61,12 @@ def policy_loss(
     kl_estimator: str = "k3",
     ratio_level: str = "token",
     groups: torch.Tensor | None = None,
+    weights: torch.Tensor | None = None,
 ) -> LossParts:
     """The loss of the module docstring for (B, T) log-probabilities; `advantages` is (B,) or (B, T);
-    `groups` (B,) integer ids of the trajectory each sequence belongs to (``ratio_level="trajectory"``)."""
+    `groups` (B,) integer ids of the trajectory each sequence belongs to (``ratio_level="trajectory"``);
+    `weights` (B,) multiplies each sequence's per-token loss, clip and KL terms both (the normaliser
+    stays the token or sequence count; the reported KL stays unweighted)."""
     mask = mask.to(logprobs.dtype)
     if advantages.dim() == 1:
         advantages = advantages.unsqueeze(1)
@@ -74,6 +80,8 @@ def policy_loss(
         per_token = per_token + kl_coef * kl
     elif kl_coef:
         raise ValueError("kl_coef > 0 needs ref_logprobs")
+    if weights is not None:
+        per_token = per_token * weights.to(per_token.dtype).unsqueeze(1)
     tokens = mask.sum()
     if aggregation == "token_mean":
         loss = (per_token * mask).sum() / (normaliser if normaliser is not None else tokens.clamp(min=1.0))

@@ -34,6 +34,7 @@ class Rollout:
     correct: bool
     reward: float
     advantage: float = 0.0
+    weight: float = 1.0  # multiplies the sequence's whole loss (UDPO's replay importance weight)
     meta: dict = field(default_factory=dict)  # e.g. which first-turn rollouts a debate prompt showed
 
     @property

@@ -462,7 +462,8 @@ class Trainer:
                         parts = policy_loss(logps, old_logps, advantages, mask, clip_low=s.clip_low, clip_high=s.clip_high,
                                             aggregation=s.loss_aggregation, normaliser=normaliser,
                                             ref_logprobs=ref_logps, kl_coef=kl_coef, kl_estimator=s.kl_estimator,
-                                            ratio_level=s.ratio_level, groups=groups)
+                                            ratio_level=s.ratio_level, groups=groups,
+                                            weights=self._sequence_weights(micro, ids.device))
                         self._backward(parts.loss, engine)
                         loss_total += float(parts.loss.detach())
                         clip_fractions.append(parts.clip_fraction * parts.tokens)
@@ -484,6 +485,16 @@ class Trainer:
         return {"loss": _all_reduce(float(np.mean(losses))), "kl": _all_reduce(sum(kls)) / seen,
                 "clip_fraction": _all_reduce(sum(clip_fractions)) / seen, "entropy": pooled(entropies),
                 "updates": updates}
+
+    @staticmethod
+    def _sequence_weights(rollouts: Sequence[Rollout], device):
+        """The rollouts' loss weights (`Rollout.weight`) as a (B,) tensor, or None when all are 1 (the
+        loss is then computed exactly as without weights)."""
+        import torch
+
+        if all(r.weight == 1.0 for r in rollouts):
+            return None
+        return torch.tensor([r.weight for r in rollouts], device=device, dtype=torch.float32)
 
     @staticmethod
     def _backward(loss, engine=None) -> None:

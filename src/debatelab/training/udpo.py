@@ -32,7 +32,7 @@ class UdpoSettings:
 
     rounds: int = 5  # T: debate rounds after the independent answer
     questions_per_step: int = 32  # M: debates per update
-    replay: bool = True  # §5.4: half of each batch drawn by uncertainty priority
+    replay: bool = True  # §5.4: half of each batch drawn by uncertainty priority, refreshed every epoch
     ref_sync_steps: int | None = None  # θ_ref ← θ every that many steps; null: the frozen base
     kappa: float = 1.5
     lambda_base: float = 1.0

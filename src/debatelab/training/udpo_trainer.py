@@ -1,15 +1,35 @@
 """UDPO's training step (spec 000 §5.5, Algorithm 1), on the single-policy loop's update code.
 
 One step:
-1. Draw M questions: uniformly, or with `replay` half by priority U(τ) of the question's latest
-   debate and half uniformly (spec 000 §5.4; priority draws carry importance weights).
+1. Draw M questions: uniformly, or with `replay` half by replay priority and half uniformly (spec
+   000 §5.4; priority draws carry importance weights w, `udpo.replay_draw`).
 2. Run one debate per question with the current agents (`debate_rollouts.rollout_debates`).
 3. Trajectory rewards r_intra, r_inter, r_sys, r_task (`udpo.trajectory_rewards`), each seat's
    r^(i) with its coefficients (Eq 4), and batch-mean advantages per seat (§5.3).
 4. Per agent, one update on its own turns of every round (the debate context is masked), every
-   turn of a debate carrying the seat's trajectory advantage (times the importance weight); the
-   clipped ratio is per token against the rollout policy (`ratio_level: token`) and the KL anchor
-   to the base model is weighted by the agent's η^(i) (k3).
+   turn of a debate carrying the seat's trajectory advantage and the debate's importance weight w
+   as its loss weight: w·(ℓ_clip − η·KL) (§5.5 step 5, `Rollout.weight`); the clipped ratio is per
+   token against the rollout policy (`ratio_level: token`) and the KL anchor to the base model is
+   weighted by the agent's η^(i) (k3).
+5. With `replay`, when the step ends an epoch: the priority refresh below.
+
+Replay priorities (spec 000 §5.4: "recompute U per training question after each epoch"). An epoch
+is ceil(len(questions) / M) steps (`steps_per_epoch`: as many debates as training questions, rounded
+up to whole steps); steps are counted from 0, so the refresh follows steps e·steps_per_epoch − 1,
+e = 1, 2, …, after that step's update. It re-runs one debate per training question with the current
+agents (no update; one `rollout_debates` batch, seeded with step tag −e, which no training step
+uses) and sets every question's priority to U(τ) = α(1 − r_intra) + β(1 − r_inter) + γ(1 − r_sys)
++ 10⁻³ with the base weights (`udpo.replay_priority`). Between refreshes the training debates do
+not move the priorities. [CHOICE] Before the first refresh every priority is 1: the first epoch's
+priority draws are uniform with weight 1 (the spec does not say; an unseen question pinned at the
+largest priority over-drew the questions nobody had debated). The priorities live in the
+checkpointed `state.extra`, so a resumed run draws what an uninterrupted one would. Cost: a refresh
+is one more debate per training question, no update: about as many debates again as the epoch's
+training steps ran (the paper's run: 6726 more debates after each 211-step epoch, roughly doubling
+the rollout time). The CPU twin's run ends within its first epoch, so it never refreshes (udpo_cpu:
+3 steps of 2 debates over about 20 questions); tests/configs/tiny.yaml's (2 questions, M = 2)
+refreshes after each of its 2 steps, 2 more one-round debates each. The refresh's time and tokens
+count in the step's `rollout_seconds` and `tokens_per_second`.
 
 An agent sitting in several seats trains one adapter on all its seats' turns, with the mean of its
 seats' η. The ratio is per token, per sequence or per trajectory (`settings.ratio_level`; a
@@ -18,8 +38,9 @@ trajectory is an agent's turns of one debate). The KL anchor is the frozen base,
 
 Data parallel (`gpus` > 1): every process draws the same M questions (the replay priorities are
 the same everywhere) and debates every world-th of them; the debates' rewards are gathered, so the
-batch-mean baseline, the replay priorities and the metrics are the whole batch's, and each agent's
-gradients are averaged over the processes.
+batch-mean baseline and the metrics are the whole batch's, and each agent's gradients are averaged
+over the processes. A priority refresh likewise debates every world-th training question in each
+process and gathers the rewards, so every process holds every question's priority.
 """
 from __future__ import annotations
 
@@ -89,11 +110,12 @@ class DebateTrainer(Trainer):
         self.system_prompts = system_prompts or {}
 
     @staticmethod
-    def turn_rollout(state, turn, *, group: str, sample: int, reward: float = 0.0, advantage: float = 0.0) -> Rollout:
+    def turn_rollout(state, turn, *, group: str, sample: int, reward: float = 0.0, advantage: float = 0.0,
+                     weight: float = 1.0) -> Rollout:
         """A debate turn as a rollout of its agent: the turn's chat is the context, its reply the completion."""
         return Rollout(question_id=state.question_id, group=group, turn=turn.round, sample=sample, messages=turn.messages,
                        text=turn.response, token_ids=list(turn.token_ids), finish_reason=turn.finish_reason,
-                       answer=turn.answer, correct=turn.correct, reward=reward, advantage=advantage)
+                       answer=turn.answer, correct=turn.correct, reward=reward, advantage=advantage, weight=weight)
 
     def _step_schedules(self) -> float:
         """Every agent's schedule one step on; the learning rate the step used."""
@@ -140,11 +162,38 @@ class UdpoTrainer(DebateTrainer):
 
     @property
     def priority(self) -> np.ndarray:
-        """Replay priority per training question (kept in the checkpointed state): unseen questions
-        rank high (1) until their first debate."""
+        """Replay priority per training question (kept in the checkpointed state): 1 each (uniform)
+        until the first refresh, then U(τ) of the latest refresh's debate (module docstring)."""
         if "priority" not in self.state.extra:
             self.state.extra["priority"] = [1.0] * len(self.rows)
-        return np.asarray(self.state.extra["priority"])
+        return np.asarray(self.state.extra["priority"], dtype=float)
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Steps of one epoch over the training questions: ceil(questions / M)."""
+        return -(-len(self.rows) // self.questions_per_step)
+
+    @staticmethod
+    def refresh_step(epoch: int) -> int:
+        """The step tag of the refresh after epoch `epoch` (1, 2, …) in its debates' seeds: negative,
+        so that no training step's debates share them."""
+        return -epoch
+
+    def _trajectory_rewards(self, states) -> list[dict]:
+        """Every process's debates' trajectory rewards, in the batch's order."""
+        return _gathered([trajectory_rewards(answers_by_round(st), str(st.row["answer"]), st.task_type,
+                                             labels=st.labels) for st in states], self.rank, self.world)
+
+    def refresh_priorities(self, epoch: int) -> int:
+        """Every training question's priority U(τ) from one fresh debate of it under the current agents
+        (no update); this process debates every world-th question. Returns the tokens it generated."""
+        self.policy.train(False)
+        rows = self.rows[self.rank :: self.world]
+        states = rollout_debates(self.policy, rows, self.participants, self.settings, step=self.refresh_step(epoch),
+                                 rounds=self.rounds, system_prompts=self.system_prompts)
+        self.policy.rollouts_done()
+        self.state.extra["priority"] = [replay_priority(r, self.base_weights) for r in self._trajectory_rewards(states)]
+        return sum(len(turn.token_ids) for st in states for turn in st.pre + st.turns)
 
     def _draw_step(self, step: int) -> tuple[list[int], np.ndarray]:
         m = self.questions_per_step
@@ -167,21 +216,17 @@ class UdpoTrainer(DebateTrainer):
         states = rollout_debates(self.policy, rows, self.participants, s, step=step, rounds=self.rounds,
                                  system_prompts=self.system_prompts)
         self.policy.rollouts_done()
-        rewards = _gathered([trajectory_rewards(answers_by_round(st), str(st.row["answer"]), st.task_type,
-                                                labels=st.labels) for st in states], self.rank, self.world)
+        rewards = self._trajectory_rewards(states)
         seat_rewards = np.array([[agent_reward(r, self.coefficients[seat]) for seat in self.seats] for r in rewards])
-        advantages = batch_advantages(seat_rewards) * weights[:, None]  # the whole batch's baseline
-        priority = self.priority
-        for k, r in zip(index, rewards):
-            priority[k] = replay_priority(r, self.base_weights)
-        self.state.extra["priority"] = priority.tolist()
+        advantages = batch_advantages(seat_rewards)  # the whole batch's baseline
         by_agent: dict[str, list[Rollout]] = {}  # group = the agent's trajectory in debate m
         for m, st in zip(mine, states):
             for turn in st.pre + st.turns:
                 seat = self.seats[turn.agent]
                 by_agent.setdefault(self.seat_agent[seat], []).append(self.turn_rollout(
                     st, turn, group=f"{st.question_id}#{m}", sample=turn.agent,
-                    reward=float(seat_rewards[m, turn.agent]), advantage=float(advantages[m, turn.agent])))
+                    reward=float(seat_rewards[m, turn.agent]), advantage=float(advantages[m, turn.agent]),
+                    weight=float(weights[m])))
         rollout_seconds = time.perf_counter() - start
 
         self.policy.train(True)
@@ -196,7 +241,12 @@ class UdpoTrainer(DebateTrainer):
         update_seconds = time.perf_counter() - update_start
         learning_rate = self._step_schedules()
         lengths = [len(r.token_ids) for rs in by_agent.values() for r in rs]
-        generated = _all_reduce(sum(lengths))
+        refreshed = 0
+        if self.replay and (step + 1) % self.steps_per_epoch == 0:
+            refresh_start = time.perf_counter()
+            refreshed = self.refresh_priorities((step + 1) // self.steps_per_epoch)
+            rollout_seconds += time.perf_counter() - refresh_start
+        generated = _all_reduce(sum(lengths) + refreshed)
         mean = lambda key: float(np.nanmean([x[key] for x in updates])) if updates else float("nan")  # noqa: E731
         return {
             "step": step + 1, "loss": mean("loss"),
