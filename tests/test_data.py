@@ -349,6 +349,22 @@ def test_dapo_normaliser_strips_the_instruction_and_drops_repeats():
     assert frame.loc[0, "id"].startswith("dapo_math-")
 
 
+def test_dapo_rows_are_asked_with_the_datasets_own_prompt():
+    """Spec 003 §4: training on DAPO-Math-17k uses its own prompt ("Answer:" line), not our \\boxed{} one."""
+    from debatelab.prompts import NULL_SLOT, question_messages
+
+    fx = fixture("dapo_math")
+    row = normalised("dapo_math", "train").iloc[0].to_dict()
+    own = fx["records"][0]["prompt"][0]["content"]
+    assert question_messages(row) == [{"role": "user", "content": own}]  # verbatim, no default system prompt
+    assert question_messages(row, "") == question_messages(row)
+    assert question_messages(row, "Be brief.") == [{"role": "system", "content": "Be brief."},
+                                                   {"role": "user", "content": own}]
+    null = question_messages(row, null=True)[-1]["content"]
+    assert null == own.replace(row["question"], NULL_SLOT) and row["question"] not in null
+    assert 'after "Answer:"' in null and "boxed" not in own
+
+
 def test_truthfulqa_mc1_options_are_shuffled_deterministically():
     fx = fixture("truthfulqa")
     frame = normalised("truthfulqa", "validation")

@@ -19,6 +19,9 @@ from debatelab.evaluation.run import (QUESTION_COLUMNS, TURN_COLUMNS, ZERO_SHOT_
                                      RunOutputs)
 
 TOY, TOY2 = "toy", "toy2"  # stand in for math500 (K = 4) and amc23 (K = 32)
+# every fixture model stands for the paper's Qwen3-4B-Base (Table 5 and 6 are on it only)
+BACKBONES = {"sdrl": {"m-base": "Q3-4B-Base", "m-dapo": "Q3-4B-Base", "m-sdrl": "Q3-4B-Base"}}
+AGENT_MODELS = {"base": "m-base", "dapo": "m-dapo", "sdrl": "m-sdrl"}
 GOLD = {"q1": "4", "q2": "7", "q3": "2"}
 
 
@@ -108,12 +111,13 @@ def _zero_shot() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=ZERO_SHOT_COLUMNS)
 
 
-def make_outputs(training: dict | None = None) -> RunOutputs:
+def make_outputs(training: dict | None = None, backbones: dict = BACKBONES) -> RunOutputs:
     runs = {"dapo": RunInfo("dapo", "dapo", {"method": "dapo"}),
             "sdrl_freq": RunInfo("sdrl_freq", "sdrl", {"method": "sdrl", "pair_mode": "freq", "steps": 125})}
     outputs = RunOutputs(experiment="fixture", protocols={p.name: p for p in PROTOCOLS}, runs=runs,
                          paper_datasets={TOY: "math500", TOY2: "amc23"},
-                         agent_runs={"base": None, "dapo": "dapo", "sdrl": "sdrl_freq"})
+                         agent_runs={"base": None, "dapo": "dapo", "sdrl": "sdrl_freq"},
+                         model_backbones=backbones, agent_models=AGENT_MODELS)
     outputs.__dict__["questions"] = _questions()
     outputs.__dict__["turns"] = _turns()
     outputs.__dict__["zero_shot"] = _zero_shot()
@@ -244,14 +248,37 @@ def test_evaluate_paper_writes_tables_comparisons_and_claims(tmp_path):
                  "fig1_accuracy_by_round.png"):
         assert (out / name).exists(), name
     vs = pd.read_csv(out / "table1_vs_paper.csv")
-    row = vs[(vs["model"] == "Q2.5-3B") & (vs["dataset"] == "math500") & (vs["method"] == "DAPO")
-             & (vs["metric"] == "maj")]
-    assert row["paper_value"].tolist() == [70.9]
+    cell = (vs["dataset"] == "math500") & (vs["method"] == "DAPO") & (vs["metric"] == "maj")
+    row = vs[cell & (vs["model"] == "Q3-4B-Base")]
+    assert row["paper_value"].tolist() == [86.9]
     assert row["run_value"].tolist() == [25.0] and row["run_dataset"].tolist() == [TOY]
-    assert row["difference"].iloc[0] == pytest.approx(25.0 - 70.9)
+    assert row["difference"].iloc[0] == pytest.approx(25.0 - 86.9)
+    # the same cell on the other backbone (70.9) is not this run's: its models stand for Qwen3-4B-Base
+    other = vs[cell & (vs["model"] == "Q2.5-3B")]
+    assert other["paper_value"].tolist() == [70.9] and other["run_value"].isna().all()
     assert vs.loc[vs["dataset"] == "aime24", "run_value"].isna().all()  # the run has no aime24
     budget = pd.read_csv(out / "table5_vs_paper.csv")
     assert budget.loc[(budget["method"] == "SDRL-freq") & (budget["steps"] == 125) & (budget["dataset"] == "math500")
                       & (budget["metric"] == "maj"), "run_value"].tolist() == [75.0]
     claims = pd.read_csv(out / "claims.csv", keep_default_na=False)
     assert {"yes", "no", "n/a"} <= set(claims["holds"])
+
+
+def test_a_reduced_budget_run_fills_table5_beside_the_full_run_and_stays_out_of_table1():
+    """Table 5 (App. D.2): SDRL-freq trained 125 and 200 steps, both at N = 5. Table 1 takes the
+    200-step run (its name sorts last, so a name order would pick the 125-step one); Table 5 keeps both."""
+    outputs = make_outputs(backbones={"sdrl": {**BACKBONES["sdrl"], "m-sdrl200": "Q3-4B-Base"}})
+    full = protocol("sdrl_z200_n5", "all_to_all", "sdrl200", "m-sdrl200", 5, ["sdrl_freq_200"])
+    outputs.protocols[full.name] = full
+    outputs.runs["sdrl_freq_200"] = RunInfo("sdrl_freq_200", "sdrl", {"method": "sdrl", "pair_mode": "freq",
+                                                                       "steps": 200})
+    extra = pd.DataFrame([{**outputs.questions.iloc[0].to_dict(), "question_id": qid, "dataset": TOY,
+                           "protocol": full.name, "thread": 0, "pre_correct": False, "correct": True}
+                          for qid in ("q1", "q2")])
+    outputs.__dict__["questions"] = pd.concat([outputs.questions, extra], ignore_index=True)
+    result = sdrl.evaluate(outputs)
+    # the 200-step run: Maj 0 / 2, Debate 2 / 2 on toy (math500); the 125-step run: Maj (100 + 50) / 2 = 75
+    assert cell(result, "table1", "maj", dataset="math500", method="SDRL-freq")["value"] == pytest.approx(0)
+    assert cell(result, "table1", "debate", dataset="math500", method="SDRL-freq")["value"] == pytest.approx(100)
+    assert cell(result, "table5", "maj", dataset="math500", method="SDRL-freq", steps=200)["value"] == pytest.approx(0)
+    assert cell(result, "table5", "maj", dataset="math500", method="SDRL-freq", steps=125)["value"] == pytest.approx(75)

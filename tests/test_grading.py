@@ -494,3 +494,19 @@ def test_huge_inputs_are_fast(text):
 def test_deeply_nested_box_finds_the_innermost():
     text = "\\boxed{\\boxed{" * 10_000 + "7" + "}}" * 10_000
     assert extract_answer(text, "math") == "7"
+
+
+def test_math500_grading_takes_math_verify_s_verdict_where_strings_differ():
+    """SDRL App. B grades MATH500 with Math-Verify. Our math equivalence is canonical strings, then
+    exact numbers, then Math-Verify's `verify` (`answers._math_equal`): a boxed 1/sqrt(2) against the
+    gold \\frac{\\sqrt{2}}{2} differs as a string and is no plain number, so Math-Verify decides."""
+    from math_verify import parse, verify
+
+    from debatelab.grading.answers import _canonical_math
+
+    gold, reply = "\\frac{\\sqrt{2}}{2}", "Rationalising, the ratio is $\\boxed{\\frac{1}{\\sqrt{2}}}$."
+    answer = extract_answer(reply, "math")
+    assert answer == "\\frac{1}{\\sqrt{2}}" and _canonical_math(answer) != _canonical_math(gold)
+    assert verify(parse("\\boxed{" + gold + "}"), parse(reply))  # Math-Verify's own verdict on the reply
+    assert is_correct(answer, gold, "math")
+    assert not is_correct(extract_answer("so $\\boxed{\\sqrt{2}}$", "math"), gold, "math")

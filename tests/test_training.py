@@ -280,6 +280,106 @@ def test_sdrl_drops_debate_groups_whose_rewards_are_all_equal():
     assert debate_kept == []  # every debate group is all right or all wrong: no gradient, dropped
 
 
+class LongDebateReplies(ScriptedRollouts):
+    """ScriptedRollouts whose debate replies have `debate_lengths[k]` tokens (the k-th reply of a debate prompt)."""
+
+    def __init__(self, right, debate_right, debate_lengths):
+        super().__init__(right, debate_right)
+        self.debate_lengths = debate_lengths
+
+    def generate(self, requests, progress=None):
+        out, debate_seen = super().generate(requests, progress), {}
+        for r, gens in zip(requests, out):
+            if "another agent" in r.messages[-1]["content"]:  # the two-turn debate prompt
+                k = debate_seen[r.messages[-1]["content"]] = debate_seen.get(r.messages[-1]["content"], -1) + 1
+                gens[0] = Generation(text=gens[0].text, completion_tokens=self.debate_lengths[k], prompt_tokens=10,
+                                     token_ids=[7] * self.debate_lengths[k])
+        return out
+
+
+def test_sdrl_drops_an_all_correct_debate_group_even_when_one_reply_is_overlong():
+    # max_tokens 8, buffer 4: the overlong penalty is 0 up to 4 tokens and −(8 − 4)/4 = −1 at 8 tokens.
+    # q0's debate replies are all right, of 3, 3 and 8 tokens: rewards 1, 1, 1 − 1 = 0. Not all equal,
+    # but all correct: the paper drops the group (spec 003 §2). q1's are all wrong: −1, −1, −2, dropped.
+    right = {"q0": 2, "q1": 2}
+    settings = TrainSettings(method="sdrl", prompts_per_step=2, rollouts_per_prompt=4, debate_prompts_per_step=2,
+                             debate_rollouts=3, max_tokens=8, overlong_buffer=4, show_progress=False)
+    trainer = Trainer(_questions(2), NoPolicy(), settings, run="t")
+    backend = LongDebateReplies(right, {"q0": True, "q1": False}, debate_lengths=[3, 3, 8])
+    _, kept, _ = trainer._first_turn(backend, step=0)
+    debate_prompts, debate_kept, debate_all = trainer._debate_turn(backend, 0, kept)
+    assert debate_prompts == 2 and len(debate_all) == 6
+    by_question = {r.question_id: sorted(x.reward for x in debate_all if x.question_id == r.question_id)
+                   for r in debate_all}
+    assert by_question == {"q0": [0.0, 1.0, 1.0], "q1": [-2.0, -1.0, -1.0]}
+    assert debate_kept == []
+
+
+def test_sdrl_keeps_a_debate_group_with_right_and_wrong_replies():
+    class HalfRight(ScriptedRollouts):
+        def generate(self, requests, progress=None):
+            out = super().generate(requests, progress)
+            for k, (r, gens) in enumerate(zip(requests, out)):
+                if "another agent" in r.messages[-1]["content"] and k % 2:  # every other debate reply is wrong
+                    gens[0] = Generation(text="\\boxed{2}", completion_tokens=3, prompt_tokens=10, token_ids=[7, 8, 9])
+            return out
+
+    settings = TrainSettings(method="sdrl", prompts_per_step=1, rollouts_per_prompt=4, debate_prompts_per_step=1,
+                             debate_rollouts=4, show_progress=False)
+    trainer = Trainer(_questions(1), NoPolicy(), settings, run="t")
+    backend = HalfRight({"q0": 2}, {"q0": True})
+    _, kept, _ = trainer._first_turn(backend, step=0)
+    _, debate_kept, _ = trainer._debate_turn(backend, 0, kept)
+    assert len(debate_kept) == 1 and sorted(r.correct for r in debate_kept[0]) == [False, False, True, True]
+    assert sum(r.advantage for r in debate_kept[0]) == pytest.approx(0.0, abs=1e-9)
+
+
+# --------------------------------------------------------------------------- DAPO-Math's prompt and verifier
+
+
+@pytest.mark.parametrize("reply, gold, answer, correct", [
+    ("So the sum is 34.\nAnswer: 34", "34", "34", True),
+    ("Answer: $\\frac{1}{2}$", "\\frac{1}{2}", "\\frac{1}{2}", True),
+    ("Answer: 1,000 dollars", "1000", "1000", True),          # unit word dropped, comma out of the integer
+    ("Answer: x = 5", "5", "5", True),                        # the text after the last "="
+    ("Answer: 3\nAnswer: \\frac12", "\\frac{1}{2}", "\\frac{1}{2}", True),  # the last line; \\frac12 expanded
+    ("Answer: 0.5", "\\frac{1}{2}", "0.5", False),         # exact match only: no numeric equivalence
+    ("The answer is \\boxed{34}.", "34", "[INVALID]", False),  # no "Answer:" line, no \\boxed{} fallback
+    ("Answer: 34\n" + "x" * 300, "34", "[INVALID]", False),   # only the last 300 characters are read
+])
+def test_dapo_math_verifier_by_hand(reply, gold, answer, correct):
+    from debatelab.training.rewards import dapo_math_verify
+
+    assert dapo_math_verify(reply, gold) == (answer, correct)
+
+
+def test_reward_dapo_math_grades_rollouts_with_dapos_verifier():
+    from debatelab.training.rollouts import load_reward, sample_rollouts
+
+    class AnswerLines(Backend):
+        model_id = "answer-lines"
+
+        def generate(self, requests, progress=None):
+            texts = ["Answer: 1", "\\boxed{1}", "Answer: 1.0", "Answer: 2"]
+            return [[Generation(text=texts[k % 4], completion_tokens=3, prompt_tokens=5, token_ids=[1, 2, 3])]
+                    for k, _ in enumerate(requests)]
+
+        def score(self, prompts, replies):
+            raise NotImplementedError
+
+    row = {"id": "q0", "question": "What is 1?", "choices": None, "answer": "1", "task_type": "math", "meta": {}}
+    prompt = [(row, "q0", [{"role": "user", "content": "What is 1?"}])]
+    graded = {}
+    for reward in ("verifiable", "dapo_math"):
+        settings = TrainSettings(reward=reward, max_tokens=8, overlong_buffer=0)
+        group = sample_rollouts(AnswerLines(), prompt, n=4, turn=1, step=0, settings=settings,
+                                reward=load_reward(settings))[0]
+        graded[reward] = [(r.answer, r.correct, r.reward) for r in group]
+    # the workflow's grader reads \\boxed{} and compares numbers; DAPO's wants an "Answer:" line, exact
+    assert [c for _, c, _ in graded["verifiable"]] == [True, True, True, False]
+    assert graded["dapo_math"] == [("1", True, 1.0), (None, False, -1.0), ("1.0", False, -1.0), ("2", False, -1.0)]
+
+
 # --------------------------------------------------------------------------- the real tiny model
 
 

@@ -1,6 +1,9 @@
 """Question prompts, one set per task type, in the papers' answer formats.
 
 Math asks for `\\boxed{}`, multiple choice for a letter, yes/no and label tasks for one word.
+A row whose meta holds `prompt` (the dataset's own full user turn: DAPO-Math-17k, spec 003 §4) is
+asked with that text verbatim instead, and without the task type's default system prompt (verl
+renders DAPO prompts with none); an agent's own `system_prompt` still applies.
 Every template has a content-free twin (`null=True`): the same text with each content slot set
 to "N/A", used by the bias-corrected sequence-probability confidence (Zhao et al. 2021).
 """
@@ -62,11 +65,17 @@ def question_messages(row: dict, system_prompt: str | None = None, null: bool = 
 
     `row` is a dataset row (id, question, choices, answer, task_type, meta).
     `system_prompt` overrides the task's default (heterogeneous or differently prompted agents).
+    A row with its own `meta["prompt"]` is asked with it verbatim (module docstring).
     """
     task_type = row["task_type"]
     if task_type not in USER_TEMPLATES:
         raise ValueError(f"question {row.get('id')!r}: unknown task_type {task_type!r}; expected one of {sorted(USER_TEMPLATES)}")
     meta = parse_meta(row.get("meta"))
+    own_prompt = meta.get("prompt")
+    if isinstance(own_prompt, str) and own_prompt.strip():
+        user = own_prompt.replace(row["question"], NULL_SLOT) if null and row["question"] else own_prompt
+        system = system_prompt or ""
+        return ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
     slot = (lambda text: NULL_SLOT) if null else (lambda text: text)
     context = meta.get("context")
     context_block = f"Context: {slot(context)}\n" if context else ""

@@ -1,12 +1,18 @@
 """Rewards and group advantages of RL with verifiable rewards (spec 003 §3).
 
 * verifiable reward: r = +1 if the parsed answer is correct (`grading.is_correct`), else −1;
+* DAPO-Math's verifier (spec 003 §4; verl's `math_dapo.compute_score`, the grader DAPO and the SDRL
+  paper train with): the last 300 characters of the reply, the last "Answer: ..." line in them
+  ("[INVALID]" without one), Minerva's `normalize_final_answer` on it and on the ground truth, and
+  correct iff the two strings are equal; no \\boxed{} fallback, no numeric or symbolic equivalence;
 * DAPO's soft overlong punishment (verl): r += min(−(|o| − (L_max − L_cache)) / L_cache · factor, 0),
   0 up to L_max − L_cache tokens, −factor at L_max;
 * group advantage (Eq. 6): Â_i = (r_i − mean(r)) / (std(r) + ε), std unbiased (torch's, as TRL and
   verl), ε = 1e-6 (verl), the same for every token of response i.
 """
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -37,6 +43,53 @@ def mixed(correct) -> bool:
 
 
 def all_equal(rewards) -> bool:
-    """A group whose rewards are all equal carries no gradient (SDRL drops such debate groups)."""
+    """A group whose rewards are all equal carries no gradient (zero advantages)."""
     r = np.asarray(rewards, dtype=float)
     return bool(r.size == 0 or np.all(r == r[0]))
+
+
+# --------------------------------------------------------------------------- DAPO-Math's verifier
+
+DAPO_INVALID = "[INVALID]"
+DAPO_TAIL_CHARS = 300  # verl scores the last 300 characters only ("the longest MATH-500 answer has 159")
+_DAPO_ANSWER_LINE = re.compile(r"(?i)Answer\s*:\s*([^\n]+)")
+# Minerva's normalisation (Lewkowycz et al. 2022, App. D), as verl's math_dapo applies it: plain
+# replacements, then unit and filler words removed, in this order.
+_DAPO_REPLACEMENTS = (("an ", ""), ("a ", ""), (".$", "$"), ("\\$", ""), ("\\ ", ""), (" ", ""),
+                      ("mbox", "text"), (",\\text{and}", ","), ("\\text{and}", ","), ("\\text{m}", "\\text{}"))
+_DAPO_REMOVED = (
+    "square", "ways", "integers", "dollars", "mph", "inches", "hours", "km", "units", "\\ldots", "sue", "points",
+    "feet", "minutes", "digits", "cents", "degrees", "cm", "gm", "pounds", "meters", "meals", "edges", "students",
+    "childrentickets", "multiples", "\\text{s}", "\\text{.}", "\\text{\ns}", "\\text{}^2", "\\text{}^3",
+    "\\text{\n}", "\\text{}", "\\mathrm{th}", "^\\circ", "^{\\circ}", "\\;", ",\\!", "{,}", '"', "\\dots",
+)
+
+
+def dapo_normalize(answer: str) -> str:
+    """Minerva's `normalize_final_answer` (verl `math_dapo`): the text after the last "=", fixed
+    replacements, unit words removed, the inside of $...$, \\text{}, \\textbf{}, \\overline{} and
+    \\boxed{}, "\\frac12" / "\\sqrt2" shorthand expanded, "$" dropped, commas out of integers."""
+    s = answer.split("=")[-1]
+    for before, after in _DAPO_REPLACEMENTS:
+        s = s.replace(before, after)
+    for word in _DAPO_REMOVED:
+        s = s.replace(word, "")
+    s = re.sub(r"(.*?)(\$)(.*?)(\$)(.*)", "$\\3$", s)
+    for macro in ("text", "textbf", "overline"):
+        s = re.sub(r"(\\" + macro + r"\{)(.*?)(\})", "\\2", s)
+    s = re.sub(r"(\\boxed\{)(.*)(\})", "\\2", s)
+    s = re.sub(r"(frac)([^{])(.)", "frac{\\2}{\\3}", s)
+    s = re.sub(r"(sqrt)([^{])", "sqrt{\\2}", s)
+    s = s.replace("$", "")
+    if s.replace(",", "").isdigit():
+        s = s.replace(",", "")
+    return s.strip()
+
+
+def dapo_math_verify(text: str, ground_truth: str) -> tuple[str, bool]:
+    """(the normalised answer of a reply, whether it equals the normalised ground truth): verl's
+    `math_dapo.compute_score` with its defaults (module docstring). An answerless reply gives
+    "[INVALID]" normalised (itself), which no ground truth equals."""
+    matches = _DAPO_ANSWER_LINE.findall(text[-DAPO_TAIL_CHARS:])
+    prediction = dapo_normalize(matches[-1] if matches else DAPO_INVALID)
+    return prediction, prediction == dapo_normalize(str(ground_truth))

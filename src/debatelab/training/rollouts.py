@@ -15,7 +15,7 @@ from .. import grading
 from ..data.schema import parse_meta
 from ..llm import GenerationRequest, SamplingParams
 from ..llm.base import Backend, stable_hash
-from .rewards import overlong_penalty, verifiable_reward
+from .rewards import DAPO_INVALID, dapo_math_verify, overlong_penalty, verifiable_reward
 
 
 @dataclass
@@ -44,6 +44,31 @@ class Rollout:
 
 #: A reward: (rollout's question row, reply text, parsed answer, correct, token count) -> float.
 RewardFunction = Callable[[dict, str, "str | None", bool, int], float]
+#: A grader: (rollout's question row, reply text) -> (parsed answer or None, correct).
+Grader = Callable[[dict, str], "tuple[str | None, bool]"]
+
+#: `reward` settings with a built-in grader and reward (any other value is "module:function").
+BUILTIN_REWARDS = ("verifiable", "dapo_math")
+
+
+def workflow_grade(row: dict, text: str) -> tuple[str | None, bool]:
+    """The workflow's grader (`grading.extract_answer` + `grading.is_correct`), as every stage grades."""
+    labels = parse_meta(row.get("meta")).get("labels")
+    choices = list(row["choices"]) if row.get("choices") is not None else None
+    answer = grading.extract_answer(text, row["task_type"], choices=choices, labels=labels)
+    return answer, grading.is_correct(answer, str(row["answer"]), row["task_type"], labels=labels)
+
+
+def dapo_math_grade(row: dict, text: str) -> tuple[str | None, bool]:
+    """DAPO-Math's verifier (`rewards.dapo_math_verify`): the normalised "Answer:" line, exact match."""
+    answer, correct = dapo_math_verify(text, str(row["answer"]))
+    return (None if answer == DAPO_INVALID else answer), correct
+
+
+def load_grader(settings) -> Grader:
+    """What decides a rollout's answer and correctness (and so dynamic sampling, debate pairs and the
+    ±1): DAPO-Math's verifier for `reward: dapo_math`, else the workflow's grader."""
+    return dapo_math_grade if settings.reward == "dapo_math" else workflow_grade
 
 
 def rollout_seed(run_seed: int, step: int, question_id: str, turn: int, sample: int) -> int:
@@ -62,8 +87,9 @@ def default_reward(settings) -> RewardFunction:
 
 
 def load_reward(settings) -> RewardFunction:
-    """The run's reward: "verifiable" (`default_reward`), or a custom function named "module:function"."""
-    if settings.reward == "verifiable":
+    """The run's reward: "verifiable" or "dapo_math" (`default_reward`: ±1 by the run's grader,
+    `load_grader`, plus the overlong penalty), or a custom function named "module:function"."""
+    if settings.reward in BUILTIN_REWARDS:
         return default_reward(settings)
     import importlib
 
@@ -71,7 +97,7 @@ def load_reward(settings) -> RewardFunction:
     try:
         return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError, ValueError) as exc:
-        raise ValueError(f"training: reward {settings.reward!r} is neither 'verifiable' nor an importable "
+        raise ValueError(f"training: reward {settings.reward!r} is neither one of {BUILTIN_REWARDS} nor an importable "
                          f"module:function ({exc})") from exc
 
 
@@ -85,8 +111,11 @@ def sample_rollouts(
     settings,
     reward: RewardFunction,
     progress=None,
+    grader: Grader | None = None,
 ) -> list[list[Rollout]]:
-    """`n` rollouts of every (row, group id, messages) prompt, in one backend batch; one list per prompt."""
+    """`n` rollouts of every (row, group id, messages) prompt, in one backend batch; one list per prompt.
+    Each is graded by `grader` (default: the run's, `load_grader(settings)`)."""
+    grade = grader or load_grader(settings)
     requests = []
     for row, group, messages in prompts:
         for j in range(n):
@@ -97,15 +126,12 @@ def sample_rollouts(
     generations = backend.generate(requests, progress=progress) if requests else []
     out = []
     for p, (row, group, messages) in enumerate(prompts):
-        labels = parse_meta(row.get("meta")).get("labels")
-        choices = list(row["choices"]) if row.get("choices") is not None else None
         group_rollouts = []
         for j in range(n):
             g = generations[p * n + j][0]
             if g.token_ids is None:
                 raise RuntimeError(f"backend {backend.model_id} returns no token ids: it cannot serve RL rollouts")
-            answer = grading.extract_answer(g.text, row["task_type"], choices=choices, labels=labels)
-            correct = grading.is_correct(answer, str(row["answer"]), row["task_type"], labels=labels)
+            answer, correct = grade(row, g.text)
             group_rollouts.append(Rollout(
                 question_id=str(row["id"]), group=group, turn=turn, sample=j, messages=tuple(messages), text=g.text,
                 token_ids=list(g.token_ids), finish_reason=g.finish_reason, answer=answer, correct=correct,

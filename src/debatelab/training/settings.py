@@ -166,7 +166,7 @@ class TrainSettings:
 #: What each UDPO preparation job reads of a run's settings (the rest keeps their defaults). Snakemake
 #: reruns a job whose params change, so an update-only setting (micro_batch_tokens, learning_rate,
 #: steps, ...) must not rerun the warm-up debates or the coefficients computed from them.
-UDPO_WARMUP_KEYS = ("method", "seed", "temperature", "top_p", "max_tokens", "overlong_buffer", "dtype",
+UDPO_WARMUP_KEYS = ("method", "seed", "protocol", "temperature", "top_p", "max_tokens", "overlong_buffer", "dtype",
                     "rollout_batch_size", "finetuning", "rollout_backend", "vllm_gpu_memory_utilization",
                     "vllm_max_model_len", "vllm_enforce_eager", "parallelism")
 UDPO_WARMUP_UDPO_KEYS = ("rounds", "warmup_fraction")

@@ -7,7 +7,7 @@ One rollout step:
 2. Group advantages (Eq. 6) per kept prompt.
 3. SDRL: a seeded random `debate_prompts_per_step` of the kept prompts get a debate prompt built
    from two of their own rollouts (`pair_mode`), n_d second-turn rollouts each; groups whose
-   rewards are all equal are dropped; advantages within each debate group.
+   rollouts are all correct or all wrong are dropped; advantages within each debate group.
 4. One joint update over first-turn and debate sequences: π_old's log-probabilities first (no
    gradient), then `epochs` passes over the shuffled sequences in mini-batches of
    `mini_batch_size`, each one optimizer step on the clipped loss (`loss.policy_loss`), accumulated
@@ -38,7 +38,7 @@ from . import zero
 from .checkpoint import TrainState, load_checkpoint, save_checkpoint
 from .loss import policy_loss, token_logprobs
 from .policy import release_host_memory
-from .rewards import all_equal, group_advantages, mixed
+from .rewards import group_advantages, mixed
 from .rollouts import Rollout, RewardFunction, load_reward, sample_rollouts
 from .sdrl import choose_pair
 
@@ -292,8 +292,10 @@ class Trainer:
         groups = sample_rollouts(backend, prompts_, n=s.debate_rollouts, turn=2, step=step, settings=s, reward=self.reward)
         kept_groups = []
         for group in groups:
-            if all_equal([r.reward for r in group]):
-                continue  # no gradient; SDRL does not resample
+            # All correct or all wrong: dropped, decided on correctness as the paper's filter (spec 003
+            # §2), not on rewards, which the overlong penalty makes unequal; SDRL does not resample.
+            if not mixed([r.correct for r in group]):
+                continue
             for r, a in zip(group, group_advantages([r.reward for r in group], s.advantage_eps)):
                 r.advantage = float(a)
             kept_groups.append(group)

@@ -7,7 +7,10 @@ participants, T = its rounds, the method = "Base" for untrained agents, else the
 training run behind them ("DAPO", "SDRL-rand", "SDRL-freq"). Maj is the system answer of round 0
 (the plurality; for centralized MAD the hub's answer, as in Choi et al.'s code), Debate the
 protocol's answer after round T, Δ = Debate − Maj; all in %, the mean over the protocol's threads
-(the paper's 5 runs), "± sd" over threads in the printed tables where there are several.
+(the paper's 5 runs), "± sd" over threads in the printed tables where there are several. `model` =
+the paper backbone the protocol's (or the agent's) model stands for (`RunOutputs.backbone`: the
+paper's "Q2.5-3B" / "Q3-4B-Base"), so a cell meets its own backbone's published rows only and the
+tables keep one row per backbone.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ AVG = "avg"
 BASE = "Base"
 METHOD_ORDER = [BASE, "DAPO", "SDRL-rand", "SDRL-freq"]
 GROUP = ["protocol", "dataset", "question_id", "thread"]
+PAPER = "sdrl"
 
 
 # --------------------------------------------------------------------------- answers and votes
@@ -133,7 +137,7 @@ def debate_infos(outputs: RunOutputs) -> list[ProtocolInfo]:
 def debate_cells(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
     """One row per (protocol, dataset) and per protocol over its datasets (dataset "avg"): Maj,
     Debate, Δ in %, mean and sd over threads, n = question-thread rows."""
-    columns = ["protocol", "topology", "n_agents", "rounds", "method", "steps", "dataset", "run_dataset", "threads",
+    columns = ["protocol", "model", "topology", "n_agents", "rounds", "method", "steps", "dataset", "run_dataset", "threads",
                *METRICS, *[f"{m}_sd" for m in METRICS], "n"]
     q = outputs.questions
     names = {p.name: p for p in infos}
@@ -159,7 +163,8 @@ def debate_cells(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame
     for (protocol, dataset), g in [*per_thread.groupby(["protocol", "dataset"], sort=False),
                                    *(((p, AVG), g) for p, g in avg.groupby("protocol", sort=False))]:
         info = names[protocol]
-        row = {"protocol": protocol, "topology": TOPOLOGIES[info.kind], "n_agents": info.n_agents,
+        row = {"protocol": protocol, "model": outputs.backbone(PAPER, info.models), "topology": TOPOLOGIES[info.kind],
+               "n_agents": info.n_agents,
                "rounds": info.rounds, "method": protocol_method(info, outputs.runs, base=BASE),
                "steps": _steps(outputs, info), "threads": len(g), "n": int(g["n"].sum()),
                "dataset": AVG if dataset == AVG else outputs.paper_dataset(dataset),
@@ -178,10 +183,11 @@ def _preference(info: ProtocolInfo) -> tuple:
 
 
 def _pick(infos: list[ProtocolInfo], outputs: RunOutputs, by: list[str], order=_preference) -> list[ProtocolInfo]:
-    """One protocol per value of `by` (attributes, or "method" / "topology"), the first by `order`."""
+    """One protocol per value of `by` (attributes, or "method" / "topology" / "model"), the first by `order`."""
     chosen = {}
     for info in sorted(infos, key=order):
-        attrs = {"method": protocol_method(info, outputs.runs, base=BASE), "topology": TOPOLOGIES[info.kind]}
+        attrs = {"method": protocol_method(info, outputs.runs, base=BASE), "topology": TOPOLOGIES[info.kind],
+                 "model": outputs.backbone(PAPER, info.models), "steps": _steps(outputs, info)}
         key = tuple(attrs[b] if b in attrs else getattr(info, b) for b in by)
         chosen.setdefault(key, info)
     return list(chosen.values())
@@ -243,40 +249,50 @@ def _cells_long(cells: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 # --------------------------------------------------------------------------- the tables
 
 
+def _full_budget_first(outputs: RunOutputs):
+    """`_preference`, with the run of the most training steps first after N: a reduced-budget run
+    (Table 5's SDRL-125) stands for its method in Table 5 only."""
+    return lambda p: (*_preference(p)[:2], -(_steps(outputs, p) or 0), *_preference(p)[2:])
+
+
 def table1(cells: pd.DataFrame, outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
-    """Decentralized MAD, T = 1, per method the N nearest 5."""
-    chosen = _pick(_one_round(_decentralized(infos)), outputs, ["method"])
+    """Decentralized MAD, T = 1, per method the N nearest 5 (of its longest-trained run)."""
+    chosen = _pick(_one_round(_decentralized(infos)), outputs, ["model", "method"], order=_full_budget_first(outputs))
     return cells[cells["protocol"].isin([p.name for p in chosen])]
 
 
 def table3(cells: pd.DataFrame, outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
     """The N ablation: decentralized MAD, T = 1, every N per method."""
-    chosen = _pick(_one_round(_decentralized(infos)), outputs, ["method", "n_agents"])
+    chosen = _pick(_one_round(_decentralized(infos)), outputs, ["model", "method", "n_agents"],
+                   order=_full_budget_first(outputs))
     return cells[cells["protocol"].isin([p.name for p in chosen])]
 
 
 def table4(cells: pd.DataFrame, outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
     """Topologies: sparse, centralized (and decentralized for reference), T = 1, N nearest 5."""
-    chosen = _pick(_one_round(infos), outputs, ["method", "topology"])
+    chosen = _pick(_one_round(infos), outputs, ["model", "method", "topology"], order=_full_budget_first(outputs))
     return cells[cells["protocol"].isin([p.name for p in chosen])]
 
 
-def table5(t1: pd.DataFrame) -> pd.DataFrame:
-    """The training budget: Table 1's trained rows with their runs' steps."""
-    out = t1[t1["steps"].notna()].copy()
+def table5(cells: pd.DataFrame, outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
+    """The training budget: Table 1's setting (decentralized, T = 1, N nearest 5) for every trained
+    run, one row per (backbone, method, steps), so a reduced-budget run sits beside the full one."""
+    trained = [p for p in _one_round(_decentralized(infos)) if _steps(outputs, p) is not None]
+    chosen = _pick(trained, outputs, ["model", "method", "steps"])
+    out = cells[cells["protocol"].isin([p.name for p in chosen])].copy()
     return out.assign(steps=out["steps"].astype(int))
 
 
 def round_infos(outputs: RunOutputs, infos: list[ProtocolInfo]) -> list[ProtocolInfo]:
     """Fig. 1 / Table 6: per method the decentralized protocol with N nearest 5 and the most rounds."""
-    return _pick(_decentralized(infos), outputs, ["method"], order=lambda p: (*_preference(p)[:2], -p.rounds,
+    return _pick(_decentralized(infos), outputs, ["model", "method"], order=lambda p: (*_preference(p)[:2], -p.rounds,
                                                                               *_preference(p)[2:]))
 
 
 def table6(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
     """Mean completion tokens of correct and incorrect responses per round (every call, round 0 =
     the pre-debate answers), per method and dataset."""
-    columns = ["dataset", "run_dataset", "n_agents", "method", "protocol", "round", "correct_tokens",
+    columns = ["dataset", "run_dataset", "model", "n_agents", "method", "protocol", "round", "correct_tokens",
                "incorrect_tokens", "n_correct", "n_incorrect"]
     chosen = {p.name: p for p in round_infos(outputs, infos)}
     turns = outputs.turns
@@ -286,7 +302,8 @@ def table6(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
         info = chosen[protocol]
         right = g["correct"].astype(bool)
         tokens = g["completion_tokens"].astype(float)
-        rows.append({"dataset": outputs.paper_dataset(dataset), "run_dataset": dataset, "n_agents": info.n_agents,
+        rows.append({"dataset": outputs.paper_dataset(dataset), "run_dataset": dataset,
+                     "model": outputs.backbone(PAPER, info.models), "n_agents": info.n_agents,
                      "method": protocol_method(info, outputs.runs, base=BASE), "protocol": protocol, "round": int(rnd),
                      "correct_tokens": tokens[right].mean() if right.any() else np.nan,
                      "incorrect_tokens": tokens[~right].mean() if (~right).any() else np.nan,
@@ -295,7 +312,7 @@ def table6(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
 
 
 def table6_cells(t6: pd.DataFrame) -> pd.DataFrame:
-    keys = ["dataset", "n_agents", "method", "round"]
+    keys = ["dataset", "model", "n_agents", "method", "round"]
     parts = [t6[[*keys, "run_dataset"]].assign(metric=f"{kind}_tokens", value=t6[f"{kind}_tokens"].astype(float),
                                                n=t6[f"n_{kind}"]) for kind in ("correct", "incorrect")]
     return pd.concat(parts, ignore_index=True)
@@ -360,7 +377,7 @@ def single_agent(outputs: RunOutputs) -> pd.DataFrame:
     """Table 2: per (dataset, method) mean@K (mean accuracy of the first K samples) and maj@K (the
     plurality of those K answers is right), in %, over (agent, question) pairs; K = 4 on MATH500,
     32 elsewhere (fewer where the run sampled fewer); dataset "avg" = the mean over datasets."""
-    columns = ["dataset", "run_dataset", "method", "agents", "k", "mean_at_k", "maj_at_k", "n"]
+    columns = ["dataset", "run_dataset", "model", "method", "agents", "k", "mean_at_k", "maj_at_k", "n"]
     zs = outputs.zero_shot
     methods = agent_methods(outputs)
     zs = zs[zs["agent"].isin(list(methods))]
@@ -372,14 +389,15 @@ def single_agent(outputs: RunOutputs) -> pd.DataFrame:
     per_question = zs.groupby(groups, sort=False).agg(mean=("correct", "mean"), k=("sample", "size")).reset_index()
     per_question = per_question.merge(_plurality(zs, groups, "sample").rename(columns={"correct": "maj"}), on=groups)
     per_question["method"] = per_question["agent"].map(methods)
+    per_question["model"] = per_question["agent"].map(lambda a: outputs.agent_backbone(PAPER, a))
     rows = []
-    for (dataset, method), g in per_question.groupby(["dataset", "method"], sort=False):
-        rows.append({"dataset": outputs.paper_dataset(dataset), "run_dataset": dataset, "method": method,
+    for (dataset, model, method), g in per_question.groupby(["dataset", "model", "method"], sort=False):
+        rows.append({"dataset": outputs.paper_dataset(dataset), "run_dataset": dataset, "model": model, "method": method,
                      "agents": ",".join(sorted(set(g["agent"]))), "k": int(g["k"].max()),
                      "mean_at_k": 100 * g["mean"].mean(), "maj_at_k": 100 * g["maj"].astype(float).mean(), "n": len(g)})
     out = pd.DataFrame(rows, columns=columns)
-    for method, g in out.groupby("method", sort=False):
-        rows.append({"dataset": AVG, "run_dataset": "+".join(sorted(g["run_dataset"])), "method": method,
+    for (model, method), g in out.groupby(["model", "method"], sort=False):
+        rows.append({"dataset": AVG, "run_dataset": "+".join(sorted(g["run_dataset"])), "model": model, "method": method,
                      "agents": ",".join(sorted(set(",".join(g["agents"]).split(",")))),
                      "k": "/".join(str(k) for k in sorted(set(g["k"]))), "mean_at_k": g["mean_at_k"].mean(),
                      "maj_at_k": g["maj_at_k"].mean(), "n": int(g["n"].sum())})
@@ -387,24 +405,25 @@ def single_agent(outputs: RunOutputs) -> pd.DataFrame:
 
 
 def single_agent_layout(t2: pd.DataFrame) -> pd.DataFrame:
-    """Rows = method, columns "<dataset> mean@K|maj@K" per run dataset then "Avg ..." (one decimal)."""
+    """Rows = (backbone, method), columns "<dataset> mean@K|maj@K" per run dataset then "Avg ..." (one decimal)."""
     if t2.empty:
-        return pd.DataFrame(columns=["method"])
+        return pd.DataFrame(columns=["model", "method"])
     datasets = _dataset_order(t2)
     per_dataset = t2[t2["dataset"] != AVG]
     ks = {d: "K" if d == "Avg" else int(per_dataset.loc[per_dataset["run_dataset"] == d, "k"].max()) for d in
           [*datasets, "Avg"]}
     rows = []
-    for method, g in t2.groupby("method", sort=False):
-        row = {"method": method, "agents": g["agents"].iloc[-1]}
+    for (model, method), g in t2.groupby(["model", "method"], sort=False):
+        row = {"model": model, "method": method, "agents": g["agents"].iloc[-1]}
         for _, r in g.iterrows():
             label = "Avg" if r["dataset"] == AVG else r["run_dataset"]
             row[f"{label} mean@{ks[label]}"] = round(r["mean_at_k"], 1)
             row[f"{label} maj@{ks[label]}"] = round(r["maj_at_k"], 1)
         rows.append(row)
-    order = ["method", "agents", *[f"{d} {m}@{ks[d]}" for d in [*datasets, "Avg"] for m in ("mean", "maj")]]
+    order = ["model", "method", "agents", *[f"{d} {m}@{ks[d]}" for d in [*datasets, "Avg"] for m in ("mean", "maj")]]
     out = pd.DataFrame(rows).reindex(columns=order)
-    return out.sort_values("method", key=lambda s: s.map(_method_rank), kind="stable").reset_index(drop=True)
+    return out.sort_values(["model", "method"], key=lambda s: s.map(_method_rank) if s.name == "method" else s,
+                           kind="stable").reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------- claims
@@ -459,16 +478,17 @@ def _n_claims(cells: pd.DataFrame, outputs: RunOutputs, infos: list[ProtocolInfo
     """§9.4: round-0 majority accuracy rises with N, untrained decentralized MAD, one protocol per N."""
     statement = "round-0 majority accuracy (Maj) rises with N (base decentralized MAD)"
     base = [p for p in _decentralized(infos) if not p.trained_runs]
-    chosen = _pick(base, outputs, ["n_agents"], order=lambda p: (p.rounds != 1, p.template != "choi", p.name))
+    chosen = _pick(base, outputs, ["model", "n_agents"], order=lambda p: (p.rounds != 1, p.template != "choi", p.name))
     part = cells[cells["protocol"].isin([p.name for p in chosen]) & (cells["dataset"] != AVG)]
     if part["n_agents"].nunique() < 2:
         return [Claim.untestable("§9.4", statement, "needs untrained decentralized protocols with ≥ 2 different N")]
     claims = []
-    for dataset, g in part.groupby("run_dataset", sort=False):
+    for (dataset, model), g in part.groupby(["run_dataset", "model"], sort=False):
         g = g.sort_values("n_agents")
         maj = g["maj"].to_numpy(float)
         ns = ", ".join(str(int(n)) for n in g["n_agents"])
-        claims.append(Claim("§9.4", f"{statement} (N = {ns})", dataset, "Maj(max N) − Maj(min N), points",
+        scope = f"{dataset}, {model}" if model else dataset
+        claims.append(Claim("§9.4", f"{statement} (N = {ns})", scope, "Maj(max N) − Maj(min N), points",
                             maj[-1] - maj[0], bool(np.all(np.diff(maj) >= 0) and maj[-1] > maj[0]), int(g["n"].sum()),
                             "truncation not checked"))
     return claims
@@ -504,7 +524,8 @@ def _versus_dapo(t1: pd.DataFrame, t2: pd.DataFrame) -> list[Claim]:
     if "DAPO" not in set(t1["method"]) or not sdrl_methods:
         claims.append(Claim.untestable("§9.5", statement, "needs debates of both a dapo and an sdrl run"))
     for method in sdrl_methods if "DAPO" in set(t1["method"]) else []:
-        for (dataset, run_dataset, n_agents), g in t1.groupby(["dataset", "run_dataset", "n_agents"], sort=False):
+        for (dataset, run_dataset, _, n_agents), g in t1.groupby(["dataset", "run_dataset", "model", "n_agents"],
+                                                                 sort=False):
             by = g.set_index("method")
             if method in by.index and "DAPO" in by.index:
                 v = by.loc[method, "delta"] - by.loc["DAPO", "delta"]
@@ -517,7 +538,7 @@ def _versus_dapo(t1: pd.DataFrame, t2: pd.DataFrame) -> list[Claim]:
         claims.append(Claim.untestable("§9.5", statement, "needs zero-shot samples of both a dapo and an sdrl policy"))
         return claims
     for method in sdrl_methods:
-        for (dataset, run_dataset), g in t2.groupby(["dataset", "run_dataset"], sort=False):
+        for (dataset, run_dataset, _), g in t2.groupby(["dataset", "run_dataset", "model"], sort=False):
             by = g.set_index("method")
             if method in by.index and "DAPO" in by.index:
                 v = by.loc[method, "mean_at_k"] - by.loc["DAPO", "mean_at_k"]
@@ -544,24 +565,24 @@ def evaluate(outputs: RunOutputs) -> PaperEvaluation:
     infos = debate_infos(outputs)
     cells = debate_cells(outputs, infos)
     t1, t3, t4 = table1(cells, outputs, infos), table3(cells, outputs, infos), table4(cells, outputs, infos)
-    t5 = table5(t1)
+    t5 = table5(cells, outputs, infos)
     t2 = single_agent(outputs)
     t6 = table6(outputs, infos)
     by_round = fig1(outputs, infos)
     result = PaperEvaluation()
-    result.tables["table1"] = debate_layout(t1, ["method", "n_agents", "rounds"])
+    result.tables["table1"] = debate_layout(t1, ["model", "method", "n_agents", "rounds"])
     result.tables["table2"] = single_agent_layout(t2)
-    result.tables["table3"] = debate_layout(t3, ["method", "n_agents"])
-    result.tables["table4"] = debate_layout(t4, ["method", "topology", "n_agents"])
-    result.tables["table5"] = debate_layout(t5, ["method", "steps", "n_agents"])
+    result.tables["table3"] = debate_layout(t3, ["model", "method", "n_agents"])
+    result.tables["table4"] = debate_layout(t4, ["model", "method", "topology", "n_agents"])
+    result.tables["table5"] = debate_layout(t5, ["model", "method", "steps", "n_agents"])
     result.tables["table6"] = t6.round(1)
     result.tables["fig1"] = by_round.round(2)
-    result.cells["table1"] = _cells_long(t1, ["dataset", "n_agents", "method"])
-    result.cells["table2"] = (long_table(t2, ["dataset", "method"], ["mean_at_k", "maj_at_k"]) if not t2.empty else
-                              pd.DataFrame(columns=["dataset", "method", "n", "run_dataset", "metric", "value"]))
-    result.cells["table3"] = _cells_long(t3, ["dataset", "n_agents", "method"])
-    result.cells["table4"] = _cells_long(t4, ["dataset", "n_agents", "topology", "method"])
-    result.cells["table5"] = _cells_long(t5, ["dataset", "n_agents", "method", "steps"])
+    result.cells["table1"] = _cells_long(t1, ["model", "dataset", "n_agents", "method"])
+    result.cells["table2"] = (long_table(t2, ["model", "dataset", "method"], ["mean_at_k", "maj_at_k"]) if not t2.empty else
+                              pd.DataFrame(columns=["model", "dataset", "method", "n", "run_dataset", "metric", "value"]))
+    result.cells["table3"] = _cells_long(t3, ["model", "dataset", "n_agents", "method"])
+    result.cells["table4"] = _cells_long(t4, ["model", "dataset", "n_agents", "topology", "method"])
+    result.cells["table5"] = _cells_long(t5, ["model", "dataset", "n_agents", "method", "steps"])
     result.cells["table6"] = table6_cells(t6)
     result.claims = _claims(outputs, cells, infos, t1, t2, t6)
     if not by_round.empty:
