@@ -2,6 +2,7 @@
 UDPO and SVR-MAD tables, on fixture outputs whose cells are worked out by hand."""
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -9,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from debatelab.config import PAPERS, Experiment, validate_config
+from debatelab.config import PAPERS, ConfigError, Experiment, validate_config
 from debatelab.evaluation import (
     ProtocolInfo, RunInfo, RunOutputs, build_paper, compare_with_paper, describe_protocols, evaluate_paper,
     load_paper_numbers, protocol_method, run_label,
@@ -67,6 +68,73 @@ def test_compare_with_paper_matches_on_the_match_keys_only(tmp_path):
     assert list(vs["llm"]) == ["big", "huge", "big"]
     assert list(vs["difference"][:2]) == [5.0, -5.0]  # one run cell beside both models' values; "5" matches 5
     assert math.isnan(vs["run_value"].iloc[2]) and list(vs["n"][:2]) == [12, 12]
+
+
+def test_a_backbone_key_is_always_matched_and_names_a_listed_backbone(tmp_path):
+    table = {"columns": ["llm", "dataset", "metric", "value"], "backbone": "llm", "rows": [["big", "gsm8k", "Acc", 60.0]]}
+    for backbones, match, error in [(["big"], ["dataset", "metric"], "`backbone: llm` must be a key"),
+                                    (["huge"], None, r"backbones \['big'\] are not among `backbones` \['huge'\]")]:
+        (tmp_path / "svr_mad.yaml").write_text(yaml.safe_dump({"paper": "svr_mad", "backbones": backbones, "tables": {
+            "t": {**table, "match": match}}}))
+        with pytest.raises(PaperNumbersError, match=error):
+            load_paper_numbers("svr_mad", tmp_path)
+    for paper in ("sdrl", "svr_mad"):  # the shipped tables with two backbones' rows join on the backbone
+        for name, frame in load_paper_numbers(paper).items():
+            assert frame.attrs["backbone"] in frame.attrs["match"] and frame[frame.attrs["backbone"]].nunique() >= 1
+
+
+def test_a_run_cell_meets_its_own_backbones_published_row_only(tmp_path):
+    """SVR-MAD's Table 1 has a GPT-OSS-120B and a DeepSeek-V3.1 row for each cell; a run whose model
+    stands for GPT-OSS-120B fills the first only, a model that stands for no backbone neither."""
+    questions, protocols = _svr_questions()
+
+    def acc_of_svr_mad(backbones):
+        outputs = _outputs(protocols, questions=questions)
+        outputs.paper_datasets = {"gsm_symbolic": "imo_answerbench"}
+        outputs.model_backbones = backbones  # every fixture seat runs model "m"
+        evaluate_paper("svr_mad", outputs, tmp_path)
+        vs = pd.read_csv(tmp_path / "table1_vs_paper.csv")
+        cell = vs[(vs["dataset"] == "imo_answerbench") & (vs["method"] == "SVR-MAD") & (vs["metric"] == "Acc")]
+        return cell.set_index("llm")[["paper_value", "run_value"]]
+
+    # SVR-MAD's non-unanimous questions q1, q2 are both right: Acc 100 %
+    claimed = acc_of_svr_mad({"svr_mad": {"m": "GPT-OSS-120B"}})
+    assert claimed.loc["GPT-OSS-120B"].tolist() == [42.8, 100.0]
+    assert claimed.loc["DeepSeek-V3.1", "paper_value"] == 41.5 and math.isnan(claimed.loc["DeepSeek-V3.1", "run_value"])
+    unclaimed = acc_of_svr_mad({})
+    assert len(unclaimed) == 2 and unclaimed["run_value"].isna().all()
+
+
+def test_a_cells_backbone_comes_from_its_seats_models():
+    outputs = RunOutputs("fixture", {}, {}, {}, model_backbones={"sdrl": {"a": "Q2.5-3B", "b": "Q3-4B-Base", "c": None}},
+                         agent_models={"alice": "a", "carol": "c"})
+    assert outputs.backbone("sdrl", ["a", "a"]) == "Q2.5-3B"
+    assert outputs.backbone("sdrl", ["b", "a", "b"]) == "Q3-4B-Base + Q2.5-3B"  # a mixed ensemble: no published row
+    assert outputs.backbone("sdrl", ["a", "c"]) == "" and outputs.backbone("svr_mad", ["a"]) == ""
+    assert outputs.agent_backbone("sdrl", "alice") == "Q2.5-3B" and outputs.agent_backbone("sdrl", "carol") == ""
+
+
+def test_paper_backbone_names_a_backbone_of_the_papers_numbers_and_trained_models_inherit_it():
+    def experiment(claim):
+        config = copy.deepcopy(TINY)
+        config["models"]["tiny-random-llama"]["paper_backbone"] = claim
+        return Experiment(validate_config(config))
+
+    exp = experiment("Q2.5-3B")
+    # tiny-trained is trained:sdrl (alice's model), tiny-udpo-bob trained:udpo/bob: both stand for their base
+    assert [exp.paper_backbone(m, "sdrl") for m in ("tiny-random-llama", "tiny-trained", "tiny-udpo-bob")] == ["Q2.5-3B"] * 3
+    outputs = RunOutputs.from_experiment(exp)
+    assert outputs.backbone("sdrl", outputs.protocols["trained"].models) == "Q2.5-3B"
+    # a stand-in for a different backbone in each paper
+    exp = experiment({"sdrl": "Q3-4B-Base", "svr_mad": "GPT-OSS-120B"})
+    assert exp.paper_backbone("tiny-trained", "svr_mad") == "GPT-OSS-120B" and exp.paper_backbone("tiny-trained", "udpo") is None
+    assert experiment(None).paper_backbone("tiny-trained", "sdrl") is None
+    for claim, key in [("Qwen2.5-3B", r"models\.tiny-random-llama\.paper_backbone = 'Qwen2.5-3B'"),
+                       ({"svr_mad": "Q2.5-3B"}, r"models\.tiny-random-llama\.paper_backbone\.svr_mad = 'Q2.5-3B'")]:
+        with pytest.raises(ConfigError, match=key):
+            experiment(claim)
+    with pytest.raises(Exception, match="paper_backbone"):  # the schema knows the papers
+        experiment({"madness": "Q2.5-3B"})
 
 
 # --------------------------------------------------------------------------- labels
@@ -268,3 +336,101 @@ def test_run_outputs_read_only_the_columns_they_use_and_name_a_missing_one(tmp_p
     (tmp_path / "corrupt.parquet").write_bytes(b"not parquet")
     with pytest.raises(DataFileError, match=r"corrupt\.parquet: not a readable Parquet file"):
         RunOutputs("fixture", {}, {}, {}, turn_paths=[tmp_path / "corrupt.parquet"]).turns
+
+
+# --------------------------------------------------------------------------- homogeneous ensembles, other LLMs
+
+
+def _on(protocol: ProtocolInfo, model: str, datasets=("gsm_symbolic",)) -> ProtocolInfo:
+    """The fixture protocol with every seat on `model` and running on `datasets`."""
+    import dataclasses
+
+    return dataclasses.replace(protocol, models=tuple(model for _ in protocol.participants), datasets=tuple(datasets))
+
+
+def test_udpo_homogeneous_qwen_protocols_fill_table4_and_table7(tmp_path):
+    """Five Qwen-3 agents (udpo_homogeneous / udpo_attack_qwen): MAD and UDPO natural fill Table 4's
+    Qwen row, their one-malicious-seat debates Table 7 with the drop from the natural ones; the
+    heterogeneous mad_n5 (seats on no backbone) stays Table 1's, and Table 1 ignores the Qwen ones."""
+    five = ("a", "a", "a", "a", "a")
+    protocols = [_on(_protocol("mad_qwen3", seats=five, rounds=5), "qwen"),
+                 _on(_protocol("attack_qwen3_m1", seats=five, rounds=5, adversarial=1), "qwen"),
+                 _on(_protocol("udpo_qwen3", seats=five, rounds=5, runs=("udpo_qwen3",)), "qwen-udpo"),
+                 _on(_protocol("udpo_attack_qwen3_m1", seats=five, rounds=5, adversarial=1, runs=("udpo_qwen3",)), "qwen-udpo"),
+                 _protocol("mad_n5", seats=("a", "b", "c", "d", "e"), rounds=5)]
+    rows = (_trajectory_rows("mad_qwen3", [True, True, True, False], [0.1, 0.2, 0.3, 0.8])      # 75 %
+            + _trajectory_rows("attack_qwen3_m1", [True, False, False, False], [0.2, 0.6, 0.7, 0.9])  # 25 %
+            + _trajectory_rows("udpo_qwen3", [True, True, True, True], [0.0, 0.1, 0.1, 0.2])   # 100 %
+            + _trajectory_rows("udpo_attack_qwen3_m1", [True, True, True, False], [0.1, 0.1, 0.2, 0.6])  # 75 %
+            + _trajectory_rows("mad_n5", [True, False, False, False], [0.3, 0.5, 0.7, 0.9]))   # 25 %
+    outputs = _outputs(protocols, {"udpo_qwen3": RunInfo("udpo_qwen3", "udpo", {"udpo": {}})},
+                       uncertainty=pd.DataFrame(rows), training={})
+    outputs.model_backbones = {"udpo": {"qwen": "Qwen-3-8B", "qwen-udpo": "Qwen-3-8B", "m": None}}
+    evaluate_paper("udpo", outputs, tmp_path)
+
+    t4 = pd.read_csv(tmp_path / "table4_vs_paper.csv").set_index(["dataset", "model", "method", "metric"])
+    assert t4.loc[("gsm8k", "Qwen-3-8B", "MAD", "accuracy"), ["paper_value", "run_value"]].tolist() == [65.8, 75.0]
+    assert t4.loc[("gsm8k", "Qwen-3-8B", "UDPO", "accuracy"), ["paper_value", "run_value"]].tolist() == [90.2, 100.0]
+    assert t4.loc[("gsm8k", "Qwen-3-8B", "MAD", "u_sys"), "run_value"] == pytest.approx(0.35)  # mean of .1 .2 .3 .8
+    # the other backbones' rows have no run value
+    assert t4.xs("Llama-4-Scout", level="model")["run_value"].isna().all()
+    assert math.isnan(t4.loc[("gsm8k", "Qwen-3-8B", "MAPPO", "accuracy"), "run_value"])  # no mappo run here
+
+    t7 = pd.read_csv(tmp_path / "table7_vs_paper.csv").set_index(["dataset", "method", "metric"])
+    assert t7.loc[("gsm8k", "MAD", "accuracy"), ["paper_value", "run_value"]].tolist() == [35.2, 25.0]
+    assert t7.loc[("gsm8k", "MAD", "drop"), "run_value"] == -50.0      # 25 - 75
+    assert t7.loc[("gsm8k", "UDPO", "accuracy"), "run_value"] == 75.0
+    assert t7.loc[("gsm8k", "UDPO", "drop"), "run_value"] == -25.0     # 75 - 100
+    assert math.isnan(t7.loc[("truthfulqa", "MAD", "accuracy"), "run_value"])
+
+    t1 = pd.read_csv(tmp_path / "table1_vs_paper.csv").set_index(["dataset", "n_agents", "method", "metric"])
+    assert t1.loc[("gsm8k", 5, "MAD", "accuracy"), "run_value"] == 25.0  # mad_n5 only, not the Qwen ensembles
+    assert math.isnan(t1.loc[("gsm8k", 5, "UDPO", "accuracy"), "run_value"])  # udpo_qwen3 is Table 4's
+    t3 = pd.read_csv(tmp_path / "table3_vs_paper.csv")
+    assert t3["run_value"].isna().all()  # Table 3 is the heterogeneous ensemble's
+
+
+def test_svr_mad_protocols_meet_their_own_llm_and_skip_rate_rows():
+    """svr_mad.yaml: SID-ET at 60 % on IMO and at 70 % on HLE (sid_et, sid_et_r70, one dataset each)
+    are both Table 1's "SID-ET", and the DeepSeek-V3.1 protocols fill the DeepSeek rows under the
+    paper's method names, beside the GPT-OSS ones."""
+    protocols = [
+        _on(_protocol("sid_et", "sid_et"), "gptoss", ["imo_answerbench"]),
+        _on(_protocol("sid_et_r70", "sid_et"), "gptoss", ["hle"]),
+        _on(_protocol("svr_mad", "svr_mad"), "gptoss", ["imo_answerbench", "hle"]),
+        _on(_protocol("sid_et_r60_deepseek", "sid_et"), "deepseek", ["hle"]),
+        _on(_protocol("svr_mad_deepseek", "svr_mad"), "deepseek", ["imo_answerbench", "hle"]),
+        _on(_protocol("svr_mad_again", "svr_mad"), "deepseek", ["hle"]),  # a second one on one (LLM, dataset)
+    ]
+    rows = []
+    spec = {("sid_et", "imo_answerbench"): (10, [True, False]), ("sid_et_r70", "hle"): (4, [True, True]),
+            ("svr_mad", "imo_answerbench"): (2, [True, True]), ("svr_mad", "hle"): (3, [False, False]),
+            ("sid_et_r60_deepseek", "hle"): (6, [False, True]), ("svr_mad_deepseek", "imo_answerbench"): (5, [True, False]),
+            ("svr_mad_deepseek", "hle"): (1, [True, False]), ("svr_mad_again", "hle"): (9, [True, True])}
+    for (protocol, dataset), (ncomm, correct) in spec.items():
+        for i, c in enumerate(correct):
+            rows.append({"question_id": f"q{i}", "dataset": dataset, "protocol": protocol, "thread": 0, "ncomm": ncomm,
+                         "total_tokens": 1000, "correct": c, "pre_unanimous": False})
+    outputs = RunOutputs("fixture", {p.name: p for p in protocols}, {}, {"imo_answerbench": "imo_answerbench", "hle": "hle"},
+                         model_backbones={"svr_mad": {"gptoss": "GPT-OSS-120B", "deepseek": "DeepSeek-V3.1"}})
+    outputs.__dict__["questions"] = pd.DataFrame(rows)
+
+    labels = svr_mad.method_labels(outputs)
+    assert labels["sid_et"] == labels["sid_et_r70"] == labels["sid_et_r60_deepseek"] == "SID-ET"
+    assert labels["svr_mad"] == labels["svr_mad_deepseek"] == "SVR-MAD"
+    assert labels["svr_mad_again"] == "SVR-MAD [svr_mad_again]"
+
+    result = build_paper("svr_mad", outputs)
+    vs = compare_with_paper(result.cells["table1"], load_paper_numbers("svr_mad")["table1"]).set_index(
+        ["llm", "dataset", "method", "metric"])
+    assert vs.loc[("GPT-OSS-120B", "imo_answerbench", "SID-ET", "NComm"), "run_value"] == 10.0
+    assert vs.loc[("GPT-OSS-120B", "hle", "SID-ET", "NComm"), "run_value"] == 4.0      # the 70 % protocol
+    assert vs.loc[("GPT-OSS-120B", "hle", "SVR-MAD", "Acc"), "run_value"] == 0.0
+    assert vs.loc[("DeepSeek-V3.1", "hle", "SID-ET", "NComm"), "run_value"] == 6.0
+    assert vs.loc[("DeepSeek-V3.1", "hle", "SVR-MAD", "NComm"), "run_value"] == 1.0    # not svr_mad_again's 9
+    assert vs.loc[("DeepSeek-V3.1", "imo_answerbench", "SVR-MAD", "Acc"), "run_value"] == 50.0
+    assert not vs.index.duplicated().any()
+    # the layout keeps the two LLMs' blocks apart
+    layout = result.tables["table1"].set_index(["llm", "method"])
+    assert layout.loc[("DeepSeek-V3.1", "SVR-MAD"), "hle NComm"] == 1.0
+    assert layout.loc[("GPT-OSS-120B", "SVR-MAD"), "hle NComm"] == 3.0

@@ -31,7 +31,21 @@ CUT_ON_CPU = {
              *(f"{run}_{cut}" for run in ("mappo", "rmaac") for cut in ("n3", "n10", "attack_m1", "attack_m2", "attack_m3"))},
     # one more training run of the same code each: the one-term ablations, homo pair, Single-GRPO
     "umad": {"trained_intrinsic_only", "trained_nll_only", "trained_umad_homo", "trained_ippo_homo", "single_grpo_pair"},
+    # the DeepSeek-V3.1 rows: the same six-seat protocols on a second (API-served) LLM
+    "svr_mad": {"self_consistency_deepseek", "group_debate_deepseek", "sid_et_r50_deepseek", "sid_et_r60_deepseek",
+                "s2_mad_deepseek", "svr_mad_deepseek"},
+    # the second backbone (Qwen3-4B-Base: the same runs and debates on another model), and Tables 3-4's
+    # N = 3 / 7 and topologies after training (sdrl_eval_cpu debates them untrained)
+    "sdrl": {*(f"{m}_{cut}" for m in ("dapo", "sdrl_freq", "q3_dapo", "q3_sdrl_freq")
+               for cut in ("mad_n3", "mad_n7", "sparse", "centralized")),
+             *(f"q3_{m}_{p}" for m in ("dapo", "sdrl_rand", "sdrl_freq") for p in ("maj", "mad")),
+             "q3_sdrl_freq_125_mad", "q3_dapo_mad_t4", "q3_sdrl_freq_mad_t4"},
 }
+
+#: Paper configs of one table each, run apart from the paper's main config (no CPU twin of their own:
+#: the main config's twin runs the same code): UDPO's Table 4 (homogeneous ensembles) and Table 7
+#: (attack on a Qwen ensemble).
+TABLE_CONFIGS = ["udpo_homogeneous", "udpo_attack_qwen"]
 
 #: Protocols only a CPU twin has (none at present).
 ONLY_ON_CPU: dict[str, set] = {}
@@ -134,6 +148,7 @@ def test_the_paper_configs_and_their_cpu_twins_are_shipped():
     names = {p.stem for p in CONFIGS}
     for paper in PAPERS:
         assert paper in names and f"{paper}_cpu" in names, sorted(names)
+    assert set(TABLE_CONFIGS) <= names, sorted(names)
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
@@ -329,3 +344,45 @@ def test_confidence_dry_run_plans_cpu_stages_per_pair(tmp_path):
             assert len(chunks) == len(pairs), f"{rule}: {len(chunks)} jobs"
             assert {(d, p) for d, p, _ in planned} == pairs, rule
     assert len(blocks.get("summarize_confidence", [])) == 1
+
+
+def test_udpo_homogeneous_ensembles_are_five_copies_of_each_model():
+    """Table 4 (App. C.1): per model, MAD on its five zero-shot samples on the three datasets and each
+    method's five trained agents on GSM8K, every seat on that model; each run trains five seats (the
+    agent and four copies with its settings) and names the debate its agents are evaluated on."""
+    cfg = _load("udpo_homogeneous")
+    protocols, runs, agents = _protocols(cfg), cfg["training"]["runs"], cfg["agents"]
+    assert len(runs) == 15 and cfg["zero_shot"]["samples"] == 5
+    for base in ("llama4", "qwen3", "gemma3n", "mixtral", "phi4"):
+        assert _participants(cfg, protocols[f"mad_{base}"]) == [base] * 5
+        assert _protocol_datasets(cfg, protocols[f"mad_{base}"]) == ["gsm8k", "truthfulqa", "commonsense_qa"]
+        assert cfg["models"][agents[base]["model"]].get("paper_backbone")
+        for method in ("udpo", "mappo", "rmaac"):
+            run = runs[f"{method}_{base}"]
+            assert run["method"] == method and run["protocol"] == f"{method}_{base}"
+            seats = run["participants"]
+            assert len(set(seats)) == 5 and seats[0] == base
+            for seat in seats:  # the copies are the agent: same model, sampling and prompt
+                assert {k: v for k, v in agents[seat].items() if k != "samples"} == \
+                    {k: v for k, v in agents[base].items() if k != "samples"}, seat
+            trained = _participants(cfg, protocols[f"{method}_{base}"])
+            assert len(trained) == 5 and protocols[f"{method}_{base}"]["datasets"] == ["gsm8k"]
+            for agent, seat in zip(trained, seats):
+                assert cfg["models"][agents[agent]["model"]]["source"] == f"trained:{method}_{base}/{seat}", agent
+
+
+def test_udpo_attack_qwen_compromises_one_of_five_qwen_agents():
+    """Table 7 (App. C.3): five Qwen3 agents, the last one the adversarial twin of its seat, natural and
+    attacked, untrained on GSM8K and TruthfulQA and each method's trained agents on GSM8K."""
+    cfg = _load("udpo_attack_qwen")
+    protocols, agents = _protocols(cfg), cfg["agents"]
+    assert set(cfg["datasets"]) - {"gsm8k_train"} == {"gsm8k", "truthfulqa"}
+    pairs = {"mad_qwen3": "attack_qwen3_m1", **{f"{m}_qwen3": f"{m}_attack_qwen3_m1" for m in ("udpo", "mappo", "rmaac")}}
+    for natural, attacked in pairs.items():
+        base, seats = _participants(cfg, protocols[natural]), _participants(cfg, protocols[attacked])
+        assert len(seats) == 5 and _adversarial(cfg, seats) == [False] * 4 + [True], attacked
+        assert seats[:4] == base[:4] and agents[seats[4]]["model"] == agents[base[4]]["model"], attacked
+        assert {agents[a]["model"] for a in seats} <= {m for m in cfg["models"] if m.startswith("qwen3-8b")}
+        assert protocols[attacked].get("datasets") == protocols[natural].get("datasets")
+    for method in ("udpo", "mappo", "rmaac"):
+        assert cfg["training"]["runs"][f"{method}_qwen3"]["protocol"] == f"{method}_qwen3"

@@ -3,19 +3,36 @@ the comparison of a run's values with them.
 
 File layout (one file per paper)::
 
-    paper: udpo
-    source: "../shared/specs/000_udpo.md §10"
+    paper: sdrl
+    source: "../shared/specs/003_sdrl.md §7"
+    backbones: [Q2.5-3B, Q3-4B-Base]  # the paper's models, as its tables spell them
     tables:
       table1:                       # a table the evaluation builds (tables/<paper>/table1.csv)
-        where: "Table 1 (heterogeneous ensemble, T = 5), accuracy %"
-        columns: [dataset, n_agents, method, metric, value]
+        where: "Table 1 (decentralized MAD, N = 5, T = 1), accuracy %"
+        columns: [model, dataset, n_agents, method, metric, value]
+        backbone: model             # the key naming the backbone each cell is on
         rows:
-          - [gsm8k, 3, MAD, accuracy, 51.2]
+          - [Q2.5-3B, math500, 5, DAPO, maj, 70.9]
 
 `columns` names the cell's keys and ends with `value`; `match` (default: every key) lists the keys
-a run cell must share with it (the others, such as the paper's model, only describe the cell).
-Datasets are the benchmark names of `debatelab.data.BENCHMARKS` (a config maps a stand-in with
-`evaluation.paper_datasets`); values are in the paper's units (%, points, ×10³ tokens).
+a run cell must share with it (the others only describe the cell). Datasets are the benchmark names
+of `debatelab.data.BENCHMARKS` (a config maps a stand-in with `evaluation.paper_datasets`); values
+are in the paper's units (%, points, ×10³ tokens).
+
+Backbones. `backbones` lists the paper's models; a config says which one each of its models stands
+for (`models.<name>.paper_backbone`, checked against this list when the config loads). A table whose
+cells differ by backbone names that key in `backbone`; every value there is one of `backbones`, and
+the key is always matched (a `match` leaving it out is an error), so a run cell is compared with its
+own backbone's row only. The paper's builder fills the key of a run cell from its seats (`run.
+RunOutputs.backbone`): the backbone when every seat stands for the same one, the seats' backbones
+joined by " + " for a mixed ensemble (no published row has one), and "" (`run.NO_BACKBONE`) when
+some seat's model names none. [CHOICE] Such a cell matches no backbone-specific row rather than
+every one: its vs_paper rows show NaN run values (an unclaimed model is no evidence about either
+backbone). A CPU twin's stand-in model claims the backbone of the model it replaces, as
+`evaluation.paper_datasets` maps its stand-in datasets. Tables without a `backbone` key are on one
+setting the paper states in `where` and join without one (UDPO's heterogeneous five-model ensemble,
+the confidence paper's average over six model pairs; UMAD's `setting` key names its pair: homo =
+Qwen2.5-3B-Instruct x 2, hetero = + Qwen3-4B-Instruct-2507).
 """
 from __future__ import annotations
 
@@ -43,6 +60,7 @@ def load_paper_numbers(paper: str, directory: str | Path = PAPER_NUMBERS_DIR) ->
         raise PaperNumbersError(f"{path}: {err}") from err
     if not isinstance(doc, dict) or doc.get("paper") != paper or not isinstance(doc.get("tables"), dict):
         raise PaperNumbersError(f"{path}: needs `paper: {paper}` and a `tables` mapping")
+    backbones = [str(b) for b in doc.get("backbones") or []]
     tables = {}
     for name, spec in doc["tables"].items():
         columns = spec.get("columns") if isinstance(spec, dict) else None
@@ -61,7 +79,16 @@ def load_paper_numbers(paper: str, directory: str | Path = PAPER_NUMBERS_DIR) ->
         unknown = [k for k in match if k not in columns[:-1]]
         if unknown:
             raise PaperNumbersError(f"{path}: table {name}: `match` names {unknown}, not among the keys {columns[:-1]}")
+        backbone = spec.get("backbone")
+        if backbone is not None:
+            if backbone not in columns[:-1] or backbone not in match:
+                raise PaperNumbersError(f"{path}: table {name}: `backbone: {backbone}` must be a key of {columns[:-1]} "
+                                        f"that `match` lists (a cell is compared with its own backbone's row only)")
+            unknown = sorted(set(frame[backbone].astype(str)) - set(backbones))
+            if unknown:
+                raise PaperNumbersError(f"{path}: table {name}: backbones {unknown} are not among `backbones` {backbones}")
         frame.attrs["match"] = list(match)
+        frame.attrs["backbone"] = backbone
         tables[name] = frame
     return tables
 

@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from ..config import Experiment, trained_source
+from ..config import PAPERS, Experiment, trained_source
 from ..io import read_parquet_checked
 
 QUESTION_COLUMNS = [
@@ -29,6 +29,8 @@ TURN_COLUMNS = [
 ZERO_SHOT_COLUMNS = ["question_id", "dataset", "agent", "sample", "answer", "correct", "completion_tokens"]
 UNCERTAINTY_COLUMNS = ["question_id", "dataset", "protocol", "thread", "correct", "u_intra", "u_inter", "u_sys"]
 STREAM_COLUMNS = ["question_id", "agent", "stream", "correct", "conf_verbal", "conf_seqprob", "debated"]
+#: The backbone key of a run cell whose seats don't all stand for a paper backbone: it matches no published row.
+NO_BACKBONE = ""
 ROUND_COLUMNS = ["question_id", "dataset", "protocol", "round", "k_threads", "total", "epistemic", "aleatoric"]
 
 
@@ -151,6 +153,9 @@ class RunOutputs:
     confidence_stream_paths: Sequence[str | Path] = ()  # streams/{dataset}/{pair}.parquet
     settings: Mapping = field(default_factory=dict)  # the evaluation config section
     agent_runs: Mapping[str, str | None] = field(default_factory=dict)  # agent -> the run that trained its model
+    # paper -> model -> the paper backbone it stands for (`Experiment.paper_backbone`; None: none)
+    model_backbones: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)
+    agent_models: Mapping[str, str] = field(default_factory=dict)  # agent -> its model
 
     @classmethod
     def from_experiment(cls, exp: Experiment, **paths) -> "RunOutputs":
@@ -158,8 +163,10 @@ class RunOutputs:
         mapping = {d: (evaluation.get("paper_datasets") or {}).get(d, exp.benchmark_of(d)) for d in exp.datasets}
         settings = {**evaluation, "calibrator": exp.calibration.get("report_calibrator")}
         agent_runs = {a: _trained_run(exp.models[spec["model"]]["source"]) for a, spec in exp.agents.items()}
+        backbones = {paper: {m: exp.paper_backbone(m, paper) for m in exp.models} for paper in PAPERS}
         return cls(exp.name, describe_protocols(exp), describe_runs(exp), mapping, settings=settings,
-                   agent_runs=agent_runs, **paths)
+                   agent_runs=agent_runs, model_backbones=backbones,
+                   agent_models={a: spec["model"] for a, spec in exp.agents.items()}, **paths)
 
     @cached_property
     def questions(self) -> pd.DataFrame:
@@ -208,6 +215,20 @@ class RunOutputs:
 
     def paper_dataset(self, dataset: str) -> str:
         return self.paper_datasets.get(dataset, dataset)
+
+    def backbone(self, paper: str, models: Sequence[str]) -> str:
+        """The backbone key of a run cell whose seats run `models` (`paper_numbers` module docstring):
+        the paper backbone when every seat stands for the same one, the seats' backbones joined by
+        " + " (in seat order) when they differ, NO_BACKBONE when some seat stands for none."""
+        names = [(self.model_backbones.get(paper) or {}).get(m) for m in models]
+        if not names or any(n is None for n in names):
+            return NO_BACKBONE
+        return " + ".join(dict.fromkeys(names))
+
+    def agent_backbone(self, paper: str, agent: str) -> str:
+        """The backbone key of a single agent's cells (zero-shot samples)."""
+        model = self.agent_models.get(agent)
+        return self.backbone(paper, [model]) if model is not None else NO_BACKBONE
 
     def protocols_where(self, **conditions) -> list[ProtocolInfo]:
         """Protocols whose attributes equal every condition (a callable condition is a predicate)."""

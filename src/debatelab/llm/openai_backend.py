@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
@@ -72,6 +73,7 @@ class OpenAIBackend(Backend):
         model: str,
         *,
         api_key: str = "EMPTY",
+        api_key_env: str | None = None,
         max_concurrency: int = 16,
         timeout: float = 120.0,
         max_retries: int = 5,
@@ -84,6 +86,11 @@ class OpenAIBackend(Backend):
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         self.base_url = base_url.rstrip("/")
         self.model = model
+        if api_key_env is not None:
+            # the key itself never sits in a config (configs are logged and committed): only its variable's name
+            if not os.environ.get(api_key_env):
+                raise ValueError(f"OpenAIBackend: api_key_env names {api_key_env!r}, which is not set in the environment")
+            api_key = os.environ[api_key_env]
         self.api_key = api_key
         self.max_concurrency = int(max_concurrency)
         self.timeout = float(timeout)

@@ -1,5 +1,6 @@
 """SVR-MAD (spec 002 §6, §9): Table 1 (NComm, Tok, Acc over the non-unanimous questions for every
-baseline) and the cost–accuracy Pareto plot."""
+baseline) and the cost–accuracy Pareto plot. A protocol's cells are on the backbone its seats' models
+stand for (`llm`, `RunOutputs.backbone`), and meet that backbone's published rows only."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +9,7 @@ import pandas as pd
 from ...reporting.figures import subplots
 from ..claims import Claim
 from ..paper_numbers import long_table
-from ..run import RunOutputs, protocol_method
+from ..run import NO_BACKBONE, RunOutputs, protocol_method
 from ..stage import PaperEvaluation
 
 # The paper's row names per protocol kind; all_to_all is Du et al.'s MAD (inside SID-ET).
@@ -21,28 +22,37 @@ METRICS = ["NComm", "Tok", "Acc"]
 
 
 def method_labels(outputs: RunOutputs) -> dict[str, str]:
-    """Protocol -> row name: the paper's name for the first untrained protocol of each kind, the
-    protocol's own name in brackets for any other (a second MAD, trained agents)."""
+    """Protocol -> row name: the paper's name for the first untrained protocol of each kind on each
+    (backbone, dataset), the protocol's own name in brackets for any other (a second MAD, trained
+    agents). A Table 1 row is one LLM on one dataset, so protocols that share no (backbone, dataset)
+    share the name: SID-ET at the skip rate App. A picked per <LLM, dataset> (60 % on IMO, 70 % on
+    HLE for GPT-OSS), or the DeepSeek-V3.1 protocols beside the GPT-OSS ones."""
     labels, taken = {}, set()
     for info in outputs.protocols.values():
         name = METHOD_NAMES.get(info.kind, info.kind)
         if info.trained_runs:
             name = f"{name} ({protocol_method(info, outputs.runs)})"
-        labels[info.name] = name if name not in taken else f"{name} [{info.name}]"
-        taken.add(labels[info.name])
+        llm = outputs.backbone("svr_mad", info.models)
+        settings = [(llm, dataset) for dataset in info.datasets] or [(llm, None)]
+        if any((*where, name) in taken for where in settings):
+            name = f"{name} [{info.name}]"
+        labels[info.name] = name
+        taken.update((*where, name) for where in settings)
     return labels
 
 
 def table1_cells(outputs: RunOutputs) -> pd.DataFrame:
     """One row per (dataset, protocol): NComm, Tok (×10³) and Acc (%) over the questions whose
     pre-debate answers are not unanimous (the paper's "valid" questions), n = those (question,
-    thread) rows."""
+    thread) rows; `llm` = the backbone the protocol's seats stand for."""
     q = outputs.questions
     labels = method_labels(outputs)
     rows = []
     for (dataset, protocol), g in q.groupby(["dataset", "protocol"], sort=False):
         valid = g[~g["pre_unanimous"].astype(bool)]
+        info = outputs.protocols.get(protocol)
         rows.append({"dataset": outputs.paper_dataset(dataset), "run_dataset": dataset, "protocol": protocol,
+                     "llm": outputs.backbone("svr_mad", info.models) if info else NO_BACKBONE,
                      "method": labels.get(protocol, protocol), "n": len(valid),
                      "NComm": valid["ncomm"].mean(), "Tok": valid["total_tokens"].mean() / 1000,
                      "Acc": 100 * valid["correct"].astype(float).mean(),
@@ -52,16 +62,23 @@ def table1_cells(outputs: RunOutputs) -> pd.DataFrame:
 
 
 def table1_layout(cells: pd.DataFrame) -> pd.DataFrame:
-    """Rows = method (the paper's order first), columns "<dataset> NComm|Tok|Acc", one decimal."""
+    """Rows = method (the paper's order first; per `llm` first when the run has several backbones, as
+    Table 1's GPT-OSS and DeepSeek blocks), columns "<dataset> NComm|Tok|Acc", one decimal."""
     if cells.empty:
         return pd.DataFrame(columns=["method"])
-    wide = cells.pivot_table(index="method", columns="run_dataset", values=METRICS, aggfunc="first", dropna=False)
+    index = ["llm", "method"] if "llm" in cells and cells["llm"].nunique() > 1 else ["method"]
+    wide = cells.pivot_table(index=index, columns="run_dataset", values=METRICS, aggfunc="first", dropna=False)
     wide.columns = [f"{dataset} {metric}" for metric, dataset in wide.columns]
     datasets = list(dict.fromkeys(cells["run_dataset"]))
     # (a dataset whose debates all start unanimous has empty cells: kept, not dropped)
     wide = wide.reindex(columns=[f"{d} {m}" for d in datasets for m in METRICS])
-    order = sorted(wide.index, key=lambda m: (METHOD_ORDER.index(m) if m in METHOD_ORDER else len(METHOD_ORDER), m))
-    return wide.loc[order].round(1).reset_index()
+    def rank(key):
+        *llm, method = key if isinstance(key, tuple) else (key,)
+        return (*llm, METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER), method)
+
+    order = sorted(wide.index, key=rank)
+    # a method with no cell on some backbone (pivot_table's product of the index levels) is dropped
+    return wide.loc[order].dropna(how="all").round(1).reset_index()
 
 
 def pareto_front(tokens: np.ndarray, accuracy: np.ndarray) -> np.ndarray:
@@ -77,7 +94,11 @@ def pareto_front(tokens: np.ndarray, accuracy: np.ndarray) -> np.ndarray:
 
 def plot_cost_accuracy(cells: pd.DataFrame, experiment: str):
     """Accuracy (%) against tokens per question, one panel per dataset, a marker per method in the
-    legend (no text on the points, so nothing overlaps) and the Pareto front as a line."""
+    legend (no text on the points, so nothing overlaps) and the Pareto front as a line; with several
+    backbones, one panel per (dataset, backbone)."""
+    backbones = cells["llm"] if "llm" in cells else pd.Series("", index=cells.index)
+    panels = cells["run_dataset"] + (" (" + backbones + ")" if backbones.nunique() > 1 else "")
+    cells = cells.assign(run_dataset=panels)
     datasets = list(dict.fromkeys(cells["run_dataset"]))
     methods = list(dict.fromkeys(cells.sort_values("Tok_all")["method"]))
     markers = "osD^vP*Xh<>p"
@@ -105,7 +126,9 @@ def plot_cost_accuracy(cells: pd.DataFrame, experiment: str):
 
 def _claims(cells: pd.DataFrame) -> list[Claim]:
     claims = []
-    for dataset, g in cells.groupby("run_dataset", sort=False):
+    backbones = cells["llm"] if "llm" in cells else pd.Series("", index=cells.index)
+    for (llm, run_dataset), g in cells.groupby([backbones, "run_dataset"], sort=False):
+        dataset = f"{run_dataset} ({llm})" if llm and backbones.nunique() > 1 else run_dataset
         by = g.set_index("method")
         svr = by.loc["SVR-MAD"] if "SVR-MAD" in by.index else None
         if svr is None:
@@ -145,7 +168,7 @@ def evaluate(outputs: RunOutputs) -> PaperEvaluation:
     cells = table1_cells(outputs)
     result = PaperEvaluation()
     result.tables["table1"] = table1_layout(cells)
-    result.cells["table1"] = long_table(cells, ["dataset", "method"], METRICS) if not cells.empty else cells
+    result.cells["table1"] = long_table(cells, ["dataset", "llm", "method"], METRICS) if not cells.empty else cells
     result.claims = _claims(cells) if not cells.empty else [
         Claim.untestable("§9", "SVR-MAD against the baselines", "no debate protocol in this experiment")]
     if not cells.empty:

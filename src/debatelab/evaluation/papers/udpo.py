@@ -1,9 +1,14 @@
-"""UDPO (spec 000 §9-§11): Tables 1, 2, 3, 5, 6 and Fig. 5, from the uncertainty stage's
-per-trajectory measures of every all-to-all protocol, and the claims of §11.
+"""UDPO (spec 000 §9-§11): Tables 1-7 and Fig. 5, from the uncertainty stage's per-trajectory
+measures of every all-to-all protocol, and the claims of §11.
 
 Which protocol fills which cell follows from the config: N = its participants, T = its rounds,
 m = its adversarial seats, the method = "MAD" for untrained agents, else the label of the
 training run behind them ("UDPO", "UDPO w/o intra", ...). Accuracies are in %, U's in [0, 1].
+A protocol whose seats all stand for one paper backbone (`paper_backbone`, `RunOutputs.backbone`) is a
+homogeneous ensemble (App. C.1): it fills Table 4 (N = 5, no adversarial seat; `model` = that
+backbone) and, on Qwen-3-8B, Table 7 (one adversarial seat, and the drop from the same method's
+natural debate); the heterogeneous tables (1, 2, 3, 5, Fig. 5) leave it out. A stand-in for the
+heterogeneous ensemble (udpo_cpu's SmolLM2 agents) names no backbone.
 
 The collapse rate (%, not in the paper's tables) [CHOICE]: of the debates in which some honest
 (not adversarial) agent answered correctly in round 0, the share that ended on a wrong answer. The paper defines debate
@@ -20,7 +25,7 @@ from ... import metrics
 from ...reporting.figures import subplots
 from ..claims import Claim, finite
 from ..paper_numbers import long_table
-from ..run import ProtocolInfo, RunOutputs, protocol_method
+from ..run import NO_BACKBONE, ProtocolInfo, RunOutputs, protocol_method
 from ..stage import PaperEvaluation
 
 MEASURES = ["u_intra", "u_inter", "u_sys"]
@@ -29,6 +34,7 @@ BIN_LABELS = ["[0,.2)", "[.2,.4)", "[.4,.6)", "[.6,.8)", "[.8,1]"]
 PAPER_ORDER = ["UDPO", "RMAAC", "MAPPO", "MAD"]  # Table 1's accuracy order, best first (spec 000 §11, GPU)
 ABLATION_NAMES = {"UDPO": "Full", "UDPO w/o intra": "w/o intra", "UDPO w/o inter": "w/o inter",
                   "UDPO w/o sys": "w/o sys"}
+TABLE7_BACKBONE = "Qwen-3-8B"  # Table 7 "Performance under attack (Qwen)": five Qwen-3 agents, one malicious
 
 
 def trajectories(outputs: RunOutputs) -> pd.DataFrame:
@@ -40,6 +46,10 @@ def trajectories(outputs: RunOutputs) -> pd.DataFrame:
     frame["rounds"] = frame["protocol"].map(lambda p: infos[p].rounds)
     frame["m"] = frame["protocol"].map(lambda p: infos[p].adversarial)
     frame["method"] = frame["protocol"].map(lambda p: protocol_method(infos[p], outputs.runs, base="MAD"))
+    backbones = {p: outputs.backbone("udpo", info.models) for p, info in infos.items()}
+    # one paper backbone in every seat: a homogeneous ensemble (Table 4 / 7), else NO_BACKBONE
+    frame["backbone"] = frame["protocol"].map(
+        lambda p: backbones[p] if backbones[p] != NO_BACKBONE and " + " not in backbones[p] else NO_BACKBONE)
     frame["correct"] = frame["correct"].astype(bool)
     turns = outputs.turns
     if turns.empty:
@@ -91,6 +101,11 @@ def natural(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["m"] == 0]
 
 
+def heterogeneous(frame: pd.DataFrame) -> pd.DataFrame:
+    """The protocols of Tables 1, 2, 3, 5 and Fig. 5 (the heterogeneous ensemble), not homogeneous ones."""
+    return frame[frame["backbone"] == NO_BACKBONE]
+
+
 def standard_mad(frame: pd.DataFrame) -> pd.DataFrame:
     """Untrained, unattacked debates: the measures' own claims (§11.1-4) are about these."""
     return frame[(frame["m"] == 0) & (frame["method"] == "MAD")]
@@ -115,6 +130,26 @@ def table3(frame: pd.DataFrame, protocols) -> pd.DataFrame:
     attacked_n = set(frame.loc[frame["m"] > 0, "n_agents"])
     keys = ["dataset", "n_agents", "m", "method"]
     return _one_protocol_per_cell(_cell_means(frame[frame["n_agents"].isin(attacked_n)], keys), keys, protocols)
+
+
+def table4(frame: pd.DataFrame, protocols) -> pd.DataFrame:
+    """Homogeneous ensembles of N = 5 (App. C.1), unattacked: accuracy and U's per (dataset, backbone, method)."""
+    homogeneous = natural(frame[(frame["backbone"] != NO_BACKBONE) & (frame["n_agents"] == 5)])
+    keys = ["dataset", "model", "method"]
+    cells = _cell_means(homogeneous.assign(model=homogeneous["backbone"]), keys)
+    return _one_protocol_per_cell(cells, keys, protocols)
+
+
+def table7(frame: pd.DataFrame, protocols) -> pd.DataFrame:
+    """Five Qwen-3 agents, one malicious (App. C.3): accuracy per (dataset, method) and the drop (points)
+    from the same method's unattacked debate on the same dataset (NaN without one)."""
+    qwen = frame[(frame["backbone"] == TABLE7_BACKBONE) & (frame["n_agents"] == 5) & (frame["m"] <= 1)]
+    keys = ["dataset", "m", "method"]
+    cells = _one_protocol_per_cell(_cell_means(qwen, keys), keys, protocols)
+    attacked, unattacked = cells[cells["m"] == 1], cells[cells["m"] == 0]
+    reference = unattacked.set_index(["run_dataset", "method"])["accuracy"]
+    drop = [row.accuracy - reference.get((row.run_dataset, row.method), np.nan) for row in attacked.itertuples()]
+    return attacked.assign(drop=drop).drop(columns="m").reset_index(drop=True)
 
 
 def table5(frame: pd.DataFrame) -> pd.DataFrame:
@@ -267,7 +302,7 @@ def _claims(frame: pd.DataFrame, t3: pd.DataFrame, t6: pd.DataFrame, outputs: Ru
                             "slope of U_sys = 1 − r_sys per step", slope, bool(slope < 0), len(steps)))
     # the GPU claim, measured anyway: UDPO > RMAAC > MAPPO > MAD at the same N, each step of the order
     # between the methods the run has, and UDPO against MAD
-    t1 = table1(frame, outputs.protocols)
+    t1 = table1(heterogeneous(frame), outputs.protocols)
     for (dataset, n_agents), g in t1.groupby(["run_dataset", "n_agents"]):
         by = g.set_index("method")
         present = [m for m in PAPER_ORDER if m in by.index]
@@ -293,7 +328,8 @@ def _with_seats(frame: pd.DataFrame, outputs: RunOutputs) -> pd.DataFrame:
 
 
 def evaluate(outputs: RunOutputs) -> PaperEvaluation:
-    frame = trajectories(outputs)
+    everything = trajectories(outputs)
+    frame = heterogeneous(everything)
     protocols = outputs.protocols
     result = PaperEvaluation()
     metrics_cols = ["accuracy", *MEASURES]
@@ -301,22 +337,29 @@ def evaluate(outputs: RunOutputs) -> PaperEvaluation:
     t1 = table1(frame, protocols)
     t2 = table2(t1)
     t3 = table3(frame, protocols)
+    t4 = table4(everything, protocols)
     t5 = table5(frame)
-    t6 = table6(frame)
+    t6 = table6(everything)
+    t7 = table7(everything, protocols)
     bins = fig5(frame)
     result.tables["table1"] = _layout(t1, ["dataset", "n_agents", "method"], shown)
     result.tables["table2"] = _layout(t2, ["dataset", "n_agents", "method"], shown)
     result.tables["table3"] = _layout(t3, ["dataset", "n_agents", "m", "method"], ["accuracy", "u_sys", "collapse"])
+    result.tables["table4"] = _layout(t4, ["dataset", "model", "method"], shown)
     result.tables["table5"] = _layout(t5, ["dataset", "n_agents", "method", "rounds"], shown)
+    result.tables["table7"] = _layout(t7, ["dataset", "method"], ["accuracy", "drop", "u_sys", "collapse"])
     result.tables["table6"] = t6.round(3)
     result.tables["fig5"] = bins.round(2)
     result.cells["table1"] = long_table(t1, ["dataset", "n_agents", "method"], metrics_cols)
     result.cells["table2"] = long_table(t2, ["dataset", "n_agents", "method"], metrics_cols)
     result.cells["table3"] = long_table(t3, ["dataset", "n_agents", "m", "method"], ["accuracy"])
+    result.cells["table4"] = long_table(t4, ["dataset", "model", "method"], metrics_cols)
     result.cells["table5"] = long_table(t5, ["dataset", "n_agents", "rounds", "method"], ["accuracy"])
+    result.cells["table7"] = long_table(t7, ["dataset", "method"], ["accuracy", "drop"])
     result.cells["table6"] = t6.rename(columns={"r": "value"}).assign(metric="r")[
         ["dataset", "condition", "measure", "metric", "value", "n", "run_dataset"]]
     result.cells["fig5"] = bins.assign(metric="delta_acc").rename(columns={"delta_acc": "value"})
-    result.claims = _claims(frame, t3, t6, outputs)
+    # the claims hold for any ensemble: an attacked homogeneous one (Table 7's) tests §11.5 too
+    result.claims = _claims(everything, table3(everything, protocols), t6, outputs)
     result.figures["fig5_delta_by_usys"] = plot_fig5(bins, outputs.experiment)
     return result
