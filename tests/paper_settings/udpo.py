@@ -1,0 +1,94 @@
+"""UDPO (Tang et al., "The Value of Variance"; spec 000): data and models (§7), the debate (§3,
+Algorithm A), the training (App. A.1 = spec §7, Eqs 10-15 = spec §5.2-§5.4), the baselines (§8)."""
+from __future__ import annotations
+
+import math
+
+from . import Check, Setting, runs_rows
+
+GSM8K_TRAIN = 7473  # openai/gsm8k main train (spec 000 §7)
+UDPO_RUNS = ("udpo", "udpo_wo_intra", "udpo_wo_inter", "udpo_wo_sys")
+BASELINE_RUNS = ("mappo", "rmaac")
+FIVE = ["llama4", "qwen3", "gemma3n", "mixtral", "phi4"]
+
+
+def _epochs(exp, run):
+    """Passes over the training questions (UDPO: the warm-up's held-out share is not trained on)."""
+    s = exp.train_settings(run)
+    if s["method"] == "udpo":
+        per_step, questions = s["udpo"]["questions_per_step"], GSM8K_TRAIN - math.ceil(s["udpo"]["warmup_fraction"] * GSM8K_TRAIN)
+    else:
+        per_step, questions = s["mappo"]["questions_per_step"], GSM8K_TRAIN
+    return round(s["steps"] * per_step / questions, 1)
+
+
+def _compromised(exp, protocol):
+    return sum(bool(exp.agents[a].get("adversarial")) for a in exp.protocol_participants(protocol))
+
+
+DERIVED = {
+    **{f"{run}.epochs": (lambda exp, run=run: _epochs(exp, run)) for run in (*UDPO_RUNS, *BASELINE_RUNS)},
+    **{f"attack_m{m}.compromised": (lambda exp, m=m: _compromised(exp, f"attack_m{m}")) for m in (1, 2, 3)},
+}
+
+_A1 = "App. A.1 (spec §7)"
+_TRAINING = [
+    ("dataset", "gsm8k_train", "§7: GSM8K train (7,473)"),
+    ("participants", FIVE, "§7: the heterogeneous ensemble, one model per agent"),
+    ("learning_rate", 1e-5, f"{_A1}: AdamW, LR 1e-5"),
+    ("warmup_steps", 500, f"{_A1}: linear warm-up 500 steps"),
+    ("lr_schedule", "cosine", f"{_A1}: then cosine decay"),
+    ("max_grad_norm", 1.0, f"{_A1}: grad-norm clip 1.0"),
+]
+_UDPO = _TRAINING + [
+    ("method", "udpo", "§5.5 Algorithm 1"),
+    ("udpo.rounds", 5, "§7: T = 5 (main setting)"),
+    ("udpo.questions_per_step", 32, f"{_A1}: 32 trajectories per update"),
+    ("udpo.kappa", 1.5, f"{_A1}: κ = 1.5"),
+    ("udpo.lambda_base", 1.0, f"{_A1}: λ_base = 1"),
+    ("udpo.eta_base", 0.01, f"{_A1}: η_base = 0.01"),
+    ("udpo.replay", True, "§5.4 / App. A.3: uncertainty-driven replay"),
+    ("ratio_level", "trajectory", "§5.3 Eq 6: ρ = exp(log π_θ(τ) − log π_ref(τ)) over the agent's tokens of τ"),
+]
+_BASELINES = _TRAINING + [
+    ("mappo.rounds", 5, "§8: Algorithm A debates, T = 5"),
+    ("mappo.questions_per_step", 32, "§8: UDPO's batch"),
+]
+
+TABLES = {
+    "udpo": [
+        *runs_rows(UDPO_RUNS, _UDPO),
+        *runs_rows(["udpo"], [("udpo.ablate", [], "Table 2: full UDPO")]),
+        *runs_rows(["udpo_wo_intra"], [("udpo.ablate", ["intra"], "Table 2: w/o intra")]),
+        *runs_rows(["udpo_wo_inter"], [("udpo.ablate", ["inter"], "Table 2: w/o inter")]),
+        *runs_rows(["udpo_wo_sys"], [("udpo.ablate", ["sys"], "Table 2: w/o sys")]),
+        *runs_rows(["mappo"], [("method", "mappo", "§8: MAPPO")]),
+        *runs_rows(["rmaac"], [("method", "rmaac", "§8: RMAAC")]),
+        *runs_rows(BASELINE_RUNS, _BASELINES),
+        *[Setting(f"derived.{run}.epochs", 10.0, f"{_A1}: 10 epochs") for run in (*UDPO_RUNS, *BASELINE_RUNS)],
+        Setting("datasets.gsm8k.split", "test", "§7: GSM8K test (1,319)"),
+        Setting("datasets.commonsense_qa.split", "validation", "§7: CommonsenseQA validation (test has no labels)"),
+        Setting("datasets.truthfulqa.split", "validation", "§7: TruthfulQA, validation split only (817)"),
+        Setting("models.llama-4-scout-17b-16e-instruct.source", Check(lambda v: "Llama-4-Scout-17B-16E" in v, "Llama-4-Scout 17B-16E"), "§7"),
+        Setting("models.qwen3-8b.source", Check(lambda v: "Qwen3-8B" in v, "Qwen-3-8B"), "§7"),
+        Setting("models.gemma-3n-e4b-it.source", Check(lambda v: "gemma-3n-E4B" in v, "Gemma-3n-E4B"), "§7"),
+        Setting("models.mixtral-8x7b-instruct-v0.1.source", Check(lambda v: "Mixtral-8x7B" in v, "Mixtral-8x7B"), "§7"),
+        Setting("models.phi-4.source", Check(lambda v: "phi-4" in v, "Phi-4 (14B)"), "§7"),
+        Setting("debate.participants", FIVE, "§7: N = 5, one model per agent"),
+        Setting("protocols.mad_n5.rounds", 5, "§7: T = 5 (Table 1)"),
+        Setting("protocols.mad_n5.kind", "all_to_all", "§3 Algorithm A: every agent sees every other's previous answer"),
+        Setting("protocols.mad_n5.threads", 1, "§7: one debate per question at evaluation"),
+        Setting("protocols.mad_n3.participants", Check(lambda v: len(v) == 3, "N = 3"), "Table 1: N = 3"),
+        Setting("protocols.mad_n10.participants", Check(lambda v: len(v) == 10, "N = 10"), "Table 1: N = 10"),
+        Setting("protocols.mad_n5_t3.rounds", 3, "Table 5: T = 3"),
+        Setting("protocols.mad_n5_t10.rounds", 10, "Table 5: T = 10"),
+        *[Setting(f"derived.attack_m{m}.compromised", m, f"Table 3: m = {m} of 5 agents compromised") for m in (1, 2, 3)],
+        Setting("protocols.udpo_n5.rounds", 5, "Table 1: the trained agents debate at T = 5"),
+        Setting("protocols.udpo_n5_t3.rounds", 3, "Table 5: T = 3"),
+        Setting("protocols.udpo_n5_t10.rounds", 10, "Table 5: T = 10"),
+    ],
+}
+
+DECLARED = {
+    "udpo": {"training.udpo*.ratio_level"},
+}
