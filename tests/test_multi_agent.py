@@ -133,7 +133,7 @@ def test_udpo_steps_train_every_agent_and_resume_to_the_same_weights(char_model_
     for agent in ("alice", "bob"):  # every agent's adapter moved (lora_B starts at zero)
         assert any(float(p.detach().abs().max()) > 0 for n, p in trainer.policy.adapter_parameters(agent).items() if "lora_B" in n)
     priority = np.asarray(trainer.state.extra["priority"])
-    assert (priority != 1).sum() >= 2 and (priority > 0).all()  # the debated questions got their U(τ)
+    assert (priority != 1).sum() >= 2 and (priority > 0).all()  # the epoch-end refresh set every U(τ)
 
     _udpo(char_model_dir, tmp_path / "split", steps=1)
     resumed, resumed_metrics = _udpo(char_model_dir, tmp_path / "split", steps=2)
@@ -252,7 +252,7 @@ def test_two_processes_make_the_same_udpo_steps_as_one(tmp_path, char_model_dir)
     (one, reports1), (two, reports2) = runs[1], runs[2]
     assert_same_update(one, two, {"alice", "bob"})
     priority = reports1[0]["priority"]
-    assert len(priority) == 6 and len(set(priority)) > 1  # debated questions got their U(τ), the rest stay 1
+    assert len(priority) == 6 and len(set(priority)) > 1  # the epoch-end refresh gave every question its U(τ)
     assert reports2[0]["priority"] == reports2[1]["priority"] == pytest.approx(priority)
     m1, m2 = reports1[0]["metrics"], reports2[0]["metrics"]
     assert m1["debates"] == m2["debates"] == 4 and m1["sequences"] == m2["sequences"] == 4 * 2 * 2
