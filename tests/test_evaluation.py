@@ -434,3 +434,20 @@ def test_svr_mad_protocols_meet_their_own_llm_and_skip_rate_rows():
     layout = result.tables["table1"].set_index(["llm", "method"])
     assert layout.loc[("DeepSeek-V3.1", "SVR-MAD"), "hle NComm"] == 1.0
     assert layout.loc[("GPT-OSS-120B", "SVR-MAD"), "hle NComm"] == 3.0
+
+
+def test_svr_mad_table1_keeps_a_method_whose_questions_all_start_unanimous_and_adds_no_other_backbone():
+    """A dataset whose debates all start unanimous has empty cells, kept (the tiny DAG's random model);
+    with two backbones, a method run on one of them gets no empty row on the other."""
+    nan = float("nan")
+    cells = pd.DataFrame([
+        {"run_dataset": "d", "llm": "", "method": "SVR-MAD", "NComm": nan, "Tok": nan, "Acc": nan},
+        {"run_dataset": "d", "llm": "", "method": "Self Consistency", "NComm": nan, "Tok": nan, "Acc": nan},
+    ])
+    assert list(svr_mad.table1_layout(cells)["method"]) == ["Self Consistency", "SVR-MAD"]
+    two = pd.DataFrame([
+        {"run_dataset": "d", "llm": "A", "method": "SVR-MAD", "NComm": 1.0, "Tok": 2.0, "Acc": 50.0},
+        {"run_dataset": "d", "llm": "B", "method": "S2-MAD", "NComm": nan, "Tok": nan, "Acc": nan},
+    ])
+    table = svr_mad.table1_layout(two)
+    assert list(zip(table["llm"], table["method"])) == [("A", "SVR-MAD"), ("B", "S2-MAD")]

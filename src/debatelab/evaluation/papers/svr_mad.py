@@ -76,9 +76,11 @@ def table1_layout(cells: pd.DataFrame) -> pd.DataFrame:
         *llm, method = key if isinstance(key, tuple) else (key,)
         return (*llm, METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER), method)
 
-    order = sorted(wide.index, key=rank)
-    # a method with no cell on some backbone (pivot_table's product of the index levels) is dropped
-    return wide.loc[order].dropna(how="all").round(1).reset_index()
+    # only the (llm, method) pairs the run has: pivot_table's product of the index levels would add a
+    # row for a method on a backbone it never ran on (a row whose cells are all empty is kept)
+    present = {tuple(k) for k in cells[index].drop_duplicates().itertuples(index=False)}
+    order = [k for k in sorted(wide.index, key=rank) if (k if isinstance(k, tuple) else (k,)) in present]
+    return wide.loc[order].round(1).reset_index()
 
 
 def pareto_front(tokens: np.ndarray, accuracy: np.ndarray) -> np.ndarray:
