@@ -188,7 +188,7 @@ class Experiment:
         spec = dict(self.agents[agent])
         options = dict(self.config["backends"].get(spec["backend"], {}))
         options.update(spec.get("backend_options") or {})
-        on = self.datasets.get(dataset) or {} if dataset is not None else {}
+        on = (self.datasets.get(dataset) or {}) if dataset is not None else {}
         if on.get("max_tokens") is not None:
             spec["max_tokens"] = on["max_tokens"]
         if on.get("max_model_len") is not None and spec["backend"] == "vllm":
