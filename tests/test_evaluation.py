@@ -221,20 +221,25 @@ def test_udpo_tables_from_fixture_trajectories():
 def test_udpo_claims_measure_the_directions():
     claims = build_paper("udpo", _udpo_outputs()).claims
     by = {(c.claim, c.statement): c for c in claims}
-    # standard MAD pools mad_n3 and mad_n3_t1: failures carry the high U's
+    # standard MAD pools mad_n3 and mad_n3_t1 (8 trajectories of 4 questions, resampled by question):
+    # every failure has a higher U_sys than every success, in every resample that has both
     d = by[("§11.1", "failures have higher u_sys than successes")]
-    assert d.holds is True and d.n == 8 and d.value > 0
+    assert d.verdict == "holds" and d.n == 4 and d.low > 0 and "cluster bootstrap" in d.interval
     fall = [c for c in claims if c.claim == "§11.5" and c.statement.startswith("accuracy falls")][0]
-    assert fall.holds is True and fall.value == -50.0  # 50 % at m = 0, 0 % at m = 2
+    # 50 % at m = 0, 0 % at m = 2: per question −1, 0, −1, 0, so a resample of q1, q3 only gives 0
+    assert fall.value == -50.0 and fall.high == 0.0 and fall.verdict == "inconclusive" and fall.n == 4
     rounds = [c for c in claims if c.claim == "§11.6"][0]
-    # T = 1: mean U_sys 0.6125, T = 2: 0.5 -> falls
-    assert rounds.holds is True and rounds.value == pytest.approx(0.5 - 0.6125)
+    # T = 1: mean U_sys 0.6125, T = 2: 0.5; per question −0.1, −0.2, −0.1, −0.05: all below 0
+    assert rounds.verdict == "holds" and rounds.value == pytest.approx(0.5 - 0.6125)
+    assert -0.2 <= rounds.low <= rounds.high <= -0.05  # a resample's mean lies between the extremes
     train = [c for c in claims if c.claim == "§11.8"][0]
-    assert train.holds is True and train.value == pytest.approx(-0.15)
+    # three steps: the slope's t interval (1 df) is −0.15 ± 0.367, which covers 0
+    assert train.verdict == "inconclusive" and train.value == pytest.approx(-0.15) and train.n == 3
     gpu = [c for c in claims if c.claim == "§11 (GPU)"]
-    assert len(gpu) == 2 and gpu[0].value == 25.0 and gpu[0].holds is True  # UDPO − MAD
+    # UDPO − MAD: +25 points on 4 questions (only q2 differs): the interval reaches 0
+    assert len(gpu) == 2 and gpu[0].value == 25.0 and gpu[0].low == 0.0 and gpu[0].verdict == "inconclusive"
     assert gpu[1].statement.startswith("UDPO collapses less") and gpu[1].value == pytest.approx(100 / 3 - 50)
-    assert gpu[1].holds is True
+    assert gpu[1].verdict == "inconclusive" and gpu[1].n == 4
     # with the baselines trained: each step of UDPO > RMAAC > MAPPO > MAD, and UDPO against MAD
     outputs = _udpo_outputs()
     outputs.protocols.update({p.name: p for p in (_protocol("mappo_n3", runs=("mappo",)),
@@ -247,8 +252,11 @@ def test_udpo_claims_measure_the_directions():
     assert list(order) == ["UDPO is more accurate than RMAAC", "RMAAC is more accurate than MAPPO",
                            "MAPPO is more accurate than MAD", "UDPO is more accurate than MAD",
                            "UDPO collapses less often than MAD"]
-    assert order["UDPO is more accurate than RMAAC"].value == -25.0 and not order["UDPO is more accurate than RMAAC"].holds
+    # RMAAC is right on every question UDPO is: no resample puts UDPO ahead, the claim fails
+    assert order["UDPO is more accurate than RMAAC"].value == -25.0 and order["UDPO is more accurate than RMAAC"].high == 0.0
+    assert order["UDPO is more accurate than RMAAC"].verdict == "fails"
     assert order["RMAAC is more accurate than MAPPO"].value == 50.0 and order["MAPPO is more accurate than MAD"].value == 0.0
+    assert order["RMAAC is more accurate than MAPPO"].verdict == "inconclusive"
 
 
 def test_evaluate_paper_writes_tables_comparisons_claims_and_plots(tmp_path):
@@ -259,7 +267,10 @@ def test_evaluate_paper_writes_tables_comparisons_claims_and_plots(tmp_path):
     assert row["difference"].item() == pytest.approx(-1.2) and row["run_dataset"].item() == "gsm_symbolic"
     assert vs[vs["method"] == "MAPPO"]["run_value"].isna().all()  # no mappo run in this fixture
     claims = pd.read_csv(tmp_path / "claims.csv")
-    assert set(claims["holds"]) <= {"yes", "no", "n/a"} and (claims["holds"] == "yes").sum() >= 5
+    assert set(claims["verdict"]) <= {"holds", "fails", "inconclusive", "n/a"} and (claims["verdict"] == "holds").sum() >= 5
+    measured = claims[claims["verdict"] != "n/a"]
+    assert (measured["low"] <= measured["value"]).all() and (measured["value"] <= measured["high"]).all()
+    assert (measured["n"] > 0).all() and measured["interval"].notna().all()
     assert (tmp_path / "fig5_delta_by_usys.png").stat().st_size > 0
     assert {"table2_vs_paper.csv", "table3_vs_paper.csv", "table5_vs_paper.csv", "table6_vs_paper.csv",
             "fig5_vs_paper.csv"} <= {p.name for p in tmp_path.iterdir()}
@@ -291,9 +302,11 @@ def test_svr_mad_table1_counts_the_non_unanimous_questions_only():
     assert t1.loc["SVR-MAD", "gsm_symbolic NComm"] == 3.0 and t1.loc["SVR-MAD", "gsm_symbolic Tok"] == 1.3
     assert t1.loc["S2-MAD", "gsm_symbolic Acc"] == 50.0 and t1.loc["Self Consistency", "gsm_symbolic Acc"] == 50.0
     by = {c.statement: c for c in result.claims}
-    assert by["NComm: SVR-MAD < S2-MAD"].holds is True and by["NComm: SVR-MAD < S2-MAD"].value == -8.0
+    # the claims are paired over the two non-unanimous questions q1, q2 (intervals: test_evaluation_svr_mad.py)
+    assert by["NComm: SVR-MAD < S2-MAD"].verdict == "holds" and by["NComm: SVR-MAD < S2-MAD"].value == -8.0
     assert by["SVR-MAD accuracy ≥ Self Consistency"].value == 50.0
-    assert by["Tokens: Self Consistency < SVR-MAD"].holds is True and by["Tokens: SVR-MAD < S2-MAD"].holds is True
+    assert by["Tokens: Self Consistency < SVR-MAD"].verdict == "holds" and by["Tokens: SVR-MAD < S2-MAD"].holds is True
+    assert {c.n for c in result.claims} == {2}
 
 
 def test_pareto_front_keeps_the_points_nothing_beats():

@@ -181,44 +181,109 @@ def test_streams_get_dataset_and_pair_from_their_path(tmp_path):
 
 
 def test_claims_hold_or_fail_as_computed_by_hand(result):
+    """The fixture's runs repeat the same values, so every bootstrap resample of runs gives the point
+    value: the intervals are points and each verdict follows from the sign worked out by hand."""
     claims = _claims(result)
-    # §10.1: beta lowers ECE by .1; isotonic's .1 and .32 average above raw's .2
+    # §10.1: beta lowers ECE by .1; isotonic's .1 and .32 average above raw's .2; units: the 2 runs
     beta = _claim(claims, "§10.1", "tiny_boolq, seqprob, beta")
-    assert beta["value"] == pytest.approx(-0.1) and beta["holds"] == "yes" and beta["n"] == 200
+    assert (beta["value"], beta["low"], beta["high"]) == pytest.approx((-0.1, -0.1, -0.1))
+    assert beta["verdict"] == "holds" and beta["n"] == 2 and beta["expect"] == "< 0"
+    assert beta["interval"].startswith("paired bootstrap over calibration runs, each averaged over pairs")
     iso = _claim(claims, "§10.1", "tiny_boolq, seqprob, isotonic")
-    assert iso["value"] == pytest.approx(0.01) and iso["holds"] == "no"
-    # §10.2: AUARC +0.01 (beta) is within 0.02, +0.05 (isotonic) is not
-    assert _claim(claims, "§10.2", "tiny_boolq, seqprob, beta")["value"] == pytest.approx(0.01)
-    assert _claim(claims, "§10.2", "tiny_boolq, seqprob, beta")["holds"] == "yes"
-    assert _claim(claims, "§10.2", "tiny_boolq, seqprob, isotonic")["holds"] == "no"
-    # §10.3 on the BoolQ stand-in only (MMLU is not a stance / BoolQ task)
+    assert iso["value"] == pytest.approx(0.01) and iso["verdict"] == "fails"
+    # §10.2: |Δ AUARC| .01 (beta) is within 0.02, .05 (isotonic) is not
+    kept = _claim(claims, "§10.2", "tiny_boolq, seqprob, beta")
+    assert kept["value"] == pytest.approx(0.01) and kept["verdict"] == "holds" and kept["expect"] == "<= 0.02"
+    assert _claim(claims, "§10.2", "tiny_boolq, seqprob, isotonic")["verdict"] == "fails"
+    # §10.3 on the BoolQ stand-in only (MMLU is not a stance / BoolQ task), from the beta test metrics:
+    # MAD .57 − zs* .60 = −3 points over each of the 3 runs; MAD-D .59 − MAD .57 = +2
     assert set(claims.loc[claims["claim"] == "§10.3", "scope"]) == {"tiny_boolq"}
     mad = _claim(claims, "§10.3", "tiny_boolq", "MAD F1")
-    assert mad["value"] == pytest.approx(-3.0) and mad["holds"] == "yes" and mad["n"] == 6
+    assert (mad["value"], mad["high"]) == pytest.approx((-3.0, -3.0)) and mad["verdict"] == "holds" and mad["n"] == 3
     assert _claim(claims, "§10.3", "tiny_boolq", "MAD-D")["value"] == pytest.approx(2.0)
-    # §10.4: CGA +5 over zs* and +6 over MAD; HID −0.5 below zs*
-    assert _claim(claims, "§10.4", "tiny_boolq, verbal, cga", "≥ MAD")["value"] == pytest.approx(6.0)
+    # §10.4: CGA .74 is +9 over zs* .65 and +10 over MAD .64; HID .72 is +7 over zs*
+    assert _claim(claims, "§10.4", "tiny_boolq, seqprob, cga", "≥ MAD")["value"] == pytest.approx(10.0)
     hid = _claim(claims, "§10.4", "tiny_boolq, seqprob, hid", "≥ zs*")
-    assert hid["value"] == pytest.approx(-0.5) and hid["holds"] == "no"
+    assert hid["value"] == pytest.approx(7.0) and hid["verdict"] == "holds"
     # §10.5: beta vs raw F1 of the protocols, in points, from the test metrics
     assert _claim(claims, "§10.5", "tiny_boolq, seqprob, beta, wsv")["value"] == pytest.approx(2.0)
     cga = _claim(claims, "§10.5", "tiny_boolq, seqprob, beta, cga")
-    assert cga["value"] == pytest.approx(-1.0) and cga["holds"] == "no" and cga["n"] == 300
+    assert cga["value"] == pytest.approx(-1.0) and cga["verdict"] == "fails" and cga["n"] == 3
     best_f1 = _claim(claims, "§10.5", "tiny_boolq, seqprob, beta", "WSV")
-    assert best_f1["value"] == pytest.approx(1.0) and best_f1["holds"] == "yes"  # zero_shot:a's .90 is no method
+    assert best_f1["value"] == pytest.approx(1.0) and best_f1["verdict"] == "holds"  # zero_shot:a's .90 is no method
     assert best_f1["detail"] == "best other: cga"
-    assert _claim(claims, "§10.5", "tiny_boolq, seqprob, beta", "AUARC")["value"] == pytest.approx(4.0)
-    # §10.7: mean seqprob after − before per transition; q3/b was not debated; q1/a counts once
+    best_auarc = _claim(claims, "§10.5", "tiny_boolq, seqprob, beta", "AUARC")
+    assert best_auarc["value"] == pytest.approx(4.0) and best_auarc["detail"] == "best: cga; best other: wsv"
+    # §10.7: mean seqprob after − before per transition; q3/b was not debated; q1/a counts once. The
+    # c→i flips are q1/b +.3 and q2/b −.1: resampling the 2 questions gives means .3, .1 or −.1, so
+    # the interval is [−.1, .3] and the rise is inconclusive on 2 questions
     flips = _claim(claims, "§10.7", "tiny_boolq, c→i")
-    assert flips["value"] == pytest.approx(0.1) and flips["holds"] == "yes" and flips["n"] == 2
-    assert flips["detail"] == "self-report after − before: -0.1"
+    assert (flips["value"], flips["low"], flips["high"]) == pytest.approx((0.1, -0.1, 0.3))
+    assert flips["verdict"] == "inconclusive" and flips["n"] == 2
+    assert flips["interval"].startswith("bootstrap over questions")
+    assert flips["detail"] == "2 answers; self-report after − before: -0.1"
     same = _claim(claims, "§10.7", "tiny_boolq, c→c")
-    assert same["value"] == pytest.approx(0.1) and same["n"] == 1
+    assert same["value"] == pytest.approx(0.1) and same["n"] == 1 and same["verdict"] == "n/a"
+    assert "1 question: an interval needs at least 2" in same["detail"]
     assert _claim(claims, "§10.7", "tiny_boolq, i→c")["value"] == pytest.approx(0.1)
-    wrong = _claim(claims, "§10.7", "tiny_boolq, i→i")
-    assert wrong["value"] == pytest.approx(-0.05) and wrong["holds"] == "no" and wrong["n"] == 1
     missing = _claim(claims, "§10.7", "tiny_mmlu, c→i")
-    assert missing["holds"] == "n/a" and missing["detail"] == "no c→i answer among 1 debated"
+    assert missing["verdict"] == "n/a" and missing["detail"] == "no c→i answer among 1 debated"
+
+
+def _run_outputs(f1: dict[str, list[float]], auarc: dict[str, list[float]] | None = None) -> RunOutputs:
+    """Test metrics of one pair on tiny_boolq (seqprob, beta), one value per run for each method,
+    in [0, 1]; nothing else in the run."""
+    rows = []
+    for method, values in f1.items():
+        for run, value in enumerate(values):
+            rows.append({"dataset": "tiny_boolq", "pair": "p1", "run": run, "estimator": "seqprob",
+                         "calibrator": "beta", "method": method, "agent": "", "f1": value,
+                         "auarc": (auarc or f1)[method][run], "n": 50})
+    outputs = RunOutputs("runs", {}, {}, {"tiny_boolq": "boolq"})
+    for name in ("confidence_lift", "calibration", "confidence_streams"):
+        outputs.__dict__[name] = pd.DataFrame()
+    outputs.__dict__["confidence_metrics"] = pd.DataFrame(rows)
+    return outputs
+
+
+def test_a_lift_on_two_runs_is_inconclusive_where_its_mean_alone_would_hold():
+    """MAD − zs* F1 is −4 points in run 0 and +1 in run 1: the mean −1.5 is ≤ 0 (the old point-value
+    claim held), but resampling the two runs gives −4 (1/4), −1.5 (1/2) or +1 (1/4): [−4, 1]."""
+    outputs = _run_outputs({"zero_shot": [0.60, 0.60], "mad": [0.56, 0.61]})
+    mad = _claim(claims_frame(confidence.evaluate(outputs).claims), "§10.3", "tiny_boolq", "MAD F1")
+    assert (mad["value"], mad["low"], mad["high"]) == pytest.approx((-1.5, -4.0, 1.0))
+    assert mad["verdict"] == "inconclusive" and mad["n"] == 2
+
+
+def test_a_large_auarc_lift_over_many_runs_holds():
+    """CGA's AUARC is 5 ± 1 points above zs*'s and MAD's in every one of 10 runs: every resample's
+    mean is between 4 and 6."""
+    zs = [0.60 + 0.01 * (r % 3) for r in range(10)]
+    cga = [z + 0.05 + 0.01 * ((r % 3) - 1) for r, z in enumerate(zs)]
+    outputs = _run_outputs({"zero_shot": zs, "mad": zs, "cga": cga})
+    claims = claims_frame(confidence.evaluate(outputs).claims)
+    for statement in ("≥ zs*", "≥ MAD"):
+        lift = _claim(claims, "§10.4", "tiny_boolq, seqprob, cga", statement)
+        assert lift["verdict"] == "holds" and lift["n"] == 10 and 4.0 <= lift["low"] <= lift["high"] <= 6.0
+    best = _claim(claims, "§10.5", "tiny_boolq, seqprob, beta", "AUARC")
+    assert best["verdict"] == "holds" and best["low"] >= 4.0
+
+
+def test_auarc_about_unchanged_takes_the_absolute_mean_shift_on_each_resample():
+    """Beta moves AUARC by +.03 in run 0 and −.01 in run 1: |mean| is .01, and the resamples' |mean|
+    are .03 (1/4), .01 (1/2) and .01 (1/4), so the interval [.01, .03] covers the .02 tolerance."""
+    rows = []
+    for run, shift in ((0, 0.03), (1, -0.01)):
+        for kind, auarc in (("raw", 0.70), ("beta", 0.70 + shift)):
+            rows.append({"dataset": "tiny_boolq", "pair": "p1", "run": run, "estimator": "seqprob", "calibrator": kind,
+                         "agent": "a", "stream": 0, "split": "test", "n": 50, "ece": 0.1, "auarc": auarc})
+    outputs = RunOutputs("runs", {}, {}, {})
+    for name in ("confidence_lift", "confidence_metrics", "confidence_streams"):
+        outputs.__dict__[name] = pd.DataFrame()
+    outputs.__dict__["calibration"] = pd.DataFrame(rows)
+    kept = _claim(claims_frame(confidence.evaluate(outputs).claims), "§10.2", "tiny_boolq, seqprob, beta")
+    assert (kept["value"], kept["low"], kept["high"]) == pytest.approx((0.01, 0.01, 0.03))
+    assert kept["verdict"] == "inconclusive" and kept["n"] == 2
 
 
 def test_claims_say_why_without_the_inputs():
@@ -227,7 +292,7 @@ def test_claims_say_why_without_the_inputs():
         outputs.__dict__[name] = pd.DataFrame()
     empty = confidence.evaluate(outputs)
     claims = _claims(empty)
-    assert (claims["holds"] == "n/a").all() and claims["detail"].str.len().gt(0).all()
+    assert (claims["verdict"] == "n/a").all() and claims["detail"].str.len().gt(0).all()
     assert {"§10.1", "§10.2", "§10.3", "§10.4", "§10.5", "§10.7"} <= set(claims["claim"])
     assert empty.tables["table1"].empty and not empty.figures
 
@@ -258,4 +323,5 @@ def test_evaluate_paper_writes_the_tables_and_the_comparison(tmp_path):
                  & (vs["metric"] == "auarc_lift")].iloc[0]
     assert selfrep["paper_value"] == pytest.approx(9.58) and pd.isna(selfrep["run_value"])  # no VAST in the run
     claims = pd.read_csv(out / "claims.csv", keep_default_na=False)  # "n/a" is a value here
-    assert set(claims["holds"]) == {"yes", "no", "n/a"}
+    assert set(claims["verdict"]) == {"holds", "fails", "inconclusive", "n/a"}
+    assert claims.loc[claims["verdict"] != "n/a", "interval"].str.contains("bootstrap").all()

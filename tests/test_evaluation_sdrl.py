@@ -72,12 +72,13 @@ SAMPLES = {
 }
 
 
-def _questions() -> pd.DataFrame:
+def _questions(outcomes_by_protocol: dict = OUTCOMES) -> pd.DataFrame:
+    """Question rows; the i-th outcome of a thread is question q{i+1} on toy, q{i+3} on toy2."""
     rows = []
-    for (name, dataset), threads in OUTCOMES.items():
+    for (name, dataset), threads in outcomes_by_protocol.items():
         info = next(p for p in PROTOCOLS if p.name == name)
-        qids = ["q3"] if dataset == TOY2 else ["q1", "q2"]
         for thread, outcomes in threads.items():
+            qids = [f"q{i + (3 if dataset == TOY2 else 1)}" for i in range(len(outcomes))]
             for qid, (pre, correct) in zip(qids, outcomes):
                 rows.append({"question_id": qid, "dataset": dataset, "protocol": name, "kind": info.kind,
                              "thread": thread, "n_agents": info.n_agents, "correct": correct, "parse_failed": False,
@@ -111,14 +112,14 @@ def _zero_shot() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=ZERO_SHOT_COLUMNS)
 
 
-def make_outputs(training: dict | None = None, backbones: dict = BACKBONES) -> RunOutputs:
+def make_outputs(training: dict | None = None, backbones: dict = BACKBONES, outcomes: dict = OUTCOMES) -> RunOutputs:
     runs = {"dapo": RunInfo("dapo", "dapo", {"method": "dapo"}),
             "sdrl_freq": RunInfo("sdrl_freq", "sdrl", {"method": "sdrl", "pair_mode": "freq", "steps": 125})}
     outputs = RunOutputs(experiment="fixture", protocols={p.name: p for p in PROTOCOLS}, runs=runs,
                          paper_datasets={TOY: "math500", TOY2: "amc23"},
                          agent_runs={"base": None, "dapo": "dapo", "sdrl": "sdrl_freq"},
                          model_backbones=backbones, agent_models=AGENT_MODELS)
-    outputs.__dict__["questions"] = _questions()
+    outputs.__dict__["questions"] = _questions(outcomes)
     outputs.__dict__["turns"] = _turns()
     outputs.__dict__["zero_shot"] = _zero_shot()
     outputs.__dict__["training"] = training if training is not None else {"sdrl_freq": pd.DataFrame({
@@ -220,25 +221,88 @@ def test_table6_tokens_and_accuracy_by_round(result):
 
 
 def test_claims_measure_the_directions(result):
+    # steps 1 and 3 sampled debate turns: gaps 30 and 10 points; a bootstrap over 2 steps draws
+    # (10, 10) with chance 1/4, (30, 30) with 1/4, a mix with 1/2: the 2.5 % / 97.5 % points are 10 / 30
     training = [c for c in claims_of(result, "§9.3") if c.statement.startswith("debate-turn")]
-    assert len(training) == 1 and training[0].value == pytest.approx(20) and training[0].holds is True
-    assert training[0].n == 2  # step 2 sampled no debate turn
+    assert len(training) == 1 and training[0].value == pytest.approx(20) and training[0].verdict == "holds"
+    assert (training[0].low, training[0].high) == (pytest.approx(10), pytest.approx(30))
+    assert training[0].n == 2 and "over steps" in training[0].interval  # step 2 sampled no debate turn
     dropped = [c for c in claims_of(result, "§9.3") if "dropped" in c.statement][0]
-    assert dropped.value == pytest.approx(0.25) and dropped.holds is None
+    assert dropped.verdict == "n/a" and "3 steps" in dropped.detail  # 2 steps: no slope interval
+    # Maj N = 7 − N = 3: both questions right vs both wrong, so every resample gives 100
     rises = [c for c in claims_of(result, "§9.4") if "Maj" in c.statement]
-    assert len(rises) == 1 and rises[0].value == pytest.approx(100) and rises[0].holds is True and rises[0].n == 6
+    assert len(rises) == 1 and rises[0].value == pytest.approx(100) and rises[0].verdict == "holds"
+    assert (rises[0].low, rises[0].high, rises[0].n) == (pytest.approx(100), pytest.approx(100), 2)
+    assert "non-decreasing: yes" in rises[0].detail
+    # round 0 of SDRL-freq: wrong replies 400 tokens; right ones q1 (100, 110, 130, 100, 120) mean 112,
+    # q2 (100, 130, 120) mean 116.67, both 113.75. Resamples {q1, q1} 288, {q2, q2} 283.33, else 286.25
     longer = [c for c in claims_of(result, "§9.4") if "longer" in c.statement and c.scope == f"{TOY}, SDRL-freq"]
-    assert longer[0].value == pytest.approx(400 - 113.75) and longer[0].holds is True
+    assert longer[0].value == pytest.approx(400 - 113.75) and longer[0].verdict == "holds" and longer[0].n == 2
+    assert (longer[0].low, longer[0].high) == (pytest.approx(400 - 350 / 3), pytest.approx(288))
+    # Δ per question over threads: SDRL-freq q1 0, q2 0.5; DAPO q1 0.5, q2 0.5: differences −50, 0 points,
+    # so the paired interval is [−50, 0] and "≥ 0" can't be told (the point value alone said no)
     delta = [c for c in claims_of(result, "§9.5") if "Δ" in c.statement and c.scope == f"{TOY}, N=5"]
-    assert delta[0].value == pytest.approx(25 - 50) and delta[0].holds is False
+    assert delta[0].value == pytest.approx(25 - 50) and delta[0].verdict == "inconclusive" and delta[0].n == 2
+    assert (delta[0].low, delta[0].high, delta[0].expect) == (pytest.approx(-50), pytest.approx(0), ">= 0")
+    # mean@4: SDRL-freq q1 3/4, q2 1/4; DAPO q1 2/4, q2 3/4: differences +25, −50 points
     single = [c for c in claims_of(result, "§9.5") if "single-agent" in c.statement and c.scope == TOY]
-    assert single[0].value == pytest.approx(50 - 62.5) and single[0].holds is False
+    assert single[0].value == pytest.approx(50 - 62.5) and single[0].verdict == "inconclusive"
+    assert (single[0].low, single[0].high) == (pytest.approx(-50), pytest.approx(25))
+
+
+def _dropped_share_claim(kept: list[int], groups: int = 4):
+    steps = list(range(1, len(kept) + 1))
+    outputs = make_outputs(training={"sdrl_freq": pd.DataFrame({
+        "step": steps, "accuracy": [0.2] * len(steps), "debate_accuracy": [0.5] * len(steps),
+        "debate_groups": [groups] * len(steps), "debate_groups_kept": kept})})
+    return [c for c in sdrl._training_claims(outputs) if "dropped" in c.statement][0]
+
+
+def test_dropped_share_trend_is_the_ols_slope_with_its_t_interval():
+    # dropped share 0, .25, .25, .5 over steps 1..4: slope Sxy / Sxx = 0.75 / 5 = 0.15; residuals
+    # −.025, .075, −.075, .025, SSE .0125, se = sqrt(.0125 / 2 / 5); t(.975, 2) = 4.3027: ± 0.1521
+    claim = _dropped_share_claim([4, 3, 3, 2])
+    assert claim.value == pytest.approx(0.15) and claim.n == 4
+    assert claim.low == pytest.approx(0.15 - 4.302653 * math.sqrt(0.00125), abs=1e-5)
+    assert claim.high == pytest.approx(0.15 + 4.302653 * math.sqrt(0.00125), abs=1e-5)
+    assert claim.verdict == "inconclusive"  # the point value rises, 4 steps can't tell
+    # 12 steps, one more group of 12 dropped every step: a clean rise holds
+    rising = _dropped_share_claim(list(range(12, 0, -1)), groups=12)
+    assert rising.value == pytest.approx(1 / 12) and rising.low > 0 and rising.verdict == "holds"
+
+
+def _many_questions(n: int, pattern: list[tuple[bool, bool]]) -> dict:
+    return {0: [pattern[i % len(pattern)] for i in range(n)]}
+
+
+def test_a_large_delta_gain_over_dapo_on_many_questions_holds():
+    # 60 shared questions: SDRL's debate fixes 40 round-0 errors (Δ 66.7 points), DAPO's fixes none (Δ 0)
+    outcomes = {("sdrl_n5", TOY): _many_questions(60, [(False, True), (False, True), (True, True)]),
+                ("dapo_n5", TOY): _many_questions(60, [(True, True)])}
+    result = sdrl.evaluate(make_outputs(outcomes=outcomes))
+    delta = [c for c in claims_of(result, "§9.5") if "Δ" in c.statement and c.scope == f"{TOY}, N=5"][0]
+    assert delta.value == pytest.approx(200 / 3) and delta.n == 60
+    # the paired SE is sqrt(2/9)/sqrt(60) = 6.1 points: the interval is about 66.7 ± 12
+    assert 66.7 - 20 < delta.low < 66.7 - 6 and 66.7 + 6 < delta.high <= 100
+    assert delta.verdict == "holds"
+
+
+def test_a_rise_with_n_on_three_questions_is_inconclusive():
+    # Maj N = 3 / 5 / 7: 1, 1, 2 of 3 right: a rise of 33.3 points (before: holds = yes), but per question
+    # N = 7 − N = 3 is (+1, +1, −1) and a resample drawing two −1s (7 / 27 of them) is ≤ 0
+    outcomes = {("base_n3", TOY): {0: [(False, False), (False, False), (True, True)]},
+                ("base_n5", TOY): {0: [(True, True), (False, False), (False, False)]},
+                ("base_n7", TOY): {0: [(True, True), (True, True), (False, False)]}}
+    rises = [c for c in claims_of(sdrl.evaluate(make_outputs(outcomes=outcomes)), "§9.4") if "Maj" in c.statement][0]
+    assert rises.value == pytest.approx(100 / 3) and rises.n == 3
+    assert rises.low < 0 < rises.high and rises.verdict == "inconclusive" and rises.holds is None
 
 
 def test_training_claims_say_why_when_untestable():
     outputs = make_outputs(training={"sdrl_freq": pd.DataFrame({"step": [1, 2], "accuracy": [0.1, 0.2]})})
     training = [c for c in sdrl._training_claims(outputs) if c.statement.startswith("debate-turn")][0]
-    assert training.holds is None and math.isnan(training.value) and "debate_accuracy" in training.detail
+    assert training.verdict == "n/a" and training.holds is None and math.isnan(training.value)
+    assert "debate_accuracy" in training.detail
 
 
 def test_evaluate_paper_writes_tables_comparisons_and_claims(tmp_path):
@@ -261,7 +325,11 @@ def test_evaluate_paper_writes_tables_comparisons_and_claims(tmp_path):
     assert budget.loc[(budget["method"] == "SDRL-freq") & (budget["steps"] == 125) & (budget["dataset"] == "math500")
                       & (budget["metric"] == "maj"), "run_value"].tolist() == [75.0]
     claims = pd.read_csv(out / "claims.csv", keep_default_na=False)
-    assert {"yes", "no", "n/a"} <= set(claims["holds"])
+    assert {"holds", "inconclusive", "n/a"} <= set(claims["verdict"])
+    measured = claims[claims["verdict"] != "n/a"]
+    assert (measured["low"].astype(float) <= measured["value"].astype(float)).all()
+    assert (measured["value"].astype(float) <= measured["high"].astype(float)).all()
+    assert (measured["n"] >= 2).all() and measured["interval"].str.len().gt(0).all()
 
 
 def test_a_reduced_budget_run_fills_table5_beside_the_full_run_and_stays_out_of_table1():

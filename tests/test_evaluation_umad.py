@@ -1,6 +1,8 @@
 """UMAD evaluation (spec 001 §8, §10) on hand-made stage outputs whose cells are worked out by hand:
 two questions, two threads, one debate round, a heterogeneous and a homogeneous untrained pair,
-a UMAD- and an IPPO-trained pair, and a three-agent debate that is not the paper's."""
+a UMAD- and an IPPO-trained pair, and a three-agent debate that is not the paper's. The claims'
+intervals (bootstrap over the two questions, the slope's t interval) are worked out by hand too;
+a generated pair on 40 and on 4 questions shows one effect holding and the same effect inconclusive."""
 from __future__ import annotations
 
 import math
@@ -75,9 +77,11 @@ def outputs(tmp_path_factory) -> RunOutputs:
     paths = {"turns": tmp_path / "turns.parquet", "rounds": tmp_path / "rounds.parquet"}
     pd.DataFrame(turns).to_parquet(paths["turns"])
     pd.DataFrame(rounds).to_parquet(paths["rounds"])
-    training = {"umad_run": pd.DataFrame({"step": [0, 1, 2], "reward_mean": [0.5, 0.7, 0.9],
-                                          "weight_mean": [1.0, 1.1, 0.95]}),
-                "ippo_run": pd.DataFrame({"step": [0, 1], "reward_mean": [1.0, 0.5], "weight_mean": [1.0, 1.0]})}
+    # slopes worked by hand in test_claims: umad_run 0.12 per step, ippo_run −0.23 per step
+    training = {"umad_run": pd.DataFrame({"step": [0, 1, 2, 3, 4], "reward_mean": [0.5, 0.7, 0.6, 0.9, 1.0],
+                                          "weight_mean": [1.0, 1.1, 0.95, 1.05, 1.0]}),
+                "ippo_run": pd.DataFrame({"step": [0, 1, 2, 3], "reward_mean": [1.0, 0.6, 0.7, 0.2],
+                                          "weight_mean": [1.0, 1.0, 1.0, 1.0]})}
     training_paths = {}
     for run, frame in training.items():
         training_paths[run] = tmp_path / f"{run}.parquet"
@@ -180,44 +184,141 @@ def test_sys_uncertainty_per_round(result):
     assert last["turn"] == 2 and last["n"] == 2 and last["dataset"] == "gsm8k"
 
 
+def _claim(claims, number, statement_part, scope_part="", scope=None):
+    hit = claims[(claims["claim"] == number) & claims["statement"].str.contains(statement_part, regex=False)
+                 & claims["scope"].str.contains(scope_part, regex=False)]
+    if scope is not None:
+        hit = hit[hit["scope"] == scope]
+    assert len(hit) == 1, (number, statement_part, scope_part, hit)
+    return hit.iloc[0]
+
+
 def test_claims(result):
     claims = claims_frame(result.claims)
 
-    def claim(number, statement_part, scope_part="", scope=None):
-        hit = claims[(claims["claim"] == number) & claims["statement"].str.contains(statement_part, regex=False)
-                     & claims["scope"].str.contains(scope_part, regex=False)]
-        if scope is not None:
-            hit = hit[hit["scope"] == scope]
-        assert len(hit) == 1, (number, statement_part, scope_part, hit)
-        return hit.iloc[0]
+    def claim(*args, **kwargs):
+        return _claim(claims, *args, **kwargs)
 
+    # identities: computed on every (question, round) row, no sampling: the interval is the value
     identity = claim("§10.1", "TU = Sys-EU + Sys-AU")
-    assert identity["holds"] == "yes" and identity["value"] <= 1e-9 and identity["n"] == 8
-    assert claim("§10.1", "log N")["holds"] == "yes"
+    assert identity["verdict"] == "holds" and identity["n"] == 8 and identity["expect"] == "<= 1e-09"
+    assert identity["value"] <= 1e-9 and identity["low"] == identity["high"] == identity["value"]
+    bound = claim("§10.1", "log N")
+    # largest excess: Sys-EU − log 2 at the hetero pair's 0.6 nats
+    assert bound["verdict"] == "holds" and bound["value"] == pytest.approx(0.6 - math.log(2)) and bound["n"] == 8
+    # both questions fall by 0.3 nats: every resample of the paired difference is −0.3
     falls = claim("§10.2", "Sys-EU falls", "pair (hetero")
-    assert falls["holds"] == "yes" and falls["value"] == pytest.approx(-0.3)
-    assert claim("§10.2", "Sys-EU falls", "umad_pair")["holds"] == "n/a"
-    initial = claim("§10.3", "initial Sys-EU")
-    assert initial["holds"] == "yes" and initial["value"] == pytest.approx(0.4)
+    assert falls["verdict"] == "holds" and falls["n"] == 2 and falls["expect"] == "< 0"
+    assert (falls["value"], falls["low"], falls["high"]) == pytest.approx((-0.3, -0.3, -0.3))
+    assert "paired bootstrap over questions" in falls["interval"]
+    assert claim("§10.2", "Sys-EU falls", "umad_pair")["verdict"] == "n/a"
+    initial = claim("§10.3", "initial Sys-EU")  # 0.6 vs 0.2 on both questions: 0.4 in every resample
+    assert initial["verdict"] == "holds" and initial["n"] == 2
+    assert (initial["value"], initial["low"], initial["high"]) == pytest.approx((0.4, 0.4, 0.4))
+    # the weak seat gains 50 points on q1 (1 of 2 threads right -> 2 of 2) and 0 on q2: a resample of the
+    # two questions has mean 0, 25 or 50, each end with probability 1/4 > 2.5 %, so the interval is
+    # [0, 50]: the point value (+25, "yes" before intervals) can't be told from 0 on two questions
     gain = claim("§10.4", "raises the weaker agent")
-    assert gain["holds"] == "yes" and gain["value"] == pytest.approx(25.0) and "A0 (weak)" in gain["statistic"]
-    versus = claim("§10.4", "by more in the hetero pair")
-    assert versus["holds"] == "yes" and versus["value"] == pytest.approx(25.0)  # the homo pair gains 0
-    flips = claim("§10.5", "weaker agent flips more", scope="pair")
-    assert flips["holds"] == "yes" and flips["value"] == pytest.approx(25.0)
-    assert claim("§10.5", "lies between", scope="pair")["holds"] == "n/a"  # no homo pair of the strong agent
-    assert claim("§10.5", "weaker agent flips more", scope="pair_unmasked")["holds"] == "n/a"  # no outputs
-    # per question (Δacc points, ΔSys-AU): hetero q1 (25, -0.1), q2 (0, 0.2); homo q1, q2 (0, 0)
+    assert gain["value"] == pytest.approx(25.0) and "A0 (weak)" in gain["statistic"]
+    assert (gain["low"], gain["high"]) == (0.0, 50.0)
+    assert gain["verdict"] == "inconclusive" and gain["n"] == 2
+    versus = claim("§10.4", "by more in the hetero pair")  # the homo pair gains 0 on each question
+    assert versus["value"] == pytest.approx(25.0) and (versus["low"], versus["high"]) == (0.0, 50.0)
+    assert versus["verdict"] == "inconclusive"
+    flips = claim("§10.5", "weaker agent flips more", scope="pair")  # flips 1 of 2 on q1, 0 of 2 on q2
+    assert flips["value"] == pytest.approx(25.0) and (flips["low"], flips["high"]) == (0.0, 50.0)
+    assert flips["verdict"] == "inconclusive" and flips["n"] == 2
+    assert claim("§10.5", "lies between", scope="pair")["verdict"] == "n/a"  # no homo pair of the strong agent
+    assert claim("§10.5", "weaker agent flips more", scope="pair_unmasked")["verdict"] == "n/a"  # no outputs
+    # per (protocol, question) point (Δacc points, ΔSys-AU): hetero q1 (25, -0.1), q2 (0, 0.2); homo q1, q2
+    # (0, 0). A question's two points move together: resampling {q1, q1} gives r = −1, {q2, q2} a
+    # constant Δacc (undefined, dropped), {q1, q2} the point value, so the interval is [−1, r]
     au = claim("§10.6", "Δaccuracy")
     expected = np.corrcoef([25, 0, 0, 0], [-0.1, 0.2, 0, 0])[0, 1]
-    assert au["holds"] == "yes" and au["value"] == pytest.approx(expected) and au["n"] == 4
-    assert claim("§10.7", "token entropy")["holds"] == "n/a"
+    assert au["value"] == pytest.approx(expected) and au["n"] == 2 and au["expect"] == "< 0"
+    assert au["low"] == pytest.approx(-1.0) and au["high"] == pytest.approx(expected)
+    assert au["verdict"] == "holds" and "4 (protocol, question) points" in au["detail"]
+    assert claim("§10.7", "token entropy")["verdict"] == "n/a"
+    # reward 0.5, 0.7, 0.6, 0.9, 1.0 at steps 0..4: slope 1.2 / 10 = 0.12; residuals 0, .08, −.14, .04, .02,
+    # SSE = 0.028, SE = sqrt(0.028 / 3 / 10) = 0.030551, t(.975, 3) = 3.182446
     rises = claim("§10.9", "team reward rises", "umad_run")
-    assert rises["holds"] == "yes" and rises["value"] == pytest.approx(0.2)
-    assert claim("§10.9", "team reward rises", "ippo_run")["holds"] == "no"
+    half = 3.182446 * math.sqrt(0.028 / 3 / 10)
+    assert rises["value"] == pytest.approx(0.12) and rises["n"] == 5 and rises["verdict"] == "holds"
+    assert (rises["low"], rises["high"]) == pytest.approx((0.12 - half, 0.12 + half), abs=1e-6)
+    # reward 1.0, 0.6, 0.7, 0.2: slope −0.23, SSE 0.063, SE = sqrt(0.063 / 2 / 5) = 0.0794, t(.975, 2) = 4.303:
+    # [−0.57, 0.11]; four steps can't tell the fall from noise (the point value said "no")
+    falling = claim("§10.9", "team reward rises", "ippo_run")
+    assert falling["value"] == pytest.approx(-0.23) and falling["verdict"] == "inconclusive"
+    assert (falling["low"], falling["high"]) == pytest.approx((-0.23 - 4.303 * math.sqrt(0.0063),
+                                                               -0.23 + 4.303 * math.sqrt(0.0063)), abs=1e-3)
     weight = claim("§10.9", "confidence weight", "umad_run")
-    assert weight["holds"] == "yes" and weight["value"] == pytest.approx(math.log(1.1))
-    assert claim("§10 (GPU)", "UMAD > IPPO")["value"] == pytest.approx(100.0)
+    assert weight["verdict"] == "holds" and weight["value"] == pytest.approx(math.log(1.1)) and weight["n"] == 5
+    assert weight["low"] == weight["high"] == weight["value"] and weight["expect"] == "<= 0.5"
+    gpu = claim("§10 (GPU)", "UMAD > IPPO")  # A0 right everywhere under UMAD, wrong under IPPO
+    assert (gpu["value"], gpu["low"], gpu["high"]) == pytest.approx((100.0, 100.0, 100.0))
+    assert gpu["verdict"] == "holds" and gpu["n"] == 2
+    assert set(claims["verdict"]) <= {"holds", "fails", "inconclusive", "n/a"}
+
+
+def _gain_outputs(tmp_path, n_questions: int) -> RunOutputs:
+    """A hetero pair (weak, strong) and the weak agent's homo pair on `n_questions` questions, 2 threads,
+    1 round. Question q: the weak seat is right at T = 1 iff q % 4 == 0 and at T = 2 iff q % 4 != 3, so it
+    gains 100 points on half the questions (q % 4 in {1, 2}) and 0 on the others: +50 on average; the
+    strong seat is always right, the weak homo pair right iff q is even in both rounds (gains 0, never
+    flips). The strong agent's homo pair is right at T = 1 and at T = 2 iff q is even: it flips on half."""
+    def right(protocol, seat, rnd, q):
+        if protocol == "pair":
+            return seat == 1 or (q % 4 == 0 if rnd == 0 else q % 4 != 3)
+        if protocol == "pair_homo_strong":
+            return rnd == 0 or q % 2 == 0
+        return q % 2 == 0
+
+    rows = [{"question_id": f"g{q}", "dataset": "ds1", "protocol": protocol, "thread": thread, "round": rnd,
+             "agent": f"{agents[seat]}#{seat}", "agent_index": seat, "agent_config": agents[seat], "call": 0,
+             "answer": "1" if right(protocol, seat, rnd, q) else "2", "correct": right(protocol, seat, rnd, q),
+             "parse_failed": False, "completion_tokens": 10, "finish_reason": "stop"}
+            for protocol, agents in (("pair", ("weak", "strong")), ("pair_homo", ("weak", "weak")),
+                                     ("pair_homo_strong", ("strong", "strong")))
+            for q in range(n_questions) for thread in range(2) for rnd in range(2) for seat in range(2)]
+    path = tmp_path / f"turns_{n_questions}.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    protocols = [protocol("pair", ["weak", "strong"]), protocol("pair_homo", ["weak", "weak"]),
+                 protocol("pair_homo_strong", ["strong", "strong"])]
+    return RunOutputs(experiment=f"gain_{n_questions}", protocols={p.name: p for p in protocols}, runs={},
+                      paper_datasets={"ds1": "gsm8k"}, turn_paths=[path])
+
+
+def _gain_claims(tmp_path, n_questions):
+    built = umad.evaluate(_gain_outputs(tmp_path, n_questions))
+    _close_figures(built)
+    claims = claims_frame(built.claims)
+    return (_claim(claims, "§10.4", "raises the weaker agent"), _claim(claims, "§10.4", "by more in the hetero"),
+            _claim(claims, "§10.5", "weaker agent flips more"), _claim(claims, "§10.5", "lies between"))
+
+
+def test_a_large_gain_on_many_questions_holds(tmp_path):
+    gain, versus, flips, between = _gain_claims(tmp_path, 40)
+    # 40 questions, half gaining 100 points and half 0: SE = 50 / sqrt(40) = 7.9, interval about 50 ± 15.5
+    for row in (gain, versus):
+        assert row["value"] == pytest.approx(50.0) and row["n"] == 40
+        assert row["low"] == pytest.approx(50 - 1.96 * 7.9, abs=4) and row["high"] == pytest.approx(50 + 1.96 * 7.9, abs=4)
+        assert row["verdict"] == "holds"
+    # the weak seat flips on the questions it gains on, the strong one never
+    assert flips["value"] == pytest.approx(50.0) and flips["verdict"] == "holds" and flips["n"] == 40
+    # flip ratios: hetero (50 + 0) / 2 = 25 %, weak homo 0 %, strong homo 50 %: 25 points inside either end
+    assert between["value"] == pytest.approx(25.0) and between["expect"] == ">= 0" and between["n"] == 40
+    assert between["verdict"] == "holds" and "homo pairs 0.0% to 50.0%" in between["detail"]
+
+
+def test_the_same_gain_on_four_questions_is_inconclusive(tmp_path):
+    """Questions 0..3 gain 0, 100, 100, 0 points: the point value is +50 (the old yes/no said "yes"), but a
+    resample drawing only questions 0 and 3 (probability 2^4 / 4^4 = 6.25 % > 2.5 %) gains 0, so the
+    interval reaches 0; likewise 100."""
+    gain, versus, flips, _ = _gain_claims(tmp_path, 4)
+    for row in (gain, versus, flips):
+        assert row["value"] == pytest.approx(50.0) and row["n"] == 4
+        assert (row["low"], row["high"]) == (0.0, 100.0)
+        assert row["verdict"] == "inconclusive"
 
 
 def test_claims_without_threads_or_training_are_untestable(outputs):
@@ -228,9 +329,9 @@ def test_claims_without_threads_or_training_are_untestable(outputs):
     _close_figures(built)
     claims = claims_frame(built.claims)
     au = claims[claims["claim"] == "§10.6"].iloc[0]
-    assert au["holds"] == "n/a" and "K > 1" in au["detail"]
+    assert au["verdict"] == "n/a" and "K > 1" in au["detail"]
     training = claims[claims["claim"] == "§10.9"]
-    assert list(training["scope"]) == ["umad_run", "ippo_run"] and set(training["holds"]) == {"n/a"}
+    assert list(training["scope"]) == ["umad_run", "ippo_run"] and set(training["verdict"]) == {"n/a"}
 
 
 def test_paper_numbers_cover_the_built_tables():

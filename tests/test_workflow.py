@@ -219,9 +219,13 @@ def test_every_paper_gets_its_tables_beside_the_published_numbers(finished_run):
             vs = pd.read_csv(tables / paper / f"{name}_vs_paper.csv")
             assert len(vs) == len(published[name]) and vs["paper_value"].notna().all(), (paper, name)
         claims = pd.read_csv(tables / paper / "claims.csv", keep_default_na=False)  # "n/a" is a value here
-        assert len(claims) > 0 and set(claims["holds"]) <= {"yes", "no", "n/a"}, paper
-        # an untestable claim says why
-        assert claims.loc[claims["holds"] == "n/a", "detail"].notna().all(), paper
+        assert len(claims) > 0 and set(claims["verdict"]) <= {"holds", "fails", "inconclusive", "n/a"}, paper
+        # an untestable claim says why; a decided or inconclusive one has its n and interval
+        assert (claims.loc[claims["verdict"] == "n/a", "detail"] != "").all(), paper
+        decided = claims[claims["verdict"] != "n/a"]
+        assert (decided["n"] > 0).all() and (decided["interval"] != "").all(), paper
+        low, high = decided["low"].astype(float), decided["high"].astype(float)
+        assert (low <= high).all(), paper
     # the tiny run's cells reach the tables: SVR-MAD's rows are this run's protocols
     svr = pd.read_csv(tables / "svr_mad/table1.csv")
     assert {"Self Consistency", "GroupDebate", "SID-ET", "S2-MAD", "SVR-MAD"} <= set(svr["method"])

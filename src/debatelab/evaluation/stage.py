@@ -9,7 +9,8 @@ Outputs of `evaluate_paper` (results/{experiment}/tables/{paper}/):
   the cell's keys, paper_value, run_value (empty where this run has no such cell), difference
   (run − paper), run_dataset (the run's dataset standing in for the paper's), n, paper_where;
 - ``claims.csv``: one row per checkable claim of the spec: claim, statement, scope, statistic,
-  value, holds (yes / no / n/a), n, detail;
+  value, its 95 % interval (low, high), expect (what the claim says of value), verdict (holds /
+  fails / inconclusive / n/a, `evaluation.claims`), n, interval (how it was made), detail;
 - ``<figure>.png``: the paper's plots;
 - ``<name>.html`` beside every CSV: the same table rendered for the report (a CSV can only be
   downloaded from a Snakemake report, an HTML file opens in it).
@@ -27,7 +28,7 @@ import pandas as pd
 
 from ..config import PAPERS
 from ..io import save_figure_atomic, write_text_atomic
-from .claims import Claim, claims_frame
+from .claims import Claim, claims_frame, verdict_counts
 from .paper_numbers import PAPER_NUMBERS_DIR, compare_with_paper, load_paper_numbers
 from .run import RunOutputs
 
@@ -115,11 +116,10 @@ def evaluate_paper(paper: str, outputs: RunOutputs, out_dir: str | Path,
               "(run_dataset: this run's dataset standing in for the paper's).")
         log.info("%s %s: %d of %d published cells have a run value", paper, name, filled, len(vs))
     claims = claims_frame(result.claims)
-    counts = claims["holds"].value_counts()
     write(claims, "claims", "checkable claims",
-          f"{counts.get('yes', 0)} hold, {counts.get('no', 0)} don't, {counts.get('n/a', 0)} can't be tested in this run "
-          "(detail says why). Directions only: a small model on CPU won't match the published magnitudes.")
-    log.info("%s claims: %s", paper, claims["holds"].value_counts().to_dict())
+          f"{verdict_counts(claims)}. Each verdict reads the 95 % interval [low, high] of the statistic against "
+          "what the claim expects; directions only: a small model on CPU won't match the published magnitudes.")
+    log.info("%s claims: %s", paper, claims["verdict"].value_counts().to_dict())
     for name, fig in result.figures.items():
         save_figure_atomic(fig, out_dir / f"{name}.png")
     return result

@@ -13,13 +13,22 @@ Table 1's k is the lift table's: pairs whose paired one-sided t-tests over the r
 its own data, `confidence.stage`) beat every comparator at α; a comparison without variance over
 runs is not significant, and k is "–" (NaN) where no pair could be tested
 (`reporting.confidence.lift_table`).
+
+Claims (§10): F1, AUARC and ECE are statistics of a run's whole test part, and the files read here
+hold them per run, not per question; so §10.1-§10.5 take each calibration run (averaged over pairs,
+which share the run's questions) as the unit and bootstrap runs, paired where both sides are one
+run's (`calibration.runs` ≥ 2 for an interval). §10.7 is a mean over debated answers, bootstrapped
+over questions (`question_mean`).
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pandas as pd
 
 from ...reporting.confidence import paper_layout, plot_lift
-from ..claims import Claim, finite
+from ..claims import BOOTSTRAP_RESAMPLES, CONFIDENCE, Claim, Estimate, finite
 from ..paper_numbers import long_table
 from ..run import RunOutputs
 from ..stage import PaperEvaluation
@@ -118,70 +127,128 @@ def calibration_table(cells: pd.DataFrame, outputs: RunOutputs) -> pd.DataFrame:
     return out
 
 
-# --------------------------------------------------------------------------- test metrics
-
-
-def method_means(outputs: RunOutputs) -> pd.DataFrame:
-    """F1 and AUARC (points) per (dataset, estimator, calibrator, method) on the test split: mean
-    over runs per pair, then over pairs (as the lift table averages); n = test questions × runs."""
-    table = outputs.confidence_metrics
-    columns = ["dataset", "estimator", "calibrator", "method", "f1", "auarc", "n"]
-    if table.empty:
-        return pd.DataFrame(columns=columns)
-    table = table[~table["method"].str.startswith("zero_shot:")]
-    if "n" not in table:
-        table = table.assign(n=1)
-    keys = ["dataset", "estimator", "calibrator", "method"]
-    per_pair = table.groupby([*keys, "pair"], sort=False).agg(f1=("f1", "mean"), auarc=("auarc", "mean"),
-                                                               n=("n", "sum"))
-    out = per_pair.groupby(level=keys, sort=False).agg(f1=("f1", "mean"), auarc=("auarc", "mean"), n=("n", "sum"))
-    out[["f1", "auarc"]] *= 100
-    return out.reset_index()[columns]
-
-
 # --------------------------------------------------------------------------- claims
 
+# A run's test part is drawn from (seed, run) alone, so run r tests every pair of a dataset on the
+# same questions: a run, averaged over its pairs, is one unit, and two methods (or calibrators) of
+# one run are paired. The files the evaluation reads hold per-run metrics, not per-question ones.
+RUN_UNIT = "calibration runs, each averaged over pairs"
+QUESTION_UNIT = "questions, every pair and agent of a question together"
 
-def _calibration_claims(cells: pd.DataFrame) -> list[Claim]:
-    """§10.1 (every fitted calibrator lowers test ECE) and §10.2 (monotone ones keep AUARC)."""
+
+def _few_units_detail(estimate: Estimate, unit: str) -> str:
+    if estimate.n >= 2:
+        return ""
+    what = "calibration run (`calibration.runs`)" if unit == RUN_UNIT else "question"
+    return f"{estimate.n} {what}: an interval needs at least 2"
+
+
+def _measured(number: str, statement: str, scope: str, statistic: str, estimate: Estimate, expect: str,
+              threshold: float = 0.0, detail: str = "", unit: str = RUN_UNIT) -> Claim:
+    detail = "; ".join(d for d in (_few_units_detail(estimate, unit), detail) if d)
+    return Claim.measured(number, statement, scope, statistic, estimate, expect, threshold, detail)
+
+
+def resample_all(statistic, n_units: int, unit: str, *, paired: bool = False, seed: int = 0) -> Estimate:
+    """`claims.bootstrap` with every resample drawn at once (a few hundred claims stay fast):
+    `statistic(index)` takes an (R, n_units) int array of resampled units and returns R values; the
+    point value is the statistic on all units, the interval the percentiles of the finite replicates.
+    Without at least 2 units the value is kept and the interval is undefined (verdict n/a)."""
+    method = f"{'paired ' if paired else ''}bootstrap over {unit} ({BOOTSTRAP_RESAMPLES} resamples, percentile)"
+    if n_units < 1:
+        return Estimate.missing(0, method)
+    value = float(statistic(np.arange(n_units)[None, :])[0])
+    if n_units < 2:
+        return Estimate(value, math.nan, math.nan, n_units, method)
+    replicates = np.asarray(statistic(np.random.default_rng(seed).integers(0, n_units, (BOOTSTRAP_RESAMPLES, n_units))),
+                            dtype=float)
+    replicates = replicates[np.isfinite(replicates)]
+    if replicates.size == 0:
+        return Estimate(value, math.nan, math.nan, n_units, method)
+    tail = 100 * (1 - CONFIDENCE) / 2
+    low, high = np.percentile(replicates, [tail, 100 - tail])
+    return Estimate(value, float(low), float(high), n_units, method)
+
+
+def _paired_runs(a: pd.Series, b: pd.Series) -> Estimate:
+    """mean(a) − mean(b) over the runs both have (index: run), a paired bootstrap over runs."""
+    joined = pd.concat([a.rename("a"), b.rename("b")], axis=1, join="inner").dropna()
+    difference = (joined["a"] - joined["b"]).to_numpy(float)
+    return resample_all(lambda i: difference[i].mean(axis=1), len(difference), RUN_UNIT, paired=True)
+
+
+def calibration_runs(cal: pd.DataFrame) -> pd.DataFrame:
+    """Test-split ECE and single-agent AUARC per (dataset, estimator, calibrator, run): the mean over
+    pairs, agents and streams (their mean over runs is `calibration_cells`' with balanced runs)."""
+    columns = ["dataset", "estimator", "calibrator", "run", "ece", "auarc"]
+    if cal.empty:
+        return pd.DataFrame(columns=columns)
+    test = cal[cal["split"] == "test"]
+    return test.groupby(columns[:4], sort=False)[["ece", "auarc"]].mean().reset_index()
+
+
+def _calibration_claims(runs: pd.DataFrame) -> list[Claim]:
+    """§10.1 (every fitted calibrator lowers test ECE) and §10.2 (monotone ones keep AUARC), each
+    paired over calibration runs (a run's raw and calibrated streams score the same questions)."""
     s1 = "a fitted calibrator lowers test ECE compared with raw"
     s2 = f"a monotone calibrator leaves single-agent AUARC about unchanged (|Δ| ≤ {AUARC_TOLERANCE})"
-    kinds = set(cells["calibrator"]) if not cells.empty else set()
+    kinds = set(runs["calibrator"]) if not runs.empty else set()
     if "raw" not in kinds or kinds == {"raw"}:
-        reason = ("no calibration report" if cells.empty else
+        reason = ("no calibration report" if runs.empty else
                   "needs raw and at least one fitted calibrator in `calibration.calibrators`")
         return [Claim.untestable("§10.1", s1, reason), Claim.untestable("§10.2", s2, reason)]
     claims = []
-    by = cells.set_index(["dataset", "estimator", "calibrator"])
-    for (dataset, estimator), g in cells.groupby(["dataset", "estimator"], sort=False):
-        if (dataset, estimator, "raw") not in by.index:
+    by = runs.set_index(["dataset", "estimator", "calibrator", "run"]).sort_index()
+    for (dataset, estimator), g in runs.groupby(["dataset", "estimator"], sort=False):
+        if "raw" not in set(g["calibrator"]):
             continue
         raw = by.loc[(dataset, estimator, "raw")]
-        for _, row in g[g["calibrator"] != "raw"].iterrows():
-            scope = f"{dataset}, {estimator}, {row['calibrator']}"
-            d = float(row["ece"] - raw["ece"])
-            claims.append(Claim("§10.1", s1, scope,
-                                "ECE(calibrated) − ECE(raw), test, mean over pairs × runs × streams", d,
-                                bool(d < 0) if finite(d) else None, int(row["n"])))
-        for _, row in g[g["calibrator"].isin(MONOTONE)].iterrows():
-            scope = f"{dataset}, {estimator}, {row['calibrator']}"
-            d = float(row["auarc"] - raw["auarc"])
-            claims.append(Claim("§10.2", s2, scope, "AUARC(calibrated) − AUARC(raw), test, per stream, in [0, 1]",
-                                d, bool(abs(d) <= AUARC_TOLERANCE) if finite(d) else None, int(row["n"]),
-                                f"tolerance ±{AUARC_TOLERANCE}: isotonic steps tie confidences, so AUARC can move"))
+        for kind in dict.fromkeys(g["calibrator"]):
+            if kind == "raw":
+                continue
+            scope, mine = f"{dataset}, {estimator}, {kind}", by.loc[(dataset, estimator, kind)]
+            claims.append(_measured("§10.1", s1, scope, "ECE(calibrated) − ECE(raw), test, mean over runs × pairs × streams",
+                                    _paired_runs(mine["ece"], raw["ece"]), "<"))
+            if kind not in MONOTONE:
+                continue
+            joined = pd.concat([mine["auarc"], raw["auarc"]], axis=1, join="inner").dropna().to_numpy(float)
+            shift = joined[:, 0] - joined[:, 1]
+            estimate = resample_all(lambda i: np.abs(shift[i].mean(axis=1)), len(shift), RUN_UNIT, paired=True)
+            claims.append(_measured("§10.2", s2, scope, "|AUARC(calibrated) − AUARC(raw)|, test, per stream, in [0, 1]",
+                                    estimate, "<=", AUARC_TOLERANCE,
+                                    f"tolerance {AUARC_TOLERANCE}: isotonic steps tie confidences, so AUARC can move"))
     if not any(c.claim == "§10.2" for c in claims):
         claims.append(Claim.untestable("§10.2", s2, "no monotone calibrator (beta, isotonic) was fitted"))
     return claims
 
 
-def _lift_claims(lift: pd.DataFrame, calibrator: str | None, outputs: RunOutputs) -> list[Claim]:
-    """§10.3 (MAD hurts F1 on stance / BoolQ, MAD-D less) and §10.4 (CGA/HID AUARC ≥ zs*, MAD)."""
+def method_runs(outputs: RunOutputs) -> pd.DataFrame:
+    """Test F1 and AUARC (points) per (dataset, estimator, calibrator, method, run), each the mean
+    over pairs; single agents (`zero_shot:<agent>`) left out, `zero_shot` is zs*. A lift of Table 1
+    is the mean over runs of a method's value minus zs*'s (with every pair in every run)."""
+    table = outputs.confidence_metrics
+    columns = ["dataset", "estimator", "calibrator", "method", "run", "f1", "auarc"]
+    if table.empty:
+        return pd.DataFrame(columns=columns)
+    table = table[~table["method"].str.startswith("zero_shot:")]
+    out = table.groupby(columns[:5], sort=False)[["f1", "auarc"]].mean()
+    return (out * 100).reset_index()
+
+
+def _wide(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Rows run, columns method: one (dataset, estimator, calibrator)'s `metric`."""
+    return runs.pivot_table(index="run", columns="method", values=metric, aggfunc="first", sort=False)
+
+
+def _lift_claims(runs: pd.DataFrame, calibrator: str | None, outputs: RunOutputs) -> list[Claim]:
+    """§10.3 (MAD hurts F1 on stance / BoolQ, MAD-D less) and §10.4 (CGA/HID AUARC ≥ zs*, MAD): the
+    lifts of Table 1, recomputed per run so that runs can be resampled."""
     s3a, s3b = "MAD F1 ≤ zs* F1 (stance, BoolQ)", "MAD-D loses less F1 than MAD (stance, BoolQ)"
     s4 = "protocol AUARC ≥ AUARC of zs* and of MAD"
-    if lift.empty or calibrator is None:
-        reason = "no lift table (summary/confidence_lift.csv) in this run"
+    part = runs[runs["calibrator"] == calibrator] if calibrator is not None else runs.iloc[:0]
+    if part.empty:
+        reason = "no per-run test metrics (protocols/{dataset}/{pair}/metrics.csv) in this run"
         return [Claim.untestable("§10.3", s3a, reason), Claim.untestable("§10.4", s4, reason)]
-    part = lift[lift["calibrator"] == calibrator].assign(n=lambda f: _n_cells(f))
     claims = []
     ambiguous = part[part["dataset"].map(outputs.paper_dataset).isin(AMBIGUOUS)]
     if ambiguous.empty:
@@ -189,76 +256,89 @@ def _lift_claims(lift: pd.DataFrame, calibrator: str | None, outputs: RunOutputs
         claims.append(Claim.untestable("§10.3", s3a, f"no stance or BoolQ dataset (this run's map to {mapped})"))
     # F1 comes from the answers only, so it is the same for every estimator: average them
     for dataset, g in ambiguous.groupby("dataset", sort=False):
-        by = g.groupby("method")[["lift_f1", "n"]].mean()
-        if "mad" not in by.index:
-            claims.append(Claim.untestable("§10.3", s3a, "no MAD row in the lift table", dataset))
+        f1 = g.groupby(["run", "method"], sort=False)["f1"].mean().unstack("method")
+        if "mad" not in f1 or "zero_shot" not in f1:
+            claims.append(Claim.untestable("§10.3", s3a, "no MAD or zs* row in the test metrics", dataset))
             continue
-        mad, n = float(by.loc["mad", "lift_f1"]), int(by.loc["mad", "n"])
-        claims.append(Claim("§10.3", s3a, dataset, "F1(MAD) − F1(zs*), points", mad,
-                            bool(mad <= 0) if finite(mad) else None, n))
-        if "mad_d" in by.index:
-            d = float(by.loc["mad_d", "lift_f1"]) - mad
-            claims.append(Claim("§10.3", s3b, dataset, "F1 lift(MAD-D) − F1 lift(MAD), points", d,
-                                bool(d >= 0) if finite(d) else None, n))
+        claims.append(_measured("§10.3", s3a, dataset, "F1(MAD) − F1(zs*), points",
+                                _paired_runs(f1["mad"], f1["zero_shot"]), "<="))
+        if "mad_d" in f1:
+            claims.append(_measured("§10.3", s3b, dataset, "F1 lift(MAD-D) − F1 lift(MAD), points",
+                                    _paired_runs(f1["mad_d"], f1["mad"]), ">="))
     found = False
     for (dataset, estimator), g in part.groupby(["dataset", "estimator"], sort=False):
-        by = g.set_index("method")
+        auarc = _wide(g, "auarc")
         for protocol in ("cga", "hid"):
-            if protocol not in by.index:
+            if protocol not in auarc:
                 continue
             found = True
-            row, scope = by.loc[protocol], f"{dataset}, {estimator}, {protocol}"
-            v = float(row["lift_auarc"])
-            claims.append(Claim("§10.4", f"{protocol.upper()} AUARC ≥ zs* AUARC", scope,
-                                "AUARC lift over zs*, points", v, bool(v >= 0) if finite(v) else None, int(row["n"])))
-            if "mad" in by.index:
-                d = v - float(by.loc["mad", "lift_auarc"])
-                claims.append(Claim("§10.4", f"{protocol.upper()} AUARC ≥ MAD AUARC", scope,
-                                    f"AUARC({protocol.upper()}) − AUARC(MAD), points", d,
-                                    bool(d >= 0) if finite(d) else None, int(row["n"])))
+            scope, name = f"{dataset}, {estimator}, {protocol}", protocol.upper()
+            if "zero_shot" in auarc:
+                claims.append(_measured("§10.4", f"{name} AUARC ≥ zs* AUARC", scope, "AUARC lift over zs*, points",
+                                        _paired_runs(auarc[protocol], auarc["zero_shot"]), ">="))
+            if "mad" in auarc:
+                claims.append(_measured("§10.4", f"{name} AUARC ≥ MAD AUARC", scope,
+                                        f"AUARC({name}) − AUARC(MAD), points",
+                                        _paired_runs(auarc[protocol], auarc["mad"]), ">="))
     if not found:
-        claims.append(Claim.untestable("§10.4", s4, "no CGA or HID row in the lift table"))
+        claims.append(Claim.untestable("§10.4", s4, "no CGA or HID in the test metrics"))
     return claims
 
 
-def _metric_claims(means: pd.DataFrame, calibrator: str | None) -> list[Claim]:
+def best_gap(values: pd.DataFrame, candidates: list[str]) -> tuple[Estimate, str, str]:
+    """max over `candidates` of the mean over runs minus max over the other methods, with a paired
+    bootstrap over runs (both maxima re-taken on each resample); and the point's best candidate and
+    best other. `values`: rows run, columns method (runs missing a method are left out)."""
+    values = values.dropna(axis=1, how="all").dropna()
+    matrix = values.to_numpy(float)
+    mine = np.array([c in candidates for c in values.columns], dtype=bool)
+    if not mine.any() or mine.all() or values.empty:
+        return Estimate.missing(len(values), f"paired bootstrap over {RUN_UNIT}"), "", ""
+
+    def gap(index: np.ndarray) -> np.ndarray:
+        means = matrix[index].mean(axis=1)  # (resamples, methods)
+        return means[:, mine].max(axis=1) - means[:, ~mine].max(axis=1)
+
+    means = values.mean()
+    return resample_all(gap, len(values), RUN_UNIT, paired=True), str(means[mine].idxmax()), str(means[~mine].idxmax())
+
+
+def _metric_claims(runs: pd.DataFrame, calibrator: str | None) -> list[Claim]:
     """§10.5: calibration raises protocol F1; WSV has the best F1, CGA/HID the best AUARC."""
     s5a = "calibrated protocol F1 ≥ raw protocol F1"
     s5b, s5c = "WSV has the best F1 of all methods", "CGA or HID has the best AUARC of all methods"
-    if means.empty:
+    if runs.empty:
         reason = "no test metrics (protocols/{dataset}/{pair}/metrics.csv) in this run"
         return [Claim.untestable("§10.5", s5a, reason), Claim.untestable("§10.5", s5b, reason)]
     claims = []
-    by = means.set_index(["dataset", "estimator", "calibrator", "method"])
-    if "raw" not in set(means["calibrator"]) or set(means["calibrator"]) == {"raw"}:
+    kinds = set(runs["calibrator"])
+    if "raw" not in kinds or kinds == {"raw"}:
         claims.append(Claim.untestable("§10.5", s5a, "needs raw and a fitted calibrator in `calibration.calibrators`"))
     else:
-        for key, row in by.iterrows():
-            dataset, estimator, kind, method = key
-            if kind == "raw" or method not in PROTOCOLS or (dataset, estimator, "raw", method) not in by.index:
+        for (dataset, estimator), g in runs.groupby(["dataset", "estimator"], sort=False):
+            f1 = {kind: _wide(rows, "f1") for kind, rows in g.groupby("calibrator", sort=False)}
+            if "raw" not in f1:
                 continue
-            d = float(row["f1"] - by.loc[(dataset, estimator, "raw", method), "f1"])
-            claims.append(Claim("§10.5", s5a, f"{dataset}, {estimator}, {kind}, {method}",
-                                f"F1({kind}) − F1(raw), points", d, bool(d >= 0) if finite(d) else None,
-                                int(row["n"])))
-    shown = means[means["calibrator"] == calibrator] if calibrator in set(means["calibrator"]) else means.iloc[:0]
+            for kind, wide in f1.items():
+                for method in (m for m in wide.columns if kind != "raw" and m in PROTOCOLS and m in f1["raw"]):
+                    claims.append(_measured("§10.5", s5a, f"{dataset}, {estimator}, {kind}, {method}",
+                                            f"F1({kind}) − F1(raw), points",
+                                            _paired_runs(wide[method], f1["raw"][method]), ">="))
+    shown = runs[runs["calibrator"] == calibrator]
     if shown.empty:
         claims.append(Claim.untestable("§10.5", s5b, f"no test metrics for the {calibrator} calibrator"))
     for (dataset, estimator), g in shown.groupby(["dataset", "estimator"], sort=False):
-        m = g.set_index("method")
         scope = f"{dataset}, {estimator}, {calibrator}"
-        if "wsv" in m.index and len(m) > 1:
-            d = float(m.loc["wsv", "f1"] - m.drop(index="wsv")["f1"].max())
-            claims.append(Claim("§10.5", s5b, scope, "F1(WSV) − best other F1, points", d,
-                                bool(d >= 0) if finite(d) else None, int(m.loc["wsv", "n"]),
-                                f"best other: {m.drop(index='wsv')['f1'].idxmax()}"))
-        gated = [p for p in ("cga", "hid") if p in m.index]
-        if gated and len(m) > len(gated):
-            best = m.loc[gated, "auarc"].idxmax()
-            d = float(m.loc[best, "auarc"] - m.drop(index=gated)["auarc"].max())
-            claims.append(Claim("§10.5", s5c, scope, f"AUARC({best.upper()}) − best other AUARC, points", d,
-                                bool(d >= 0) if finite(d) else None, int(m.loc[best, "n"]),
-                                f"best other: {m.drop(index=gated)['auarc'].idxmax()}"))
+        f1, auarc = _wide(g, "f1"), _wide(g, "auarc")
+        if "wsv" in f1 and f1.shape[1] > 1:
+            estimate, _, other = best_gap(f1, ["wsv"])
+            claims.append(_measured("§10.5", s5b, scope, "F1(WSV) − best other F1, points", estimate, ">=",
+                                    detail=f"best other: {other}"))
+        gated = [p for p in ("cga", "hid") if p in auarc]
+        if gated and auarc.shape[1] > len(gated):
+            estimate, best, other = best_gap(auarc, gated)
+            claims.append(_measured("§10.5", s5c, scope, "best AUARC of CGA/HID − best other AUARC, points",
+                                    estimate, ">=", detail=f"best: {best}; best other: {other}"))
     return claims
 
 
@@ -278,6 +358,14 @@ def debate_transitions(streams: pd.DataFrame) -> pd.DataFrame:
     return joined
 
 
+def question_mean(rows: pd.DataFrame, column: str) -> Estimate:
+    """The mean of `column` over rows (answers), bootstrapped over questions: a question's answers
+    (every pair, every agent) are drawn together, the mean re-taken over the drawn answers."""
+    per_question = rows.groupby("question_id", sort=False)[column].agg(["sum", "count"])
+    sums, counts = per_question["sum"].to_numpy(float), per_question["count"].to_numpy(float)
+    return resample_all(lambda i: sums[i].sum(axis=1) / counts[i].sum(axis=1), len(per_question), QUESTION_UNIT)
+
+
 def _debate_confidence_claims(streams: pd.DataFrame) -> list[Claim]:
     """§10.7 (Fig. 2): the mean raw seqprob confidence after − before debate, per dataset and
     transition; it holds where the mean rises. Self-report, which the paper finds moves less, is in
@@ -286,6 +374,7 @@ def _debate_confidence_claims(streams: pd.DataFrame) -> list[Claim]:
     if streams.empty:
         return [Claim.untestable("§10.7", statement, "no streams (the confidence stage's streams.parquet)")]
     joined = debate_transitions(streams)
+    joined = joined.assign(seq_shift=joined["conf_seqprob_after"] - joined["conf_seqprob_before"])
     claims = []
     for dataset, part in joined.groupby("dataset", sort=False):
         for transition in TRANSITIONS.values():
@@ -295,18 +384,17 @@ def _debate_confidence_claims(streams: pd.DataFrame) -> list[Claim]:
                 claims.append(Claim.untestable("§10.7", statement, f"no {transition} answer among {len(part)} debated",
                                                scope=scope))
                 continue
-            seq = float((rows["conf_seqprob_after"] - rows["conf_seqprob_before"]).mean())
             verbal = float((rows["conf_verbal_after"] - rows["conf_verbal_before"]).mean())
-            claims.append(Claim("§10.7", statement, scope, "mean seqprob confidence after − before debate", seq,
-                                bool(seq > 0) if finite(seq) else None, len(rows),
-                                f"self-report after − before: {verbal:+.4g}" if finite(verbal) else ""))
+            detail = f"{len(rows)} answers" + (f"; self-report after − before: {verbal:+.4g}" if finite(verbal) else "")
+            estimate = question_mean(rows, "seq_shift")
+            claims.append(_measured("§10.7", statement, scope, "mean seqprob confidence after − before debate",
+                                    estimate, ">", detail=detail, unit=QUESTION_UNIT))
     return claims
 
 
-def _claims(outputs: RunOutputs, lift: pd.DataFrame, calibrator: str | None, cal_cells: pd.DataFrame,
-            means: pd.DataFrame) -> list[Claim]:
-    claims = _calibration_claims(cal_cells) + _lift_claims(lift, calibrator, outputs)
-    claims += _metric_claims(means, calibrator)
+def _claims(outputs: RunOutputs, calibrator: str | None, cal_runs: pd.DataFrame, runs: pd.DataFrame) -> list[Claim]:
+    claims = _calibration_claims(cal_runs) + _lift_claims(runs, calibrator, outputs)
+    claims += _metric_claims(runs, calibrator)
     return claims + _debate_confidence_claims(outputs.confidence_streams)
 
 
@@ -326,16 +414,17 @@ def plot(lift: pd.DataFrame, calibrator: str, outputs: RunOutputs):
 def evaluate(outputs: RunOutputs) -> PaperEvaluation:
     lift = outputs.confidence_lift
     calibrator = report_calibrator(outputs, lift)
-    cal_cells = calibration_cells(calibration_frame(outputs))
-    means = method_means(outputs)
-    if calibrator is None and not means.empty:
+    cal = calibration_frame(outputs)
+    cal_cells = calibration_cells(cal)
+    runs = method_runs(outputs)
+    if calibrator is None and not runs.empty:
         wanted = outputs.settings.get("calibrator", "beta")
-        calibrator = wanted if wanted in set(means["calibrator"]) else means["calibrator"].iloc[0]
+        calibrator = wanted if wanted in set(runs["calibrator"]) else runs["calibrator"].iloc[0]
     result = PaperEvaluation()
     result.tables["table1"] = table1(lift, calibrator, outputs)
     result.cells["table1"] = table1_cells(lift, calibrator, outputs)
     result.tables["calibration"] = calibration_table(cal_cells, outputs)
-    result.claims = _claims(outputs, lift, calibrator, cal_cells, means)
+    result.claims = _claims(outputs, calibrator, calibration_runs(cal), runs)
     if not lift.empty and calibrator is not None:
         result.figures["lift"] = plot(lift, calibrator, outputs)
     return result

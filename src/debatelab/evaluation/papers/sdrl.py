@@ -11,6 +11,11 @@ protocol's answer after round T, Δ = Debate − Maj; all in %, the mean over th
 the paper backbone the protocol's (or the agent's) model stands for (`RunOutputs.backbone`: the
 paper's "Q2.5-3B" / "Q3-4B-Base"), so a cell meets its own backbone's published rows only and the
 tables keep one row per backbone.
+
+Claims (§9.3-§9.5) carry a 95 % interval: the debate and single-agent ones a bootstrap over
+questions (paired: two protocols or policies are read on the same resampled questions), the
+training ones (one logged row per step, nothing per question) a bootstrap over steps or the OLS
+slope's t interval.
 """
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ from ...grading import INVALID, answer_keys
 from ...grading.votes import plurality
 from ...reporting.figures import subplots
 from ...training.settings import TrainSettings
-from ..claims import Claim, finite
+from ..claims import Claim, Estimate, bootstrap, finite, paired_difference, slope
 from ..paper_numbers import long_table
 from ..run import ProtocolInfo, RunOutputs, protocol_method, run_label, seat_rounds
 from ..stage import PaperEvaluation
@@ -134,16 +139,14 @@ def debate_infos(outputs: RunOutputs) -> list[ProtocolInfo]:
     return [p for p in outputs.protocols.values() if p.kind in TOPOLOGIES and not p.adversarial]
 
 
-def debate_cells(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
-    """One row per (protocol, dataset) and per protocol over its datasets (dataset "avg"): Maj,
-    Debate, Δ in %, mean and sd over threads, n = question-thread rows."""
-    columns = ["protocol", "model", "topology", "n_agents", "rounds", "method", "steps", "dataset", "run_dataset", "threads",
-               *METRICS, *[f"{m}_sd" for m in METRICS], "n"]
+def question_outcomes(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
+    """Per (protocol, dataset, question, thread): whether the round-0 system answer (Maj) and the
+    final answer (Debate) are right, the rows the tables average and the claims resample."""
     q = outputs.questions
-    names = {p.name: p for p in infos}
+    names = {p.name for p in infos}
     q = q[q["protocol"].isin(list(names))][[*GROUP, "pre_correct", "correct"]].copy()
     if q.empty:
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=[*GROUP, "maj", "debate"])
     q["maj"] = q["pre_correct"].astype(bool)
     hubs = [p for p in infos if p.kind == "centralized"]
     if hubs:  # centralized Maj: the hub's round-0 answer where its final answer is the hub's
@@ -152,6 +155,18 @@ def debate_cells(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame
         q = q.merge(first, on=GROUP, how="left")
         q["maj"] = q["hub0"].where(q["hub0"].notna(), q["maj"]).astype(bool)
     q["debate"] = q["correct"].astype(bool)
+    return q[[*GROUP, "maj", "debate"]]
+
+
+def debate_cells(outputs: RunOutputs, infos: list[ProtocolInfo], q: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (protocol, dataset) and per protocol over its datasets (dataset "avg"): Maj,
+    Debate, Δ in %, mean and sd over threads, n = question-thread rows (`q`: `question_outcomes`)."""
+    columns = ["protocol", "model", "topology", "n_agents", "rounds", "method", "steps", "dataset", "run_dataset", "threads",
+               *METRICS, *[f"{m}_sd" for m in METRICS], "n"]
+    names = {p.name: p for p in infos}
+    q = question_outcomes(outputs, infos) if q is None else q
+    if q.empty:
+        return pd.DataFrame(columns=columns)
     per_thread = q.groupby(["protocol", "dataset", "thread"], sort=False).agg(
         maj=("maj", "mean"), debate=("debate", "mean"), n=("maj", "size")).reset_index()
     per_thread[["maj", "debate"]] *= 100
@@ -373,11 +388,11 @@ def agent_methods(outputs: RunOutputs) -> dict[str, str]:
     return {agent: BASE if run is None else run_label(outputs.runs[run]) for agent, run in outputs.agent_runs.items()}
 
 
-def single_agent(outputs: RunOutputs) -> pd.DataFrame:
-    """Table 2: per (dataset, method) mean@K (mean accuracy of the first K samples) and maj@K (the
-    plurality of those K answers is right), in %, over (agent, question) pairs; K = 4 on MATH500,
-    32 elsewhere (fewer where the run sampled fewer); dataset "avg" = the mean over datasets."""
-    columns = ["dataset", "run_dataset", "model", "method", "agents", "k", "mean_at_k", "maj_at_k", "n"]
+def single_agent_questions(outputs: RunOutputs) -> pd.DataFrame:
+    """Per (dataset, agent, question): `mean` = the share right of the first K samples, `maj` = their
+    plurality is right, `k` = samples kept, with the agent's method and backbone; K = 4 on MATH500,
+    32 elsewhere (fewer where the run sampled fewer)."""
+    columns = ["dataset", "agent", "question_id", "mean", "k", "maj", "method", "model"]
     zs = outputs.zero_shot
     methods = agent_methods(outputs)
     zs = zs[zs["agent"].isin(list(methods))]
@@ -390,6 +405,16 @@ def single_agent(outputs: RunOutputs) -> pd.DataFrame:
     per_question = per_question.merge(_plurality(zs, groups, "sample").rename(columns={"correct": "maj"}), on=groups)
     per_question["method"] = per_question["agent"].map(methods)
     per_question["model"] = per_question["agent"].map(lambda a: outputs.agent_backbone(PAPER, a))
+    return per_question[columns]
+
+
+def single_agent(outputs: RunOutputs, per_question: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Table 2: per (dataset, method) mean@K and maj@K in %, over the (agent, question) pairs of
+    `single_agent_questions`; dataset "avg" = the mean over datasets."""
+    columns = ["dataset", "run_dataset", "model", "method", "agents", "k", "mean_at_k", "maj_at_k", "n"]
+    per_question = single_agent_questions(outputs) if per_question is None else per_question
+    if per_question.empty:
+        return pd.DataFrame(columns=columns)
     rows = []
     for (dataset, model, method), g in per_question.groupby(["dataset", "model", "method"], sort=False):
         rows.append({"dataset": outputs.paper_dataset(dataset), "run_dataset": dataset, "model": model, "method": method,
@@ -429,10 +454,61 @@ def single_agent_layout(t2: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------- claims
 
 
+def _by_question(frame: pd.DataFrame, value: str) -> pd.Series:
+    """`value` per (dataset, question_id), the mean over its threads (or agents): the question is the
+    unit the claims resample."""
+    return frame.groupby(["dataset", "question_id"], sort=False)[value].mean().astype(float)
+
+
+def _paired_question_difference(a: pd.Series, b: pd.Series) -> tuple[Estimate, list[str]]:
+    """mean(a − b) on the questions both have (a, b indexed by (dataset, question_id)), as the mean
+    over datasets of each dataset's mean (the tables' "avg"; one dataset: the plain mean), with a
+    paired bootstrap over questions: a resample draws questions once and reads both sides on them.
+    A resample that misses a dataset averages the datasets it drew. Also the datasets compared."""
+    joined = pd.concat({"a": a, "b": b}, axis=1, join="inner").dropna()
+    d = (joined["a"] - joined["b"]).to_numpy(float)
+    codes, datasets = pd.factorize(joined.index.get_level_values(0))
+    k = len(datasets)
+
+    def statistic(index: np.ndarray) -> float:
+        sums = np.bincount(codes[index], weights=d[index], minlength=k)
+        counts = np.bincount(codes[index], minlength=k)
+        drawn = counts > 0
+        return float(np.mean(sums[drawn] / counts[drawn]))
+
+    est = bootstrap(statistic, len(d))
+    method = est.method.replace("bootstrap", "paired bootstrap", 1)
+    return Estimate(est.value, est.low, est.high, est.n, method), sorted(str(x) for x in datasets)
+
+
+def _length_gap(turns: pd.DataFrame) -> Estimate:
+    """Mean tokens of incorrect responses − mean tokens of correct ones (over responses, as Table 6),
+    bootstrapped over questions: each question's responses (all seats and threads) move together; a
+    resample without a correct or an incorrect response is dropped."""
+    right = turns["correct"].eq(True).to_numpy()
+    tokens = turns["completion_tokens"].astype(float).to_numpy()
+    codes, _ = pd.factorize(turns["question_id"].astype(str))
+    k = int(codes.max()) + 1 if len(codes) else 0
+    sums = {kind: np.bincount(codes[mask], weights=tokens[mask], minlength=k) for kind, mask in
+            (("right", right), ("wrong", ~right))}
+    counts = {kind: np.bincount(codes[mask], minlength=k) for kind, mask in (("right", right), ("wrong", ~right))}
+
+    def statistic(index: np.ndarray) -> float:
+        n_right, n_wrong = counts["right"][index].sum(), counts["wrong"][index].sum()
+        if not (n_right and n_wrong):
+            return np.nan
+        return float(sums["wrong"][index].sum() / n_wrong - sums["right"][index].sum() / n_right)
+
+    return bootstrap(statistic, k)
+
+
 def _training_claims(outputs: RunOutputs) -> list[Claim]:
     """§9.3 from the trainer's step metrics: `debate_accuracy` (every debate-turn rollout) against
     `accuracy` (every first-turn rollout sampled, the kept groups and the filtered ones: the
-    pair's own accuracy isn't logged), and the share of debate groups dropped for equal rewards."""
+    pair's own accuracy isn't logged), and the share of debate groups dropped for equal rewards.
+    The logs hold one row per step and nothing per question, so the step is the unit: the mean gap
+    is bootstrapped over steps (paired: both accuracies of a step move together), the trend is the
+    OLS slope over steps with its t interval."""
     claims = []
     runs = [r for r, info in outputs.runs.items() if info.method == "sdrl"]
     statement = "debate-turn accuracy > first-turn accuracy during SDRL training"
@@ -451,31 +527,34 @@ def _training_claims(outputs: RunOutputs) -> list[Claim]:
             if both.empty:
                 claims.append(Claim.untestable("§9.3", statement, "no step sampled a debate turn", run))
             else:
-                gap = float(100 * (both["debate_accuracy"] - both["accuracy"]).mean())
-                claims.append(Claim("§9.3", statement, run, "mean over steps of debate − first-turn acc. (points)",
-                                    gap, bool(gap > 0), len(both),
-                                    "first-turn accuracy is over every rollout sampled (kept and filtered "
-                                    "groups); the debate pair's own accuracy isn't logged"))
+                gap = paired_difference(both["debate_accuracy"], both["accuracy"], unit="steps").scaled(100)
+                claims.append(Claim.measured(
+                    "§9.3", statement, run, "mean over steps of debate − first-turn acc. (points; steps resampled)",
+                    gap, ">", detail="first-turn accuracy is over every rollout sampled (kept and filtered groups); "
+                                     "the debate pair's own accuracy isn't logged; steps are resampled as if "
+                                     "independent"))
         statement_b = "the share of all-correct (dropped) debate groups rises over training"
         if not {"debate_groups", "debate_groups_kept"} <= set(steps.columns):
             claims.append(Claim.untestable("§9.3", statement_b, "the metrics don't log debate_groups(_kept)", run))
             continue
         asked = steps[steps["debate_groups"].astype(float) > 0]
-        if len(asked) < 2:
-            claims.append(Claim.untestable("§9.3", statement_b, "needs at least 2 steps with debate groups", run))
+        if len(asked) < 3:
+            claims.append(Claim.untestable("§9.3", statement_b, "a slope's interval needs at least 3 steps with "
+                                                                 "debate groups", run))
             continue
         dropped = 1 - asked["debate_groups_kept"].astype(float) / asked["debate_groups"].astype(float)
-        slope = 0.0
-        if np.ptp(dropped):
-            slope = float(np.polyfit(asked["step"].to_numpy(float), dropped.to_numpy(float), 1)[0])
-        claims.append(Claim("§9.3", statement_b, run, "slope per step of the dropped share of debate groups", slope,
-                            None, len(asked), "not decided: the logs count groups dropped for equal rewards without "
-                                              "splitting all-correct from all-wrong"))
+        claims.append(Claim.measured(
+            "§9.3", statement_b, run, "OLS slope per step of the dropped share of debate groups",
+            slope(asked["step"].astype(float), dropped, unit="steps"), ">",
+            detail="the logs count groups dropped for equal rewards without splitting all-correct from all-wrong: "
+                   "the dropped share stands in for the all-correct share"))
     return claims
 
 
-def _n_claims(cells: pd.DataFrame, outputs: RunOutputs, infos: list[ProtocolInfo]) -> list[Claim]:
-    """§9.4: round-0 majority accuracy rises with N, untrained decentralized MAD, one protocol per N."""
+def _n_claims(q: pd.DataFrame, cells: pd.DataFrame, outputs: RunOutputs, infos: list[ProtocolInfo]) -> list[Claim]:
+    """§9.4: round-0 majority accuracy rises with N, untrained decentralized MAD, one protocol per N.
+    The statistic is Maj(max N) − Maj(min N) on the questions both answered, paired bootstrap over
+    questions; whether the N between are in order is in `detail`."""
     statement = "round-0 majority accuracy (Maj) rises with N (base decentralized MAD)"
     base = [p for p in _decentralized(infos) if not p.trained_runs]
     chosen = _pick(base, outputs, ["model", "n_agents"], order=lambda p: (p.rounds != 1, p.template != "choi", p.name))
@@ -488,27 +567,35 @@ def _n_claims(cells: pd.DataFrame, outputs: RunOutputs, infos: list[ProtocolInfo
         maj = g["maj"].to_numpy(float)
         ns = ", ".join(str(int(n)) for n in g["n_agents"])
         scope = f"{dataset}, {model}" if model else dataset
-        claims.append(Claim("§9.4", f"{statement} (N = {ns})", scope, "Maj(max N) − Maj(min N), points",
-                            maj[-1] - maj[0], bool(np.all(np.diff(maj) >= 0) and maj[-1] > maj[0]), int(g["n"].sum()),
-                            "truncation not checked"))
+        rows = q[q["dataset"] == dataset]
+        est, _ = _paired_question_difference(_by_question(rows[rows["protocol"] == g["protocol"].iloc[-1]], "maj"),
+                                             _by_question(rows[rows["protocol"] == g["protocol"].iloc[0]], "maj"))
+        monotone = "yes" if np.all(np.diff(maj) >= 0) else "no"
+        by_n = ", ".join(f"{int(n)}: {m:.1f}" for n, m in zip(g["n_agents"], maj))
+        claims.append(Claim.measured(
+            "§9.4", f"{statement} (N = {ns})", scope, "Maj(max N) − Maj(min N), points (questions resampled)",
+            est.scaled(100), ">", detail=f"Maj by N (%): {by_n}; non-decreasing: {monotone}; truncation not checked"))
     return claims
 
 
-def _length_claims(t6: pd.DataFrame) -> list[Claim]:
+def _length_claims(t6: pd.DataFrame, outputs: RunOutputs) -> list[Claim]:
     """§9.4 / Table 6: incorrect round-0 responses are longer than correct ones."""
     statement = "incorrect round-0 responses are longer than correct ones"
     first = t6[t6["round"] == 0]
     if first.empty:
         return [Claim.untestable("§9.4", statement, "no round-0 turns of a decentralized protocol")]
+    turns = outputs.turns
+    turns = turns[turns["round"] == 0]
     claims = []
     for _, r in first.iterrows():
         scope = f"{r['run_dataset']}, {r['method']}"
         if not (r["n_correct"] and r["n_incorrect"]):
             claims.append(Claim.untestable("§9.4", statement, "needs correct and incorrect round-0 responses", scope))
             continue
-        v = float(r["incorrect_tokens"] - r["correct_tokens"])
-        claims.append(Claim("§9.4", statement, scope, "mean tokens incorrect − correct", v, bool(v > 0),
-                            int(r["n_correct"] + r["n_incorrect"])))
+        rows = turns[(turns["protocol"] == r["protocol"]) & (turns["dataset"] == r["run_dataset"])]
+        claims.append(Claim.measured(
+            "§9.4", statement, scope, "mean tokens incorrect − correct (questions resampled)", _length_gap(rows),
+            ">", detail=f"{int(r['n_incorrect'])} incorrect and {int(r['n_correct'])} correct responses"))
     return claims
 
 
@@ -516,45 +603,60 @@ def _scope(dataset: str, run_dataset: str) -> str:
     return f"avg over {run_dataset}" if dataset == AVG else run_dataset
 
 
-def _versus_dapo(t1: pd.DataFrame, t2: pd.DataFrame) -> list[Claim]:
-    """§9.5: SDRL's Δ ≥ DAPO's at the same N, and no single-agent (mean@K) drop."""
+def _versus_dapo(q: pd.DataFrame, t1: pd.DataFrame, per_question: pd.DataFrame, t2: pd.DataFrame) -> list[Claim]:
+    """§9.5: SDRL's Δ ≥ DAPO's at the same N, and no single-agent (mean@K) drop. Both on the questions
+    the two methods answered, paired bootstrap over questions; "avg" rows average the datasets as
+    the tables do."""
     claims = []
     statement = "SDRL's Δ = Debate − Maj ≥ DAPO's (decentralized, T = 1)"
     sdrl_methods = sorted({m for m in t1["method"] if m.startswith("SDRL")})
     if "DAPO" not in set(t1["method"]) or not sdrl_methods:
         claims.append(Claim.untestable("§9.5", statement, "needs debates of both a dapo and an sdrl run"))
+    q = q.assign(delta=q["debate"].astype(float) - q["maj"].astype(float))
     for method in sdrl_methods if "DAPO" in set(t1["method"]) else []:
-        for (dataset, run_dataset, _, n_agents), g in t1.groupby(["dataset", "run_dataset", "model", "n_agents"],
-                                                                 sort=False):
+        for (dataset, _, n_agents), g in t1.groupby(["dataset", "model", "n_agents"], sort=False):
             by = g.set_index("method")
-            if method in by.index and "DAPO" in by.index:
-                v = by.loc[method, "delta"] - by.loc["DAPO", "delta"]
-                claims.append(Claim("§9.5", statement.replace("SDRL", method, 1),
-                                    f"{_scope(dataset, run_dataset)}, N={n_agents}",
-                                    f"Δ({method}) − Δ(DAPO), points", v, bool(v >= 0), int(by.loc[method, "n"])))
+            if method not in by.index or "DAPO" not in by.index:
+                continue
+            rows = q if dataset == AVG else q[q["dataset"].isin({by.loc[method, "run_dataset"],
+                                                                  by.loc["DAPO", "run_dataset"]})]
+            est, shared = _paired_question_difference(
+                _by_question(rows[rows["protocol"] == by.loc[method, "protocol"]], "delta"),
+                _by_question(rows[rows["protocol"] == by.loc["DAPO", "protocol"]], "delta"))
+            claims.append(Claim.measured(
+                "§9.5", statement.replace("SDRL", method, 1), f"{_scope(dataset, '+'.join(shared))}, N={n_agents}",
+                f"Δ({method}) − Δ(DAPO), points (questions resampled)", est.scaled(100), ">=",
+                detail="on the questions both protocols answered, each question's Δ the mean over its threads"))
     statement = "SDRL has no single-agent accuracy drop against DAPO (mean@K)"
     sdrl_methods = sorted({m for m in t2["method"] if m.startswith("SDRL")})
     if "DAPO" not in set(t2["method"]) or not sdrl_methods:
         claims.append(Claim.untestable("§9.5", statement, "needs zero-shot samples of both a dapo and an sdrl policy"))
         return claims
     for method in sdrl_methods:
-        for (dataset, run_dataset, _), g in t2.groupby(["dataset", "run_dataset", "model"], sort=False):
+        for (dataset, model), g in t2.groupby(["dataset", "model"], sort=False):
             by = g.set_index("method")
-            if method in by.index and "DAPO" in by.index:
-                v = by.loc[method, "mean_at_k"] - by.loc["DAPO", "mean_at_k"]
-                claims.append(Claim("§9.5", statement.replace("SDRL", method, 1), _scope(dataset, run_dataset),
-                                    f"mean@K({method}) − mean@K(DAPO), points", v, bool(v >= 0),
-                                    int(by.loc[method, "n"])))
+            if method not in by.index or "DAPO" not in by.index:
+                continue
+            rows = per_question[per_question["model"] == model]
+            if dataset != AVG:
+                rows = rows[rows["dataset"].isin({by.loc[method, "run_dataset"], by.loc["DAPO", "run_dataset"]})]
+            est, shared = _paired_question_difference(_by_question(rows[rows["method"] == method], "mean"),
+                                                      _by_question(rows[rows["method"] == "DAPO"], "mean"))
+            claims.append(Claim.measured(
+                "§9.5", statement.replace("SDRL", method, 1), _scope(dataset, "+".join(shared)),
+                f"mean@K({method}) − mean@K(DAPO), points (questions resampled)", est.scaled(100), ">=",
+                detail="on the questions both policies were sampled on"))
     return claims
 
 
-def _claims(outputs, cells, infos, t1, t2, t6) -> list[Claim]:
+def _claims(outputs, q, cells, infos, t1, per_question, t2, t6) -> list[Claim]:
     return [
         Claim.untestable("§9.1", "DCM simulation: δ = 0 is a martingale, δ > 0 drifts up, higher ρ lowers MV acc.",
                          "a numerical simulation of the theory, not a measure of this run's outputs"),
         Claim.untestable("§9.2", "pairing, dynamic sampling, dropped debate groups, advantages, overlong penalty",
                          "unit tests of the trainer (tests/test_training.py), not a measure of this run's outputs"),
-        *_training_claims(outputs), *_n_claims(cells, outputs, infos), *_length_claims(t6), *_versus_dapo(t1, t2),
+        *_training_claims(outputs), *_n_claims(q, cells, outputs, infos), *_length_claims(t6, outputs),
+        *_versus_dapo(q, t1, per_question, t2),
     ]
 
 
@@ -563,10 +665,12 @@ def _claims(outputs, cells, infos, t1, t2, t6) -> list[Claim]:
 
 def evaluate(outputs: RunOutputs) -> PaperEvaluation:
     infos = debate_infos(outputs)
-    cells = debate_cells(outputs, infos)
+    q = question_outcomes(outputs, infos)
+    cells = debate_cells(outputs, infos, q)
     t1, t3, t4 = table1(cells, outputs, infos), table3(cells, outputs, infos), table4(cells, outputs, infos)
     t5 = table5(cells, outputs, infos)
-    t2 = single_agent(outputs)
+    per_question = single_agent_questions(outputs)
+    t2 = single_agent(outputs, per_question)
     t6 = table6(outputs, infos)
     by_round = fig1(outputs, infos)
     result = PaperEvaluation()
@@ -584,7 +688,7 @@ def evaluate(outputs: RunOutputs) -> PaperEvaluation:
     result.cells["table4"] = _cells_long(t4, ["model", "dataset", "n_agents", "topology", "method"])
     result.cells["table5"] = _cells_long(t5, ["model", "dataset", "n_agents", "method", "steps"])
     result.cells["table6"] = table6_cells(t6)
-    result.claims = _claims(outputs, cells, infos, t1, t2, t6)
+    result.claims = _claims(outputs, q, cells, infos, t1, per_question, t2, t6)
     if not by_round.empty:
         result.figures["fig1_accuracy_by_round"] = plot_fig1(by_round, outputs.experiment)
     return result

@@ -1,13 +1,16 @@
 """SVR-MAD (spec 002 §6, §9): Table 1 (NComm, Tok, Acc over the non-unanimous questions for every
 baseline) and the cost–accuracy Pareto plot. A protocol's cells are on the backbone its seats' models
-stand for (`llm`, `RunOutputs.backbone`), and meet that backbone's published rows only."""
+stand for (`llm`, `RunOutputs.backbone`), and meet that backbone's published rows only.
+
+Claims (§9.1-3) are differences of Table 1 cells between SVR-MAD and a baseline on one (backbone,
+dataset), each with a paired bootstrap interval over questions (`cell_difference`)."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
 from ...reporting.figures import subplots
-from ..claims import Claim
+from ..claims import Claim, Estimate, accuracy_difference, bootstrap
 from ..paper_numbers import long_table
 from ..run import NO_BACKBONE, RunOutputs, protocol_method
 from ..stage import PaperEvaluation
@@ -126,43 +129,82 @@ def plot_cost_accuracy(cells: pd.DataFrame, experiment: str):
     return fig
 
 
-def _claims(cells: pd.DataFrame) -> list[Claim]:
+def question_totals(outputs: RunOutputs) -> pd.DataFrame:
+    """Per (dataset, protocol, question_id) over the valid (non-unanimous) rows: how many there are
+    (`rows`: one per thread) and their sums of NComm, Tok (×10³) and Acc (points). A Table 1 cell is
+    sum / rows over all questions, so a claim can resample questions and recompute the cells."""
+    q = outputs.questions
+    columns = ["dataset", "protocol", "question_id", "rows", *METRICS]
+    if q.empty:
+        return pd.DataFrame(columns=columns)
+    valid = q[~q["pre_unanimous"].astype(bool)]
+    per_row = pd.DataFrame({"dataset": valid["dataset"], "protocol": valid["protocol"],
+                            "question_id": valid["question_id"], "rows": 1,
+                            "NComm": valid["ncomm"].astype(float), "Tok": valid["total_tokens"].astype(float) / 1000,
+                            "Acc": 100 * valid["correct"].astype(float)})
+    return per_row.groupby(["dataset", "protocol", "question_id"], sort=False)[["rows", *METRICS]].sum().reset_index()
+
+
+def cell_difference(totals: pd.DataFrame, dataset: str, protocol_a: str, protocol_b: str, metric: str) -> Estimate:
+    """Table 1 cell of `protocol_a` minus that of `protocol_b` for `metric` on one dataset, with a
+    paired bootstrap over questions: both protocols debate the same questions, so each resample
+    draws question ids once and recomputes both cells (sum / rows over the drawn questions, all
+    threads of a question moving together). A question valid for one protocol only counts on its
+    side. Accuracy on one row per question on both sides is `accuracy_difference` (adds McNemar)."""
+    part = totals[totals["dataset"] == dataset]
+    a = part[part["protocol"] == protocol_a].set_index("question_id")
+    b = part[part["protocol"] == protocol_b].set_index("question_id")
+    ids = a.index.union(b.index, sort=False)
+    a, b = a.reindex(ids, fill_value=0), b.reindex(ids, fill_value=0)
+    rows_a, rows_b = a["rows"].to_numpy(float), b["rows"].to_numpy(float)
+    sums_a, sums_b = a[metric].to_numpy(float), b[metric].to_numpy(float)
+    if metric == "Acc" and len(ids) and (rows_a == 1).all() and (rows_b == 1).all():
+        return accuracy_difference(sums_a > 0, sums_b > 0)
+
+    def difference(index: np.ndarray) -> float:
+        n_a, n_b = rows_a[index].sum(), rows_b[index].sum()
+        if n_a == 0 or n_b == 0:
+            return np.nan
+        return sums_a[index].sum() / n_a - sums_b[index].sum() / n_b
+
+    est = bootstrap(difference, len(ids), unit="questions")
+    return Estimate(est.value, est.low, est.high, est.n, est.method.replace("bootstrap", "paired bootstrap", 1))
+
+
+def _claims(cells: pd.DataFrame, totals: pd.DataFrame) -> list[Claim]:
     claims = []
     backbones = cells["llm"] if "llm" in cells else pd.Series("", index=cells.index)
     for (llm, run_dataset), g in cells.groupby([backbones, "run_dataset"], sort=False):
         dataset = f"{run_dataset} ({llm})" if llm and backbones.nunique() > 1 else run_dataset
-        by = g.set_index("method")
-        svr = by.loc["SVR-MAD"] if "SVR-MAD" in by.index else None
-        if svr is None:
+        protocol = dict(zip(g["method"], g["protocol"]))
+        if "SVR-MAD" not in protocol:
             claims.append(Claim.untestable("§9.1-3", "SVR-MAD against the baselines", "no svr_mad protocol", dataset))
             continue
-        n = int(svr["n"])
-        if n == 0:
+        if int(g.set_index("method").loc["SVR-MAD", "n"]) == 0:
             claims.append(Claim.untestable("§9.1-3", "SVR-MAD against the baselines",
                                            "no non-unanimous question (every debate starts in agreement)", dataset))
             continue
-        if "MAD" in by.index:
-            v = svr["NComm"] - by.loc["MAD", "NComm"]
-            claims.append(Claim("§9.1", "SVR-MAD sends fewer messages than all-to-all MAD", dataset,
-                                "NComm(SVR-MAD) − NComm(MAD)", v, bool(v < 0), n))
+
+        def measured(number, statement, statistic, first, second, metric, expect):
+            estimate = cell_difference(totals, run_dataset, protocol[first], protocol[second], metric)
+            claims.append(Claim.measured(number, statement, dataset, statistic, estimate, expect=expect))
+
+        if "MAD" in protocol:
+            measured("§9.1", "SVR-MAD sends fewer messages than all-to-all MAD", "NComm(SVR-MAD) − NComm(MAD)",
+                     "SVR-MAD", "MAD", "NComm", "<")
         for baseline in ("SID-ET", "GroupDebate", "S2-MAD"):
-            if baseline in by.index:
-                v = svr["NComm"] - by.loc[baseline, "NComm"]
-                claims.append(Claim("§9.2", f"NComm: SVR-MAD < {baseline}", dataset,
-                                    f"NComm(SVR-MAD) − NComm({baseline})", v, bool(v < 0), n))
-        if "Self Consistency" in by.index:
-            sc = by.loc["Self Consistency"]
-            v = sc["Tok"] - svr["Tok"]
-            claims.append(Claim("§9.2", "Tokens: Self Consistency < SVR-MAD", dataset, "Tok(SC) − Tok(SVR-MAD), ×10³",
-                                v, bool(v < 0), n))
-            v = svr["Acc"] - sc["Acc"]
-            claims.append(Claim("§9.3", "SVR-MAD accuracy ≥ Self Consistency", dataset, "Acc(SVR-MAD) − Acc(SC), points",
-                                v, bool(v >= 0), n))
+            if baseline in protocol:
+                measured("§9.2", f"NComm: SVR-MAD < {baseline}", f"NComm(SVR-MAD) − NComm({baseline})",
+                         "SVR-MAD", baseline, "NComm", "<")
+        if "Self Consistency" in protocol:
+            measured("§9.2", "Tokens: Self Consistency < SVR-MAD", "Tok(SC) − Tok(SVR-MAD), ×10³",
+                     "Self Consistency", "SVR-MAD", "Tok", "<")
+            measured("§9.3", "SVR-MAD accuracy ≥ Self Consistency", "Acc(SVR-MAD) − Acc(SC), points",
+                     "SVR-MAD", "Self Consistency", "Acc", ">=")
         for baseline in ("S2-MAD", "GroupDebate"):
-            if baseline in by.index:
-                v = svr["Tok"] - by.loc[baseline, "Tok"]
-                claims.append(Claim("§9.2", f"Tokens: SVR-MAD < {baseline}", dataset,
-                                    f"Tok(SVR-MAD) − Tok({baseline}), ×10³", v, bool(v < 0), n))
+            if baseline in protocol:
+                measured("§9.2", f"Tokens: SVR-MAD < {baseline}", f"Tok(SVR-MAD) − Tok({baseline}), ×10³",
+                         "SVR-MAD", baseline, "Tok", "<")
     return claims
 
 
@@ -171,7 +213,7 @@ def evaluate(outputs: RunOutputs) -> PaperEvaluation:
     result = PaperEvaluation()
     result.tables["table1"] = table1_layout(cells)
     result.cells["table1"] = long_table(cells, ["dataset", "llm", "method"], METRICS) if not cells.empty else cells
-    result.claims = _claims(cells) if not cells.empty else [
+    result.claims = _claims(cells, question_totals(outputs)) if not cells.empty else [
         Claim.untestable("§9", "SVR-MAD against the baselines", "no debate protocol in this experiment")]
     if not cells.empty:
         result.figures["cost_accuracy"] = plot_cost_accuracy(cells, outputs.experiment)

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ...reporting.figures import subplots
-from ..claims import Claim, finite
+from ..claims import Claim, Estimate, bootstrap, finite, slope
 from ..paper_numbers import long_table
 from ..run import SEAT_KEYS, ProtocolInfo, RunOutputs, protocol_method, seat_rounds
 from ..stage import PaperEvaluation
@@ -314,12 +314,84 @@ def plot_flips(flips: pd.DataFrame, experiment: str):
 
 
 # --------------------------------------------------------------------------- claims
+#
+# Every interval comes from the per-question data its statistic is computed from. The unit resampled
+# is a question (dataset, question_id): all its threads, seats, rounds and protocols move together,
+# so a comparison of two protocols, seats or rounds on the same questions is paired. Accuracies and
+# flip ratios are pooled over a question's threads (hits / answers), which is the cell's mean over
+# threads whenever every thread answers every question.
 
 
-def _pearson(x: np.ndarray, y: np.ndarray) -> float:
-    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return float("nan")
-    return float(np.corrcoef(x, y)[0, 1])
+def _question_units(*frames: pd.DataFrame) -> pd.MultiIndex:
+    """The questions (dataset, question_id) of any of the frames, in a fixed order: the bootstrap's units."""
+    keys = pd.concat([f[["dataset", "question_id"]] for f in frames], ignore_index=True).drop_duplicates()
+    keys = keys.astype(str).sort_values(["dataset", "question_id"], kind="stable")
+    return pd.MultiIndex.from_frame(keys)
+
+
+def _unit_positions(frame: pd.DataFrame, units: pd.MultiIndex) -> np.ndarray:
+    if frame.empty:
+        return np.zeros(0, dtype=int)
+    return units.get_indexer(pd.MultiIndex.from_frame(frame[["dataset", "question_id"]].astype(str)))
+
+
+def _share(hits: np.ndarray, counts: np.ndarray) -> float:
+    """Pooled share hits.sum() / counts.sum(); NaN when nothing was counted."""
+    total = counts.sum()
+    return float(hits.sum() / total) if total > 0 else float("nan")
+
+
+def _nanmean(values: np.ndarray) -> float:
+    values = values[np.isfinite(values)]
+    return float(values.mean()) if values.size else float("nan")
+
+
+def _paired_bootstrap(statistic, n_units: int) -> Estimate:
+    """`bootstrap` over questions, named paired: every side of the statistic is computed on the same resample."""
+    est = bootstrap(statistic, n_units)
+    return Estimate(est.value, est.low, est.high, est.n, est.method.replace("bootstrap", "paired bootstrap", 1))
+
+
+def _correct_counts(states: pd.DataFrame, protocol: str, units: pd.MultiIndex,
+                    rounds: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per question of `units`, seat and round 0..rounds: (correct answers, answers) over the threads."""
+    hits = np.zeros((len(units), len(SEATS), rounds + 1))
+    counts = np.zeros_like(hits)
+    part = states[(states["protocol"] == protocol) & (states["round"] <= rounds)
+                  & (states["agent_index"] < len(SEATS))]
+    at = _unit_positions(part, units)
+    keep = at >= 0
+    index = (at[keep], part["agent_index"].to_numpy(int)[keep], part["round"].to_numpy(int)[keep])
+    np.add.at(hits, index, part["correct"].to_numpy(float)[keep])
+    np.add.at(counts, index, 1.0)
+    return hits, counts
+
+
+def _flip_counts(states: pd.DataFrame, protocol: str, units: pd.MultiIndex) -> tuple[np.ndarray, np.ndarray]:
+    """Per question of `units` and seat: (answers whose correctness changed from round 0 to round 1,
+    transitions), over the threads: the flip ratio's numerator and denominator (App. D.4)."""
+    flips = np.zeros((len(units), len(SEATS)))
+    counts = np.zeros_like(flips)
+    part = states[(states["protocol"] == protocol) & (states["agent_index"] < len(SEATS))]
+    by_round = {r: part[part["round"] == r].set_index(STATE_KEYS)["correct"] for r in (0, 1)}
+    pairs = pd.concat({"was": by_round[0], "now": by_round[1]}, axis=1, join="inner").reset_index()
+    at = _unit_positions(pairs, units)
+    keep = at >= 0
+    index = (at[keep], pairs["agent_index"].to_numpy(int)[keep])
+    np.add.at(flips, index, (pairs["was"] != pairs["now"]).to_numpy(float)[keep])
+    np.add.at(counts, index, 1.0)
+    return flips, counts
+
+
+def _round_values(rounds: pd.DataFrame, protocol: str, units: pd.MultiIndex, column: str,
+                  at_round: int) -> np.ndarray:
+    """`column` of each question of `units` at one round of `protocol` (NaN where the question has none)."""
+    part = rounds[(rounds["protocol"] == protocol) & (rounds["round"] == at_round)]
+    values = np.full(len(units), np.nan)
+    at = _unit_positions(part, units)
+    keep = at >= 0
+    values[at[keep]] = part[column].to_numpy(float)[keep]
+    return values
 
 
 def _identity_claims(outputs: RunOutputs) -> list[Claim]:
@@ -327,17 +399,23 @@ def _identity_claims(outputs: RunOutputs) -> list[Claim]:
     if rounds.empty:
         return [Claim.untestable("§10.1", "TU = Sys-EU + Sys-AU; 0 ≤ Sys-EU ≤ log N", "no uncertainty rounds output")]
     deviation = float((rounds["total"] - rounds["epistemic"] - rounds["aleatoric"]).abs().max())
-    claims = [Claim("§10.1", "TU = Sys-EU + Sys-AU in every (question, round)", "all protocols",
-                    "max |TU − Sys-EU − Sys-AU| (nats)", deviation, bool(deviation <= IDENTITY_TOLERANCE), len(rounds))]
+    claims = [Claim.measured("§10.1", "TU = Sys-EU + Sys-AU in every (question, round)", "all protocols",
+                             "max |TU − Sys-EU − Sys-AU| over (question, round) rows, nats (an identity: computed "
+                             "on every row, no interval)", Estimate.exact(deviation, len(rounds)),
+                             expect="<=", threshold=IDENTITY_TOLERANCE)]
     n_agents = rounds["protocol"].map(lambda p: outputs.protocols[p].n_agents if p in outputs.protocols else np.nan)
-    known = n_agents.notna()
+    known = n_agents.notna().to_numpy()
     eu = rounds["epistemic"].to_numpy(float)
-    excess = np.maximum(-eu, eu - np.log(n_agents.to_numpy(float)))[known.to_numpy()]
-    worst = float(excess.max()) if len(excess) else float("nan")
-    claims.append(Claim("§10.1", "0 ≤ Sys-EU ≤ log N", "all protocols",
-                        "max(−Sys-EU, Sys-EU − log N) over rows (≤ 0 holds)", worst,
-                        bool(worst <= IDENTITY_TOLERANCE) if finite(worst) else None, int(known.sum()),
-                        "" if finite(worst) else "no row of a protocol in this config"))
+    excess = np.maximum(-eu, eu - np.log(n_agents.to_numpy(float)))[known]
+    bound = "max(−Sys-EU, Sys-EU − log N) over rows, nats (a bound: computed on every row, no interval)"
+    if excess.size:
+        claims.append(Claim.measured("§10.1", "0 ≤ Sys-EU ≤ log N", "all protocols", bound,
+                                     Estimate.exact(float(excess.max()), int(known.sum())),
+                                     expect="<=", threshold=IDENTITY_TOLERANCE))
+    else:
+        claims.append(Claim.measured("§10.1", "0 ≤ Sys-EU ≤ log N", "all protocols", bound, Estimate.missing(0),
+                                     expect="<=", threshold=IDENTITY_TOLERANCE,
+                                     detail="no row of a protocol in this config"))
     return claims
 
 
@@ -351,12 +429,16 @@ def _eu_falls_claims(outputs: RunOutputs) -> list[Claim]:
             claims.append(Claim.untestable("§10.2", statement, "no uncertainty rounds after round 0", protocol))
             continue
         curve = part.groupby("round")["epistemic"].mean().sort_index()
-        drop = float(curve.iloc[-1] - curve.iloc[0])
         monotone = bool(np.all(np.diff(curve.to_numpy()) <= IDENTITY_TOLERANCE))
-        claims.append(Claim("§10.2", statement, f"{protocol} ({setting}, {method})",
-                            f"Sys-EU(round {curve.index[-1]}) − Sys-EU(round 0), nats", drop, bool(drop < 0),
-                            part.groupby(["dataset", "question_id"]).ngroups,
-                            f"per round: {', '.join(f'{v:.3f}' for v in curve)}; monotone: {'yes' if monotone else 'no'}"))
+        units = _question_units(part)
+        first = _round_values(part, protocol, units, "epistemic", int(curve.index[0]))
+        last = _round_values(part, protocol, units, "epistemic", int(curve.index[-1]))
+        estimate = _paired_bootstrap(lambda i: _nanmean(last[i]) - _nanmean(first[i]), len(units))
+        claims.append(Claim.measured(
+            "§10.2", statement, f"{protocol} ({setting}, {method})",
+            f"Sys-EU(round {curve.index[-1]}) − Sys-EU(round {curve.index[0]}), mean over questions, nats",
+            estimate, expect="<",
+            detail=f"per round: {', '.join(f'{v:.3f}' for v in curve)}; monotone: {'yes' if monotone else 'no'}"))
     return claims
 
 
@@ -380,21 +462,24 @@ def _initial_eu_claims(outputs: RunOutputs) -> list[Claim]:
     if not homos or not heteros:
         return [Claim.untestable("§10.3", statement, "needs an untrained homo and an untrained hetero pair protocol")]
     rounds = outputs.uncertainty_rounds
-    initial = rounds[rounds["round"] == 0].groupby(["protocol", "dataset"])["epistemic"].agg(["mean", "size"])
+    initial = rounds[rounds["round"] == 0]
     claims = []
     for homo in homos:
         hetero = _matching_hetero(homo, heteros)
         for dataset in sorted(set(homo.datasets) & set(hetero.datasets)):
-            if (homo.name, dataset) not in initial.index or (hetero.name, dataset) not in initial.index:
-                claims.append(Claim.untestable("§10.3", statement, "no round-0 uncertainty of both protocols",
-                                               f"{dataset}: {hetero.name} vs {homo.name}"))
+            scope = f"{dataset}: {hetero.name} vs {homo.name}"
+            here = initial[initial["dataset"] == dataset]
+            both = here[here["protocol"].isin([hetero.name, homo.name])]
+            if set(both["protocol"]) != {hetero.name, homo.name}:
+                claims.append(Claim.untestable("§10.3", statement, "no round-0 uncertainty of both protocols", scope))
                 continue
-            a, b = initial.loc[(hetero.name, dataset)], initial.loc[(homo.name, dataset)]
-            diff = float(a["mean"] - b["mean"])
-            claims.append(Claim("§10.3", statement, f"{dataset}: {hetero.name} vs {homo.name}",
-                                "Sys-EU(hetero, round 0) − Sys-EU(homo, round 0), nats", diff, bool(diff > 0),
-                                int(a["size"] + b["size"]),
-                                f"K = {hetero.threads} vs {homo.threads} threads"))
+            units = _question_units(both)
+            mixed = _round_values(both, hetero.name, units, "epistemic", 0)
+            same = _round_values(both, homo.name, units, "epistemic", 0)
+            estimate = _paired_bootstrap(lambda i: _nanmean(mixed[i]) - _nanmean(same[i]), len(units))
+            claims.append(Claim.measured("§10.3", statement, scope,
+                                         "Sys-EU(hetero, round 0) − Sys-EU(homo, round 0), mean over questions, nats",
+                                         estimate, expect=">", detail=f"K = {hetero.threads} vs {homo.threads} threads"))
     return claims or [Claim.untestable("§10.3", statement, "the homo and hetero pairs share no dataset")]
 
 
@@ -403,7 +488,7 @@ def _cell(cells: pd.DataFrame, protocol: str, dataset: str, turn: int) -> pd.Ser
     return hit.iloc[0] if len(hit) else None
 
 
-def _weaker_gain_claims(cells: pd.DataFrame, outputs: RunOutputs) -> list[Claim]:
+def _weaker_gain_claims(cells: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs) -> list[Claim]:
     statement = "zero-shot debate raises the weaker agent's accuracy from T = 1 to T = 2"
     versus = "... and by more in the hetero pair than in the homo pair"
     homos, heteros = _untrained(outputs, True), _untrained(outputs, False)
@@ -421,22 +506,36 @@ def _weaker_gain_claims(cells: pd.DataFrame, outputs: RunOutputs) -> list[Claim]
             claims.append(Claim.untestable("§10.4", statement, f"both seats {t1['A0']:.1f}% at T = 1: no weaker agent",
                                            scope))
             continue
-        weak = "A0" if t1["A0"] < t1["A1"] else "A1"
-        weak_agent = hetero.participants[SEATS.index(weak)]
-        gain = float(t2[weak] - t1[weak])
-        claims.append(Claim("§10.4", statement, scope, f"{weak} ({weak_agent}) acc(T=2) − acc(T=1), points", gain,
-                            bool(gain > 0), int(t1["n"])))
+        weak = SEATS.index("A0" if t1["A0"] < t1["A1"] else "A1")
+        weak_agent = hetero.participants[weak]
         own = [h for h in homos if set(h.participants) == {weak_agent} and dataset in h.datasets]
         homo = own[0] if own else next((h for h in homos if dataset in h.datasets), None)
+        here = states[(states["dataset"] == dataset)
+                      & states["protocol"].isin([hetero.name] + ([homo.name] if homo else []))]
+        units = _question_units(here)
+        hits, counts = _correct_counts(here, hetero.name, units, 1)
+
+        def gain(i, hits=hits, counts=counts, seat=weak):
+            """Points gained by `seat` from round 0 (T = 1) to round 1 (T = 2) on questions i."""
+            return 100 * (_share(hits[i, seat, 1], counts[i, seat, 1]) - _share(hits[i, seat, 0], counts[i, seat, 0]))
+
+        claims.append(Claim.measured("§10.4", statement, scope,
+                                     f"{SEATS[weak]} ({weak_agent}) acc(T=2) − acc(T=1), points",
+                                     _paired_bootstrap(gain, len(units)), expect=">"))
         h1, h2 = (_cell(cells, homo.name, dataset, 1), _cell(cells, homo.name, dataset, 2)) if homo else (None, None)
         if h1 is None or h2 is None:
             claims.append(Claim.untestable("§10.4", versus, "no untrained homo pair with T = 1 and T = 2 here", scope))
             continue
-        homo_gain = float(np.mean([h2[s] - h1[s] for s in SEATS]))
+        homo_hits, homo_counts = _correct_counts(here, homo.name, units, 1)
+
+        def gain_over_homo(i):
+            homo_gain = np.mean([gain(i, homo_hits, homo_counts, seat) for seat in range(len(SEATS))])
+            return gain(i) - homo_gain
+
         note = "" if own else f"no homo pair of {weak_agent}; compared with {homo.name} ({homo.participants[0]})"
-        claims.append(Claim("§10.4", versus, f"{dataset}: {hetero.name} vs {homo.name}",
-                            "gain(hetero weaker) − gain(homo, mean of seats), points", gain - homo_gain,
-                            bool(gain > homo_gain), int(t1["n"] + h1["n"]), note))
+        claims.append(Claim.measured("§10.4", versus, f"{dataset}: {hetero.name} vs {homo.name}",
+                                     "gain(hetero weaker) − gain(homo, mean of seats), points",
+                                     _paired_bootstrap(gain_over_homo, len(units)), expect=">", detail=note))
     return claims
 
 
@@ -451,8 +550,8 @@ def _flip_claims(flips: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs)
     homos = _untrained(outputs, True)
     claims = []
     for hetero in heteros:
-        rates = first[first["protocol"] == hetero.name].set_index("seat")
-        if len(rates) < 2:
+        seats = set(first.loc[first["protocol"] == hetero.name, "seat"])
+        if len(seats) < 2:
             claims.append(Claim.untestable("§10.5", statement, "no round 0 → 1 transitions of both seats", hetero.name))
             continue
         acc = [initial.get((hetero.name, i), np.nan) for i in range(2)]
@@ -461,26 +560,56 @@ def _flip_claims(flips: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs)
                                            hetero.name))
             continue
         weak, strong = (0, 1) if acc[0] < acc[1] else (1, 0)
-        diff = float(rates.loc[SEATS[weak], "flip_ratio"] - rates.loc[SEATS[strong], "flip_ratio"])
-        claims.append(Claim("§10.5", statement, hetero.name,
-                            f"flip(weaker {SEATS[weak]}) − flip(stronger {SEATS[strong]}), points", diff,
-                            bool(diff > 0), int(rates["n"].sum()),
-                            f"weaker = lower T=1 accuracy ({100 * acc[weak]:.1f}% vs {100 * acc[strong]:.1f}%)"))
-        homo_rate = {}
-        for seat in (weak, strong):
-            agent = hetero.participants[seat]
-            own = [h for h in homos if set(h.participants) == {agent}]
-            part = first[first["protocol"] == own[0].name] if own else first.iloc[0:0]
-            homo_rate[seat] = float(part["flip_ratio"].mean()) if len(part) else float("nan")
-        if not all(finite(v) for v in homo_rate.values()):
+        own = {seat: [h for h in homos if set(h.participants) == {hetero.participants[seat]}] for seat in (weak, strong)}
+        homo_of = {seat: found[0].name for seat, found in own.items() if found}
+        mine = states[states["protocol"].isin([hetero.name, *homo_of.values()])]
+        units = _question_units(mine)
+        changed, transitions = _flip_counts(mine, hetero.name, units)
+
+        def rate(i, seat, changed=changed, transitions=transitions):
+            """Flip ratio (%) of `seat` on questions i."""
+            return 100 * _share(changed[i, seat], transitions[i, seat])
+
+        claims.append(Claim.measured(
+            "§10.5", statement, hetero.name, f"flip(weaker {SEATS[weak]}) − flip(stronger {SEATS[strong]}), points",
+            _paired_bootstrap(lambda i: rate(i, weak) - rate(i, strong), len(units)), expect=">",
+            detail=f"weaker = lower T=1 accuracy ({100 * acc[weak]:.1f}% vs {100 * acc[strong]:.1f}%)"))
+        homo_counts = {seat: _flip_counts(mine, name, units) for seat, name in homo_of.items()}
+        if len(homo_counts) < 2 or not all(c[1].sum() > 0 for c in homo_counts.values()):
             claims.append(Claim.untestable("§10.5", between, "needs untrained homo pairs of both agents", hetero.name))
             continue
-        mixed = float(rates["flip_ratio"].mean())
-        low, high = sorted(homo_rate.values())
-        claims.append(Claim("§10.5", between, hetero.name, "flip(hetero, mean of seats), %", mixed,
-                            bool(low <= mixed <= high), int(rates["n"].sum()),
-                            f"homo pairs: {low:.1f}% to {high:.1f}%"))
+
+        def margin(i):
+            """How far inside [lower, upper homo flip ratio] the hetero one lies (points; < 0: outside)."""
+            mixed = np.mean([rate(i, seat) for seat in range(len(SEATS))])
+            homo = [np.mean([rate(i, seat, *pair) for seat in range(len(SEATS))]) for pair in homo_counts.values()]
+            return min(mixed - min(homo), max(homo) - mixed)
+
+        everything = np.arange(len(units))
+        mixed = np.mean([rate(everything, seat) for seat in range(len(SEATS))])
+        ends = sorted(np.mean([rate(everything, seat, *pair) for seat in range(len(SEATS))])
+                      for pair in homo_counts.values())
+        claims.append(Claim.measured(
+            "§10.5", between, hetero.name,
+            "min(flip(hetero) − lower homo flip, upper homo flip − flip(hetero)), points (≥ 0: between); "
+            "flip of a pair = mean of its seats", _paired_bootstrap(margin, len(units)), expect=">=",
+            detail=f"hetero {mixed:.1f}%; homo pairs {ends[0]:.1f}% to {ends[1]:.1f}%"))
     return claims
+
+
+def _clustered_pearson(x: np.ndarray, y: np.ndarray, cluster: np.ndarray, n_clusters: int) -> Estimate:
+    """Pearson r over rows with a bootstrap over clusters (questions): a resample weights each row by how
+    often its question was drawn, so rows of one question (several protocols) move together."""
+    def statistic(index):
+        w = np.bincount(index, minlength=n_clusters)[cluster].astype(float)
+        drawn = w > 0
+        if np.ptp(x[drawn]) == 0 or np.ptp(y[drawn]) == 0:
+            return float("nan")
+        dx, dy = x - np.average(x, weights=w), y - np.average(y, weights=w)
+        r = np.sum(w * dx * dy) / np.sqrt(np.sum(w * dx * dx) * np.sum(w * dy * dy))
+        return float(np.clip(r, -1.0, 1.0))
+
+    return bootstrap(statistic, n_clusters)
 
 
 def _au_accuracy_claim(states: pd.DataFrame, outputs: RunOutputs) -> Claim:
@@ -501,11 +630,17 @@ def _au_accuracy_claim(states: pd.DataFrame, outputs: RunOutputs) -> Claim:
     acc_first = acc[acc["round"] == 0].groupby(keys)["correct"].mean()
     acc_last = acc[acc["round"] == acc["last"]].groupby(keys)["correct"].mean()
     joined = pd.concat({"d_au": au_last - au_first, "d_acc": 100 * (acc_last - acc_first)}, axis=1).dropna()
-    r = _pearson(joined["d_acc"].to_numpy(float), joined["d_au"].to_numpy(float))
-    scope = ", ".join(sorted(joined.index.get_level_values("protocol").unique())) or "no question"
-    return Claim("§10.6", statement, scope, "Pearson r(Δacc, ΔSys-AU) over questions", r,
-                 bool(r < 0) if finite(r) else None, len(joined),
-                 "" if finite(r) else "fewer than 2 questions, or Δacc or ΔSys-AU constant")
+    joined = joined.reset_index()
+    units = _question_units(joined)
+    estimate = _clustered_pearson(joined["d_acc"].to_numpy(float), joined["d_au"].to_numpy(float),
+                                  _unit_positions(joined, units), len(units))
+    scope = ", ".join(sorted(joined["protocol"].unique())) or "no question"
+    detail = (f"{len(joined)} (protocol, question) points on {len(units)} questions; a question's points are "
+              "resampled together")
+    if not estimate.finite:
+        detail += "; fewer than 2 questions, or Δacc or ΔSys-AU constant"
+    return Claim.measured("§10.6", statement, scope, "Pearson r(Δacc, ΔSys-AU) over (protocol, question) points",
+                          estimate, expect="<", detail=detail)
 
 
 def _training_claims(outputs: RunOutputs) -> list[Claim]:
@@ -521,37 +656,54 @@ def _training_claims(outputs: RunOutputs) -> list[Claim]:
         if steps is None:
             claims.append(Claim.untestable("§10.9", rises, "no metrics.parquet of this run", run))
             continue
-        if len(steps) < 2 or "reward_mean" not in steps:
-            claims.append(Claim.untestable("§10.9", rises, f"needs at least 2 logged steps, has {len(steps)}", run))
+        if len(steps) < 3 or "reward_mean" not in steps:
+            claims.append(Claim.untestable("§10.9", rises, f"needs at least 3 logged steps, has {len(steps)}", run))
         else:
-            slope = float(np.polyfit(steps["step"].to_numpy(float), steps["reward_mean"].to_numpy(float), 1)[0])
-            claims.append(Claim("§10.9", rises, run, "slope of reward_mean per step", slope, bool(slope > 0), len(steps)))
+            claims.append(Claim.measured("§10.9", rises, run, "OLS slope of reward_mean per step",
+                                         slope(steps["step"], steps["reward_mean"]), expect=">"))
         if "weight_mean" not in steps or steps["weight_mean"].isna().all():
             claims.append(Claim.untestable("§10.9", bounded, "no weight_mean logged", run))
             continue
-        worst = float(np.abs(np.log(steps["weight_mean"].dropna().to_numpy(float))).max())
-        claims.append(Claim("§10.9", bounded, run, "max |ln weight_mean| over steps", worst,
-                            bool(worst <= WEIGHT_BOUND + IDENTITY_TOLERANCE), int(steps["weight_mean"].notna().sum())))
+        logged = steps["weight_mean"].dropna().to_numpy(float)
+        claims.append(Claim.measured("§10.9", bounded, run,
+                                     "max |ln weight_mean| over logged steps (computed on every step, no interval)",
+                                     Estimate.exact(float(np.abs(np.log(logged)).max()), len(logged)),
+                                     expect="<=", threshold=WEIGHT_BOUND + IDENTITY_TOLERANCE))
     return claims
 
 
-def _gpu_claim(cells: pd.DataFrame) -> list[Claim]:
+def _gpu_claim(cells: pd.DataFrame, states: pd.DataFrame) -> list[Claim]:
     """UMAD above IPPO for the weaker agent A0 of the hetero pair (Table 1's headline; not expected on CPU)."""
     avg = cells[(cells["setting"] == "hetero") & (cells["dataset"] == AVG)].set_index(["method", "turn"])
     turns = [t for t in TURNS if ("UMAD", t) in avg.index and ("IPPO", t) in avg.index]
     if not turns:
         return []
     t = turns[-1]
-    v = float(avg.loc[("UMAD", t), "A0"] - avg.loc[("IPPO", t), "A0"])
-    return [Claim("§10 (GPU)", f"hetero A0 (weaker) Avg: UMAD > IPPO at T = {t} (not expected on CPU)", "hetero",
-                  "Avg A0(UMAD) − Avg A0(IPPO), points", v, bool(v > 0), int(avg.loc[("UMAD", t), "n"]))]
+    trained = avg.loc[("UMAD", t), "protocol"], avg.loc[("IPPO", t), "protocol"]
+    mine = states[states["protocol"].isin(trained)]
+    units = _question_units(mine)
+    datasets, dataset_of_unit = np.unique(units.get_level_values("dataset"), return_inverse=True)
+    seat_a0 = [_correct_counts(mine, protocol, units, t - 1) for protocol in trained]
+
+    def avg_difference(i):
+        """Avg A0(UMAD) − Avg A0(IPPO) in points on questions i: each dataset's accuracy, then their mean."""
+        by_protocol = []
+        for hits, counts in seat_a0:
+            h = np.bincount(dataset_of_unit[i], weights=hits[i, 0, t - 1], minlength=len(datasets))
+            n = np.bincount(dataset_of_unit[i], weights=counts[i, 0, t - 1], minlength=len(datasets))
+            by_protocol.append(_nanmean(np.divide(h, n, out=np.full(len(datasets), np.nan), where=n > 0)))
+        return 100 * (by_protocol[0] - by_protocol[1])
+
+    return [Claim.measured("§10 (GPU)", f"hetero A0 (weaker) Avg: UMAD > IPPO at T = {t} (not expected on CPU)",
+                           f"hetero: {trained[0]} vs {trained[1]}", "Avg A0(UMAD) − Avg A0(IPPO), points",
+                           _paired_bootstrap(avg_difference, len(units)), expect=">")]
 
 
 def _claims(cells: pd.DataFrame, flips: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs) -> list[Claim]:
     claims = _identity_claims(outputs)
     claims += _eu_falls_claims(outputs)
     claims += _initial_eu_claims(outputs)
-    claims += _weaker_gain_claims(cells, outputs)
+    claims += _weaker_gain_claims(cells, states, outputs)
     claims += _flip_claims(flips, states, outputs)
     claims.append(_au_accuracy_claim(states, outputs))
     claims.append(Claim.untestable("§10.7", "mean token entropy rises over rounds",
@@ -560,7 +712,7 @@ def _claims(cells: pd.DataFrame, flips: pd.DataFrame, states: pd.DataFrame, outp
     claims.append(Claim.untestable("§10.8", "reward shaping: W falls in Ū, mean Ū = 0, r^eu ∈ {−η, 0, η}, IPPO = UMAD "
                                    "at α = η = 0", "unit tests of the trainer (tests/test_umad.py), not a run output"))
     claims += _training_claims(outputs)
-    claims += _gpu_claim(cells)
+    claims += _gpu_claim(cells, states)
     return claims
 
 

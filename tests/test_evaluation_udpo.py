@@ -1,0 +1,193 @@
+"""UDPO's claims (spec 000 §11) with their 95 % intervals and verdicts, on hand-made uncertainty-stage
+outputs: a large fixture where the claims hold, few questions where the point value points the
+claimed way but the interval can't tell, and intervals checked against their formulas worked by hand."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from debatelab import metrics
+from debatelab.evaluation import ProtocolInfo, RunInfo, RunOutputs, build_paper
+from debatelab.evaluation.papers import udpo
+
+Z = 1.959963984540054  # z_.975
+
+
+def _protocol(name, rounds=2, adversarial=0, runs=()):
+    seats = ("a", "b", "c")
+    return ProtocolInfo(name=name, kind="all_to_all", rounds=rounds, threads=1, template="du", participants=seats,
+                        models=("m",) * 3, adversarial=adversarial, trained_runs=tuple(runs),
+                        datasets=("gsm_symbolic",),
+                        adversarial_seats=tuple(i >= 3 - adversarial for i in range(3)))
+
+
+def _rows(protocol, correct, u_sys, first=0):
+    """One trajectory per question q{first}, q{first+1}, ...; U_intra = U_sys / 2, U_inter = U_sys / 3."""
+    return [{"question_id": f"q{first + i}", "dataset": "gsm_symbolic", "protocol": protocol, "thread": 0,
+             "correct": bool(c), "u_intra": u / 2, "u_inter": u / 3, "u_sys": u}
+            for i, (c, u) in enumerate(zip(correct, u_sys))]
+
+
+def _round0_rows(protocol, n_questions):
+    """Round-0 turns where seat 0 (honest) is right on every question: every debate had a correct agent."""
+    return [{"question_id": f"q{i}", "dataset": "gsm_symbolic", "protocol": protocol, "thread": 0, "round": 0,
+             "agent_index": seat, "correct": seat == 0} for i in range(n_questions) for seat in range(3)]
+
+
+def _outputs(protocols, rows, training=None, turns=None) -> RunOutputs:
+    runs = {"udpo": RunInfo("udpo", "udpo", {"udpo": {"ablate": []}})}
+    outputs = RunOutputs("fixture", {p.name: p for p in protocols}, runs, {"gsm_symbolic": "gsm8k"})
+    outputs.__dict__.update(uncertainty=pd.DataFrame(rows), training=training or {},
+                            turns=pd.DataFrame(turns or []))
+    return outputs
+
+
+def _claim(claims, number, start=""):
+    found = [c for c in claims if c.claim == number and c.statement.startswith(start)]
+    assert found, (number, start)
+    return found[0]
+
+
+def _large():
+    """200 questions, one trajectory each. MAD is right on the even questions, with U_sys in
+    [.1, .3] there and in [.5, .9] on its failures; UDPO is right on those and on every i ≡ 1 (mod 4):
+    150 of 200, 50 questions where only UDPO is right and none where only MAD is."""
+    n = 200
+    i = np.arange(n)
+    mad_correct = i % 2 == 0
+    level = (i // 2) % 5 / 4
+    u_sys = np.where(mad_correct, 0.1 + 0.2 * level, 0.5 + 0.4 * level)
+    udpo_correct = mad_correct | (i % 4 == 1)
+    rows = _rows("mad_n3", mad_correct, u_sys) + _rows("udpo_n3", udpo_correct, np.full(n, 0.1))
+    turns = _round0_rows("mad_n3", n) + _round0_rows("udpo_n3", n)
+    protocols = [_protocol("mad_n3"), _protocol("udpo_n3", runs=("udpo",))]
+    return _outputs(protocols, rows, turns=turns), u_sys, mad_correct
+
+
+def test_large_effects_hold_with_closed_form_intervals_worked_by_hand():
+    outputs, u_sys, correct = _large()
+    claims = build_paper("udpo", outputs).claims
+
+    # §11.1: Cohen's d of U_sys, failures over successes, with the Hedges-Olkin normal interval
+    fail, ok = u_sys[~correct], u_sys[correct]
+    pooled = math.sqrt((((fail - fail.mean()) ** 2).sum() + ((ok - ok.mean()) ** 2).sum()) / (200 - 2))
+    d = (fail.mean() - ok.mean()) / pooled  # (0.7 − 0.2) / 0.0888 ≈ 5.6
+    half = Z * math.sqrt(200 / (100 * 100) + d * d / (2 * 200))
+    gap = _claim(claims, "§11.1", "failures have higher u_sys")
+    assert gap.value == pytest.approx(d) and (gap.low, gap.high) == pytest.approx((d - half, d + half))
+    assert gap.verdict == "holds" and gap.n == 200 and gap.expect == "> 0" and "Hedges" in gap.interval
+
+    # §11.2: point-biserial r with Fisher's z interval tanh(atanh r ± z / sqrt(n − 3))
+    r = stats.pearsonr(u_sys, correct.astype(float)).statistic
+    fisher = _claim(claims, "§11.2", "u_sys correlates")
+    assert fisher.value == pytest.approx(r) and r < -0.9
+    assert (fisher.low, fisher.high) == pytest.approx((math.tanh(math.atanh(r) - Z / math.sqrt(197)),
+                                                       math.tanh(math.atanh(r) + Z / math.sqrt(197))))
+    assert fisher.verdict == "holds" and fisher.expect == "< 0" and fisher.n == 200
+
+    # §11.4: the least uncertain half is the 100 successes: 100 % against 50 % overall
+    selective = _claim(claims, "§11.4")
+    assert selective.value == pytest.approx(50.0) and selective.verdict == "holds" and selective.low > 30
+
+    # §11 (GPU): UDPO − MAD = +25 points, paired: the per-question SE is sqrt(.25 · .75 / 200) = 3.06
+    # points, so the percentile interval is close to 25 ± 6.0
+    better = _claim(claims, "§11 (GPU)", "UDPO is more accurate than MAD")
+    assert better.value == pytest.approx(25.0) and better.n == 200 and better.verdict == "holds"
+    assert better.low == pytest.approx(25 - Z * 3.06, abs=1.5) and better.high == pytest.approx(25 + Z * 3.06, abs=1.5)
+    assert "paired" in better.interval and "McNemar" in better.interval
+    # every debate had a right honest agent in round 0: MAD collapsed on its 100 failures (50 %),
+    # UDPO on its 50 (25 %): −25 points, paired over the same 200 questions
+    collapse = _claim(claims, "§11 (GPU)", "UDPO collapses less")
+    assert collapse.value == pytest.approx(-25.0) and collapse.verdict == "holds" and collapse.high < -15
+
+
+def test_few_questions_point_the_claimed_way_but_are_inconclusive():
+    """Four questions: UDPO right on one more than MAD (+25 points; the point value said "yes"
+    before intervals), and a three-step training log whose U_sys falls (slope −0.15)."""
+    rows = (_rows("mad_n3", [True, True, False, False], [0.1, 0.3, 0.7, 0.9])
+            + _rows("udpo_n3", [True, True, True, False], [0.1, 0.2, 0.3, 0.4]))
+    training = {"udpo": pd.DataFrame({"step": [1, 2, 3], "r_sys": [0.2, 0.4, 0.5]})}
+    outputs = _outputs([_protocol("mad_n3"), _protocol("udpo_n3", runs=("udpo",))], rows, training=training)
+    claims = build_paper("udpo", outputs).claims
+
+    better = _claim(claims, "§11 (GPU)", "UDPO is more accurate than MAD")
+    # per-question differences 0, 0, +1, 0: a resample's mean is 0 whenever it misses q2 (p = (3/4)^4 = 0.32)
+    assert better.value == pytest.approx(25.0) and better.low == 0.0 and better.verdict == "inconclusive"
+    assert better.holds is None and better.n == 4
+
+    # U = 0.8, 0.6, 0.5 at steps 1, 2, 3: slope −0.15; residuals 1/60, −1/30, 1/60 give
+    # s² = (1/600) / 1 and SE = sqrt(s² / Σ(x − x̄)²) = sqrt(1/1200); t_.975(1 df) = 12.706
+    trend = _claim(claims, "§11.8")
+    half = stats.t.ppf(0.975, 1) * math.sqrt(1 / 1200)
+    assert trend.value == pytest.approx(-0.15) and half == pytest.approx(0.3667, abs=1e-3)
+    assert (trend.low, trend.high) == pytest.approx((-0.15 - half, -0.15 + half))
+    assert trend.verdict == "inconclusive" and trend.n == 3 and trend.expect == "< 0"
+
+
+def test_a_difference_the_same_on_every_question_has_a_zero_width_paired_interval():
+    """§11.6: standard MAD at T = 1 and T = 2 on the same three questions, U_sys lower by exactly 0.1
+    on each: every paired resample gives −0.1, so even three questions decide the claim. Both
+    protocols pool into the §11.1-3 rows: two trajectories per question, resampled together."""
+    rows = (_rows("mad_t1", [True, False, False], [0.5, 0.6, 0.9])
+            + _rows("mad_t2", [True, True, False], [0.4, 0.5, 0.8]))
+    claims = build_paper("udpo", _outputs([_protocol("mad_t1", rounds=1), _protocol("mad_t2")], rows)).claims
+    fewer = _claim(claims, "§11.6")
+    assert fewer.statistic == "U_sys(T=2) − U_sys(T=1)" and fewer.n == 3
+    assert (fewer.value, fewer.low, fewer.high) == pytest.approx((-0.1, -0.1, -0.1))
+    assert fewer.verdict == "holds" and "paired" in fewer.interval
+    gap = _claim(claims, "§11.1", "failures have higher u_sys")
+    assert gap.n == 3 and "cluster bootstrap over questions" in gap.interval
+
+
+def test_methods_on_different_questions_are_compared_over_the_union_of_their_questions():
+    rows = (_rows("mad_n3", [True, False, False, False], [0.2] * 4)
+            + _rows("udpo_n3", [True, True, True, False], [0.1] * 4, first=2))
+    claims = build_paper("udpo", _outputs([_protocol("mad_n3"), _protocol("udpo_n3", runs=("udpo",))], rows)).claims
+    better = _claim(claims, "§11 (GPU)", "UDPO is more accurate than MAD")
+    assert better.value == pytest.approx(50.0) and better.n == 6  # q0..q5, q2 and q3 shared
+    assert "union" in better.interval and "2 shared" in better.interval and "McNemar" not in better.interval
+
+
+def test_attack_claims_compare_the_ends_of_m_on_the_same_questions():
+    """§11.5: m = 0, 1, 2 on four questions; accuracy 75 → 50 → 0 %, U_sys up by 0.3 on every question."""
+    rows = (_rows("mad_n3", [True, True, True, False], [0.1, 0.2, 0.3, 0.4])
+            + _rows("attack_m1", [True, True, False, False], [0.2, 0.3, 0.4, 0.5])
+            + _rows("attack_m2", [False] * 4, [0.4, 0.5, 0.6, 0.7]))
+    protocols = [_protocol("mad_n3"), _protocol("attack_m1", adversarial=1), _protocol("attack_m2", adversarial=2)]
+    claims = build_paper("udpo", _outputs(protocols, rows)).claims
+    falls = _claim(claims, "§11.5", "accuracy falls")
+    # per-question differences −1, −1, −1, 0: the largest resample mean is 0 (all four draws on q3)
+    assert falls.statistic == "acc(m=2) − acc(m=0), points" and falls.value == pytest.approx(-75.0)
+    assert falls.high <= 0 and falls.n == 4 and "m=1: acc 50.0" in falls.detail
+    rises = _claim(claims, "§11.5", "U_sys rises")
+    assert (rises.value, rises.low, rises.high) == pytest.approx((0.3, 0.3, 0.3)) and rises.verdict == "holds"
+
+
+def test_row_weights_equal_repeating_the_rows_a_resample_draws():
+    """The cluster bootstrap weighs rows by how often their question was drawn: each statistic on
+    weights (or on weighted sums) equals the plain statistic on the rows repeated that often."""
+    rng = np.random.default_rng(1)
+    values = rng.random(12)
+    correct = rng.random(12) < 0.5
+    weights = rng.integers(0, 4, 12).astype(float)
+    repeated = np.repeat(np.arange(12), weights.astype(int))
+    # Cohen's d and r from per-row sums: weighted sums are the sums over the repeated rows
+    d_sums = (udpo._d_columns(values, ~correct) * weights[:, None]).sum(axis=0)
+    assert udpo._cohens_d_of_sums(d_sums) == pytest.approx(
+        metrics.cohens_d(values[repeated][~correct[repeated]], values[repeated][correct[repeated]]))
+    other = rng.random(12)
+    r_sums = (udpo._r_columns(values, other) * weights[:, None]).sum(axis=0)
+    assert udpo._r_of_sums(r_sums) == pytest.approx(np.corrcoef(values[repeated], other[repeated])[0, 1])
+    constant = udpo._r_columns(np.full(12, 0.1), other).sum(axis=0)  # Σx² − (Σx)²/n is float residue, not spread
+    assert math.isnan(udpo._r_of_sums(constant))
+    # selective prediction on ranked rows: the lowest half of the repeated rows against all of them
+    ranked = np.array([1.0, 1.0, 0.0, 1.0, 0.0, 0.0])
+    w = np.array([2.0, 0.0, 1.0, 3.0, 1.0, 2.0])  # repeated: 1 1 0 1 1 1 | 0 0 0 -> the lowest 5 of 9
+    curve = metrics.selective_prediction(np.arange(9), np.repeat(ranked, w.astype(int)).astype(bool), [0.5, 1.0])
+    assert udpo._weighted_selective_gain(ranked, w, 0.5) == pytest.approx(
+        100 * (curve["accuracy"].iloc[0] - curve["accuracy"].iloc[1]))
+    assert udpo._weighted_selective_gain(ranked, w, 0.5) == pytest.approx(100 * (4 / 5 - 5 / 9))
