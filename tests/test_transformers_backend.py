@@ -83,6 +83,38 @@ def test_seeded_sampler_draws_from_the_distribution():
     assert frequencies.tolist() == pytest.approx(probs.tolist(), abs=0.03)
 
 
+@pytest.mark.parametrize("temperature, top_p, expected", [
+    # p^(1/T) renormalised: (0.1, 0, 0.6, 0.3) at T = 0.5 -> (0.01, 0, 0.36, 0.09)/0.46
+    (0.5, 1.0, [0.01 / 0.46, 0.0, 0.36 / 0.46, 0.09 / 0.46]),
+    # top-p 0.7 keeps 0.6 and then 0.3 (the mass before 0.3 is 0.6 < 0.7), drops 0.1
+    (1.0, 0.7, [0.0, 0.0, 0.6 / 0.9, 0.3 / 0.9]),
+    # top-p 0.5 keeps only the top token
+    (1.0, 0.5, [0.0, 0.0, 1.0, 0.0]),
+])
+def test_seeded_sampler_applies_temperature_and_top_p(temperature, top_p, expected):
+    """transformers runs a caller's logits processors before its own temperature / top-p warpers, so
+    the sampler must apply them itself (it sampled at T = 1, top-p 1 whatever was asked before)."""
+    from debatelab.llm.transformers_backend import SeededSampler
+
+    scores = torch.log(torch.tensor([0.1, 0.0, 0.6, 0.3])).repeat(4000, 1)
+    sampler = SeededSampler(range(4000), prompt_width=0, max_new_tokens=1, device="cpu", temperature=temperature,
+                            top_p=top_p)
+    tokens = sampler(torch.zeros(4000, 0, dtype=torch.long), scores).argmax(-1)
+    frequencies = torch.bincount(tokens, minlength=4).float() / 4000
+    assert frequencies.tolist() == pytest.approx(expected, abs=0.03)
+
+
+def test_a_low_temperature_sample_is_the_greedy_reply(backend):
+    """End to end through `generate`: at T = 0.01 every seed gives the greedy reply; at T = 1 they differ."""
+    def replies(temperature):
+        return [backend.generate([GenerationRequest(messages=_chat("tell me a story"), sampling=SamplingParams(
+            temperature=temperature, max_tokens=8, seed=seed))])[0][0].text for seed in range(4)]
+
+    greedy = replies(0.0)[0]
+    assert replies(0.01) == [greedy] * 4
+    assert len(set(replies(1.0))) > 1
+
+
 def test_greedy_first_token_logprob_is_the_max(backend, tiny_model_dir):
     request = GenerationRequest(messages=_chat("hello"), sampling=SamplingParams(temperature=0.0, max_tokens=1, logprobs=True))
     gen = backend.generate([request])[0][0]

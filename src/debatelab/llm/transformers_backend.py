@@ -26,24 +26,36 @@ def row_seed(request: GenerationRequest, sample_index: int) -> int:
 class SeededSampler:
     """A logits processor that samples each row from its own random stream.
 
-    Given the scores after temperature and top-p, row i's token at step t is drawn by inverse
-    CDF with the t-th uniform of a generator seeded with `seeds[i]`; the returned scores leave only
-    that token, so `generate`'s own multinomial draw (global RNG) can only pick it.
+    It applies temperature and top-p itself: `generate` runs a caller's logits processors before
+    its own temperature and top-p warpers (transformers 5.x), so the warpers must be left at 1.0.
+    Row i's token at step t is then drawn by inverse CDF with the t-th uniform of a generator
+    seeded with `seeds[i]`; the returned scores leave only that token, so `generate`'s own
+    multinomial draw (global RNG) can only pick it.
     """
 
-    def __init__(self, seeds, prompt_width: int, max_new_tokens: int, device):
+    def __init__(self, seeds, prompt_width: int, max_new_tokens: int, device, temperature: float = 1.0,
+                 top_p: float = 1.0):
         import torch
 
+        if temperature <= 0 or not 0 < top_p <= 1:
+            raise ValueError(f"SeededSampler needs temperature > 0 and top_p in (0, 1], got {temperature}, {top_p}")
         streams = [torch.rand(max_new_tokens, generator=torch.Generator().manual_seed(int(s)), dtype=torch.float64)
                    for s in seeds]
         self.uniforms = torch.stack(streams).to(device)
         self.prompt_width = prompt_width
+        self.temperature = float(temperature)
+        self.top_p = float(top_p)
 
     def __call__(self, input_ids, scores):
         import torch
 
         step = input_ids.shape[1] - self.prompt_width
-        probs = torch.softmax(scores.double(), dim=-1)
+        probs = torch.softmax(scores.double() / self.temperature, dim=-1)
+        if self.top_p < 1:
+            # nucleus: keep the most likely tokens until their mass reaches top_p (the top token always)
+            ordered, order = probs.sort(dim=-1, descending=True)
+            outside = (ordered.cumsum(dim=-1) - ordered) >= self.top_p
+            probs = probs.scatter(1, order, ordered.masked_fill(outside, 0.0))
         cdf = probs.cumsum(dim=-1)
         target = self.uniforms[:, step : step + 1].to(cdf.device) * cdf[:, -1:]  # a device-mapped model's last GPU
         token = torch.searchsorted(cdf, target, right=True).clamp(max=scores.shape[-1] - 1)  # never a token of p = 0
@@ -175,9 +187,10 @@ class TransformersBackend(Backend):
             output_logits=want_logprobs,
         )
         if sampling:
-            # HF applies temperature and top-p, then our sampler picks each row's token from its own stream.
-            sampler = SeededSampler(seeds, width, max_tokens, self.device)
-            kwargs.update(temperature=temperature, top_p=top_p, top_k=0, logits_processor=LogitsProcessorList([sampler]))
+            # Our sampler applies temperature and top-p and picks each row's token from its own stream;
+            # HF's warpers run after it, so they stay neutral.
+            sampler = SeededSampler(seeds, width, max_tokens, self.device, temperature=temperature, top_p=top_p)
+            kwargs.update(temperature=1.0, top_p=1.0, top_k=0, logits_processor=LogitsProcessorList([sampler]))
         else:
             kwargs.update(temperature=None, top_p=None, top_k=None)
         with torch.inference_mode():
