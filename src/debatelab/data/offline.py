@@ -7,6 +7,8 @@ rows (``meta`` as a dict) in the file's own order.
 """
 from __future__ import annotations
 
+import hashlib
+
 import importlib.util
 import json
 from dataclasses import dataclass, field
@@ -249,17 +251,28 @@ GSM_SYMBOLIC_SPLIT_BASE = {"train": 1_000_000_000, "validation": 2_000_000_000, 
 GSM_SYMBOLIC_DEFAULT_SIZE = {"train": 1000, "validation": 200, "test": 500}
 GSM_SYMBOLIC_STRIDE = 100_000
 
-#: reasoning-gym's chain_sum at its smallest: two one-digit terms joined by + or −
-#: ("State the final answer to the following arithmetic problem: 4 - 1 ="). The bundled
-#: SmolLM2-135M-Instruct answers about 19 % of them right in 48 tokens (config/experiments/learning_cpu.yaml),
-#: which leaves room to learn on a laptop.
-CHAIN_SUM_SETTINGS = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
+#: reasoning-gym's chain_sum with two or three one-digit terms joined by + or −
+#: ("State the final answer to the following arithmetic problem: 4 - 1 ="): about 4,200 distinct problems.
+#: The bundled SmolLM2-135M-Instruct answers about 17 % of them right in 48 tokens at T = 0.7
+#: (config/experiments/learning_cpu.yaml), which leaves room to learn on a laptop.
+CHAIN_SUM_SETTINGS = {"min_terms": 2, "max_terms": 3, "min_digits": 1, "max_digits": 1}
+
+
+#: A small problem space (chain_sum's) repeats questions across generator seeds, so its splits are
+#: cut by question text instead: a question belongs to the split its text hashes to, and each split
+#: keeps distinct questions only. Train gets half of the texts, validation and test a quarter each.
+TEXT_SPLIT_BUCKETS = {"test": (0,), "validation": (1,), "train": (2, 3)}
+
+
+def text_bucket(question: str) -> int:
+    return int(hashlib.sha256(question.encode()).hexdigest()[:8], 16) % 4
 
 
 def reasoning_gym_loader(task: str, split: str, settings: dict | None = None,
-                         answer_cot_key: str | None = None) -> Callable[[int, int | None], Rows]:
+                         answer_cot_key: str | None = None, split_by_text: bool = False) -> Callable[[int, int | None], Rows]:
     """Rows of a seeded reasoning-gym generator: `split` picks a far-apart generator seed, so splits
-    never share an item; a larger `limit` than the default size generates more."""
+    never share an item; a larger `limit` than the default size generates more. With `split_by_text`
+    the splits never share a question text either (TEXT_SPLIT_BUCKETS)."""
     def load(seed: int, limit: int | None) -> Rows:
         import reasoning_gym  # a regular dependency, imported late because it is slow to import
 
@@ -269,9 +282,26 @@ def reasoning_gym_loader(task: str, split: str, settings: dict | None = None,
                 f"{task}: need size <= {GSM_SYMBOLIC_STRIDE} and 0 <= seed < 10000 (got {size}, {seed})"
             )
         gen_seed = GSM_SYMBOLIC_SPLIT_BASE[split] + seed * GSM_SYMBOLIC_STRIDE
-        dataset = reasoning_gym.create_dataset(task, size=size, seed=gen_seed, **(settings or {}))
+        dataset = reasoning_gym.create_dataset(task, size=GSM_SYMBOLIC_STRIDE if split_by_text else size,
+                                               seed=gen_seed, **(settings or {}))
+        if split_by_text:
+            indices, seen = [], set()
+            for i in range(GSM_SYMBOLIC_STRIDE):
+                question = dataset[i]["question"].strip()
+                if question not in seen and text_bucket(question) in TEXT_SPLIT_BUCKETS[split]:
+                    seen.add(question)
+                    indices.append(i)
+                    if len(indices) == size:
+                        break
+                if i == 20 * size and len(indices) < size // 2:  # the space is too small: don't scan on
+                    break
+            if limit and len(indices) < limit:
+                raise ValueError(f"{task} {split}: only {len(indices)} distinct questions in this split "
+                                 f"(asked for {limit}); the generator's settings allow too few problems")
+        else:
+            indices = list(range(size))
         rows = []
-        for i in range(size):
+        for i in indices:
             item = dataset[i]
             meta = {"generator_seed": gen_seed, "index": i}
             if answer_cot_key:
@@ -296,4 +326,4 @@ def gsm_symbolic_loader(split: str) -> Callable[[int, int | None], Rows]:
 
 
 def chain_sum_loader(split: str) -> Callable[[int, int | None], Rows]:
-    return reasoning_gym_loader("chain_sum", split, CHAIN_SUM_SETTINGS)
+    return reasoning_gym_loader("chain_sum", split, CHAIN_SUM_SETTINGS, split_by_text=True)
