@@ -205,4 +205,6 @@ def all_targets():
     for run in TRAINING_RUNS:
         targets += [f"{RESULTS}/train/{run}/{name}" for name in ("metrics.parquet", "curves.png", "settings.json")]
     targets += [f"{RESULTS}/tables/{paper}" for paper in PAPERS]
+    if EXP.comparisons:
+        targets += [f"{RESULTS}/summary/comparisons.csv", f"{RESULTS}/summary/comparisons.png"]
     return targets

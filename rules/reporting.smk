@@ -62,3 +62,22 @@ rule summarize_confidence:
         runtime=10,
     script:
         "../workflow_scripts/reporting/summarize_confidence.py"
+
+
+rule summarize_comparisons:
+    """Paired accuracy comparisons on the same questions (evaluation.comparisons), each difference with its 95 % interval."""
+    input:
+        zero_shot=zero_shot_files(),
+        questions=debate_files("questions"),
+    output:
+        table=report(f"{RESULTS}/summary/comparisons.csv", category="Comparisons", caption="../report/comparisons.rst"),
+        plot=report(f"{RESULTS}/summary/comparisons.png", category="Comparisons", caption="../report/comparisons.rst"),
+    params:
+        comparisons=EXP.comparisons,
+    log:
+        f"{LOGS}/summary/comparisons.log",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../workflow_scripts/reporting/summarize_comparisons.py"

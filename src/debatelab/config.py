@@ -353,6 +353,23 @@ class Experiment:
             needs, has = ("calibration.pairs", self.pairs) if paper == "confidence" else ("debate.protocols", self.protocols)
             if not has:
                 raise ConfigError(f"config: evaluation.papers lists {paper!r}, whose tables need {needs}; this config has none")
+        for name, spec in self.comparisons.items():
+            kinds = {side: ("agents" if spec[side] in self.agents else "debate.protocols" if spec[side] in self.protocols
+                            else None) for side in ("treatment", "control")}
+            for side, kind in kinds.items():
+                if kind is None:
+                    raise ConfigError(f"config: evaluation.comparisons.{name}.{side} is {spec[side]!r}, which is neither "
+                                      f"an agent nor a debate protocol (agents: {sorted(self.agents)}; "
+                                      f"protocols: {sorted(self.protocols)})")
+            if kinds["treatment"] != kinds["control"]:
+                raise ConfigError(f"config: evaluation.comparisons.{name} compares {spec['treatment']!r} (of "
+                                  f"{kinds['treatment']}) with {spec['control']!r} (of {kinds['control']}); "
+                                  "compare two agents or two protocols")
+
+    @property
+    def comparisons(self) -> dict[str, dict[str, str]]:
+        """`evaluation.comparisons`: name -> {treatment, control}, paired accuracy comparisons."""
+        return dict(self.evaluation.get("comparisons") or {})
 
     def _check_paper_backbones(self) -> None:
         """`paper_backbone` names a backbone of the papers' numbers: a {paper: name} entry one of that
