@@ -1,9 +1,16 @@
 from debatelab.training.settings import udpo_job_settings
 
 
+def _heldout_input(wc):
+    """{"heldout": the dataset file} when the run measures held-out accuracy, else nothing."""
+    dataset = EXP.heldout_dataset(wc.run)
+    return {"heldout": EXP.dataset_path(dataset)} if dataset is not None else {}
+
+
 rule train:
     """RL fine-tuning of one run's policy, DAPO or SDRL (GPU-heavy; several GPUs: accelerate launch)."""
     input:
+        unpack(_heldout_input),
         dataset=lambda wc: EXP.dataset_path(TRAINING_RUNS[wc.run]["dataset"]),
         model=lambda wc: EXP.agent_model_dir(TRAINING_RUNS[wc.run]["policy"]),
     output:
@@ -98,6 +105,7 @@ rule train_agents:
     input:
         unpack(lambda wc: {"coefficients": f"{RESULTS}/train/{wc.run}/coefficients.json"}
                if TRAINING_RUNS[wc.run]["method"] == "udpo" else {}),
+        unpack(_heldout_input),
         dataset=lambda wc: EXP.dataset_path(TRAINING_RUNS[wc.run]["dataset"]),
         models=lambda wc: list(_udpo(wc.run)["bases"].values()),
     output:

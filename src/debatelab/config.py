@@ -260,6 +260,10 @@ class Experiment:
             spec["protocol"] = self.train_protocol(run)
         return {k: v for k, v in spec.items() if k not in ("policy", "participants", "dataset", "gpus", "accelerate_config")}
 
+    def heldout_dataset(self, run: str) -> str | None:
+        """The dataset a run's held-out accuracy is measured on during training (`heldout.dataset`), or None."""
+        return (self.training_runs[run].get("heldout") or {}).get("dataset")
+
     def train_protocol(self, run: str) -> dict | None:
         """The options a multi-agent run's training debates use: those of the `debate.protocols` entry
         it names (the prompts the trained agents are evaluated on), or the options it gives. Who sits,
@@ -459,6 +463,13 @@ class Experiment:
                     raise ConfigError(f"config: {where}.{key} names {agent!r}, whose model is what this run trains")
             if spec["dataset"] not in self.datasets:
                 raise ConfigError(f"config: {where}.dataset = {spec['dataset']!r} is not a key of `datasets` (known: {sorted(self.datasets)})")
+            heldout = self.heldout_dataset(run)
+            if heldout is not None and heldout not in self.datasets:
+                raise ConfigError(f"config: {where}.heldout.dataset = {heldout!r} is not a key of `datasets` "
+                                  f"(known: {sorted(self.datasets)})")
+            if heldout is not None and self.dataset_path(heldout) == self.dataset_path(spec["dataset"]):
+                raise ConfigError(f"config: {where}.heldout.dataset = {heldout!r} reads the run's training questions "
+                                  f"({self.dataset_path(heldout)}); name another dataset")
             if spec["method"] in MULTI_AGENT_METHODS:
                 self._check_train_protocol(run, spec)
             if spec["method"] in MULTI_AGENT_METHODS and spec.get("finetuning", "lora") != "lora":

@@ -10,6 +10,7 @@ if __name__ == "__main__":
             accelerate_config=snakemake.params.accelerate_config,
             log_path=snakemake.log[0],
             dataset_path=snakemake.input.dataset,
+            heldout_path=snakemake.input.get("heldout"),
             model_path=snakemake.input.model,
             out_dir=snakemake.output.model,
             metrics_path=snakemake.output.metrics,

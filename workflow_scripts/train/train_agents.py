@@ -15,6 +15,7 @@ if __name__ == "__main__":
             accelerate_config=snakemake.params.accelerate_config,
             log_path=snakemake.log[0],
             dataset_path=snakemake.input.dataset,
+            heldout_path=snakemake.input.get("heldout"),
             bases=udpo["bases"],
             participants=udpo["participants"],
             agents={name: AgentSpec.from_config(name, spec) for name, spec in udpo["agents"].items()},

@@ -43,7 +43,7 @@ class MappoTrainer(DebateTrainer):
 
     def __init__(self, questions: pd.DataFrame, policies, settings, *, run: str, participants: Sequence[str],
                  mappo: MappoSettings | None = None, system_prompts: dict | None = None, checkpoint_dir=None,
-                 fingerprint: str = ""):
+                 fingerprint: str = "", heldout: pd.DataFrame | None = None):
         import torch
 
         self.mappo = mappo if mappo is not None else settings.mappo
@@ -51,7 +51,7 @@ class MappoTrainer(DebateTrainer):
         policies.attach("critic", self.critic, torch.optim.Adam(self.critic.parameters(),
                                                                 lr=self.mappo.critic_learning_rate))
         super().__init__(questions, policies, settings, run=run, participants=participants, system_prompts=system_prompts,
-                         checkpoint_dir=checkpoint_dir, fingerprint=fingerprint)
+                         checkpoint_dir=checkpoint_dir, fingerprint=fingerprint, heldout=heldout)
         self.critic_optimizer = policies.optimizers["@critic"]
         resolved = self.mappo.resolved(settings.method)
         self.consensus_weight, self.swap_prob = resolved["consensus_weight"], resolved["peer_swap_prob"]

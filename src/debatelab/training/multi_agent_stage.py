@@ -138,9 +138,10 @@ def read_coefficients(path) -> tuple[dict[str, AgentCoefficients], dict[str, flo
 def train_agents_job(*, dataset_path, bases: dict[str, str], participants: Sequence[str], agents: dict[str, AgentSpec],
                      out_dirs: dict[str, str], metrics_path, curves_path, settings_path, checkpoint_dir, run: str,
                      settings: TrainSettings, coefficients_path=None, limit: int | None = None,
-                     device: str | None = None) -> pd.DataFrame:
+                     device: str | None = None, heldout_path=None) -> pd.DataFrame:
     """UDPO on the training questions (the warm-up's held out), or UMAD, MAPPO or RMAAC on all of them; then every
-    agent's folder, the metrics, the curves and the settings."""
+    agent's folder, the metrics, the curves and the settings. `heldout_path`: a dataset file each agent's
+    held-out accuracy is measured on as the run trains (`heldout.py`)."""
     from .mappo_trainer import MappoTrainer
     from .udpo_trainer import UdpoTrainer
     from .umad_trainer import UmadTrainer
@@ -159,7 +160,7 @@ def train_agents_job(*, dataset_path, bases: dict[str, str], participants: Seque
         "coefficients": {s: c.to_dict() for s, c in coefficients.items()}, "prompts": system_prompts,
     })
     common = dict(run=run, participants=participants, system_prompts=system_prompts, checkpoint_dir=checkpoint_dir,
-                  fingerprint=fingerprint)
+                  fingerprint=fingerprint, heldout=read_dataset(heldout_path) if heldout_path else None)
     if settings.method == "udpo":
         u = settings.udpo
         trainer = UdpoTrainer(questions, policies, settings, rounds=u.rounds, coefficients=coefficients,
@@ -184,6 +185,8 @@ def train_agents_job(*, dataset_path, bases: dict[str, str], participants: Seque
         write_json_atomic({"run": run, "method": settings.method, "participants": list(participants),
                            "bases": dict(bases), "dataset": str(dataset_path), "questions": len(questions),
                            "device": device, "processes": trainer.world,
+                           "heldout": {"dataset": str(heldout_path), "questions": len(trainer.heldout_rows)}
+                           if heldout_path else None,
                            "coefficients": {s: c.to_dict() for s, c in coefficients.items()},
                            "settings": settings.to_dict()}, settings_path)
     return metrics

@@ -111,6 +111,10 @@ class TrainSettings:
     vllm_sleep: bool = False  # free the engine's KV cache and offload its weights during the update
     checkpoint_every: int = 1
     show_progress: bool = True
+    # Held-out accuracy during training (config `heldout: {dataset, every, questions}`; the dataset is a
+    # workflow key): the live policy on a fixed subset, before the first step and every `every` steps.
+    heldout_every: int = 5
+    heldout_questions: int = 100
 
     def __post_init__(self):
         if isinstance(self.lora, dict):
@@ -130,7 +134,8 @@ class TrainSettings:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"training: {name} must be one of {allowed}, got {getattr(self, name)!r}")
         positive = ("steps", "prompts_per_step", "debate_rollouts", "max_sampling_rounds", "max_tokens",
-                    "mini_batch_size", "micro_batch_size", "epochs", "checkpoint_every")
+                    "mini_batch_size", "micro_batch_size", "epochs", "checkpoint_every", "heldout_every",
+                    "heldout_questions")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"training: {name} must be >= 1, got {getattr(self, name)}")
@@ -155,8 +160,10 @@ class TrainSettings:
 
     @classmethod
     def from_config(cls, spec: dict, **overrides) -> "TrainSettings":
-        """From a run's config entry; the workflow keys (policy, dataset) are not settings."""
+        """From a run's config entry; the workflow keys (policy, dataset, heldout.dataset) are not
+        settings. `heldout: {every, questions}` becomes `heldout_every`, `heldout_questions`."""
         known = {f.name for f in fields(cls)}
+        spec = {**spec, **{f"heldout_{k}": v for k, v in (spec.get("heldout") or {}).items() if k != "dataset"}}
         return cls(**{k: v for k, v in {**spec, **overrides}.items() if k in known})
 
     def to_dict(self) -> dict:

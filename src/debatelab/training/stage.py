@@ -8,8 +8,10 @@ Outputs (`results/{experiment}/train/{run}/`):
   and std of the first-turn rewards and their accuracy; KL to the reference; the share of clipped
   tokens; the policy's entropy on the trained tokens; mean response length; prompts sampled and
   groups kept by dynamic sampling; SDRL's debate prompts, kept debate groups and their accuracy;
-  sequences and optimizer steps; learning rate; rollout and update seconds; tokens per second;
-- ``curves.png``: reward, accuracy, response length and where time goes, per step;
+  sequences and optimizer steps; learning rate; rollout and update seconds; tokens per second; and
+  with a held-out dataset (`heldout_path`) the held-out accuracy of the base model and after every
+  `heldout_every` steps (`heldout.HELDOUT_COLUMNS`, documented in `heldout.py`);
+- ``curves.png``: reward, accuracy (and held-out accuracy), response length and where time goes, per step;
 - ``settings.json``: the run's resolved settings, policy agent, dataset and base model.
 
 Checkpoints live in ``checkpoint/`` beside them (not a Snakemake output, so a failed job's rerun
@@ -36,9 +38,10 @@ from .settings import TrainSettings
 log = logging.getLogger(__name__)
 
 
-#: Settings a resumed run may change: the budget, logging, and the vLLM engine's memory knobs.
+#: Settings a resumed run may change: the budget, logging (held-out evaluation included: it changes
+#: no update), and the vLLM engine's memory knobs.
 RESUMABLE_CHANGES = ("steps", "show_progress", "checkpoint_every", "vllm_gpu_memory_utilization", "vllm_max_model_len",
-                     "vllm_enforce_eager", "vllm_sleep")
+                     "vllm_enforce_eager", "vllm_sleep", "heldout_every", "heldout_questions")
 
 
 def default_device(rank: int = 0) -> str:
@@ -83,8 +86,10 @@ def train_job(
     limit: int | None = None,
     device: str | None = None,
     reward=None,
+    heldout_path: str | Path | None = None,
 ) -> pd.DataFrame:
-    """The `train` rule: train, then write the model folder, metrics, curves and settings."""
+    """The `train` rule: train, then write the model folder, metrics, curves and settings.
+    `heldout_path`: a dataset file whose held-out accuracy the run measures as it trains."""
     import torch
 
     from .policy import Policy
@@ -96,7 +101,8 @@ def train_job(
     questions = select_questions(read_dataset(dataset_path), limit, settings.seed)
     trainer = Trainer(questions, Policy(model_path, settings, device=device), settings, run=run,
                       system_prompt=policy.system_prompt, reward=reward, checkpoint_dir=checkpoint_dir,
-                      fingerprint=run_fingerprint(settings, str(model_path), str(dataset_path), policy, zero.layout(world)))
+                      fingerprint=run_fingerprint(settings, str(model_path), str(dataset_path), policy, zero.layout(world)),
+                      heldout=read_dataset(heldout_path) if heldout_path else None)
     try:
         metrics = trainer.train()
     finally:
@@ -108,6 +114,8 @@ def train_job(
                                                           f"{Path(model_path).name}"), curves_path)
         write_json_atomic({"run": run, "policy": policy.name, "base_model": str(model_path),
                            "dataset": str(dataset_path), "questions": len(questions), "processes": world,
+                           "heldout": {"dataset": str(heldout_path), "questions": len(trainer.heldout_rows)}
+                           if heldout_path else None,
                            "device": device, "settings": settings.to_dict()}, settings_path)
         log.info("trained %s: %d steps, final reward %.3f -> %s", run, len(metrics),
                  metrics["reward_mean"].iloc[-1] if len(metrics) else float("nan"), out_dir)

@@ -35,11 +35,12 @@ from .. import prompts
 from ..llm.base import stable_hash
 from ..llm.chat import chat_prompt_ids
 from . import zero
+from . import heldout as held
 from .checkpoint import TrainState, load_checkpoint, save_checkpoint
 from .loss import policy_loss, token_logprobs
 from .policy import release_host_memory
 from .rewards import group_advantages, mixed
-from .rollouts import Rollout, RewardFunction, load_reward, sample_rollouts
+from .rollouts import Rollout, RewardFunction, load_grader, load_reward, sample_rollouts
 from .sdrl import choose_pair
 
 log = logging.getLogger(__name__)
@@ -120,10 +121,13 @@ class Trainer:
     wraps_model = True  # data parallel through DDP or DeepSpeed; a multi-agent run averages by hand
 
     def __init__(self, questions: pd.DataFrame, policy, settings, *, run: str, system_prompt: str | None = None,
-                 reward: RewardFunction | None = None, checkpoint_dir=None, fingerprint: str = ""):
+                 reward: RewardFunction | None = None, checkpoint_dir=None, fingerprint: str = "",
+                 heldout: pd.DataFrame | None = None):
+        """`heldout`: the held-out dataset whose accuracy the run measures as it trains (`heldout.py`)."""
         if questions.empty:
             raise ValueError(f"training run {run!r}: no training questions")
         self.rows = questions.to_dict("records")
+        self.heldout_rows = held.heldout_questions(heldout, settings) if heldout is not None else []
         self.policy, self.settings, self.run_name = policy, settings, run
         self.system_prompt = system_prompt
         self.reward = reward or load_reward(settings)
@@ -161,11 +165,14 @@ class Trainer:
     def train(self) -> pd.DataFrame:
         s = self.settings
         self.resume()
+        # step 0 (the base model): evaluated before the first step, recorded on its row
+        base = self.evaluate_heldout(0) if self.heldout_rows and self.state.step == 0 else {}
         bar = tqdm(total=s.steps, initial=self.state.step, desc=f"train {self.run_name}", unit="step",
                    disable=not s.show_progress or self.rank != 0, dynamic_ncols=True)
         with bar:
             while self.state.step < s.steps:
                 metrics = self.train_step(self.state.step)
+                metrics.update(self._heldout_metrics(self.state.step + 1, base if self.state.step == 0 else {}))
                 self.state.metrics.append(metrics)
                 self.state.step += 1
                 bar.update(1)
@@ -177,7 +184,51 @@ class Trainer:
                         self.state.step % s.checkpoint_every == 0 or self.state.step == s.steps):
                     self._checkpoint()
                 self._barrier()
-        return pd.DataFrame(self.state.metrics, columns=self.metric_columns)
+        return pd.DataFrame(self.state.metrics, columns=self.columns())
+
+    # -- held-out accuracy (heldout.py) ---------------------------------------------------
+    def heldout_agents(self) -> list[str]:
+        """The agents evaluated alone on the held-out questions, one column each (none: the one policy)."""
+        return []
+
+    def columns(self) -> list[str]:
+        """metrics.parquet's columns: the method's, then the held-out ones (per agent when evaluated)."""
+        per_agent = [held.agent_column(c, a) for a in self.heldout_agents() for c in (held.BASE, held.AFTER)] \
+            if self.heldout_rows else []
+        return [*self.metric_columns, *held.HELDOUT_COLUMNS, *per_agent]
+
+    def heldout_correct(self, step: int) -> dict[str | None, list[bool]]:
+        """This process's share of the held-out questions answered by the live policy: {None: right or not}."""
+        self.policy.model.eval()
+        backend = self.policy.backend(model_id=f"policy:{self.run_name}@heldout{step}")
+        correct = held.answer_heldout(backend, self.heldout_rows[self.rank :: self.world], self.system_prompt,
+                                      self.settings, load_grader(self.settings))
+        self.policy.rollouts_done()
+        return {None: correct}
+
+    def evaluate_heldout(self, step: int) -> dict[str, float]:
+        """The held-out accuracy after `step` steps: {heldout_accuracy: the mean over the agents (one
+        policy: its own), heldout_accuracy_<agent>: each agent's} over every process's questions."""
+        start = time.perf_counter()
+        accuracy = {agent: pooled(correct) for agent, correct in self.heldout_correct(step).items()}
+        out = {held.AFTER: float(np.mean(list(accuracy.values())))}
+        out.update({held.agent_column(held.AFTER, agent): value for agent, value in accuracy.items() if agent is not None})
+        log.info("step %d: held-out accuracy %.3f on %d questions%s (%.1f s)", step, out[held.AFTER],
+                 len(self.heldout_rows), "".join(f", {a} {v:.3f}" for a, v in accuracy.items() if a is not None),
+                 time.perf_counter() - start)
+        return out
+
+    def _heldout_metrics(self, steps_done: int, base: dict[str, float]) -> dict:
+        """The held-out columns of the row of step `steps_done`: its evaluation when one is due, and
+        `base` (step 0's evaluation, renamed heldout_base_accuracy*) on the first row."""
+        out = {c: float("nan") for c in self.columns() if c.startswith(held.BASE) or c.startswith(held.AFTER)}
+        out[held.COUNT] = len(self.heldout_rows)
+        if not self.heldout_rows:
+            return out
+        out.update({held.BASE + k[len(held.AFTER):]: v for k, v in base.items()})
+        if held.evaluates_after(steps_done, self.settings):
+            out.update(self.evaluate_heldout(steps_done))
+        return out
 
     def resume(self) -> bool:
         """Continue from the newest checkpoint of these settings, if there is one."""

@@ -92,7 +92,8 @@ class DebateTrainer(Trainer):
     wraps_model = False
 
     def __init__(self, questions: pd.DataFrame, policies, settings, *, run: str, participants: Sequence[str],
-                 system_prompts: dict | None = None, checkpoint_dir=None, fingerprint: str = ""):
+                 system_prompts: dict | None = None, checkpoint_dir=None, fingerprint: str = "",
+                 heldout: pd.DataFrame | None = None):
         from ..debate.stage import participant_labels
 
         self.seats = [label for label, _, _ in participant_labels(participants)]
@@ -100,7 +101,7 @@ class DebateTrainer(Trainer):
         policies.model = next(iter(policies.models.values()))  # what the single-policy loop reads
         policies.optimizer, policies.scheduler = _PerAgent(policies.optimizers), _PerAgent(policies.schedulers)
         super().__init__(questions, policies, settings, run=run, reward=lambda *a: 0.0,
-                         checkpoint_dir=checkpoint_dir, fingerprint=fingerprint)
+                         checkpoint_dir=checkpoint_dir, fingerprint=fingerprint, heldout=heldout)
         if self.world > 1 and not self.data_parallel:
             raise NotImplementedError(f"{settings.method}: multi-agent training runs in one process for now")
         if self.world > 1 and zero.requested():
@@ -116,6 +117,25 @@ class DebateTrainer(Trainer):
         return Rollout(question_id=state.question_id, group=group, turn=turn.round, sample=sample, messages=turn.messages,
                        text=turn.response, token_ids=list(turn.token_ids), finish_reason=turn.finish_reason,
                        answer=turn.answer, correct=turn.correct, reward=reward, advantage=advantage, weight=weight)
+
+    def heldout_agents(self) -> list[str]:
+        return list(self.policy.agents)
+
+    def heldout_correct(self, step: int) -> dict[str | None, list[bool]]:
+        """Each agent alone on this process's held-out questions, with its system prompt, graded as the
+        debate engine grades its turns (the workflow's grader)."""
+        from .heldout import answer_heldout
+        from .rollouts import workflow_grade
+
+        self.policy.train(False)
+        rows = self.heldout_rows[self.rank :: self.world]
+        out = {}
+        for agent in self.policy.agents:
+            with self.policy.acting(agent):
+                backend = self.policy.backend(agent, f"{agent}@heldout{step}")
+                out[agent] = answer_heldout(backend, rows, self.system_prompts.get(agent), self.settings, workflow_grade)
+        self.policy.rollouts_done()
+        return out
 
     def _step_schedules(self) -> float:
         """Every agent's schedule one step on; the learning rate the step used."""
@@ -147,9 +167,10 @@ class UdpoTrainer(DebateTrainer):
     def __init__(self, questions: pd.DataFrame, policies, settings, *, run: str, participants: Sequence[str],
                  rounds: int, coefficients: dict[str, AgentCoefficients], base_weights: dict[str, float] | None = None,
                  replay: bool = True, questions_per_step: int = 32, ref_sync_steps: int | None = None,
-                 system_prompts: dict | None = None, checkpoint_dir=None, fingerprint: str = ""):
+                 system_prompts: dict | None = None, checkpoint_dir=None, fingerprint: str = "",
+                 heldout: pd.DataFrame | None = None):
         super().__init__(questions, policies, settings, run=run, participants=participants, system_prompts=system_prompts,
-                         checkpoint_dir=checkpoint_dir, fingerprint=fingerprint)
+                         checkpoint_dir=checkpoint_dir, fingerprint=fingerprint, heldout=heldout)
         missing = [seat for seat in self.seats if seat not in coefficients]
         if missing:
             raise ValueError(f"udpo: no coefficients for seat(s) {missing}")

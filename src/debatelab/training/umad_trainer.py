@@ -48,9 +48,10 @@ class UmadTrainer(DebateTrainer):
     data_parallel = True
 
     def __init__(self, questions: pd.DataFrame, policies, settings, *, run: str, participants, umad=None,
-                 system_prompts: dict | None = None, checkpoint_dir=None, fingerprint: str = ""):
+                 system_prompts: dict | None = None, checkpoint_dir=None, fingerprint: str = "",
+                 heldout: pd.DataFrame | None = None):
         super().__init__(questions, policies, settings, run=run, participants=participants, system_prompts=system_prompts,
-                         checkpoint_dir=checkpoint_dir, fingerprint=fingerprint)
+                         checkpoint_dir=checkpoint_dir, fingerprint=fingerprint, heldout=heldout)
         self.umad = umad if umad is not None else settings.umad
         if self.umad.questions_per_step % self.world:
             raise ValueError(f"umad: questions_per_step = {self.umad.questions_per_step} must divide among {self.world} processes")
