@@ -271,6 +271,22 @@ def test_dropped_share_trend_is_the_ols_slope_with_its_t_interval():
     assert rising.value == pytest.approx(1 / 12) and rising.low > 0 and rising.verdict == "holds"
 
 
+def test_training_claims_use_the_pairs_accuracy_and_the_all_correct_share_when_logged():
+    # pairs shown 0.25 right, debate replies 0.5: +25 points every step (a zero-width interval);
+    # all-correct share 0, .25, .25, .5 of 4 groups: the slope of the dropped-share test above, 0.15
+    outputs = make_outputs(training={"sdrl_freq": pd.DataFrame({
+        "step": [1, 2, 3, 4], "accuracy": [0.9] * 4, "debate_accuracy": [0.5] * 4, "debate_pair_accuracy": [0.25] * 4,
+        "debate_groups": [4] * 4, "debate_groups_kept": [0] * 4, "debate_groups_all_correct": [0, 1, 1, 2],
+        "debate_groups_all_wrong": [4, 3, 3, 2]})})
+    claims = sdrl._training_claims(outputs)
+    gap = [c for c in claims if c.statement.startswith("debate-turn")][0]
+    assert (gap.value, gap.low, gap.high, gap.verdict) == (pytest.approx(25), pytest.approx(25), pytest.approx(25), "holds")
+    assert "the two first-turn answers each debate prompt shows" in gap.detail
+    share = [c for c in claims if "all-correct" in c.statement][0]
+    assert share.value == pytest.approx(0.15) and "all-correct 4, all-wrong 12 of 16" in share.detail
+    assert "all-correct share" in share.statistic
+
+
 def _many_questions(n: int, pattern: list[tuple[bool, bool]]) -> dict:
     return {0: [pattern[i % len(pattern)] for i in range(n)]}
 

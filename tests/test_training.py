@@ -275,9 +275,24 @@ def test_sdrl_drops_debate_groups_whose_rewards_are_all_equal():
     trainer = Trainer(_questions(4), NoPolicy(), settings, run="t")
     backend = ScriptedRollouts(right, {"q0": True, "q1": False, "q2": True, "q3": False})
     _, kept, _ = trainer._first_turn(backend, step=0)
-    debate_prompts, debate_kept, debate_all = trainer._debate_turn(backend, 0, kept)
+    debate_prompts, debate_kept, debate_all, counts = trainer._debate_turn(backend, 0, kept)
     assert debate_prompts == 4 and len(debate_all) == 12
     assert debate_kept == []  # every debate group is all right or all wrong: no gradient, dropped
+    # §9.3 needs why: q0 and q2's debates are all right, q1 and q3's all wrong
+    assert (counts["debate_groups_all_correct"], counts["debate_groups_all_wrong"]) == (2, 2)
+
+
+def test_sdrl_logs_the_accuracy_of_the_pairs_it_shows():
+    # without dynamic sampling every group is kept: q0's 4 first answers are all right, q1's all wrong,
+    # so q0's pair is 2 of 2 right and q1's 0 of 2: the pairs' accuracy is 2 / 4
+    settings = TrainSettings(method="sdrl", prompts_per_step=2, rollouts_per_prompt=4, debate_prompts_per_step=2,
+                             debate_rollouts=2, dynamic_sampling=False, show_progress=False)
+    trainer = Trainer(_questions(2), NoPolicy(), settings, run="t")
+    backend = ScriptedRollouts({"q0": 4, "q1": 0}, {"q0": True, "q1": True})
+    _, kept, _ = trainer._first_turn(backend, step=0)
+    _, _, _, counts = trainer._debate_turn(backend, 0, kept)
+    assert counts["debate_pair_accuracy"] == pytest.approx(0.5)
+    assert (counts["debate_groups_all_correct"], counts["debate_groups_all_wrong"]) == (2, 0)
 
 
 class LongDebateReplies(ScriptedRollouts):
@@ -307,8 +322,9 @@ def test_sdrl_drops_an_all_correct_debate_group_even_when_one_reply_is_overlong(
     trainer = Trainer(_questions(2), NoPolicy(), settings, run="t")
     backend = LongDebateReplies(right, {"q0": True, "q1": False}, debate_lengths=[3, 3, 8])
     _, kept, _ = trainer._first_turn(backend, step=0)
-    debate_prompts, debate_kept, debate_all = trainer._debate_turn(backend, 0, kept)
+    debate_prompts, debate_kept, debate_all, counts = trainer._debate_turn(backend, 0, kept)
     assert debate_prompts == 2 and len(debate_all) == 6
+    assert (counts["debate_groups_all_correct"], counts["debate_groups_all_wrong"]) == (1, 1)
     by_question = {r.question_id: sorted(x.reward for x in debate_all if x.question_id == r.question_id)
                    for r in debate_all}
     assert by_question == {"q0": [0.0, 1.0, 1.0], "q1": [-2.0, -1.0, -1.0]}
@@ -329,7 +345,8 @@ def test_sdrl_keeps_a_debate_group_with_right_and_wrong_replies():
     trainer = Trainer(_questions(1), NoPolicy(), settings, run="t")
     backend = HalfRight({"q0": 2}, {"q0": True})
     _, kept, _ = trainer._first_turn(backend, step=0)
-    _, debate_kept, _ = trainer._debate_turn(backend, 0, kept)
+    _, debate_kept, _, counts = trainer._debate_turn(backend, 0, kept)
+    assert counts["debate_groups_all_correct"] == counts["debate_groups_all_wrong"] == 0
     assert len(debate_kept) == 1 and sorted(r.correct for r in debate_kept[0]) == [False, False, True, True]
     assert sum(r.advantage for r in debate_kept[0]) == pytest.approx(0.0, abs=1e-9)
 

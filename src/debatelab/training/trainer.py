@@ -47,7 +47,8 @@ log = logging.getLogger(__name__)
 
 METRIC_COLUMNS = [
     "step", "loss", "reward_mean", "reward_std", "accuracy", "kl", "clip_fraction", "entropy", "response_length",
-    "prompts_sampled", "groups_kept", "debate_groups", "debate_groups_kept", "debate_accuracy", "sequences",
+    "prompts_sampled", "groups_kept", "debate_groups", "debate_groups_kept", "debate_groups_all_correct",
+    "debate_groups_all_wrong", "debate_accuracy", "debate_pair_accuracy", "sequences",
     "updates", "learning_rate", "rollout_seconds", "update_seconds", "tokens_per_second",
 ]
 
@@ -267,7 +268,8 @@ class Trainer:
         backend = self.policy.backend(model_id=f"policy:{self.run_name}@step{step}")
         first, kept, sampled = self._first_turn(backend, step)
         sequences = [r for _, group in kept for r in group]
-        debate_groups, debate_kept, debate_rollouts = self._debate_turn(backend, step, kept) if s.method == "sdrl" else (0, [], [])
+        debate_groups, debate_kept, debate_rollouts, debate_counts = (
+            self._debate_turn(backend, step, kept) if s.method == "sdrl" else (0, [], [], {}))
         sequences += [r for group in debate_kept for r in group]
         self.policy.rollouts_done()
         rollout_seconds = time.perf_counter() - start
@@ -293,6 +295,9 @@ class Trainer:
             "response_length": float(np.mean([r.length for group in first for r in group])) if first else float("nan"),
             "prompts_sampled": sampled, "groups_kept": len(kept), "debate_groups": debate_groups,
             "debate_groups_kept": len(debate_kept),
+            "debate_groups_all_correct": debate_counts.get("debate_groups_all_correct", 0),
+            "debate_groups_all_wrong": debate_counts.get("debate_groups_all_wrong", 0),
+            "debate_pair_accuracy": debate_counts.get("debate_pair_accuracy", float("nan")),
             "debate_accuracy": float(np.mean([r.correct for r in debate_rollouts])) if debate_rollouts else float("nan"),
             "sequences": len(sequences), "updates": update["updates"], "learning_rate": learning_rate,
             "rollout_seconds": rollout_seconds, "update_seconds": update_seconds,
@@ -330,27 +335,33 @@ class Trainer:
         """SDRL's second turn: (debate prompts, kept debate groups, every debate rollout) of this process."""
         s = self.settings
         if not kept or not s.debate_prompts_per_step:
-            return 0, [], []
+            return 0, [], [], {}
         rng = np.random.default_rng(int(stable_hash({"run": s.seed, "step": step, "rank": self.rank, "what": "debate"})[:8], 16))
         count = min(max(s.debate_prompts_per_step // self.world, 1), len(kept))
         chosen = sorted(rng.choice(len(kept), size=count, replace=False).tolist())
-        prompts_ = []
+        prompts_, pair_correct = [], []
         for index in chosen:
             row, group = kept[index]
             first, second = choose_pair(group, s.pair_mode, rng, row["task_type"])
+            pair_correct += [first.correct, second.correct]
             messages = prompts.self_debate_messages(row, self.system_prompt, first.text, second.text, s.debate_template)
             prompts_.append((row, f"{row['id']}#debate", messages))
         groups = sample_rollouts(backend, prompts_, n=s.debate_rollouts, turn=2, step=step, settings=s, reward=self.reward)
-        kept_groups = []
+        kept_groups, all_correct, all_wrong = [], 0, 0
         for group in groups:
             # All correct or all wrong: dropped, decided on correctness as the paper's filter (spec 003
             # §2), not on rewards, which the overlong penalty makes unequal; SDRL does not resample.
             if not mixed([r.correct for r in group]):
+                all_correct += all(r.correct for r in group)
+                all_wrong += not any(r.correct for r in group)
                 continue
             for r, a in zip(group, group_advantages([r.reward for r in group], s.advantage_eps)):
                 r.advantage = float(a)
             kept_groups.append(group)
-        return len(prompts_), kept_groups, [r for group in groups for r in group]
+        # §9.3's quantities: the pair's own accuracy (the two first-turn answers shown) and why groups were dropped
+        counts = {"debate_groups_all_correct": all_correct, "debate_groups_all_wrong": all_wrong,
+                  "debate_pair_accuracy": float(np.mean(pair_correct)) if pair_correct else float("nan")}
+        return len(prompts_), kept_groups, [r for group in groups for r in group], counts
 
     # -- the update -----------------------------------------------------------------------
     def _tensors(self, rollouts: Sequence[Rollout], policy=None):

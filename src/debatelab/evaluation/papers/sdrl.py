@@ -504,8 +504,8 @@ def _length_gap(turns: pd.DataFrame) -> Estimate:
 
 def _training_claims(outputs: RunOutputs) -> list[Claim]:
     """§9.3 from the trainer's step metrics: `debate_accuracy` (every debate-turn rollout) against
-    `accuracy` (every first-turn rollout sampled, the kept groups and the filtered ones: the
-    pair's own accuracy isn't logged), and the share of debate groups dropped for equal rewards.
+    `debate_pair_accuracy` (the pairs the debate prompts show; older metrics: `accuracy`, every
+    first-turn rollout), and the share of all-correct debate groups (older metrics: of dropped ones).
     The logs hold one row per step and nothing per question, so the step is the unit: the mean gap
     is bootstrapped over steps (paired: both accuracies of a step move together), the trend is the
     OLS slope over steps with its t interval."""
@@ -523,16 +523,20 @@ def _training_claims(outputs: RunOutputs) -> list[Claim]:
         if missing:
             claims.append(Claim.untestable("§9.3", statement, f"the metrics don't log {missing}", run))
         else:
-            both = steps[["accuracy", "debate_accuracy"]].astype(float).dropna()
+            # the pair shown in the debate prompt (logged since this wave), else every first-turn rollout
+            pair = "debate_pair_accuracy" in steps and steps["debate_pair_accuracy"].notna().any()
+            first = "debate_pair_accuracy" if pair else "accuracy"
+            both = steps[[first, "debate_accuracy"]].astype(float).dropna()
             if both.empty:
                 claims.append(Claim.untestable("§9.3", statement, "no step sampled a debate turn", run))
             else:
-                gap = paired_difference(both["debate_accuracy"], both["accuracy"], unit="steps").scaled(100)
+                gap = paired_difference(both["debate_accuracy"], both[first], unit="steps").scaled(100)
+                what = ("the two first-turn answers each debate prompt shows" if pair else
+                        "every first-turn rollout sampled (kept and filtered groups; the pairs' own accuracy "
+                        "isn't in these metrics)")
                 claims.append(Claim.measured(
                     "§9.3", statement, run, "mean over steps of debate − first-turn acc. (points; steps resampled)",
-                    gap, ">", detail="first-turn accuracy is over every rollout sampled (kept and filtered groups); "
-                                     "the debate pair's own accuracy isn't logged; steps are resampled as if "
-                                     "independent"))
+                    gap, ">", detail=f"first-turn accuracy is over {what}; steps are resampled as if independent"))
         statement_b = "the share of all-correct (dropped) debate groups rises over training"
         if not {"debate_groups", "debate_groups_kept"} <= set(steps.columns):
             claims.append(Claim.untestable("§9.3", statement_b, "the metrics don't log debate_groups(_kept)", run))
@@ -542,11 +546,20 @@ def _training_claims(outputs: RunOutputs) -> list[Claim]:
             claims.append(Claim.untestable("§9.3", statement_b, "a slope's interval needs at least 3 steps with "
                                                                  "debate groups", run))
             continue
+        if "debate_groups_all_correct" in asked:
+            share = asked["debate_groups_all_correct"].astype(float) / asked["debate_groups"].astype(float)
+            claims.append(Claim.measured(
+                "§9.3", statement_b, run, "OLS slope per step of the all-correct share of debate groups",
+                slope(asked["step"].astype(float), share, unit="steps"), ">",
+                detail=f"all-correct {int(asked['debate_groups_all_correct'].sum())}, all-wrong "
+                       f"{int(asked['debate_groups_all_wrong'].sum())} of {int(asked['debate_groups'].sum())} "
+                       "debate groups over training"))
+            continue
         dropped = 1 - asked["debate_groups_kept"].astype(float) / asked["debate_groups"].astype(float)
         claims.append(Claim.measured(
             "§9.3", statement_b, run, "OLS slope per step of the dropped share of debate groups",
             slope(asked["step"].astype(float), dropped, unit="steps"), ">",
-            detail="the logs count groups dropped for equal rewards without splitting all-correct from all-wrong: "
+            detail="these metrics count dropped groups without splitting all-correct from all-wrong: "
                    "the dropped share stands in for the all-correct share"))
     return claims
 
