@@ -45,7 +45,8 @@ def _tiny(tmp_path: Path) -> Path:
     pair = config["debate"]["protocols"]["base_pair"]
     config["debate"]["protocols"] = {"base_pair": pair, "dapo_pair": {**pair, "participants": ["dapo_a", "dapo_b"]}}
     dapo = {**config["training"]["runs"]["dapo"], "steps": 1, "prompts_per_step": 2, "rollouts_per_prompt": 2,
-            "sampling_batch": 2, "max_tokens": 8, "overlong_buffer": 2, "mini_batch_size": 4, "micro_batch_size": 4}
+            "sampling_batch": 2, "max_tokens": 8, "overlong_buffer": 2, "mini_batch_size": 4, "micro_batch_size": 4,
+            "heldout": {"dataset": "chain_val", "every": 1, "questions": 4}}
     config["training"]["runs"] = {"dapo": dapo}
     config["evaluation"] = {"papers": [], "comparisons": {
         "dapo": {"treatment": "dapo_b", "control": "base_b"},
@@ -76,3 +77,7 @@ def test_a_tiny_learning_run_compares_the_trained_model_with_its_base(tmp_path):
     test_questions = set(pd.read_parquet(tmp_path / "data/chain_sum/test.parquet")["question"])
     assert test_questions and not test_questions & train_questions
     assert (results / "summary/comparisons.png").stat().st_size > 1000
+    # the training curve's held-out accuracy: the base before the step, the policy after it
+    metrics = pd.read_parquet(results / "train/dapo/metrics.parquet")
+    assert metrics["heldout_questions"].tolist() == [4]
+    assert metrics[["heldout_base_accuracy", "heldout_accuracy"]].notna().all(axis=None)
