@@ -69,7 +69,8 @@ class Estimate:
         return Estimate(self.value * factor, lo, hi, self.n, self.method)
 
 
-def _percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[float, float]:
+def percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The percentile interval of bootstrap replicates, the undefined (NaN) ones dropped; NaN if none is left."""
     replicates = replicates[np.isfinite(replicates)]
     if replicates.size == 0:
         return math.nan, math.nan
@@ -102,7 +103,7 @@ def bootstrap(
     value = float(statistic(np.arange(n_units)))
     rng = np.random.default_rng(seed)
     replicates = np.array([statistic(rng.integers(0, n_units, n_units)) for _ in range(resamples)], dtype=float)
-    low, high = _percentile_interval(replicates, confidence)
+    low, high = percentile_interval(replicates, confidence)
     return Estimate(value, low, high, n_units, method)
 
 
@@ -136,7 +137,7 @@ def independent_difference(a: Sequence[float], b: Sequence[float], *, unit: str 
     rng = np.random.default_rng(seed)
     reps = np.array([a[rng.integers(0, len(a), len(a))].mean() - b[rng.integers(0, len(b), len(b))].mean()
                      for _ in range(BOOTSTRAP_RESAMPLES)])
-    low, high = _percentile_interval(reps, CONFIDENCE)
+    low, high = percentile_interval(reps, CONFIDENCE)
     return Estimate(float(a.mean() - b.mean()), low, high, len(a) + len(b), method)
 
 

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ...reporting.confidence import paper_layout, plot_lift
-from ..claims import BOOTSTRAP_RESAMPLES, CONFIDENCE, Claim, Estimate, finite
+from ..claims import BOOTSTRAP_RESAMPLES, CONFIDENCE, Claim, Estimate, finite, percentile_interval
 from ..paper_numbers import long_table
 from ..run import RunOutputs
 from ..stage import PaperEvaluation
@@ -162,12 +162,8 @@ def resample_all(statistic, n_units: int, unit: str, *, paired: bool = False, se
         return Estimate(value, math.nan, math.nan, n_units, method)
     replicates = np.asarray(statistic(np.random.default_rng(seed).integers(0, n_units, (BOOTSTRAP_RESAMPLES, n_units))),
                             dtype=float)
-    replicates = replicates[np.isfinite(replicates)]
-    if replicates.size == 0:
-        return Estimate(value, math.nan, math.nan, n_units, method)
-    tail = 100 * (1 - CONFIDENCE) / 2
-    low, high = np.percentile(replicates, [tail, 100 - tail])
-    return Estimate(value, float(low), float(high), n_units, method)
+    low, high = percentile_interval(replicates, CONFIDENCE)
+    return Estimate(value, low, high, n_units, method)
 
 
 def _paired_runs(a: pd.Series, b: pd.Series) -> Estimate:
