@@ -1,7 +1,12 @@
 """Wall time and peak memory of the default DAG (config/config.yaml) from a clean working directory,
 as the README's first command runs it: `snakemake --profile profiles/local`.
 
-    .venv/bin/python benchmarks/default_dag.py [--workdir DIR] [--configfile FILE] [--keep]
+    .venv/bin/python benchmarks/default_dag.py [--workdir DIR] [--configfile FILE] [--keep] [TARGET ...]
+
+TARGETs (files or rules) time one part of a DAG, e.g. one method of the learning experiment:
+    benchmarks/default_dag.py --configfile config/experiments/learning_cpu.yaml --workdir /tmp/lc \
+        results/learning_cpu/train/dapo/metrics.parquet
+A second call with the same --workdir runs only what the first left to do.
 
 Peak RSS is the largest sum, over one sampling instant, of the resident memory of snakemake and
 every process it started (jobs run as child processes); sampled every 0.2 s. Prints the totals and
@@ -34,10 +39,13 @@ def tree_rss(proc: psutil.Process) -> int:
     return total
 
 
-def rule_times(results: Path) -> pd.DataFrame:
-    """Seconds per rule, summed over its jobs, from results/*/benchmarks/<rule>/**.tsv."""
+def rule_times(results: Path, since: float = 0.0) -> pd.DataFrame:
+    """Seconds per rule, summed over its jobs, from results/*/benchmarks/<rule>/**.tsv written after
+    `since` (a reused working directory holds earlier runs' files)."""
     rows = []
     for tsv in results.glob("*/benchmarks/**/*.tsv"):
+        if tsv.stat().st_mtime < since:
+            continue
         rule = tsv.relative_to(results).parts[2]
         rows.append({"rule": rule, "s": float(pd.read_csv(tsv, sep="\t")["s"].iloc[0])})
     frame = pd.DataFrame(rows, columns=["rule", "s"])
@@ -49,6 +57,7 @@ def main() -> int:
     ap.add_argument("--workdir", type=Path, default=None, help="default: a fresh temporary folder")
     ap.add_argument("--configfile", default=None, help="default: the workflow's own config/config.yaml")
     ap.add_argument("--keep", action="store_true", help="keep the temporary working directory")
+    ap.add_argument("targets", nargs="*", help="what to build (default: the config's whole DAG)")
     args = ap.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="debatelab-default-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -57,8 +66,10 @@ def main() -> int:
            "--profile", str(REPO / "profiles/local")]
     if args.configfile:
         cmd += ["--configfile", str(Path(args.configfile).resolve())]
+    if args.targets:
+        cmd += ["--", *args.targets]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}", "HF_HUB_OFFLINE": "1"}
-    start, peak = time.perf_counter(), 0
+    start, started_at, peak = time.perf_counter(), time.time(), 0
     with open(workdir / "snakemake.out", "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
         watched = psutil.Process(proc.pid)
@@ -66,9 +77,9 @@ def main() -> int:
             peak = max(peak, tree_rss(watched))
             time.sleep(0.2)
     wall = time.perf_counter() - start
-    print(f"default DAG: exit {proc.returncode}, wall {wall / 60:.1f} min ({wall:.0f} s), "
+    print(f"{' '.join(args.targets) or 'default DAG'}: exit {proc.returncode}, wall {wall / 60:.1f} min ({wall:.0f} s), "
           f"peak RSS {peak / 2**30:.2f} GiB, {os.cpu_count()} CPUs, workdir {workdir}")
-    times = rule_times(workdir / "results")
+    times = rule_times(workdir / "results", since=started_at)
     if len(times):
         print("seconds per rule (sum over its jobs, from benchmark: files):")
         print(times.round(1).to_string())

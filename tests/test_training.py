@@ -668,6 +668,39 @@ def test_a_token_budget_bounds_every_pass_and_leaves_the_update_unchanged(char_m
     torch.testing.assert_close(adapters[0], adapters[1], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("ratio_level", ["token", "trajectory"])
+def test_an_on_policy_update_takes_pi_old_from_its_own_forward_and_updates_alike(char_model_dir, ratio_level):
+    """One mini-batch of one epoch: π_old is the update's own forward, detached, so the π_old pass
+    is skipped (one forward fewer per micro-batch); the adapter, the KL to the reference and the
+    entropy are those of the separate pass."""
+    from debatelab.training.policy import Policy
+
+    rollouts = _varied_rollouts([3, 2, 1, 3], [2, 30, 5, 12])
+    adapters, metrics, forwards = [], [], []
+    for reuse in (False, True):
+        torch.manual_seed(0)
+        settings = TrainSettings(mini_batch_size=16, micro_batch_size=4, learning_rate=1e-2, warmup_steps=0,
+                                 kl_coef=0.5, ratio_level=ratio_level, show_progress=False, lora={"r": 4, "alpha": 8})
+        policy = Policy(char_model_dir, settings, device="cpu")
+        trainer = Trainer(_questions(2), policy, settings, run="t")
+        trainer.reuse_policy_logprobs = reuse
+        policy.model.train()
+        calls = []
+        hook = policy.model.base_model.model.register_forward_hook(lambda *a: calls.append(1))
+        for step in range(2):  # the second step's reference differs from its policy: the KL is not 0
+            out = trainer._update(rollouts, step=step)
+        hook.remove()
+        forwards.append(len(calls))
+        metrics.append(out)
+        adapters.append(torch.cat([p.detach().flatten() for p in policy.model.parameters() if p.requires_grad]))
+    passes = len([m for mb in trainer._plan(rollouts, 0, 0, policy) for m in mb])
+    assert forwards[0] - forwards[1] == 2 * passes  # no π_old pass in either step
+    assert metrics[1]["updates"] == 1 and metrics[1]["kl"] > 0
+    for key in ("loss", "kl", "entropy", "clip_fraction"):
+        assert metrics[1][key] == pytest.approx(metrics[0][key], rel=1e-4, abs=1e-7), key
+    torch.testing.assert_close(adapters[0], adapters[1], rtol=1e-5, atol=1e-6)
+
+
 def test_release_host_memory_returns_freed_pages():
     """A backward's activations freed in pieces stay resident under glibc until `malloc_trim`."""
     from debatelab.training.policy import release_host_memory

@@ -120,6 +120,7 @@ def pooled(values, *, std: bool = False):
 class Trainer:
     metric_columns = METRIC_COLUMNS
     wraps_model = True  # data parallel through DDP or DeepSpeed; a multi-agent run averages by hand
+    reuse_policy_logprobs = True  # a fully on-policy update takes π_old from its own forward (`_update`)
 
     def __init__(self, questions: pd.DataFrame, policy, settings, *, run: str, system_prompt: str | None = None,
                  reward: RewardFunction | None = None, checkpoint_dir=None, fingerprint: str = "",
@@ -486,10 +487,13 @@ class Trainer:
         if not plans or not plans[0]:
             return {"loss": float("nan"), "kl": float("nan"), "clip_fraction": float("nan"),
                     "entropy": float("nan"), "updates": 0}
+        # One mini-batch of one epoch is fully on-policy: π_old is the policy of the update's own
+        # forward, detached (TRL's GRPOTrainer skips the pass the same way), which saves a forward.
+        on_policy = precomputed is None and self.reuse_policy_logprobs and len(plans) == 1 and len(plans[0]) == 1
         # π_old (and the reference) on exactly the first pass's micro-batches, before any update.
-        if precomputed is None:
+        if precomputed is None and not on_policy:
             precomputed = self.logprob_pass([m for mb in plans[0] for m in mb], policy, with_reference=bool(kl_coef))
-        old, ref, entropies = precomputed
+        old, ref, entropies = precomputed if not on_policy else ({}, {}, [])
         losses, clip_fractions, kls, tokens_seen, updates = [], [], [], [], 0
         trainable = [p for p in policy.model.parameters() if p.requires_grad]
         engine = self.engine if policy is self.policy else None  # DeepSpeed steps, clips and syncs itself
@@ -518,9 +522,18 @@ class Trainer:
                             self._backward(sum(p.sum() for p in trainable) * 0.0, engine)
                             continue
                         ids, attention, mask, start, advantages = self._tensors(micro, policy)
-                        logps, _ = token_logprobs(model, ids, attention, start, temperature=s.temperature)
-                        old_logps = self._stack(micro, old, logps)
-                        ref_logps = self._stack(micro, ref, logps) if kl_coef else None
+                        logps, entropy = token_logprobs(model, ids, attention, start, with_entropy=on_policy,
+                                                        temperature=s.temperature)
+                        if on_policy:
+                            old_logps, ref_logps = logps.detach(), None
+                            entropies.append(float((entropy * mask).sum()) / max(float(mask.sum()), 1.0))
+                            if kl_coef:
+                                with torch.no_grad():
+                                    ref_logps = policy.reference_logprobs(lambda m: token_logprobs(
+                                        m, ids, attention, start, temperature=s.temperature)[0])
+                        else:
+                            old_logps = self._stack(micro, old, logps)
+                            ref_logps = self._stack(micro, ref, logps) if kl_coef else None
                         group_ids = {g: k for k, g in enumerate(dict.fromkeys(r.group for r in micro))}
                         groups = torch.tensor([group_ids[r.group] for r in micro], device=ids.device)
                         parts = policy_loss(logps, old_logps, advantages, mask, clip_low=s.clip_low, clip_high=s.clip_high,
