@@ -229,6 +229,9 @@ def test_udpo_jobs_warm_up_calibrate_train_and_write_every_agent(char_model_dir,
     assert all(c["beta"] == 0.0 for c in coefficients["seats"].values())  # w/o L_inter
     assert all(c["alpha"] > 0 and c["lam"] > 0 for c in coefficients["seats"].values())
     assert json.loads((tmp_path / "c.json").read_text())["seats"] == coefficients["seats"]
+    checks = coefficients["reward_check"]  # the char model never answers "7": every debate is wrong
+    assert set(checks) == {"alice", "bob", "alice#1"}
+    assert all(c["right_debates"] == 0 and c["wrong_debates"] == 2 for c in checks.values())
 
     out_dirs = {a: str(tmp_path / "agents" / a) for a in bases}
     metrics = train_agents_job(dataset_path=dataset, coefficients_path=tmp_path / "c.json", out_dirs=out_dirs,

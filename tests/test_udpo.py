@@ -8,7 +8,7 @@ import pytest
 
 from debatelab.training.udpo import (
     AgentCoefficients, agent_reward, base_weights, batch_advantages, calibrate_coefficients, replay_draw,
-    replay_priority, trajectory_rewards,
+    replay_priority, reward_ranking, trajectory_rewards,
 )
 
 # N = 3 agents, T = 2 debate rounds; gold "4".
@@ -42,6 +42,27 @@ def test_agent_reward_is_eq_4():
     c = AgentCoefficients(alpha=0.5, beta=0.25, gamma=2.0, lam=1.0, eta=0.01)
     rewards = {"r_intra": 0.2, "r_inter": 0.4, "r_sys": 0.1, "r_task": 1.0}
     assert agent_reward(rewards, c) == pytest.approx(0.1 + 0.1 + 0.2 + 1.0)
+
+
+def test_reward_ranking_by_hand():
+    """Two agents, one debate round, gold "1". Right and unanimous: r_intra = r_inter = r_sys = 1,
+    r_task = 1. Wrong and unanimous: the same but r_task = 0. Wrong and split ("2" vs "3" both
+    rounds): r_intra = 1, r_inter = 0, final H̃ = 1, D = 1, L = 1/2 (the tie goes to agent 0's
+    "2"; without agent 0 the vote is "3") → r_sys = 1 − 2.5/3 = 1/6, and the vote "2" is wrong.
+    With α = β = γ = λ = 1 the rewards are 4, 3, 7/6: no wrong debate reaches the right one; the
+    advantages are r − 49/18, Σ² = 4.1296, the task part λ(r_task − 1/3) has Σ² = 2/3 → 0.1614.
+    With λ = 0 the right and the unanimous wrong debate tie: 1 misranked pair of 2."""
+    right, unanimous_wrong, split = [["1", "1"], ["1", "1"]], [["2", "2"], ["2", "2"]], [["2", "3"], ["2", "3"]]
+    trajectories, golds = [right, unanimous_wrong, split], ["1", "1", "1"]
+    even = AgentCoefficients(alpha=1, beta=1, gamma=1, lam=1, eta=0)
+    no_task = AgentCoefficients(alpha=1, beta=1, gamma=1, lam=0, eta=0)
+    with_task, without = reward_ranking(trajectories, golds, "math", [even, no_task])
+    assert with_task["misranked"] == 0.0 and without["misranked"] == 0.5
+    assert with_task["task_share"] == pytest.approx((2 / 3) / 4.12963, rel=1e-4)
+    assert without["task_share"] == 0.0
+    assert (with_task["right_debates"], with_task["wrong_debates"]) == (1, 2)
+    only_wrong = reward_ranking([unanimous_wrong, split], ["1", "1"], "math", [even])[0]
+    assert math.isnan(only_wrong["misranked"]) and only_wrong["task_share"] == 0.0
 
 
 def test_coefficients_of_algorithm_b_by_hand():

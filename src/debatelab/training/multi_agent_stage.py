@@ -31,7 +31,7 @@ from ..reporting.training import plot_training_curves
 from ..zero_shot import select_questions
 from .settings import TrainSettings
 from .stage import default_device, resumable_settings
-from .udpo import AgentCoefficients, ablated, calibrate_coefficients
+from .udpo import AgentCoefficients, ablated, calibrate_coefficients, reward_ranking
 
 log = logging.getLogger(__name__)
 
@@ -118,11 +118,20 @@ def udpo_coefficients_job(*, warmup_path, out_path, settings: TrainSettings) -> 
                                                    lambda_base=u.lambda_base, eta_base=u.eta_base, lam=u.intra_lambda,
                                                    sys_mode=u.sys_mode, base=u.base_weights)
     coefficients = [ablated(c, u.ablate) for c in coefficients]
+    ranking = reward_ranking(trajectories, golds, task_type, coefficients, lam=u.intra_lambda)
     out = {"seats": {seat: c.to_dict() for seat, c in zip(seats, coefficients)}, "ablate": list(u.ablate),
-           "profile": {**profile, "agents": dict(zip(seats, profile["agents"]))}}
+           "profile": {**profile, "agents": dict(zip(seats, profile["agents"]))},
+           "reward_check": dict(zip(seats, ranking))}
     write_json_atomic(out, out_path)
     log.info("udpo coefficients from %d warm-up debates (accuracy %.2f): %s", len(trajectories),
              profile["warmup_accuracy"], json.dumps(out["seats"]))
+    for seat, check in zip(seats, ranking):
+        if check["task_share"] < 0.5:  # NaN (no spread at all) is not flagged
+            log.warning("udpo: on the warm-up, the task term is %.0f %% of seat %s's advantages (the rest is agreement "
+                        "and stability, earned as fully by a unanimous wrong debate); a wrong debate scores at least "
+                        "a right one in %.0f %% of pairs. Training may reward agreement over correctness: see "
+                        "reward_check in %s, and lambda_base", 100 * check["task_share"], seat,
+                        100 * check["misranked"], out_path)
     return out
 
 

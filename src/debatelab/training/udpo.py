@@ -222,3 +222,34 @@ def replay_draw(priorities: np.ndarray, size: int, rng: np.random.Generator, *, 
     if weights.size:
         weights = weights / weights.max()
     return np.concatenate([by_priority, uniform]), np.concatenate([weights, np.ones(len(uniform))])
+
+
+def reward_ranking(
+    trajectories: Sequence[Sequence[Sequence[str | None]]],
+    golds: Sequence[str],
+    task_type: str,
+    coefficients: Sequence[AgentCoefficients],
+    *,
+    lam: float = DEFAULT_LAMBDA,
+    labels: Sequence[list[str] | None] | None = None,
+) -> list[dict[str, float]]:
+    """Does each seat's reward r^(i) (Eq 4) prefer right debates? Per seat, on debates of the
+    untrained agents (the warm-up): `misranked`, the share of (wrong, right) debate pairs whose
+    wrong debate earns at least the right one's reward (NaN without both kinds), and
+    `task_share`, the task term's part of the batch-mean advantages' sum of squares,
+    Σ(λ(r_task − mean))² / Σ(r − mean)². With a weak base model the consensus terms, which a
+    unanimous wrong debate earns as fully as a right one, can outweigh λ·r_task: training then
+    rewards agreement more than correctness."""
+    labels = list(labels) if labels is not None else [None] * len(trajectories)
+    rewards = [trajectory_rewards(t, g, task_type, lam=lam, labels=lab) for t, g, lab in zip(trajectories, golds, labels)]
+    task = np.array([r["r_task"] for r in rewards])
+    out = []
+    for c in coefficients:
+        seat = np.array([agent_reward(r, c) for r in rewards])
+        right, wrong = seat[task == 1], seat[task == 0]
+        misranked = float((wrong[:, None] >= right[None, :]).mean()) if len(right) and len(wrong) else float("nan")
+        advantage, task_part = seat - seat.mean(), c.lam * (task - task.mean())
+        total = float((advantage ** 2).sum())
+        out.append({"misranked": misranked, "task_share": float((task_part ** 2).sum()) / total if total else float("nan"),
+                    "right_debates": int(len(right)), "wrong_debates": int(len(wrong))})
+    return out
