@@ -117,6 +117,11 @@ def pooled(values, *, std: bool = False):
     return mean, (squares / count) ** 0.5 if count else float("nan")
 
 
+def _masked_mean(values, mask) -> float:
+    """Mean of `values` over the positions `mask` marks (0 when none is)."""
+    return float((values * mask).sum()) / max(float(mask.sum()), 1.0)
+
+
 class Trainer:
     metric_columns = METRIC_COLUMNS
     wraps_model = True  # data parallel through DDP or DeepSpeed; a multi-agent run averages by hand
@@ -461,15 +466,22 @@ class Trainer:
                 ids, attention, mask, start, _ = self._tensors(micro, policy)
                 logps, entropy = token_logprobs(policy.model, ids, attention, start, with_entropy=True,
                                                 temperature=temperature)
-                entropies.append(float((entropy * mask).sum()) / max(float(mask.sum()), 1.0))
+                entropies.append(_masked_mean(entropy, mask))
                 if with_reference:
-                    ref_logps = policy.reference_logprobs(
-                        lambda m: token_logprobs(m, ids, attention, start, temperature=temperature)[0])
+                    ref_logps = self._reference_logprobs(policy, ids, attention, start)
                 for k, r in enumerate(micro):
                     old[id(r)] = logps[k, : r.length].clone()
                     if with_reference:
                         ref[id(r)] = ref_logps[k, : r.length].clone()
         return old, ref, entropies
+
+    def _reference_logprobs(self, policy, ids, attention, start):
+        """The reference policy's log-probabilities of the completion tokens, at the sampling temperature."""
+        import torch
+
+        with torch.no_grad():
+            return policy.reference_logprobs(
+                lambda m: token_logprobs(m, ids, attention, start, temperature=self.settings.temperature)[0])
 
     def _update(self, sequences: list[Rollout], step: int, policy=None, kl_coef: float | None = None,
                 precomputed=None) -> dict:
@@ -525,12 +537,9 @@ class Trainer:
                         logps, entropy = token_logprobs(model, ids, attention, start, with_entropy=on_policy,
                                                         temperature=s.temperature)
                         if on_policy:
-                            old_logps, ref_logps = logps.detach(), None
-                            entropies.append(float((entropy * mask).sum()) / max(float(mask.sum()), 1.0))
-                            if kl_coef:
-                                with torch.no_grad():
-                                    ref_logps = policy.reference_logprobs(lambda m: token_logprobs(
-                                        m, ids, attention, start, temperature=s.temperature)[0])
+                            old_logps = logps.detach()
+                            entropies.append(_masked_mean(entropy, mask))
+                            ref_logps = self._reference_logprobs(policy, ids, attention, start) if kl_coef else None
                         else:
                             old_logps = self._stack(micro, old, logps)
                             ref_logps = self._stack(micro, ref, logps) if kl_coef else None

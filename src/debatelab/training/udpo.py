@@ -243,12 +243,14 @@ def reward_ranking(
     labels = list(labels) if labels is not None else [None] * len(trajectories)
     rewards = [trajectory_rewards(t, g, task_type, lam=lam, labels=lab) for t, g, lab in zip(trajectories, golds, labels)]
     task = np.array([r["r_task"] for r in rewards])
+    seat_rewards = np.array([[agent_reward(r, c) for c in coefficients] for r in rewards])  # (M debates, N seats)
+    advantages = batch_advantages(seat_rewards)  # what the trainer takes from them
+    task_parts = batch_advantages(np.outer(task, [c.lam for c in coefficients]))
     out = []
-    for c in coefficients:
-        seat = np.array([agent_reward(r, c) for r in rewards])
+    for i in range(len(coefficients)):
+        seat, advantage, task_part = seat_rewards[:, i], advantages[:, i], task_parts[:, i]
         right, wrong = seat[task == 1], seat[task == 0]
         misranked = float((wrong[:, None] >= right[None, :]).mean()) if len(right) and len(wrong) else float("nan")
-        advantage, task_part = seat - seat.mean(), c.lam * (task - task.mean())
         total = float((advantage ** 2).sum())
         out.append({"misranked": misranked, "task_share": float((task_part ** 2).sum()) / total if total else float("nan"),
                     "right_debates": int(len(right)), "wrong_debates": int(len(wrong))})
