@@ -18,6 +18,7 @@ rule attack_prompt:
         f"{BENCH}/attack_prompt/{{dataset}}.tsv"
     threads: 2
     resources:
+        gpu=planned_gpus("attack_prompt"),
         mem_mb=16000,
         runtime=30,
     script:

@@ -45,6 +45,41 @@ LOGS = f"logs/{EXPERIMENT}"
 BENCH = f"{RESULTS}/benchmarks"
 
 
+# --- GPU plans ---------------------------------------------------------------------------------
+from snakemake.logging import logger
+
+from debatelab import gpu_plan as gpu_planning
+
+_GPU_PLANS = {}
+
+
+def _profile_gpu_model(rule):
+    """The GPU type the profile's set-resources names for a rule (None on a laptop)."""
+    overrides = workflow.resource_settings.overwrite_resources or {}
+    model = (overrides.get(rule) or {}).get("gpu_model")
+    model = getattr(model, "raw", model)  # a snakemake Resource, or a plain value
+    return str(model) if model is not None else None
+
+
+def job_gpu_plan(rule, wildcards):
+    """The rule's job's GPU plan (`debatelab.gpu_plan`), computed once per job and printed: a plan that
+    cannot fit a node stops the run here, while the DAG is built, before any job is submitted."""
+    key = (rule, tuple(sorted(dict(wildcards.items()).items())))
+    if key not in _GPU_PLANS:
+        gpu_type = gpu_planning.job_gpu_type(config, _profile_gpu_model(rule))
+        plan = gpu_planning.experiment_job_plan(EXP, rule, dict(wildcards.items()), gpu_type)
+        logger.info(f"GPU plan: {plan.describe()}")
+        _GPU_PLANS[key] = plan
+    return _GPU_PLANS[key]
+
+
+def planned_gpus(rule):
+    """A rule's `gpu` resource: the GPU count of its job's plan (the profile keeps partitions and GPU
+    types). A job that runs no model (self-consistency only votes) still asks for 1: the profile sends
+    the rule to a GPU partition, and the SLURM plugin would ask for `--gpus=<type>:0`."""
+    return lambda wildcards: max(1, job_gpu_plan(rule, wildcards).gpus)
+
+
 # --- data and models ---------------------------------------------------------------------------
 
 

@@ -24,6 +24,7 @@ rule debate:
         f"{BENCH}/debate/{{dataset}}/{{protocol}}.tsv"
     threads: 2
     resources:
+        gpu=planned_gpus("debate"),
         mem_mb=16000,
         runtime=480,
     script:

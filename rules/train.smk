@@ -39,7 +39,7 @@ rule train:
         f"{BENCH}/train/{{run}}.tsv"
     threads: 2
     resources:
-        gpu=lambda wc: TRAINING_RUNS[wc.run]["gpus"],
+        gpu=planned_gpus("train"),
         mem_mb=32000,
         runtime=1440,
     script:
@@ -77,7 +77,7 @@ rule udpo_warmup:
     threads: 2
     resources:
         # one GPU, or with model parallelism the run's GPUs: each base model on its own share
-        gpu=lambda wc: TRAINING_RUNS[wc.run]["gpus"] if TRAINING_RUNS[wc.run]["parallelism"] == "model" else 1,
+        gpu=planned_gpus("udpo_warmup"),
         mem_mb=32000,
         runtime=240,
     script:
@@ -132,7 +132,7 @@ rule train_agents:
         f"{BENCH}/train/{{run}}.tsv"
     threads: 2
     resources:
-        gpu=lambda wc: TRAINING_RUNS[wc.run]["gpus"],
+        gpu=planned_gpus("train_agents"),
         mem_mb=32000,
         runtime=1440,
     script:

@@ -19,6 +19,7 @@ rule zero_shot:
         f"{BENCH}/zero_shot/{{dataset}}/{{agent}}.tsv"
     threads: 2
     resources:
+        gpu=planned_gpus("zero_shot"),
         mem_mb=16000,
         runtime=240,
     script:

@@ -172,9 +172,44 @@ def test_config_is_self_consistent(path):
         assert served.setdefault(spec["model"], how) == how, f"agents.{agent}: {spec['model']} served differently"
 
 
+#: Debates that no 8-GPU node holds, as their config's header says: five trained copies of Scout (4 GPUs
+#: each) or Mixtral (2 each), one merged model per agent. Their GPU plan refuses them before submission.
+UNFIT_ON_ONE_NODE = {"udpo_homogeneous": {f"{method}_{model}" for method in ("udpo", "mappo", "rmaac")
+                                          for model in ("llama4", "mixtral")}}
+
+
+def test_debates_no_node_holds_are_refused_and_every_other_job_fits():
+    from debatelab import gpu_plan as gp
+    from debatelab.config import load_experiment
+
+    h800 = gp.GpuType("h800", 80 * gp.GIB, 8)
+    for name, unfit in UNFIT_ON_ONE_NODE.items():
+        exp = load_experiment(EXPERIMENTS / f"{name}.yaml")
+        refused = set()
+        for protocol in exp.protocols:
+            for dataset in exp.protocol_datasets(protocol):
+                try:
+                    assert gp.experiment_job_plan(exp, "debate", {"dataset": dataset, "protocol": protocol}, h800).gpus <= 8
+                except gp.GpuPlanError as error:
+                    assert re.search(r"needs (10|20) × 80 GB h800 GPUs .*h800 nodes have 8: does not fit", str(error))
+                    refused.add(protocol)
+        assert refused == unfit
+        for agent in exp.agents:
+            for dataset in exp.agent_datasets(agent):
+                assert gp.experiment_job_plan(exp, "zero_shot", {"dataset": dataset, "agent": agent}, h800).gpus <= 8
+
+
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
 def test_dry_run_with_slurm_profile_maps_gpu_jobs(tmp_path, path):
     cfg = _load(path)
+    if path.stem in UNFIT_ON_ONE_NODE:
+        # the dry run stops at the first debate no node holds, naming it, before anything is submitted
+        proc = snakemake(tmp_path, "-n", "--profile", SLURM, "--configfile", str(path), check=False)
+        output = proc.stdout + proc.stderr
+        assert proc.returncode != 0
+        refused = re.search(r"GpuPlanError: debate \S+?/gsm8k/(\w+) needs \d+ × 80 GB h800 GPUs", output)
+        assert refused and refused.group(1) in UNFIT_ON_ONE_NODE[path.stem], output[-3000:]
+        return
     blocks = _job_blocks(_dry_run(tmp_path, path))
 
     evaluated = [d for d, spec in cfg["datasets"].items() if spec.get("evaluate", True)]
@@ -202,6 +237,19 @@ def test_dry_run_with_slurm_profile_maps_gpu_jobs(tmp_path, path):
     for chunk in blocks["zero_shot"]:
         resources = _resources(chunk)
         assert "slurm_partition=gpu_a100" in resources and "gpu_model=a100" in resources, resources
+
+    # Every GPU job's count is its printed GPU plan's, and fits an 8-GPU node of its type.
+    output = "\n".join(c for chunks in blocks.values() for c in chunks)
+    plans = dict(re.findall(r"GPU plan: (\S+ \S+) needs (\d+|no GPU)", output))
+    for rule in ("zero_shot", "debate", "train", "train_agents", "udpo_warmup"):
+        for chunk in blocks.get(rule, []):
+            wildcards = re.search(r"wildcards: (.*)", chunk).group(1)
+            job = f"{rule} {cfg['experiment']}/" + "/".join(v.split("=", 1)[1] for v in wildcards.split(", "))
+            gpus = int(re.search(r"\bgpu=(\d+)", _resources(chunk)).group(1))
+            # a job that runs no model (self-consistency) still asks for 1 GPU of its partition
+            assert plans.get(job) in (str(gpus), "no GPU" if gpus == 1 else None), (job, gpus, plans.get(job))
+            assert 1 <= gpus <= 8, (job, gpus)
+    assert "does not fit" not in output
 
     if _workflow_has_rule("debate"):
         protocols = _protocols(cfg)

@@ -38,28 +38,12 @@ def weights_bytes(folder: str | Path) -> int:
 
 def plan_placement(sizes: dict[str, int], gpus: int, capacity: int, share: float = WEIGHTS_SHARE) -> dict[str, list[int]]:
     """GPU indices per base model (model parallelism): the weights may take `share` of a GPU's `capacity`
-    bytes. Largest first, a base needing k > 1 GPUs gets k free GPUs of its own; a smaller one joins
-    the first GPU with room left (first fit), else takes a free one. Raises when they do not fit."""
-    import math
+    bytes; largest first, a base over several GPUs gets GPUs of its own, smaller ones share (first fit).
+    The inference jobs' GPU plan packs with the same code (`debatelab.gpu_plan.pack`). Raises when they
+    do not fit."""
+    from ..gpu_plan import training_placement
 
-    room = capacity * share
-    free, left, plan = list(range(gpus)), {}, {}
-    for base in sorted(sizes, key=lambda b: (-sizes[b], b)):
-        need = max(1, math.ceil(sizes[base] / room))
-        if need == 1:
-            shared = next((g for g in sorted(left) if left[g] >= sizes[base]), None)
-            if shared is not None:
-                left[shared] -= sizes[base]
-                plan[base] = [shared]
-                continue
-        if len(free) < need:
-            listing = ", ".join(f"{Path(b).name} {sizes[b] / 2**30:.1f} GiB" for b in sorted(sizes, key=lambda b: -sizes[b]))
-            raise ValueError(f"model parallelism: the base models ({listing}) do not fit on {gpus} GPU(s) of "
-                             f"{capacity / 2**30:.0f} GiB with weights at most {share:.0%} of each; give the job more GPUs")
-        plan[base], free = free[:need], free[need:]
-        if need == 1:
-            left[plan[base][0]] = room - sizes[base]
-    return plan
+    return training_placement(sizes, gpus, capacity, share)
 
 
 class AgentView:

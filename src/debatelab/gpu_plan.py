@@ -1,0 +1,451 @@
+"""GPU plans: how many GPUs each job needs, computed from the config before anything runs.
+
+A job's plan lists the models that must be resident together (a debate loads every model of its
+protocol; a training job every base model of its run), what each needs in memory, and so how many
+GPUs of the job's GPU type it takes:
+
+- **Weights**: parameters × dtype bytes. The size comes from the model's prepared folder
+  (`config.json` and its weight files) when it is there, else from `KNOWN_MODELS` (each Hub model
+  a shipped config names: its safetensors parameter count and its `config.json` attention shape),
+  else from the Hub (`config.json` and the safetensors metadata, online).
+- **KV cache**: what the backend settings ask for: one sequence of `max_model_len` tokens (the
+  least vLLM starts with), 2 × layers × KV heads × head dim × dtype bytes per token; no
+  `max_model_len`: the model's own context length.
+- **Overhead**: `OVERHEAD_BYTES` per GPU slice (CUDA context, activations, CUDA graphs).
+
+A vLLM engine runs on exactly `tensor_parallel_size` GPUs: a model whose share per GPU does not fit
+is an error naming the size that would. Models that fit one GPU share GPUs (first fit, largest
+first), each engine then gets its part of the GPU's `gpu_memory_utilization` (`JobPlan.shares`).
+A plan with more GPUs than a node of its type has is an error before submission
+(`GpuPlanError`). Training jobs place their base models with the same packing (`pack`), with the
+weights allowed `WEIGHTS_SHARE` of a GPU (the rest: optimizer states, activations, rollouts).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+GIB = 2**30
+OVERHEAD_BYTES = 2 * GIB
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+#: Models the shipped configs name, as the Hub publishes them: parameters (the safetensors
+#: metadata's total), the attention shape of `config.json` (its text model's, for multimodal
+#: ones), the context length, and the weights' bytes when they are not parameters × 2 (gpt-oss
+#: ships its experts in MXFP4).
+KNOWN_MODELS: dict[str, dict] = {
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": {"parameters": 108.6e9, "layers": 48, "kv_heads": 8, "head_dim": 128, "context": 10_485_760},
+    "Qwen/Qwen3-8B": {"parameters": 8.19e9, "layers": 36, "kv_heads": 8, "head_dim": 128, "context": 40_960},
+    "google/gemma-3n-E4B-it": {"parameters": 7.85e9, "layers": 35, "kv_heads": 2, "head_dim": 256, "context": 32_768},
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": {"parameters": 46.7e9, "layers": 32, "kv_heads": 8, "head_dim": 128, "context": 32_768},
+    "microsoft/phi-4": {"parameters": 14.7e9, "layers": 40, "kv_heads": 10, "head_dim": 128, "context": 16_384},
+    "microsoft/Phi-4-mini-instruct": {"parameters": 3.84e9, "layers": 32, "kv_heads": 8, "head_dim": 128, "context": 131_072},
+    "microsoft/Phi-3-medium-4k-instruct": {"parameters": 14.0e9, "layers": 40, "kv_heads": 10, "head_dim": 128, "context": 4_096},
+    "Qwen/Qwen2.5-3B": {"parameters": 3.09e9, "layers": 36, "kv_heads": 2, "head_dim": 128, "context": 32_768},
+    "Qwen/Qwen2.5-3B-Instruct": {"parameters": 3.09e9, "layers": 36, "kv_heads": 2, "head_dim": 128, "context": 32_768},
+    "Qwen/Qwen2.5-7B-Instruct": {"parameters": 7.62e9, "layers": 28, "kv_heads": 4, "head_dim": 128, "context": 32_768},
+    "Qwen/Qwen2.5-14B-Instruct": {"parameters": 14.8e9, "layers": 48, "kv_heads": 8, "head_dim": 128, "context": 32_768},
+    "Qwen/Qwen2.5-32B-Instruct": {"parameters": 32.8e9, "layers": 64, "kv_heads": 8, "head_dim": 128, "context": 32_768},
+    "Qwen/Qwen3-4B-Base": {"parameters": 4.02e9, "layers": 36, "kv_heads": 8, "head_dim": 128, "context": 32_768},
+    "Qwen/Qwen3-4B-Instruct-2507": {"parameters": 4.02e9, "layers": 36, "kv_heads": 8, "head_dim": 128, "context": 262_144},
+    "google/gemma-2-9b-it": {"parameters": 9.24e9, "layers": 42, "kv_heads": 8, "head_dim": 256, "context": 8_192},
+    "google/gemma-3-4b-it": {"parameters": 4.30e9, "layers": 34, "kv_heads": 4, "head_dim": 256, "context": 131_072},
+    "google/gemma-3-12b-it": {"parameters": 12.2e9, "layers": 48, "kv_heads": 8, "head_dim": 256, "context": 131_072},
+    "meta-llama/Llama-3.1-8B-Instruct": {"parameters": 8.03e9, "layers": 32, "kv_heads": 8, "head_dim": 128, "context": 131_072},
+    "meta-llama/Llama-3.2-3B-Instruct": {"parameters": 3.21e9, "layers": 28, "kv_heads": 8, "head_dim": 128, "context": 131_072},
+    "mistralai/Ministral-8B-Instruct-2410": {"parameters": 8.02e9, "layers": 36, "kv_heads": 8, "head_dim": 128, "context": 32_768},
+    "mistralai/Mistral-7B-Instruct-v0.3": {"parameters": 7.25e9, "layers": 32, "kv_heads": 8, "head_dim": 128, "context": 32_768},
+    "mistralai/Mistral-Nemo-Instruct-2407": {"parameters": 12.2e9, "layers": 40, "kv_heads": 8, "head_dim": 128, "context": 131_072},
+    "openai/gpt-oss-120b": {"parameters": 117e9, "weights_bytes": 65.3e9, "layers": 36, "kv_heads": 8, "head_dim": 64, "context": 131_072},
+}
+
+#: Bundled models: their size without preparing them (the plan of a fresh clone's dry run).
+BUNDLED_MODELS: dict[str, dict] = {
+    "smollm2-135m-instruct": {"parameters": 134.5e6, "layers": 30, "kv_heads": 3, "head_dim": 64, "context": 8_192},
+    "tiny-random-llama": {"parameters": 1.0e6, "layers": 2, "kv_heads": 2, "head_dim": 16, "context": 2_048},
+}
+
+
+class GpuPlanError(ValueError):
+    """A job's models do not fit the GPUs it may have: raised while the DAG is built, before submission."""
+
+
+@dataclass(frozen=True)
+class GpuType:
+    name: str
+    memory: int  # bytes per GPU
+    per_node: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.memory / GIB:.0f} GB"
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    """A model's weights in bytes and its KV cache per token (None: unknown), with where they came from."""
+
+    weights: int
+    kv_per_token: int | None
+    context: int | None
+    origin: str
+
+
+@dataclass(frozen=True)
+class ModelNeed:
+    """One model of a job: its memory and the GPUs its engine is told to use."""
+
+    name: str
+    weights: int
+    kv_cache: int = 0
+    tensor_parallel: int = 1
+    exact: bool = True  # vLLM: exactly `tensor_parallel` GPUs; training: as many as the weights need
+    reserved: float | None = None  # the agent's own gpu_memory_utilization: that share of each of its GPUs
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv_cache
+
+
+@dataclass
+class JobPlan:
+    job: str
+    gpu_type: GpuType
+    usable: float  # share of each GPU the job's engines may fill (gpu_memory_utilization)
+    needs: dict[str, ModelNeed]
+    placement: dict[str, list[int]] = field(default_factory=dict)  # model -> GPU indices in the job
+    shares: dict[str, float] = field(default_factory=dict)  # model -> gpu_memory_utilization of its engine
+    held: int | None = None  # a training job holds its run's GPUs, whatever its models fill
+
+    @property
+    def gpus(self) -> int:
+        return self.held or len({g for gpus in self.placement.values() for g in gpus})
+
+    def groups(self) -> list[tuple[list[str], int]]:
+        """Models by the GPUs they hold: (models sharing those GPUs, how many GPUs), largest first."""
+        by_gpus: dict[tuple[int, ...], list[str]] = {}
+        for name, gpus in self.placement.items():
+            by_gpus.setdefault(tuple(gpus), []).append(name)
+        return sorted(((sorted(names), len(g)) for g, names in by_gpus.items()), key=lambda x: (-x[1], x[0]))
+
+    def describe(self) -> str:
+        """e.g. "debate udpo/gsm8k/mad_n5 needs 8 × 80 GB h800 GPUs (scout 4, phi-4 + qwen3-8b 1, ...);
+        h800 nodes have 8: ok"."""
+        if not self.placement:
+            return f"{self.job} needs no GPU (no model runs in it)"
+        parts = ", ".join(f"{' + '.join(names)} {count}" for names, count in self.groups())
+        verdict = "ok" if self.gpus <= self.gpu_type.per_node else "does not fit"
+        return (f"{self.job} needs {self.gpus} × {self.gpu_type.label} {self.gpu_type.name} GPUs ({parts}); "
+                f"{self.gpu_type.name} nodes have {self.gpu_type.per_node}: {verdict}")
+
+    def to_dict(self) -> dict:
+        """What the job itself reads (rule params): each model's GPUs in the job and its memory share."""
+        return {"gpus": self.gpus, "models": {m: {"gpus": self.placement[m], "gpu_memory_utilization": round(self.shares[m], 4)}
+                                              for m in self.placement}}
+
+
+# ------------------------------------------------------------------------------- model sizes
+
+
+def _attention_config(config: dict) -> dict:
+    """The text model's part of a config.json (multimodal models nest it under text_config)."""
+    return config.get("text_config") or config.get("llm_config") or config
+
+
+def kv_bytes_per_token(config: dict, dtype_bytes: int) -> int | None:
+    """2 (K and V) × layers × KV heads × head dim × bytes, from a config.json; None if it lacks the shape."""
+    text = _attention_config(config)
+    layers, heads = text.get("num_hidden_layers"), text.get("num_attention_heads")
+    if not layers or not heads:
+        return None
+    kv_heads = text.get("num_key_value_heads") or heads
+    head_dim = text.get("head_dim") or (text.get("hidden_size") or 0) // heads
+    return 2 * int(layers) * int(kv_heads) * int(head_dim) * dtype_bytes if head_dim else None
+
+
+def _context(config: dict) -> int | None:
+    text = _attention_config(config)
+    return text.get("max_position_embeddings") or config.get("max_position_embeddings")
+
+
+def _dtype_bytes(dtype: str, native: int = 2) -> int:
+    return DTYPE_BYTES.get(dtype, native)
+
+
+def size_from_folder(folder: str | Path, dtype: str = "auto") -> ModelSize | None:
+    """A prepared model folder's size: its weight files (converted to `dtype`) and its config.json."""
+    folder = Path(folder)
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        return None
+    files = list(folder.glob("*.safetensors")) or list(folder.glob("*.bin"))
+    if not files:
+        return None
+    config = json.loads(config_file.read_text())
+    stored = str(_attention_config(config).get("torch_dtype") or config.get("torch_dtype") or config.get("dtype") or "bfloat16")
+    stored_bytes = DTYPE_BYTES.get(stored.replace("torch.", ""), 2)
+    on_disk = sum(f.stat().st_size for f in files)
+    weights = on_disk if dtype == "auto" else on_disk * _dtype_bytes(dtype, stored_bytes) // stored_bytes
+    return ModelSize(weights, kv_bytes_per_token(config, _dtype_bytes(dtype, stored_bytes)), _context(config), f"folder {folder}")
+
+
+def size_from_table(entry: dict, dtype: str, origin: str) -> ModelSize:
+    bytes_per = _dtype_bytes(dtype, 2)
+    weights = int(entry.get("weights_bytes") if dtype == "auto" and entry.get("weights_bytes") else entry["parameters"] * bytes_per)
+    kv = 2 * entry["layers"] * entry["kv_heads"] * entry["head_dim"] * bytes_per
+    return ModelSize(weights, kv, entry.get("context"), origin)
+
+
+@functools.lru_cache(maxsize=None)
+def size_from_hub(repo: str, revision: str | None, dtype: str) -> ModelSize:  # pragma: no cover - needs network
+    """Online: the safetensors metadata's parameter count and the repo's config.json."""
+    from huggingface_hub import get_safetensors_metadata, hf_hub_download
+
+    meta = get_safetensors_metadata(repo, revision=revision)
+    config = json.loads(Path(hf_hub_download(repo, "config.json", revision=revision)).read_text())
+    stored = {"BF16": 2, "F16": 2, "F32": 4, "F8_E4M3": 1, "U8": 1, "I8": 1}
+    native = sum(count * stored.get(kind, 2) for kind, count in meta.parameter_count.items())
+    params = sum(meta.parameter_count.values())
+    weights = native if dtype == "auto" else params * _dtype_bytes(dtype)
+    return ModelSize(weights, kv_bytes_per_token(config, _dtype_bytes(dtype, 2)), _context(config), f"hub {repo}")
+
+
+def model_size(source: str, dtype: str, folder: str | Path | None = None) -> ModelSize:
+    """A model's size by its config `source`: the prepared folder, the shipped tables, else the Hub."""
+    if folder is not None and (found := size_from_folder(folder, dtype)) is not None:
+        return found
+    if source.startswith("bundled:"):
+        name = source.split(":", 1)[1]
+        if name in BUNDLED_MODELS:
+            return size_from_table(BUNDLED_MODELS[name], dtype, f"bundled {name}")
+    if source.startswith("hf:"):
+        repo, _, revision = source[3:].partition("@")
+        if repo in KNOWN_MODELS:
+            return size_from_table(KNOWN_MODELS[repo], dtype, f"known {repo}")
+        try:
+            return size_from_hub(repo, revision or None, dtype)
+        except Exception as e:  # offline, gated, or no safetensors
+            raise GpuPlanError(f"cannot size model {source}: not in debatelab.gpu_plan.KNOWN_MODELS and the Hub "
+                               f"did not answer ({type(e).__name__}: {e}); prepare its folder first "
+                               f"(snakemake --until prepare_model) or add it to KNOWN_MODELS") from e
+    raise GpuPlanError(f"cannot size model {source}: its folder {folder} is not prepared yet")
+
+
+def inference_need(name: str, size: ModelSize, options: dict) -> ModelNeed:
+    """A vLLM (or transformers) engine's need: weights plus one `max_model_len` sequence of KV cache."""
+    tokens = options.get("max_model_len") or size.context or 0
+    kv = (size.kv_per_token or 0) * int(tokens)
+    return ModelNeed(name, size.weights, kv, int(options.get("tensor_parallel_size") or 1), exact=True)
+
+
+# ------------------------------------------------------------------------------------ packing
+
+
+def _smallest_fitting(need: ModelNeed, room: float) -> int:
+    """The fewest GPUs (a power of two, as tensor parallelism splits attention heads) that hold `need`."""
+    k = 1
+    while need.total / k + OVERHEAD_BYTES > room and k < 1024:
+        k *= 2
+    return k
+
+
+def footprint(need: ModelNeed, count: int, memory: float, overhead: int = OVERHEAD_BYTES) -> float:
+    """Bytes a model takes on each of its `count` GPUs: its reserved share, else its need plus overhead."""
+    return need.reserved * memory if need.reserved is not None else need.total / count + overhead
+
+
+def pack(needs: list[ModelNeed], room: float, *, overhead: int = OVERHEAD_BYTES, gpus: int | None = None,
+         job: str = "job", memory: float | None = None) -> dict[str, list[int]]:
+    """GPU indices per model, largest first: a model over several GPUs gets GPUs of its own; one that
+    fits one GPU joins the first GPU with room left (first fit), else takes a new one. `room`: bytes
+    each GPU may hold; `memory`: a GPU's bytes (for reserved shares); `gpus`: a fixed number to place
+    on (training), else as many as needed."""
+    memory = memory or room
+    placement: dict[str, list[int]] = {}
+    left: dict[int, float] = {}  # shared GPU -> room left
+    next_gpu = 0
+    for need in sorted(needs, key=lambda n: (-n.total, n.name)):
+        if need.exact:
+            count = need.tensor_parallel
+            limit = need.reserved * memory if need.reserved is not None else room
+            what = (f"the {limit / GIB:.1f} GiB its gpu_memory_utilization {need.reserved:g} gives" if need.reserved is not None
+                    else f"the {limit / GIB:.1f} GiB usable on one GPU")
+            if need.total / count + overhead > limit:
+                fix = (f"set its tensor_parallel_size to {_smallest_fitting(need, limit)}" if need.reserved is None
+                       else "raise its gpu_memory_utilization or tensor_parallel_size")
+                raise GpuPlanError(
+                    f"{job}: model {need.name} needs {(need.total / count + overhead) / GIB:.1f} GiB per GPU at "
+                    f"tensor_parallel_size {count} (weights {need.weights / GIB:.1f} GiB, KV cache {need.kv_cache / GIB:.1f} GiB, "
+                    f"overhead {overhead / GIB:.0f} GiB), more than {what}; {fix} or lower max_model_len")
+        else:
+            count = max(need.tensor_parallel, math.ceil(need.total / max(room - overhead, 1)))
+        size = footprint(need, count, memory, overhead)
+        if count == 1:
+            shared = next((g for g in sorted(left) if left[g] >= size), None)
+            if shared is not None:
+                left[shared] -= size
+                placement[need.name] = [shared]
+                continue
+        placement[need.name] = list(range(next_gpu, next_gpu + count))
+        if count == 1:
+            left[next_gpu] = room - size
+        next_gpu += count
+    if gpus is not None and next_gpu > gpus:
+        listing = ", ".join(f"{n.name} {n.total / GIB:.1f} GiB" for n in sorted(needs, key=lambda n: -n.total))
+        raise GpuPlanError(f"{job}: the models ({listing}) do not fit on {gpus} GPU(s) of {room / GIB:.1f} GiB usable "
+                           f"each (they need {next_gpu}); give the job more GPUs")
+    return placement
+
+
+def memory_shares(placement: dict[str, list[int]], needs: dict[str, ModelNeed], usable: float,
+                  overhead: int = OVERHEAD_BYTES) -> dict[str, float]:
+    """Each engine's gpu_memory_utilization: its own when the agent sets one; `usable` when it has its
+    GPUs alone; on a shared GPU, the usable part left by reserved shares split in proportion to the
+    models' needs (vLLM's limit is per instance)."""
+    on_gpu: dict[int, list[str]] = {}
+    for name, gpus in placement.items():
+        for g in gpus:
+            on_gpu.setdefault(g, []).append(name)
+    shares = {}
+    for name, gpus in placement.items():
+        if needs[name].reserved is not None:
+            shares[name] = needs[name].reserved
+            continue
+        sharing = on_gpu[gpus[0]]
+        free = usable - sum(needs[m].reserved for m in sharing if needs[m].reserved is not None)
+        flexible = [m for m in sharing if needs[m].reserved is None]
+        total = sum(needs[m].total + overhead for m in flexible)
+        shares[name] = free * (needs[name].total + overhead) / total
+    return shares
+
+
+def plan_job(job: str, needs: list[ModelNeed], gpu_type: GpuType, usable: float = 0.9) -> JobPlan:
+    """The plan of one inference job: its models packed on GPUs of `gpu_type`; raises when a node
+    of that type cannot hold them."""
+    placement = pack(needs, gpu_type.memory * usable, job=job, memory=gpu_type.memory) if needs else {}
+    by_name = {n.name: n for n in needs}
+    plan = JobPlan(job, gpu_type, usable, by_name, placement, memory_shares(placement, by_name, usable))
+    if plan.gpus > gpu_type.per_node:
+        raise GpuPlanError(plan.describe())
+    return plan
+
+
+def training_placement(sizes: dict[str, int], gpus: int, capacity: int, share: float) -> dict[str, list[int]]:
+    """Model parallelism for training: each base model's weights may take `share` of a GPU of
+    `capacity` bytes (the rest: optimizer states, activations, rollouts); same packing as inference."""
+    needs = [ModelNeed(name, size, exact=False) for name, size in sizes.items()]
+    return pack(needs, capacity * share, overhead=0, gpus=gpus, job="model parallelism")
+
+
+# ------------------------------------------------------------------------- the config's jobs
+
+#: vLLM's default gpu_memory_utilization: the share of each GPU a job's engines fill together. An
+#: agent that sets a lower one has split a GPU by hand (confidence.yaml): its engine keeps that share.
+USABLE = 0.9
+
+
+def gpu_types(config: dict) -> dict[str, GpuType]:
+    return {name: GpuType(name, int(spec["memory_gib"] * GIB), int(spec["per_node"]))
+            for name, spec in (config.get("gpus") or {}).get("types", {}).items()}
+
+
+def job_gpu_type(config: dict, gpu_model: str | None) -> GpuType:
+    """The GPU type a rule's jobs run on: the profile's `gpu_model` for the rule, else `gpus.default_type`."""
+    types = gpu_types(config)
+    name = gpu_model or (config.get("gpus") or {}).get("default_type")
+    if name not in types:
+        raise GpuPlanError(f"GPU type {name!r} (the profile's gpu_model) is not in the config's gpus.types "
+                           f"{sorted(types)}: state its memory_gib and per_node there")
+    return types[name]
+
+
+def _sized_model(exp, model: str) -> tuple[str, str, str]:
+    """(source, dtype, folder) of the model whose weights `model` has: a trained model has its base's."""
+    seen = set()
+    while model not in seen:
+        seen.add(model)
+        spec = exp.models[model]
+        source = spec["source"]
+        if not source.startswith("trained:"):
+            return source, spec.get("dtype", "auto"), exp.model_dir(model)
+        run, _, agent = source[len("trained:"):].partition("/")
+        agent = agent or exp.training_runs[run]["policy"]
+        model = exp.agents[agent]["model"]
+    raise GpuPlanError(f"model {model!r}: its trained: sources form a cycle")
+
+
+def reserved_share(options: dict) -> float | None:
+    value = options.get("gpu_memory_utilization")
+    return float(value) if value is not None and float(value) < USABLE else None
+
+
+def model_need(exp, model: str, options: dict, backend: str) -> ModelNeed | None:
+    """The need of one model's engine in an inference job (None: a remote API uses no GPU)."""
+    if backend == "openai":
+        return None
+    source, dtype, folder = _sized_model(exp, model)
+    size = model_size(source, dtype, folder)
+    need = inference_need(model, size, options if backend == "vllm" else {})
+    return ModelNeed(need.name, need.weights, need.kv_cache, need.tensor_parallel, True,
+                     reserved_share(options) if backend == "vllm" else None)
+
+
+def inference_needs(exp, agents: list[str], dataset: str | None) -> list[ModelNeed]:
+    """One engine per model of `agents`, with the options of the first agent using it (as the jobs build them)."""
+    needs: dict[str, ModelNeed] = {}
+    for agent in agents:
+        model = exp.agents[agent]["model"]
+        if model not in needs:
+            settings = exp.agent_settings(agent, dataset)
+            need = model_need(exp, model, settings["backend_options"], settings["backend"])
+            if need is not None:
+                needs[model] = need
+    return list(needs.values())
+
+
+def experiment_job_plan(exp, rule: str, wildcards: dict, gpu_type: GpuType) -> JobPlan:
+    """The plan of one GPU job of the workflow, by rule and wildcards."""
+    job = f"{rule} {exp.name}/" + "/".join(str(v) for v in wildcards.values())
+    if rule == "zero_shot":
+        needs = inference_needs(exp, [wildcards["agent"]], wildcards["dataset"])
+    elif rule == "debate":
+        needs = inference_needs(exp, exp.protocol_agents(wildcards["protocol"]), wildcards["dataset"]) \
+            if exp.protocol_models(wildcards["protocol"]) else []
+    elif rule == "attack_prompt":
+        options = dict(exp.config["backends"].get(exp.attack["backend"], {}))
+        need = model_need(exp, exp.attack["rewriter"], options, exp.attack["backend"])
+        needs = [need] if need else []
+    elif rule in ("train", "train_agents", "udpo_warmup"):
+        return training_job_plan(exp, rule, wildcards["run"], gpu_type, job)
+    else:
+        raise GpuPlanError(f"no GPU plan for rule {rule!r}")
+    return plan_job(job, needs, gpu_type, USABLE)
+
+
+def training_job_plan(exp, rule: str, run: str, gpu_type: GpuType, job: str) -> JobPlan:
+    """A training job holds its run's GPUs (`gpus`; a warm-up without model parallelism one). With
+    model parallelism the base models are packed over them as the job will place them; otherwise
+    every process holds each base model whole, so they must fit one GPU together."""
+    from .training.agents import WEIGHTS_SHARE
+
+    spec = exp.training_runs[run]
+    count = spec["gpus"] if rule != "udpo_warmup" or spec["parallelism"] == "model" else 1
+    bases: dict[str, int] = {}
+    for agent in exp.run_agents(run):
+        source, dtype, folder = _sized_model(exp, exp.agents[agent]["model"])
+        bases.setdefault(Path(folder).name, model_size(source, dtype, folder).weights)
+    needs = [ModelNeed(name, size, exact=False) for name, size in bases.items()]
+    room = gpu_type.memory * WEIGHTS_SHARE
+    if spec["parallelism"] == "model" and count > 1:
+        placement = pack(needs, room, overhead=0, gpus=count, job=job)
+    else:
+        placement = pack(needs, room, overhead=0, gpus=1, job=job + " (every process holds every base model)")
+        placement = {name: list(range(count)) for name in placement}
+    plan = JobPlan(job, gpu_type, WEIGHTS_SHARE, {n.name: n for n in needs}, placement,
+                   {n.name: WEIGHTS_SHARE for n in needs}, held=count)
+    if plan.gpus > gpu_type.per_node:
+        raise GpuPlanError(plan.describe())
+    return plan

@@ -1,0 +1,116 @@
+"""GPU plans (debatelab.gpu_plan): each job's GPUs from its models' weights and KV cache, worked by hand."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from debatelab import gpu_plan as gp
+from debatelab.config import load_experiment
+from workflow_helpers import REPO_ROOT
+
+GIB = 2**30
+H800 = gp.GpuType("h800", 80 * GIB, 8)
+
+
+def _udpo():
+    return load_experiment(REPO_ROOT / "config/experiments/udpo.yaml")
+
+
+def test_kv_cache_per_token_from_a_config_json():
+    # Qwen3-8B: 36 layers, 8 KV heads of 128 dims; K and V in bf16: 2 * 36 * 8 * 128 * 2 = 147,456 bytes
+    config = {"num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128}
+    assert gp.kv_bytes_per_token(config, 2) == 147_456
+    # no head_dim: hidden / heads; no KV heads: every head (multi-head attention); a multimodal
+    # config's text model is the one that holds the cache
+    assert gp.kv_bytes_per_token({"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64}, 4) == 2 * 2 * 4 * 16 * 4
+    assert gp.kv_bytes_per_token({"text_config": config, "vision_config": {}}, 2) == 147_456
+
+
+def test_the_udpo_ensemble_debate_needs_eight_gpus_worked_by_hand():
+    """mad_n5 loads all five models. Per GPU of 72 GiB usable (0.9 × 80), with 2 GiB overhead each:
+    Scout 108.6e9 × 2 B = 202.3 GiB + 32,768 × 196,608 B = 6 GiB KV, over its tensor_parallel 4 = 52.1 GiB
+    + 2 -> 4 GPUs; Mixtral 87.0 + 4 GiB over 2 -> 2 GPUs; Phi-4 27.4 + 6.25 + 2 = 35.6 GiB opens GPU 6,
+    Qwen3-8B 15.3 + 4.5 + 2 = 21.8 joins it (36.4 left); Gemma-3n 14.6 + 2.2 + 2 = 18.8 does not fit the
+    14.6 left and takes GPU 7: 8 GPUs, an H800 node's 8."""
+    plan = gp.experiment_job_plan(_udpo(), "debate", {"dataset": "gsm8k", "protocol": "mad_n5"}, H800)
+    assert plan.gpus == 8
+    assert plan.placement == {
+        "llama-4-scout-17b-16e-instruct": [0, 1, 2, 3], "mixtral-8x7b-instruct-v0.1": [4, 5],
+        "phi-4": [6], "qwen3-8b": [6], "gemma-3n-e4b-it": [7]}
+    qwen = plan.needs["qwen3-8b"]
+    assert qwen.weights == int(8.19e9 * 2) and qwen.kv_cache == 32_768 * 147_456
+    # the shared GPU's 0.9 split in proportion to the two engines' needs; the others keep 0.9
+    phi, qwen_total = plan.needs["phi-4"].total + 2 * GIB, qwen.total + 2 * GIB
+    assert plan.shares["qwen3-8b"] == pytest.approx(0.9 * qwen_total / (phi + qwen_total))
+    assert plan.shares["phi-4"] + plan.shares["qwen3-8b"] == pytest.approx(0.9)
+    assert plan.shares["gemma-3n-e4b-it"] == 0.9
+    assert plan.describe() == (
+        "debate udpo/gsm8k/mad_n5 needs 8 × 80 GB h800 GPUs (llama-4-scout-17b-16e-instruct 4, "
+        "mixtral-8x7b-instruct-v0.1 2, gemma-3n-e4b-it 1, phi-4 + qwen3-8b 1); h800 nodes have 8: ok")
+    # N = 3 (Qwen3, Phi-4, Mixtral) needs 3; a zero-shot job of Scout alone its 4
+    assert gp.experiment_job_plan(_udpo(), "debate", {"dataset": "gsm8k", "protocol": "mad_n3"}, H800).gpus == 3
+    assert gp.experiment_job_plan(_udpo(), "zero_shot", {"dataset": "gsm8k", "agent": "llama4"}, H800).gpus == 4
+
+
+def test_two_8b_models_share_one_gpu_with_its_memory_split():
+    eight_b = dict(weights=16 * GIB, kv_cache=4 * GIB)
+    plan = gp.plan_job("debate pair", [gp.ModelNeed("a", **eight_b), gp.ModelNeed("b", **eight_b)], H800)
+    assert plan.gpus == 1 and plan.placement == {"a": [0], "b": [0]}
+    assert plan.shares == {"a": pytest.approx(0.45), "b": pytest.approx(0.45)}
+    # an agent that split the GPU by hand keeps its share; the other gets what is left of 0.9
+    plan = gp.plan_job("debate pair", [gp.ModelNeed("a", **eight_b, reserved=0.3), gp.ModelNeed("b", **eight_b)], H800)
+    assert plan.gpus == 1 and plan.shares == {"a": 0.3, "b": pytest.approx(0.6)}
+    # four of them: 3 × 22 GiB fill 66 of the 72 GiB usable, so the fourth opens a second GPU
+    four = [gp.ModelNeed(n, **eight_b) for n in "abcd"]
+    assert gp.plan_job("four", four, H800).placement == {"a": [0], "b": [0], "c": [0], "d": [1]}
+
+
+def test_a_model_that_fits_nowhere_is_an_error_naming_the_fix():
+    scout = gp.ModelNeed("scout", weights=int(202.3 * GIB), kv_cache=6 * GIB, tensor_parallel=2)
+    with pytest.raises(gp.GpuPlanError, match=r"model scout needs 106\.1 GiB per GPU at tensor_parallel_size 2.*"
+                                              r"the 72\.0 GiB usable on one GPU; set its tensor_parallel_size to 4"):
+        gp.plan_job("debate x", [scout], H800)
+    # a share set by hand that the model does not fit in
+    with pytest.raises(gp.GpuPlanError, match=r"the 16\.0 GiB its gpu_memory_utilization 0\.2 gives"):
+        gp.plan_job("debate x", [gp.ModelNeed("m", weights=20 * GIB, reserved=0.2)], H800)
+
+
+def test_a_plan_larger_than_a_node_is_an_error_naming_job_models_and_node():
+    small_node = gp.GpuType("a100", 80 * GIB, 4)
+    with pytest.raises(gp.GpuPlanError) as error:
+        gp.experiment_job_plan(_udpo(), "debate", {"dataset": "gsm8k", "protocol": "mad_n5"}, small_node)
+    assert str(error.value) == (
+        "debate udpo/gsm8k/mad_n5 needs 8 × 80 GB a100 GPUs (llama-4-scout-17b-16e-instruct 4, "
+        "mixtral-8x7b-instruct-v0.1 2, gemma-3n-e4b-it 1, phi-4 + qwen3-8b 1); a100 nodes have 4: does not fit")
+
+
+def test_training_jobs_place_their_bases_with_the_same_packing():
+    exp = _udpo()
+    # parallelism: model over the run's 8 GPUs: weights at most 70 % of each (56 GiB)
+    plan = gp.experiment_job_plan(exp, "train_agents", {"run": "udpo"}, H800)
+    assert plan.gpus == exp.training_runs["udpo"]["gpus"] == 8
+    assert plan.placement["llama-4-scout-17b-16e-instruct"] == [0, 1, 2, 3]
+    # the same bases on 80 GB GPUs of a node with 6: the job cannot hold them
+    with pytest.raises(gp.GpuPlanError, match="do not fit on 8 GPU"):
+        gp.experiment_job_plan(exp, "train_agents", {"run": "udpo"}, gp.GpuType("a40", 48 * GIB, 8))
+
+
+def test_a_prepared_folder_is_sized_from_its_files_and_config(tmp_path):
+    config = {"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 64,
+              "max_position_embeddings": 512, "torch_dtype": "float32"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "model.safetensors").write_bytes(b"\0" * 4000)
+    size = gp.model_size("bundled:unknown", "float32", tmp_path)
+    assert (size.weights, size.kv_per_token, size.context) == (4000, 2 * 2 * 2 * 16 * 4, 512)
+    # prepared in bfloat16 from float32 files: half the bytes
+    assert gp.model_size("bundled:unknown", "bfloat16", tmp_path).weights == 2000
+    with pytest.raises(gp.GpuPlanError, match="not prepared yet"):
+        gp.model_size("bundled:unknown", "float32", tmp_path / "missing")
+
+
+def test_an_unknown_gpu_type_is_a_config_error_naming_the_key():
+    config = {"gpus": {"types": {"h800": {"memory_gib": 80, "per_node": 8}}, "default_type": "h800"}}
+    assert gp.job_gpu_type(config, None).name == "h800"
+    with pytest.raises(gp.GpuPlanError, match=r"'l40s'.*gpus\.types"):
+        gp.job_gpu_type(config, "l40s")
