@@ -31,6 +31,10 @@ include: "rules/evaluation.smk"
 include: "rules/reporting.smk"
 
 
+onstart:
+    check_gpu_plans()
+
+
 localrules:
     all,
     trained_agent,

@@ -73,6 +73,19 @@ def job_gpu_plan(rule, wildcards):
     return _GPU_PLANS[key]
 
 
+GPU_RULES = ("zero_shot", "debate", "attack_prompt", "train", "train_agents", "udpo_warmup")
+
+
+def check_gpu_plans():
+    """Every GPU job the run will execute, planned before the first is submitted: Snakemake evaluates
+    a job's resources only when the job is ready, so a job that no node holds would otherwise fail
+    after its upstream jobs ran. Called from `onstart` (after the DAG is built; dry runs plan each
+    job as they print it)."""
+    for job in workflow.dag.needrun_jobs():
+        if job.rule.name in GPU_RULES:
+            job_gpu_plan(job.rule.name, job.wildcards)
+
+
 def planned_gpus(rule):
     """A rule's `gpu` resource: the GPU count of its job's plan (the profile keeps partitions and GPU
     types). A job that runs no model (self-consistency only votes) still asks for 1: the profile sends

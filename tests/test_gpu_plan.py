@@ -114,3 +114,51 @@ def test_an_unknown_gpu_type_is_a_config_error_naming_the_key():
     assert gp.job_gpu_type(config, None).name == "h800"
     with pytest.raises(gp.GpuPlanError, match=r"'l40s'.*gpus\.types"):
         gp.job_gpu_type(config, "l40s")
+
+
+def _folder(path, weights_bytes):
+    path.mkdir()
+    config = {"num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8, "hidden_size": 512,
+              "max_position_embeddings": 1024, "torch_dtype": "bfloat16"}
+    (path / "config.json").write_text(json.dumps(config))
+    (path / "model.safetensors").write_bytes(b"\0" * weights_bytes)
+    return str(path)
+
+
+def test_inside_a_job_each_engine_gets_gpus_of_its_own_or_a_share(tmp_path):
+    """The job re-plans on the GPUs it got (CUDA names from the allocation), with the DAG's packing."""
+    a, b = _folder(tmp_path / "a", 3000), _folder(tmp_path / "b", 2000)
+    engines = {"a": (a, {"max_model_len": 512}, "vllm"), "b": (b, {}, "vllm")}
+    # KV per token 2 * 4 * 8 * 64 * 2 = 8 KiB: a holds 3000 B + 512 × 8 KiB + 2 GiB overhead on a GPU
+    need_a = 3000 + 512 * 8192 + 2 * GIB
+    need_b = 2000 + 1024 * 8192 + 2 * GIB
+    # GPUs of 4 GiB (3.6 usable) cannot hold both: each engine on its own GPU, the job's 0.9 each,
+    # the larger (b: its whole 1,024-token context of KV cache) first
+    small = gp.engine_slices(engines, gpu_memory=4 * GIB, gpus=["3", "5"])
+    assert small == {"b": {"devices": ["3"], "gpu_memory_utilization": 0.9},
+                     "a": {"devices": ["5"], "gpu_memory_utilization": 0.9}}
+    # GPUs of 8 GiB hold both: they share the first, 0.9 split by need
+    big = gp.engine_slices(engines, gpu_memory=8 * GIB, gpus=["3", "5"])
+    assert big["a"]["devices"] == big["b"]["devices"] == ["3"]
+    assert big["a"]["gpu_memory_utilization"] == pytest.approx(0.9 * need_a / (need_a + need_b))
+    # a transformers model gets its device, no vLLM share; one model alone, or no GPU: nothing changes
+    mixed = gp.engine_slices({"a": (a, {}, "vllm"), "b": (b, {}, "transformers")}, gpu_memory=4 * GIB, gpus=["0", "1"])
+    assert mixed == {"a": {"devices": ["0"], "gpu_memory_utilization": 0.9}, "b": {"devices": ["1"]}}
+    assert gp.engine_slices({"a": engines["a"]}, gpu_memory=4 * GIB, gpus=["0"]) == {}
+    assert gp.engine_slices(engines, gpu_memory=4 * GIB, gpus=[]) == {}
+    # a job that got fewer GPUs than its models need says so
+    with pytest.raises(gp.GpuPlanError, match=r"the job got 1 GPU\(s\) \(7\)"):
+        gp.engine_slices(engines, gpu_memory=4 * GIB, gpus=["7"])
+
+
+def test_an_engine_starts_with_only_its_gpus_visible_and_the_job_keeps_its_own(monkeypatch):
+    from debatelab.llm.vllm_backend import _visible_devices
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3,4,5")
+    with _visible_devices(["4", "5"]):
+        assert __import__("os").environ["CUDA_VISIBLE_DEVICES"] == "4,5"
+    assert __import__("os").environ["CUDA_VISIBLE_DEVICES"] == "2,3,4,5"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    with _visible_devices(["1"]):
+        assert __import__("os").environ["CUDA_VISIBLE_DEVICES"] == "1"
+    assert "CUDA_VISIBLE_DEVICES" not in __import__("os").environ

@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -50,10 +51,9 @@ def _squeue_jobs() -> list[dict]:
     return jobs
 
 
-def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
-    before = {j["id"] for j in _squeue_jobs()}
-    # The node has 2 CPUs and ~20 GB: a copy of the real profile with requests shrunk to fit it;
-    # partitions and GPU requests stay exactly as the profile sets them.
+def _test_profile(tmp_path) -> Path:
+    """The node has 2 CPUs and ~20 GB: a copy of the real profile with requests shrunk to fit it;
+    partitions and GPU types stay exactly as the profile sets them (GPU counts come from the plans)."""
     profile = yaml.safe_load((REPO_ROOT / "profiles/slurm/config.yaml").read_text())
     for resources in [profile["default-resources"], *profile["set-resources"].values()]:
         resources.update({k: v for k, v in (("mem_mb", 3000), ("cpus_per_task", 1), ("runtime", 30)) if k in resources})
@@ -62,6 +62,12 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
     test_profile = tmp_path / "profile"
     test_profile.mkdir()
     (test_profile / "config.yaml").write_text(yaml.safe_dump(profile))
+    return test_profile
+
+
+def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
+    before = {j["id"] for j in _squeue_jobs()}
+    test_profile = _test_profile(tmp_path)
     workdir = tmp_path / "work"
     workdir.mkdir()
     # The tiny experiment with three protocols: enough to see debate jobs land on the H800 partition;
@@ -115,3 +121,46 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
     assert (workdir / "results/tiny/summary/zero_shot.csv").exists()
     assert (workdir / "results/tiny/summary/debate.csv").exists()
     assert (workdir / "results/tiny/summary/confidence_paper.csv").exists()
+
+
+def _two_model_config(tmp_path, h800_per_node: int) -> Path:
+    """Two models debating, on GPUs of 3 GiB: each engine needs its 2 GiB of overhead plus its weights,
+    more than the 2.7 GiB a GPU offers at 0.9, so the debate's GPU plan asks for 2 h800s."""
+    config = {
+        "experiment": "gpuplan", "seed": 0,
+        "datasets": {"asdiv": {"split": "test", "limit": 2}},
+        "models": {"tiny-a": {"source": "bundled:tiny-random-llama"}, "tiny-b": {"source": "bundled:tiny-random-llama"}},
+        "agents": {"alice": {"model": "tiny-a", "max_tokens": 4}, "bob": {"model": "tiny-b", "max_tokens": 4}},
+        "backends": {"transformers": {"batch_size": 4, "num_threads": 1}},
+        "zero_shot": {"samples": 1, "batch_size": 4},
+        "debate": {"batch_size": 4, "protocols": {"pair": {"kind": "all_to_all", "rounds": 1, "participants": ["alice", "bob"]}}},
+        "gpus": {"types": {"a100": {"memory_gib": 3, "per_node": 1}, "h800": {"memory_gib": 3, "per_node": h800_per_node}}},
+    }
+    path = tmp_path / f"gpuplan_{h800_per_node}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_a_job_asks_slurm_for_the_gpus_its_plan_needs_and_one_that_cannot_fit_is_never_submitted(slurm_cluster, tmp_path):
+    test_profile = _test_profile(tmp_path)
+    target = "results/gpuplan/debate/asdiv/pair/turns.parquet"
+    (tmp_path / "refused").mkdir()
+    (tmp_path / "work").mkdir()
+    # a node type with one h800: the plan needs two, so the run stops while the DAG is built
+    before = {j["id"] for j in _squeue_jobs()}
+    refused = snakemake(tmp_path / "refused", "--configfile", str(_two_model_config(tmp_path, 1)), "--profile",
+                        str(test_profile), target, check=False, slurm=True, timeout=300)
+    assert refused.returncode != 0
+    assert ("debate gpuplan/asdiv/pair needs 2 × 3 GB h800 GPUs (tiny-a 1, tiny-b 1); h800 nodes have 1: does not fit"
+            in refused.stdout + refused.stderr)
+    assert {j["id"] for j in _squeue_jobs()} == before, "a job was submitted"
+    # nodes with two: the debate job is submitted asking for both, and runs
+    snakemake(tmp_path / "work", "--configfile", str(_two_model_config(tmp_path, 2)), "--profile", str(test_profile),
+              target, slurm=True, timeout=1200)
+    jobs = [j for j in _squeue_jobs() if j["id"] not in before]
+    debate = [j for j in jobs if j["comment"].startswith("rule_debate")]
+    zero_shot = [j for j in jobs if j["comment"].startswith("rule_zero_shot")]
+    assert len(debate) == 1 and debate[0]["tres"] == "gres:gpu:h800:2" and debate[0]["state"] == "COMPLETED", debate
+    assert len(zero_shot) == 2 and all(j["tres"] == "gres:gpu:a100:1" for j in zero_shot), zero_shot
+    log = (tmp_path / "work/logs/gpuplan/debate/asdiv/pair.log").read_text()
+    assert re.search(r"CUDA_VISIBLE_DEVICES=\d,\d", log), log[:1000]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A real single-node SLURM (slurmctld + slurmd on this host) for tests; Debian 12, run as root.
-# Fakes one a100 and one h800 GPU via GRES (File=/dev/null, /dev/zero) so `--gpus=a100:1` jobs schedule.
+# Fakes one a100 and two h800 GPUs via GRES (File=/dev/null, /dev/zero, /dev/full) so `--gpus=a100:1` and
+# `--gpus=h800:2` jobs schedule (a job whose GPU plan asks for two h800s: tests/test_slurm.py).
 
 set -euo pipefail
 HOST=$(hostname -s)
@@ -38,7 +39,7 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 SlurmctldLogFile=/var/log/slurm/slurmctld.log
 SlurmdLogFile=/var/log/slurm/slurmd.log
-NodeName=${HOST} CPUs=${CPUS} RealMemory=${MEM_MB} Gres=gpu:a100:1,gpu:h800:1 State=UNKNOWN
+NodeName=${HOST} CPUs=${CPUS} RealMemory=${MEM_MB} Gres=gpu:a100:1,gpu:h800:2 State=UNKNOWN
 PartitionName=cpu Nodes=${HOST} Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu_a100 Nodes=${HOST} MaxTime=INFINITE State=UP
 PartitionName=gpu_h800 Nodes=${HOST} MaxTime=INFINITE State=UP
@@ -47,6 +48,7 @@ cat > /etc/slurm/gres.conf <<CONF
 AutoDetect=off
 NodeName=${HOST} Name=gpu Type=a100 File=/dev/null
 NodeName=${HOST} Name=gpu Type=h800 File=/dev/zero
+NodeName=${HOST} Name=gpu Type=h800 File=/dev/full
 CONF
 chown munge:munge /run/munge
 pgrep -x munged >/dev/null || su -s /bin/sh munge -c /usr/sbin/munged

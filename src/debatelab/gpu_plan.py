@@ -449,3 +449,60 @@ def training_job_plan(exp, rule: str, run: str, gpu_type: GpuType, job: str) -> 
     if plan.gpus > gpu_type.per_node:
         raise GpuPlanError(plan.describe())
     return plan
+
+
+# ------------------------------------------------------------------ inside a job: device slices
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this job may use, as CUDA names them (SLURM sets CUDA_VISIBLE_DEVICES to the allocation)."""
+    import os
+
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    names = [d.strip() for d in listed.split(",") if d.strip()] if listed else []
+    return names or [str(i) for i in range(torch.cuda.device_count())]
+
+
+def engine_slices(engines: dict[str, tuple[str, dict, str]], gpu_memory: int | None = None,
+                  gpus: list[str] | None = None) -> dict[str, dict]:
+    """Inside a job with several models: each engine's GPUs and memory share, planned as the DAG
+    planned the job (same packing, sizes from the prepared folders, the GPUs the job got).
+    `engines`: model -> (folder, backend options, backend). Returns model -> backend options to add:
+    `devices` (CUDA names of its GPUs) and, for vLLM, `gpu_memory_utilization`. Empty without CUDA
+    or with one model (it has the job's GPUs to itself, as before)."""
+    gpus = visible_gpus() if gpus is None else gpus
+    local = {m: e for m, e in engines.items() if e[2] != "openai"}
+    if not gpus or len(local) < 2:
+        return {}
+    if gpu_memory is None:
+        import torch
+
+        gpu_memory = torch.cuda.get_device_properties(0).total_memory
+    needs = []
+    for model, (folder, options, backend) in local.items():
+        size = size_from_folder(folder, "auto")
+        if size is None:
+            raise GpuPlanError(f"model {model}: {folder} is not a prepared model folder")
+        need = inference_need(model, size, options if backend == "vllm" else {})
+        needs.append(ModelNeed(model, need.weights, need.kv_cache, need.tensor_parallel, True,
+                               reserved_share(options) if backend == "vllm" else None))
+    placement = pack(needs, gpu_memory * USABLE, job="this job", memory=gpu_memory)
+    by_name = {n.name: n for n in needs}
+    plan = JobPlan("this job", GpuType("job", gpu_memory, len(gpus)), USABLE, by_name, placement,
+                   memory_shares(placement, by_name, USABLE))
+    if plan.gpus > len(gpus):
+        parts = ", ".join(f"{' + '.join(names)} {count}" for names, count in plan.groups())
+        raise GpuPlanError(f"this job's models need {plan.gpus} GPU(s) of {gpu_memory / GIB:.0f} GiB ({parts}); "
+                           f"the job got {len(gpus)} GPU(s) ({','.join(gpus)}): plan it for this GPU type "
+                           f"(the profile's gpu_model and the config's gpus.types)")
+    slices = {}
+    for model, indices in plan.placement.items():
+        extra = {"devices": [gpus[i] for i in indices]}
+        if local[model][2] == "vllm":
+            extra["gpu_memory_utilization"] = min(plan.shares[model], float(local[model][1].get("gpu_memory_utilization") or USABLE))
+        slices[model] = extra
+    return slices

@@ -263,6 +263,7 @@ def debate_job(
 
     `attack_prompt`: the dataset's AutoTransform rewrite for adversarial agents (None: the fixed prompt).
     """
+    from ..gpu_plan import engine_slices
     from ..llm import make_backend
 
     protocol = make_protocol(protocol_name, protocol_options)
@@ -277,10 +278,18 @@ def debate_job(
     backends = dict(backends or {})
     try:
         if protocol.kind != "self_consistency":
-            for model in models:
+            serving = {model: next(specs[n] for n in participants if specs[n].model == model) for model in models}
+            # several models in one job: each engine on GPUs of its own (or its share of one), as planned
+            slices = engine_slices({m: (model_paths[m], a.backend_options, a.backend)
+                                    for m, a in serving.items() if m not in backends})
+            for model, agent in serving.items():
                 if model not in backends:
-                    agent = next(specs[n] for n in participants if specs[n].model == model)
-                    backends[model] = make_backend(agent.backend, model_paths[model], **agent.backend_options)
+                    if model in slices:
+                        log.info("%s on GPU(s) %s%s", model, ",".join(slices[model]["devices"]),
+                                 f", gpu_memory_utilization {slices[model]['gpu_memory_utilization']:.3f}"
+                                 if "gpu_memory_utilization" in slices[model] else "")
+                    backends[model] = make_backend(agent.backend, model_paths[model],
+                                                   **{**agent.backend_options, **slices.get(model, {})})
         caches = {model: GenerationCache(cache_dirs[model]) for model in models if model in cache_dirs}
         steps = run_protocol(protocol, states, ModelPool(backends, caches), settings)
     finally:

@@ -77,11 +77,18 @@ class TransformersBackend(Backend):
         dtype: str = "auto",
         batch_size: int | None = None,
         num_threads: int | None = None,
+        devices: list[str] | None = None,
     ):
+        """`devices`: the job's GPU this model runs on when a job holds several models
+        (`gpu_plan.engine_slices`, CUDA names); its first one."""
         import torch
 
         if num_threads:
             torch.set_num_threads(num_threads)
+        if devices and device in ("auto", "cuda"):
+            from ..gpu_plan import visible_gpus
+
+            device = f"cuda:{visible_gpus().index(str(devices[0]))}"
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = device

