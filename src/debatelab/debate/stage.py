@@ -279,7 +279,8 @@ def debate_job(
     try:
         if protocol.kind != "self_consistency":
             serving = {model: next(specs[n] for n in participants if specs[n].model == model) for model in models}
-            # several models in one job: each engine on GPUs of its own (or its share of one), as planned
+            # several models in one job: each engine on GPUs of its own (or its share of one), as planned;
+            # a vLLM model then runs as a `vllm serve` process of the job (make_backend: `devices`)
             slices = engine_slices({m: (model_paths[m], a.backend_options, a.backend)
                                     for m, a in serving.items() if m not in backends})
             for model, agent in serving.items():

@@ -14,6 +14,12 @@ def make_backend(kind: str, model_path: str, **options) -> Backend:
 
         return TransformersBackend(model_path, **options)
     if kind == "vllm":
+        options = dict(options)
+        if options.pop("serve", False) or options.get("devices"):
+            # its own `vllm serve` process (several models in one job: each on its GPUs)
+            from .vllm_server import VLLMServerBackend
+
+            return VLLMServerBackend(model_path, **options)
         from .vllm_backend import VLLMBackend
 
         return VLLMBackend(model_path, **options)

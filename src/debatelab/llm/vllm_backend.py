@@ -23,8 +23,6 @@ log-softmax of the model's raw logits, i.e. *not* rescaled by temperature or top
 """
 from __future__ import annotations
 
-import contextlib
-
 import gc
 import json
 import os
@@ -81,23 +79,6 @@ class _ProgressBar:
 # The backend
 # --------------------------------------------------------------------------------------------
 
-@contextlib.contextmanager
-def _visible_devices(devices: Sequence[str] | None):
-    """CUDA_VISIBLE_DEVICES set to `devices` while an engine starts (its workers inherit it), then restored."""
-    if not devices:
-        yield
-        return
-    before = os.environ.get("CUDA_VISIBLE_DEVICES")
-    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in devices)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = before
-
-
 def _context_length(model_dir: Path) -> int:
     """The model's own context length from its config.json (4096 when unknown)."""
     try:
@@ -120,11 +101,8 @@ class VLLMBackend(Backend):
         gpu_memory_utilization: float = 0.9,
         enforce_eager: bool = False,
         seed: int = 0,
-        devices: Sequence[str] | None = None,
         **engine_kwargs: Any,
     ):
-        """`devices`: the job's GPUs this engine runs on (CUDA names, `gpu_plan.engine_slices`); the
-        engine's worker processes see only those (vLLM reads CUDA_VISIBLE_DEVICES when it starts them)."""
         import torch
 
         if not torch.cuda.is_available():
@@ -146,14 +124,7 @@ class VLLMBackend(Backend):
             engine_kwargs["enable_chunked_prefill"] = False
             engine_kwargs.setdefault("max_num_batched_tokens", max(4096, max_model_len or _context_length(path)))
         self.model_id = f"vllm::{model_fingerprint(self.model_path)}"
-        with _visible_devices(devices):
-            self._llm = self._build_engine(vllm, tensor_parallel_size, dtype, max_model_len, gpu_memory_utilization,
-                                           enforce_eager, seed, engine_kwargs)
-        self.tokenizer = self._llm.get_tokenizer()
-
-    def _build_engine(self, vllm, tensor_parallel_size, dtype, max_model_len, gpu_memory_utilization, enforce_eager,
-                      seed, engine_kwargs):
-        return vllm.LLM(
+        self._llm = vllm.LLM(
             model=self.model_path,
             tensor_parallel_size=tensor_parallel_size,
             dtype=dtype,
@@ -163,6 +134,7 @@ class VLLMBackend(Backend):
             seed=seed,
             **engine_kwargs,
         )
+        self.tokenizer = self._llm.get_tokenizer()
 
     # -- generation -------------------------------------------------------------------------
     def _sampling_params(self, request: GenerationRequest):

