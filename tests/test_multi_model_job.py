@@ -163,3 +163,64 @@ def test_a_server_that_dies_before_it_is_healthy_is_an_error_quoting_its_log(tmp
     assert "no-such-model" in str(error.value)  # its last lines name what went wrong
     # its output went into the job's log, line by line, under the model's name
     assert any(r.getMessage().startswith("[vllm serve broken]") for r in caplog.records)
+
+
+# A stand-in for `vllm serve` in the lifecycle test below: it answers /health and prints a line.
+FAKE_SERVER = """
+import http.server, sys
+port = int(sys.argv[sys.argv.index("--port") + 1])
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404); self.end_headers()
+    def log_message(self, *args):
+        pass
+print("fake server listening", flush=True)
+http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
+"""
+
+# A job that starts a server, says where it is, and waits to be stopped.
+JOB = """
+import sys, time
+from debatelab.llm import vllm_server
+fake = sys.argv[1]
+vllm_server.serve_command = lambda path, name, port, options: [sys.executable, "-c", fake, "--port", str(port)]
+server = vllm_server.VLLMServer("/unused", "fake", {})
+try:
+    print("SERVER", server.process.pid, flush=True)
+    time.sleep(600)
+finally:
+    print("JOB ENDING", flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT"])
+def test_a_stopped_job_stops_its_server(how):
+    """The server lifecycle (start, health, stop on the way out) with a stand-in server process: a job
+    stopped by SIGTERM (snakemake, scancel) or Ctrl-C leaves no server behind."""
+    import signal
+    import time
+
+    job = subprocess.Popen([sys.executable, "-c", JOB, FAKE_SERVER], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+    try:
+        line = ""
+        deadline = time.monotonic() + 60
+        while not line.startswith("SERVER") and time.monotonic() < deadline:
+            line = job.stdout.readline()
+        assert line.startswith("SERVER"), line
+        server_pid = int(line.split()[1])
+        os.kill(server_pid, 0)  # running
+        job.send_signal(getattr(signal, how))
+        job.wait(timeout=60)
+        assert "JOB ENDING" in job.stdout.read()  # the job's own cleanup ran too
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.kill(server_pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"server {server_pid} still runs after the job ended by {how}")
+    finally:
+        job.kill()

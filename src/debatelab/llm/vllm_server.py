@@ -66,6 +66,16 @@ def serve_command(model_path: str, name: str, port: int, options: dict[str, Any]
     return cmd
 
 
+def _exit_on_sigterm() -> None:
+    """SIGTERM (snakemake stopping a job, scancel, a time limit) ends Python without `finally` or
+    atexit: turn it into SystemExit so the servers are stopped. Only where no handler is set."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        def terminate(signum, frame):
+            raise SystemExit(128 + signum)
+
+        signal.signal(signal.SIGTERM, terminate)
+
+
 class VLLMServer:
     """A `vllm serve` process: started, health-checked, logged into the job's log, stopped on every exit path."""
 
@@ -85,6 +95,7 @@ class VLLMServer:
         self._reader = threading.Thread(target=self._forward_log, daemon=True)
         self._reader.start()
         atexit.register(self.stop)
+        _exit_on_sigterm()
         try:
             self._wait_healthy(startup_timeout)
         except BaseException:
