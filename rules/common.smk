@@ -66,9 +66,18 @@ def job_gpu_plan(rule, wildcards):
     cannot fit a node stops the run here, while the DAG is built, before any job is submitted."""
     key = (rule, tuple(sorted(dict(wildcards.items()).items())))
     if key not in _GPU_PLANS:
-        gpu_type = gpu_planning.job_gpu_type(config, _profile_gpu_model(rule))
-        plan = gpu_planning.experiment_job_plan(EXP, rule, dict(wildcards.items()), gpu_type)
-        logger.info(f"GPU plan: {plan.describe()}")
+        gpu_model = _profile_gpu_model(rule)
+        gpu_type = gpu_planning.job_gpu_type(config, gpu_model)
+        try:
+            plan = gpu_planning.experiment_job_plan(EXP, rule, dict(wildcards.items()), gpu_type)
+        except gpu_planning.GpuPlanError as error:
+            if gpu_model is not None:
+                raise
+            # no GPU type for the rule (a laptop's profile): nothing is submitted, so say it and go on
+            logger.warning(f"GPU plan (for {gpu_type.name} GPUs; this profile names none): {error}")
+            plan = gpu_planning.JobPlan(f"{rule} {dict(wildcards.items())}", gpu_type, gpu_planning.USABLE, {}, held=1)
+        else:
+            logger.info(f"GPU plan: {plan.describe()}")
         _GPU_PLANS[key] = plan
     return _GPU_PLANS[key]
 

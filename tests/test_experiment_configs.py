@@ -434,3 +434,13 @@ def test_udpo_attack_qwen_compromises_one_of_five_qwen_agents():
         assert protocols[attacked].get("datasets") == protocols[natural].get("datasets")
     for method in ("udpo", "mappo", "rmaac"):
         assert cfg["training"]["runs"][f"{method}_qwen3"]["protocol"] == f"{method}_qwen3"
+
+
+def test_a_laptop_profile_warns_about_a_plan_no_node_holds_and_runs_on(tmp_path):
+    """The local profile names no GPU type: nothing is submitted, so an unfit plan is a warning there."""
+    path = EXPERIMENTS / "udpo_homogeneous.yaml"
+    proc = snakemake(tmp_path, "-n", "--profile", str(REPO_ROOT / "profiles/local"), "--configfile", str(path), check=False)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-3000:]
+    warned = set(re.findall(r"GPU plan \(for h800 GPUs; this profile names none\): debate \S+?/gsm8k/(\w+) needs", output))
+    assert warned == UNFIT_ON_ONE_NODE["udpo_homogeneous"]
