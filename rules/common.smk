@@ -130,9 +130,12 @@ def attack_input(dataset, agents):
 
 
 def zero_shot_inputs(wildcards):
+    base = EXP.adapter_base(AGENTS[wildcards.agent]["model"])
     return {
         "dataset": dataset_file(wildcards),
         "model": agent_model_dir(wildcards),
+        # an adapter-served model: its base's folder too (the job serves the adapter on it)
+        **({"base": EXP.model_dir(base)} if base is not None else {}),
         **attack_input(wildcards.dataset, [wildcards.agent]),
     }
 
@@ -157,7 +160,7 @@ def debate_inputs(wildcards):
     return {
         "dataset": dataset_file(wildcards),
         "zero_shot": list(debate_zero_shot_paths(wildcards).values()),
-        "models": [EXP.model_dir(m) for m in EXP.protocol_models(wildcards.protocol)],
+        "models": EXP.model_input_dirs(EXP.protocol_models(wildcards.protocol)),
         **attack_input(wildcards.dataset, agents),
     }
 

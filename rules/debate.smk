@@ -10,7 +10,7 @@ rule debate:
         participants=lambda wc: EXP.protocol_participants(wc.protocol),
         agents=debate_agent_settings,
         zero_shot_paths=debate_zero_shot_paths,
-        model_paths=lambda wc: {m: EXP.model_dir(m) for m in EXP.protocol_models(wc.protocol)},
+        model_paths=lambda wc: {m: EXP.model_serving(m) for m in EXP.protocol_models(wc.protocol)},
         cache_dirs=lambda wc: {m: generation_cache_dir(m) for m in EXP.protocol_models(wc.protocol)},
         # Confidences on the last debate turns are elicited as in the zero-shot stage.
         settings=lambda wc: {

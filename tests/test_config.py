@@ -302,3 +302,20 @@ def test_an_accelerate_config_is_found_from_the_working_directory_or_the_workflo
     with pytest.raises(ConfigError, match=r"training\.runs\.sdrl\.accelerate_config = 'config/accelerate/zero9\.yaml'"):
         exp.accelerate_config("sdrl", repo)
     assert exp.accelerate_config("udpo", repo) is None
+
+
+def test_an_adapter_served_model_is_a_multi_agent_runs_agent_on_vllm():
+    """`models.<m>.adapter: true`: the model is served as a run's LoRA adapter on its base's vLLM engine."""
+    def served(cfg, source="trained:udpo/bob", backend="vllm"):
+        cfg["models"]["tiny-udpo-bob"] = {"source": source, "adapter": True}
+        cfg["agents"]["dave"]["backend"] = backend
+
+    exp = Experiment(validate_config(_mutated(served)))
+    assert exp.adapter_base("tiny-udpo-bob") == "tiny-random-llama"  # bob's own model, which the run trained
+    assert exp.model_serving("tiny-udpo-bob") == {"base": "resources/models/tiny-random-llama",
+                                                  "adapter": "results/tiny/train/udpo/models/bob/adapter"}
+    assert exp.model_serving("tiny-random-llama") == "resources/models/tiny-random-llama"
+    with pytest.raises(ConfigError, match=r"models\.tiny-udpo-bob\.adapter = true needs a source trained:<run>/<agent>"):
+        Experiment(validate_config(_mutated(lambda cfg: served(cfg, source="trained:sdrl"))))
+    with pytest.raises(ConfigError, match=r"served on a vLLM engine; agents \['dave'\] use another backend"):
+        Experiment(validate_config(_mutated(lambda cfg: served(cfg, backend="transformers"))))

@@ -172,44 +172,51 @@ def test_config_is_self_consistent(path):
         assert served.setdefault(spec["model"], how) == how, f"agents.{agent}: {spec['model']} served differently"
 
 
-#: Debates that no 8-GPU node holds, as their config's header says: five trained copies of Scout (4 GPUs
-#: each) or Mixtral (2 each), one merged model per agent. Their GPU plan refuses them before submission.
-UNFIT_ON_ONE_NODE = {"udpo_homogeneous": {f"{method}_{model}" for method in ("udpo", "mappo", "rmaac")
-                                          for model in ("llama4", "mixtral")}}
+#: udpo_homogeneous's trained Scout (4 GPUs each) and Mixtral (2 each) ensembles as five merged copies
+#: in one debate job: no 8-GPU node holds them, so the config serves them as adapters (`adapter: true`).
+MERGED_UNFIT = {f"{method}_{model}" for method in ("udpo", "mappo", "rmaac") for model in ("llama4", "mixtral")}
 
 
-def test_debates_no_node_holds_are_refused_and_every_other_job_fits():
+def _merged_copies(tmp_path) -> Path:
+    """udpo_homogeneous.yaml with its trained agents as merged copies (no `adapter: true`)."""
+    text = (EXPERIMENTS / "udpo_homogeneous.yaml").read_text().replace(", adapter: true}", "}")
+    path = tmp_path / "udpo_homogeneous.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_trained_ensembles_fit_a_node_as_adapters_and_merged_copies_are_refused(tmp_path):
     from debatelab import gpu_plan as gp
     from debatelab.config import load_experiment
 
     h800 = gp.GpuType("h800", 80 * gp.GIB, 8)
-    for name, unfit in UNFIT_ON_ONE_NODE.items():
-        exp = load_experiment(EXPERIMENTS / f"{name}.yaml")
-        refused = set()
-        for protocol in exp.protocols:
-            for dataset in exp.protocol_datasets(protocol):
-                try:
-                    assert gp.experiment_job_plan(exp, "debate", {"dataset": dataset, "protocol": protocol}, h800).gpus <= 8
-                except gp.GpuPlanError as error:
-                    assert re.search(r"needs (10|20) × 80 GB h800 GPUs .*h800 nodes have 8: does not fit", str(error))
-                    refused.add(protocol)
-        assert refused == unfit
-        for agent in exp.agents:
-            for dataset in exp.agent_datasets(agent):
-                assert gp.experiment_job_plan(exp, "zero_shot", {"dataset": dataset, "agent": agent}, h800).gpus <= 8
+    served, merged = load_experiment(EXPERIMENTS / "udpo_homogeneous.yaml"), load_experiment(_merged_copies(tmp_path))
+    refused = set()
+    for protocol in served.protocols:
+        for dataset in served.protocol_datasets(protocol):
+            job = {"dataset": dataset, "protocol": protocol}
+            plan = gp.experiment_job_plan(served, "debate", job, h800)
+            assert plan.gpus <= 8
+            try:
+                gp.experiment_job_plan(merged, "debate", job, h800)
+            except gp.GpuPlanError as error:
+                assert re.search(r"needs (10|20) × 80 GB h800 GPUs .*h800 nodes have 8: does not fit", str(error))
+                refused.add(protocol)
+    assert refused == MERGED_UNFIT
+    plan = gp.experiment_job_plan(served, "debate", {"dataset": "gsm8k", "protocol": "udpo_llama4"}, h800)
+    assert plan.describe().endswith("(llama-4-scout-17b-16e-instruct with 5 adapters 4); h800 nodes have 8: ok")
+    # the slurm dry run stops at the first such debate, naming it, before anything is submitted
+    proc = snakemake(tmp_path / "work", "-n", "--profile", SLURM, "--configfile", str(_merged_copies(tmp_path)),
+                     check=False)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    first = re.search(r"GpuPlanError: debate \S+?/gsm8k/(\w+) needs \d+ × 80 GB h800 GPUs", output)
+    assert first and first.group(1) in MERGED_UNFIT, output[-3000:]
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
 def test_dry_run_with_slurm_profile_maps_gpu_jobs(tmp_path, path):
     cfg = _load(path)
-    if path.stem in UNFIT_ON_ONE_NODE:
-        # the dry run stops at the first debate no node holds, naming it, before anything is submitted
-        proc = snakemake(tmp_path, "-n", "--profile", SLURM, "--configfile", str(path), check=False)
-        output = proc.stdout + proc.stderr
-        assert proc.returncode != 0
-        refused = re.search(r"GpuPlanError: debate \S+?/gsm8k/(\w+) needs \d+ × 80 GB h800 GPUs", output)
-        assert refused and refused.group(1) in UNFIT_ON_ONE_NODE[path.stem], output[-3000:]
-        return
     blocks = _job_blocks(_dry_run(tmp_path, path))
 
     evaluated = [d for d, spec in cfg["datasets"].items() if spec.get("evaluate", True)]
@@ -438,9 +445,10 @@ def test_udpo_attack_qwen_compromises_one_of_five_qwen_agents():
 
 def test_a_laptop_profile_warns_about_a_plan_no_node_holds_and_runs_on(tmp_path):
     """The local profile names no GPU type: nothing is submitted, so an unfit plan is a warning there."""
-    path = EXPERIMENTS / "udpo_homogeneous.yaml"
-    proc = snakemake(tmp_path, "-n", "--profile", str(REPO_ROOT / "profiles/local"), "--configfile", str(path), check=False)
+    path = _merged_copies(tmp_path)
+    proc = snakemake(tmp_path / "work", "-n", "--profile", str(REPO_ROOT / "profiles/local"), "--configfile", str(path),
+                     check=False)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-3000:]
     warned = set(re.findall(r"GPU plan \(for h800 GPUs; this profile names none\): debate \S+?/gsm8k/(\w+) needs", output))
-    assert warned == UNFIT_ON_ONE_NODE["udpo_homogeneous"]
+    assert warned == MERGED_UNFIT

@@ -2,6 +2,8 @@
 current policies run by the debate engine as rollouts."""
 from __future__ import annotations
 
+import json
+
 from dataclasses import replace
 
 import numpy as np
@@ -63,6 +65,15 @@ def test_the_saved_agent_is_its_adapter_merged_into_the_base(policies, tmp_path)
     assert torch.allclose(saved(input_ids=ids).logits, expected, atol=1e-5)
     assert not torch.allclose(expected, base, atol=1e-3)
     assert policies.model_of("bob").active_adapter == "alice"  # `acting` put the active adapter back
+    # beside it, bob's adapter alone (what `adapter: true` serves on the base's vLLM engine): the base
+    # with it applied is bob again
+    from peft import PeftModel
+
+    assert json.loads((tmp_path / "bob/adapter/adapter_config.json").read_text())["r"] == policies.settings.lora.r
+    plain = AutoModelForCausalLM.from_pretrained(policies.base_of["bob"], dtype=torch.float32)
+    with_adapter = PeftModel.from_pretrained(plain, tmp_path / "bob/adapter").eval()
+    with torch.no_grad():
+        assert torch.allclose(with_adapter(input_ids=ids).logits, expected, atol=1e-5)
 
 
 def test_debate_rollouts_batch_every_agent_per_engine_step_and_repeat(policies):

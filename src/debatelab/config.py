@@ -182,6 +182,27 @@ class Experiment:
     def agent_model_dir(self, agent: str) -> str:
         return self.model_dir(self.agents[agent]["model"])
 
+    def adapter_base(self, model: str) -> str | None:
+        """The base model whose engine serves `model` as a LoRA adapter (`adapter: true`), else None."""
+        if not self.models[model].get("adapter"):
+            return None
+        run, agent = trained_source(self.models[model]["source"])
+        return self.agents[self.origin_agent(agent)]["model"]
+
+    def model_serving(self, model: str) -> str | dict:
+        """What a job loads for `model`: its folder, or for an adapter-served model its base's folder
+        and the adapter that the training run saved beside the merged weights."""
+        base = self.adapter_base(model)
+        if base is None:
+            return self.model_dir(model)
+        return {"base": self.model_dir(base), "adapter": f"{self.model_dir(model)}/adapter"}
+
+    def model_input_dirs(self, models) -> list[str]:
+        """The folders jobs of `models` read: each model's, and the bases of adapter-served ones."""
+        dirs = [self.model_dir(m) for m in models]
+        dirs += [self.model_dir(b) for m in models if (b := self.adapter_base(m)) is not None]
+        return list(dict.fromkeys(dirs))
+
     def agent_settings(self, agent: str, dataset: str | None = None) -> dict:
         """The agent's config with its backend's defaults merged under its own backend options; on
         `dataset`, with that dataset's reply budget and context length where it sets them."""
@@ -413,6 +434,17 @@ class Experiment:
             if self.training_runs[run]["method"] not in MULTI_AGENT_METHODS and agent:
                 raise ConfigError(f"config: models.{name}.source = {spec['source']!r}: run {run!r} trains one policy, "
                                   f"name it trained:{run}")
+        for name, spec in self.models.items():
+            if not spec.get("adapter"):
+                continue
+            trained = trained_source(spec["source"])
+            if trained is None or not trained[1]:
+                raise ConfigError(f"config: models.{name}.adapter = true needs a source trained:<run>/<agent> (a LoRA "
+                                  f"adapter of a multi-agent run), not {spec['source']!r}")
+            users = {a: s["backend"] for a, s in self.agents.items() if s["model"] == name}
+            if any(backend != "vllm" for backend in users.values()):
+                raise ConfigError(f"config: models.{name}.adapter = true is served on a vLLM engine; agents "
+                                  f"{sorted(a for a, b in users.items() if b != 'vllm')} use another backend")
         for name, spec in self.datasets.items():
             benchmark = self.benchmark_of(name)
             if benchmark not in BENCHMARKS:

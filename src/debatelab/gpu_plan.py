@@ -394,15 +394,25 @@ def model_need(exp, model: str, options: dict, backend: str) -> ModelNeed | None
 
 
 def inference_needs(exp, agents: list[str], dataset: str | None) -> list[ModelNeed]:
-    """One engine per model of `agents`, with the options of the first agent using it (as the jobs build them)."""
+    """One engine per model of `agents`, with the options of the first agent using it (as the jobs build
+    them); adapter-served models (`adapter: true`) share one engine of their base model."""
     needs: dict[str, ModelNeed] = {}
+    served: dict[str, set[str]] = {}  # base model -> its adapter-served models here
     for agent in agents:
         model = exp.agents[agent]["model"]
-        if model not in needs:
+        base = exp.adapter_base(model)
+        key = model if base is None else f"{base}+adapters"
+        if base is not None:
+            served.setdefault(key, set()).add(model)
+        if key not in needs:
             settings = exp.agent_settings(agent, dataset)
-            need = model_need(exp, model, settings["backend_options"], settings["backend"])
+            need = model_need(exp, base or model, settings["backend_options"], settings["backend"])
             if need is not None:
-                needs[model] = need
+                needs[key] = need
+    for key, models in served.items():  # named for the plan's line: the base and how many adapters it serves
+        need = needs[key]
+        label = f"{key[:-len('+adapters')]} with {len(models)} adapter{'s' if len(models) > 1 else ''}"
+        needs[key] = ModelNeed(label, need.weights, need.kv_cache, need.tensor_parallel, need.exact, need.reserved)
     return list(needs.values())
 
 

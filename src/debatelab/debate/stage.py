@@ -263,8 +263,7 @@ def debate_job(
 
     `attack_prompt`: the dataset's AutoTransform rewrite for adversarial agents (None: the fixed prompt).
     """
-    from ..gpu_plan import engine_slices
-    from ..llm import make_backend
+    from ..llm.engines import open_backends
 
     protocol = make_protocol(protocol_name, protocol_options)
     specs = {name: AgentSpec.from_config(name, cfg, attack_prompt) for name, cfg in agents.items()}
@@ -274,29 +273,20 @@ def debate_job(
         seed=settings.seed, zero_shot_files=zero_shot_paths,
     )
     models = sorted({specs[name].model for name in set(participants)})
-    own = backends is None
     backends = dict(backends or {})
+    engines: list = []  # the engines this job built (those passed in are the caller's to close)
     try:
         if protocol.kind != "self_consistency":
             serving = {model: next(specs[n] for n in participants if specs[n].model == model) for model in models}
-            # several models in one job: each engine on GPUs of its own (or its share of one), as planned;
-            # a vLLM model then runs as a `vllm serve` process of the job (make_backend: `devices`)
-            slices = engine_slices({m: (model_paths[m], a.backend_options, a.backend)
-                                    for m, a in serving.items() if m not in backends})
-            for model, agent in serving.items():
-                if model not in backends:
-                    if model in slices:
-                        log.info("%s on GPU(s) %s%s", model, ",".join(slices[model]["devices"]),
-                                 f", gpu_memory_utilization {slices[model]['gpu_memory_utilization']:.3f}"
-                                 if "gpu_memory_utilization" in slices[model] else "")
-                    backends[model] = make_backend(agent.backend, model_paths[model],
-                                                   **{**agent.backend_options, **slices.get(model, {})})
+            # one engine per model (per base for adapter-served ones), each on its GPUs when there are several
+            built, engines = open_backends({m: (a.backend, a.backend_options, model_paths[m])
+                                            for m, a in serving.items() if m not in backends})
+            backends.update(built)
         caches = {model: GenerationCache(cache_dirs[model]) for model in models if model in cache_dirs}
         steps = run_protocol(protocol, states, ModelPool(backends, caches), settings)
     finally:
-        if own:
-            for backend in backends.values():
-                backend.close()
+        for engine in engines:
+            engine.close()
     turns, questions = result_frames(states, dataset_name, protocol)
     log.info("%s/%s: %d questions × threads in %d engine steps, %d debate calls", dataset_name, protocol_name,
              len(questions), steps, int(questions["debate_calls"].sum()) if len(questions) else 0)

@@ -42,7 +42,8 @@ log = logging.getLogger(__name__)
 #: Engine settings passed on as `vllm serve` flags (the offline backend's keyword arguments).
 FLAGS = {"tensor_parallel_size": "--tensor-parallel-size", "dtype": "--dtype", "max_model_len": "--max-model-len",
          "gpu_memory_utilization": "--gpu-memory-utilization", "seed": "--seed",
-         "max_num_batched_tokens": "--max-num-batched-tokens", "max_num_seqs": "--max-num-seqs"}
+         "max_num_batched_tokens": "--max-num-batched-tokens", "max_num_seqs": "--max-num-seqs",
+         "max_loras": "--max-loras", "max_lora_rank": "--max-lora-rank"}
 
 
 def free_port() -> int:
@@ -63,6 +64,10 @@ def serve_command(model_path: str, name: str, port: int, options: dict[str, Any]
         cmd.append("--enforce-eager")
     if options.get("enable_chunked_prefill") is False:
         cmd.append("--no-enable-chunked-prefill")
+    if options.get("enable_lora"):
+        cmd.append("--enable-lora")
+    if options.get("lora_modules"):  # adapters served by name: name=folder
+        cmd += ["--lora-modules", *(f"{name}={path}" for name, path in options["lora_modules"].items())]
     return cmd
 
 
@@ -198,6 +203,16 @@ class VLLMServerBackend(OpenAIBackend):
         if progress is not None:
             progress(len(gens))
         return gens
+
+    def with_adapter(self, adapter_dir: str | Path, name: str, adapter_id: int) -> "VLLMServerBackend":
+        """The served base model under one of the adapters the server was started with (`lora_modules`):
+        requests name the adapter; the cache key is the offline adapter view's. Closing it leaves the server."""
+        import copy
+
+        view = copy.copy(self)
+        view.model, view.model_id = name, f"{self.model_id}+lora:{name}"
+        view.close = lambda: None
+        return view
 
     def close(self) -> None:
         self.server.stop()

@@ -279,10 +279,29 @@ class AgentPolicies:
         from ..models import save_model_folder
 
         if self.base_of[name] in self.placement:
-            return self.save_in_place(name, out_dir)
-        model = copy.deepcopy(self.model_of(name))
-        model.set_adapter(name)
-        save_model_folder(model.merge_and_unload(adapter_names=[name]), self.tokenizers[self.base_of[name]], out_dir)
+            self.save_in_place(name, out_dir)
+        else:
+            model = copy.deepcopy(self.model_of(name))
+            model.set_adapter(name)
+            save_model_folder(model.merge_and_unload(adapter_names=[name]), self.tokenizers[self.base_of[name]], out_dir)
+        self.save_adapter(name, out_dir)
+
+    def save_adapter(self, name: str, out_dir: str | Path) -> None:
+        """Agent `name`'s LoRA adapter alone, in PEFT's format, as `<out_dir>/adapter/`: a model with
+        `adapter: true` is served from it on its base model's vLLM engine (one base for all agents)."""
+        import shutil
+        import tempfile
+
+        out_dir = Path(out_dir)
+        tmp = Path(tempfile.mkdtemp(prefix=".adapter.", dir=out_dir.parent))
+        try:
+            self.model_of(name).save_pretrained(tmp, selected_adapters=[name])
+            folder = tmp if (tmp / "adapter_config.json").exists() else tmp / name  # PEFT: a named adapter's subfolder
+            target = out_dir / "adapter"
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.move(str(folder), str(target))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def save_in_place(self, name: str, out_dir: str | Path) -> None:
         """`save` without a copy of the base: the agent's adapter is merged into the base weights, the

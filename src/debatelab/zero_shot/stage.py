@@ -119,24 +119,25 @@ def zero_shot_job(
     out_path: str | Path,
     dataset_name: str,
     agent: AgentSpec,
-    model_path: str,
+    model_path: str | dict,
     settings: ZeroShotSettings,
     cache_dir: str | Path,
     backend: Backend | None = None,
 ) -> pd.DataFrame:
     """The `zero_shot` rule: read the dataset, run the agent, write its Parquet atomically."""
-    from ..llm import make_backend
+    from ..llm.engines import open_backends
 
     questions = select_questions(read_dataset(dataset_path), settings.limit, settings.seed)
-    own_backend = backend is None
-    if own_backend:
-        backend = make_backend(agent.backend, model_path, **agent.backend_options)
+    engines = []  # the engine this job built (a backend passed in is the caller's to close)
+    if backend is None:  # `model_path`: a folder, or {"base", "adapter"} for an adapter-served model
+        built, engines = open_backends({agent.model: (agent.backend, agent.backend_options, model_path)})
+        backend = built[agent.model]
     try:
         cache = GenerationCache(cache_dir)
         log.info("cache %s holds %d entries", cache_dir, len(cache))
         df = run_zero_shot(questions, agent, backend, cache, settings, dataset_name)
     finally:
-        if own_backend:
-            backend.close()
+        for engine in engines:
+            engine.close()
     write_parquet_atomic(df, out_path)
     return df
