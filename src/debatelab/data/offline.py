@@ -327,3 +327,13 @@ def gsm_symbolic_loader(split: str) -> Callable[[int, int | None], Rows]:
 
 def chain_sum_loader(split: str) -> Callable[[int, int | None], Rows]:
     return reasoning_gym_loader("chain_sum", split, CHAIN_SUM_SETTINGS, split_by_text=True)
+
+
+#: reasoning-gym's products of two numbers of one or two digits ("Solve the following multiplication:
+#: 37 * 4. Give only the result as your final answer."): about 10,000 distinct problems. The bundled
+#: SmolLM2-135M-Instruct answers 19 % of them right in 32 tokens at T = 0.7 (learning_cpu.yaml's header).
+PRODUCTS_SETTINGS = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 2}
+
+
+def products_loader(split: str) -> Callable[[int, int | None], Rows]:
+    return reasoning_gym_loader("products", split, PRODUCTS_SETTINGS, split_by_text=True)
