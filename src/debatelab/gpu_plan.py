@@ -22,6 +22,7 @@ weights allowed `WEIGHTS_SHARE` of a GPU (the rest: optimizer states, activation
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -30,6 +31,9 @@ from pathlib import Path
 
 GIB = 2**30
 OVERHEAD_BYTES = 2 * GIB
+#: Training with model parallelism: the share of a GPU a base model's weights may take; the rest holds
+#: the adapters' optimizer states, the activations of the update and the rollouts' KV cache.
+WEIGHTS_SHARE = 0.7
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 #: Models the shipped configs name, as the Hub publishes them: parameters (the safetensors
@@ -131,20 +135,18 @@ class JobPlan:
             by_gpus.setdefault(tuple(gpus), []).append(name)
         return sorted(((sorted(names), len(g)) for g, names in by_gpus.items()), key=lambda x: (-x[1], x[0]))
 
+    def breakdown(self) -> str:
+        """e.g. "scout 4, phi-4 + qwen3-8b 1": the models by the GPUs they hold."""
+        return ", ".join(f"{' + '.join(names)} {count}" for names, count in self.groups())
+
     def describe(self) -> str:
         """e.g. "debate udpo/gsm8k/mad_n5 needs 8 × 80 GB h800 GPUs (scout 4, phi-4 + qwen3-8b 1, ...);
         h800 nodes have 8: ok"."""
         if not self.placement:
             return f"{self.job} needs no GPU (no model runs in it)"
-        parts = ", ".join(f"{' + '.join(names)} {count}" for names, count in self.groups())
         verdict = "ok" if self.gpus <= self.gpu_type.per_node else "does not fit"
-        return (f"{self.job} needs {self.gpus} × {self.gpu_type.label} {self.gpu_type.name} GPUs ({parts}); "
+        return (f"{self.job} needs {self.gpus} × {self.gpu_type.label} {self.gpu_type.name} GPUs ({self.breakdown()}); "
                 f"{self.gpu_type.name} nodes have {self.gpu_type.per_node}: {verdict}")
-
-    def to_dict(self) -> dict:
-        """What the job itself reads (rule params): each model's GPUs in the job and its memory share."""
-        return {"gpus": self.gpus, "models": {m: {"gpus": self.placement[m], "gpu_memory_utilization": round(self.shares[m], 4)}
-                                              for m in self.placement}}
 
 
 # ------------------------------------------------------------------------------- model sizes
@@ -175,19 +177,27 @@ def _dtype_bytes(dtype: str, native: int = 2) -> int:
     return DTYPE_BYTES.get(dtype, native)
 
 
+def weights_bytes(folder: str | Path) -> int:
+    """A model folder's weight files in bytes (safetensors, else PyTorch .bin)."""
+    files = list(Path(folder).glob("*.safetensors")) or list(Path(folder).glob("*.bin"))
+    if not files:
+        raise FileNotFoundError(f"{folder}: no *.safetensors or *.bin weight files")
+    return sum(f.stat().st_size for f in files)
+
+
 def size_from_folder(folder: str | Path, dtype: str = "auto") -> ModelSize | None:
     """A prepared model folder's size: its weight files (converted to `dtype`) and its config.json."""
     folder = Path(folder)
     config_file = folder / "config.json"
     if not config_file.is_file():
         return None
-    files = list(folder.glob("*.safetensors")) or list(folder.glob("*.bin"))
-    if not files:
+    try:
+        on_disk = weights_bytes(folder)
+    except FileNotFoundError:
         return None
     config = json.loads(config_file.read_text())
     stored = str(_attention_config(config).get("torch_dtype") or config.get("torch_dtype") or config.get("dtype") or "bfloat16")
     stored_bytes = DTYPE_BYTES.get(stored.replace("torch.", ""), 2)
-    on_disk = sum(f.stat().st_size for f in files)
     weights = on_disk if dtype == "auto" else on_disk * _dtype_bytes(dtype, stored_bytes) // stored_bytes
     return ModelSize(weights, kv_bytes_per_token(config, _dtype_bytes(dtype, stored_bytes)), _context(config), f"folder {folder}")
 
@@ -234,11 +244,15 @@ def model_size(source: str, dtype: str, folder: str | Path | None = None) -> Mod
     raise GpuPlanError(f"cannot size model {source}: its folder {folder} is not prepared yet")
 
 
-def inference_need(name: str, size: ModelSize, options: dict) -> ModelNeed:
-    """A vLLM (or transformers) engine's need: weights plus one `max_model_len` sequence of KV cache."""
+def engine_need(name: str, size: ModelSize, options: dict, backend: str) -> ModelNeed:
+    """An inference engine's need: weights plus one sequence of KV cache at vLLM's `max_model_len`
+    (else the model's context), on its `tensor_parallel_size` GPUs; a vLLM agent's own lower
+    `gpu_memory_utilization` is its reserved share (`reserved_share`)."""
+    options = options if backend == "vllm" else {}
     tokens = options.get("max_model_len") or size.context or 0
     kv = (size.kv_per_token or 0) * int(tokens)
-    return ModelNeed(name, size.weights, kv, int(options.get("tensor_parallel_size") or 1), exact=True)
+    return ModelNeed(name, size.weights, kv, int(options.get("tensor_parallel_size") or 1), exact=True,
+                     reserved=reserved_share(options))
 
 
 # ------------------------------------------------------------------------------------ packing
@@ -322,12 +336,16 @@ def memory_shares(placement: dict[str, list[int]], needs: dict[str, ModelNeed], 
     return shares
 
 
-def plan_job(job: str, needs: list[ModelNeed], gpu_type: GpuType, usable: float = 0.9) -> JobPlan:
-    """The plan of one inference job: its models packed on GPUs of `gpu_type`; raises when a node
-    of that type cannot hold them."""
+def place_job(job: str, needs: list[ModelNeed], gpu_type: GpuType, usable: float = 0.9) -> JobPlan:
+    """One inference job's models packed on GPUs of `gpu_type`, with each engine's memory share."""
     placement = pack(needs, gpu_type.memory * usable, job=job, memory=gpu_type.memory) if needs else {}
     by_name = {n.name: n for n in needs}
-    plan = JobPlan(job, gpu_type, usable, by_name, placement, memory_shares(placement, by_name, usable))
+    return JobPlan(job, gpu_type, usable, by_name, placement, memory_shares(placement, by_name, usable))
+
+
+def plan_job(job: str, needs: list[ModelNeed], gpu_type: GpuType, usable: float = 0.9) -> JobPlan:
+    """The plan of one inference job (`place_job`); raises when a node of that type cannot hold it."""
+    plan = place_job(job, needs, gpu_type, usable)
     if plan.gpus > gpu_type.per_node:
         raise GpuPlanError(plan.describe())
     return plan
@@ -363,18 +381,16 @@ def job_gpu_type(config: dict, gpu_model: str | None) -> GpuType:
 
 
 def _sized_model(exp, model: str) -> tuple[str, str, str]:
-    """(source, dtype, folder) of the model whose weights `model` has: a trained model has its base's."""
-    seen = set()
-    while model not in seen:
-        seen.add(model)
-        spec = exp.models[model]
-        source = spec["source"]
-        if not source.startswith("trained:"):
-            return source, spec.get("dtype", "auto"), exp.model_dir(model)
-        run, _, agent = source[len("trained:"):].partition("/")
-        agent = agent or exp.training_runs[run]["policy"]
-        model = exp.agents[agent]["model"]
-    raise GpuPlanError(f"model {model!r}: its trained: sources form a cycle")
+    """(source, dtype, folder) of the model whose weights `model` has: a trained model has the weights
+    (merged, same size) of the untrained model its run started from."""
+    from .config import trained_source
+
+    trained = trained_source(exp.models[model]["source"])
+    if trained is not None:
+        run, agent = trained
+        model = exp.agents[exp.origin_agent(agent or exp.training_runs[run]["policy"])]["model"]
+    spec = exp.models[model]
+    return spec["source"], spec.get("dtype", "auto"), exp.model_dir(model)
 
 
 def reserved_share(options: dict) -> float | None:
@@ -386,11 +402,7 @@ def model_need(exp, model: str, options: dict, backend: str) -> ModelNeed | None
     """The need of one model's engine in an inference job (None: a remote API uses no GPU)."""
     if backend == "openai":
         return None
-    source, dtype, folder = _sized_model(exp, model)
-    size = model_size(source, dtype, folder)
-    need = inference_need(model, size, options if backend == "vllm" else {})
-    return ModelNeed(need.name, need.weights, need.kv_cache, need.tensor_parallel, True,
-                     reserved_share(options) if backend == "vllm" else None)
+    return engine_need(model, model_size(*_sized_model(exp, model)), options, backend)
 
 
 def inference_needs(exp, agents: list[str], dataset: str | None) -> list[ModelNeed]:
@@ -410,9 +422,8 @@ def inference_needs(exp, agents: list[str], dataset: str | None) -> list[ModelNe
             if need is not None:
                 needs[key] = need
     for key, models in served.items():  # named for the plan's line: the base and how many adapters it serves
-        need = needs[key]
         label = f"{key[:-len('+adapters')]} with {len(models)} adapter{'s' if len(models) > 1 else ''}"
-        needs[key] = ModelNeed(label, need.weights, need.kv_cache, need.tensor_parallel, need.exact, need.reserved)
+        needs[key] = dataclasses.replace(needs[key], name=label)
     return list(needs.values())
 
 
@@ -439,8 +450,6 @@ def training_job_plan(exp, rule: str, run: str, gpu_type: GpuType, job: str) -> 
     """A training job holds its run's GPUs (`gpus`; a warm-up without model parallelism one). With
     model parallelism the base models are packed over them as the job will place them; otherwise
     every process holds each base model whole, so they must fit one GPU together."""
-    from .training.agents import WEIGHTS_SHARE
-
     spec = exp.training_runs[run]
     count = spec["gpus"] if rule != "udpo_warmup" or spec["parallelism"] == "model" else 1
     bases: dict[str, int] = {}
@@ -497,16 +506,10 @@ def engine_slices(engines: dict[str, tuple[str, dict, str]], gpu_memory: int | N
         size = size_from_folder(folder, "auto")
         if size is None:
             raise GpuPlanError(f"model {model}: {folder} is not a prepared model folder")
-        need = inference_need(model, size, options if backend == "vllm" else {})
-        needs.append(ModelNeed(model, need.weights, need.kv_cache, need.tensor_parallel, True,
-                               reserved_share(options) if backend == "vllm" else None))
-    placement = pack(needs, gpu_memory * USABLE, job="this job", memory=gpu_memory)
-    by_name = {n.name: n for n in needs}
-    plan = JobPlan("this job", GpuType("job", gpu_memory, len(gpus)), USABLE, by_name, placement,
-                   memory_shares(placement, by_name, USABLE))
+        needs.append(engine_need(model, size, options, backend))
+    plan = place_job("this job", needs, GpuType("job", gpu_memory, len(gpus)), USABLE)
     if plan.gpus > len(gpus):
-        parts = ", ".join(f"{' + '.join(names)} {count}" for names, count in plan.groups())
-        raise GpuPlanError(f"this job's models need {plan.gpus} GPU(s) of {gpu_memory / GIB:.0f} GiB ({parts}); "
+        raise GpuPlanError(f"this job's models need {plan.gpus} GPU(s) of {gpu_memory / GIB:.0f} GiB ({plan.breakdown()}); "
                            f"the job got {len(gpus)} GPU(s) ({','.join(gpus)}): plan it for this GPU type "
                            f"(the profile's gpu_model and the config's gpus.types)")
     slices = {}

@@ -257,6 +257,11 @@ GSM_SYMBOLIC_STRIDE = 100_000
 #: (config/experiments/learning_cpu.yaml), which leaves room to learn on a laptop.
 CHAIN_SUM_SETTINGS = {"min_terms": 2, "max_terms": 3, "min_digits": 1, "max_digits": 1}
 
+#: reasoning-gym's products of two numbers of one or two digits ("Solve the following multiplication:
+#: 37 * 4. Give only the result as your final answer."): about 10,000 distinct problems. The bundled
+#: SmolLM2-135M-Instruct answers 19 % of them right in 32 tokens at T = 0.7 (learning_cpu.yaml's header).
+PRODUCTS_SETTINGS = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 2}
+
 
 #: A small problem space (chain_sum's) repeats questions across generator seeds, so its splits are
 #: cut by question text instead: a question belongs to the split its text hashes to, and each split
@@ -319,21 +324,3 @@ def reasoning_gym_loader(task: str, split: str, settings: dict | None = None,
         return rows
 
     return load
-
-
-def gsm_symbolic_loader(split: str) -> Callable[[int, int | None], Rows]:
-    return reasoning_gym_loader("gsm_symbolic", split, answer_cot_key="answer_cot")
-
-
-def chain_sum_loader(split: str) -> Callable[[int, int | None], Rows]:
-    return reasoning_gym_loader("chain_sum", split, CHAIN_SUM_SETTINGS, split_by_text=True)
-
-
-#: reasoning-gym's products of two numbers of one or two digits ("Solve the following multiplication:
-#: 37 * 4. Give only the result as your final answer."): about 10,000 distinct problems. The bundled
-#: SmolLM2-135M-Instruct answers 19 % of them right in 32 tokens at T = 0.7 (learning_cpu.yaml's header).
-PRODUCTS_SETTINGS = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 2}
-
-
-def products_loader(split: str) -> Callable[[int, int | None], Rows]:
-    return reasoning_gym_loader("products", split, PRODUCTS_SETTINGS, split_by_text=True)

@@ -19,21 +19,10 @@ from __future__ import annotations
 import contextlib
 import logging
 from pathlib import Path
+from ..gpu_plan import WEIGHTS_SHARE, training_placement, weights_bytes
 from .policy import enable_gradient_checkpointing, learning_rate_factor, resolve_dtype
 
 log = logging.getLogger(__name__)
-
-#: Model parallelism: the share of a GPU a base model's weights may take; the rest holds the adapters'
-#: optimizer states, the activations of the update and the rollouts' KV cache.
-WEIGHTS_SHARE = 0.7
-
-
-def weights_bytes(folder: str | Path) -> int:
-    """A model folder's weight files in bytes (safetensors, else PyTorch .bin)."""
-    files = list(Path(folder).glob("*.safetensors")) or list(Path(folder).glob("*.bin"))
-    if not files:
-        raise FileNotFoundError(f"{folder}: no *.safetensors or *.bin weight files")
-    return sum(f.stat().st_size for f in files)
 
 
 def plan_placement(sizes: dict[str, int], gpus: int, capacity: int, share: float = WEIGHTS_SHARE) -> dict[str, list[int]]:
@@ -41,8 +30,6 @@ def plan_placement(sizes: dict[str, int], gpus: int, capacity: int, share: float
     bytes; largest first, a base over several GPUs gets GPUs of its own, smaller ones share (first fit).
     The inference jobs' GPU plan packs with the same code (`debatelab.gpu_plan.pack`). Raises when they
     do not fit."""
-    from ..gpu_plan import training_placement
-
     return training_placement(sizes, gpus, capacity, share)
 
 
