@@ -4,8 +4,9 @@ import re
 
 from snakemake.utils import validate
 
-from debatelab.config import Experiment
+from debatelab.config import Experiment, check_no_secrets
 
+check_no_secrets(config)  # keys come from the environment: a config (and so the jobs' params) never holds one
 validate(config, schema="../config/schema.yaml", set_default=True)
 
 EXP = Experiment(config)  # raises ConfigError naming the key and value of a config that doesn't hold together

@@ -1,26 +1,83 @@
-"""The OpenAI-compatible backend reads its API key from the environment variable a config names
-(`api_key_env`), so a config never holds the key itself."""
+"""API keys and tokens come from the environment only: the OpenAI-compatible backend reads its key
+from the variable a config names (`api_key_env`, OPENAI_API_KEY by default), and a config holding a
+key or token is refused with an error saying how to pass it instead. (The scan of a whole run's
+files for a secret is in test_openai_backend, beside the real server it talks to.)"""
 from __future__ import annotations
 
 import pytest
+import yaml
 
+from debatelab.config import ConfigError, check_no_secrets, validate_config
 from debatelab.llm import make_backend
+from workflow_helpers import REPO_ROOT, snakemake
+
+REMOTE = "https://api.example.org/v1"
 
 
-def test_api_key_env_reads_the_key_from_the_environment(monkeypatch):
+def test_the_key_comes_from_the_variable_the_config_names(monkeypatch):
     monkeypatch.setenv("DEBATELAB_TEST_KEY", "sk-from-env")
-    backend = make_backend("openai", "/nonexistent/model", base_url="http://127.0.0.1:9/v1",
+    backend = make_backend("openai", "/nonexistent/model", base_url=REMOTE,
                            api_key_env="DEBATELAB_TEST_KEY", served_model_name="deepseek-ai/DeepSeek-V3.1")
     assert backend.api_key == "sk-from-env"
     assert "sk-from-env" not in backend.model_id  # the cache key names the server and model only
 
 
-def test_an_unset_api_key_env_fails_naming_the_variable(monkeypatch):
+def test_openai_api_key_is_the_default_variable(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-default-variable")
+    assert make_backend("openai", "/nonexistent/model", base_url=REMOTE).api_key == "sk-default-variable"
+    # the schema fills the same default into every config
+    config = validate_config(yaml.safe_load((REPO_ROOT / "config/config.yaml").read_text()))
+    assert config["backends"]["openai"]["api_key_env"] == "OPENAI_API_KEY"
+
+
+def test_an_unset_variable_is_an_error_naming_it_for_a_remote_server(monkeypatch):
     monkeypatch.delenv("DEBATELAB_TEST_KEY", raising=False)
-    with pytest.raises(ValueError, match="DEBATELAB_TEST_KEY"):
-        make_backend("openai", "/nonexistent/model", base_url="http://127.0.0.1:9/v1", api_key_env="DEBATELAB_TEST_KEY")
+    with pytest.raises(ValueError, match=r"DEBATELAB_TEST_KEY.*export DEBATELAB_TEST_KEY=") as error:
+        make_backend("openai", "/nonexistent/model", base_url=REMOTE, api_key_env="DEBATELAB_TEST_KEY")
+    assert REMOTE in str(error.value)
 
 
-def test_without_api_key_env_the_configured_key_is_used():
-    backend = make_backend("openai", "/nonexistent/model", base_url="http://127.0.0.1:9/v1", api_key="EMPTY")
-    assert backend.api_key == "EMPTY"
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8000/v1", "http://localhost:9/v1", "http://[::1]:8000/v1"])
+def test_a_server_on_this_machine_needs_no_key(monkeypatch, url):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert make_backend("openai", "/nonexistent/model", base_url=url).api_key == "EMPTY"
+
+
+@pytest.mark.parametrize("field, value, says", [
+    (("backends", "openai", "api_key"), "EMPTY", "backends.openai.api_key holds a credential"),
+    (("agents", "alice", "backend_options", "api_key"), "sk-proj-abcdefghijklmnopqrstu",
+     "agents.alice.backend_options.api_key holds a credential"),
+    (("models", "tiny", "token"), "hf_abcdefghijklmnopqrstuvwxyz", "models.tiny.token holds a credential"),
+    (("agents", "alice", "backend_options", "extra_body", "user"), "sk-proj-abcdefghijklmnopqrstu",
+     "agents.alice.backend_options.extra_body.user looks like a key"),
+])
+def test_a_config_holding_a_credential_is_refused_with_how_to_pass_it(field, value, says):
+    config = yaml.safe_load((REPO_ROOT / "config/config.yaml").read_text())
+    node = config
+    for key in field[:-1]:
+        node = node.setdefault(key, {})
+    node[field[-1]] = value
+    with pytest.raises(ConfigError, match=rf"^config: {says}") as error:
+        validate_config(config)
+    message = str(error.value)
+    assert value not in message  # the error never repeats the secret
+    assert ("HF_TOKEN" if field[-1] == "token" else "export OPENAI_API_KEY") in message
+
+
+def test_every_shipped_config_is_free_of_credentials():
+    for path in sorted((REPO_ROOT / "config").rglob("*.yaml")):
+        if path.name != "schema.yaml":
+            check_no_secrets(yaml.safe_load(path.read_text()))  # raises naming the field
+
+
+@pytest.mark.slow
+def test_snakemake_refuses_a_config_with_a_key_before_any_job(tmp_path):
+    config = yaml.safe_load((REPO_ROOT / "config/config.yaml").read_text())
+    config.setdefault("backends", {}).setdefault("openai", {})["api_key"] = "sk-proj-abcdefghijklmnopqrstu"
+    path = tmp_path / "with_key.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = snakemake(tmp_path, "--configfile", str(path), "-n", check=False, timeout=300)
+    assert proc.returncode != 0
+    assert "backends.openai.api_key holds a credential" in proc.stdout + proc.stderr
+    assert "sk-proj-abcdefghijklmnopqrstu" not in proc.stdout + proc.stderr
+    assert not (tmp_path / ".snakemake/metadata").exists() or not any((tmp_path / ".snakemake/metadata").iterdir())

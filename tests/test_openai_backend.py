@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import secrets
 import importlib.metadata
 import importlib.util
 import os
@@ -25,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from conftest import hf_reply_logprobs, require
+from workflow_helpers import snakemake
 from debatelab.llm.base import GenerationRequest, SamplingParams
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -145,6 +147,7 @@ class FaultProxy(ThreadingHTTPServer):
         self.in_flight = 0
         self.max_in_flight = 0
         self.statuses: list[int] = []
+        self.authorizations: set[str] = set()  # the Authorization headers clients sent
         self.stopping = threading.Event()
         self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
 
@@ -184,6 +187,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else None
         srv = self.server
         with srv.lock:
+            srv.authorizations.add(self.headers.get("Authorization") or "")
             srv.count += 1
             number = srv.count
             srv.in_flight += 1
@@ -376,3 +380,32 @@ def test_generate_inside_running_event_loop(server):
     gens = asyncio.run(caller())
     assert len(gens[0]) == 2
     assert gens[0][0].text == b.generate([req(seed=9)])[0][0].text
+
+
+def test_a_run_with_a_key_in_the_environment_writes_it_nowhere(server, tmp_path):
+    """Issue 29: the key reaches the server, and no file of the run holds it: params and
+    .snakemake/metadata, logs, the generation cache, settings, tables and the report."""
+    secret = f"sk-debatelab-{secrets.token_hex(16)}"
+    with FaultProxy(server) as proxy:
+        config = tmp_path / "openai.yaml"
+        config.write_text(
+            "experiment: keyed\n"
+            "datasets: {asdiv: {split: test, limit: 2}}\n"
+            "models: {tiny-random-llama: {source: 'bundled:tiny-random-llama'}}\n"
+            "agents:\n"
+            f"  alice: &api {{model: tiny-random-llama, backend: openai, max_tokens: 8, backend_options: "
+            f"{{base_url: '{proxy.url}/v1', served_model_name: {SERVED_NAME}}}}}\n"
+            "  bob: {<<: *api, temperature: 1.0}\n"
+            "zero_shot: {samples: 2, verbal_samples: 1}\n"
+            "debate: {protocols: {mad: {kind: all_to_all, rounds: 1, participants: [alice, bob]}}}\n"
+        )
+        env = {"OPENAI_API_KEY": secret}
+        snakemake(tmp_path, "--configfile", str(config), "--cores", "2", env=env, timeout=900)
+        snakemake(tmp_path, "--configfile", str(config), "--report", "report.html", env=env, timeout=600)
+    assert f"Bearer {secret}" in proxy.authorizations  # the key from the environment was sent
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".parquet" and "cache" in p.parts for p in files)  # the generation cache was written
+    assert any(".snakemake" in p.parts and "metadata" in p.parts for p in files)
+    assert (tmp_path / "report.html").stat().st_size > 10_000
+    leaked = [str(p.relative_to(tmp_path)) for p in files if secret.encode() in p.read_bytes()]
+    assert leaked == []

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,11 +100,43 @@ class AgentSpec:
 # --------------------------------------------------------------------------- schema
 
 
+#: fields that would hold a credential; a config names the environment variable instead
+SECRET_FIELDS = {"api_key", "apikey", "token", "hf_token", "access_token", "auth_token", "password", "secret",
+                 "secret_key", "authorization"}
+#: values shaped like the credentials of OpenAI-style APIs (sk-...), the Hub (hf_...) or a bearer header
+SECRET_VALUE = re.compile(r"^(sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{20,}|Bearer\s+\S{8,})$")
+
+
+def check_no_secrets(config, where: str = "") -> None:
+    """Refuse a config that holds an API key or token. Snakemake stores every job's params in plain
+    text under .snakemake/metadata, and configs get committed: credentials come from environment
+    variables only (`api_key_env`, HF_TOKEN), read inside the job."""
+    items = config.items() if isinstance(config, dict) else enumerate(config) if isinstance(config, list) else ()
+    for key, value in items:
+        path = f"{where}.{key}" if where else str(key)
+        if isinstance(key, str) and key.lower() in SECRET_FIELDS and value not in (None, ""):
+            raise ConfigError(f"config: {path} holds a credential; keys and tokens never go in a config (Snakemake "
+                              f"stores job params in plain text under .snakemake/metadata). {_secret_hint(path)}")
+        if isinstance(value, str) and SECRET_VALUE.match(value.strip()):
+            raise ConfigError(f"config: {path} looks like a key or token ({value.strip()[:3]}...); keys never go in a "
+                              f"config. {_secret_hint(path)}")
+        check_no_secrets(value, path)
+
+
+def _secret_hint(path: str) -> str:
+    if "token" in path.lower().rsplit(".", 1)[-1]:
+        return "Hugging Face reads its token from the environment: `export HF_TOKEN=...` (or `hf auth login`)."
+    return ("Export the key before running snakemake (`export OPENAI_API_KEY=...`; SLURM jobs inherit the environment) "
+            "and, for another variable, name it with `api_key_env: MY_KEY_VARIABLE` in the backend's options.")
+
+
 def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict:
     """A copy of `config` checked against the schema with its defaults filled in (what Snakemake's
-    `validate(..., set_default=True)` does); a violation raises ConfigError naming the key."""
+    `validate(..., set_default=True)` does); a violation raises ConfigError naming the key. A config
+    holding a credential is refused first (`check_no_secrets`)."""
     import jsonschema
 
+    check_no_secrets(config)
     schema = yaml.safe_load(Path(schema_path).read_text())
     base = jsonschema.validators.validator_for(schema)
 

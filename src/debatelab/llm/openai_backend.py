@@ -36,6 +36,7 @@ import logging
 import os
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
+from urllib.parse import urlsplit
 
 from .base import Backend, Generation, GenerationRequest, Message, ProgressCallback, ScoredText
 from .chat import encode_text, normalise_finish_reason, paired_score_inputs, reply_token_ids
@@ -64,6 +65,31 @@ def _split_evenly(total: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
+#: the variable the API key is read from unless a config names another, as the `openai` client does
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+
+
+def is_loopback(url: str) -> bool:
+    """Whether `url` is a server on this machine (a `vllm serve` of the job or an SSH tunnel)."""
+    host = (urlsplit(url).hostname or "").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def api_key_from_environment(base_url: str, variable: str | None) -> str:
+    """The API key for `base_url`, from the environment variable `variable` (never from a config:
+    Snakemake stores every job's params in plain text under .snakemake/metadata). A server on this
+    machine takes any key, so there an unset variable sends "EMPTY"; elsewhere it is an error."""
+    value = os.environ.get(variable) if variable else None
+    if value:
+        return value
+    if is_loopback(base_url):
+        return "EMPTY"
+    raise ValueError(
+        f"OpenAIBackend: no API key for {base_url}: the environment variable {variable or DEFAULT_API_KEY_ENV!r} is not "
+        f"set. Export it before running snakemake (e.g. `export {variable or DEFAULT_API_KEY_ENV}=...`; on SLURM the job "
+        "inherits it), or name another variable with backend_options.api_key_env; keys never go in a config")
+
+
 class OpenAIBackend(Backend):
     """One model behind an OpenAI-compatible HTTP endpoint (`base_url` ends in `/v1`)."""
 
@@ -72,8 +98,8 @@ class OpenAIBackend(Backend):
         base_url: str,
         model: str,
         *,
-        api_key: str = "EMPTY",
-        api_key_env: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str | None = DEFAULT_API_KEY_ENV,
         max_concurrency: int = 16,
         timeout: float = 120.0,
         max_retries: int = 5,
@@ -86,12 +112,7 @@ class OpenAIBackend(Backend):
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         self.base_url = base_url.rstrip("/")
         self.model = model
-        if api_key_env is not None:
-            # the key itself never sits in a config (configs are logged and committed): only its variable's name
-            if not os.environ.get(api_key_env):
-                raise ValueError(f"OpenAIBackend: api_key_env names {api_key_env!r}, which is not set in the environment")
-            api_key = os.environ[api_key_env]
-        self.api_key = api_key
+        self.api_key = api_key if api_key is not None else api_key_from_environment(self.base_url, api_key_env)
         self.max_concurrency = int(max_concurrency)
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)

@@ -159,7 +159,8 @@ class VLLMServerBackend(OpenAIBackend):
         path = str(Path(model_path).expanduser().resolve())
         name = Path(path).name
         self.server = VLLMServer(path, name, options, devices)
-        super().__init__(f"{self.server.url}/v1", name, max_concurrency=max_concurrency, timeout=3600.0,
+        # our own server has no --api-key: send none (never the user's OPENAI_API_KEY)
+        super().__init__(f"{self.server.url}/v1", name, api_key="EMPTY", max_concurrency=max_concurrency, timeout=3600.0,
                          tokenizer_path=path)
         self.model_id = f"vllm::{model_fingerprint(path)}"
 
