@@ -147,3 +147,20 @@ def test_partial_part_file_is_ignored(tmp_path):
     generate_cached(ScriptedBackend(), _requests(1), GenerationCache(tmp_path), show_progress=False)
     (tmp_path / "part-broken.parquet").write_bytes(b"PAR1 not really")
     assert len(GenerationCache(tmp_path)) == 3
+
+
+def test_a_part_cut_short_is_moved_aside_and_only_its_unit_generated_again(tmp_path, caplog):
+    requests = _requests(4, n=2)  # 8 samples, units of 4 → 2 parts
+    first = generate_cached(ScriptedBackend(), requests, GenerationCache(tmp_path), batch_size=4, show_progress=False)
+    parts = sorted(tmp_path.glob("part-*.parquet"))
+    assert len(parts) == 2
+    cut = parts[0]
+    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])  # as a full disk leaves a copied file
+    again = ScriptedBackend()
+    with caplog.at_level("WARNING", logger="debatelab.llm.cache"):
+        second = generate_cached(again, requests, GenerationCache(tmp_path), batch_size=4, show_progress=False)
+    assert again.calls == [4]  # the lost unit only
+    assert [[g.text for g in x] for x in first] == [[g.text for g in x] for x in second]
+    assert f"cache part {cut} does not load" in caplog.text and "generated again" in caplog.text
+    assert (tmp_path / f"corrupt-{cut.name}").exists() and not cut.exists()
+    assert len(list(tmp_path.glob("part-*.parquet"))) == 2  # the regenerated unit's new part and the intact one

@@ -95,7 +95,9 @@ def read_parquet_checked(path: str | os.PathLike, required_columns: Iterable[str
     except DataFileError:
         raise
     except Exception as exc:  # pyarrow raises several types for corrupt files
-        raise DataFileError(f"{path}: not a readable Parquet file ({type(exc).__name__}: {exc})") from exc
+        # the message says it all; pyarrow's own traceback would only hide the file's name
+        raise DataFileError(f"{path}: not a readable Parquet file ({type(exc).__name__}: {exc}); it may have been "
+                            "cut short (a full disk, a killed copy): delete it and rerun the rule that writes it") from None
 
 
 def link_tree(source: str | os.PathLike, target: str | os.PathLike) -> None:

@@ -74,9 +74,17 @@ class GenerationCache:
     def _load(self) -> None:
         for part in sorted(self.directory.glob("part-*.parquet")):
             try:
-                table = pq.read_table(part)
-            except Exception as exc:  # a part cut short by a crash before rename can't exist; be safe anyway
-                log.warning("skipping unreadable cache part %s: %s", part, exc)
+                table = pq.read_table(part, schema=None)
+                if "key" not in table.column_names:
+                    raise ValueError(f"no key column (has {table.column_names})")
+            except Exception as exc:  # bytes cut off by a full disk or a bad copy (our own writes are atomic)
+                aside = part.with_name(f"corrupt-{part.name}")
+                log.warning("cache part %s does not load (%s: %s): moved aside as %s; its unit is generated again",
+                            part, type(exc).__name__, str(exc)[:200], aside.name)
+                try:
+                    os.replace(part, aside)
+                except OSError:  # another job moved it first
+                    pass
                 continue
             if "unit" not in table.column_names:
                 self.stale_entries += table.num_rows

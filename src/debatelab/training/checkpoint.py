@@ -4,8 +4,11 @@
 states, the random-number states (Python, NumPy, torch), the step counter and data order, and the
 metrics so far; `{directory}/latest` names the newest. A checkpoint is written to a temporary
 folder and renamed, then `latest` is replaced, then older checkpoints are removed, so a kill at any
-moment leaves a complete checkpoint to resume from. A checkpoint of other settings (another base
-model, dataset or hyperparameter; `steps` may grow) is not resumed: the run starts afresh and says so.
+moment leaves a complete checkpoint to resume from. The newest two are kept: a checkpoint that does
+not load (bytes cut off by a full disk, a file missing) is set aside as `corrupt-step-NNNNN` with a
+warning, and the run resumes from the one before it, or from the start. A checkpoint of other
+settings (another base model, dataset or hyperparameter; `steps` may grow) is not resumed: the run
+starts afresh and logs which setting changed.
 Under DeepSpeed ZeRO each process's optimizer partition sits in `optimizer-zero/rank-R.pt` instead
 (`zero.py`): the processes write them first, then the checkpoint takes the folder in.
 """
@@ -24,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import write_text_atomic
+from ..llm.base import stable_hash
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +41,47 @@ class TrainState:
     extra: dict = field(default_factory=dict)  # a method's own state (JSON), e.g. UDPO's replay priorities
 
 
-def save_checkpoint(directory: str | Path, policy, state: TrainState, fingerprint: str, keep: int = 1,
+# A fingerprint is what a checkpoint must match to be resumed: a hash, or the dict of parts it hashes
+# (then a mismatch says which part changed).
+def fingerprint_hash(fingerprint) -> str:
+    return fingerprint if isinstance(fingerprint, str) else stable_hash(fingerprint)
+
+
+def fingerprint_summary(fingerprint) -> dict | None:
+    """What state.json keeps of the parts to explain a mismatch: settings as they are, others hashed."""
+    if isinstance(fingerprint, str):
+        return None
+    return {key: value if key == "settings" else stable_hash(value) for key, value in fingerprint.items()}
+
+
+def fingerprint_changes(old: dict | None, new) -> str:
+    """'learning_rate 0.001 -> 0.002, the base model' for two summaries; '' when unknown."""
+    new = fingerprint_summary(new)
+    if old is None or new is None:
+        return ""
+    changes = []
+    for key in sorted(set(old) | set(new), key=lambda k: (k != "settings", k)):  # settings first
+        if old.get(key) == new.get(key):
+            continue
+        if key == "settings" and isinstance(old.get(key), dict) and isinstance(new.get(key), dict):
+            a, b = old[key], new[key]
+            changes += [f"{k} {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+        else:
+            changes.append(PART_NAMES.get(key, key))
+    return ", ".join(changes)
+
+
+PART_NAMES = {"model": "the base model", "models": "the base models", "data": "the training questions",
+              "questions": "the training questions", "system_prompt": "the system prompt", "prompts": "the system prompts",
+              "optimizer_layout": "the optimizer's split among processes", "participants": "the participants",
+              "coefficients": "the UDPO coefficients"}
+
+
+def save_checkpoint(directory: str | Path, policy, state: TrainState, fingerprint, keep: int = 2,
                     optimizer_partitions: str | Path | None = None) -> Path:
     """`optimizer_partitions`: the folder of ZeRO optimizer partitions every process saved for this
-    step (`zero.save_partition`), moved into the checkpoint in place of the whole optimizer state."""
+    step (`zero.save_partition`), moved into the checkpoint in place of the whole optimizer state.
+    `keep` newest checkpoints stay: the one before the newest is the fallback if the newest won't load."""
     import torch
 
     from .zero import PARTITIONS
@@ -62,7 +103,9 @@ def save_checkpoint(directory: str | Path, policy, state: TrainState, fingerprin
         torch.save(rng, tmp / "rng.pt")
         pd.DataFrame(state.metrics).to_parquet(tmp / "metrics.parquet")
         (tmp / "state.json").write_text(json.dumps({"step": state.step, "epoch": state.epoch, "cursor": state.cursor,
-                                                    "fingerprint": fingerprint, "extra": state.extra}))
+                                                    "fingerprint": fingerprint_hash(fingerprint),
+                                                    "fingerprint_parts": fingerprint_summary(fingerprint),
+                                                    "extra": state.extra}))
         final = directory / name
         if final.exists():
             shutil.rmtree(final)
@@ -77,26 +120,80 @@ def save_checkpoint(directory: str | Path, policy, state: TrainState, fingerprin
     return final
 
 
-def load_checkpoint(directory: str | Path, policy, fingerprint: str, engine=None, rank: int = 0,
+def load_checkpoint(directory: str | Path, policy, fingerprint, engine=None, rank: int = 0,
                     world: int = 1) -> TrainState | None:
-    """Restore the newest checkpoint into `policy` and the random states; None if there is none to
-    resume. `engine`: the DeepSpeed engine whose optimizer partition this process restores."""
+    """Restore the newest checkpoint that loads into `policy` and the random states; None if there is
+    none to resume (none yet, or made with other settings). `engine`: the DeepSpeed engine whose
+    optimizer partition this process restores. Every file is read before anything is restored, so a
+    checkpoint that fails to load leaves the policy as it was."""
+    directory = Path(directory)
+    for path in _newest_first(directory):
+        try:
+            meta = json.loads((path / "state.json").read_text())
+            made_with = meta["fingerprint"]
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            _set_aside(path, error, rank)
+            continue
+        if made_with != fingerprint_hash(fingerprint):
+            why = fingerprint_changes(meta.get("fingerprint_parts"), fingerprint)
+            log.warning("checkpoint %s was made with other settings, base model or data%s: starting afresh; its "
+                        "checkpoints are set aside as stale-step-*", path, f" ({why})" if why else "")
+            if rank == 0:  # out of the way of this run's own checkpoints (and of their pruning)
+                for old in directory.glob("stale-step-*"):
+                    shutil.rmtree(old, ignore_errors=True)
+                for old in directory.glob("step-*"):
+                    os.replace(old, old.with_name(f"stale-{old.name}"))
+                (directory / "latest").unlink(missing_ok=True)
+            return None
+        try:
+            files = _read_checkpoint(path, policy.device, meta["step"])
+        except Exception as error:  # safetensors, torch and pyarrow each raise their own types on cut-off files
+            _set_aside(path, error, rank)
+            continue
+        trainable, states, rng, metrics = files
+        policy.load_trainable_state(trainable)
+        _restore_optimizer(policy, states, path, engine, rank, world)
+        _restore_rng(rng)
+        log.info("resuming from %s (step %d)", path, meta["step"])
+        return TrainState(step=meta["step"], epoch=meta["epoch"], cursor=meta["cursor"], metrics=metrics,
+                          extra=meta.get("extra", {}))
+    return None
+
+
+def _newest_first(directory: Path) -> list[Path]:
+    """The checkpoint `latest` names, then every other finished one, newest first."""
+    steps = sorted((p for p in directory.glob("step-*") if p.is_dir()), reverse=True)
+    try:
+        latest = directory / (directory / "latest").read_text().strip()
+    except OSError:
+        return steps
+    return [latest, *[p for p in steps if p != latest]] if latest in steps else steps
+
+
+def _set_aside(path: Path, error: Exception, rank: int) -> None:
+    """Move a checkpoint that does not load out of the way (kept for inspection, never resumed)."""
+    target = path.with_name(f"corrupt-{path.name}")
+    log.warning("checkpoint %s does not load (%s: %s): set aside as %s; resuming from the one before it, if any",
+                path, type(error).__name__, str(error)[:200], target.name)
+    if rank == 0:  # one process moves it; the others skip it as well
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(path, target)
+
+
+def _read_checkpoint(path: Path, device, step: int):
     import torch
     from safetensors.torch import load_file
 
+    trainable = load_file(path / "trainable.safetensors", device=str(device))
+    states = torch.load(path / "optimizer.pt", map_location=device, weights_only=False)
+    rng = torch.load(path / "rng.pt", weights_only=False)
+    metrics = pd.read_parquet(path / "metrics.parquet").to_dict("records") if step else []
+    return trainable, states, rng, metrics
+
+
+def _restore_optimizer(policy, states: dict, path: Path, engine, rank: int, world: int) -> None:
     from .zero import PARTITIONS, load_partition
 
-    directory = Path(directory)
-    latest = directory / "latest"
-    if not latest.exists():
-        return None
-    path = directory / latest.read_text().strip()
-    meta = json.loads((path / "state.json").read_text())
-    if meta["fingerprint"] != fingerprint:
-        log.warning("checkpoint %s was made with other settings, base model or data: starting afresh", path)
-        return None
-    policy.load_trainable_state(load_file(path / "trainable.safetensors", device=str(policy.device)))
-    states = torch.load(path / "optimizer.pt", map_location=policy.device, weights_only=False)
     if (path / PARTITIONS).exists():
         if engine is None:
             raise ValueError(f"checkpoint {path} holds DeepSpeed ZeRO optimizer partitions: resume it under the "
@@ -105,13 +202,13 @@ def load_checkpoint(directory: str | Path, policy, fingerprint: str, engine=None
     else:
         policy.optimizer.load_state_dict(states["optimizer"])
     policy.scheduler.load_state_dict(states["scheduler"])
-    rng = torch.load(path / "rng.pt", weights_only=False)
+
+
+def _restore_rng(rng: dict) -> None:
+    import torch
+
     random.setstate(rng["python"])
     np.random.set_state(rng["numpy"])
     torch.set_rng_state(rng["torch"])
     if "cuda" in rng and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(rng["cuda"])
-    metrics = pd.read_parquet(path / "metrics.parquet").to_dict("records") if meta["step"] else []
-    log.info("resuming from %s (step %d)", path, meta["step"])
-    return TrainState(step=meta["step"], epoch=meta["epoch"], cursor=meta["cursor"], metrics=metrics,
-                      extra=meta.get("extra", {}))

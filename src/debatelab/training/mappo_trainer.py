@@ -43,7 +43,7 @@ class MappoTrainer(DebateTrainer):
 
     def __init__(self, questions: pd.DataFrame, policies, settings, *, run: str, participants: Sequence[str],
                  mappo: MappoSettings | None = None, system_prompts: dict | None = None, checkpoint_dir=None,
-                 fingerprint: str = "", heldout: pd.DataFrame | None = None):
+                 fingerprint: str | dict = "", heldout: pd.DataFrame | None = None):
         import torch
 
         self.mappo = mappo if mappo is not None else settings.mappo

@@ -26,7 +26,7 @@ import pandas as pd
 from ..config import AgentSpec
 from ..data import read_dataset
 from ..io import read_json_checked, read_parquet_checked, save_figure_atomic, write_json_atomic, write_parquet_atomic
-from ..llm.base import model_fingerprint, stable_hash
+from ..llm.base import model_fingerprint
 from ..reporting.training import plot_training_curves
 from ..zero_shot import select_questions
 from .settings import TrainSettings
@@ -162,12 +162,12 @@ def train_agents_job(*, dataset_path, bases: dict[str, str], participants: Seque
         questions, coefficients, base_weights = select_questions(read_dataset(dataset_path), limit, settings.seed), {}, None
     policies, device = _policies(bases, settings, device)
     system_prompts = {a: s.system_prompt for a, s in agents.items()}
-    fingerprint = stable_hash({
+    fingerprint = {  # a checkpoint of other parts is discarded naming what changed (checkpoint.load_checkpoint)
         "settings": resumable_settings(settings),
         "models": {a: model_fingerprint(p).split("#")[-1] for a, p in bases.items()},
         "questions": questions["id"].astype(str).tolist(), "participants": list(participants),
         "coefficients": {s: c.to_dict() for s, c in coefficients.items()}, "prompts": system_prompts,
-    })
+    }
     common = dict(run=run, participants=participants, system_prompts=system_prompts, checkpoint_dir=checkpoint_dir,
                   fingerprint=fingerprint, heldout=read_dataset(heldout_path) if heldout_path else None)
     if settings.method == "udpo":

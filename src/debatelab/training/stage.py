@@ -28,7 +28,7 @@ import pandas as pd
 
 from ..config import AgentSpec
 from ..data import read_dataset
-from ..io import save_figure_atomic, write_json_atomic, write_parquet_atomic
+from ..io import read_parquet_checked, save_figure_atomic, write_json_atomic, write_parquet_atomic
 from ..llm.base import model_fingerprint, stable_hash
 from ..reporting.training import plot_training_curves
 from ..zero_shot import select_questions
@@ -57,18 +57,20 @@ def resumable_settings(settings: TrainSettings) -> dict:
 
 
 def run_fingerprint(settings: TrainSettings, model_path: str, dataset_path: str, policy: AgentSpec,
-                    optimizer_layout: str | None = None) -> str:
+                    optimizer_layout: str | None = None) -> dict:
     """What a checkpoint must match to be resumed: every setting but the budget and logging, the base
     weights, the training questions, the policy's prompt, and how the optimizer state is split among
-    processes (`zero.layout`: a ZeRO checkpoint holds one partition per process)."""
+    processes (`zero.layout`: a ZeRO checkpoint holds one partition per process). The parts, hashed by
+    `checkpoint.fingerprint_hash`; a checkpoint of other parts is discarded naming what changed."""
     own = resumable_settings(settings)
     data = Path(dataset_path)
+    ids = read_parquet_checked(data, ["id"], only_required=True)["id"] if data.exists() else None
     parts = {"settings": own, "model": model_fingerprint(model_path).split("#")[-1],
-             "data": stable_hash(pd.read_parquet(data)["id"].astype(str).tolist()) if data.exists() else str(data),
+             "data": stable_hash(ids.astype(str).tolist()) if ids is not None else str(data),
              "system_prompt": policy.system_prompt}
     if optimizer_layout is not None:  # absent for a whole optimizer state: earlier checkpoints still resume
         parts["optimizer_layout"] = optimizer_layout
-    return stable_hash(parts)
+    return parts
 
 
 def train_job(

@@ -128,7 +128,7 @@ class Trainer:
     reuse_policy_logprobs = True  # a fully on-policy update takes π_old from its own forward (`_update`)
 
     def __init__(self, questions: pd.DataFrame, policy, settings, *, run: str, system_prompt: str | None = None,
-                 reward: RewardFunction | None = None, checkpoint_dir=None, fingerprint: str = "",
+                 reward: RewardFunction | None = None, checkpoint_dir=None, fingerprint: str | dict = "",
                  heldout: pd.DataFrame | None = None):
         """`heldout`: the held-out dataset whose accuracy the run measures as it trains (`heldout.py`)."""
         if questions.empty:

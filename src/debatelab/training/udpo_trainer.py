@@ -92,7 +92,7 @@ class DebateTrainer(Trainer):
     wraps_model = False
 
     def __init__(self, questions: pd.DataFrame, policies, settings, *, run: str, participants: Sequence[str],
-                 system_prompts: dict | None = None, checkpoint_dir=None, fingerprint: str = "",
+                 system_prompts: dict | None = None, checkpoint_dir=None, fingerprint: str | dict = "",
                  heldout: pd.DataFrame | None = None):
         from ..debate.stage import participant_labels
 
@@ -167,7 +167,7 @@ class UdpoTrainer(DebateTrainer):
     def __init__(self, questions: pd.DataFrame, policies, settings, *, run: str, participants: Sequence[str],
                  rounds: int, coefficients: dict[str, AgentCoefficients], base_weights: dict[str, float] | None = None,
                  replay: bool = True, questions_per_step: int = 32, ref_sync_steps: int | None = None,
-                 system_prompts: dict | None = None, checkpoint_dir=None, fingerprint: str = "",
+                 system_prompts: dict | None = None, checkpoint_dir=None, fingerprint: str | dict = "",
                  heldout: pd.DataFrame | None = None):
         super().__init__(questions, policies, settings, run=run, participants=participants, system_prompts=system_prompts,
                          checkpoint_dir=checkpoint_dir, fingerprint=fingerprint, heldout=heldout)

@@ -48,7 +48,7 @@ class UmadTrainer(DebateTrainer):
     data_parallel = True
 
     def __init__(self, questions: pd.DataFrame, policies, settings, *, run: str, participants, umad=None,
-                 system_prompts: dict | None = None, checkpoint_dir=None, fingerprint: str = "",
+                 system_prompts: dict | None = None, checkpoint_dir=None, fingerprint: str | dict = "",
                  heldout: pd.DataFrame | None = None):
         super().__init__(questions, policies, settings, run=run, participants=participants, system_prompts=system_prompts,
                          checkpoint_dir=checkpoint_dir, fingerprint=fingerprint, heldout=heldout)
