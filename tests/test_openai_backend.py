@@ -138,10 +138,13 @@ class FaultProxy(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, upstream: str, *, fail_first: int = 0, hang_first: int = 0, hang_s: float = 0.0):
+    def __init__(self, upstream: str, *, fail_first: int = 0, hang_first: int = 0, hang_s: float = 0.0,
+                 dead_after: int | None = None):
         super().__init__(("127.0.0.1", 0), _ProxyHandler)
         self.upstream = upstream.removeprefix("http://")
         self.fail_first, self.hang_first, self.hang_s = fail_first, hang_first, hang_s
+        self.dead_after = dead_after  # every request after this many answers 503, as a server that died
+        self.paths: list[str] = []
         self.lock = threading.Lock()
         self.count = 0
         self.in_flight = 0
@@ -188,6 +191,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         srv = self.server
         with srv.lock:
             srv.authorizations.add(self.headers.get("Authorization") or "")
+            srv.paths.append(self.path)
             srv.count += 1
             number = srv.count
             srv.in_flight += 1
@@ -197,7 +201,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 srv.stopping.wait(srv.hang_s)  # the client gives up first; then drop the connection
                 self.close_connection = True
                 return
-            if number <= srv.hang_first + srv.fail_first:
+            if number <= srv.hang_first + srv.fail_first or (srv.dead_after is not None and number > srv.dead_after):
                 self._reply(503, b'{"error": {"message": "injected fault", "type": "unavailable"}}')
                 return
             conn = http.client.HTTPConnection(srv.upstream, timeout=60)
@@ -350,12 +354,13 @@ def test_retries_on_503(server, tiny_model_dir):
     assert proxy.count == 3 and len(s[0].token_logprobs) == 3
 
 
-def test_max_retries_is_honoured(server):
-    import openai
+def test_max_retries_is_honoured_then_the_error_names_the_model_and_endpoint(server):
+    from debatelab.llm.openai_backend import ServerUnavailableError
 
     with FaultProxy(server, fail_first=2) as proxy:
         b = make_backend(proxy.url, max_retries=1)
-        with pytest.raises(openai.InternalServerError):
+        with pytest.raises(ServerUnavailableError, match=rf"model '{SERVED_NAME}' at {proxy.url}/v1: no answer after 1 "
+                                                         r"retries \(InternalServerError"):
             b.generate([req()])
     assert proxy.count == 2  # one try and one retry, both 503
 
@@ -409,3 +414,35 @@ def test_a_run_with_a_key_in_the_environment_writes_it_nowhere(server, tmp_path)
     assert (tmp_path / "report.html").stat().st_size > 10_000
     leaked = [str(p.relative_to(tmp_path)) for p in files if secret.encode() in p.read_bytes()]
     assert leaked == []
+
+
+def test_a_server_that_dies_mid_job_fails_it_clearly_and_the_rerun_redoes_only_the_unit_in_flight(server, tmp_path):
+    """A zero_shot job of the real DAG in units of 2 generations: the server dies after 3 requests
+    (the second unit is in flight). The job fails naming the model and endpoint after the retries;
+    the first unit is cached, so the rerun sends the last two units' 4 requests and no more."""
+    with FaultProxy(server, dead_after=3) as proxy:
+        config = tmp_path / "dies.yaml"
+        config.write_text(
+            "experiment: dies\n"
+            "datasets: {asdiv: {split: test, limit: 3}}\n"
+            "models: {tiny-random-llama: {source: 'bundled:tiny-random-llama'}}\n"
+            f"agents: {{alice: {{model: tiny-random-llama, backend: openai, max_tokens: 6, backend_options: "
+            f"{{base_url: '{proxy.url}/v1', served_model_name: {SERVED_NAME}, max_retries: 1, max_concurrency: 1}}}}}}\n"
+            "zero_shot: {samples: 2, batch_size: 2, estimators: []}\n"
+        )
+        target = "results/dies/zero_shot/asdiv/alice.parquet"
+        failed = snakemake(tmp_path, "--configfile", str(config), "--cores", "1", target, check=False, timeout=600)
+        assert failed.returncode != 0 and not (tmp_path / target).exists()
+        log = (tmp_path / "logs/dies/zero_shot/asdiv/alice.log").read_text()
+        assert f"model '{SERVED_NAME}' at {proxy.url}/v1: no answer after 1 retries" in log
+        assert "rerun to go on from the unit in flight" in log
+        generations = lambda: [p for p in proxy.paths if p.endswith("/chat/completions")]  # noqa: E731
+        assert len(generations()) == 5  # unit 1, unit 2's first, then its second tried twice
+        assert len(list((tmp_path / "results/dies/cache/tiny-random-llama").glob("part-*.parquet"))) == 1
+
+        proxy.dead_after, proxy.paths = None, []  # the server is back
+        snakemake(tmp_path, "--configfile", str(config), "--cores", "1", target, timeout=600)
+        assert len(generations()) == 4  # units 2 and 3; unit 1 came from the cache
+    import pandas as pd
+
+    assert len(pd.read_parquet(tmp_path / target)) == 6

@@ -65,6 +65,10 @@ def _split_evenly(total: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
+class ServerUnavailableError(RuntimeError):
+    """An OpenAI-compatible server that stopped answering (connection refused, 5xx, 429) after every retry."""
+
+
 #: the variable the API key is read from unless a config names another, as the `openai` client does
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 
@@ -152,9 +156,18 @@ class OpenAIBackend(Backend):
         return self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
 
     async def _gather(self, make_calls: Callable[[Any, asyncio.Semaphore], list[Awaitable[T]]]) -> list[T]:
+        import openai
+
         semaphore = asyncio.Semaphore(self.max_concurrency)
         async with self.make_client() as client:
-            return await asyncio.gather(*make_calls(client, semaphore))
+            try:
+                return await asyncio.gather(*make_calls(client, semaphore))
+            except (openai.APIConnectionError, openai.InternalServerError, openai.RateLimitError) as error:
+                # the client's own retries are spent: the server is down or overloaded, not the request wrong
+                raise ServerUnavailableError(
+                    f"model {self.model!r} at {self.base_url}: no answer after {self.max_retries} retries "
+                    f"({type(error).__name__}: {error}). The units finished before are cached; rerun to go on from the "
+                    "unit in flight once the server is back") from error
 
     # -- generation -------------------------------------------------------------------------
     def generate(
