@@ -284,6 +284,7 @@ class AgentPolicies:
         try:
             self.model_of(name).save_pretrained(tmp, selected_adapters=[name])
             folder = tmp if (tmp / "adapter_config.json").exists() else tmp / name  # PEFT: a named adapter's subfolder
+            _sort_target_modules(folder / "adapter_config.json")
             target = out_dir / "adapter"
             shutil.rmtree(target, ignore_errors=True)
             shutil.move(str(folder), str(target))
@@ -306,3 +307,14 @@ class AgentPolicies:
         finally:
             model.unmerge_adapter()
             model.set_adapter(active)
+
+
+def _sort_target_modules(config_path: Path) -> None:
+    """PEFT writes `target_modules` from a set, in the process's hash order: sorted, two runs of the
+    same training write the same file (resumed and uninterrupted runs compare equal)."""
+    import json
+
+    config = json.loads(config_path.read_text())
+    if isinstance(config.get("target_modules"), list):
+        config["target_modules"] = sorted(config["target_modules"])
+        config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
