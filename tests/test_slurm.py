@@ -164,3 +164,56 @@ def test_a_job_asks_slurm_for_the_gpus_its_plan_needs_and_one_that_cannot_fit_is
     assert len(zero_shot) == 2 and all(j["tres"] == "gres:gpu:a100:1" for j in zero_shot), zero_shot
     log = (tmp_path / "work/logs/gpuplan/debate/asdiv/pair.log").read_text()
     assert re.search(r"CUDA_VISIBLE_DEVICES=\d,\d", log), log[:1000]
+
+
+def _train_until(workdir: Path, config: str, profile: Path, requeue_at_step: int | None = None,
+                 env: dict | None = None) -> str | None:
+    """Run the SDRL train job of tests/configs/train_faults.yaml through SLURM; with `requeue_at_step`,
+    `scontrol requeue` its job a moment after that checkpoint (as a preempted job is requeued)."""
+    from workflow_helpers import SNAKEMAKE, snakemake_env
+
+    target = "results/trainkill/train/sdrl/metrics.parquet"
+    cmd = [SNAKEMAKE, "--snakefile", str(REPO_ROOT / "Snakefile"), "--directory", str(workdir), "--configfile", config,
+           "--profile", str(profile), target]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**snakemake_env(slurm=True), **(env or {})})
+    if requeue_at_step is not None:
+        latest = workdir / "results/trainkill/train/sdrl/checkpoint/latest"
+        deadline = time.time() + 900
+        while not (latest.exists() and latest.read_text().strip() == f"step-{requeue_at_step:05d}"):
+            assert proc.poll() is None and time.time() < deadline, "the train job ended before its checkpoint"
+            time.sleep(0.05)
+        time.sleep(0.3)
+        train = [j for j in _squeue_jobs() if j["comment"].startswith("rule_train_") and j["state"] == "RUNNING"]
+        assert len(train) == 1, train
+        subprocess.run(["scontrol", "requeue", train[0]["id"]], check=True, capture_output=True, text=True)
+    out, _ = proc.communicate(timeout=1500)
+    assert proc.returncode == 0, out[-6000:]
+    return train[0]["id"] if requeue_at_step is not None else None
+
+
+def test_a_requeued_train_job_resumes_from_its_checkpoint_to_the_same_weights(slurm_cluster, tmp_path):
+    """`scontrol requeue` of a running train job: SLURM kills and restarts it, the job resumes from
+    its last checkpoint, and its weights equal those of the same job run through SLURM uninterrupted."""
+    from safetensors.torch import load_file
+
+    profile = _test_profile(tmp_path)
+    config = str(REPO_ROOT / "tests/configs/train_faults.yaml")
+    whole, requeued = tmp_path / "whole", tmp_path / "requeued"
+    _train_until(whole, config, profile)
+    secret = f"sk-debatelab-{os.urandom(12).hex()}"
+    job = _train_until(requeued, config, profile, requeue_at_step=2, env={"OPENAI_API_KEY": secret})
+    shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
+    assert "Restarts=1" in shown and "JobState=COMPLETED" in shown, shown  # SLURM ran the job a second time
+    # a key in the environment reaches jobs by sbatch's environment export, never the job script's text
+    script = subprocess.run(["scontrol", "write", "batch_script", job, "-"], capture_output=True, text=True)
+    assert script.returncode == 0 and "snakemake" in script.stdout, script.stderr
+    assert secret not in script.stdout and secret not in shown
+    log = (requeued / "logs/trainkill/train/sdrl.log").read_text()
+    resumed = re.search(r"resuming from \S+ \(step (\d)\)", log)
+    assert resumed and 2 <= int(resumed.group(1)) < 5, log[-3000:]  # from a checkpoint, not from the start
+    weights = lambda root: {k: v for f in sorted((root / "results/trainkill/train/sdrl/model").glob("*.safetensors"))  # noqa: E731
+                            for k, v in load_file(f).items()}
+    first, second = weights(whole), weights(requeued)
+    assert first.keys() == second.keys() and len(first) > 0
+    assert all((first[k] == second[k]).all() for k in first)
