@@ -200,8 +200,10 @@ def test_a_stopped_job_stops_its_server(how):
     import signal
     import time
 
+    # SIGINT as a terminal delivers it: a shell's background job (`pytest &`) inherits SIGINT ignored,
+    # and Python then never raises KeyboardInterrupt
     job = subprocess.Popen([sys.executable, "-c", JOB, FAKE_SERVER], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True)
+                           text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         line = ""
         deadline = time.monotonic() + 60
