@@ -69,22 +69,12 @@ RANDOM_SHAPES = {
 
 def build_random_model(shape: str, tokenizer_dir: Path, out_dir: Path, device: str) -> None:
     """A random-weight model of `shape` in bfloat16, initialised on `device` (minutes on a CPU at 7B)."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer
 
-    from debatelab.models import save_model_folder
+    from debatelab.models import random_llama, save_model_folder
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    config = LlamaConfig(vocab_size=len(tokenizer), max_position_embeddings=4096, bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-                         **RANDOM_SHAPES[shape])
-    torch.manual_seed(0)
-    default = torch.get_default_dtype()
-    torch.set_default_dtype(torch.bfloat16)
-    try:
-        with torch.device(device):
-            model = LlamaForCausalLM(config)
-    finally:
-        torch.set_default_dtype(default)
+    model = random_llama(tokenizer, dtype=torch.bfloat16, device=device, **RANDOM_SHAPES[shape])
     save_model_folder(model.to("cpu"), tokenizer, out_dir)
     print(f"random {shape}: {sum(p.numel() for p in model.parameters()) / 1e9:.2f} B parameters", flush=True)
     del model

@@ -66,27 +66,32 @@ def build_tiny_random_llama(out_dir: str | os.PathLike, seed: int = 0) -> None:
     Fast enough for tests of every code path (chat formatting, parsing, batching, training);
     head_dim is 64 because vLLM's CPU attention rejects smaller heads.
     """
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer
 
     gguf = smollm2_gguf_path()
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    model = LlamaForCausalLM(config)
+    model = random_llama(tokenizer, seed=seed, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True)
     _save_atomically(model, tokenizer, out_dir)
+
+
+def random_llama(tokenizer, *, seed: int = 0, dtype=None, device=None, **shape):
+    """A random-weight Llama of `shape` (LlamaConfig fields) with `tokenizer`'s vocabulary and special
+    tokens, initialised in `dtype` (default float32) on `device` (default CPU): the bundled tiny model,
+    and random models of real sizes for benchmarks (`benchmarks/train_throughput.py --random-shape`)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=len(tokenizer), max_position_embeddings=4096, bos_token_id=tokenizer.bos_token_id,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **shape)
+    torch.manual_seed(seed)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype or torch.float32)
+    try:
+        with torch.device(device or "cpu"):
+            return LlamaForCausalLM(config)
+    finally:
+        torch.set_default_dtype(default)
 
 
 def save_model_folder(model, tokenizer, out_dir: str | os.PathLike, state_dict: dict | None = None) -> None:

@@ -74,7 +74,7 @@ class GenerationCache:
     def _load(self) -> None:
         for part in sorted(self.directory.glob("part-*.parquet")):
             try:
-                table = pq.read_table(part, schema=None)
+                table = pq.read_table(part)
                 if "key" not in table.column_names:
                     raise ValueError(f"no key column (has {table.column_names})")
             except Exception as exc:  # bytes cut off by a full disk or a bad copy (our own writes are atomic)

@@ -88,10 +88,11 @@ def api_key_from_environment(base_url: str, variable: str | None) -> str:
         return value
     if is_loopback(base_url):
         return "EMPTY"
+    name = variable or DEFAULT_API_KEY_ENV
     raise ValueError(
-        f"OpenAIBackend: no API key for {base_url}: the environment variable {variable or DEFAULT_API_KEY_ENV!r} is not "
-        f"set. Export it before running snakemake (e.g. `export {variable or DEFAULT_API_KEY_ENV}=...`; on SLURM the job "
-        "inherits it), or name another variable with backend_options.api_key_env; keys never go in a config")
+        f"OpenAIBackend: no API key for {base_url}: the environment variable {name!r} is not set. Export it before "
+        f"running snakemake (e.g. `export {name}=...`; on SLURM the job inherits it), or name another variable with "
+        "backend_options.api_key_env; keys never go in a config")
 
 
 class OpenAIBackend(Backend):

@@ -146,11 +146,10 @@ def load_checkpoint(directory: str | Path, policy, fingerprint, engine=None, ran
                 (directory / "latest").unlink(missing_ok=True)
             return None
         try:
-            files = _read_checkpoint(path, policy.device, meta["step"])
+            trainable, states, rng, metrics = _read_checkpoint(path, policy.device, meta["step"])
         except Exception as error:  # safetensors, torch and pyarrow each raise their own types on cut-off files
             _set_aside(path, error, rank)
             continue
-        trainable, states, rng, metrics = files
         policy.load_trainable_state(trainable)
         _restore_optimizer(policy, states, path, engine, rank, world)
         _restore_rng(rng)
