@@ -87,12 +87,16 @@ class MappoTrainer(DebateTrainer):
             answers = answers_by_round(st)
             r_task = task_reward(answers, str(st.row["answer"]), st.task_type, labels=st.labels)
             disagreement = final_disagreement(answers, st.task_type)
+            shaping = np.zeros(len(answers[0]) * len(answers), dtype=np.float32)  # critic_inputs' order
+            for turn in st.pre + st.turns:
+                shaping[turn.agent * len(answers) + turn.round] = self.length_shaping(turn)
             local.append({"answers": answers, "task_type": st.task_type, "r_task": r_task, "consensus": 1 - disagreement,
-                          "reward": shared_reward(r_task, disagreement, self.consensus_weight)})
+                          "reward": shared_reward(r_task, disagreement, self.consensus_weight), "shaping": shaping})
         debates = _gathered(local, self.rank, self.world)  # the whole batch, in batch order
         inputs = [self.critic_inputs(d["answers"], d["task_type"]) for d in debates]
         features = np.concatenate(inputs)
-        returns = np.concatenate([np.full(len(x), d["reward"], dtype=np.float32) for x, d in zip(inputs, debates)])
+        returns = np.concatenate([np.full(len(x), d["reward"], dtype=np.float32) + d["shaping"]
+                                  for x, d in zip(inputs, debates)])
         with torch.no_grad():
             values = self.critic(torch.as_tensor(features)).squeeze(-1).numpy()
         advantages = critic_advantages(returns, values, m_settings.normalize_advantages)

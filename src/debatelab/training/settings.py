@@ -65,6 +65,9 @@ class TrainSettings:
     max_tokens: int = 8192
     overlong_buffer: int = 2048  # DAPO soft overlong punishment: 0 up to max_tokens − buffer ...
     overlong_penalty: float = 1.0  # ... then down to −penalty at max_tokens
+    # The multi-agent methods (udpo, mappo, rmaac, umad, ippo) have no overlong punishment in their
+    # papers; true adds it to each turn's reward (a [CHOICE] for short budgets, off by default).
+    overlong_shaping: bool = False
     reward: str = "verifiable"  # "dapo_math" (DAPO's verifier), or "module:function", a custom (row, text, answer, correct, tokens) -> float
     # Multi-agent runs: the options of the debate the rollouts run (config `protocol`, resolved by
     # `Experiment.train_protocol`: the evaluation protocol's template, peer masking, ...); null: all_to_all

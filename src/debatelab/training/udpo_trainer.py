@@ -53,6 +53,7 @@ import pandas as pd
 
 from . import zero
 from .debate_rollouts import answers_by_round, rollout_debates
+from .rewards import overlong_penalty
 from .rollouts import Rollout
 from .trainer import Trainer, _all_reduce, pooled
 from .udpo import AgentCoefficients, agent_reward, batch_advantages, replay_draw, replay_priority, trajectory_rewards
@@ -117,6 +118,13 @@ class DebateTrainer(Trainer):
         return Rollout(question_id=state.question_id, group=group, turn=turn.round, sample=sample, messages=turn.messages,
                        text=turn.response, token_ids=list(turn.token_ids), finish_reason=turn.finish_reason,
                        answer=turn.answer, correct=turn.correct, reward=reward, advantage=advantage, weight=weight)
+
+    def length_shaping(self, turn) -> float:
+        """DAPO's soft overlong punishment of a debate turn (≤ 0) when `overlong_shaping` is set, else 0."""
+        s = self.settings
+        if not s.overlong_shaping:
+            return 0.0
+        return overlong_penalty(len(turn.token_ids), s.max_tokens, s.overlong_buffer, s.overlong_penalty)
 
     def heldout_agents(self) -> list[str]:
         return list(self.policy.agents)
@@ -239,6 +247,10 @@ class UdpoTrainer(DebateTrainer):
         self.policy.rollouts_done()
         rewards = self._trajectory_rewards(states)
         seat_rewards = np.array([[agent_reward(r, self.coefficients[seat]) for seat in self.seats] for r in rewards])
+        if s.overlong_shaping:  # a seat's trajectory reward gains the mean punishment of its turns
+            seat_rewards = seat_rewards + np.array(_gathered(
+                [[np.mean([self.length_shaping(t) for t in st.pre + st.turns if t.agent == i])
+                  for i in range(len(self.seats))] for st in states], self.rank, self.world))
         advantages = batch_advantages(seat_rewards)  # the whole batch's baseline
         by_agent: dict[str, list[Rollout]] = {}  # group = the agent's trajectory in debate m
         for m, st in zip(mine, states):

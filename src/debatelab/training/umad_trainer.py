@@ -109,10 +109,11 @@ class UmadTrainer(DebateTrainer):
                     continue
                 logps = old[id(r)]
                 nll[q, g, i, t] = -float(logps.mean()) if len(logps) else 0.0
+                penalty[q, g, i, t] = -self.length_shaping(r)  # subtracted from R_total: a punishment
                 if with_reference:
                     kl_values.append(float((logps - ref[id(r)]).mean()) if r.length else float("nan"))
                     if u.kl_mode == "reward":
-                        penalty[q, g, i, t] = s.kl_coef * float((logps - ref[id(r)]).sum())  # β·Σ k1
+                        penalty[q, g, i, t] += s.kl_coef * float((logps - ref[id(r)]).sum())  # β·Σ k1
             for q in range(len(rows)):  # advantages of turn t (groups are per (agent, turn): other turns untouched)
                 parts = umad_advantages(correct[q], nll[q], eta=u.eta, alpha_au=u.alpha_au, reward_mode=u.reward_mode,
                                         eu_mode=u.eu_mode, eps=s.advantage_eps, penalty=penalty[q])
