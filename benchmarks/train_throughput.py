@@ -53,8 +53,8 @@ from debatelab import grading, prompts  # noqa: E402
 from debatelab.data import load_benchmark  # noqa: E402
 from debatelab.models import prepare_model  # noqa: E402
 from debatelab.training import TrainSettings  # noqa: E402
-from debatelab.training.policy import Policy  # noqa: E402
-from debatelab.training.trainer import Trainer  # noqa: E402
+from debatelab.training.core.policy import Policy  # noqa: E402
+from debatelab.training.registry import method as training_method  # noqa: E402
 from debatelab.zero_shot import select_questions  # noqa: E402
 
 
@@ -92,7 +92,8 @@ def ours(args, model_dir: Path, questions) -> dict:
     )
     if args.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
-    trainer = Trainer(questions, Policy(model_dir, settings, device=args.device), settings, run="bench")
+    trainer = training_method(args.method).trainer_class()(questions, Policy(model_dir, settings, device=args.device),
+                                                           settings, run="bench")
     rows = [trainer.train_step(step) for step in range(args.steps + 1)][1:]  # the first is the warm-up
     return {
         "step": [r["rollout_seconds"] + r["update_seconds"] for r in rows],
@@ -107,10 +108,8 @@ def ours(args, model_dir: Path, questions) -> dict:
 
 def multi_agent(args, model_dir: Path, questions) -> dict:
     """N agents' UDPO, UMAD, MAPPO or RMAAC steps; the first is the warm-up."""
-    from debatelab.training.agents import AgentPolicies
-    from debatelab.training.udpo import AgentCoefficients
-    from debatelab.training.udpo_trainer import UdpoTrainer
-    from debatelab.training.umad_trainer import UmadTrainer
+    from debatelab.training.core.agents import AgentPolicies
+    from debatelab.training.methods.udpo import AgentCoefficients
 
     agents = [f"agent{i}" for i in range(args.agents)]
     sequences = args.prompts * args.agents * (2 * args.group if args.method == "umad" else 2)
@@ -119,19 +118,13 @@ def multi_agent(args, model_dir: Path, questions) -> dict:
         warmup_steps=0, mini_batch_size=sequences, micro_batch_size=min(sequences, 16), rollout_batch_size=sequences,
         lora={"r": 16, "alpha": 32}, dtype=args.dtype, kl_coef=0.001, kl_estimator="k1", show_progress=False,
         umad={"threads": args.group, "turns": 2, "questions_per_step": args.prompts},
-        mappo={"rounds": 1, "questions_per_step": args.prompts},
+        mappo={"rounds": 1, "questions_per_step": args.prompts}, udpo={"rounds": 1, "questions_per_step": args.prompts},
     )
     policies = AgentPolicies({a: model_dir for a in agents}, settings, device=args.device)
-    if args.method == "umad":
-        trainer = UmadTrainer(questions, policies, settings, run="bench", participants=agents)
-    elif args.method in ("mappo", "rmaac"):
-        from debatelab.training.mappo_trainer import MappoTrainer
-
-        trainer = MappoTrainer(questions, policies, settings, run="bench", participants=agents)
-    else:
-        coefficients = {a: AgentCoefficients(1 / 3, 1 / 3, 1 / 3, 1.0, 0.01) for a in agents}
-        trainer = UdpoTrainer(questions, policies, settings, run="bench", participants=agents, rounds=1,
-                              coefficients=coefficients, questions_per_step=args.prompts)
+    own = {"coefficients": {a: AgentCoefficients(1 / 3, 1 / 3, 1 / 3, 1.0, 0.01) for a in agents}} \
+        if args.method == "udpo" else {}
+    trainer = training_method(args.method).trainer_class()(questions, policies, settings, run="bench",
+                                                           participants=agents, **own)
     rows = [trainer.train_step(step) for step in range(args.steps + 1)][1:]
     shared = sum(t.numel() * t.element_size() for m in policies.models.values() for t in m.state_dict().values())
     adapters = sum(p.numel() * p.element_size() for a in agents for p in policies.adapter_parameters(a).values())

@@ -16,11 +16,12 @@ def main(model_dir: str, out: str, checkpoint_dir: str | None = None) -> None:
     from safetensors.torch import save_file
 
     from debatelab.data.schema import frame_from_rows
-    from debatelab.training import TrainSettings, zero
-    from debatelab.training.launch import init_process_group
-    from debatelab.training.policy import Policy
-    from debatelab.training.rollouts import Rollout
-    from debatelab.training.trainer import Trainer
+    from debatelab.training import TrainSettings
+    from debatelab.training.core import zero
+    from debatelab.training.core.distributed import barrier, init_process_group
+    from debatelab.training.core.policy import Policy
+    from debatelab.training.core.rollouts import Rollout
+    from debatelab.training.core.trainer import Trainer
 
     rank = init_process_group()
     world = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
@@ -44,14 +45,14 @@ def main(model_dir: str, out: str, checkpoint_dir: str | None = None) -> None:
     made, grads = 0, {}
     while trainer.state.step < STEPS:
         made += 1
-        trainer._update(rollouts[rank::world], step=trainer.state.step)
+        trainer.update_policy(rollouts[rank::world], step=trainer.state.step)
         if trainer.state.step == 0:  # the first step's gradients: later ones start from weights rounded apart
             grads = {f"grad.{n}": p.grad.detach().clone().contiguous() for n, p in policy.model.named_parameters()
                      if p.grad is not None}
         trainer.state.step += 1
         if checkpoint_dir is not None and trainer.state.step == 1:
-            trainer._checkpoint()
-            trainer._barrier()
+            trainer.checkpoint()
+            barrier(world)
     if rank == 0:
         save_file({**{k: v.contiguous() for k, v in policy.trainable_state().items()}, **grads,
                    "steps_made": torch.tensor(made)}, out)

@@ -16,14 +16,14 @@ def _trainer(method: str, model_dir: str):
     import torch
 
     from debatelab.data.schema import frame_from_rows
-    from debatelab.training.agents import AgentPolicies
+    from debatelab.training.core.agents import AgentPolicies
     from debatelab.training.settings import TrainSettings
 
     common = dict(lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=10, overlong_buffer=0, learning_rate=1e-2,
                   warmup_steps=0, mini_batch_size=64, micro_batch_size=4, show_progress=False)
     torch.manual_seed(0)
     if method == "umad":
-        from debatelab.training.umad_trainer import UmadTrainer
+        from debatelab.training.methods.umad import UmadTrainer
 
         settings = TrainSettings(method="umad", steps=1, **common,
                                  umad={"threads": 3, "turns": 2, "questions_per_step": 2})
@@ -35,14 +35,14 @@ def _trainer(method: str, model_dir: str):
     rows = [{"id": f"q{i}", "question": f"question {i}: answer 7.", "choices": None, "answer": "7", "task_type": "math",
              "meta": {"source": "toy"}} for i in range(6)]
     if method == "rmaac":
-        from debatelab.training.mappo_trainer import MappoTrainer
+        from debatelab.training.methods.mappo import MappoTrainer
 
         settings = TrainSettings(method="rmaac", steps=2, **common,
                                  mappo={"rounds": 1, "questions_per_step": 4, "peer_swap_prob": 0.5, "critic_hidden": 8})
         policies = AgentPolicies({"alice": model_dir, "bob": model_dir}, settings, device="cpu")
         return MappoTrainer(frame_from_rows(rows), policies, settings, run="rmaac", participants=["alice", "bob", "alice"])
-    from debatelab.training.udpo import AgentCoefficients
-    from debatelab.training.udpo_trainer import UdpoTrainer
+    from debatelab.training.methods.udpo import AgentCoefficients
+    from debatelab.training.methods.udpo import UdpoTrainer
 
     settings = TrainSettings(method="udpo", steps=2, kl_coef=0.01, **common)
     policies = AgentPolicies({"alice": model_dir, "bob": model_dir}, settings, device="cpu")
@@ -55,7 +55,7 @@ def main(method: str, model_dir: str, out: str) -> None:
     import torch
     from safetensors.torch import save_file
 
-    from debatelab.training.launch import init_process_group
+    from debatelab.training.core.distributed import init_process_group
 
     rank = init_process_group()
     trainer = _trainer(method, model_dir)

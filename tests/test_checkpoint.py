@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from debatelab.training import TrainSettings
-from debatelab.training.checkpoint import TrainState, load_checkpoint, save_checkpoint
-from debatelab.training.policy import Policy
+from debatelab.training.core.checkpoint import TrainState, load_checkpoint, save_checkpoint
+from debatelab.training.core.policy import Policy
 from test_training import TOY, _job, _toy_dataset, _weights
 
 PARTS = {"settings": {"learning_rate": 0.001, "steps_per_epoch": 4}, "data": ["q1", "q2"], "model": "abc"}
@@ -95,7 +95,7 @@ def test_raising_steps_of_a_finished_run_resumes_from_its_last_checkpoint(tmp_pa
     settings = lambda **kw: TrainSettings(**{**TOY, **small, **kw})  # noqa: E731
     train_job(**_job(tmp_path, char_model_dir, dataset, settings(steps=3), "uninterrupted"))
     train_job(**_job(tmp_path, char_model_dir, dataset, settings(steps=2), "raised"))
-    with caplog.at_level("INFO", logger="debatelab.training.checkpoint"):
+    with caplog.at_level("INFO", logger="debatelab.training.core.checkpoint"):
         metrics = train_job(**_job(tmp_path, char_model_dir, dataset, settings(steps=3), "raised"))
     assert "resuming from" in caplog.text and "(step 2)" in caplog.text
     assert metrics["step"].tolist() == [1, 2, 3]
@@ -103,6 +103,6 @@ def test_raising_steps_of_a_finished_run_resumes_from_its_last_checkpoint(tmp_pa
     assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
 
     caplog.clear()
-    with caplog.at_level("INFO", logger="debatelab.training.checkpoint"):
+    with caplog.at_level("INFO", logger="debatelab.training.core.checkpoint"):
         train_job(**_job(tmp_path, char_model_dir, dataset, settings(steps=4, learning_rate=1e-3), "raised"))
     assert "learning_rate 0.003 -> 0.001" in caplog.text and "resuming from" not in caplog.text

@@ -226,9 +226,9 @@ def _settings_and_schema():
     from debatelab.llm.vllm_backend import VLLMBackend
     from debatelab.uncertainty import UncertaintySettings
     from debatelab.training import LoraSettings, TrainSettings
-    from debatelab.training.udpo import UdpoSettings
-    from debatelab.training.mappo import MappoSettings
-    from debatelab.training.umad import UmadSettings
+    from debatelab.training.methods.udpo import UdpoSettings
+    from debatelab.training.methods.mappo import MappoSettings
+    from debatelab.training.methods.umad import UmadSettings
     from debatelab.zero_shot import ZeroShotSettings
 
     run_defaults = _schema_defaults("training_run")

@@ -41,7 +41,7 @@ def _hand_accuracy(model_dir, rows, settings, system_prompt=None) -> float:
     """The model folder's one reply per question, regenerated with the run's sampling and each
     question's held-out seed, graded by the workflow's grader (extract the answer, compare)."""
     from debatelab.llm.transformers_backend import TransformersBackend
-    from debatelab.training.heldout import heldout_seed
+    from debatelab.training.core.heldout import heldout_seed
 
     backend = TransformersBackend(model_dir, device="cpu", dtype="float32")
     requests = [GenerationRequest(messages=prompts.question_messages(row, system_prompt), sampling=SamplingParams(
@@ -59,7 +59,7 @@ def test_heldout_accuracy_from_the_base_model_on_equals_a_regrading_and_survives
     same 60 of the 80 held-out questions, regenerated with the same seeds; the resumed run evaluates
     step 2 only and keeps step 0's and step 1's values."""
     from debatelab.training.stage import train_job
-    from debatelab.training.trainer import Trainer
+    from debatelab.training.core.trainer import Trainer
     from debatelab.zero_shot import select_questions
 
     train = _dataset(tmp_path / "toy.parquet", "q", 24)
@@ -89,18 +89,18 @@ def test_heldout_accuracy_from_the_base_model_on_equals_a_regrading_and_survives
 
 
 def test_heldout_evaluations_fall_every_k_steps_and_after_the_last():
-    from debatelab.training.heldout import evaluates_after
+    from debatelab.training.core.heldout import evaluates_after
 
     settings = TrainSettings(steps=7, heldout_every=3)
     assert [k for k in range(8) if evaluates_after(k, settings)] == [0, 3, 6, 7]
 
 
 def test_without_a_heldout_set_the_columns_are_empty(tmp_path, char_model_dir):
-    from debatelab.training.policy import Policy
-    from debatelab.training.trainer import Trainer
+    from debatelab.training.core.policy import Policy
+    from debatelab.training.methods.dapo import DapoTrainer
 
     settings = TrainSettings(steps=1, **TOY)
-    trainer = Trainer(frame_from_rows(_rows("q", 8)), Policy(char_model_dir, settings, device="cpu"), settings, run="r")
+    trainer = DapoTrainer(frame_from_rows(_rows("q", 8)), Policy(char_model_dir, settings, device="cpu"), settings, run="r")
     metrics = trainer.train()
     assert metrics["heldout_accuracy"].isna().all() and metrics["heldout_base_accuracy"].isna().all()
     assert list(metrics["heldout_questions"]) == [0]
@@ -110,8 +110,8 @@ def test_each_agent_of_a_multi_agent_run_is_evaluated_alone_with_its_system_prom
     """MAPPO on alice and bob (bob with a system prompt): one column per agent, their mean as
     heldout_accuracy; at step 0 each agent is its base model (LoRA B starts at zero), so each
     agent's value is the base folder's re-graded accuracy with that agent's prompt."""
-    from debatelab.training.agents import AgentPolicies
-    from debatelab.training.mappo_trainer import MappoTrainer
+    from debatelab.training.core.agents import AgentPolicies
+    from debatelab.training.methods.mappo import MappoTrainer
 
     torch.manual_seed(0)
     settings = TrainSettings(method="mappo", steps=1, heldout_every=1, heldout_questions=40, lora={"r": 4, "alpha": 8},

@@ -12,7 +12,7 @@ import torch
 
 from debatelab.debate.engine import Participant, QuestionState, Turn
 from debatelab.llm import SamplingParams
-from debatelab.training.mappo import (FEATURES, MappoSettings, PeerSwapDebate, agreement_features, build_critic,
+from debatelab.training.methods.mappo import (FEATURES, MappoSettings, PeerSwapDebate, agreement_features, build_critic,
                                       critic_advantages, final_disagreement, fit_critic, shared_reward)
 from debatelab.training.settings import TrainSettings
 from distributed_helpers import assert_same_update, run_multi_agent_steps
@@ -106,8 +106,8 @@ def test_rmaac_swaps_shown_peers_for_wrong_answers_of_the_same_debate():
 
 def _mappo(char_model_dir, checkpoint_dir, steps, method="mappo", **mappo):
     from debatelab.data.schema import frame_from_rows
-    from debatelab.training.agents import AgentPolicies
-    from debatelab.training.mappo_trainer import MappoTrainer
+    from debatelab.training.core.agents import AgentPolicies
+    from debatelab.training.methods.mappo import MappoTrainer
 
     torch.manual_seed(0)
     settings = replace(SETTINGS, method=method, steps=steps,

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 import torch
 
-from debatelab.training.agents import AgentPolicies
-from debatelab.training.debate_rollouts import answers_by_round, rollout_debates
+from debatelab.training.core.agents import AgentPolicies
+from debatelab.training.core.debate_rollouts import answers_by_round, rollout_debates
 from debatelab.training.settings import TrainSettings
 from distributed_helpers import assert_same_update, run_multi_agent_steps
 
@@ -117,8 +117,8 @@ def _udpo(char_model_dir, checkpoint_dir, steps, **options):
     from dataclasses import replace
 
     from debatelab.data.schema import frame_from_rows
-    from debatelab.training.udpo import AgentCoefficients
-    from debatelab.training.udpo_trainer import UdpoTrainer
+    from debatelab.training.methods.udpo import AgentCoefficients
+    from debatelab.training.methods.udpo import UdpoTrainer
 
     torch.manual_seed(0)
     policies = AgentPolicies({"alice": char_model_dir, "bob": char_model_dir}, SETTINGS, device="cpu")
@@ -211,9 +211,8 @@ def test_udpo_jobs_warm_up_calibrate_train_and_write_every_agent(char_model_dir,
     from debatelab.config import AgentSpec
     from debatelab.io import write_parquet_atomic
     from debatelab.data.schema import frame_from_rows
-    from debatelab.training.multi_agent_stage import (
-        WARMUP_COLUMNS, split_warmup, udpo_coefficients_job, train_agents_job, udpo_warmup_job,
-    )
+    from debatelab.training.methods.udpo import split_warmup
+    from debatelab.training.multi_agent_stage import WARMUP_COLUMNS, train_agents_job, udpo_coefficients_job, udpo_warmup_job
 
     rows = [{"id": f"q{i}", "question": f"question {i}: answer 7.", "choices": None, "answer": "7", "task_type": "math",
              "meta": {"source": "toy"}} for i in range(10)]
@@ -277,18 +276,18 @@ def test_two_processes_make_the_same_udpo_steps_as_one(tmp_path, char_model_dir)
 
 
 def test_model_parallelism_places_each_base_on_gpus_of_its_own():
-    from debatelab.training.agents import plan_placement
+    from debatelab.gpu_plan import training_placement
 
     gib = 2**30
     # UDPO's ensemble in bf16 on 8 GPUs of 80 GiB, weights at most 70 % (56 GiB) of each
     sizes = {"scout": 203 * gib, "mixtral": 87 * gib, "phi4": 27 * gib, "qwen3": 16 * gib, "gemma3n": 15 * gib}
-    plan = plan_placement(sizes, 8, 80 * gib, share=0.7)
+    plan = training_placement(sizes, 8, 80 * gib, share=0.7)
     assert plan == {"scout": [0, 1, 2, 3], "mixtral": [4, 5], "phi4": [6], "qwen3": [6], "gemma3n": [7]}
     assert sum(sizes[b] for b, g in plan.items() if g == [6]) <= 56 * gib  # the shared GPU holds both
     with pytest.raises(ValueError, match=r"scout 203.0 GiB.*do not fit on 7 GPU"):
-        plan_placement(sizes, 7, 80 * gib, share=0.7)
-    assert plan_placement({"a": 1, "b": 1, "c": 1}, 2, 10, share=0.5) == {"a": [0], "b": [0], "c": [0]}
-    assert plan_placement({"a": 4, "b": 4}, 2, 10, share=0.5) == {"a": [0], "b": [1]}
+        training_placement(sizes, 7, 80 * gib, share=0.7)
+    assert training_placement({"a": 1, "b": 1, "c": 1}, 2, 10, share=0.5) == {"a": [0], "b": [0], "c": [0]}
+    assert training_placement({"a": 4, "b": 4}, 2, 10, share=0.5) == {"a": [0], "b": [1]}
 
 
 def test_without_several_gpus_model_parallelism_keeps_every_base_on_the_one_device(char_model_dir):
@@ -306,8 +305,8 @@ def test_agents_on_different_bases_train_separate_models(char_model_dir, tmp_pat
     agent's adapter; a UDPO step moves both adapters and leaves both bases' weights as they were."""
     from conftest import build_char_model
     from debatelab.data.schema import frame_from_rows
-    from debatelab.training.udpo import AgentCoefficients
-    from debatelab.training.udpo_trainer import UdpoTrainer
+    from debatelab.training.methods.udpo import AgentCoefficients
+    from debatelab.training.methods.udpo import UdpoTrainer
 
     other = build_char_model(tmp_path / "other-base", seed=1)
     torch.manual_seed(0)

@@ -12,7 +12,7 @@ import torch
 
 from debatelab.data.schema import frame_from_rows
 from debatelab.grading import extract_answer, is_correct
-from debatelab.training.agents import AgentPolicies
+from debatelab.training.core.agents import AgentPolicies
 from debatelab.training.settings import TrainSettings
 
 AGENTS = ("solver", "critic")
@@ -51,7 +51,7 @@ def _learn(make_trainer, settings, char_model_dir):
 @pytest.mark.slow
 def test_umad_agents_learn_a_toy_verifiable_task(char_model_dir):
     """Team-sum reward with the EU and W terms on: both agents answer 7 more often after 10 steps."""
-    from debatelab.training.umad_trainer import UmadTrainer
+    from debatelab.training.methods.umad import UmadTrainer
 
     settings = TrainSettings(method="umad", steps=10, kl_estimator="k1",
                              umad={"threads": 6, "turns": 2, "questions_per_step": 4}, **TOY)
@@ -70,8 +70,8 @@ def test_udpo_agents_learn_a_toy_verifiable_task(char_model_dir):
     (λ = 1, k3 anchor off): both agents answer 7 more often after 20 steps. The stability terms are
     weighted 0 here: at 12 debates a step their variance swamps the random model's rare right votes
     (with α = β = γ = 0.05 the rate did not move)."""
-    from debatelab.training.udpo import AgentCoefficients
-    from debatelab.training.udpo_trainer import UdpoTrainer
+    from debatelab.training.methods.udpo import AgentCoefficients
+    from debatelab.training.methods.udpo import UdpoTrainer
 
     # The shared vote reward is sparse (a step's 12 debates rarely end on 7): 20 steps at a fifth of UMAD's
     # learning rate; 10 steps at 5e-2 moved the rates by noise only.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from debatelab.training.rewards import overlong_penalty
+from debatelab.training.core.rewards import overlong_penalty
 
 pytestmark = pytest.mark.slow
 
@@ -17,9 +17,9 @@ def _trainer(method: str, char_model_dir, shaping: bool):
     import torch
 
     from debatelab.data.schema import frame_from_rows
-    from debatelab.training.agents import AgentPolicies
+    from debatelab.training.core.agents import AgentPolicies
     from debatelab.training.settings import TrainSettings
-    from debatelab.training.udpo import AgentCoefficients
+    from debatelab.training.methods.udpo import AgentCoefficients
 
     settings = TrainSettings(method=method, steps=1, lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=MAX_TOKENS,
                              overlong_buffer=BUFFER, overlong_shaping=shaping, learning_rate=1e-2, warmup_steps=0,
@@ -32,14 +32,14 @@ def _trainer(method: str, char_model_dir, shaping: bool):
              "task_type": "math", "meta": {"source": "toy"}} for i in range(4)]
     common = dict(run=method, participants=["alice", "bob"])
     if method == "umad":
-        from debatelab.training.umad_trainer import UmadTrainer
+        from debatelab.training.methods.umad import UmadTrainer
 
         return UmadTrainer(frame_from_rows(rows), policies, settings, **common)
     if method == "mappo":
-        from debatelab.training.mappo_trainer import MappoTrainer
+        from debatelab.training.methods.mappo import MappoTrainer
 
         return MappoTrainer(frame_from_rows(rows), policies, settings, **common)
-    from debatelab.training.udpo_trainer import UdpoTrainer
+    from debatelab.training.methods.udpo import UdpoTrainer
 
     coefficients = {"alice": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01), "bob": AgentCoefficients(0.5, 0.2, 0.3, 0.8, 0.02)}
     return UdpoTrainer(frame_from_rows(rows), policies, settings, rounds=1, coefficients=coefficients,
@@ -48,13 +48,13 @@ def _trainer(method: str, char_model_dir, shaping: bool):
 
 def _rollouts_of_one_step(trainer) -> list:
     """Every rollout the step updates on, with the reward the method gave it."""
-    seen, update = [], trainer._update
+    seen, update = [], trainer.update_policy
 
     def recording(sequences, *args, **kwargs):
         seen.extend(sequences)
         return update(sequences, *args, **kwargs)
 
-    trainer._update = recording
+    trainer.update_policy = recording
     trainer.train()
     trainer.policy.close()
     return seen

@@ -20,11 +20,12 @@ from debatelab.data.schema import frame_from_rows
 from debatelab.io import write_parquet_atomic
 from debatelab.llm.base import Backend, Generation
 from debatelab.training import TrainSettings
-from debatelab.training.loss import policy_loss
-from debatelab.training.rewards import all_equal, group_advantages, mixed, overlong_penalty
-from debatelab.training.rollouts import Rollout
-from debatelab.training.sdrl import choose_pair
-from debatelab.training.trainer import Trainer
+from debatelab.training.core.loss import policy_loss
+from debatelab.training.core.rewards import all_equal, group_advantages, overlong_penalty
+from debatelab.training.core.rollouts import Rollout
+from debatelab.training.core.trainer import Trainer
+from debatelab.training.methods.dapo import DapoTrainer, mixed
+from debatelab.training.methods.sdrl import SdrlTrainer, choose_pair
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,7 +97,7 @@ def test_kl_estimators_by_hand():
 def test_a_positive_advantage_raises_the_log_probability_of_its_tokens():
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from debatelab.training.loss import token_logprobs
+    from debatelab.training.core.loss import token_logprobs
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
@@ -118,8 +119,8 @@ def test_a_positive_advantage_raises_the_log_probability_of_its_tokens():
 def test_logprobs_skip_the_prompt_logits_and_checkpointing_keeps_the_gradient(char_model_dir):
     """`token_logprobs` asks the model for the completion's logits only; gradient checkpointing
     (recomputing activations) changes neither the log-probabilities nor the LoRA gradient."""
-    from debatelab.training.loss import token_logprobs
-    from debatelab.training.policy import Policy
+    from debatelab.training.core.loss import token_logprobs
+    from debatelab.training.core.policy import Policy
 
     ids = torch.tensor([[3, 5, 9, 17, 23, 42, 7], [0, 0, 5, 9, 3, 4, 8]])
     attention = torch.tensor([[1] * 7, [0, 0, 1, 1, 1, 1, 1]])
@@ -155,8 +156,8 @@ def test_overlong_penalty_matches_spec_003():
 
 
 def test_learning_rate_schedules_by_hand(char_model_dir):
-    from debatelab.training.agents import AgentPolicies
-    from debatelab.training.policy import learning_rate_factor
+    from debatelab.training.core.agents import AgentPolicies
+    from debatelab.training.core.policy import learning_rate_factor
 
     constant = learning_rate_factor(TrainSettings(warmup_steps=2, steps=6))
     assert [constant(k) for k in range(6)] == [0.5, 1.0, 1.0, 1.0, 1.0, 1.0]
@@ -171,7 +172,7 @@ def test_learning_rate_schedules_by_hand(char_model_dir):
     settings = TrainSettings(warmup_steps=2, steps=6, lr_schedule="cosine", learning_rate=1e-3, show_progress=False,
                              lora={"r": 2, "alpha": 4})
     policies = AgentPolicies({"alice": char_model_dir, "bob": char_model_dir}, settings, device="cpu")
-    from debatelab.training.policy import Policy
+    from debatelab.training.core.policy import Policy
 
     policy = Policy(char_model_dir, settings, device="cpu")
     for scheduler in (policy.scheduler, *policies.schedulers.values()):
@@ -257,10 +258,10 @@ def test_dynamic_sampling_keeps_exactly_the_mixed_groups_and_tops_up():
     right = {"q0": 0, "q1": 2, "q2": 4, "q3": 1, "q4": 3, "q5": 0}  # of 4 samples: q1, q3, q4 are mixed
     settings = TrainSettings(prompts_per_step=2, rollouts_per_prompt=4, sampling_batch=3, max_sampling_rounds=3,
                              show_progress=False)
-    trainer = Trainer(_questions(6), NoPolicy(), settings, run="t")
+    trainer = DapoTrainer(_questions(6), NoPolicy(), settings, run="t")
     order = [trainer.rows[i]["id"] for i in trainer._order(0)]
     backend = ScriptedRollouts(right, dict.fromkeys(right, True))
-    _, kept, sampled = trainer._first_turn(backend, step=0)
+    _, kept, sampled = trainer.first_turn(backend, step=0)
     mixed_in_order = [q for q in order if 0 < right[q] < 4]
     assert [row["id"] for row, _ in kept] == mixed_in_order[:2]
     assert sampled in (3, 6) and len(backend.calls) == sampled // 3  # one backend batch per round
@@ -272,10 +273,10 @@ def test_sdrl_drops_debate_groups_whose_rewards_are_all_equal():
     right = {"q0": 2, "q1": 2, "q2": 2, "q3": 2}
     settings = TrainSettings(method="sdrl", prompts_per_step=4, rollouts_per_prompt=4, debate_prompts_per_step=4,
                              debate_rollouts=3, show_progress=False)
-    trainer = Trainer(_questions(4), NoPolicy(), settings, run="t")
+    trainer = SdrlTrainer(_questions(4), NoPolicy(), settings, run="t")
     backend = ScriptedRollouts(right, {"q0": True, "q1": False, "q2": True, "q3": False})
-    _, kept, _ = trainer._first_turn(backend, step=0)
-    debate_prompts, debate_kept, debate_all, counts = trainer._debate_turn(backend, 0, kept)
+    _, kept, _ = trainer.first_turn(backend, step=0)
+    debate_prompts, debate_kept, debate_all, counts = trainer.debate_turn(backend, 0, kept)
     assert debate_prompts == 4 and len(debate_all) == 12
     assert debate_kept == []  # every debate group is all right or all wrong: no gradient, dropped
     # §9.3 needs why: q0 and q2's debates are all right, q1 and q3's all wrong
@@ -287,10 +288,10 @@ def test_sdrl_logs_the_accuracy_of_the_pairs_it_shows():
     # so q0's pair is 2 of 2 right and q1's 0 of 2: the pairs' accuracy is 2 / 4
     settings = TrainSettings(method="sdrl", prompts_per_step=2, rollouts_per_prompt=4, debate_prompts_per_step=2,
                              debate_rollouts=2, dynamic_sampling=False, show_progress=False)
-    trainer = Trainer(_questions(2), NoPolicy(), settings, run="t")
+    trainer = SdrlTrainer(_questions(2), NoPolicy(), settings, run="t")
     backend = ScriptedRollouts({"q0": 4, "q1": 0}, {"q0": True, "q1": True})
-    _, kept, _ = trainer._first_turn(backend, step=0)
-    _, _, _, counts = trainer._debate_turn(backend, 0, kept)
+    _, kept, _ = trainer.first_turn(backend, step=0)
+    _, _, _, counts = trainer.debate_turn(backend, 0, kept)
     assert counts["debate_pair_accuracy"] == pytest.approx(0.5)
     assert (counts["debate_groups_all_correct"], counts["debate_groups_all_wrong"]) == (2, 0)
 
@@ -319,10 +320,10 @@ def test_sdrl_drops_an_all_correct_debate_group_even_when_one_reply_is_overlong(
     right = {"q0": 2, "q1": 2}
     settings = TrainSettings(method="sdrl", prompts_per_step=2, rollouts_per_prompt=4, debate_prompts_per_step=2,
                              debate_rollouts=3, max_tokens=8, overlong_buffer=4, show_progress=False)
-    trainer = Trainer(_questions(2), NoPolicy(), settings, run="t")
+    trainer = SdrlTrainer(_questions(2), NoPolicy(), settings, run="t")
     backend = LongDebateReplies(right, {"q0": True, "q1": False}, debate_lengths=[3, 3, 8])
-    _, kept, _ = trainer._first_turn(backend, step=0)
-    debate_prompts, debate_kept, debate_all, counts = trainer._debate_turn(backend, 0, kept)
+    _, kept, _ = trainer.first_turn(backend, step=0)
+    debate_prompts, debate_kept, debate_all, counts = trainer.debate_turn(backend, 0, kept)
     assert debate_prompts == 2 and len(debate_all) == 6
     assert (counts["debate_groups_all_correct"], counts["debate_groups_all_wrong"]) == (1, 1)
     by_question = {r.question_id: sorted(x.reward for x in debate_all if x.question_id == r.question_id)
@@ -342,10 +343,10 @@ def test_sdrl_keeps_a_debate_group_with_right_and_wrong_replies():
 
     settings = TrainSettings(method="sdrl", prompts_per_step=1, rollouts_per_prompt=4, debate_prompts_per_step=1,
                              debate_rollouts=4, show_progress=False)
-    trainer = Trainer(_questions(1), NoPolicy(), settings, run="t")
+    trainer = SdrlTrainer(_questions(1), NoPolicy(), settings, run="t")
     backend = HalfRight({"q0": 2}, {"q0": True})
-    _, kept, _ = trainer._first_turn(backend, step=0)
-    _, debate_kept, _, counts = trainer._debate_turn(backend, 0, kept)
+    _, kept, _ = trainer.first_turn(backend, step=0)
+    _, debate_kept, _, counts = trainer.debate_turn(backend, 0, kept)
     assert counts["debate_groups_all_correct"] == counts["debate_groups_all_wrong"] == 0
     assert len(debate_kept) == 1 and sorted(r.correct for r in debate_kept[0]) == [False, False, True, True]
     assert sum(r.advantage for r in debate_kept[0]) == pytest.approx(0.0, abs=1e-9)
@@ -365,13 +366,13 @@ def test_sdrl_keeps_a_debate_group_with_right_and_wrong_replies():
     ("Answer: 34\n" + "x" * 300, "34", "[INVALID]", False),   # only the last 300 characters are read
 ])
 def test_dapo_math_verifier_by_hand(reply, gold, answer, correct):
-    from debatelab.training.rewards import dapo_math_verify
+    from debatelab.training.core.rewards import dapo_math_verify
 
     assert dapo_math_verify(reply, gold) == (answer, correct)
 
 
 def test_reward_dapo_math_grades_rollouts_with_dapos_verifier():
-    from debatelab.training.rollouts import load_reward, sample_rollouts
+    from debatelab.training.core.rollouts import load_reward, sample_rollouts
 
     class AnswerLines(Backend):
         model_id = "answer-lines"
@@ -451,7 +452,7 @@ def _weights(folder: Path) -> dict:
 def test_a_killed_training_job_resumes_to_the_same_weights(tmp_path, char_model_dir):
     """SIGKILL the job after its second checkpoint, rerun it: it continues from step 2 and ends with
     exactly the weights of an uninterrupted run (CPU)."""
-    from debatelab.training.stage import write_job_spec
+    from debatelab.training.core.launch import write_job_spec
 
     dataset = _toy_dataset(tmp_path / "toy.parquet")
     settings = TrainSettings(method="sdrl", steps=5, debate_prompts_per_step=2, debate_rollouts=3,
@@ -463,14 +464,14 @@ def test_a_killed_training_job_resumes_to_the_same_weights(tmp_path, char_model_
     # another thread count sums floats in another order
     whole = tmp_path / "uninterrupted.json"
     write_job_spec(whole, **_job(tmp_path, char_model_dir, dataset, settings, "uninterrupted"))
-    done = subprocess.run([sys.executable, "-m", "debatelab.training.launch", str(whole)], env=env, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "debatelab.training.core.launch", str(whole)], env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
 
     job = _job(tmp_path, char_model_dir, dataset, settings, "killed")
     spec = tmp_path / "job.json"
     write_job_spec(spec, **job)
-    cmd = [sys.executable, "-m", "debatelab.training.launch", str(spec)]
+    cmd = [sys.executable, "-m", "debatelab.training.core.launch", str(spec)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     latest = tmp_path / "killed/checkpoint/latest"
     deadline = time.monotonic() + 300
@@ -493,7 +494,7 @@ def distributed_updates(tmp_path_factory, char_model_dir) -> dict[str, Path]:
     """`ddp_update`'s two steps in one process, two DDP processes (torchrun, Gloo), and two DeepSpeed
     ZeRO-2 processes (`accelerate launch` with config/accelerate/zero2_8gpu.yaml, as the train rule
     starts them), which checkpoint after step 1; then the ZeRO run again, resuming from it."""
-    from debatelab.training.stage import is_deepspeed_config
+    from debatelab.training.core.launch import is_deepspeed_config
 
     zero_config = REPO_ROOT / "config/accelerate/zero2_8gpu.yaml"
     assert is_deepspeed_config(zero_config) and not is_deepspeed_config(REPO_ROOT / "config/accelerate/ddp_8gpu.yaml")
@@ -560,7 +561,7 @@ def test_a_deepspeed_run_resumes_from_its_optimizer_partitions(distributed_updat
 
 def test_sdrl_debate_prompt_shows_both_solutions_as_context_only(char_model_dir):
     from debatelab import prompts
-    from debatelab.training.policy import Policy
+    from debatelab.training.core.policy import Policy
 
     row = {"id": "q", "question": "what is 3 + 4?", "choices": None, "answer": "7", "task_type": "math", "meta": "{}"}
     two_turn = prompts.self_debate_messages(row, None, "first: 12", "second: 34", "two_turn")
@@ -635,7 +636,7 @@ def test_a_token_budget_bounds_every_pass_and_leaves_the_update_unchanged(char_m
     """`micro_batch_tokens`: no pass holds more padded tokens than the budget (but a sequence or, per
     trajectory, a group too large for it, alone), every sequence is in exactly one pass, and the
     adapter after the update is the one of plain `micro_batch_size` passes."""
-    from debatelab.training.policy import Policy
+    from debatelab.training.core.policy import Policy
 
     rollouts = _varied_rollouts([3, 2, 1, 3, 2, 4], [2, 30, 5, 12, 60, 8])
     adapters, passes = [], []
@@ -661,7 +662,7 @@ def test_a_token_budget_bounds_every_pass_and_leaves_the_update_unchanged(char_m
                     assert sum(r.group == group for r in m) == sum(r.group == group for r in rollouts)
         passes.append(len(micro))
         policy.model.train()
-        trainer._update(rollouts, step=0)
+        trainer.update_policy(rollouts, step=0)
         adapters.append(torch.cat([p.detach().flatten() for p in policy.model.parameters() if p.requires_grad]))
     assert passes[1] > passes[0]  # the budget did split the long prompts apart
     assert not torch.equal(adapters[0], torch.zeros_like(adapters[0]))
@@ -673,7 +674,7 @@ def test_an_on_policy_update_takes_pi_old_from_its_own_forward_and_updates_alike
     """One mini-batch of one epoch: π_old is the update's own forward, detached, so the π_old pass
     is skipped (one forward fewer per micro-batch); the adapter, the KL to the reference and the
     entropy are those of the separate pass."""
-    from debatelab.training.policy import Policy
+    from debatelab.training.core.policy import Policy
 
     rollouts = _varied_rollouts([3, 2, 1, 3], [2, 30, 5, 12])
     adapters, metrics, forwards = [], [], []
@@ -688,7 +689,7 @@ def test_an_on_policy_update_takes_pi_old_from_its_own_forward_and_updates_alike
         calls = []
         hook = policy.model.base_model.model.register_forward_hook(lambda *a: calls.append(1))
         for step in range(2):  # the second step's reference differs from its policy: the KL is not 0
-            out = trainer._update(rollouts, step=step)
+            out = trainer.update_policy(rollouts, step=step)
         hook.remove()
         forwards.append(len(calls))
         metrics.append(out)
@@ -703,7 +704,7 @@ def test_an_on_policy_update_takes_pi_old_from_its_own_forward_and_updates_alike
 
 def test_release_host_memory_returns_freed_pages():
     """A backward's activations freed in pieces stay resident under glibc until `malloc_trim`."""
-    from debatelab.training.policy import release_host_memory
+    from debatelab.training.core.policy import release_host_memory
 
     def resident_mib():
         return int(Path("/proc/self/status").read_text().split("VmRSS:")[1].split()[0]) / 1024
@@ -721,11 +722,11 @@ def test_release_host_memory_returns_freed_pages():
 def test_full_fine_tuning_of_bfloat16_weights_warns_that_small_steps_are_lost(caplog):
     """A step of 1e-6 on a bfloat16 weight of 0.02 rounds away (the reason for the warning); the
     warning names the fix, and LoRA or float32 runs get none."""
-    from debatelab.training.policy import warn_low_precision_updates
+    from debatelab.training.core.policy import warn_low_precision_updates
 
     weight = torch.tensor(0.02, dtype=torch.bfloat16)
     assert weight - 1e-6 == weight and torch.tensor(0.02) - 1e-6 != torch.tensor(0.02)
-    with caplog.at_level("WARNING", logger="debatelab.training.policy"):
+    with caplog.at_level("WARNING", logger="debatelab.training.core.policy"):
         assert warn_low_precision_updates(TrainSettings(finetuning="full"), torch.bfloat16)
     assert "zero2_8gpu.yaml" in caplog.text and "learning_rate 1e-06" in caplog.text
     assert not warn_low_precision_updates(TrainSettings(finetuning="lora"), torch.bfloat16)

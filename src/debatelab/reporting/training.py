@@ -7,7 +7,7 @@ from .figures import subplots
 
 
 def heldout_curve(metrics: pd.DataFrame, column: str = "heldout_accuracy") -> pd.Series:
-    """Held-out accuracy by step, the base model at step 0 (`training.heldout`'s columns): the
+    """Held-out accuracy by step, the base model at step 0 (`training.core.heldout`'s columns): the
     evaluated steps only; empty when the run measured none."""
     if column not in metrics:
         return pd.Series(dtype=float)

@@ -1,12 +1,12 @@
-"""The RL fine-tuning stage (TRL + PEFT): DAPO and SDRL on one policy (spec 003).
+"""The RL fine-tuning stage (TRL helpers + PEFT): one policy (DAPO, SDRL; spec 003) or every agent
+of a debate (UDPO, MAPPO, RMAAC, UMAD; specs 000, 001). `README.md` beside this file is the map.
 
-* `settings`: `TrainSettings` (config `training.runs.<run>`);
-* `loss`: the clipped policy loss on completion tokens, log-probabilities via TRL's helpers;
-* `rewards`: verifiable reward, overlong punishment, group advantages, the dynamic-sampling test;
-* `rollouts`: seeded, batched rollouts of the live policy through a backend, graded;
-* `sdrl`: SDRL's debate pairs;
-* `policy`: the model with its LoRA adapter, optimizer and schedule;
-* `trainer`: the loop; `checkpoint`: resume; `stage`: the rule's job; `launch`: `accelerate launch` entry.
+* `settings`: `TrainSettings` (config `training.runs.<run>`); `registry`: the methods;
+* `core/`: what every method shares (loss, rollouts, rewards, policy and agents, the trainers'
+  loop and update, checkpoints, processes, DeepSpeed, vLLM rollouts, held-out accuracy);
+* `methods/`: one module per method: its settings, formulas and trainer;
+* `stage`, `multi_agent_stage`: the rules' jobs (`train`; `udpo_warmup`, `udpo_coefficients`,
+  `train_agents`).
 """
 from .settings import LoraSettings, TrainSettings
 

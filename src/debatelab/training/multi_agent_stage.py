@@ -6,9 +6,10 @@
    seat): the parsed answer, whether it is right, the gold answer.
 2. `udpo_coefficients_job` (CPU): Algorithm B on those debates. Writes `coefficients.json`: α, β,
    γ, λ, η per seat, and the warm-up profile they came from.
-3. `train_agents_job` (GPU): UDPO on the other questions (`udpo_trainer.UdpoTrainer`), or UMAD
-   (`umad_trainer.UmadTrainer`) or UDPO's baselines MAPPO and RMAAC (`mappo_trainer.MappoTrainer`)
-   on all of them. Writes one plain Hugging Face folder per trained agent
+3. `train_agents_job` (GPU): the run's method's trainer (`registry.METHODS`): UDPO on the other
+   questions (`methods.udpo.UdpoTrainer`), or UMAD (`methods.umad.UmadTrainer`) or UDPO's baselines
+   MAPPO and RMAAC (`methods.mappo.MappoTrainer`) on all of them (`DebateTrainer.prepare_job` says
+   which questions, and what else the trainer reads). Writes one plain Hugging Face folder per trained agent
    (`agents/<agent>/`, used as model `trained:<run>/<agent>`), `metrics.parquet`, `curves.png` and
    `settings.json`, with resume checkpoints beside them.
 """
@@ -16,51 +17,41 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
 import pandas as pd
 
 from ..config import AgentSpec
 from ..data import read_dataset
-from ..io import read_json_checked, read_parquet_checked, save_figure_atomic, write_json_atomic, write_parquet_atomic
+from ..io import read_parquet_checked, save_figure_atomic, write_json_atomic, write_parquet_atomic
 from ..llm.base import model_fingerprint
 from ..reporting.training import plot_training_curves
 from ..zero_shot import select_questions
+from .core.checkpoint import resumable_settings
+from .core.distributed import default_device, rank_and_world
+from .methods.udpo import ablated, calibrate_coefficients, reward_ranking, split_warmup
+from .registry import method
 from .settings import TrainSettings
-from .stage import default_device, resumable_settings
-from .udpo import AgentCoefficients, ablated, calibrate_coefficients, reward_ranking
 
 log = logging.getLogger(__name__)
 
 WARMUP_COLUMNS = ["question_id", "task_type", "gold", "round", "seat", "agent", "answer", "correct"]
 
 
-def split_warmup(questions: pd.DataFrame, fraction: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(warm-up, training) questions: a seeded `fraction` (at least one question) held out."""
-    if len(questions) < 2:
-        raise ValueError(f"udpo: {len(questions)} training question(s); the warm-up and the training need one each")
-    order = np.random.default_rng([seed, 1000]).permutation(len(questions))
-    k = min(max(1, math.ceil(fraction * len(questions))), len(questions) - 1)
-    return questions.iloc[np.sort(order[:k])], questions.iloc[np.sort(order[k:])]
-
-
-def _questions(dataset_path, limit, settings: TrainSettings):
+def _warmup_questions(dataset_path, limit, settings: TrainSettings) -> pd.DataFrame:
+    """UDPO's warm-up questions (`methods.udpo.split_warmup`; the training takes the others)."""
     return split_warmup(select_questions(read_dataset(dataset_path), limit, settings.seed),
-                        settings.udpo.warmup_fraction, settings.seed)
+                        settings.udpo.warmup_fraction, settings.seed)[0]
 
 
 def _policies(bases: dict[str, str], settings: TrainSettings, device: str | None):
     import torch
 
-    from .agents import AgentPolicies
-
-    from .trainer import _world
+    from .core.agents import AgentPolicies
 
     torch.manual_seed(settings.seed)
-    device = device or default_device(_world()[0])
+    device = device or default_device(rank_and_world()[0])
     return AgentPolicies(bases, settings, device=device), device
 
 
@@ -68,9 +59,9 @@ def udpo_warmup_job(*, dataset_path, bases: dict[str, str], participants: Sequen
                     settings: TrainSettings, out_path, limit: int | None = None, device: str | None = None) -> pd.DataFrame:
     """Algorithm B step 1: one debate per held-out question by the untrained agents."""
     from ..debate.stage import participant_labels
-    from .debate_rollouts import rollout_debates
+    from .core.debate_rollouts import rollout_debates
 
-    warmup, _ = _questions(dataset_path, limit, settings)
+    warmup = _warmup_questions(dataset_path, limit, settings)
     policies, _ = _policies(bases, settings, device)
     policies.train(False)
     try:  # step −1: seeds apart from every training step's
@@ -135,31 +126,21 @@ def udpo_coefficients_job(*, warmup_path, out_path, settings: TrainSettings) -> 
     return out
 
 
-def read_coefficients(path) -> tuple[dict[str, AgentCoefficients], dict[str, float]]:
-    data = read_json_checked(path)
-    try:
-        return ({seat: AgentCoefficients(**c) for seat, c in data["seats"].items()},
-                data["profile"]["base_weights"])
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"{path}: not a UDPO coefficients file ({exc})") from exc
-
-
 def train_agents_job(*, dataset_path, bases: dict[str, str], participants: Sequence[str], agents: dict[str, AgentSpec],
                      out_dirs: dict[str, str], metrics_path, curves_path, settings_path, checkpoint_dir, run: str,
                      settings: TrainSettings, coefficients_path=None, limit: int | None = None,
                      device: str | None = None, heldout_path=None) -> pd.DataFrame:
     """UDPO on the training questions (the warm-up's held out), or UMAD, MAPPO or RMAAC on all of them; then every
     agent's folder, the metrics, the curves and the settings. `heldout_path`: a dataset file each agent's
-    held-out accuracy is measured on as the run trains (`heldout.py`)."""
-    from .mappo_trainer import MappoTrainer
-    from .udpo_trainer import UdpoTrainer
-    from .umad_trainer import UmadTrainer
-
-    if settings.method == "udpo":
-        _, questions = _questions(dataset_path, limit, settings)
-        coefficients, base_weights = read_coefficients(coefficients_path)
-    else:
-        questions, coefficients, base_weights = select_questions(read_dataset(dataset_path), limit, settings.seed), {}, None
+    held-out accuracy is measured on as the run trains (`core/heldout.py`)."""
+    spec = method(settings.method)
+    if not spec.multi_agent:
+        raise ValueError(f"train_agents: method {settings.method!r} trains one policy (rule train)")
+    trainer_class = spec.trainer_class()
+    # the questions it trains on (UDPO: the warm-up's held out) and its own arguments (UDPO: its coefficients)
+    questions, own = trainer_class.prepare_job(select_questions(read_dataset(dataset_path), limit, settings.seed),
+                                               settings, coefficients_path=coefficients_path)
+    coefficients = own.get("coefficients", {})
     policies, device = _policies(bases, settings, device)
     system_prompts = {a: s.system_prompt for a, s in agents.items()}
     fingerprint = {  # a checkpoint of other parts is discarded naming what changed (checkpoint.load_checkpoint)
@@ -168,19 +149,9 @@ def train_agents_job(*, dataset_path, bases: dict[str, str], participants: Seque
         "questions": questions["id"].astype(str).tolist(), "participants": list(participants),
         "coefficients": {s: c.to_dict() for s, c in coefficients.items()}, "prompts": system_prompts,
     }
-    common = dict(run=run, participants=participants, system_prompts=system_prompts, checkpoint_dir=checkpoint_dir,
-                  fingerprint=fingerprint, heldout=read_dataset(heldout_path) if heldout_path else None)
-    if settings.method == "udpo":
-        u = settings.udpo
-        trainer = UdpoTrainer(questions, policies, settings, rounds=u.rounds, coefficients=coefficients,
-                              base_weights=base_weights, replay=u.replay, questions_per_step=u.questions_per_step,
-                              ref_sync_steps=u.ref_sync_steps, **common)
-    elif settings.method == "umad":
-        trainer = UmadTrainer(questions, policies, settings, **common)
-    elif settings.method in ("mappo", "rmaac"):
-        trainer = MappoTrainer(questions, policies, settings, **common)
-    else:
-        raise ValueError(f"train_agents: method {settings.method!r} trains one policy (rule train)")
+    trainer = trainer_class(questions, policies, settings, run=run, participants=participants,
+                            system_prompts=system_prompts, checkpoint_dir=checkpoint_dir, fingerprint=fingerprint,
+                            heldout=read_dataset(heldout_path) if heldout_path else None, **own)
     try:
         metrics = trainer.train()
     finally:

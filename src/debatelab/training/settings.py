@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING
 
-from ..config import MULTI_AGENT_METHODS  # noqa: E402  (udpo, umad, mappo, rmaac: every agent of a debate)
+from .registry import METHODS, blocks
 
-METHODS = ("dapo", "sdrl", *MULTI_AGENT_METHODS)
+if TYPE_CHECKING:
+    from .methods.mappo import MappoSettings
+    from .methods.udpo import UdpoSettings
+    from .methods.umad import UmadSettings
+
 PAIR_MODES = ("rand", "freq")
 DEBATE_TEMPLATES = ("two_turn", "one_message")
 AGGREGATIONS = ("token_mean", "sequence_mean")
@@ -31,22 +36,10 @@ class LoraSettings:
             raise ValueError(f"lora: r >= 1, alpha > 0 and dropout in [0, 1) are required, got {self}")
 
 
-def _udpo_settings(**values):
-    from .udpo import UdpoSettings
-
-    return UdpoSettings(**values)
-
-
-def _mappo_settings(**values):
-    from .mappo import MappoSettings
-
-    return MappoSettings(**values)
-
-
-def _umad_settings(**values):
-    from .umad import UmadSettings
-
-    return UmadSettings(**values)
+def method_block(block: str, values: dict | None = None):
+    """A method's own settings block (`udpo`, `umad`, `mappo`: its settings class in `methods/`, found
+    through the registry) from its config values."""
+    return blocks()[block].settings_class()(**(values or {}))
 
 
 @dataclass(frozen=True)
@@ -98,9 +91,11 @@ class TrainSettings:
     advantage_eps: float = 1e-6
     finetuning: str = "lora"
     lora: LoraSettings = field(default_factory=LoraSettings)
-    udpo: "UdpoSettings" = field(default_factory=lambda: _udpo_settings())
-    umad: "UmadSettings" = field(default_factory=lambda: _umad_settings())
-    mappo: "MappoSettings" = field(default_factory=lambda: _mappo_settings())
+    # The multi-agent methods' own blocks (settings classes in methods/, `registry.Method.settings`);
+    # DAPO's and SDRL's knobs are the flat fields above (config keys as they are).
+    udpo: "UdpoSettings" = field(default_factory=lambda: method_block("udpo"))
+    umad: "UmadSettings" = field(default_factory=lambda: method_block("umad"))
+    mappo: "MappoSettings" = field(default_factory=lambda: method_block("mappo"))
     dtype: str = "auto"  # auto: bfloat16 on a GPU, float32 on a CPU
     rollout_batch_size: int | None = None  # sequences per generate call (null: the backend's default)
     # Where rollouts run: auto = a colocated vLLM engine when a GPU and vLLM are there, else transformers.
@@ -122,13 +117,10 @@ class TrainSettings:
     def __post_init__(self):
         if isinstance(self.lora, dict):
             object.__setattr__(self, "lora", LoraSettings(**self.lora))
-        if isinstance(self.udpo, dict):
-            object.__setattr__(self, "udpo", _udpo_settings(**self.udpo))
-        if isinstance(self.umad, dict):
-            object.__setattr__(self, "umad", _umad_settings(**self.umad))
-        if isinstance(self.mappo, dict):
-            object.__setattr__(self, "mappo", _mappo_settings(**self.mappo))
-        choices = {"method": METHODS, "pair_mode": PAIR_MODES, "debate_template": DEBATE_TEMPLATES,
+        for block in blocks():
+            if isinstance(getattr(self, block), dict):
+                object.__setattr__(self, block, method_block(block, getattr(self, block)))
+        choices = {"method": tuple(METHODS), "pair_mode": PAIR_MODES, "debate_template": DEBATE_TEMPLATES,
                    "loss_aggregation": AGGREGATIONS, "kl_estimator": KL_ESTIMATORS, "finetuning": FINETUNING,
                    "dtype": ("auto", "float32", "bfloat16", "float16"), "rollout_backend": ROLLOUT_BACKENDS,
                    "ratio_level": ("token", "sequence", "trajectory"), "lr_schedule": LR_SCHEDULES,

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from .. import grading
-from ..data.schema import parse_meta
-from ..llm import GenerationRequest, SamplingParams
-from ..llm.base import Backend, stable_hash
+from ... import grading
+from ...data.schema import parse_meta
+from ...llm import GenerationRequest, SamplingParams
+from ...llm.base import Backend, stable_hash
 from .rewards import DAPO_INVALID, dapo_math_verify, overlong_penalty, verifiable_reward
 
 

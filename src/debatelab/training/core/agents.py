@@ -8,29 +8,43 @@ and schedule. With every adapter disabled the model is the frozen base: the refe
 
 Model parallelism (`parallelism: model`, one process seeing several GPUs): each base model is
 placed on GPUs of its own, a base too large for one GPU spread evenly over several
-(`plan_placement`, transformers' `device_map="balanced"` with `max_memory` on those GPUs); a heterogeneous ensemble (UDPO's five
-models) then trains in one process. Rollouts run on transformers there.
+(`gpu_plan.training_placement`, transformers' `device_map="balanced"` with `max_memory` on those
+GPUs); a heterogeneous ensemble (UDPO's five models) then trains in one process. Rollouts run on
+transformers there.
 
 `AgentPolicies.view(agent)` is a single-policy view (model, tokenizer, optimizer, scheduler,
-reference) with the interface of `policy.Policy`, so the update code serves both.
+reference) with the interface of `policy.Policy`, so the update code serves both. The agents'
+optimizers and schedules together (`AgentPolicies.optimizer`, `.scheduler`: `PerAgent`) are what a
+checkpoint saves and restores, as it does one policy's.
 """
 from __future__ import annotations
 
 import contextlib
 import logging
 from pathlib import Path
-from ..gpu_plan import WEIGHTS_SHARE, training_placement, weights_bytes
+
+from ...gpu_plan import WEIGHTS_SHARE, training_placement, weights_bytes
+from .distributed import rank_and_world
 from .policy import enable_gradient_checkpointing, learning_rate_factor, resolve_dtype
 
 log = logging.getLogger(__name__)
 
 
-def plan_placement(sizes: dict[str, int], gpus: int, capacity: int, share: float = WEIGHTS_SHARE) -> dict[str, list[int]]:
-    """GPU indices per base model (model parallelism): the weights may take `share` of a GPU's `capacity`
-    bytes; largest first, a base over several GPUs gets GPUs of its own, smaller ones share (first fit).
-    The inference jobs' GPU plan packs with the same code (`debatelab.gpu_plan.pack`). Raises when they
-    do not fit."""
-    return training_placement(sizes, gpus, capacity, share)
+class PerAgent:
+    """Several agents' optimizers (or schedules) as one object, for checkpoints."""
+
+    def __init__(self, parts: dict):
+        self.parts = parts
+
+    def state_dict(self) -> dict:
+        return {name: part.state_dict() for name, part in self.parts.items()}
+
+    def load_state_dict(self, state: dict) -> None:
+        for name, part in self.parts.items():
+            part.load_state_dict(state[name])
+
+    def get_last_lr(self):
+        return next(iter(self.parts.values())).get_last_lr()
 
 
 class AgentView:
@@ -121,17 +135,30 @@ class AgentPolicies:
                  ", ".join(f"{a} on {Path(self.base_of[a]).name}" for a in self.agents))
 
     def _placement(self, device: str) -> dict[str, list[int]]:
-        """Model parallelism's GPUs per base (`plan_placement`), when asked for and there are several GPUs."""
+        """Model parallelism's GPUs per base (`gpu_plan.training_placement`: the weights at most
+        `gpu_plan.WEIGHTS_SHARE` of a GPU, a large base over GPUs of its own), when asked for and there
+        are several GPUs."""
         import torch
 
         if self.settings.parallelism != "model" or not str(device).startswith("cuda") or torch.cuda.device_count() < 2:
             return {}
         bases = list(dict.fromkeys(self.base_of.values()))
         capacity = torch.cuda.get_device_properties(0).total_memory
-        plan = plan_placement({b: weights_bytes(b) for b in bases}, torch.cuda.device_count(), capacity)
+        plan = training_placement({b: weights_bytes(b) for b in bases}, torch.cuda.device_count(), capacity,
+                                  WEIGHTS_SHARE)
         log.info("model parallelism over %d GPUs: %s", torch.cuda.device_count(),
                  "; ".join(f"{Path(b).name} on cuda:{','.join(map(str, g))}" for b, g in plan.items()))
         return plan
+
+    @property
+    def optimizer(self) -> PerAgent:
+        """Every agent's optimizer (and attached modules', `attach`) as one, for checkpoints."""
+        return PerAgent(self.optimizers)
+
+    @property
+    def scheduler(self) -> PerAgent:
+        """Every agent's learning-rate schedule as one (`get_last_lr`: the first agent's)."""
+        return PerAgent(self.schedulers)
 
     def model_of(self, name: str):
         return self.models[self.base_of[name]]
@@ -171,16 +198,15 @@ class AgentPolicies:
         base = self.base_of[name]
         if self.rollout_backend == "vllm":
             if base not in self._engines:
-                from .trainer import _world
                 from .vllm_rollouts import VLLMRollouts
 
                 dtype = str(resolve_dtype(self.settings.dtype, self.device)).removeprefix("torch.")
                 sharing = sum(self.base_of[a] == base for a in self.agents)
-                rank, world = _world()  # data parallel: an engine per process, on its GPU
+                rank, world = rank_and_world()  # data parallel: an engine per process, on its GPU
                 self._engines[base] = VLLMRollouts(base, self.settings, dtype=dtype, adapters=sharing, rank=rank,
                                                    world=world)
             return self._engines[base].adapter_backend(self.model_of(name), name, model_id)
-        from ..llm.transformers_backend import TransformersBackend
+        from ...llm.transformers_backend import TransformersBackend
 
         return TransformersBackend.from_model(self.model_of(name), self.tokenizers[base], model_id=model_id,
                                               batch_size=self.settings.rollout_batch_size)
@@ -263,7 +289,7 @@ class AgentPolicies:
         for a base spread over GPUs (too large to copy) merged in place, saved, then unmerged."""
         import copy
 
-        from ..models import save_model_folder
+        from ...models import save_model_folder
 
         if self.base_of[name] in self.placement:
             self.save_in_place(name, out_dir)
@@ -294,7 +320,7 @@ class AgentPolicies:
     def save_in_place(self, name: str, out_dir: str | Path) -> None:
         """`save` without a copy of the base: the agent's adapter is merged into the base weights, the
         base's own parameter names are written, and the merge is undone."""
-        from ..models import save_model_folder
+        from ...models import save_model_folder
 
         model = self.model_of(name)
         active = model.active_adapter

@@ -141,7 +141,7 @@ class Policy:
                                           rank=dist.get_rank() if distributed else 0,
                                           world=dist.get_world_size() if distributed else 1)
             return self._vllm.backend(self, model_id)
-        from ..llm.transformers_backend import TransformersBackend
+        from ...llm.transformers_backend import TransformersBackend
 
         return TransformersBackend.from_model(self.model, self.tokenizer, model_id=model_id,
                                               batch_size=self.settings.rollout_batch_size)
@@ -167,7 +167,7 @@ class Policy:
         """The trained policy as a plain Hugging Face folder (LoRA merged into the base), written atomically."""
         import copy
 
-        from ..models import save_model_folder
+        from ...models import save_model_folder
 
         model = self.model
         if self.settings.finetuning == "lora":

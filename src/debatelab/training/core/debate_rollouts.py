@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Sequence
 
-from .. import prompts
-from ..data.schema import parse_meta
-from ..debate.engine import Ask, Participant, QuestionState, run_engine, to_turn
-from ..debate.protocols import make_protocol
-from ..debate.stage import participant_labels
-from ..llm import GenerationRequest, SamplingParams
-from ..llm.base import stable_hash
+from ... import prompts
+from ...data.schema import parse_meta
+from ...debate.engine import Ask, Participant, QuestionState, run_engine, to_turn
+from ...debate.protocols import make_protocol
+from ...debate.stage import participant_labels
+from ...llm import GenerationRequest, SamplingParams
+from ...llm.base import stable_hash
 
 
 def debate_seed(run_seed: int, step: int, question_id: str, thread: int, seat: str, round_: int) -> int:
@@ -100,5 +100,5 @@ def rollout_debates(
 
 
 def answers_by_round(state: QuestionState) -> list[list[str | None]]:
-    """answers[t][i] of a finished debate (the layout of `uncertainty.measures` and `training.udpo`)."""
+    """answers[t][i] of a finished debate (the layout of `uncertainty.measures` and `training.methods.udpo`)."""
     return [list(r) for r in state.outcome.answers_by_round]

@@ -23,9 +23,9 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
-from .. import prompts
-from ..llm import GenerationRequest, SamplingParams
-from ..llm.base import Backend, stable_hash
+from ... import prompts
+from ...llm import GenerationRequest, SamplingParams
+from ...llm.base import Backend, stable_hash
 
 BASE, AFTER, COUNT = "heldout_base_accuracy", "heldout_accuracy", "heldout_questions"
 HELDOUT_COLUMNS = [BASE, AFTER, COUNT]
@@ -38,7 +38,7 @@ def heldout_seed(run_seed: int, question_id: str) -> int:
 
 def heldout_questions(frame: pd.DataFrame, settings) -> list[dict]:
     """The run's held-out questions: a seeded subset of `heldout_questions`, in the dataset's order."""
-    from ..zero_shot import select_questions
+    from ...zero_shot import select_questions
 
     rows = select_questions(frame, settings.heldout_questions, settings.seed).to_dict("records")
     if not rows:

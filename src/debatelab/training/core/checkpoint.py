@@ -26,10 +26,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io import write_text_atomic
-from ..llm.base import stable_hash
+from ...io import write_text_atomic
+from ...llm.base import stable_hash
 
 log = logging.getLogger(__name__)
+
+#: Settings a resumed run may change: the budget, logging (held-out evaluation included: it changes
+#: no update), and the vLLM engine's memory knobs.
+RESUMABLE_CHANGES = ("steps", "show_progress", "checkpoint_every", "vllm_gpu_memory_utilization", "vllm_max_model_len",
+                     "vllm_enforce_eager", "vllm_sleep", "heldout_every", "heldout_questions")
+
+
+def resumable_settings(settings) -> dict:
+    """The settings a checkpoint must match to be resumed (all but `RESUMABLE_CHANGES`)."""
+    return {k: v for k, v in settings.to_dict().items() if k not in RESUMABLE_CHANGES}
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Rewards and group advantages of RL with verifiable rewards (spec 003 §3).
+"""Rewards and group advantages of RL with verifiable rewards (spec 003 §3), shared by the methods.
 
 * verifiable reward: r = +1 if the parsed answer is correct (`grading.is_correct`), else −1;
 * DAPO-Math's verifier (spec 003 §4; verl's `math_dapo.compute_score`, the grader DAPO and the SDRL
@@ -7,14 +7,20 @@
   correct iff the two strings are equal; no \\boxed{} fallback, no numeric or symbolic equivalence;
 * DAPO's soft overlong punishment (verl): r += min(−(|o| − (L_max − L_cache)) / L_cache · factor, 0),
   0 up to L_max − L_cache tokens, −factor at L_max;
+* the task reward of a debate (spec 000 §3; UDPO's r_task, MAPPO's and RMAAC's return): 1 when
+  the final round's majority vote is right;
 * group advantage (Eq. 6): Â_i = (r_i − mean(r)) / (std(r) + ε), std unbiased (torch's, as TRL and
-  verl), ε = 1e-6 (verl), the same for every token of response i.
+  verl), ε = 1e-6 (verl), the same for every token of response i; over one axis of an array, so
+  that UMAD takes it over the G threads of every (agent, turn) at once.
 """
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 import numpy as np
+
+from ...grading import is_correct, majority_vote
 
 
 def verifiable_reward(correct: bool) -> float:
@@ -28,18 +34,20 @@ def overlong_penalty(length: int, max_tokens: int, buffer: int, factor: float = 
     return min(-(length - (max_tokens - buffer)) / buffer * factor, 0.0)
 
 
-def group_advantages(rewards, eps: float = 1e-6) -> np.ndarray:
-    """(r − mean) / (unbiased std + ε) within one group; 0 for a group of one."""
+def task_reward(answers: Sequence[Sequence[str | None]], gold: str, task_type: str,
+                labels: list[str] | None = None) -> float:
+    """r_task = 1[ŷ(τ) = y*], ŷ the final round's majority vote (spec 000 §3)."""
+    final = majority_vote(list(answers[-1]), task_type=task_type)
+    return float(is_correct(final, gold, task_type, labels=labels))
+
+
+def group_advantages(rewards, eps: float = 1e-6, axis: int = 0) -> np.ndarray:
+    """(r − mean) / (unbiased std + ε) within the groups along `axis` (a vector: one group); 0 for
+    groups of one."""
     r = np.asarray(rewards, dtype=float)
-    if r.size < 2:
+    if r.shape[axis] < 2:
         return np.zeros_like(r)
-    return (r - r.mean()) / (r.std(ddof=1) + eps)
-
-
-def mixed(correct) -> bool:
-    """DAPO's dynamic-sampling condition: 0 < #correct < n."""
-    n_correct = int(np.sum(correct))
-    return 0 < n_correct < len(correct)
+    return (r - r.mean(axis=axis, keepdims=True)) / (r.std(axis=axis, ddof=1, keepdims=True) + eps)
 
 
 def all_equal(rewards) -> bool:

@@ -60,7 +60,7 @@ class VLLMRollouts:
                  adapters: int = 1):
         """`adapters`: how many LoRA adapters (agents) one batch may carry; a multi-agent run sends one
         agent's batch at a time, but keeps each agent's latest adapter loaded."""
-        from ..llm.vllm_backend import VLLMBackend
+        from ...llm.vllm_backend import VLLMBackend
 
         self.settings, self.lora = settings, settings.finetuning == "lora"
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine's model lives in this process

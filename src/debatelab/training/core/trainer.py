@@ -1,78 +1,42 @@
-"""The training loop of DAPO and SDRL (spec 003 §2): rollouts, advantages, the clipped update.
+"""The trainers' shared loop and update (every method's trainer derives from `BaseTrainer`).
 
-One rollout step:
-1. First turn. Draw prompts in the run's seeded question order, sample n rollouts of each (one
-   backend batch per sampling round), reward them, and with dynamic sampling keep the groups with
-   0 < #correct < n until `prompts_per_step` are kept (or `max_sampling_rounds` were drawn).
-2. Group advantages (Eq. 6) per kept prompt.
-3. SDRL: a seeded random `debate_prompts_per_step` of the kept prompts get a debate prompt built
-   from two of their own rollouts (`pair_mode`), n_d second-turn rollouts each; groups whose
-   rollouts are all correct or all wrong are dropped; advantages within each debate group.
-4. One joint update over first-turn and debate sequences: π_old's log-probabilities first (no
-   gradient), then `epochs` passes over the shuffled sequences in mini-batches of
-   `mini_batch_size`, each one optimizer step on the clipped loss (`loss.policy_loss`), accumulated
-   over micro-batches with the mini-batch's token count as normaliser.
+* `BaseTrainer`: the run's seeded question order (`draw`), the loop of rollout steps (`train`:
+  resume, `train_step`, held-out accuracy, log line, checkpoint), and the clipped update of one
+  policy or one agent's view of it (`update_policy`): π_old's log-probabilities first (no gradient),
+  then `epochs` passes over the shuffled sequences in mini-batches of `mini_batch_size`, each one
+  optimizer step on the clipped loss (`loss.policy_loss`), accumulated over micro-batches with the
+  mini-batch's token count as normaliser. A method's trainer writes `train_step`.
+* `Trainer`: one policy (`policy.Policy`) and its reward function; data parallel through DDP or
+  DeepSpeed ZeRO (`zero.py`). DAPO and SDRL (`methods/dapo.py`, `methods/sdrl.py`) derive from it.
+* The multi-agent methods derive from `debate_trainer.DebateTrainer`.
 
-Data parallel: with several processes (`accelerate launch`), every process samples its share of
-each round's prompts and updates on its own sequences; gradients are averaged by DDP (or by
-DeepSpeed ZeRO, which also splits the optimizer state: `zero.py`) and the loss normaliser is the
-token count of all processes' mini-batch, so the update equals one process training on the whole
-batch.
+Data parallel: with several processes (`accelerate launch`), every process updates on its own
+sequences; gradients are averaged by DDP (or by DeepSpeed ZeRO, which also splits the optimizer
+state, or by hand for a multi-agent run's agent views) and the loss normaliser is the token count
+of all processes' mini-batch, so the update equals one process training on the whole batch.
 """
 from __future__ import annotations
 
 import contextlib
 import logging
 import time
-import warnings
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .. import prompts
-from ..llm.base import stable_hash
-from ..llm.chat import chat_prompt_ids
-from . import zero
+from ...llm.base import stable_hash
+from ...llm.chat import chat_prompt_ids
 from . import heldout as held
+from . import zero
 from .checkpoint import TrainState, load_checkpoint, save_checkpoint
+from .distributed import all_reduce, average_gradients, barrier, pooled, rank_and_world
 from .loss import policy_loss, token_logprobs
 from .policy import release_host_memory
-from .rewards import group_advantages, mixed
-from .rollouts import Rollout, RewardFunction, load_grader, load_reward, sample_rollouts
-from .sdrl import choose_pair
+from .rollouts import Rollout, RewardFunction, load_grader, load_reward
 
 log = logging.getLogger(__name__)
-
-METRIC_COLUMNS = [
-    "step", "loss", "reward_mean", "reward_std", "accuracy", "kl", "clip_fraction", "entropy", "response_length",
-    "prompts_sampled", "groups_kept", "debate_groups", "debate_groups_kept", "debate_groups_all_correct",
-    "debate_groups_all_wrong", "debate_accuracy", "debate_pair_accuracy", "sequences",
-    "updates", "learning_rate", "rollout_seconds", "update_seconds", "tokens_per_second",
-]
-
-
-def _world():
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def _all_reduce(value: float, op: str = "sum") -> float:
-    import torch
-    import torch.distributed as dist
-
-    rank, world = _world()
-    if world == 1:
-        return value
-    tensor = torch.tensor([float(value)], dtype=torch.float64)
-    if dist.get_backend() == "nccl":
-        tensor = tensor.cuda()
-    dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
-    return float(tensor.item())
 
 
 def _pack(units, fits) -> list[list[list]]:
@@ -87,76 +51,45 @@ def _pack(units, fits) -> list[list[list]]:
     return out + ([current] if current else [])
 
 
-def average_gradients(params, world: int) -> None:
-    """The processes' gradients of `params` averaged in place (one all-reduce over all of them), as
-    DDP would: a multi-agent run updates one agent's adapter at a time, outside any DDP wrapper."""
-    import torch
-    import torch.distributed as dist
-
-    for p in params:
-        if p.grad is None:  # every process must send the same buffer
-            p.grad = torch.zeros_like(p)
-    flat = torch.cat([p.grad.reshape(-1) for p in params])
-    dist.all_reduce(flat)
-    flat /= world
-    offset = 0
-    for p in params:
-        p.grad.copy_(flat[offset : offset + p.numel()].view_as(p.grad))
-        offset += p.numel()
-
-
-def pooled(values, *, std: bool = False):
-    """The mean (and standard deviation) of `values` over every process's values."""
-    values = np.asarray(values, dtype=float).ravel()
-    count = _all_reduce(values.size)
-    total = _all_reduce(float(values.sum()))
-    mean = total / count if count else float("nan")
-    if not std:
-        return mean
-    squares = _all_reduce(float(((values - mean) ** 2).sum()))
-    return mean, (squares / count) ** 0.5 if count else float("nan")
-
-
 def _masked_mean(values, mask) -> float:
     """Mean of `values` over the positions `mask` marks (0 when none is)."""
     return float((values * mask).sum()) / max(float(mask.sum()), 1.0)
 
 
-class Trainer:
-    metric_columns = METRIC_COLUMNS
-    wraps_model = True  # data parallel through DDP or DeepSpeed; a multi-agent run averages by hand
-    reuse_policy_logprobs = True  # a fully on-policy update takes π_old from its own forward (`_update`)
+class BaseTrainer:
+    """The loop and the update shared by every method (module docstring); `train_step` is the method's."""
 
-    def __init__(self, questions: pd.DataFrame, policy, settings, *, run: str, system_prompt: str | None = None,
-                 reward: RewardFunction | None = None, checkpoint_dir=None, fingerprint: str | dict = "",
-                 heldout: pd.DataFrame | None = None):
-        """`heldout`: the held-out dataset whose accuracy the run measures as it trains (`heldout.py`)."""
+    metric_columns: list[str] = []  # metrics.parquet's columns before the held-out ones
+    reuse_policy_logprobs = True  # a fully on-policy update takes π_old from its own forward (`update_policy`)
+
+    def __init__(self, questions: pd.DataFrame, policy, settings, *, run: str, checkpoint_dir=None,
+                 fingerprint: str | dict = "", heldout: pd.DataFrame | None = None):
+        """`policy`: what is trained and checkpointed (`policy.Policy`, or `agents.AgentPolicies`).
+        `heldout`: the held-out dataset whose accuracy the run measures as it trains (`heldout.py`)."""
         if questions.empty:
             raise ValueError(f"training run {run!r}: no training questions")
         self.rows = questions.to_dict("records")
         self.heldout_rows = held.heldout_questions(heldout, settings) if heldout is not None else []
         self.policy, self.settings, self.run_name = policy, settings, run
-        self.system_prompt = system_prompt
-        self.reward = reward or load_reward(settings)
         self.checkpoint_dir, self.fingerprint = checkpoint_dir, fingerprint
-        self.rank, self.world = _world()
+        self.rank, self.world = rank_and_world()
         for name in ("prompts_per_step", "mini_batch_size"):
             if getattr(settings, name) % self.world:
                 raise ValueError(f"training: {name} = {getattr(settings, name)} must divide among {self.world} processes")
-        self.model, self.engine = policy.model, None
-        if self.world > 1 and self.wraps_model and zero.requested():
-            self.model = self.engine = zero.wrap(policy.model, policy.optimizer, settings, self.world)
-        elif self.world > 1 and self.wraps_model:
-            from torch.nn.parallel import DistributedDataParallel
-
-            self.model = DistributedDataParallel(policy.model, find_unused_parameters=False)
+        # the module the update runs forward/backward through when it updates `policy` itself (`Trainer`:
+        # the DDP or DeepSpeed wrapper), and the DeepSpeed engine; an agent view runs its own model
+        self.model, self.engine = None, None
         self.state = TrainState()
+
+    def train_step(self, step: int) -> dict:
+        """One rollout step: its row of metrics (`metric_columns`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no train_step: use a method's trainer (registry.METHODS)")
 
     # -- data order -----------------------------------------------------------------------
     def _order(self, epoch: int) -> np.ndarray:
         return np.random.default_rng([self.settings.seed, epoch]).permutation(len(self.rows))
 
-    def _draw(self, k: int) -> list[dict]:
+    def draw(self, k: int) -> list[dict]:
         """The next k questions of the run's order (the same on every process), wrapping into new epochs."""
         out = []
         while len(out) < k:
@@ -185,12 +118,12 @@ class Trainer:
                 bar.update(1)
                 bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", acc=f"{metrics['accuracy']:.2f}")
                 log.info("step %d/%d: %s; loss %.4f; rollout %.1f s, update %.1f s, %.0f tokens/s", self.state.step,
-                         s.steps, self._describe(metrics), metrics["loss"], metrics["rollout_seconds"],
+                         s.steps, self.describe(metrics), metrics["loss"], metrics["rollout_seconds"],
                          metrics["update_seconds"], metrics["tokens_per_second"])
                 if self.checkpoint_dir is not None and (
                         self.state.step % s.checkpoint_every == 0 or self.state.step == s.steps):
-                    self._checkpoint()
-                self._barrier()
+                    self.checkpoint()
+                barrier(self.world)
         return pd.DataFrame(self.state.metrics, columns=self.columns())
 
     # -- held-out accuracy (heldout.py) ---------------------------------------------------
@@ -205,13 +138,9 @@ class Trainer:
         return [*self.metric_columns, *held.HELDOUT_COLUMNS, *per_agent]
 
     def heldout_correct(self, step: int) -> dict[str | None, list[bool]]:
-        """This process's share of the held-out questions answered by the live policy: {None: right or not}."""
-        self.policy.model.eval()
-        backend = self.policy.backend(model_id=f"policy:{self.run_name}@heldout{step}")
-        correct = held.answer_heldout(backend, self.heldout_rows[self.rank :: self.world], self.system_prompt,
-                                      self.settings, load_grader(self.settings))
-        self.policy.rollouts_done()
-        return {None: correct}
+        """This process's share of the held-out questions, answered by the live policy (None: the one
+        policy) or by each agent alone: {agent: right or not per question}."""
+        raise NotImplementedError
 
     def evaluate_heldout(self, step: int) -> dict[str, float]:
         """The held-out accuracy after `step` steps: {heldout_accuracy: the mean over the agents (one
@@ -247,127 +176,19 @@ class Trainer:
             self.state = restored
         return restored is not None
 
-    def _describe(self, metrics: dict) -> str:
-        return (f"reward {metrics['reward_mean']:.3f}, accuracy {metrics['accuracy']:.3f}, {metrics['groups_kept']} of "
-                f"{metrics['prompts_sampled']} groups kept, {metrics['debate_groups_kept']} debate groups kept")
+    def describe(self, metrics: dict) -> str:
+        """The step's log line (after "step k/n: ")."""
+        return f"reward {metrics['reward_mean']:.3f}, accuracy {metrics['accuracy']:.3f}"
 
-    def _checkpoint(self) -> None:
+    def checkpoint(self) -> None:
         """Rank 0 writes the checkpoint; under ZeRO every process first saves its optimizer partition."""
         partitions = None
         if self.engine is not None:
             partitions = zero.save_partition(self.engine, self.checkpoint_dir, self.state.step, self.rank)
-            self._barrier()
+            barrier(self.world)
         if self.rank == 0:
             save_checkpoint(self.checkpoint_dir, self.policy, self.state, self.fingerprint,
                             optimizer_partitions=partitions)
-
-    def _barrier(self) -> None:
-        if self.world > 1:
-            import torch.distributed as dist
-
-            dist.barrier()
-
-    def train_step(self, step: int) -> dict:
-        s = self.settings
-        start = time.perf_counter()
-        self.policy.model.eval()
-        backend = self.policy.backend(model_id=f"policy:{self.run_name}@step{step}")
-        first, kept, sampled = self._first_turn(backend, step)
-        sequences = [r for _, group in kept for r in group]
-        debate_groups, debate_kept, debate_rollouts, debate_counts = (
-            self._debate_turn(backend, step, kept) if s.method == "sdrl" else (0, [], [], {}))
-        sequences += [r for group in debate_kept for r in group]
-        self.policy.rollouts_done()
-        rollout_seconds = time.perf_counter() - start
-        generated = sum(r.length for group in first for r in group) + sum(r.length for r in debate_rollouts)
-
-        self.policy.model.train()
-        update_start = time.perf_counter()
-        update = self._update(sequences, step)
-        update_seconds = time.perf_counter() - update_start
-        learning_rate = self.policy.scheduler.get_last_lr()[0]
-        with warnings.catch_warnings():  # a step whose groups were all filtered made no optimizer step
-            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()`")
-            self.policy.scheduler.step()
-
-        rewards = np.array([r.reward for group in first for r in group])
-        correct = np.array([r.correct for group in first for r in group])
-        return {
-            "step": step + 1, "loss": update["loss"],
-            "reward_mean": float(rewards.mean()) if rewards.size else float("nan"),
-            "reward_std": float(rewards.std()) if rewards.size else float("nan"),
-            "accuracy": float(correct.mean()) if correct.size else float("nan"),
-            "kl": update["kl"], "clip_fraction": update["clip_fraction"], "entropy": update["entropy"],
-            "response_length": float(np.mean([r.length for group in first for r in group])) if first else float("nan"),
-            "prompts_sampled": sampled, "groups_kept": len(kept), "debate_groups": debate_groups,
-            "debate_groups_kept": len(debate_kept),
-            "debate_groups_all_correct": debate_counts.get("debate_groups_all_correct", 0),
-            "debate_groups_all_wrong": debate_counts.get("debate_groups_all_wrong", 0),
-            "debate_pair_accuracy": debate_counts.get("debate_pair_accuracy", float("nan")),
-            "debate_accuracy": float(np.mean([r.correct for r in debate_rollouts])) if debate_rollouts else float("nan"),
-            "sequences": len(sequences), "updates": update["updates"], "learning_rate": learning_rate,
-            "rollout_seconds": rollout_seconds, "update_seconds": update_seconds,
-            "tokens_per_second": generated / max(rollout_seconds + update_seconds, 1e-9),
-        }
-
-    # -- rollouts -------------------------------------------------------------------------
-    def _question_prompt(self, row: dict) -> tuple[dict, str, list]:
-        return row, str(row["id"]), prompts.question_messages(row, self.system_prompt)
-
-    def _first_turn(self, backend, step: int):
-        """(every first-turn group sampled, the kept (row, group) pairs, prompts sampled) of this process."""
-        s = self.settings
-        quota = s.prompts_per_step // self.world
-        draw = s.sampling_batch or s.prompts_per_step
-        sampled_groups, kept, sampled = [], [], 0
-        for _ in range(s.max_sampling_rounds if s.dynamic_sampling else 1):
-            rows = self._draw(draw)[self.rank :: self.world]
-            groups = sample_rollouts(backend, [self._question_prompt(r) for r in rows], n=s.rollouts_per_prompt,
-                                     turn=1, step=step, settings=s, reward=self.reward)
-            sampled += len(rows)
-            sampled_groups += groups
-            for row, group in zip(rows, groups):
-                if not s.dynamic_sampling or mixed([r.correct for r in group]):
-                    kept.append((row, group))
-            if not s.dynamic_sampling or _all_reduce(min(len(kept), quota)) >= s.prompts_per_step:
-                break
-        kept = kept[:quota]
-        for _, group in kept:
-            for r, a in zip(group, group_advantages([r.reward for r in group], s.advantage_eps)):
-                r.advantage = float(a)
-        return sampled_groups, kept, sampled
-
-    def _debate_turn(self, backend, step: int, kept):
-        """SDRL's second turn: (debate prompts, kept debate groups, every debate rollout) of this process."""
-        s = self.settings
-        if not kept or not s.debate_prompts_per_step:
-            return 0, [], [], {}
-        rng = np.random.default_rng(int(stable_hash({"run": s.seed, "step": step, "rank": self.rank, "what": "debate"})[:8], 16))
-        count = min(max(s.debate_prompts_per_step // self.world, 1), len(kept))
-        chosen = sorted(rng.choice(len(kept), size=count, replace=False).tolist())
-        prompts_, pair_correct = [], []
-        for index in chosen:
-            row, group = kept[index]
-            first, second = choose_pair(group, s.pair_mode, rng, row["task_type"])
-            pair_correct += [first.correct, second.correct]
-            messages = prompts.self_debate_messages(row, self.system_prompt, first.text, second.text, s.debate_template)
-            prompts_.append((row, f"{row['id']}#debate", messages))
-        groups = sample_rollouts(backend, prompts_, n=s.debate_rollouts, turn=2, step=step, settings=s, reward=self.reward)
-        kept_groups, all_correct, all_wrong = [], 0, 0
-        for group in groups:
-            # All correct or all wrong: dropped, decided on correctness as the paper's filter (spec 003
-            # §2), not on rewards, which the overlong penalty makes unequal; SDRL does not resample.
-            if not mixed([r.correct for r in group]):
-                all_correct += all(r.correct for r in group)
-                all_wrong += not any(r.correct for r in group)
-                continue
-            for r, a in zip(group, group_advantages([r.reward for r in group], s.advantage_eps)):
-                r.advantage = float(a)
-            kept_groups.append(group)
-        # §9.3's quantities: the pair's own accuracy (the two first-turn answers shown) and why groups were dropped
-        counts = {"debate_groups_all_correct": all_correct, "debate_groups_all_wrong": all_wrong,
-                  "debate_pair_accuracy": float(np.mean(pair_correct)) if pair_correct else float("nan")}
-        return len(prompts_), kept_groups, [r for group in groups for r in group], counts
 
     # -- the update -----------------------------------------------------------------------
     def _tensors(self, rollouts: Sequence[Rollout], policy=None):
@@ -400,7 +221,7 @@ class Trainer:
         if s.ratio_level == "trajectory":  # a trajectory's ratio needs all its sequences in one forward
             return self._plan_groups(sequences, rng, local, policy)
         order = [sequences[i] for i in rng.permutation(len(sequences))]
-        count = int(_all_reduce(-(-len(order) // local) if order else 0, "max"))
+        count = int(all_reduce(-(-len(order) // local) if order else 0, "max"))
         return [self.micro_batches(order[b * local : (b + 1) * local], policy) for b in range(count)]
 
     def _plan_groups(self, sequences: list[Rollout], rng, local: int, policy=None) -> list[list[list[Rollout]]]:
@@ -413,7 +234,7 @@ class Trainer:
         units = [groups[k] for k in sorted(groups)]
         units = [units[i] for i in rng.permutation(len(units))]
         minibatches = _pack(units, lambda items: len(items) <= local)
-        count = int(_all_reduce(len(minibatches), "max"))
+        count = int(all_reduce(len(minibatches), "max"))
         minibatches += [[] for _ in range(count - len(minibatches))]
         widths = self._widths(sequences, policy)
         return [self._pack_micro(mb, widths) for mb in minibatches]
@@ -483,7 +304,7 @@ class Trainer:
             return policy.reference_logprobs(
                 lambda m: token_logprobs(m, ids, attention, start, temperature=self.settings.temperature)[0])
 
-    def _update(self, sequences: list[Rollout], step: int, policy=None, kl_coef: float | None = None,
+    def update_policy(self, sequences: list[Rollout], step: int, policy=None, kl_coef: float | None = None,
                 precomputed=None) -> dict:
         """`epochs` clipped-loss passes over `sequences`, for `policy` (default: the run's policy; a
         multi-agent run passes one agent's view) with KL weight `kl_coef` (default: the setting).
@@ -515,9 +336,9 @@ class Trainer:
                 local_tokens = sum(r.length for micro in minibatch for r in micro)
                 local_sequences = sum(len(micro) for micro in minibatch)
                 if s.loss_aggregation == "token_mean":
-                    normaliser = _all_reduce(local_tokens)
+                    normaliser = all_reduce(local_tokens)
                 else:
-                    normaliser = _all_reduce(local_sequences)
+                    normaliser = all_reduce(local_sequences)
                 normaliser = max(normaliser, 1.0) / self.world  # DDP and ZeRO average the processes' gradients
                 if engine is None:
                     policy.optimizer.zero_grad(set_to_none=True)  # DeepSpeed zeroes them in its step
@@ -567,9 +388,9 @@ class Trainer:
                 losses.append(loss_total / self.world)
                 updates += 1
         # statistics of every process's tokens (each process's loss is its share of the mini-batch's)
-        seen = max(_all_reduce(sum(tokens_seen)), 1)
-        return {"loss": _all_reduce(float(np.mean(losses))), "kl": _all_reduce(sum(kls)) / seen,
-                "clip_fraction": _all_reduce(sum(clip_fractions)) / seen, "entropy": pooled(entropies),
+        seen = max(all_reduce(sum(tokens_seen)), 1)
+        return {"loss": all_reduce(float(np.mean(losses))), "kl": all_reduce(sum(kls)) / seen,
+                "clip_fraction": all_reduce(sum(clip_fractions)) / seen, "entropy": pooled(entropies),
                 "updates": updates}
 
     @staticmethod
@@ -597,3 +418,34 @@ class Trainer:
         for k, r in enumerate(micro):
             out[k, : r.length] = stored[id(r)]
         return out
+
+
+class Trainer(BaseTrainer):
+    """One policy (`policy.Policy`) with its reward function (`rollouts.load_reward`); several
+    processes average its gradients through DDP, or through DeepSpeed ZeRO (`zero.py`) when
+    `accelerate launch` runs a DeepSpeed config."""
+
+    def __init__(self, questions: pd.DataFrame, policy, settings, *, run: str, system_prompt: str | None = None,
+                 reward: RewardFunction | None = None, checkpoint_dir=None, fingerprint: str | dict = "",
+                 heldout: pd.DataFrame | None = None):
+        super().__init__(questions, policy, settings, run=run, checkpoint_dir=checkpoint_dir, fingerprint=fingerprint,
+                         heldout=heldout)
+        self.system_prompt = system_prompt
+        self.reward = reward or load_reward(settings)
+        self.model = policy.model
+        if self.world > 1 and zero.requested():
+            self.model = self.engine = zero.wrap(policy.model, policy.optimizer, settings, self.world)
+        elif self.world > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.model = DistributedDataParallel(policy.model, find_unused_parameters=False)
+
+    def heldout_correct(self, step: int) -> dict[str | None, list[bool]]:
+        """This process's share of the held-out questions answered by the live policy: {None: right or not}."""
+        self.policy.model.eval()
+        backend = self.policy.backend(model_id=f"policy:{self.run_name}@heldout{step}")
+        correct = held.answer_heldout(backend, self.heldout_rows[self.rank :: self.world], self.system_prompt,
+                                      self.settings, load_grader(self.settings))
+        self.policy.rollouts_done()
+        return {None: correct}
+

@@ -1,0 +1,1 @@
+"""What every training method shares (the map: `training/README.md`)."""

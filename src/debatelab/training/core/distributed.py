@@ -1,0 +1,111 @@
+"""Several training processes (data parallel, `accelerate launch` or torchrun): this process's rank
+and the process count, and the collectives the trainers use. With one process every function is
+the identity (no process group needed).
+
+* `init_process_group`: join the launcher's group (NCCL on GPUs, Gloo on CPUs);
+* `rank_and_world`, `default_device`, `barrier`;
+* `all_reduce` (a number's sum or max over the processes), `pooled` (mean and std of every
+  process's values), `gathered` (every process's items in the batch's order);
+* `average_gradients`: a multi-agent run's per-agent gradients averaged by hand, as DDP would.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+
+def init_process_group() -> int:
+    """Join the launcher's process group (when there is more than one process); returns the rank."""
+    import torch
+    import torch.distributed as dist
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+        if torch.cuda.is_available():
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def rank_and_world() -> tuple[int, int]:
+    """(this process's rank, the number of processes): (0, 1) outside a process group."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def default_device(rank: int = 0) -> str:
+    """The training process's device: its own GPU (by rank) when there are GPUs, else the CPU."""
+    import torch
+
+    return f"cuda:{rank % max(torch.cuda.device_count(), 1)}" if torch.cuda.is_available() else "cpu"
+
+
+def barrier(world: int) -> None:
+    """Wait for every process (nothing to wait for with one)."""
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
+def all_reduce(value: float, op: str = "sum") -> float:
+    """`value` summed (or its max, `op="max"`) over the processes; `value` itself with one process."""
+    import torch
+    import torch.distributed as dist
+
+    rank, world = rank_and_world()
+    if world == 1:
+        return value
+    tensor = torch.tensor([float(value)], dtype=torch.float64)
+    if dist.get_backend() == "nccl":
+        tensor = tensor.cuda()
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
+    return float(tensor.item())
+
+
+def pooled(values, *, std: bool = False):
+    """The mean (and standard deviation) of `values` over every process's values."""
+    values = np.asarray(values, dtype=float).ravel()
+    count = all_reduce(values.size)
+    total = all_reduce(float(values.sum()))
+    mean = total / count if count else float("nan")
+    if not std:
+        return mean
+    squares = all_reduce(float(((values - mean) ** 2).sum()))
+    return mean, (squares / count) ** 0.5 if count else float("nan")
+
+
+def gathered(local: list, rank: int, world: int) -> list:
+    """Every process's `local` items (process r's j-th item is the batch's item r + j·world), in the
+    batch's order."""
+    if world == 1:
+        return list(local)
+    import torch.distributed as dist
+
+    parts: list = [None] * world
+    dist.all_gather_object(parts, list(local))
+    out = [None] * sum(len(part) for part in parts)
+    for r, part in enumerate(parts):
+        out[r::world] = part
+    return out
+
+
+def average_gradients(params, world: int) -> None:
+    """The processes' gradients of `params` averaged in place (one all-reduce over all of them), as
+    DDP would: a multi-agent run updates one agent's adapter at a time, outside any DDP wrapper."""
+    import torch
+    import torch.distributed as dist
+
+    for p in params:
+        if p.grad is None:  # every process must send the same buffer
+            p.grad = torch.zeros_like(p)
+    flat = torch.cat([p.grad.reshape(-1) for p in params])
+    dist.all_reduce(flat)
+    flat /= world
+    offset = 0
+    for p in params:
+        p.grad.copy_(flat[offset : offset + p.numel()].view_as(p.grad))
+        offset += p.numel()

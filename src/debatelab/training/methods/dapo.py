@@ -1,0 +1,132 @@
+"""DAPO (spec 003 §2-3, §6): the single-policy method SDRL builds on, and its trainer.
+
+DAPO's choices, as this package makes them:
+* the loss: clip-higher (asymmetric ε_low 0.2, ε_high 0.28) and the token-mean aggregation
+  (`loss_aggregation: token_mean`; `sequence_mean` is GRPO's), per-token ratio, optional KL
+  (`core.loss.policy_loss`); the defaults of `TrainSettings`;
+* the reward: ±1 by the run's grader plus the soft overlong punishment (`core.rollouts.default_reward`,
+  `core.rewards.overlong_penalty`; `reward: dapo_math` grades with DAPO-Math's verifier);
+* dynamic sampling (`mixed`): keep the prompt groups with 0 < #correct < n, drawing more prompts
+  until `prompts_per_step` are kept (or `max_sampling_rounds` were drawn);
+* group advantages (Eq. 6) per kept prompt (`core.rewards.group_advantages`).
+
+One rollout step (`DapoTrainer.train_step`):
+1. First turn. Draw prompts in the run's seeded question order, sample n rollouts of each (one
+   backend batch per sampling round), reward them, and with dynamic sampling keep the groups with
+   0 < #correct < n until `prompts_per_step` are kept (or `max_sampling_rounds` were drawn).
+2. Group advantages per kept prompt.
+3. `debate_turn`: nothing for DAPO; SDRL's second turn (`methods/sdrl.py`).
+4. One update over the step's sequences (`core.trainer.BaseTrainer.update_policy`).
+
+DAPO's and SDRL's knobs are fields of `TrainSettings` (config keys `dynamic_sampling`,
+`sampling_batch`, `pair_mode`, ... of the run itself): a block of their own would change the keys.
+Data parallel: every process samples its share of each round's prompts (`core/trainer.py`).
+"""
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+
+from ... import prompts
+from ..core.distributed import all_reduce
+from ..core.rewards import group_advantages
+from ..core.rollouts import sample_rollouts
+from ..core.trainer import Trainer
+
+#: metrics.parquet's columns of DAPO and SDRL runs (SDRL's debate columns are 0 or NaN for DAPO, so
+#: both write one layout).
+DAPO_METRIC_COLUMNS = [
+    "step", "loss", "reward_mean", "reward_std", "accuracy", "kl", "clip_fraction", "entropy", "response_length",
+    "prompts_sampled", "groups_kept", "debate_groups", "debate_groups_kept", "debate_groups_all_correct",
+    "debate_groups_all_wrong", "debate_accuracy", "debate_pair_accuracy", "sequences",
+    "updates", "learning_rate", "rollout_seconds", "update_seconds", "tokens_per_second",
+]
+
+
+def mixed(correct) -> bool:
+    """DAPO's dynamic-sampling condition: 0 < #correct < n."""
+    n_correct = int(np.sum(correct))
+    return 0 < n_correct < len(correct)
+
+
+class DapoTrainer(Trainer):
+    metric_columns = DAPO_METRIC_COLUMNS
+
+    def train_step(self, step: int) -> dict:
+        start = time.perf_counter()
+        self.policy.model.eval()
+        backend = self.policy.backend(model_id=f"policy:{self.run_name}@step{step}")
+        first, kept, sampled = self.first_turn(backend, step)
+        sequences = [r for _, group in kept for r in group]
+        debate_groups, debate_kept, debate_rollouts, debate_counts = self.debate_turn(backend, step, kept)
+        sequences += [r for group in debate_kept for r in group]
+        self.policy.rollouts_done()
+        rollout_seconds = time.perf_counter() - start
+        generated = sum(r.length for group in first for r in group) + sum(r.length for r in debate_rollouts)
+
+        self.policy.model.train()
+        update_start = time.perf_counter()
+        update = self.update_policy(sequences, step)
+        update_seconds = time.perf_counter() - update_start
+        learning_rate = self.policy.scheduler.get_last_lr()[0]
+        with warnings.catch_warnings():  # a step whose groups were all filtered made no optimizer step
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()`")
+            self.policy.scheduler.step()
+
+        rewards = np.array([r.reward for group in first for r in group])
+        correct = np.array([r.correct for group in first for r in group])
+        return {
+            "step": step + 1, "loss": update["loss"],
+            "reward_mean": float(rewards.mean()) if rewards.size else float("nan"),
+            "reward_std": float(rewards.std()) if rewards.size else float("nan"),
+            "accuracy": float(correct.mean()) if correct.size else float("nan"),
+            "kl": update["kl"], "clip_fraction": update["clip_fraction"], "entropy": update["entropy"],
+            "response_length": float(np.mean([r.length for group in first for r in group])) if first else float("nan"),
+            "prompts_sampled": sampled, "groups_kept": len(kept), "debate_groups": debate_groups,
+            "debate_groups_kept": len(debate_kept),
+            "debate_groups_all_correct": debate_counts.get("debate_groups_all_correct", 0),
+            "debate_groups_all_wrong": debate_counts.get("debate_groups_all_wrong", 0),
+            "debate_pair_accuracy": debate_counts.get("debate_pair_accuracy", float("nan")),
+            "debate_accuracy": float(np.mean([r.correct for r in debate_rollouts])) if debate_rollouts else float("nan"),
+            "sequences": len(sequences), "updates": update["updates"], "learning_rate": learning_rate,
+            "rollout_seconds": rollout_seconds, "update_seconds": update_seconds,
+            "tokens_per_second": generated / max(rollout_seconds + update_seconds, 1e-9),
+        }
+
+    # -- rollouts -------------------------------------------------------------------------
+    def question_prompt(self, row: dict) -> tuple[dict, str, list]:
+        return row, str(row["id"]), prompts.question_messages(row, self.system_prompt)
+
+    def first_turn(self, backend, step: int):
+        """(every first-turn group sampled, the kept (row, group) pairs, prompts sampled) of this process."""
+        s = self.settings
+        quota = s.prompts_per_step // self.world
+        draw = s.sampling_batch or s.prompts_per_step
+        sampled_groups, kept, sampled = [], [], 0
+        for _ in range(s.max_sampling_rounds if s.dynamic_sampling else 1):
+            rows = self.draw(draw)[self.rank :: self.world]
+            groups = sample_rollouts(backend, [self.question_prompt(r) for r in rows], n=s.rollouts_per_prompt,
+                                     turn=1, step=step, settings=s, reward=self.reward)
+            sampled += len(rows)
+            sampled_groups += groups
+            for row, group in zip(rows, groups):
+                if not s.dynamic_sampling or mixed([r.correct for r in group]):
+                    kept.append((row, group))
+            if not s.dynamic_sampling or all_reduce(min(len(kept), quota)) >= s.prompts_per_step:
+                break
+        kept = kept[:quota]
+        for _, group in kept:
+            for r, a in zip(group, group_advantages([r.reward for r in group], s.advantage_eps)):
+                r.advantage = float(a)
+        return sampled_groups, kept, sampled
+
+    def debate_turn(self, backend, step: int, kept):
+        """A second turn on the kept groups: (debate prompts, kept debate groups, every debate rollout,
+        counts); DAPO has none (SDRL's: `methods/sdrl.py`)."""
+        return 0, [], [], {}
+
+    def describe(self, metrics: dict) -> str:
+        return (f"reward {metrics['reward_mean']:.3f}, accuracy {metrics['accuracy']:.3f}, {metrics['groups_kept']} of "
+                f"{metrics['prompts_sampled']} groups kept, {metrics['debate_groups_kept']} debate groups kept")

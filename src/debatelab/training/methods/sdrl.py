@@ -1,0 +1,93 @@
+"""SDRL (spec 003 §2-3): DAPO (`methods/dapo.py`) plus a second turn in which the policy debates two
+of a prompt's own rollouts; both turns' sequences are updated together.
+
+The second turn (`SdrlTrainer.debate_turn`, step 3 of a DAPO step): a seeded random
+`debate_prompts_per_step` of the kept prompts get a debate prompt built from two of their own
+rollouts (`pair_mode`, `debate_template`), n_d second-turn rollouts each (`debate_rollouts`);
+groups whose rollouts are all correct or all wrong are dropped; advantages within each debate
+group. Its knobs are `TrainSettings` fields (config keys of the run itself).
+
+The debate pairs (`choose_pair`, spec 003 §2 step 3): which two of a prompt's own rollouts its debate prompt shows.
+
+* ``rand``: two distinct rollouts drawn uniformly;
+* ``freq``: one rollout of the most frequent answer and one of the second most frequent, each drawn
+  at random within its answer class, in random order (probability 1/2 each way, against position
+  bias). Answers are compared by their `grading.answer_keys` (canonical forms); unparsable
+  rollouts form one class that is used only when fewer than two valid classes exist. Ties in
+  frequency go to the class seen first.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Sequence
+
+import numpy as np
+
+from ... import prompts
+from ...grading import INVALID, answer_keys
+from ...llm.base import stable_hash
+from ..core.rewards import group_advantages
+from ..core.rollouts import Rollout, sample_rollouts
+from .dapo import DapoTrainer, mixed
+
+
+def choose_pair(group: Sequence[Rollout], mode: str, rng: np.random.Generator, task_type: str) -> tuple[Rollout, Rollout]:
+    """The two rollouts of a debate prompt (module docstring)."""
+    if len(group) < 2:
+        raise ValueError(f"a debate pair needs two rollouts, the group of {group[0].question_id if group else '?'} has {len(group)}")
+    if mode == "rand":
+        i, j = rng.choice(len(group), size=2, replace=False)
+        return group[int(i)], group[int(j)]
+    if mode != "freq":
+        raise ValueError(f"unknown pair_mode {mode!r}; expected rand or freq")
+    keys = answer_keys([r.answer for r in group], task_type=task_type)
+    counts = Counter(keys)
+    classes = [k for k, _ in counts.most_common() if k != INVALID]  # most_common keeps first-seen order on ties
+    if len(classes) < 2 and INVALID in counts:
+        classes.append(INVALID)
+    if len(classes) < 2:  # one answer class only: the pair is two of its rollouts
+        i, j = rng.choice(len(group), size=2, replace=False)
+        return group[int(i)], group[int(j)]
+    picked = []
+    for key in classes[:2]:
+        members = [k for k, key_k in enumerate(keys) if key_k == key]
+        picked.append(group[members[int(rng.integers(len(members)))]])
+    if rng.random() < 0.5:
+        picked.reverse()
+    return picked[0], picked[1]
+
+
+class SdrlTrainer(DapoTrainer):
+    """DAPO's step with SDRL's second turn."""
+
+    def debate_turn(self, backend, step: int, kept):
+        """SDRL's second turn: (debate prompts, kept debate groups, every debate rollout) of this process."""
+        s = self.settings
+        if not kept or not s.debate_prompts_per_step:
+            return 0, [], [], {}
+        rng = np.random.default_rng(int(stable_hash({"run": s.seed, "step": step, "rank": self.rank, "what": "debate"})[:8], 16))
+        count = min(max(s.debate_prompts_per_step // self.world, 1), len(kept))
+        chosen = sorted(rng.choice(len(kept), size=count, replace=False).tolist())
+        prompts_, pair_correct = [], []
+        for index in chosen:
+            row, group = kept[index]
+            first, second = choose_pair(group, s.pair_mode, rng, row["task_type"])
+            pair_correct += [first.correct, second.correct]
+            messages = prompts.self_debate_messages(row, self.system_prompt, first.text, second.text, s.debate_template)
+            prompts_.append((row, f"{row['id']}#debate", messages))
+        groups = sample_rollouts(backend, prompts_, n=s.debate_rollouts, turn=2, step=step, settings=s, reward=self.reward)
+        kept_groups, all_correct, all_wrong = [], 0, 0
+        for group in groups:
+            # All correct or all wrong: dropped, decided on correctness as the paper's filter (spec 003
+            # §2), not on rewards, which the overlong penalty makes unequal; SDRL does not resample.
+            if not mixed([r.correct for r in group]):
+                all_correct += all(r.correct for r in group)
+                all_wrong += not any(r.correct for r in group)
+                continue
+            for r, a in zip(group, group_advantages([r.reward for r in group], s.advantage_eps)):
+                r.advantage = float(a)
+            kept_groups.append(group)
+        # §9.3's quantities: the pair's own accuracy (the two first-turn answers shown) and why groups were dropped
+        counts = {"debate_groups_all_correct": all_correct, "debate_groups_all_wrong": all_wrong,
+                  "debate_pair_accuracy": float(np.mean(pair_correct)) if pair_correct else float("nan")}
+        return len(prompts_), kept_groups, [r for group in groups for r in group], counts
