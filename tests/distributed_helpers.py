@@ -8,12 +8,18 @@ import sys
 from pathlib import Path
 
 
+def tests_path() -> str:
+    """PYTHONPATH for a test's subprocess: this folder (its helper modules), then the caller's own
+    PYTHONPATH (a checkout other than the installed one stays the one imported)."""
+    return os.pathsep.join(p for p in (str(Path(__file__).parent), os.environ.get("PYTHONPATH")) if p)
+
+
 def run_multi_agent_steps(method: str, model_dir, out_dir) -> dict[int, tuple[dict, dict]]:
     """`multi_agent_ddp_step` in one process and in two (torchrun, Gloo): {processes: (rank 0's
     adapters and gradients, {rank: its metrics and priorities})}."""
     from safetensors.torch import load_file
 
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": tests_path(), "OMP_NUM_THREADS": "1"}
     outs = {}
     for processes in (1, 2):
         out = Path(out_dir) / f"{method}-{processes}.safetensors"

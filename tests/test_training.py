@@ -26,6 +26,7 @@ from debatelab.training.core.rollouts import Rollout
 from debatelab.training.core.trainer import Trainer
 from debatelab.training.methods.dapo import DapoTrainer, mixed
 from debatelab.training.methods.sdrl import SdrlTrainer, choose_pair
+from distributed_helpers import tests_path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -459,7 +460,7 @@ def test_a_killed_training_job_resumes_to_the_same_weights(tmp_path, char_model_
                              lora={"r": 4, "alpha": 8}, reward="test_training:starts_with_a_vowel",
                              **{**TOY, "finetuning": "lora", "dynamic_sampling": False, "prompts_per_step": 2,
                                 "rollouts_per_prompt": 3, "mini_batch_size": 6, "micro_batch_size": 3})
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}  # the reward is this module's
+    env = {**os.environ, "PYTHONPATH": tests_path()}  # the reward is this module's
     # both runs in fresh processes: an earlier test may have set this process's torch threads, and
     # another thread count sums floats in another order
     whole = tmp_path / "uninterrupted.json"
@@ -499,7 +500,7 @@ def distributed_updates(tmp_path_factory, char_model_dir) -> dict[str, Path]:
     zero_config = REPO_ROOT / "config/accelerate/zero2_8gpu.yaml"
     assert is_deepspeed_config(zero_config) and not is_deepspeed_config(REPO_ROOT / "config/accelerate/ddp_8gpu.yaml")
     folder = tmp_path_factory.mktemp("distributed")
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": tests_path(), "OMP_NUM_THREADS": "1"}
     torchrun = [sys.executable, "-m", "torch.distributed.run"]
     accelerate = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(zero_config), "--num_machines", "1"]
     runs = {
