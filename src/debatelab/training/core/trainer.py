@@ -305,11 +305,11 @@ class BaseTrainer:
                 lambda m: token_logprobs(m, ids, attention, start, temperature=self.settings.temperature)[0])
 
     def update_policy(self, sequences: list[Rollout], step: int, policy=None, kl_coef: float | None = None,
-                precomputed=None) -> dict:
+                      precomputed=None) -> dict:
         """`epochs` clipped-loss passes over `sequences`, for `policy` (default: the run's policy; a
         multi-agent run passes one agent's view) with KL weight `kl_coef` (default: the setting).
-        `precomputed`: `logprob_pass`'s result for these rollouts, taken earlier (UMAD keeps the
-        rollout policy's log-probabilities across its turn-by-turn updates)."""
+        `precomputed`: `logprob_pass`'s result for these rollouts, taken earlier (UMAD: its turn's
+        π_old, taken once for every agent before the turn's updates)."""
         import torch
 
         s = self.settings
