@@ -34,3 +34,20 @@ def test_every_rule_names_the_environment_that_setup_installs():
     for smk in (REPO / "rules").glob("*.smk"):
         text = smk.read_text()
         assert text.count("\n    script:\n") == text.count("\n    conda:\n        SOFTWARE_ENV\n    script:\n"), smk.name
+
+
+def test_the_readmes_dag_is_the_rules_of_the_shipped_configs():
+    """README.md's mermaid flowchart equals the union of `snakemake --rulegraph` over the configs
+    that together reach every rule (tools/readme_dag.py --write regenerates it)."""
+    sys.path.insert(0, str(REPO / "tools"))
+    try:
+        import readme_dag
+    finally:
+        sys.path.pop(0)
+    rules, edges = readme_dag.union_graph()
+    assert not readme_dag.missing_rules(rules)
+    assert {"train", "train_agents", "udpo_warmup", "udpo_coefficients", "trained_agent", "attack_prompt",
+            "evaluate"} <= rules
+    readme = (REPO / "README.md").read_text()
+    assert readme_dag.MERMAID_BLOCK.search(readme).group(0) == readme_dag.flowchart(rules, edges), \
+        "README.md's DAG is stale: run tools/readme_dag.py --write"
