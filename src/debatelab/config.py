@@ -366,6 +366,15 @@ class Experiment:
             agent = trained_agent or self.training_runs[run]["policy"]
         return agent
 
+    def origin_model(self, model: str) -> str:
+        """The untrained model whose weights (merged, the same size) a model has: itself, or the model
+        of the agent its training run started from (`origin_agent`)."""
+        trained = trained_source(self.models[model]["source"])
+        if trained is None:
+            return model
+        run, agent = trained
+        return self.agents[self.origin_agent(agent or self.training_runs[run]["policy"])]["model"]
+
     # -- evaluation -----------------------------------------------------------------------
     def paper_backbone(self, model: str, paper: str) -> str | None:
         """The backbone of `paper`'s published numbers a model stands for (`models.<name>.paper_backbone`,
