@@ -40,7 +40,17 @@ TRAINING_PROTOCOL_KINDS = {"udpo": ("all_to_all", "ring", "centralized"), "umad"
                            "mappo": ("all_to_all",), "rmaac": ("all_to_all",)}
 #: The settings block of each multi-agent method (`training.runs.<run>.<block>`); RMAAC is MAPPO's.
 METHOD_BLOCKS = {"udpo": "udpo", "umad": "umad", "mappo": "mappo", "rmaac": "mappo"}
-PAPERS = ("udpo", "umad", "svr_mad", "sdrl", "confidence")  # the papers the evaluate stage rebuilds
+#: The papers the evaluate stage rebuilds, with their report titles: one registry. Each has its builder
+#: `evaluation/papers/<paper>.py` and its published numbers `config/paper_numbers/<paper>.yaml`; the
+#: schema's paper enums list the same names (tests/test_registries.py checks all three).
+PAPER_TITLES = {
+    "udpo": "UDPO: uncertainty-driven policy optimisation against debate collapse (spec 000)",
+    "umad": "UMAD: epistemic gain, aleatoric cost (spec 001)",
+    "svr_mad": "SVR-MAD: posterior-guided sparse debate (spec 002)",
+    "sdrl": "SDRL: self-debate reinforcement learning (spec 003)",
+    "confidence": "Multiagent protocols with aggregated confidence signals (spec 004)",
+}
+PAPERS = tuple(PAPER_TITLES)
 
 
 def trained_source(source: str) -> tuple[str, str] | None:
