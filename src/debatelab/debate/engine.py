@@ -22,7 +22,7 @@ from typing import Callable, Generator, Sequence
 import numpy as np
 
 from .. import grading
-from ..confidence.estimators import mean_logprob, min_logprob
+from ..estimators.tokens import mean_logprob, min_logprob
 from ..data.schema import answer_set_size
 from ..grading import INVALID, answer_keys
 from ..llm.base import Generation, GenerationRequest, SamplingParams, stable_hash
