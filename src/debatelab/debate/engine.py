@@ -190,7 +190,7 @@ def _advance(state, gen, reply, running, qi) -> None:
         running[qi] = (gen, list(asks))
     except StopIteration as stop:
         if not isinstance(stop.value, Outcome):
-            raise TypeError(f"protocol for question {state.question_id} returned {stop.value!r}, not an Outcome")
+            raise TypeError(f"protocol for question {state.question_id} returned {stop.value!r}, not an Outcome") from None
         state.outcome = stop.value
 
 
