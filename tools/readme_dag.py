@@ -57,7 +57,8 @@ def missing_rules(rules: set[str]) -> set[str]:
 
 
 def flowchart(rules: set[str], edges: set[tuple[str, str]]) -> str:
-    """A mermaid flowchart, rules in dependency order (ties by name), so the text is stable."""
+    """A mermaid flowchart, rules in dependency order (ties by name), so the text is stable: one line
+    per rule, `a & b --> rule`."""
     order, placed = [], set()
     while len(order) < len(rules):
         ready = sorted(r for r in rules - placed if all(a in placed for a, b in edges if b == r))
@@ -65,9 +66,11 @@ def flowchart(rules: set[str], edges: set[tuple[str, str]]) -> str:
             raise ValueError(f"a cycle among {sorted(rules - placed)}")
         order += ready
         placed |= set(ready)
-    rank = {r: i for i, r in enumerate(order)}
-    lines = ["flowchart TB", *(f"    {r}[{r}]" for r in order)]
-    lines += [f"    {a} --> {b}" for a, b in sorted(edges, key=lambda e: (rank[e[1]], rank[e[0]]))]
+    lines = ["flowchart TB"]
+    for rule in order:  # one line per rule with inputs: its upstream rules joined by &
+        upstream = [a for a in order if (a, rule) in edges]
+        if upstream:
+            lines.append(f"    {' & '.join(upstream)} --> {rule}")
     return "```mermaid\n" + "\n".join(lines) + "\n```\n"
 
 
