@@ -21,5 +21,7 @@ rule attack_prompt:
         gpu=planned_gpus("attack_prompt"),
         mem_mb=16000,
         runtime=30,
+    conda:
+        SOFTWARE_ENV
     script:
         "../workflow_scripts/attack/attack_prompt.py"

@@ -44,6 +44,9 @@ wildcard_constraints:
 RESULTS = EXP.results
 LOGS = f"logs/{EXPERIMENT}"
 BENCH = f"{RESULTS}/benchmarks"
+# The software every rule's script runs with, written down as a conda environment (what
+# tools/setup.sh installs into .venv); used only with `--sdm conda`, from the rules' folder.
+SOFTWARE_ENV = "../envs/debatelab.yaml"
 
 
 # --- GPU plans ---------------------------------------------------------------------------------
@@ -74,7 +77,7 @@ def job_gpu_plan(rule, wildcards):
         except gpu_planning.GpuPlanError as error:
             if gpu_model is not None:
                 raise
-            # no GPU type for the rule (a laptop's profile): nothing is submitted, so say it and go on
+            # a laptop's profile names no GPU type: nothing is submitted, so say it and go on
             logger.warning(f"GPU plan (for {gpu_type.name} GPUs; this profile names none): {error}")
             plan = gpu_planning.JobPlan(f"{rule} {dict(wildcards.items())}", gpu_type, gpu_planning.USABLE, {}, held=1)
         else:
@@ -99,7 +102,7 @@ def check_gpu_plans():
 def planned_gpus(rule):
     """A rule's `gpu` resource: the GPU count of its job's plan (the profile keeps partitions and GPU
     types). A job that runs no model (self-consistency only votes) still asks for 1: the profile sends
-    the rule to a GPU partition, and the SLURM plugin would ask for `--gpus=<type>:0`."""
+    its jobs to a GPU partition, where the SLURM plugin would otherwise ask for `--gpus=<type>:0`."""
     return lambda wildcards: max(1, job_gpu_plan(rule, wildcards).gpus)
 
 
@@ -269,3 +272,23 @@ def all_targets():
     if EXP.comparisons:
         targets += [f"{RESULTS}/summary/comparisons.csv", f"{RESULTS}/summary/comparisons.png"]
     return targets
+
+
+# --- training ----------------------------------------------------------------------------------
+from debatelab.training.settings import udpo_job_settings
+
+
+def heldout_input(wildcards):
+    """{"heldout": the dataset file} when the run measures held-out accuracy, else nothing."""
+    dataset = EXP.heldout_dataset(wildcards.run)
+    return {"heldout": EXP.dataset_path(dataset)} if dataset is not None else {}
+
+
+def multi_agent_job(run):
+    """Inputs, settings and per-agent specs of a multi-agent run, as the training rules pass them."""
+    agents = EXP.run_agents(run)
+    return {
+        "bases": {a: EXP.agent_model_dir(a) for a in agents},
+        "agents": {a: EXP.agent_settings(a) for a in agents},
+        "participants": TRAINING_RUNS[run]["participants"],
+    }

@@ -18,6 +18,8 @@ rule streams:
     resources:
         mem_mb=2000,
         runtime=10,
+    conda:
+        SOFTWARE_ENV
     script:
         "../workflow_scripts/confidence/streams.py"
 
@@ -44,6 +46,8 @@ rule fit_calibrators:
     resources:
         mem_mb=2000,
         runtime=30,
+    conda:
+        SOFTWARE_ENV
     script:
         "../workflow_scripts/confidence/fit_calibrators.py"
 
@@ -77,6 +81,8 @@ rule search_protocol:
     resources:
         mem_mb=4000,
         runtime=120,
+    conda:
+        SOFTWARE_ENV
     script:
         "../workflow_scripts/confidence/search_protocol.py"
 
@@ -109,5 +115,7 @@ rule apply_protocol:
     resources:
         mem_mb=2000,
         runtime=30,
+    conda:
+        SOFTWARE_ENV
     script:
         "../workflow_scripts/confidence/apply_protocol.py"

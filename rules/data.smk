@@ -10,5 +10,7 @@ rule download_dataset:
     resources:
         mem_mb=4000,
         runtime=30,
+    conda:
+        SOFTWARE_ENV
     script:
         "../workflow_scripts/data/download_dataset.py"

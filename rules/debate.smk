@@ -27,5 +27,7 @@ rule debate:
         gpu=planned_gpus("debate"),
         mem_mb=16000,
         runtime=480,
+    conda:
+        SOFTWARE_ENV
     script:
         "../workflow_scripts/debate/debate.py"

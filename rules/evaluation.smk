@@ -24,5 +24,7 @@ rule evaluate:
     resources:
         mem_mb=4000,
         runtime=20,
+    conda:
+        SOFTWARE_ENV
     script:
         "../workflow_scripts/evaluation/evaluate.py"

@@ -13,5 +13,7 @@ rule prepare_model:
     resources:
         mem_mb=8000,
         runtime=60,
+    conda:
+        SOFTWARE_ENV
     script:
         "../workflow_scripts/models/prepare_model.py"

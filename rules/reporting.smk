@@ -13,6 +13,8 @@ rule summarize_zero_shot:
     resources:
         mem_mb=2000,
         runtime=10,
+    conda:
+        SOFTWARE_ENV
     script:
         "../workflow_scripts/reporting/summarize_zero_shot.py"
 
@@ -35,6 +37,8 @@ rule summarize_debate:
     resources:
         mem_mb=2000,
         runtime=10,
+    conda:
+        SOFTWARE_ENV
     script:
         "../workflow_scripts/reporting/summarize_debate.py"
 
@@ -60,6 +64,8 @@ rule summarize_confidence:
     resources:
         mem_mb=2000,
         runtime=10,
+    conda:
+        SOFTWARE_ENV
     script:
         "../workflow_scripts/reporting/summarize_confidence.py"
 
@@ -79,5 +85,7 @@ rule summarize_comparisons:
     resources:
         mem_mb=2000,
         runtime=10,
+    conda:
+        SOFTWARE_ENV
     script:
         "../workflow_scripts/reporting/summarize_comparisons.py"

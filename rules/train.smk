@@ -1,16 +1,7 @@
-from debatelab.training.settings import udpo_job_settings
-
-
-def _heldout_input(wc):
-    """{"heldout": the dataset file} when the run measures held-out accuracy, else nothing."""
-    dataset = EXP.heldout_dataset(wc.run)
-    return {"heldout": EXP.dataset_path(dataset)} if dataset is not None else {}
-
-
 rule train:
     """RL fine-tuning of one run's policy, DAPO or SDRL (GPU-heavy; several GPUs: accelerate launch)."""
     input:
-        unpack(_heldout_input),
+        unpack(heldout_input),
         dataset=lambda wc: EXP.dataset_path(TRAINING_RUNS[wc.run]["dataset"]),
         model=lambda wc: EXP.agent_model_dir(TRAINING_RUNS[wc.run]["policy"]),
     output:
@@ -42,32 +33,24 @@ rule train:
         gpu=planned_gpus("train"),
         mem_mb=32000,
         runtime=1440,
+    conda:
+        SOFTWARE_ENV
     script:
         "../workflow_scripts/train/train.py"
 
 
 # -- UDPO and UMAD: every agent of a debate trained at once (spec 000 §5, spec 001 §4.3) ---------
-def _udpo(run):
-    """Inputs, settings and per-agent specs of a multi-agent run, as the rules below pass them."""
-    agents = EXP.run_agents(run)
-    return {
-        "bases": {a: EXP.agent_model_dir(a) for a in agents},
-        "agents": {a: EXP.agent_settings(a) for a in agents},
-        "participants": TRAINING_RUNS[run]["participants"],
-    }
-
-
 rule udpo_warmup:
     """Algorithm B step 1: the untrained agents debate the held-out warm-up questions (GPU)."""
     input:
         dataset=lambda wc: EXP.dataset_path(TRAINING_RUNS[wc.run]["dataset"]),
-        models=lambda wc: list(_udpo(wc.run)["bases"].values()),
+        models=lambda wc: list(multi_agent_job(wc.run)["bases"].values()),
     output:
         f"{RESULTS}/train/{{run}}/warmup.parquet",
     wildcard_constraints:
         run=_alternatives(EXP.runs_of("udpo")) or "(?!)",
     params:
-        udpo=lambda wc: _udpo(wc.run),
+        udpo=lambda wc: multi_agent_job(wc.run),
         settings=lambda wc: udpo_job_settings(EXP.train_settings(wc.run), "warmup"),
         limit=lambda wc: DATASETS[TRAINING_RUNS[wc.run]["dataset"]]["limit"],
     log:
@@ -80,6 +63,8 @@ rule udpo_warmup:
         gpu=planned_gpus("udpo_warmup"),
         mem_mb=32000,
         runtime=240,
+    conda:
+        SOFTWARE_ENV
     script:
         "../workflow_scripts/train/udpo_warmup.py"
 
@@ -96,6 +81,8 @@ rule udpo_coefficients:
         settings=lambda wc: udpo_job_settings(EXP.train_settings(wc.run), "coefficients"),
     log:
         f"{LOGS}/train/{{run}}.coefficients.log",
+    conda:
+        SOFTWARE_ENV
     script:
         "../workflow_scripts/train/udpo_coefficients.py"
 
@@ -105,9 +92,9 @@ rule train_agents:
     input:
         unpack(lambda wc: {"coefficients": f"{RESULTS}/train/{wc.run}/coefficients.json"}
                if TRAINING_RUNS[wc.run]["method"] == "udpo" else {}),
-        unpack(_heldout_input),
+        unpack(heldout_input),
         dataset=lambda wc: EXP.dataset_path(TRAINING_RUNS[wc.run]["dataset"]),
-        models=lambda wc: list(_udpo(wc.run)["bases"].values()),
+        models=lambda wc: list(multi_agent_job(wc.run)["bases"].values()),
     output:
         agents=directory(f"{RESULTS}/train/{{run}}/agents"),
         metrics=f"{RESULTS}/train/{{run}}/metrics.parquet",
@@ -121,7 +108,7 @@ rule train_agents:
     wildcard_constraints:
         run=_alternatives(EXP.multi_agent_runs()) or "(?!)",
     params:
-        udpo=lambda wc: _udpo(wc.run),
+        udpo=lambda wc: multi_agent_job(wc.run),
         settings=lambda wc: EXP.train_settings(wc.run),
         limit=lambda wc: DATASETS[TRAINING_RUNS[wc.run]["dataset"]]["limit"],
         accelerate_config=lambda wc: ACCELERATE_CONFIGS[wc.run],
@@ -135,6 +122,8 @@ rule train_agents:
         gpu=planned_gpus("train_agents"),
         mem_mb=32000,
         runtime=1440,
+    conda:
+        SOFTWARE_ENV
     script:
         "../workflow_scripts/train/train_agents.py"
 
@@ -145,7 +134,9 @@ rule trained_agent:
         f"{RESULTS}/train/{{run}}/agents",
     output:
         directory(f"{RESULTS}/train/{{run}}/models/{{agent}}"),
+    log:
+        f"{LOGS}/train/{{run}}.{{agent}}.log",
     run:
         from debatelab.io import link_tree
 
-        link_tree(f"{input[0]}/{wildcards.agent}", output[0])
+        link_tree(f"{input[0]}/{wildcards.agent}", output[0], log_path=log[0])

@@ -19,5 +19,7 @@ rule uncertainty:
     resources:
         mem_mb=2000,
         runtime=10,
+    conda:
+        SOFTWARE_ENV
     script:
         "../workflow_scripts/uncertainty/uncertainty.py"

@@ -22,5 +22,7 @@ rule zero_shot:
         gpu=planned_gpus("zero_shot"),
         mem_mb=16000,
         runtime=240,
+    conda:
+        SOFTWARE_ENV
     script:
         "../workflow_scripts/zero_shot/zero_shot.py"

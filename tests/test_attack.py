@@ -124,7 +124,7 @@ def _dag_edges(tmp_path, cfg):
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(cfg))
     dot = snakemake(tmp_path, "--configfile", str(path), "--dag").stdout
-    labels = {n: l.replace("\\n", " ") for n, l in re.findall(r'(\d+)\[label = "([^"]*)"', dot)}
+    labels = {n: label.replace("\\n", " ") for n, label in re.findall(r'(\d+)\[label = "([^"]*)"', dot)}
     return [(labels[a], labels[b]) for a, b in re.findall(r"(\d+) -> (\d+)", dot)], labels
 
 
@@ -134,7 +134,7 @@ def test_dag_routes_the_rewrite_to_adversarial_agents_only(tmp_path):
     cfg["debate"]["protocols"]["attacked"] = {"kind": "all_to_all", "rounds": 1, "participants": ["alice", "eve"]}
     cfg["attack"] = {"rewriter": "tiny-random-llama", "max_tokens": 16}
     edges, labels = _dag_edges(tmp_path, cfg)
-    attack_jobs = [n for n, l in labels.items() if l.startswith("attack_prompt")]
+    attack_jobs = [n for n, label in labels.items() if label.startswith("attack_prompt")]
     assert len(attack_jobs) == len(cfg["datasets"])
     consumers = {b for a, b in edges if a.startswith("attack_prompt")}
     assert all("agent: eve" in c or "protocol: attacked" in c for c in consumers), consumers
@@ -142,4 +142,4 @@ def test_dag_routes_the_rewrite_to_adversarial_agents_only(tmp_path):
 
     cfg["attack"] = {"rewriter": None}
     _, labels = _dag_edges(tmp_path, cfg)
-    assert not any(l.startswith("attack_prompt") for l in labels.values())
+    assert not any(label.startswith("attack_prompt") for label in labels.values())

@@ -1,4 +1,4 @@
-"""debatelab.reporting.comparisons: paired accuracy comparisons with intervals, and their config checks."""
+"""debatelab.evaluation.comparisons: paired accuracy comparisons with intervals, and their config checks."""
 from __future__ import annotations
 
 import copy
@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from debatelab.config import ConfigError, load_experiment
-from debatelab.reporting.comparisons import comparison_table, summarize_comparisons
+from debatelab.evaluation.comparisons import comparison_table, summarize_comparisons
 
 
 def _zero_shot(correct_by_agent: dict[str, list[bool]], dataset: str = "arith") -> pd.DataFrame:

@@ -10,6 +10,7 @@ from scipy import stats
 
 from debatelab.confidence import stage
 from debatelab.confidence.calibrators import fit_calibrator
+from debatelab.confidence.fusion import BASELINES
 from debatelab.confidence.search import SearchSettings
 from debatelab.confidence.stage import CalibrationSettings
 from debatelab.reporting import confidence as report
@@ -212,11 +213,11 @@ def _metrics_table(rng, pair_effects):
 
 def test_lift_counts_pairs_significantly_better_than_every_comparator():
     table = _metrics_table(np.random.default_rng(0), {"p1": 0.05, "p2": -0.05, "p3": 0.0})
-    lift = report.lift_table(table).set_index("method")
+    lift = report.lift_table(table, BASELINES).set_index("method")
     assert lift.loc["cga", "k_f1"] == 1 and lift.loc["cga", "n_pairs"] == 3
     assert lift.loc["cga", "lift_f1"] == pytest.approx(0.0, abs=0.5)  # +5, −5, 0 points
     assert lift.loc["mad", "k_auarc"] == 0 and lift.loc["mad", "lift_auarc"] == pytest.approx(-5, abs=0.5)
-    paper = report.paper_layout(report.lift_table(table), "beta")
+    paper = report.paper_layout(report.lift_table(table, BASELINES), "beta")
     assert paper.set_index("method").loc["cga", "d"].endswith("(1)")
 
 
@@ -241,7 +242,7 @@ def test_significance_needs_a_positive_difference_that_beats_its_own_variance():
         name: {"zero_shot": zero_shot, "mad": mad, "mad_d": mad, "cga": zero_shot + difference}
         for name, difference in (("straddles", straddle), ("steady", steady), ("constant", np.full(5, 0.05)))
     }
-    lift = report.lift_table(_runs_table(pairs)).set_index("method")
+    lift = report.lift_table(_runs_table(pairs), BASELINES).set_index("method")
     # only "steady" counts: "straddles" is not significant, and "constant" (no variance over runs,
     # t = inf) is untestable, not significant by a p = 0 artefact
     assert lift.loc["cga", "k_f1"] == 1 and lift.loc["cga", "untestable_f1"] == 1
@@ -250,9 +251,9 @@ def test_significance_needs_a_positive_difference_that_beats_its_own_variance():
     # runs that share their data (every value the same in every run) can claim nothing: k is "–"
     flat = {"p": {"zero_shot": np.full(5, 0.6), "mad": np.full(5, 0.5), "mad_d": np.full(5, 0.5),
                   "cga": np.full(5, 0.7)}}
-    flat_lift = report.lift_table(_runs_table(flat)).set_index("method")
+    flat_lift = report.lift_table(_runs_table(flat), BASELINES).set_index("method")
     assert np.isnan(flat_lift.loc["cga", "k_f1"]) and np.isnan(flat_lift.loc["mad", "k_f1"])
-    assert report.paper_layout(report.lift_table(_runs_table(flat)), "beta").set_index("method").loc["cga", "d"] == (
+    assert report.paper_layout(report.lift_table(_runs_table(flat), BASELINES), "beta").set_index("method").loc["cga", "d"] == (
         "+10.00(–) / +10.00(–)")
 
 

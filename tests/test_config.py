@@ -216,7 +216,7 @@ def _signature_defaults(func) -> dict:
 
 def _settings_and_schema():
     from debatelab.attack import RewriteSettings
-    from debatelab.confidence.estimators import ElicitationSettings
+    from debatelab.estimators import ElicitationSettings
     from debatelab.confidence.search import SearchSettings
     from debatelab.confidence.stage import CalibrationSettings
     from debatelab.debate.protocols import DEFAULTS as PROTOCOL_DEFAULTS

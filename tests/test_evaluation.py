@@ -79,7 +79,7 @@ def test_a_backbone_key_is_always_matched_and_names_a_listed_backbone(tmp_path):
         with pytest.raises(PaperNumbersError, match=error):
             load_paper_numbers("svr_mad", tmp_path)
     for paper in ("sdrl", "svr_mad"):  # the shipped tables with two backbones' rows join on the backbone
-        for name, frame in load_paper_numbers(paper).items():
+        for frame in load_paper_numbers(paper).values():
             assert frame.attrs["backbone"] in frame.attrs["match"] and frame[frame.attrs["backbone"]].nunique() >= 1
 
 
@@ -345,10 +345,10 @@ def test_run_outputs_read_only_the_columns_they_use_and_name_a_missing_one(tmp_p
     assert list(outputs.turns.columns) == TURN_COLUMNS  # the responses stay on disk
     write_parquet_atomic(turns.drop(columns="round"), tmp_path / "broken.parquet")
     with pytest.raises(DataFileError, match=r"broken\.parquet: missing required column\(s\) \['round'\]"):
-        RunOutputs("fixture", {}, {}, {}, turn_paths=[tmp_path / "broken.parquet"]).turns
+        RunOutputs("fixture", {}, {}, {}, turn_paths=[tmp_path / "broken.parquet"]).turns  # noqa: B018 (reading it raises)
     (tmp_path / "corrupt.parquet").write_bytes(b"not parquet")
     with pytest.raises(DataFileError, match=r"corrupt\.parquet: not a readable Parquet file"):
-        RunOutputs("fixture", {}, {}, {}, turn_paths=[tmp_path / "corrupt.parquet"]).turns
+        RunOutputs("fixture", {}, {}, {}, turn_paths=[tmp_path / "corrupt.parquet"]).turns  # noqa: B018 (reading it raises)
 
 
 # --------------------------------------------------------------------------- homogeneous ensembles, other LLMs

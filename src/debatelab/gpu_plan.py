@@ -382,13 +382,8 @@ def job_gpu_type(config: dict, gpu_model: str | None) -> GpuType:
 
 def _sized_model(exp, model: str) -> tuple[str, str, str]:
     """(source, dtype, folder) of the model whose weights `model` has: a trained model has the weights
-    (merged, same size) of the untrained model its run started from."""
-    from .config import trained_source
-
-    trained = trained_source(exp.models[model]["source"])
-    if trained is not None:
-        run, agent = trained
-        model = exp.agents[exp.origin_agent(agent or exp.training_runs[run]["policy"])]["model"]
+    (merged, same size) of the untrained model its run started from (`Experiment.origin_model`)."""
+    model = exp.origin_model(model)
     spec = exp.models[model]
     return spec["source"], spec.get("dtype", "auto"), exp.model_dir(model)
 

@@ -100,16 +100,21 @@ def read_parquet_checked(path: str | os.PathLike, required_columns: Iterable[str
                             "cut short (a full disk, a killed copy): delete it and rerun the rule that writes it") from None
 
 
-def link_tree(source: str | os.PathLike, target: str | os.PathLike) -> None:
+def link_tree(source: str | os.PathLike, target: str | os.PathLike, log_path: str | os.PathLike | None = None) -> None:
     """`target` as a copy of the folder `source` made of hard links (no bytes copied; a plain copy
-    where links can't be made), built beside it and renamed into place."""
+    where links can't be made), built beside it and renamed into place; `log_path` gets a line saying
+    how many files were linked and copied."""
     import shutil
+
+    counts = {"linked": 0, "copied": 0}
 
     def link(src, dst):
         try:
             os.link(src, dst)
+            counts["linked"] += 1
         except OSError:
             shutil.copy2(src, dst)
+            counts["copied"] += 1
 
     source, target = Path(source), Path(target)
     if not source.is_dir():
@@ -118,3 +123,6 @@ def link_tree(source: str | os.PathLike, target: str | os.PathLike) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(source, tmp, copy_function=link)
     os.replace(tmp, target)
+    if log_path is not None:
+        write_text_atomic(f"{source} -> {target}: {counts['linked']} files hard-linked, {counts['copied']} copied\n",
+                          log_path)

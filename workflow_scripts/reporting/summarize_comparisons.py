@@ -1,4 +1,4 @@
-from debatelab.reporting.comparisons import summarize_comparisons
+from debatelab.evaluation.comparisons import summarize_comparisons
 from debatelab.runlog import job_log
 
 with job_log(snakemake.log[0]):

@@ -1,3 +1,4 @@
+from debatelab.confidence.fusion import BASELINES
 from debatelab.reporting.confidence import summarize_confidence
 from debatelab.runlog import job_log
 
@@ -8,6 +9,7 @@ with job_log(snakemake.log[0]):
         snakemake.output.lift,
         snakemake.output.paper_table,
         snakemake.output.plot,
+        baselines=BASELINES,
         calibrator=snakemake.params.calibrator,
         alpha=snakemake.params.alpha,
     )

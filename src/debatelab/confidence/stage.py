@@ -39,6 +39,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from .. import metrics
+from ..estimators import ESTIMATORS
 from ..io import (
     DataFileError,
     read_json_checked,
@@ -50,7 +51,6 @@ from ..io import (
 )
 from ..reporting.confidence import plot_accuracy_rejection, plot_history, plot_reliability
 from .calibrators import CALIBRATORS, calibrator_from_dict, fit_calibrator
-from .estimators import ESTIMATORS
 from .fusion import BASELINES, apply_method
 from .search import SearchSettings, tpe_search
 from .streams import (

@@ -22,7 +22,7 @@ from typing import Callable, Generator, Sequence
 import numpy as np
 
 from .. import grading
-from ..confidence.estimators import mean_logprob, min_logprob
+from ..estimators.tokens import mean_logprob, min_logprob
 from ..data.schema import answer_set_size
 from ..grading import INVALID, answer_keys
 from ..llm.base import Generation, GenerationRequest, SamplingParams, stable_hash
@@ -190,7 +190,7 @@ def _advance(state, gen, reply, running, qi) -> None:
         running[qi] = (gen, list(asks))
     except StopIteration as stop:
         if not isinstance(stop.value, Outcome):
-            raise TypeError(f"protocol for question {state.question_id} returned {stop.value!r}, not an Outcome")
+            raise TypeError(f"protocol for question {state.question_id} returned {stop.value!r}, not an Outcome") from None
         state.outcome = stop.value
 
 

@@ -39,10 +39,6 @@ from .. import prompts
 from ..grading import INVALID, answers_equivalent, plurality, vote_answer
 from .engine import Ask, Outcome, ProtocolRun, QuestionState, Turn
 
-KINDS = (
-    "self_consistency", "all_to_all", "mad_d", "ring", "centralized", "group_debate", "s2_mad", "sid_et", "svr_mad",
-)
-
 DEFAULTS = {
     "rounds": 2, "template": "du", "peer_content": "full", "mask_peer_boxed": False, "early_stop_agree": None,
     "skip_if_unanimous": False, "final": "vote", "tie_break": "first_agent", "threads": None, "confidence": [],
@@ -446,6 +442,8 @@ class SvrMad(Protocol):
                            pre_keys=[eq(t.key) for t in q.pre])
 
 
+#: The registry of protocol kinds (config `debate.protocols.*.kind`), in the order of the module
+#: docstring's table; the schema's `kind` enum lists the same names (tests/test_registries.py).
 PROTOCOLS = {
     cls.kind: cls
     for cls in (SelfConsistency, AllToAll, MadD, Ring, Centralized, GroupDebate, S2Mad, SidEt, SvrMad)

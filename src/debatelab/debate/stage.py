@@ -18,7 +18,7 @@ import pandas as pd
 
 from .. import prompts
 from ..config import AgentSpec
-from ..confidence.estimators import AnsweredChat, ElicitationSettings, elicit_confidences
+from ..estimators import AnsweredChat, ElicitationSettings, elicit_confidences
 from ..data import read_dataset
 from ..data.schema import parse_meta
 from ..grading import answer_keys, vote_answer

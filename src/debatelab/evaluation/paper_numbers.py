@@ -43,7 +43,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-PAPER_NUMBERS_DIR = Path(__file__).resolve().parents[3] / "config" / "paper_numbers"
+from ..config import PAPER_NUMBERS_DIR
+
 VS_PAPER_COLUMNS = ["paper_value", "run_value", "difference", "run_dataset", "n", "paper_where"]
 
 

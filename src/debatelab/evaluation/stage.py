@@ -26,7 +26,7 @@ from typing import Callable
 
 import pandas as pd
 
-from ..config import PAPERS
+from ..config import PAPER_TITLES, PAPERS
 from ..io import save_figure_atomic, write_text_atomic
 from .claims import Claim, claims_frame, verdict_counts
 from .paper_numbers import PAPER_NUMBERS_DIR, compare_with_paper, load_paper_numbers
@@ -49,15 +49,6 @@ def _builder(paper: str) -> Callable[[RunOutputs], PaperEvaluation]:
     import importlib
 
     return importlib.import_module(f"{__package__}.papers.{paper}").evaluate
-
-
-PAPER_TITLES = {
-    "udpo": "UDPO: uncertainty-driven policy optimisation against debate collapse (spec 000)",
-    "umad": "UMAD: epistemic gain, aleatoric cost (spec 001)",
-    "svr_mad": "SVR-MAD: posterior-guided sparse debate (spec 002)",
-    "sdrl": "SDRL: self-debate reinforcement learning (spec 003)",
-    "confidence": "Multiagent protocols with aggregated confidence signals (spec 004)",
-}
 
 
 HTML_STYLE = """<style>

@@ -282,7 +282,7 @@ def _extract_math(text: str) -> str | None:
             if _looks_like_math_answer(phrase):
                 return _number_from_prose(phrase)
     last = None
-    for last in _LAST_NUMBER.finditer(text):
+    for last in _LAST_NUMBER.finditer(text):  # noqa: B007 (the loop leaves the last match behind)
         pass
     return last.group() if last else None
 
@@ -616,7 +616,7 @@ def _choice_text(text: str, choices: list[str] | None, *, first: bool = False) -
         pattern = re.compile(r"(?<!\w)" + re.escape(needle) + r"(?!\w)")
         hit = pattern.search(lowered) if first else None
         if not first:
-            for hit in pattern.finditer(lowered):
+            for hit in pattern.finditer(lowered):  # noqa: B007 (the loop leaves the last match behind)
                 pass
         if hit is None:
             continue

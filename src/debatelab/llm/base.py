@@ -106,7 +106,7 @@ class Backend(abc.ABC):
     def score(self, prompts: Sequence[Sequence[Message]], replies: Sequence[str]) -> list[ScoredText]:
         """log P(reply | prompt) token by token, the reply placed as the assistant turn."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional: most backends have nothing to free)
         """Free the model (GPU memory, server connections)."""
 
 

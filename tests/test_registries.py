@@ -1,0 +1,73 @@
+"""One registry per extension point, and the schema's enums equal to it.
+
+config/schema.yaml is YAML and can't import the registries, so it repeats their names; this test
+is what keeps the copies equal (same names, same order). Adding a debate protocol kind, a
+confidence estimator or a paper is its module plus its registry entry, and this test names the
+schema enums to extend."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from debatelab import prompts
+from debatelab.config import PAPER_NUMBERS_DIR, PAPER_TITLES, PAPERS, SCHEMA_PATH
+from debatelab.confidence.calibrators import CALIBRATORS
+from debatelab.confidence.fusion import SEARCH_SPACES
+from debatelab.debate import protocols
+from debatelab.estimators import ESTIMATORS, SEQPROB_TARGETS
+
+SCHEMA = yaml.safe_load(SCHEMA_PATH.read_text())
+PROTOCOL = ("definitions", "protocol", "properties")
+TOP = ("properties",)
+
+#: registry -> (its names, the schema paths of the enums that list them)
+REGISTRIES = {
+    "debate.protocols.PROTOCOLS (kinds)": (list(protocols.PROTOCOLS), [PROTOCOL + ("kind", "enum")]),
+    "prompts.TEMPLATES (debate templates)": (list(prompts.TEMPLATES), [PROTOCOL + ("template", "enum")]),
+    "estimators.ESTIMATORS": (list(ESTIMATORS), [
+        PROTOCOL + ("confidence", "items", "enum"),
+        TOP + ("zero_shot", "properties", "estimators", "items", "enum"),
+        TOP + ("calibration", "properties", "estimators", "items", "enum"),
+    ]),
+    "estimators.SEQPROB_TARGETS": (list(SEQPROB_TARGETS), [TOP + ("zero_shot", "properties", "seqprob_target", "enum")]),
+    "config.PAPERS": (list(PAPERS), [
+        ("definitions", "model", "properties", "paper_backbone", "propertyNames", "enum"),
+        TOP + ("evaluation", "properties", "papers", "items", "enum"),
+    ]),
+    "confidence.calibrators.CALIBRATORS": (list(CALIBRATORS), [
+        TOP + ("calibration", "properties", "calibrators", "items", "enum"),
+        TOP + ("calibration", "properties", "report_calibrator", "enum"),
+    ]),
+    "confidence.fusion.SEARCH_SPACES (searched protocols)": (list(SEARCH_SPACES), [
+        TOP + ("protocol_search", "properties", "protocols", "items", "enum"),
+    ]),
+}
+
+
+def _at(path: tuple[str, ...]):
+    node = SCHEMA
+    for key in path:
+        node = node[key]
+    return node
+
+
+@pytest.mark.parametrize("registry", REGISTRIES)
+def test_schema_enums_equal_the_registry(registry):
+    names, paths = REGISTRIES[registry]
+    for path in paths:
+        assert _at(path) == names, f"config/schema.yaml {'.'.join(path)} differs from {registry} {names}"
+
+
+def test_every_protocol_kind_is_a_row_of_the_protocols_table():
+    for kind, cls in protocols.PROTOCOLS.items():
+        assert cls.kind == kind
+        assert f"\n{kind} " in protocols.__doc__, f"debate/protocols.py's table of kinds has no row {kind!r}"
+
+
+def test_every_paper_has_a_title_a_builder_and_published_numbers():
+    from importlib import import_module
+
+    assert list(PAPER_TITLES) == list(PAPERS)
+    for paper in PAPERS:
+        assert callable(import_module(f"debatelab.evaluation.papers.{paper}").evaluate), paper
+        assert (PAPER_NUMBERS_DIR / f"{paper}.yaml").is_file(), paper
