@@ -30,8 +30,8 @@ def adapter_name(model: str, adapter_dir: str | Path) -> str:
 
 def open_backends(models: dict[str, tuple[str, dict, str | dict]]) -> tuple[dict[str, Backend], list[Backend]]:
     from ..gpu_plan import engine_slices
-    from ..training.core.vllm_rollouts import vllm_lora_rank
     from . import make_backend
+    from .vllm_backend import vllm_lora_rank
 
     engines: dict[str, tuple[str, dict, str]] = {}  # engine key -> (folder, options, backend kind)
     adapters: dict[str, list[tuple[str, str]]] = {}  # engine key -> [(model, adapter folder)]

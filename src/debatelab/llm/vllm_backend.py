@@ -36,6 +36,17 @@ from .chat import chat_prompt_ids, encode_text, normalise_finish_reason, paired_
 
 log = logging.getLogger(__name__)
 
+#: vLLM's allowed `max_lora_rank` values (vllm.config.lora.MaxLoRARanks).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def vllm_lora_rank(r: int) -> int:
+    """The smallest rank slot vLLM offers that holds an adapter of rank r (an engine's `max_lora_rank`)."""
+    for slot in VLLM_LORA_RANKS:
+        if slot >= r:
+            return slot
+    raise ValueError(f"training: LoRA rank {r} exceeds vLLM's largest ({VLLM_LORA_RANKS[-1]})")
+
 
 def _progress_tqdm(progress: ProgressCallback):
     """A `use_tqdm` callable for `LLM.generate` that reports finished generations to `progress`.

@@ -26,17 +26,6 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-#: vLLM's allowed `max_lora_rank` values (vllm.config.lora.MaxLoRARanks).
-VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-
-
-def vllm_lora_rank(r: int) -> int:
-    """The smallest rank slot vLLM offers that holds an adapter of rank r."""
-    for slot in VLLM_LORA_RANKS:
-        if slot >= r:
-            return slot
-    raise ValueError(f"training: LoRA rank {r} exceeds vLLM's largest ({VLLM_LORA_RANKS[-1]})")
-
 
 def resolve_rollout_backend(choice: str) -> str:
     """`auto`: vLLM when a GPU and vLLM are both there, else transformers."""
@@ -60,7 +49,7 @@ class VLLMRollouts:
                  adapters: int = 1):
         """`adapters`: how many LoRA adapters (agents) one batch may carry; a multi-agent run sends one
         agent's batch at a time, but keeps each agent's latest adapter loaded."""
-        from ...llm.vllm_backend import VLLMBackend
+        from ...llm.vllm_backend import VLLMBackend, vllm_lora_rank
 
         self.settings, self.lora = settings, settings.finetuning == "lora"
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine's model lives in this process
