@@ -50,13 +50,12 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from debatelab import grading, prompts  # noqa: E402
+from debatelab.config import training_method  # noqa: E402
 from debatelab.data import load_benchmark  # noqa: E402
 from debatelab.models import prepare_model  # noqa: E402
 from debatelab.training import TrainSettings  # noqa: E402
 from debatelab.training.core.policy import Policy  # noqa: E402
-from debatelab.training.registry import method as training_method  # noqa: E402
 from debatelab.zero_shot import select_questions  # noqa: E402
-
 
 #: Llama-architecture shapes of real models, for random-weight timings (config.json of each on the Hub).
 RANDOM_SHAPES = {

@@ -41,8 +41,7 @@ def _trainer(method: str, model_dir: str):
                                  mappo={"rounds": 1, "questions_per_step": 4, "peer_swap_prob": 0.5, "critic_hidden": 8})
         policies = AgentPolicies({"alice": model_dir, "bob": model_dir}, settings, device="cpu")
         return MappoTrainer(frame_from_rows(rows), policies, settings, run="rmaac", participants=["alice", "bob", "alice"])
-    from debatelab.training.methods.udpo import AgentCoefficients
-    from debatelab.training.methods.udpo import UdpoTrainer
+    from debatelab.training.methods.udpo import AgentCoefficients, UdpoTrainer
 
     settings = TrainSettings(method="udpo", steps=2, kl_coef=0.01, **common)
     policies = AgentPolicies({"alice": model_dir, "bob": model_dir}, settings, device="cpu")

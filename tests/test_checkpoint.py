@@ -7,11 +7,11 @@ import json
 
 import pytest
 import torch
+from test_training import TOY, _job, _toy_dataset, _weights
 
 from debatelab.training import TrainSettings
 from debatelab.training.core.checkpoint import TrainState, load_checkpoint, save_checkpoint
 from debatelab.training.core.policy import Policy
-from test_training import TOY, _job, _toy_dataset, _weights
 
 PARTS = {"settings": {"learning_rate": 0.001, "steps_per_epoch": 4}, "data": ["q1", "q2"], "model": "abc"}
 

@@ -266,24 +266,6 @@ def test_library_defaults_match_the_schema(name, library, schema):
     assert not mismatched, f"{name}: library vs schema defaults differ: {mismatched}"
 
 
-def test_the_schema_names_the_registry_s_training_methods():
-    """config/schema.yaml can't import Python: its `method` enum, its multi-agent `if` and the
-    methods' settings blocks must be those of `training.registry.METHODS`."""
-    from debatelab.training import TrainSettings
-    from debatelab.training.registry import METHODS, multi_agent_methods
-
-    run = SCHEMA["definitions"]["training_run"]
-    assert run["properties"]["method"]["enum"] == list(METHODS)
-    assert run["if"]["properties"]["method"]["enum"] == list(multi_agent_methods())
-    for method in METHODS.values():
-        assert method.trainer_class().__name__ == method.trainer
-        if method.block is not None:  # a block of the schema and a field of TrainSettings, built by its class
-            assert method.block in run["properties"], method.name
-            assert isinstance(getattr(TrainSettings(method=method.name), method.block), method.settings_class())
-        for kind in method.protocol_kinds:
-            assert kind in SCHEMA["definitions"]["protocol"]["properties"]["kind"]["enum"], (method.name, kind)
-
-
 def test_evaluation_seeds_are_every_protocols_default_threads():
     """`evaluation.seeds: K` repeats every debate K times (threads) unless a protocol sets its own;
     too few zero-shot samples for the repeats is an error naming evaluation.seeds."""

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from workflow_helpers import REPO_ROOT
 
 from debatelab import grading, prompts
 from debatelab.config import SCHEMA_PATH, AgentSpec, ConfigError, Experiment, validate_config
@@ -17,7 +18,6 @@ from debatelab.data.schema import frame_from_rows
 from debatelab.io import write_parquet_atomic
 from debatelab.llm import GenerationRequest, SamplingParams
 from debatelab.training import TrainSettings
-from workflow_helpers import REPO_ROOT
 
 TINY = yaml.safe_load((REPO_ROOT / "tests/configs/tiny.yaml").read_text())
 
@@ -58,8 +58,8 @@ def test_heldout_accuracy_from_the_base_model_on_equals_a_regrading_and_survives
     after steps 1 and 2 are the accuracies of the base folder and of the two saved models on the
     same 60 of the 80 held-out questions, regenerated with the same seeds; the resumed run evaluates
     step 2 only and keeps step 0's and step 1's values."""
-    from debatelab.training.stage import train_job
     from debatelab.training.core.trainer import Trainer
+    from debatelab.training.stage import train_job
     from debatelab.zero_shot import select_questions
 
     train = _dataset(tmp_path / "toy.parquet", "q", 24)

@@ -9,13 +9,22 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from distributed_helpers import assert_same_update, run_multi_agent_steps
 
 from debatelab.debate.engine import Participant, QuestionState, Turn
 from debatelab.llm import SamplingParams
-from debatelab.training.methods.mappo import (FEATURES, MappoSettings, PeerSwapDebate, agreement_features, build_critic,
-                                      critic_advantages, final_disagreement, fit_critic, shared_reward)
+from debatelab.training.methods.mappo import (
+    FEATURES,
+    MappoSettings,
+    PeerSwapDebate,
+    agreement_features,
+    build_critic,
+    critic_advantages,
+    final_disagreement,
+    fit_critic,
+    shared_reward,
+)
 from debatelab.training.settings import TrainSettings
-from distributed_helpers import assert_same_update, run_multi_agent_steps
 
 SETTINGS = TrainSettings(lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=6, overlong_buffer=0,
                          learning_rate=1e-2, warmup_steps=0, show_progress=False)

@@ -3,18 +3,17 @@ current policies run by the debate engine as rollouts."""
 from __future__ import annotations
 
 import json
-
 from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from distributed_helpers import assert_same_update, run_multi_agent_steps
 
 from debatelab.training.core.agents import AgentPolicies
 from debatelab.training.core.debate_rollouts import answers_by_round, rollout_debates
 from debatelab.training.settings import TrainSettings
-from distributed_helpers import assert_same_update, run_multi_agent_steps
 
 SETTINGS = TrainSettings(lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=6, overlong_buffer=0,
                          learning_rate=1e-2, warmup_steps=0, show_progress=False)
@@ -117,8 +116,7 @@ def _udpo(char_model_dir, checkpoint_dir, steps, **options):
     from dataclasses import replace
 
     from debatelab.data.schema import frame_from_rows
-    from debatelab.training.methods.udpo import AgentCoefficients
-    from debatelab.training.methods.udpo import UdpoTrainer
+    from debatelab.training.methods.udpo import AgentCoefficients, UdpoTrainer
 
     torch.manual_seed(0)
     policies = AgentPolicies({"alice": char_model_dir, "bob": char_model_dir}, SETTINGS, device="cpu")
@@ -209,10 +207,15 @@ def test_udpo_jobs_warm_up_calibrate_train_and_write_every_agent(char_model_dir,
     import json
 
     from debatelab.config import AgentSpec
-    from debatelab.io import write_parquet_atomic
     from debatelab.data.schema import frame_from_rows
+    from debatelab.io import write_parquet_atomic
     from debatelab.training.methods.udpo import split_warmup
-    from debatelab.training.multi_agent_stage import WARMUP_COLUMNS, train_agents_job, udpo_coefficients_job, udpo_warmup_job
+    from debatelab.training.multi_agent_stage import (
+        WARMUP_COLUMNS,
+        train_agents_job,
+        udpo_coefficients_job,
+        udpo_warmup_job,
+    )
 
     rows = [{"id": f"q{i}", "question": f"question {i}: answer 7.", "choices": None, "answer": "7", "task_type": "math",
              "meta": {"source": "toy"}} for i in range(10)]
@@ -304,9 +307,9 @@ def test_agents_on_different_bases_train_separate_models(char_model_dir, tmp_pat
     """Heterogeneous agents (spec 000 §5.3: separate models): each base is its own PeftModel with its
     agent's adapter; a UDPO step moves both adapters and leaves both bases' weights as they were."""
     from conftest import build_char_model
+
     from debatelab.data.schema import frame_from_rows
-    from debatelab.training.methods.udpo import AgentCoefficients
-    from debatelab.training.methods.udpo import UdpoTrainer
+    from debatelab.training.methods.udpo import AgentCoefficients, UdpoTrainer
 
     other = build_char_model(tmp_path / "other-base", seed=1)
     torch.manual_seed(0)

@@ -70,8 +70,7 @@ def test_udpo_agents_learn_a_toy_verifiable_task(char_model_dir):
     (λ = 1, k3 anchor off): both agents answer 7 more often after 20 steps. The stability terms are
     weighted 0 here: at 12 debates a step their variance swamps the random model's rare right votes
     (with α = β = γ = 0.05 the rate did not move)."""
-    from debatelab.training.methods.udpo import AgentCoefficients
-    from debatelab.training.methods.udpo import UdpoTrainer
+    from debatelab.training.methods.udpo import AgentCoefficients, UdpoTrainer
 
     # The shared vote reward is sparse (a step's 12 debates rarely end on 7): 20 steps at a fifth of UMAD's
     # learning rate; 10 steps at 5e-2 moved the rates by noise only.

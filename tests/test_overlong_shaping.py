@@ -18,8 +18,8 @@ def _trainer(method: str, char_model_dir, shaping: bool):
 
     from debatelab.data.schema import frame_from_rows
     from debatelab.training.core.agents import AgentPolicies
-    from debatelab.training.settings import TrainSettings
     from debatelab.training.methods.udpo import AgentCoefficients
+    from debatelab.training.settings import TrainSettings
 
     settings = TrainSettings(method=method, steps=1, lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=MAX_TOKENS,
                              overlong_buffer=BUFFER, overlong_shaping=shaping, learning_rate=1e-2, warmup_steps=0,

@@ -2,17 +2,24 @@
 
 config/schema.yaml is YAML and can't import the registries, so it repeats their names; this test
 is what keeps the copies equal (same names, same order). Adding a debate protocol kind, a
-confidence estimator or a paper is its module plus its registry entry, and this test names the
-schema enums to extend."""
+confidence estimator, a paper or a training method is its module plus its registry entry, and this
+test names the schema enums to extend."""
 from __future__ import annotations
 
 import pytest
 import yaml
 
 from debatelab import prompts
-from debatelab.config import PAPER_NUMBERS_DIR, PAPER_TITLES, PAPERS, SCHEMA_PATH
 from debatelab.confidence.calibrators import CALIBRATORS
 from debatelab.confidence.fusion import SEARCH_SPACES
+from debatelab.config import (
+    PAPER_NUMBERS_DIR,
+    PAPER_TITLES,
+    PAPERS,
+    SCHEMA_PATH,
+    TRAINING_METHODS,
+    multi_agent_methods,
+)
 from debatelab.debate import protocols
 from debatelab.estimators import ESTIMATORS, SEQPROB_TARGETS
 
@@ -40,6 +47,10 @@ REGISTRIES = {
     ]),
     "confidence.fusion.SEARCH_SPACES (searched protocols)": (list(SEARCH_SPACES), [
         TOP + ("protocol_search", "properties", "protocols", "items", "enum"),
+    ]),
+    "config.TRAINING_METHODS": (list(TRAINING_METHODS), [("definitions", "training_run", "properties", "method", "enum")]),
+    "config.TRAINING_METHODS (multi-agent)": (list(multi_agent_methods()), [
+        ("definitions", "training_run", "if", "properties", "method", "enum"),
     ]),
 }
 
@@ -71,3 +82,16 @@ def test_every_paper_has_a_title_a_builder_and_published_numbers():
     for paper in PAPERS:
         assert callable(import_module(f"debatelab.evaluation.papers.{paper}").evaluate), paper
         assert (PAPER_NUMBERS_DIR / f"{paper}.yaml").is_file(), paper
+
+
+def test_every_training_method_has_its_trainer_its_settings_block_and_protocol_kinds():
+    from debatelab.training import TrainSettings
+
+    run = SCHEMA["definitions"]["training_run"]["properties"]
+    for method in TRAINING_METHODS.values():
+        assert method.trainer_class().__name__ == method.trainer, method.name
+        if method.block is not None:  # a block of the schema and a field of TrainSettings, built by its class
+            assert method.block in run, method.name
+            assert isinstance(getattr(TrainSettings(method=method.name), method.block), method.settings_class())
+        assert set(method.protocol_kinds) <= set(protocols.PROTOCOLS), method.name
+        assert bool(method.protocol_kinds) == method.multi_agent, method.name

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from distributed_helpers import tests_path
 
 from debatelab.config import AgentSpec
 from debatelab.data.schema import frame_from_rows
@@ -26,7 +27,6 @@ from debatelab.training.core.rollouts import Rollout
 from debatelab.training.core.trainer import Trainer
 from debatelab.training.methods.dapo import DapoTrainer, mixed
 from debatelab.training.methods.sdrl import SdrlTrainer, choose_pair
-from distributed_helpers import tests_path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

@@ -43,10 +43,10 @@ def test_token_logprobs_divide_the_logits_by_the_sampling_temperature():
 @pytest.mark.slow
 def test_the_update_uses_the_runs_temperature(char_model_dir):
     """π_old of a run at T = 0.8 equals the model's log-softmax of logits / 0.8, not of the raw logits."""
+    from debatelab.data.schema import frame_from_rows
     from debatelab.training.core.policy import Policy
     from debatelab.training.core.rollouts import Rollout
     from debatelab.training.core.trainer import Trainer
-    from debatelab.data.schema import frame_from_rows
 
     settings = TrainSettings(temperature=0.8, dtype="float32", lora={"r": 4, "alpha": 8}, max_tokens=4,
                              overlong_buffer=0, show_progress=False, prompts_per_step=1, mini_batch_size=1)
@@ -100,13 +100,14 @@ def test_paper_runs_train_on_the_protocol_their_agents_are_evaluated_on():
 def test_a_training_rollout_sends_the_messages_the_evaluation_debate_sends(char_model_dir):
     """One question, seat 1, round 1 of umad_cpu's UMAD run: the training rollout's chat equals the
     one the debate stage builds (same protocol options from the config, same round-0 answers)."""
+    import pandas as pd
+
     from debatelab.config import AgentSpec
+    from debatelab.data.schema import frame_from_rows
     from debatelab.debate.protocols import make_protocol
     from debatelab.debate.stage import build_states
-    from debatelab.data.schema import frame_from_rows
     from debatelab.training.core.agents import AgentPolicies
     from debatelab.training.core.debate_rollouts import rollout_debates
-    import pandas as pd
 
     experiment = load_experiment(ROOT / "config/experiments/umad_cpu.yaml")
     run_settings = experiment.train_settings("umad")

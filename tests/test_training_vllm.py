@@ -11,11 +11,11 @@ import os
 import numpy as np
 import pytest
 import torch
-
 from conftest import require
+from test_vllm_backend import CPU_ENV, _vllm_importable
+
 from debatelab.llm.base import GenerationRequest, SamplingParams
 from debatelab.training.settings import TrainSettings
-from test_vllm_backend import CPU_ENV, _vllm_importable
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -132,8 +132,7 @@ def _train_two_agents_on_vllm(tiny_model_dir):
     from debatelab.data.schema import frame_from_rows
     from debatelab.llm.transformers_backend import TransformersBackend
     from debatelab.training.core.agents import AgentPolicies
-    from debatelab.training.methods.udpo import AgentCoefficients
-    from debatelab.training.methods.udpo import UdpoTrainer
+    from debatelab.training.methods.udpo import AgentCoefficients, UdpoTrainer
 
     torch.manual_seed(0)
     settings = TrainSettings(**{**SETTINGS, "method": "udpo", "steps": 1, "mini_batch_size": 8, "micro_batch_size": 8,

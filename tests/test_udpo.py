@@ -7,8 +7,15 @@ import numpy as np
 import pytest
 
 from debatelab.training.methods.udpo import (
-    AgentCoefficients, agent_reward, base_weights, batch_advantages, calibrate_coefficients, replay_draw,
-    replay_priority, reward_ranking, trajectory_rewards,
+    AgentCoefficients,
+    agent_reward,
+    base_weights,
+    batch_advantages,
+    calibrate_coefficients,
+    replay_draw,
+    replay_priority,
+    reward_ranking,
+    trajectory_rewards,
 )
 
 # N = 3 agents, T = 2 debate rounds; gold "4".
@@ -119,7 +126,7 @@ def test_replay_priority_and_draw():
         index, w = replay_draw(priorities, 4, rng)
         assert len(index) == 4 and len(set(index[2:])) == 2  # two by priority, two uniform without replacement
         assert (w[2:] == 1).all()
-        for i, wi in zip(index[:2], w[:2]):
+        for i in index[:2]:
             counts[i] += 1
         if index[0] != index[1]:  # both drawn by priority: w = 1/(|B|p) over max → 1 for p = 1/4, 1/3 for 3/4
             seen_weights = dict(zip(index[:2].tolist(), w[:2].tolist()))
@@ -203,8 +210,8 @@ def _udpo_trainer(char_model_dir, questions_per_step: int, steps: int):
 
     from debatelab.data.schema import frame_from_rows
     from debatelab.training.core.agents import AgentPolicies
-    from debatelab.training.settings import TrainSettings
     from debatelab.training.methods.udpo import UdpoTrainer
+    from debatelab.training.settings import TrainSettings
 
     settings = TrainSettings(method="udpo", steps=steps, lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=6,
                              overlong_buffer=0, learning_rate=1e-2, warmup_steps=0, kl_coef=0.01, show_progress=False)

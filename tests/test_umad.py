@@ -6,12 +6,16 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from distributed_helpers import assert_same_update, run_multi_agent_steps
 
 from debatelab.training.core.rewards import group_advantages
 from debatelab.training.methods.umad import (
-    aleatoric_weights, epistemic_rewards, mean_nll, turn_rewards, umad_advantages,
+    aleatoric_weights,
+    epistemic_rewards,
+    mean_nll,
+    turn_rewards,
+    umad_advantages,
 )
-from distributed_helpers import assert_same_update, run_multi_agent_steps
 
 # [thread g, agent i, turn t]: G = 2 threads, N = 2 agents, T_train = 2 turns
 CORRECT = np.array([[[0, 1], [0, 1]],    # thread 0: both wrong, then both right
@@ -88,8 +92,8 @@ def _umad(char_model_dir, checkpoint_dir, steps, **umad):
 
     from debatelab.data.schema import frame_from_rows
     from debatelab.training.core.agents import AgentPolicies
-    from debatelab.training.settings import TrainSettings
     from debatelab.training.methods.umad import UmadTrainer
+    from debatelab.training.settings import TrainSettings
 
     settings = TrainSettings(method="umad", steps=steps, lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=10,
                              overlong_buffer=0, learning_rate=1e-2, warmup_steps=0, kl_coef=0.001, kl_estimator="k1",
@@ -172,8 +176,8 @@ def test_two_processes_make_the_same_umad_step_as_one_on_all_questions(tmp_path,
 def test_a_multi_agent_job_travels_to_its_processes_as_json(tmp_path):
     """What `launch_or_train(job_kind="train_agents")` hands each process comes back equal."""
     from debatelab.config import AgentSpec
-    from debatelab.training.settings import TrainSettings
     from debatelab.training.core.launch import job_function, read_job_spec, write_job_spec
+    from debatelab.training.settings import TrainSettings
 
     settings = TrainSettings(method="umad", lora={"r": 4, "alpha": 8}, umad={"threads": 3, "questions_per_step": 4})
     agents = {"solver": AgentSpec(name="solver", model="m", system_prompt="solve"), "critic": AgentSpec(name="critic", model="m")}

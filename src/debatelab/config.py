@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -22,7 +23,6 @@ import yaml
 
 from . import prompts
 from .llm import SamplingParams
-from .training.registry import METHODS as TRAINING_METHODS, multi_agent_methods
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
 #: The papers' published numbers, one YAML per paper; its `backbones:` are what `paper_backbone` may name.
@@ -44,6 +44,88 @@ PAPER_TITLES = {
     "confidence": "Multiagent protocols with aggregated confidence signals (spec 004)",
 }
 PAPERS = tuple(PAPER_TITLES)
+
+#: Protocol kinds of synchronous rounds of every seat, which a multi-agent training run can debate on.
+SYNCHRONOUS_PROTOCOL_KINDS = ("all_to_all", "ring", "centralized")
+
+
+@dataclass(frozen=True)
+class TrainingMethod:
+    """What a training run's `method` is (`TRAINING_METHODS`). Its trainer and settings class are
+    named by module and attribute and imported on use, so the config imports no training code."""
+
+    name: str
+    multi_agent: bool  # trains every agent of a debate (rule train_agents), else one policy (rule train)
+    module: str  # the module of its trainer and settings class: debatelab.training.methods.<module>
+    trainer: str  # its trainer class in `module`
+    description: str  # one line
+    spec: str  # where it is specified (../shared/specs/)
+    paper: str
+    settings: str | None = None  # its settings dataclass in `module`; None: its knobs are TrainSettings fields
+    block: str | None = None  # the key of that block in `training.runs.<run>` (a preset shares its base's)
+    preset: dict = field(default_factory=dict)  # the defaults the block's null values take for this method
+    protocol_kinds: tuple[str, ...] = ()  # multi-agent: the debate protocol kinds it trains on
+
+    def trainer_class(self) -> type:
+        return getattr(importlib.import_module(self.module), self.trainer)
+
+    def settings_class(self) -> type | None:
+        return getattr(importlib.import_module(self.module), self.settings) if self.settings else None
+
+
+def _training_method(name: str, multi_agent: bool, trainer: str, description: str, spec: str, paper: str, *,
+                     module: str | None = None, **more) -> TrainingMethod:
+    return TrainingMethod(name, multi_agent, f"debatelab.training.methods.{module or name}", trainer, description,
+                          spec, paper, **more)
+
+
+#: The training methods, one registry: a run's `method` names one. Everything that lists or
+#: dispatches on methods reads it: the checks below (which runs train every agent of a debate, the
+#: block whose `questions_per_step` divides among GPUs, the protocol kinds a run may debate on),
+#: `TrainSettings` (its `method` and blocks), the stage jobs (`training.stage`,
+#: `training.multi_agent_stage`: the trainer class) and `MappoSettings.resolved` (a preset's
+#: defaults). The schema's method enums list the same names (tests/test_registries.py checks them). A
+#: new method is its module in `training/methods/` and its entry here, plus its name in the schema's
+#: two method enums (a settings block of its own: also a field of `TrainSettings` and of the schema).
+TRAINING_METHODS: dict[str, TrainingMethod] = {m.name: m for m in (
+    _training_method("dapo", False, "DapoTrainer",
+                     "DAPO: group advantages, clip-higher, token-mean loss, dynamic sampling, soft overlong punishment",
+                     "spec 003 §2-3, §6", "DAPO, the RL algorithm SDRL builds on (spec 003)"),
+    _training_method("sdrl", False, "SdrlTrainer",
+                     "SDRL: DAPO plus a second turn debating two of the prompt's own rollouts, updated together",
+                     "spec 003 §2-3, §6", "Liu et al., arXiv 2601.22297 (SDRL)"),
+    _training_method("udpo", True, "UdpoTrainer",
+                     "UDPO: uncertainty-weighted trajectory rewards per seat, batch-mean advantages, uncertainty-driven "
+                     "replay", "spec 000 §5", "Tang et al., The Value of Variance (UDPO)", settings="UdpoSettings",
+                     block="udpo", protocol_kinds=SYNCHRONOUS_PROTOCOL_KINDS),
+    _training_method("umad", True, "UmadTrainer",
+                     "UMAD: team reward, epistemic-influence reward, group advantages over G threads, aleatoric "
+                     "weights, turns updated in sequence; eta = alpha_au = 0 is IPPO",
+                     "spec 001 §4.3", "Qiao et al., arXiv 2603.01221 (UMAD)", settings="UmadSettings", block="umad",
+                     protocol_kinds=SYNCHRONOUS_PROTOCOL_KINDS),
+    _training_method("mappo", True, "MappoTrainer",
+                     "MAPPO (approximation): shared terminal reward r_task + w_c (1 - D), a centralized critic over "
+                     "agreement features", "spec 000 §8", "Yu et al. 2022, MAPPO", settings="MappoSettings",
+                     block="mappo", preset={"consensus_weight": 1.0, "peer_swap_prob": 0.0},
+                     protocol_kinds=("all_to_all",)),
+    _training_method("rmaac", True, "MappoTrainer",
+                     "RMAAC (approximation): MAPPO's trainer on r_task alone, shown peers swapped for wrong replies",
+                     "spec 000 §8", "He et al. 2023, RMAAC", module="mappo", settings="MappoSettings", block="mappo",
+                     preset={"consensus_weight": 0.0, "peer_swap_prob": 0.2}, protocol_kinds=("all_to_all",)),
+)}
+
+
+def training_method(name: str) -> TrainingMethod:
+    """The training method `name`, or a ValueError naming the known ones."""
+    try:
+        return TRAINING_METHODS[name]
+    except KeyError:
+        raise ValueError(f"training: unknown method {name!r} (known: {list(TRAINING_METHODS)})") from None
+
+
+def multi_agent_methods() -> tuple[str, ...]:
+    """The training methods that train every agent of a debate."""
+    return tuple(name for name, m in TRAINING_METHODS.items() if m.multi_agent)
 
 
 def trained_source(source: str) -> tuple[str, str] | None:

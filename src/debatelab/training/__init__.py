@@ -1,7 +1,8 @@
 """The RL fine-tuning stage (TRL helpers + PEFT): one policy (DAPO, SDRL; spec 003) or every agent
 of a debate (UDPO, MAPPO, RMAAC, UMAD; specs 000, 001). `README.md` beside this file is the map.
 
-* `settings`: `TrainSettings` (config `training.runs.<run>`); `registry`: the methods;
+* `settings`: `TrainSettings` (config `training.runs.<run>`); the methods' registry is
+  `config.TRAINING_METHODS`;
 * `core/`: what every method shares (loss, rollouts, rewards, policy and agents, the trainers'
   loop and update, checkpoints, processes, DeepSpeed, vLLM rollouts, held-out accuracy);
 * `methods/`: one module per method: its settings, formulas and trainer;

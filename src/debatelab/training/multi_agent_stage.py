@@ -6,7 +6,7 @@
    seat): the parsed answer, whether it is right, the gold answer.
 2. `udpo_coefficients_job` (CPU): Algorithm B on those debates. Writes `coefficients.json`: α, β,
    γ, λ, η per seat, and the warm-up profile they came from.
-3. `train_agents_job` (GPU): the run's method's trainer (`registry.METHODS`): UDPO on the other
+3. `train_agents_job` (GPU): the run's method's trainer (`config.TRAINING_METHODS`): UDPO on the other
    questions (`methods.udpo.UdpoTrainer`), or UMAD (`methods.umad.UmadTrainer`) or UDPO's baselines
    MAPPO and RMAAC (`methods.mappo.MappoTrainer`) on all of them (`DebateTrainer.prepare_job` says
    which questions, and what else the trainer reads). Writes one plain Hugging Face folder per trained agent
@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pandas as pd
 
-from ..config import AgentSpec
+from ..config import AgentSpec, training_method
 from ..data import read_dataset
 from ..io import read_parquet_checked, save_figure_atomic, write_json_atomic, write_parquet_atomic
 from ..llm.base import model_fingerprint
@@ -31,7 +31,6 @@ from ..zero_shot import select_questions
 from .core.checkpoint import resumable_settings
 from .core.distributed import default_device, rank_and_world
 from .methods.udpo import ablated, calibrate_coefficients, reward_ranking, split_warmup
-from .registry import method
 from .settings import TrainSettings
 
 log = logging.getLogger(__name__)
@@ -133,7 +132,7 @@ def train_agents_job(*, dataset_path, bases: dict[str, str], participants: Seque
     """UDPO on the training questions (the warm-up's held out), or UMAD, MAPPO or RMAAC on all of them; then every
     agent's folder, the metrics, the curves and the settings. `heldout_path`: a dataset file each agent's
     held-out accuracy is measured on as the run trains (`core/heldout.py`)."""
-    spec = method(settings.method)
+    spec = training_method(settings.method)
     if not spec.multi_agent:
         raise ValueError(f"train_agents: method {settings.method!r} trains one policy (rule train)")
     trainer_class = spec.trainer_class()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING
 
-from .registry import METHODS, blocks
+from ..config import TRAINING_METHODS
 
 if TYPE_CHECKING:
     from .methods.mappo import MappoSettings
@@ -36,10 +36,14 @@ class LoraSettings:
             raise ValueError(f"lora: r >= 1, alpha > 0 and dropout in [0, 1) are required, got {self}")
 
 
+#: The methods' own settings blocks (config keys) -> their settings classes' method (`config.TRAINING_METHODS`).
+BLOCKS = {m.block: m for m in reversed(TRAINING_METHODS.values()) if m.block is not None}
+
+
 def method_block(block: str, values: dict | None = None):
-    """A method's own settings block (`udpo`, `umad`, `mappo`: its settings class in `methods/`, found
-    through the registry) from its config values."""
-    return blocks()[block].settings_class()(**(values or {}))
+    """A method's own settings block (`udpo`, `umad`, `mappo`: its settings class in `methods/`, named
+    by the registry) from its config values."""
+    return BLOCKS[block].settings_class()(**(values or {}))
 
 
 @dataclass(frozen=True)
@@ -91,11 +95,11 @@ class TrainSettings:
     advantage_eps: float = 1e-6
     finetuning: str = "lora"
     lora: LoraSettings = field(default_factory=LoraSettings)
-    # The multi-agent methods' own blocks (settings classes in methods/, `registry.Method.settings`);
+    # The multi-agent methods' own blocks (settings classes in methods/, `config.TrainingMethod.settings`);
     # DAPO's and SDRL's knobs are the flat fields above (config keys as they are).
-    udpo: "UdpoSettings" = field(default_factory=lambda: method_block("udpo"))
-    umad: "UmadSettings" = field(default_factory=lambda: method_block("umad"))
-    mappo: "MappoSettings" = field(default_factory=lambda: method_block("mappo"))
+    udpo: UdpoSettings = field(default_factory=lambda: method_block("udpo"))
+    umad: UmadSettings = field(default_factory=lambda: method_block("umad"))
+    mappo: MappoSettings = field(default_factory=lambda: method_block("mappo"))
     dtype: str = "auto"  # auto: bfloat16 on a GPU, float32 on a CPU
     rollout_batch_size: int | None = None  # sequences per generate call (null: the backend's default)
     # Where rollouts run: auto = a colocated vLLM engine when a GPU and vLLM are there, else transformers.
@@ -117,10 +121,10 @@ class TrainSettings:
     def __post_init__(self):
         if isinstance(self.lora, dict):
             object.__setattr__(self, "lora", LoraSettings(**self.lora))
-        for block in blocks():
+        for block in BLOCKS:
             if isinstance(getattr(self, block), dict):
                 object.__setattr__(self, block, method_block(block, getattr(self, block)))
-        choices = {"method": tuple(METHODS), "pair_mode": PAIR_MODES, "debate_template": DEBATE_TEMPLATES,
+        choices = {"method": tuple(TRAINING_METHODS), "pair_mode": PAIR_MODES, "debate_template": DEBATE_TEMPLATES,
                    "loss_aggregation": AGGREGATIONS, "kl_estimator": KL_ESTIMATORS, "finetuning": FINETUNING,
                    "dtype": ("auto", "float32", "bfloat16", "float16"), "rollout_backend": ROLLOUT_BACKENDS,
                    "ratio_level": ("token", "sequence", "trajectory"), "lr_schedule": LR_SCHEDULES,
@@ -154,7 +158,7 @@ class TrainSettings:
         return gpus if self.parallelism == "data" else 1
 
     @classmethod
-    def from_config(cls, spec: dict, **overrides) -> "TrainSettings":
+    def from_config(cls, spec: dict, **overrides) -> TrainSettings:
         """From a run's config entry; the workflow keys (policy, dataset, heldout.dataset) are not
         settings. `heldout: {every, questions}` becomes `heldout_every`, `heldout_questions`."""
         known = {f.name for f in fields(cls)}

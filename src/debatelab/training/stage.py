@@ -18,7 +18,7 @@ Checkpoints live in ``checkpoint/`` beside them (not a Snakemake output, so a fa
 finds them): a killed job continues from its last finished step and, on a CPU, ends with the same
 weights as an uninterrupted run.
 
-The method's trainer comes from the registry (`registry.METHODS`: DAPO's or SDRL's); several
+The method's trainer comes from the registry (`config.TRAINING_METHODS`: DAPO's or SDRL's); several
 processes are started by `core.launch.launch_or_train`.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..config import AgentSpec
+from ..config import AgentSpec, training_method
 from ..data import read_dataset
 from ..io import read_parquet_checked, save_figure_atomic, write_json_atomic, write_parquet_atomic
 from ..llm.base import model_fingerprint, stable_hash
@@ -37,7 +37,6 @@ from ..zero_shot import select_questions
 from .core import zero
 from .core.checkpoint import resumable_settings
 from .core.distributed import default_device, rank_and_world
-from .registry import method
 from .settings import TrainSettings
 
 log = logging.getLogger(__name__)
@@ -83,7 +82,7 @@ def train_job(
 
     from .core.policy import Policy
 
-    spec = method(settings.method)
+    spec = training_method(settings.method)
     if spec.multi_agent:
         raise ValueError(f"train: method {settings.method!r} trains every agent of a debate (rule train_agents)")
     rank, world = rank_and_world()

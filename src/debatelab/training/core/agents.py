@@ -50,7 +50,7 @@ class PerAgent:
 class AgentView:
     """Agent `name` of an `AgentPolicies`: activating it is the caller's job (`AgentPolicies.activate`)."""
 
-    def __init__(self, owner: "AgentPolicies", name: str):
+    def __init__(self, owner: AgentPolicies, name: str):
         self.owner, self.name = owner, name
         self.model = owner.model_of(name)
         self.tokenizer = owner.tokenizers[owner.base_of[name]]

@@ -93,9 +93,9 @@ def save_checkpoint(directory: str | Path, policy, state: TrainState, fingerprin
     step (`zero.save_partition`), moved into the checkpoint in place of the whole optimizer state.
     `keep` newest checkpoints stay: the one before the newest is the fallback if the newest won't load."""
     import torch
+    from safetensors.torch import save_file
 
     from .zero import PARTITIONS
-    from safetensors.torch import save_file
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

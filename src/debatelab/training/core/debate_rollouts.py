@@ -10,7 +10,7 @@ thread, seat, round), so a rerun of a step repeats its debates whatever the batc
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 from ... import prompts
 from ...data.schema import parse_meta

@@ -19,7 +19,7 @@ resumed run neither evaluates a step again nor loses one.
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 

@@ -8,8 +8,8 @@ repeats its rollouts whatever else is in the batch.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from ... import grading
 from ...data.schema import parse_meta
@@ -117,7 +117,7 @@ def sample_rollouts(
     Each is graded by `grader` (default: the run's, `load_grader(settings)`)."""
     grade = grader or load_grader(settings)
     requests = []
-    for row, group, messages in prompts:
+    for row, _group, messages in prompts:
         for j in range(n):
             seed = rollout_seed(settings.seed, step, str(row["id"]), turn, j)
             sampling = SamplingParams(temperature=settings.temperature, top_p=settings.top_p,

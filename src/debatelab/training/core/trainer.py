@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -34,7 +34,7 @@ from .checkpoint import TrainState, load_checkpoint, save_checkpoint
 from .distributed import all_reduce, average_gradients, barrier, pooled, rank_and_world
 from .loss import policy_loss, token_logprobs
 from .policy import release_host_memory
-from .rollouts import Rollout, RewardFunction, load_grader, load_reward
+from .rollouts import RewardFunction, Rollout, load_grader, load_reward
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,8 @@ class BaseTrainer:
 
     def train_step(self, step: int) -> dict:
         """One rollout step: its row of metrics (`metric_columns`)."""
-        raise NotImplementedError(f"{type(self).__name__} has no train_step: use a method's trainer (registry.METHODS)")
+        raise NotImplementedError(f"{type(self).__name__} has no train_step: use a method's trainer "
+                                  "(config.TRAINING_METHODS)")
 
     # -- data order -----------------------------------------------------------------------
     def _order(self, epoch: int) -> np.ndarray:

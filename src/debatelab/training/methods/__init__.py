@@ -1,2 +1,2 @@
 """One module per training method: its settings dataclass, its formulas and its trainer class
-(registered in `training/registry.py`; the map: `training/README.md`)."""
+(registered in `config.TRAINING_METHODS`; the map: `training/README.md`)."""

@@ -12,7 +12,7 @@ sketches them; both are approximations of the original algorithms and are labell
   wrong answer from the same debate (`PeerSwapDebate`); the reward is r_task alone.
 
 Both are one trainer (`MappoTrainer`) with a preset each: the defaults of `consensus_weight` and
-`peer_swap_prob` (`registry.METHODS[...].preset`, filled in by `MappoSettings.resolved`).
+`peer_swap_prob` (`config.TRAINING_METHODS[...].preset`, filled in by `MappoSettings.resolved`).
 
 The training step (`MappoTrainer`, on `core.debate_trainer`'s step):
 1. Draw M questions uniformly (the run's seeded order) and run one debate of each with the current
@@ -31,12 +31,13 @@ and fits the same critic (on the CPU, deterministic), and each agent's gradients
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
+from ...config import training_method
 from ...debate.protocols import AllToAll
 from ...grading import INVALID, answer_keys
 from ...llm.base import stable_hash
@@ -47,7 +48,6 @@ from ..core.debate_trainer import DebateBatch, DebateTrainer
 from ..core.distributed import all_reduce, gathered
 from ..core.rewards import task_reward
 from ..core.rollouts import Rollout
-from ..registry import method as training_method
 
 FEATURES = ("first_round", "progress", "plurality_share", "entropy", "disagreement", "invalid_share",
             "own_with_plurality", "own_invalid", "distinct_share")
@@ -56,7 +56,7 @@ FEATURES = ("first_round", "progress", "plurality_share", "entropy", "disagreeme
 @dataclass(frozen=True)
 class MappoSettings:
     """MAPPO's and RMAAC's own settings (config `training.runs.<run>.mappo`); null = the method's
-    default (its preset in the registry). UDPO's learning rate and batch (spec 000 §8) are the run's."""
+    default (its preset in `config.TRAINING_METHODS`). UDPO's learning rate and batch (spec 000 §8) are the run's."""
 
     rounds: int = 5  # T: debate rounds after the independent answer
     questions_per_step: int = 32  # debates per update (UDPO's M)

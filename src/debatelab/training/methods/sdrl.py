@@ -19,7 +19,7 @@ The debate pairs (`choose_pair`, spec 003 §2 step 3): which two of a prompt's o
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
