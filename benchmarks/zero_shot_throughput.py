@@ -18,6 +18,7 @@ generation cache, and with vLLM every timed run starts from an empty prefix cach
 
 Options, backend and timing helpers are shared with debate_throughput.py (`timing.py`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,13 +29,6 @@ import tempfile
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
-
-from debatelab import prompts  # noqa: E402
-from debatelab.config import AgentSpec  # noqa: E402
-from debatelab.data import load_benchmark  # noqa: E402
-from debatelab.llm import GenerationCache, GenerationRequest  # noqa: E402
-from debatelab.llm.base import sample_seed  # noqa: E402
-from debatelab.zero_shot import ZeroShotSettings, run_zero_shot, select_questions  # noqa: E402
 from timing import (  # noqa: E402  (the script's folder is on sys.path)
     add_common_args,
     cold_prefixes,
@@ -46,6 +40,12 @@ from timing import (  # noqa: E402  (the script's folder is on sys.path)
     timing_plan,
 )
 
+from debatelab import prompts  # noqa: E402
+from debatelab.config import AgentSpec  # noqa: E402
+from debatelab.data import load_benchmark  # noqa: E402
+from debatelab.llm import GenerationCache, GenerationRequest  # noqa: E402
+from debatelab.llm.base import sample_seed  # noqa: E402
+from debatelab.zero_shot import ZeroShotSettings, run_zero_shot, select_questions  # noqa: E402
 
 # --------------------------------------------------------------------------- the benchmark
 
@@ -66,13 +66,18 @@ def main() -> None:
     # the batches `generate_cached` cuts them into.
     sampling = agent.sampling(seed=settings.seed, logprobs=True)
     chats = [prompts.question_messages(r, agent.system_prompt) for r in questions.to_dict("records")]
-    units = [GenerationRequest(messages=c, sampling=dataclasses.replace(sampling, seed=sample_seed(settings.seed, 0, c)))
-             for c in chats]
+    units = [
+        GenerationRequest(messages=c, sampling=dataclasses.replace(sampling, seed=sample_seed(settings.seed, 0, c)))
+        for c in chats
+    ]
     batches = [units[i : i + settings.batch_size] for i in range(0, len(units), settings.batch_size)]
 
-    print(f"model={args.model} questions={len(units)} max_tokens={args.max_tokens} batch_size={args.batch_size} "
-          f"backend={args.backend} device={device} threads={torch.get_num_threads()} "
-          f"warmup={'on' if warmup else 'off'} repeats={repeats}", flush=True)
+    print(
+        f"model={args.model} questions={len(units)} max_tokens={args.max_tokens} batch_size={args.batch_size} "
+        f"backend={args.backend} device={device} threads={torch.get_num_threads()} "
+        f"warmup={'on' if warmup else 'off'} repeats={repeats}",
+        flush=True,
+    )
 
     backend.generate(units[:2])  # model warm-up: first-call allocations are no part's cost
 
@@ -81,29 +86,46 @@ def main() -> None:
 
     raw_s, raw_tokens = timed(
         lambda _: sum(g[0].completion_tokens for batch in batches for g in backend.generate(batch)),
-        cold, warmup=warmup, repeats=repeats,
+        cold,
+        warmup=warmup,
+        repeats=repeats,
     )
-    print(f"raw backend.generate : {median(raw_s):8.2f} s  {median(raw_tokens) / median(raw_s):8.1f} tok/s  "
-          f"({runs_note(raw_s)})", flush=True)
+    print(
+        f"raw backend.generate : {median(raw_s):8.2f} s  {median(raw_tokens) / median(raw_s):8.1f} tok/s  "
+        f"({runs_note(raw_s)})",
+        flush=True,
+    )
 
     with tempfile.TemporaryDirectory() as cache_root:
+
         def empty_cache() -> GenerationCache:
             cold()
             return GenerationCache(tempfile.mkdtemp(dir=cache_root))
 
         stage_s, stage_tokens = timed(
-            lambda cache: int(run_zero_shot(questions, agent, backend, cache, settings, "asdiv")["completion_tokens"].sum()),
-            empty_cache, warmup=warmup, repeats=repeats,
+            lambda cache: int(
+                run_zero_shot(questions, agent, backend, cache, settings, "asdiv")["completion_tokens"].sum()
+            ),
+            empty_cache,
+            warmup=warmup,
+            repeats=repeats,
         )
-    print(f"zero-shot stage      : {median(stage_s):8.2f} s  {median(stage_tokens) / median(stage_s):8.1f} tok/s  "
-          f"({runs_note(stage_s)})", flush=True)
+    print(
+        f"zero-shot stage      : {median(stage_s):8.2f} s  {median(stage_tokens) / median(stage_s):8.1f} tok/s  "
+        f"({runs_note(stage_s)})",
+        flush=True,
+    )
 
     loop_s, loop_tokens = timed(
         lambda _: sum(backend.generate([unit])[0][0].completion_tokens for unit in units),
-        cold, warmup=warmup, repeats=repeats,
+        cold,
+        warmup=warmup,
+        repeats=repeats,
     )
-    print(f"one request at a time: {median(loop_s):8.2f} s  {median(loop_tokens) / median(loop_s):8.1f} tok/s  "
-          f"({runs_note(loop_s)})")
+    print(
+        f"one request at a time: {median(loop_s):8.2f} s  {median(loop_tokens) / median(loop_s):8.1f} tok/s  "
+        f"({runs_note(loop_s)})"
+    )
 
     print(f"(a) stage / raw backend time      = {median(stage_s) / median(raw_s):.3f} (median of {repeats})")
     print(f"(b) sequential loop / batched stage = {median(loop_s) / median(stage_s):.2f}x (median of {repeats})")

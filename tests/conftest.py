@@ -1,4 +1,5 @@
 """Shared fixtures: real bundled models built once per test session."""
+
 from __future__ import annotations
 
 import os
@@ -50,7 +51,9 @@ def hf_reply_logprobs(tok, model, prompt, reply) -> tuple[list[float], int]:
     prefix = tok.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True, return_dict=False)
     full = tok.apply_chat_template(
         list(prompt) + [{"role": "assistant", "content": reply}],
-        add_generation_prompt=False, tokenize=True, return_dict=False,
+        add_generation_prompt=False,
+        tokenize=True,
+        return_dict=False,
     )
     assert full[: len(prefix)] == prefix
     with torch.no_grad():
@@ -76,15 +79,31 @@ def build_char_model(out: Path, seed: int = 0) -> Path:
     tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     tokenizer.decoder = decoders.Fuse()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>", unk_token="<unk>", eos_token="<|end|>",
-                                   additional_special_tokens=special[2:])
-    fast.chat_template = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] | lower }}<|end|>{% endfor %}"
-                          "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        pad_token="<pad>",
+        unk_token="<unk>",
+        eos_token="<|end|>",
+        additional_special_tokens=special[2:],
+    )
+    fast.chat_template = (
+        "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] | lower }}<|end|>{% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+    )
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(vocab), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
-                         tie_word_embeddings=True, bos_token_id=None, eos_token_id=vocab["<|end|>"],
-                         pad_token_id=vocab["<pad>"])
+    config = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=vocab["<|end|>"],
+        pad_token_id=vocab["<pad>"],
+    )
     save_model_folder(LlamaForCausalLM(config), fast, out)
     return out
 

@@ -4,6 +4,7 @@ DeepSpeed ZeRO under `accelerate launch` with a DeepSpeed config. Rank 0 saves t
 the first step (DDP and one process: DeepSpeed keeps them in its partitions), the updated weights
 and the number of steps this launch made. With a checkpoint folder, a checkpoint is written after the first step, and a rerun
 resumes from it and makes only the second. Used by test_training."""
+
 from __future__ import annotations
 
 import sys
@@ -29,17 +30,37 @@ def main(model_dir: str, out: str, checkpoint_dir: str | None = None) -> None:
         import deepspeed.ops
 
         deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
-    settings = TrainSettings(mini_batch_size=8, micro_batch_size=2, finetuning="full", learning_rate=1e-2,
-                             max_grad_norm=0.0, warmup_steps=0, show_progress=False)
+    settings = TrainSettings(
+        mini_batch_size=8,
+        micro_batch_size=2,
+        finetuning="full",
+        learning_rate=1e-2,
+        max_grad_norm=0.0,
+        warmup_steps=0,
+        show_progress=False,
+    )
     policy = Policy(model_dir, settings, device="cpu")
-    questions = frame_from_rows([{"id": "q", "question": "q", "choices": None, "answer": "1", "task_type": "math",
-                                  "meta": {}}])
+    questions = frame_from_rows(
+        [{"id": "q", "question": "q", "choices": None, "answer": "1", "task_type": "math", "meta": {}}]
+    )
     trainer = Trainer(questions, policy, settings, run="ddp", checkpoint_dir=checkpoint_dir, fingerprint="fixed")
-    rollouts = [Rollout(question_id=f"q{k}", group=f"q{k // 4}", turn=1, sample=k,
-                        messages=({"role": "user", "content": f"question number {k}?"},), text="",
-                        token_ids=[10 + k, 20 + (3 * k) % 7, 30 + k][: 1 + k % 3], finish_reason="stop", answer=None,
-                        correct=False, reward=0.0, advantage=float((-1) ** k) * (1 + k / 8))
-                for k in range(8)]
+    rollouts = [
+        Rollout(
+            question_id=f"q{k}",
+            group=f"q{k // 4}",
+            turn=1,
+            sample=k,
+            messages=({"role": "user", "content": f"question number {k}?"},),
+            text="",
+            token_ids=[10 + k, 20 + (3 * k) % 7, 30 + k][: 1 + k % 3],
+            finish_reason="stop",
+            answer=None,
+            correct=False,
+            reward=0.0,
+            advantage=float((-1) ** k) * (1 + k / 8),
+        )
+        for k in range(8)
+    ]
     if checkpoint_dir is not None:
         trainer.resume()
     made, grads = 0, {}
@@ -47,15 +68,24 @@ def main(model_dir: str, out: str, checkpoint_dir: str | None = None) -> None:
         made += 1
         trainer.update_policy(rollouts[rank::world], step=trainer.state.step)
         if trainer.state.step == 0:  # the first step's gradients: later ones start from weights rounded apart
-            grads = {f"grad.{n}": p.grad.detach().clone().contiguous() for n, p in policy.model.named_parameters()
-                     if p.grad is not None}
+            grads = {
+                f"grad.{n}": p.grad.detach().clone().contiguous()
+                for n, p in policy.model.named_parameters()
+                if p.grad is not None
+            }
         trainer.state.step += 1
         if checkpoint_dir is not None and trainer.state.step == 1:
             trainer.checkpoint()
             barrier(world)
     if rank == 0:
-        save_file({**{k: v.contiguous() for k, v in policy.trainable_state().items()}, **grads,
-                   "steps_made": torch.tensor(made)}, out)
+        save_file(
+            {
+                **{k: v.contiguous() for k, v in policy.trainable_state().items()},
+                **grads,
+                "steps_made": torch.tensor(made),
+            },
+            out,
+        )
     if torch.distributed.is_initialized():
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()

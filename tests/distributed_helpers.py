@@ -1,4 +1,5 @@
 """Launching test helpers in several Gloo processes (torchrun) and comparing what they saved."""
+
 from __future__ import annotations
 
 import json
@@ -23,13 +24,26 @@ def run_multi_agent_steps(method: str, model_dir, out_dir) -> dict[int, tuple[di
     outs = {}
     for processes in (1, 2):
         out = Path(out_dir) / f"{method}-{processes}.safetensors"
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port",
-               str(29520 + processes + {"umad": 0, "udpo": 10, "rmaac": 20}[method]), "-m", "multi_agent_ddp_step", method,
-               str(model_dir), str(out)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            str(processes),
+            "--master_port",
+            str(29520 + processes + {"umad": 0, "udpo": 10, "rmaac": 20}[method]),
+            "-m",
+            "multi_agent_ddp_step",
+            method,
+            str(model_dir),
+            str(out),
+        ]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        outs[processes] = (load_file(out), {r: json.loads(Path(f"{out}.rank{r}.json").read_text())
-                                            for r in range(processes)})
+        outs[processes] = (
+            load_file(out),
+            {r: json.loads(Path(f"{out}.rank{r}.json").read_text()) for r in range(processes)},
+        )
     return outs
 
 

@@ -6,6 +6,7 @@ test_umad and test_multi_agent.
 
     python -m torch.distributed.run --nproc_per_node N -m multi_agent_ddp_step umad|udpo|rmaac MODEL OUT
 """
+
 from __future__ import annotations
 
 import json
@@ -19,35 +20,81 @@ def _trainer(method: str, model_dir: str):
     from debatelab.training.core.agents import AgentPolicies
     from debatelab.training.settings import TrainSettings
 
-    common = dict(lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=10, overlong_buffer=0, learning_rate=1e-2,
-                  warmup_steps=0, mini_batch_size=64, micro_batch_size=4, show_progress=False)
+    common = dict(
+        lora={"r": 4, "alpha": 8},
+        dtype="float32",
+        max_tokens=10,
+        overlong_buffer=0,
+        learning_rate=1e-2,
+        warmup_steps=0,
+        mini_batch_size=64,
+        micro_batch_size=4,
+        show_progress=False,
+    )
     torch.manual_seed(0)
     if method == "umad":
         from debatelab.training.methods.umad import UmadTrainer
 
-        settings = TrainSettings(method="umad", steps=1, **common,
-                                 umad={"threads": 3, "turns": 2, "questions_per_step": 2})
+        settings = TrainSettings(
+            method="umad", steps=1, **common, umad={"threads": 3, "turns": 2, "questions_per_step": 2}
+        )
         policies = AgentPolicies({"solver": model_dir, "critic": model_dir}, settings, device="cpu")
         # golds the random character model often writes, so that some groups have mixed rewards
-        rows = [{"id": f"q{i}", "question": f"question {i}: answer {i % 2 * 2}.", "choices": None,
-                 "answer": str(i % 2 * 2), "task_type": "math", "meta": {"source": "toy"}} for i in range(4)]
+        rows = [
+            {
+                "id": f"q{i}",
+                "question": f"question {i}: answer {i % 2 * 2}.",
+                "choices": None,
+                "answer": str(i % 2 * 2),
+                "task_type": "math",
+                "meta": {"source": "toy"},
+            }
+            for i in range(4)
+        ]
         return UmadTrainer(frame_from_rows(rows), policies, settings, run="umad", participants=["solver", "critic"])
-    rows = [{"id": f"q{i}", "question": f"question {i}: answer 7.", "choices": None, "answer": "7", "task_type": "math",
-             "meta": {"source": "toy"}} for i in range(6)]
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"question {i}: answer 7.",
+            "choices": None,
+            "answer": "7",
+            "task_type": "math",
+            "meta": {"source": "toy"},
+        }
+        for i in range(6)
+    ]
     if method == "rmaac":
         from debatelab.training.methods.mappo import MappoTrainer
 
-        settings = TrainSettings(method="rmaac", steps=2, **common,
-                                 mappo={"rounds": 1, "questions_per_step": 4, "peer_swap_prob": 0.5, "critic_hidden": 8})
+        settings = TrainSettings(
+            method="rmaac",
+            steps=2,
+            **common,
+            mappo={"rounds": 1, "questions_per_step": 4, "peer_swap_prob": 0.5, "critic_hidden": 8},
+        )
         policies = AgentPolicies({"alice": model_dir, "bob": model_dir}, settings, device="cpu")
-        return MappoTrainer(frame_from_rows(rows), policies, settings, run="rmaac", participants=["alice", "bob", "alice"])
+        return MappoTrainer(
+            frame_from_rows(rows), policies, settings, run="rmaac", participants=["alice", "bob", "alice"]
+        )
     from debatelab.training.methods.udpo import AgentCoefficients, UdpoTrainer
 
     settings = TrainSettings(method="udpo", steps=2, kl_coef=0.01, **common)
     policies = AgentPolicies({"alice": model_dir, "bob": model_dir}, settings, device="cpu")
-    coefficients = {"alice": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01), "bob": AgentCoefficients(0.5, 0.2, 0.3, 0.8, 0.02)}
-    return UdpoTrainer(frame_from_rows(rows), policies, settings, run="udpo", participants=["alice", "bob"], rounds=1,
-                       coefficients=coefficients, questions_per_step=4, replay=True)
+    coefficients = {
+        "alice": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01),
+        "bob": AgentCoefficients(0.5, 0.2, 0.3, 0.8, 0.02),
+    }
+    return UdpoTrainer(
+        frame_from_rows(rows),
+        policies,
+        settings,
+        run="udpo",
+        participants=["alice", "bob"],
+        rounds=1,
+        coefficients=coefficients,
+        questions_per_step=4,
+        replay=True,
+    )
 
 
 def main(method: str, model_dir: str, out: str) -> None:
@@ -62,8 +109,12 @@ def main(method: str, model_dir: str, out: str) -> None:
         metrics = trainer.train_step(step)
     policies = trainer.policy
     if rank == 0:
-        grads = {f"grad.{agent}/{n}": p.grad.detach().clone() for agent in policies.agents
-                 for n, p in policies.adapter_parameters(agent).items() if p.grad is not None}
+        grads = {
+            f"grad.{agent}/{n}": p.grad.detach().clone()
+            for agent in policies.agents
+            for n, p in policies.adapter_parameters(agent).items()
+            if p.grad is not None
+        }
         save_file({**{k: v.contiguous() for k, v in policies.trainable_state().items()}, **grads}, out)
     with open(f"{out}.rank{rank}.json", "w") as f:
         json.dump({"metrics": metrics, "priority": trainer.state.extra.get("priority")}, f)

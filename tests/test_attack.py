@@ -1,5 +1,6 @@
 """AutoTransform attack prompts: the rewrite on a real model through the generation cache, the
 choice among samples, and the DAG wiring for adversarial agents."""
+
 from __future__ import annotations
 
 import json
@@ -7,16 +8,21 @@ import re
 
 import pytest
 import yaml
+from workflow_helpers import REPO_ROOT, snakemake
 
 from debatelab import prompts
 from debatelab.attack import (
-    FORMAT_REMINDERS, RewriteSettings, attack_prompt_job, clean_rewrite, read_attack_prompt, rewrite_system_prompt,
+    FORMAT_REMINDERS,
+    RewriteSettings,
+    attack_prompt_job,
+    clean_rewrite,
+    read_attack_prompt,
+    rewrite_system_prompt,
 )
+from debatelab.config import AgentSpec
 from debatelab.io import DataFileError
 from debatelab.llm import GenerationCache
 from debatelab.llm.base import Backend, Generation, SamplingParams
-from debatelab.config import AgentSpec
-from workflow_helpers import REPO_ROOT, snakemake
 
 
 @pytest.mark.parametrize(
@@ -68,8 +74,14 @@ def test_without_the_format_the_first_rewrite_gets_the_reminder():
 
 def test_only_empty_rewrites_name_the_dataset_and_model():
     with pytest.raises(ValueError, match=r"dataset gsm8k: attack rewriter replies returned 2 empty"):
-        rewrite_system_prompt("base", "math", Replies(["", " "]), GenerationCache(None),
-                              RewriteSettings(attempts=2), where="dataset gsm8k: ")
+        rewrite_system_prompt(
+            "base",
+            "math",
+            Replies(["", " "]),
+            GenerationCache(None),
+            RewriteSettings(attempts=2),
+            where="dataset gsm8k: ",
+        )
 
 
 class Counting(Backend):
@@ -93,7 +105,9 @@ def test_attack_prompt_job_on_the_tiny_model_is_cached_and_used_by_adversarial_a
     write_parquet_atomic(load_benchmark("asdiv", "test", source="offline").head(3), dataset)
     backend = Counting(TransformersBackend(tiny_model_dir, batch_size=4, num_threads=1))
     settings = RewriteSettings(SamplingParams(max_tokens=12, seed=5), attempts=2)
-    kwargs = dict(dataset_name="asdiv", model_name="tiny", backend=backend, cache_dir=tmp_path / "cache", settings=settings)
+    kwargs = dict(
+        dataset_name="asdiv", model_name="tiny", backend=backend, cache_dir=tmp_path / "cache", settings=settings
+    )
     first = attack_prompt_job(dataset, tmp_path / "a.json", **kwargs)
     assert backend.requests == 2  # one unit per attempt
     record = json.loads((tmp_path / "a.json").read_text())

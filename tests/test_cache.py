@@ -1,4 +1,5 @@
 """Generation cache and batching: scheduling logic, so a scripted fake backend is used here."""
+
 from __future__ import annotations
 
 import pytest
@@ -36,8 +37,10 @@ class ScriptedBackend(Backend):
 
 
 def _requests(k, n=3):
-    return [GenerationRequest(messages=[{"role": "user", "content": f"q{i}"}], sampling=SamplingParams(seed=7), n=n)
-            for i in range(k)]
+    return [
+        GenerationRequest(messages=[{"role": "user", "content": f"q{i}"}], sampling=SamplingParams(seed=7), n=n)
+        for i in range(k)
+    ]
 
 
 def test_batches_respect_batch_size_and_return_n_in_order(tmp_path):
@@ -51,7 +54,9 @@ def test_batches_respect_batch_size_and_return_n_in_order(tmp_path):
 
 
 def test_second_run_is_served_from_disk_without_backend_calls(tmp_path):
-    first = generate_cached(ScriptedBackend(), _requests(4), GenerationCache(tmp_path), batch_size=5, show_progress=False)
+    first = generate_cached(
+        ScriptedBackend(), _requests(4), GenerationCache(tmp_path), batch_size=5, show_progress=False
+    )
     again = ScriptedBackend()
     second = generate_cached(again, _requests(4), GenerationCache(tmp_path), batch_size=5, show_progress=False)
     assert again.calls == []
@@ -61,7 +66,9 @@ def test_second_run_is_served_from_disk_without_backend_calls(tmp_path):
 def test_killed_run_resumes_without_redoing_finished_batches(tmp_path):
     requests = _requests(6, n=2)  # 12 samples, units of 4 → 3 units
     with pytest.raises(KeyboardInterrupt):
-        generate_cached(ScriptedBackend(die_after_calls=2), requests, GenerationCache(tmp_path), batch_size=4, show_progress=False)
+        generate_cached(
+            ScriptedBackend(die_after_calls=2), requests, GenerationCache(tmp_path), batch_size=4, show_progress=False
+        )
     assert len(GenerationCache(tmp_path)) == 8  # two finished units are on disk
     resumed = ScriptedBackend()
     out = generate_cached(resumed, requests, GenerationCache(tmp_path), batch_size=4, show_progress=False)
@@ -72,7 +79,10 @@ def test_killed_run_resumes_without_redoing_finished_batches(tmp_path):
 
 def test_changed_sampling_settings_miss_the_cache(tmp_path):
     generate_cached(ScriptedBackend(), _requests(2), GenerationCache(tmp_path), show_progress=False)
-    hotter = [GenerationRequest(messages=r.messages, sampling=SamplingParams(seed=7, temperature=1.3), n=r.n) for r in _requests(2)]
+    hotter = [
+        GenerationRequest(messages=r.messages, sampling=SamplingParams(seed=7, temperature=1.3), n=r.n)
+        for r in _requests(2)
+    ]
     backend = ScriptedBackend()
     generate_cached(backend, hotter, GenerationCache(tmp_path), show_progress=False)
     assert sum(backend.calls) == 6
@@ -109,21 +119,32 @@ def test_outputs_do_not_depend_on_what_other_calls_cached(tmp_path):
     """A call sees only its own units: another call's entries for some of its requests (another
     protocol, another job order) never change its outputs."""
     requests = _requests(6, n=1)
-    alone = generate_cached(BatchDependentBackend(), requests, GenerationCache(tmp_path / "a"), batch_size=4,
-                            show_progress=False)
+    alone = generate_cached(
+        BatchDependentBackend(), requests, GenerationCache(tmp_path / "a"), batch_size=4, show_progress=False
+    )
     shared = GenerationCache(tmp_path / "b")
-    generate_cached(BatchDependentBackend(), requests[1:4], shared, batch_size=4, show_progress=False)  # a subset, first
-    after = generate_cached(BatchDependentBackend(), requests, GenerationCache(tmp_path / "b"), batch_size=4,
-                            show_progress=False)
+    generate_cached(
+        BatchDependentBackend(), requests[1:4], shared, batch_size=4, show_progress=False
+    )  # a subset, first
+    after = generate_cached(
+        BatchDependentBackend(), requests, GenerationCache(tmp_path / "b"), batch_size=4, show_progress=False
+    )
     assert [g[0].text for g in after] == [g[0].text for g in alone]
 
 
 def test_a_unit_is_rebuilt_with_the_same_members(tmp_path):
     requests = _requests(5, n=1)
-    reference = generate_cached(BatchDependentBackend(), requests, GenerationCache(None), batch_size=2, show_progress=False)
+    reference = generate_cached(
+        BatchDependentBackend(), requests, GenerationCache(None), batch_size=2, show_progress=False
+    )
     with pytest.raises(KeyboardInterrupt):
-        generate_cached(BatchDependentBackend(die_after_calls=1), requests, GenerationCache(tmp_path), batch_size=2,
-                        show_progress=False)
+        generate_cached(
+            BatchDependentBackend(die_after_calls=1),
+            requests,
+            GenerationCache(tmp_path),
+            batch_size=2,
+            show_progress=False,
+        )
     resumed = BatchDependentBackend()
     out = generate_cached(resumed, requests, GenerationCache(tmp_path), batch_size=2, show_progress=False)
     assert resumed.calls == [2, 1]
@@ -134,8 +155,18 @@ def test_entries_of_the_per_request_format_are_counted_and_not_served(tmp_path, 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    old = pa.Table.from_pylist([{"key": "k", "text": "t", "completion_tokens": 1, "prompt_tokens": 1,
-                                 "token_logprobs": None, "finish_reason": "stop"}])
+    old = pa.Table.from_pylist(
+        [
+            {
+                "key": "k",
+                "text": "t",
+                "completion_tokens": 1,
+                "prompt_tokens": 1,
+                "token_logprobs": None,
+                "finish_reason": "stop",
+            }
+        ]
+    )
     pq.write_table(old, tmp_path / "part-old.parquet")
     with caplog.at_level("WARNING"):
         cache = GenerationCache(tmp_path)

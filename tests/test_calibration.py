@@ -1,4 +1,5 @@
 """Post-hoc calibrators (spec 004 §4) on synthetic (confidence, correct) pairs."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,8 @@ from debatelab.confidence.calibrators import (
     calibrator_from_dict,
     fit_calibrator,
 )
-from debatelab.probability import EPSILON
 from debatelab.metrics import ece, nll
+from debatelab.probability import EPSILON
 
 FITTED = ("beta", "polynomial", "isotonic")
 GRID = np.linspace(0.0, 1.0, 101)

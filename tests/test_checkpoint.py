@@ -1,6 +1,7 @@
 """Training checkpoints under faults (issue 29): a checkpoint cut short is set aside and the run
 resumes from the one before it, or from the start; a checkpoint of other settings is discarded with
 a log line naming what changed; raising `steps` of a finished run resumes from its last checkpoint."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,9 @@ PARTS = {"settings": {"learning_rate": 0.001, "steps_per_epoch": 4}, "data": ["q
 
 @pytest.fixture
 def policy(char_model_dir):
-    return Policy(char_model_dir, TrainSettings(lora={"r": 4, "alpha": 8}, learning_rate=1e-3, warmup_steps=0),
-                  device="cpu")
+    return Policy(
+        char_model_dir, TrainSettings(lora={"r": 4, "alpha": 8}, learning_rate=1e-3, warmup_steps=0), device="cpu"
+    )
 
 
 def _nudge(policy, amount: float) -> dict:
@@ -39,7 +41,9 @@ def test_a_checkpoint_cut_short_is_set_aside_and_the_one_before_it_resumed(polic
     at_step = {}
     for step in (1, 2):
         at_step[step] = _nudge(policy, 0.01)
-        save_checkpoint(tmp_path, policy, TrainState(step=step, metrics=[{"step": s} for s in range(1, step + 1)]), PARTS)
+        save_checkpoint(
+            tmp_path, policy, TrainState(step=step, metrics=[{"step": s} for s in range(1, step + 1)]), PARTS
+        )
     assert sorted(p.name for p in tmp_path.glob("step-*")) == ["step-00001", "step-00002"]  # the newest two are kept
     weights = tmp_path / "step-00002/trainable.safetensors"
     weights.write_bytes(weights.read_bytes()[:100])  # a full disk
@@ -79,8 +83,10 @@ def test_a_checkpoint_of_other_settings_is_discarded_naming_what_changed(policy,
     assert (tmp_path / "stale-step-00003").is_dir() and not (tmp_path / "latest").exists()
     save_checkpoint(tmp_path, policy, TrainState(step=1), changed)
     assert load_checkpoint(tmp_path, policy, changed).step == 1
-    assert json.loads((tmp_path / "step-00001/state.json").read_text())["fingerprint_parts"]["settings"] == \
-        changed["settings"]
+    assert (
+        json.loads((tmp_path / "step-00001/state.json").read_text())["fingerprint_parts"]["settings"]
+        == changed["settings"]
+    )
 
 
 @pytest.mark.slow
@@ -90,8 +96,14 @@ def test_raising_steps_of_a_finished_run_resumes_from_its_last_checkpoint(tmp_pa
     from debatelab.training.stage import train_job
 
     dataset = _toy_dataset(tmp_path / "toy.parquet")
-    small = {"dynamic_sampling": False, "prompts_per_step": 2, "rollouts_per_prompt": 3, "sampling_batch": 2,
-             "mini_batch_size": 6, "micro_batch_size": 6}
+    small = {
+        "dynamic_sampling": False,
+        "prompts_per_step": 2,
+        "rollouts_per_prompt": 3,
+        "sampling_batch": 2,
+        "mini_batch_size": 6,
+        "micro_batch_size": 6,
+    }
     settings = lambda **kw: TrainSettings(**{**TOY, **small, **kw})  # noqa: E731
     train_job(**_job(tmp_path, char_model_dir, dataset, settings(steps=3), "uninterrupted"))
     train_job(**_job(tmp_path, char_model_dir, dataset, settings(steps=2), "raised"))

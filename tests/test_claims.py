@@ -4,6 +4,7 @@ Intervals are checked against hand computation or against scipy's own routines, 
 the code's output; each verdict case (large effect, reversed large effect, tiny effect on few
 questions) is built so that the expected verdict follows from the numbers in the comment.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,7 +29,6 @@ from debatelab.evaluation.claims import (
     verdict,
 )
 
-
 # --------------------------------------------------------------------------- verdicts
 
 
@@ -37,8 +37,8 @@ def _paired_correct(n: int, only_a: int, only_b: int, both: int) -> tuple[np.nda
     a = np.zeros(n, bool)
     b = np.zeros(n, bool)
     a[:only_a] = True
-    b[only_a:only_a + only_b] = True
-    a[only_a + only_b:only_a + only_b + both] = b[only_a + only_b:only_a + only_b + both] = True
+    b[only_a : only_a + only_b] = True
+    a[only_a + only_b : only_a + only_b + both] = b[only_a + only_b : only_a + only_b + both] = True
     return a, b
 
 
@@ -48,7 +48,9 @@ def test_a_large_effect_holds():
     a, b = _paired_correct(200, only_a=60, only_b=10, both=50)
     claim = Claim.measured("§x", "a beats b", "fixture", "acc(a) − acc(b), points", accuracy_difference(a, b))
     assert claim.value == pytest.approx(25.0)
-    assert claim.low == pytest.approx(25 - 1.96 * 3.91, abs=1.2) and claim.high == pytest.approx(25 + 1.96 * 3.91, abs=1.2)
+    assert claim.low == pytest.approx(25 - 1.96 * 3.91, abs=1.2) and claim.high == pytest.approx(
+        25 + 1.96 * 3.91, abs=1.2
+    )
     assert claim.verdict == "holds" and claim.holds is True and claim.n == 200 and claim.expect == "> 0"
     assert "McNemar" in claim.interval
 
@@ -75,8 +77,8 @@ def test_a_tiny_effect_on_few_questions_is_inconclusive():
         (0.1, 0.3, ">", 0, "holds"),
         (-0.3, -0.1, ">", 0, "fails"),
         (-0.1, 0.3, ">", 0, "inconclusive"),
-        (0.0, 0.0, ">", 0, "fails"),        # exactly at the threshold is not above it
-        (0.0, 0.0, ">=", 0, "holds"),       # ... but is at least it
+        (0.0, 0.0, ">", 0, "fails"),  # exactly at the threshold is not above it
+        (0.0, 0.0, ">=", 0, "holds"),  # ... but is at least it
         (-0.3, -0.1, "<", 0, "holds"),
         (0.1, 0.3, "<", 0, "fails"),
         (0.4, 0.6, ">", 0.5, "inconclusive"),
@@ -89,8 +91,9 @@ def test_verdict_reads_the_interval_against_the_threshold(low, high, expect, thr
 
 
 def test_an_undefined_statistic_is_not_applicable_with_a_reason():
-    claim = Claim.measured("§x", "r < 0", "fixture", "Pearson r", correlation([1, 1, 1, 1, 1], [0, 1, 0, 1, 1]),
-                           expect="<")
+    claim = Claim.measured(
+        "§x", "r < 0", "fixture", "Pearson r", correlation([1, 1, 1, 1, 1], [0, 1, 0, 1, 1]), expect="<"
+    )
     assert claim.verdict == "n/a" and math.isnan(claim.value) and "undefined" in claim.detail
     with pytest.raises(ValueError, match="expect"):
         verdict(Estimate(1, 0, 2, 3, "m"), "=")
@@ -98,10 +101,12 @@ def test_an_undefined_statistic_is_not_applicable_with_a_reason():
 
 def test_claims_frame_has_the_interval_columns():
     a, b = _paired_correct(200, only_a=60, only_b=10, both=50)
-    frame = claims_frame([
-        Claim.measured("§1", "a beats b", "s", "points", accuracy_difference(a, b)),
-        Claim.untestable("§2", "needs a debate", "no debate protocol"),
-    ])
+    frame = claims_frame(
+        [
+            Claim.measured("§1", "a beats b", "s", "points", accuracy_difference(a, b)),
+            Claim.untestable("§2", "needs a debate", "no debate protocol"),
+        ]
+    )
     assert list(frame["verdict"]) == ["holds", "n/a"]
     assert {"n", "value", "low", "high", "expect", "interval"} <= set(frame.columns)
     assert frame.loc[1, "detail"] == "no debate protocol" and math.isnan(frame.loc[1, "low"])
@@ -137,7 +142,7 @@ def test_slope_interval_by_hand():
     y = 2 * x + np.array([0, 1, -1, 1, -1])
     b = np.sum((x - x.mean()) * (y - y.mean())) / np.sum((x - x.mean()) ** 2)
     resid = y - (y.mean() + b * (x - x.mean()))
-    se = math.sqrt(np.sum(resid ** 2) / 3 / np.sum((x - x.mean()) ** 2))
+    se = math.sqrt(np.sum(resid**2) / 3 / np.sum((x - x.mean()) ** 2))
     est = slope(x, y)
     assert b == pytest.approx(1.8)
     assert (est.value, est.low, est.high) == pytest.approx((1.8, 1.8 - 3.182446 * se, 1.8 + 3.182446 * se), rel=1e-5)
@@ -146,7 +151,7 @@ def test_slope_interval_by_hand():
 def test_proportion_is_clopper_pearson():
     # 0 of 10: the exact upper bound is 1 − 0.025^(1/10) = 0.3085
     est = proportion(0, 10)
-    assert est.value == 0 and est.low == 0 and est.high == pytest.approx(1 - 0.025 ** 0.1, rel=1e-6)
+    assert est.value == 0 and est.low == 0 and est.high == pytest.approx(1 - 0.025**0.1, rel=1e-6)
 
 
 def test_mcnemar_is_the_binomial_test_on_discordant_pairs():

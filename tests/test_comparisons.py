@@ -1,4 +1,5 @@
 """debatelab.evaluation.comparisons: paired accuracy comparisons with intervals, and their config checks."""
+
 from __future__ import annotations
 
 import copy
@@ -13,8 +14,11 @@ from debatelab.evaluation.comparisons import comparison_table, summarize_compari
 
 
 def _zero_shot(correct_by_agent: dict[str, list[bool]], dataset: str = "arith") -> pd.DataFrame:
-    rows = [{"dataset": dataset, "question_id": f"q{i}", "agent": agent, "sample": 0, "correct": c}
-            for agent, correct in correct_by_agent.items() for i, c in enumerate(correct)]
+    rows = [
+        {"dataset": dataset, "question_id": f"q{i}", "agent": agent, "sample": 0, "correct": c}
+        for agent, correct in correct_by_agent.items()
+        for i, c in enumerate(correct)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -23,20 +27,25 @@ def test_a_trained_agent_that_answers_many_more_questions_right_is_better():
     # paired SE sqrt(70/200 − 0.25²)/sqrt(200) = 3.91 points; McNemar: 60 vs 10 discordant
     trained = [True] * 60 + [False] * 10 + [True] * 50 + [False] * 80
     base = [False] * 60 + [True] * 10 + [True] * 50 + [False] * 80
-    table = comparison_table({"dapo": {"treatment": "dapo", "control": "base"}},
-                             _zero_shot({"dapo": trained, "base": base}), None)
+    table = comparison_table(
+        {"dapo": {"treatment": "dapo", "control": "base"}}, _zero_shot({"dapo": trained, "base": base}), None
+    )
     row = table.iloc[0]
     assert (row["kind"], row["n"]) == ("single agent", 200)
     assert (row["acc_treatment"], row["acc_control"]) == pytest.approx((55.0, 30.0))
     assert row["difference"] == pytest.approx(25.0)
-    assert row["low"] == pytest.approx(25 - 1.96 * 3.91, abs=1.2) and row["high"] == pytest.approx(25 + 1.96 * 3.91, abs=1.2)
+    assert row["low"] == pytest.approx(25 - 1.96 * 3.91, abs=1.2) and row["high"] == pytest.approx(
+        25 + 1.96 * 3.91, abs=1.2
+    )
     assert row["mcnemar_p"] < 1e-9 and row["verdict"] == "better"
 
 
 def test_a_small_difference_on_few_questions_is_inconclusive():
-    table = comparison_table({"c": {"treatment": "a", "control": "b"}},
-                             _zero_shot({"a": [True, True, False, True, False], "b": [True, False, False, True, False]}),
-                             None)
+    table = comparison_table(
+        {"c": {"treatment": "a", "control": "b"}},
+        _zero_shot({"a": [True, True, False, True, False], "b": [True, False, False, True, False]}),
+        None,
+    )
     row = table.iloc[0]
     assert row["difference"] == pytest.approx(20.0) and row["low"] <= 0 < row["high"]
     assert row["verdict"] == "inconclusive"
@@ -44,17 +53,21 @@ def test_a_small_difference_on_few_questions_is_inconclusive():
 
 def test_debate_comparisons_pair_questions_and_average_threads(tmp_path):
     # protocol p: q0 right in 1 of 2 threads, q1 in 2 of 2; protocol base: q0 0/2, q1 2/2, q2 only in base
-    questions = pd.DataFrame({
-        "dataset": "arith", "protocol": ["p", "p", "p", "p", "base", "base", "base", "base", "base"],
-        "question_id": ["q0", "q0", "q1", "q1", "q0", "q0", "q1", "q1", "q2"],
-        "correct": [True, False, True, True, False, False, True, True, True],
-    })
+    questions = pd.DataFrame(
+        {
+            "dataset": "arith",
+            "protocol": ["p", "p", "p", "p", "base", "base", "base", "base", "base"],
+            "question_id": ["q0", "q0", "q1", "q1", "q0", "q0", "q1", "q1", "q2"],
+            "correct": [True, False, True, True, False, False, True, True, True],
+        }
+    )
     zero_shot = _zero_shot({"a": [True], "b": [False]})
     q_path, z_path = tmp_path / "q.parquet", tmp_path / "z.parquet"
     questions.to_parquet(q_path)
     zero_shot.to_parquet(z_path)
-    table = summarize_comparisons({"debate": {"treatment": "p", "control": "base"}}, [z_path], [q_path],
-                                  tmp_path / "c.csv", tmp_path / "c.png")
+    table = summarize_comparisons(
+        {"debate": {"treatment": "p", "control": "base"}}, [z_path], [q_path], tmp_path / "c.csv", tmp_path / "c.png"
+    )
     row = table.iloc[0]
     # shared questions q0, q1: p 75 %, base 50 %; per-question differences (0.5, 0): resamples give 0, 25 or 50
     assert (row["kind"], row["n"], row["acc_treatment"], row["acc_control"]) == ("debate", 2, 75.0, 50.0)
@@ -72,10 +85,13 @@ def _config(tmp_path, comparisons):
     return path
 
 
-@pytest.mark.parametrize("comparisons, message", [
-    ({"x": {"treatment": "nobody", "control": "smol_a"}}, "evaluation.comparisons.x.treatment is 'nobody'"),
-    ({"x": {"treatment": "smol_a", "control": "mad"}}, "compare two agents or two protocols"),
-])
+@pytest.mark.parametrize(
+    "comparisons, message",
+    [
+        ({"x": {"treatment": "nobody", "control": "smol_a"}}, "evaluation.comparisons.x.treatment is 'nobody'"),
+        ({"x": {"treatment": "smol_a", "control": "mad"}}, "compare two agents or two protocols"),
+    ],
+)
 def test_comparisons_name_agents_or_protocols_of_one_kind(tmp_path, comparisons, message):
     with pytest.raises(ConfigError, match=message):
         load_experiment(_config(tmp_path, comparisons))
@@ -86,11 +102,14 @@ def test_a_valid_comparison_is_accepted(tmp_path):
     assert experiment.comparisons == {"sdrl": {"treatment": "mad_sdrl", "control": "mad"}}
 
 
-@pytest.mark.parametrize("trained, base, expected", [
-    ([False] * 6, [False] * 6, "inconclusive"),                      # identical: [0, 0] is no difference
-    ([False] * 6, [True, False, False, False, False, False], "inconclusive"),  # interval reaches 0
-    ([False] * 40, [True] * 20 + [False] * 20, "worse"),
-])
+@pytest.mark.parametrize(
+    "trained, base, expected",
+    [
+        ([False] * 6, [False] * 6, "inconclusive"),  # identical: [0, 0] is no difference
+        ([False] * 6, [True, False, False, False, False, False], "inconclusive"),  # interval reaches 0
+        ([False] * 40, [True] * 20 + [False] * 20, "worse"),
+    ],
+)
 def test_the_verdict_is_two_sided(trained, base, expected):
     table = comparison_table({"c": {"treatment": "t", "control": "b"}}, _zero_shot({"t": trained, "b": base}), None)
     assert table.iloc[0]["verdict"] == expected

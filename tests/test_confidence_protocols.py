@@ -1,4 +1,5 @@
 """WSV, CGA, HID, Bayesian fusion and the baselines on hand-worked cases (spec 004 §5)."""
+
 from __future__ import annotations
 
 import math

@@ -1,4 +1,5 @@
 """Streams, calibration fitting, the test report and the lift table of the confidence stages."""
+
 from __future__ import annotations
 
 import json
@@ -13,16 +14,27 @@ from debatelab.confidence.calibrators import fit_calibrator
 from debatelab.confidence.fusion import BASELINES
 from debatelab.confidence.search import SearchSettings
 from debatelab.confidence.stage import CalibrationSettings
-from debatelab.reporting import confidence as report
+from debatelab.confidence.streams import (
+    aggregate_samples,
+    build_streams,
+    split_questions,
+    streams_job,
+    synthetic_streams,
+)
 from debatelab.io import DataFileError, write_parquet_atomic
-from debatelab.confidence.streams import aggregate_samples, build_streams, split_questions, streams_job, synthetic_streams
+from debatelab.reporting import confidence as report
 
 
 def _samples(answers, verbal, seqprob, gold="4"):
-    return pd.DataFrame({
-        "sample": range(len(answers)), "answer": answers, "correct": [a == gold for a in answers],
-        "conf_verbal": verbal, "conf_seqprob": seqprob,
-    })
+    return pd.DataFrame(
+        {
+            "sample": range(len(answers)),
+            "answer": answers,
+            "correct": [a == gold for a in answers],
+            "conf_verbal": verbal,
+            "conf_seqprob": seqprob,
+        }
+    )
 
 
 def test_self_consistency_takes_the_plurality_and_averages_as_decided():
@@ -53,28 +65,49 @@ def test_split_is_seeded_order_free_and_exact():
 
 def _write_inputs(tmp_path, elicit=True):
     tmp_path.mkdir(parents=True, exist_ok=True)
-    dataset = pd.DataFrame({
-        "id": ["q1", "q2"], "question": ["2+2?", "Pick"], "choices": [None, ["x", "y", "z"]],
-        "answer": ["4", "B"], "task_type": ["math", "multiple_choice"], "meta": ['{"source": "t", "source_split": "test"}'] * 2,
-    })
+    dataset = pd.DataFrame(
+        {
+            "id": ["q1", "q2"],
+            "question": ["2+2?", "Pick"],
+            "choices": [None, ["x", "y", "z"]],
+            "answer": ["4", "B"],
+            "task_type": ["math", "multiple_choice"],
+            "meta": ['{"source": "t", "source_split": "test"}'] * 2,
+        }
+    )
     write_parquet_atomic(dataset, tmp_path / "data.parquet")
     paths = []
     for agent, answers in (("a", ["4", "A"]), ("b", ["5", "B"])):
-        zero = pd.DataFrame({
-            "question_id": ["q1", "q2"], "agent": agent, "sample": 0, "answer": answers, "gold": ["4", "B"],
-            "correct": [answers[0] == "4", answers[1] == "B"], "task_type": ["math", "multiple_choice"],
-            "conf_verbal": [0.8, 0.6], "conf_seqprob": [0.7, 0.5],
-        })
+        zero = pd.DataFrame(
+            {
+                "question_id": ["q1", "q2"],
+                "agent": agent,
+                "sample": 0,
+                "answer": answers,
+                "gold": ["4", "B"],
+                "correct": [answers[0] == "4", answers[1] == "B"],
+                "task_type": ["math", "multiple_choice"],
+                "conf_verbal": [0.8, 0.6],
+                "conf_seqprob": [0.7, 0.5],
+            }
+        )
         path = tmp_path / f"{agent}.parquet"
         write_parquet_atomic(zero, path)
         paths.append(path)
     # the pair's debate ran on q1 only (e.g. MAD-D style), agent b's second call is its last
-    turns = pd.DataFrame({
-        "question_id": ["q1", "q1", "q1", "q1", "q1"], "round": [0, 0, 1, 1, 1], "agent": ["a", "b", "a", "b", "b"],
-        "agent_config": ["a", "b", "a", "b", "b"], "call": [0, 0, 0, 0, 1], "answer": ["4", "5", "4", "5", "4"],
-        "correct": [True, False, True, False, True], "conf_verbal": [None, None, 0.9, 0.2, 0.7 if elicit else None],
-        "conf_seqprob": [None, None, 0.95, 0.3, 0.8],
-    })
+    turns = pd.DataFrame(
+        {
+            "question_id": ["q1", "q1", "q1", "q1", "q1"],
+            "round": [0, 0, 1, 1, 1],
+            "agent": ["a", "b", "a", "b", "b"],
+            "agent_config": ["a", "b", "a", "b", "b"],
+            "call": [0, 0, 0, 0, 1],
+            "answer": ["4", "5", "4", "5", "4"],
+            "correct": [True, False, True, False, True],
+            "conf_verbal": [None, None, 0.9, 0.2, 0.7 if elicit else None],
+            "conf_seqprob": [None, None, 0.95, 0.3, 0.8],
+        }
+    )
     if not elicit:
         turns["conf_verbal"] = np.nan
     write_parquet_atomic(turns, tmp_path / "turns.parquet")
@@ -103,18 +136,40 @@ def test_streams_name_the_file_and_column_when_the_debate_elicited_no_confidence
 def _run_stage(directory, streams, trials=15):
     directory.mkdir(parents=True, exist_ok=True)
     write_parquet_atomic(streams, directory / "streams.parquet")
-    stage.fit_calibrators_job(directory / "streams.parquet", directory / "cal.json", directory / "cal.csv", seed=0,
-                              settings=CalibrationSettings(runs=2, calibrators=["raw", "beta", "isotonic"]))
+    stage.fit_calibrators_job(
+        directory / "streams.parquet",
+        directory / "cal.json",
+        directory / "cal.csv",
+        seed=0,
+        settings=CalibrationSettings(runs=2, calibrators=["raw", "beta", "isotonic"]),
+    )
     searches = []
     for protocol in ("wsv", "cga", "hid"):
-        stage.search_protocol_job(directory / "streams.parquet", directory / "cal.json", directory / f"{protocol}.json",
-                                  directory / f"{protocol}.trials.parquet", directory / f"{protocol}.png",
-                                  directory / f"{protocol}.journal", dataset="d", pair="ab", protocol=protocol,
-                                  settings=SearchSettings(trials=trials, patience=trials), show_progress=False)
+        stage.search_protocol_job(
+            directory / "streams.parquet",
+            directory / "cal.json",
+            directory / f"{protocol}.json",
+            directory / f"{protocol}.trials.parquet",
+            directory / f"{protocol}.png",
+            directory / f"{protocol}.journal",
+            dataset="d",
+            pair="ab",
+            protocol=protocol,
+            settings=SearchSettings(trials=trials, patience=trials),
+            show_progress=False,
+        )
         searches.append(directory / f"{protocol}.json")
-    stage.apply_protocol_job(directory / "streams.parquet", directory / "cal.json", searches,
-                             directory / "pred.parquet", directory / "metrics.csv", directory / "rel.png",
-                             directory / "rej.png", dataset="d", pair="ab")
+    stage.apply_protocol_job(
+        directory / "streams.parquet",
+        directory / "cal.json",
+        searches,
+        directory / "pred.parquet",
+        directory / "metrics.csv",
+        directory / "rel.png",
+        directory / "rej.png",
+        dataset="d",
+        pair="ab",
+    )
     return directory
 
 
@@ -131,13 +186,17 @@ def test_the_whole_stage_is_deterministic_for_a_seed(tmp_path):
 
 def test_calibrators_see_only_the_validation_split(tmp_path):
     streams = synthetic_streams(80, seed=2)
-    calibration = stage.fit_calibrators(streams, seed=0, settings=CalibrationSettings(runs=1, estimators=["seqprob"], calibrators=["beta"]))
+    calibration = stage.fit_calibrators(
+        streams, seed=0, settings=CalibrationSettings(runs=1, estimators=["seqprob"], calibrators=["beta"])
+    )
     val = set(calibration["runs"][0]["val_question_ids"])
     assert len(val) == 40
     flipped = streams.copy()
     test_rows = ~flipped["question_id"].isin(val)
     flipped.loc[test_rows, "correct"] = ~flipped.loc[test_rows, "correct"]
-    again = stage.fit_calibrators(flipped, seed=0, settings=CalibrationSettings(runs=1, estimators=["seqprob"], calibrators=["beta"]))
+    again = stage.fit_calibrators(
+        flipped, seed=0, settings=CalibrationSettings(runs=1, estimators=["seqprob"], calibrators=["beta"])
+    )
     assert json.dumps(again) == json.dumps(calibration)
 
 
@@ -206,8 +265,18 @@ def _metrics_table(rng, pair_effects):
         for run in range(5):
             for method, base in (("zero_shot", 0.6), ("mad", 0.55), ("mad_d", 0.58), ("cga", 0.6 + effect)):
                 value = base + rng.normal(0, 0.005)
-                rows.append({"dataset": "d", "pair": pair, "estimator": "seqprob", "calibrator": "beta",
-                             "method": method, "run": run, "f1": value, "auarc": value})
+                rows.append(
+                    {
+                        "dataset": "d",
+                        "pair": pair,
+                        "estimator": "seqprob",
+                        "calibrator": "beta",
+                        "method": method,
+                        "run": run,
+                        "f1": value,
+                        "auarc": value,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -223,10 +292,23 @@ def test_lift_counts_pairs_significantly_better_than_every_comparator():
 
 def _runs_table(pairs):
     """Metrics rows of one (dataset, estimator, calibrator): pairs -> method -> 5 per-run values."""
-    return pd.DataFrame([
-        {"dataset": "d", "pair": pair, "estimator": "seqprob", "calibrator": "beta", "method": method, "run": run,
-         "f1": value, "auarc": value}
-        for pair, methods in pairs.items() for method, values in methods.items() for run, value in enumerate(values)])
+    return pd.DataFrame(
+        [
+            {
+                "dataset": "d",
+                "pair": pair,
+                "estimator": "seqprob",
+                "calibrator": "beta",
+                "method": method,
+                "run": run,
+                "f1": value,
+                "auarc": value,
+            }
+            for pair, methods in pairs.items()
+            for method, values in methods.items()
+            for run, value in enumerate(values)
+        ]
+    )
 
 
 def test_significance_needs_a_positive_difference_that_beats_its_own_variance():
@@ -249,12 +331,14 @@ def test_significance_needs_a_positive_difference_that_beats_its_own_variance():
     assert report.runs_greater_p(zero_shot + 0.05, zero_shot) != report.runs_greater_p(zero_shot + 0.05, zero_shot)
     assert report.runs_greater_p(zero_shot, zero_shot) == 1.0  # the same method is simply not better
     # runs that share their data (every value the same in every run) can claim nothing: k is "–"
-    flat = {"p": {"zero_shot": np.full(5, 0.6), "mad": np.full(5, 0.5), "mad_d": np.full(5, 0.5),
-                  "cga": np.full(5, 0.7)}}
+    flat = {
+        "p": {"zero_shot": np.full(5, 0.6), "mad": np.full(5, 0.5), "mad_d": np.full(5, 0.5), "cga": np.full(5, 0.7)}
+    }
     flat_lift = report.lift_table(_runs_table(flat), BASELINES).set_index("method")
     assert np.isnan(flat_lift.loc["cga", "k_f1"]) and np.isnan(flat_lift.loc["mad", "k_f1"])
-    assert report.paper_layout(report.lift_table(_runs_table(flat), BASELINES), "beta").set_index("method").loc["cga", "d"] == (
-        "+10.00(–) / +10.00(–)")
+    assert report.paper_layout(report.lift_table(_runs_table(flat), BASELINES), "beta").set_index("method").loc[
+        "cga", "d"
+    ] == ("+10.00(–) / +10.00(–)")
 
 
 def test_a_pair_debate_that_debated_nothing_repeats_stream_zero(tmp_path):
@@ -277,10 +361,15 @@ def test_a_fixed_validation_dataset_is_the_validation_side_of_every_run(tmp_path
         column = "id" if "id" in frame else "question_id"
         frame[column] = frame[column].str.replace("q", "v")
         write_parquet_atomic(frame, path)
-    validation = {"dataset_path": val_files[0], "zero_shot_paths": val_files[1], "turns_path": val_files[2],
-                  "dataset": "d_dev"}
-    streams = streams_job(*test_files, tmp_path / "s.parquet", dataset="d", pair="ab", agents=["a", "b"],
-                          validation=validation)
+    validation = {
+        "dataset_path": val_files[0],
+        "zero_shot_paths": val_files[1],
+        "turns_path": val_files[2],
+        "dataset": "d_dev",
+    }
+    streams = streams_job(
+        *test_files, tmp_path / "s.parquet", dataset="d", pair="ab", agents=["a", "b"], validation=validation
+    )
     assert streams.groupby("split")["question_id"].nunique().to_dict() == {"test": 2, "val": 2}
     assert set(streams.loc[streams["split"] == "val", "dataset"]) == {"d_dev"}
     settings = dict(runs=3, estimators=["seqprob"], calibrators=["beta"])
@@ -296,9 +385,19 @@ def test_a_fixed_validation_dataset_is_the_validation_side_of_every_run(tmp_path
         assert len(run["test_question_ids"]) == 2 and set(run["test_question_ids"]) <= {"q1", "q2"}
     # the same questions on both sides would leak the test set into the fit
     with pytest.raises(DataFileError, match="must not overlap"):
-        streams_job(*test_files, tmp_path / "t.parquet", dataset="d", pair="ab", agents=["a", "b"],
-                    validation={**validation, "dataset_path": test_files[0], "zero_shot_paths": test_files[1],
-                                "turns_path": test_files[2]})
+        streams_job(
+            *test_files,
+            tmp_path / "t.parquet",
+            dataset="d",
+            pair="ab",
+            agents=["a", "b"],
+            validation={
+                **validation,
+                "dataset_path": test_files[0],
+                "zero_shot_paths": test_files[1],
+                "turns_path": test_files[2],
+            },
+        )
 
 
 def test_a_missing_or_corrupt_calibration_file_is_named(tmp_path):
@@ -307,6 +406,16 @@ def test_a_missing_or_corrupt_calibration_file_is_named(tmp_path):
     (tmp_path / "cal.json").write_text("{not json")
     for name, message in (("absent.json", "file not found"), ("cal.json", "not valid JSON")):
         with pytest.raises(DataFileError, match=rf"{name}: {message}"):
-            stage.search_protocol_job(tmp_path / "streams.parquet", tmp_path / name, tmp_path / "o.json",
-                                      tmp_path / "t.parquet", tmp_path / "h.png", tmp_path / "j.log", dataset="d",
-                                      pair="ab", protocol="cga", settings=SearchSettings(trials=2), show_progress=False)
+            stage.search_protocol_job(
+                tmp_path / "streams.parquet",
+                tmp_path / name,
+                tmp_path / "o.json",
+                tmp_path / "t.parquet",
+                tmp_path / "h.png",
+                tmp_path / "j.log",
+                dataset="d",
+                pair="ab",
+                protocol="cga",
+                settings=SearchSettings(trials=2),
+                show_progress=False,
+            )

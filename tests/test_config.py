@@ -1,5 +1,6 @@
 """Config validation: bad configs fail before any job runs, naming the key and the value; every
 library default agrees with the schema's."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -7,9 +8,9 @@ import inspect
 
 import pytest
 import yaml
+from workflow_helpers import REPO_ROOT, snakemake
 
 from debatelab.config import SCHEMA_PATH, AgentSpec, ConfigError, Experiment, load_experiment, validate_config
-from workflow_helpers import REPO_ROOT, snakemake
 
 TINY = yaml.safe_load((REPO_ROOT / "tests/configs/tiny.yaml").read_text())
 SCHEMA = yaml.safe_load(SCHEMA_PATH.read_text())
@@ -38,51 +39,102 @@ BAD_CONFIGS = [
     (lambda c: c["agents"]["alice"].update(model="gpt-17"), ["agents.alice.model", "gpt-17"]),
     (lambda c: c["datasets"].update(no_such_bench={"split": "test"}), ["no_such_bench"]),
     (lambda c: c["datasets"]["asdiv"].update(split="train_xyz"), ["train_xyz", "asdiv"]),
-    (lambda c: c["debate"]["protocols"]["mad"].update(participants=["alice", "erin"]),
-     ["debate.protocols.mad.participants", "'erin'"]),
-    (lambda c: c["debate"]["protocols"]["mad"].update(datasets=["gsm8k"]), ["debate.protocols.mad.datasets", "'gsm8k'"]),
+    (
+        lambda c: c["debate"]["protocols"]["mad"].update(participants=["alice", "erin"]),
+        ["debate.protocols.mad.participants", "'erin'"],
+    ),
+    (
+        lambda c: c["debate"]["protocols"]["mad"].update(datasets=["gsm8k"]),
+        ["debate.protocols.mad.datasets", "'gsm8k'"],
+    ),
     (lambda c: c["calibration"]["pairs"]["ab"].update(agents=["alice", "carol"]), ["calibration.pairs.ab", "carol"]),
-    (lambda c: c["calibration"]["pairs"]["ab"].update(agents=["alice", "alice"]), ["calibration.pairs.ab", "two different"]),
-    (lambda c: c["calibration"]["pairs"]["ab"].update(debate="mad"), ["calibration.pairs.ab.debate", "mad", "participants"]),
+    (
+        lambda c: c["calibration"]["pairs"]["ab"].update(agents=["alice", "alice"]),
+        ["calibration.pairs.ab", "two different"],
+    ),
+    (
+        lambda c: c["calibration"]["pairs"]["ab"].update(debate="mad"),
+        ["calibration.pairs.ab.debate", "mad", "participants"],
+    ),
     (lambda c: c["calibration"]["pairs"]["ab"].update(debate="nope"), ["calibration.pairs.ab.debate", "'nope'"]),
     (lambda c: c["debate"]["protocols"]["mad_pair"].update(confidence=["verbal"]), ["mad_pair", "seqprob"]),
     (lambda c: c["debate"]["protocols"]["mad_pair"].update(rounds=0), ["mad_pair", "at least one round"]),
     (lambda c: c["zero_shot"].update(samples=1), ["debate.protocols", "'alice'", "zero_shot.samples = 1"]),
     (lambda c: c["agents"]["alice"].update(samples=1), ["debate.protocols", "'alice'", "agents.alice.samples = 1"]),
-    (lambda c: c["calibration"]["pairs"]["ab"].update(validation={"asdiv": "commonsense_qa"}),
-     ["calibration.pairs.ab.validation", "commonsense_qa", "same benchmark"]),
+    (
+        lambda c: c["calibration"]["pairs"]["ab"].update(validation={"asdiv": "commonsense_qa"}),
+        ["calibration.pairs.ab.validation", "commonsense_qa", "same benchmark"],
+    ),
     (lambda c: c.update(attack={"rewriter": "gpt-17"}), ["attack.rewriter", "gpt-17"]),
-    (lambda c: c["models"].update(policy={"source": "trained:nope"}), ["models.policy.source", "trained:nope", "training.runs"]),
+    (
+        lambda c: c["models"].update(policy={"source": "trained:nope"}),
+        ["models.policy.source", "trained:nope", "training.runs"],
+    ),
     (lambda c: c["training"]["runs"]["sdrl"].update(policy="erin"), ["training.runs.sdrl.policy", "'erin'"]),
     (lambda c: c["training"]["runs"]["sdrl"].update(dataset="gsm8k"), ["training.runs.sdrl.dataset", "'gsm8k'"]),
     (lambda c: c["training"]["runs"]["sdrl"].update(gpus=4), ["training.runs.sdrl.prompts_per_step", "gpus = 4"]),
     (lambda c: c["training"]["runs"]["sdrl"].update(method="ppo"), ["ppo", "method"]),
     (lambda c: c["training"]["runs"]["sdrl"].update(clip_hi=0.3), ["clip_hi"]),
-    (lambda c: c["training"]["runs"]["sdrl"].update(policy="carol"), ["training.runs.sdrl.policy", "'carol'", "this run trains"]),
+    (
+        lambda c: c["training"]["runs"]["sdrl"].update(policy="carol"),
+        ["training.runs.sdrl.policy", "'carol'", "this run trains"],
+    ),
     (lambda c: c["training"]["runs"]["sdrl"].pop("policy"), ["policy"]),
     (lambda c: c["training"]["runs"]["udpo"].pop("participants"), ["participants"]),
-    (lambda c: c["training"]["runs"]["udpo"].update(participants=["alice", "erin"]), ["training.runs.udpo.participants", "'erin'"]),
-    (lambda c: c["training"]["runs"]["udpo"].update(participants=["alice", "dave"]),
-     ["training.runs.udpo.participants", "'dave'", "what this run trains"]),
-    (lambda c: c["training"]["runs"]["udpo"].update(finetuning="full"), ["training.runs.udpo.finetuning", "LoRA adapter per agent"]),
+    (
+        lambda c: c["training"]["runs"]["udpo"].update(participants=["alice", "erin"]),
+        ["training.runs.udpo.participants", "'erin'"],
+    ),
+    (
+        lambda c: c["training"]["runs"]["udpo"].update(participants=["alice", "dave"]),
+        ["training.runs.udpo.participants", "'dave'", "what this run trains"],
+    ),
+    (
+        lambda c: c["training"]["runs"]["udpo"].update(finetuning="full"),
+        ["training.runs.udpo.finetuning", "LoRA adapter per agent"],
+    ),
     (lambda c: c["training"]["runs"]["udpo"]["udpo"].update(ablate=["intra", "extra"]), ["extra"]),
-    (lambda c: c["models"]["tiny-udpo-bob"].update(source="trained:udpo"), ["models.tiny-udpo-bob.source", "trained:udpo/<agent>"]),
-    (lambda c: c["models"]["tiny-udpo-bob"].update(source="trained:udpo/carol"), ["models.tiny-udpo-bob.source", "['alice', 'bob']"]),
-    (lambda c: c["models"]["tiny-trained"].update(source="trained:sdrl/alice"), ["models.tiny-trained.source", "one policy"]),
+    (
+        lambda c: c["models"]["tiny-udpo-bob"].update(source="trained:udpo"),
+        ["models.tiny-udpo-bob.source", "trained:udpo/<agent>"],
+    ),
+    (
+        lambda c: c["models"]["tiny-udpo-bob"].update(source="trained:udpo/carol"),
+        ["models.tiny-udpo-bob.source", "['alice', 'bob']"],
+    ),
+    (
+        lambda c: c["models"]["tiny-trained"].update(source="trained:sdrl/alice"),
+        ["models.tiny-trained.source", "one policy"],
+    ),
     (lambda c: c["training"]["runs"]["umad"]["umad"].update(threads=1), ["threads"]),
     (lambda c: c["training"]["runs"]["umad"].update(finetuning="full"), ["training.runs.umad.finetuning", "LoRA"]),
     (lambda c: c.update(evaluation={"papers": ["udpo", "madness"]}), ["madness"]),
-    (lambda c: c.update(evaluation={"paper_datasets": {"gsm_symbolic": "gsm8k"}}),
-     ["evaluation.paper_datasets", "'gsm_symbolic'"]),
-    (lambda c: (c["calibration"].update(pairs={}), c.update(evaluation={"papers": ["confidence"]})),
-     ["evaluation.papers", "'confidence'", "calibration.pairs"]),
-    (lambda c: c["training"]["runs"]["udpo"].update(gpus=3), ["training.runs.udpo.udpo.questions_per_step", "gpus = 3"]),
-    (lambda c: c["training"]["runs"]["umad"].update(gpus=3), ["training.runs.umad.umad.questions_per_step", "gpus = 3"]),
-    (lambda c: c["training"]["runs"]["rmaac"].update(gpus=3), ["training.runs.rmaac.mappo.questions_per_step", "gpus = 3"]),
+    (
+        lambda c: c.update(evaluation={"paper_datasets": {"gsm_symbolic": "gsm8k"}}),
+        ["evaluation.paper_datasets", "'gsm_symbolic'"],
+    ),
+    (
+        lambda c: (c["calibration"].update(pairs={}), c.update(evaluation={"papers": ["confidence"]})),
+        ["evaluation.papers", "'confidence'", "calibration.pairs"],
+    ),
+    (
+        lambda c: c["training"]["runs"]["udpo"].update(gpus=3),
+        ["training.runs.udpo.udpo.questions_per_step", "gpus = 3"],
+    ),
+    (
+        lambda c: c["training"]["runs"]["umad"].update(gpus=3),
+        ["training.runs.umad.umad.questions_per_step", "gpus = 3"],
+    ),
+    (
+        lambda c: c["training"]["runs"]["rmaac"].update(gpus=3),
+        ["training.runs.rmaac.mappo.questions_per_step", "gpus = 3"],
+    ),
     (lambda c: c["training"]["runs"]["rmaac"]["mappo"].update(peer_swap_prob=2), ["peer_swap_prob"]),
     (lambda c: c["training"]["runs"]["sdrl"].update(parallelism="model"), ["training.runs.sdrl.parallelism", "'sdrl'"]),
-    (lambda c: c["training"]["runs"]["udpo"].update(parallelism="model", rollout_backend="vllm"),
-     ["training.runs.udpo.parallelism", "'vllm'"]),
+    (
+        lambda c: c["training"]["runs"]["udpo"].update(parallelism="model", rollout_backend="vllm"),
+        ["training.runs.udpo.parallelism", "'vllm'"],
+    ),
 ]
 
 
@@ -131,7 +183,12 @@ def test_good_config_fills_defaults(tmp_path):
 
 def test_evaluated_papers_default_to_what_the_experiment_has():
     assert Experiment(validate_config(_mutated(lambda c: None))).evaluated_papers() == [
-        "udpo", "umad", "svr_mad", "sdrl", "confidence"]
+        "udpo",
+        "umad",
+        "svr_mad",
+        "sdrl",
+        "confidence",
+    ]
     no_pairs = _mutated(lambda c: c["calibration"].update(pairs={}))
     assert "confidence" not in Experiment(validate_config(no_pairs)).evaluated_papers()
     chosen = _mutated(lambda c: c.update(evaluation={"papers": ["svr_mad"]}))
@@ -143,6 +200,7 @@ def test_an_agent_is_sampled_zero_shot_where_its_protocols_run():
     assert exp.agent_datasets("dave") == ["asdiv"]  # only in `trained`, which runs on asdiv
     assert exp.agent_datasets("alice") == ["asdiv", "commonsense_qa"]  # in protocols on every dataset
     assert exp.agent_datasets("erin") == ["asdiv", "commonsense_qa"]  # in no protocol: everywhere
+
     # a pair's agents stay everywhere: calibration reads their streams
     def pair_dave(c):
         c["calibration"]["pairs"]["ab"]["agents"] = ["dave", "bob"]
@@ -211,24 +269,26 @@ def _same(a, b) -> bool:
 
 
 def _signature_defaults(func) -> dict:
-    return {k: p.default for k, p in inspect.signature(func).parameters.items() if p.default is not inspect.Parameter.empty}
+    return {
+        k: p.default for k, p in inspect.signature(func).parameters.items() if p.default is not inspect.Parameter.empty
+    }
 
 
 def _settings_and_schema():
     from debatelab.attack import RewriteSettings
-    from debatelab.estimators import ElicitationSettings
     from debatelab.confidence.search import SearchSettings
     from debatelab.confidence.stage import CalibrationSettings
     from debatelab.debate.protocols import DEFAULTS as PROTOCOL_DEFAULTS
     from debatelab.debate.stage import DebateSettings
+    from debatelab.estimators import ElicitationSettings
     from debatelab.llm.openai_backend import OpenAIBackend
     from debatelab.llm.transformers_backend import TransformersBackend
     from debatelab.llm.vllm_backend import VLLMBackend
-    from debatelab.uncertainty import UncertaintySettings
     from debatelab.training import LoraSettings, TrainSettings
-    from debatelab.training.methods.udpo import UdpoSettings
     from debatelab.training.methods.mappo import MappoSettings
+    from debatelab.training.methods.udpo import UdpoSettings
     from debatelab.training.methods.umad import UmadSettings
+    from debatelab.uncertainty import UncertaintySettings
     from debatelab.zero_shot import ZeroShotSettings
 
     run_defaults = _schema_defaults("training_run")
@@ -242,16 +302,28 @@ def _settings_and_schema():
         ("protocol DEFAULTS", PROTOCOL_DEFAULTS, _schema_defaults("protocol")),
         ("UncertaintySettings", _dataclass_defaults(UncertaintySettings), _schema_defaults("uncertainty")),
         ("CalibrationSettings", _dataclass_defaults(CalibrationSettings), _schema_defaults("calibration")),
-        ("SearchSettings", _dataclass_defaults(SearchSettings),
-         {**_schema_defaults("protocol_search"), **{k: v for k, v in _schema_defaults("calibration").items() if k.startswith("ece_")}}),
-        ("TrainSettings", {k: v for k, v in _dataclass_defaults(TrainSettings).items() if k not in ("lora", "udpo", "umad", "mappo")},
-         run_defaults),
+        (
+            "SearchSettings",
+            _dataclass_defaults(SearchSettings),
+            {
+                **_schema_defaults("protocol_search"),
+                **{k: v for k, v in _schema_defaults("calibration").items() if k.startswith("ece_")},
+            },
+        ),
+        (
+            "TrainSettings",
+            {k: v for k, v in _dataclass_defaults(TrainSettings).items() if k not in ("lora", "udpo", "umad", "mappo")},
+            run_defaults,
+        ),
         ("LoraSettings", _dataclass_defaults(LoraSettings), _schema_defaults("training_run", "lora")),
         ("UdpoSettings", _dataclass_defaults(UdpoSettings), _schema_defaults("training_run", "udpo")),
         ("UmadSettings", _dataclass_defaults(UmadSettings), _schema_defaults("training_run", "umad")),
         ("MappoSettings", _dataclass_defaults(MappoSettings), _schema_defaults("training_run", "mappo")),
-        ("RewriteSettings", {**dataclasses.asdict(RewriteSettings().sampling), "attempts": RewriteSettings().attempts},
-         _schema_defaults("attack")),
+        (
+            "RewriteSettings",
+            {**dataclasses.asdict(RewriteSettings().sampling), "attempts": RewriteSettings().attempts},
+            _schema_defaults("attack"),
+        ),
         ("TransformersBackend", _signature_defaults(TransformersBackend), _schema_defaults("backends", "transformers")),
         ("VLLMBackend", _signature_defaults(VLLMBackend), _schema_defaults("backends", "vllm")),
         ("OpenAIBackend", _signature_defaults(OpenAIBackend), _schema_defaults("backends", "openai")),
@@ -269,6 +341,7 @@ def test_library_defaults_match_the_schema(name, library, schema):
 def test_evaluation_seeds_are_every_protocols_default_threads():
     """`evaluation.seeds: K` repeats every debate K times (threads) unless a protocol sets its own;
     too few zero-shot samples for the repeats is an error naming evaluation.seeds."""
+
     def seeded(c, seeds, samples):
         c.setdefault("evaluation", {})["seeds"] = seeds
         c["zero_shot"]["samples"] = samples
@@ -291,7 +364,9 @@ def test_an_accelerate_config_is_found_from_the_working_directory_or_the_workflo
     """`config/accelerate/...` names the shipped file wherever snakemake runs (`--directory`); a
     missing file is refused naming the run's key and the path."""
     repo = REPO_ROOT
-    cfg = _mutated(lambda c: c["training"]["runs"]["sdrl"].update(accelerate_config="config/accelerate/zero2_8gpu.yaml"))
+    cfg = _mutated(
+        lambda c: c["training"]["runs"]["sdrl"].update(accelerate_config="config/accelerate/zero2_8gpu.yaml")
+    )
     exp = Experiment(validate_config(cfg))
     monkeypatch.chdir(tmp_path)
     assert exp.accelerate_config("sdrl", repo) == str(repo / "config/accelerate/zero2_8gpu.yaml")
@@ -306,16 +381,21 @@ def test_an_accelerate_config_is_found_from_the_working_directory_or_the_workflo
 
 def test_an_adapter_served_model_is_a_multi_agent_runs_agent_on_vllm():
     """`models.<m>.adapter: true`: the model is served as a run's LoRA adapter on its base's vLLM engine."""
+
     def served(cfg, source="trained:udpo/bob", backend="vllm"):
         cfg["models"]["tiny-udpo-bob"] = {"source": source, "adapter": True}
         cfg["agents"]["dave"]["backend"] = backend
 
     exp = Experiment(validate_config(_mutated(served)))
     assert exp.adapter_base("tiny-udpo-bob") == "tiny-random-llama"  # bob's own model, which the run trained
-    assert exp.model_serving("tiny-udpo-bob") == {"base": "resources/models/tiny-random-llama",
-                                                  "adapter": "results/tiny/train/udpo/models/bob/adapter"}
+    assert exp.model_serving("tiny-udpo-bob") == {
+        "base": "resources/models/tiny-random-llama",
+        "adapter": "results/tiny/train/udpo/models/bob/adapter",
+    }
     assert exp.model_serving("tiny-random-llama") == "resources/models/tiny-random-llama"
-    with pytest.raises(ConfigError, match=r"models\.tiny-udpo-bob\.adapter = true needs a source trained:<run>/<agent>"):
+    with pytest.raises(
+        ConfigError, match=r"models\.tiny-udpo-bob\.adapter = true needs a source trained:<run>/<agent>"
+    ):
         Experiment(validate_config(_mutated(lambda cfg: served(cfg, source="trained:sdrl"))))
     with pytest.raises(ConfigError, match=r"served on a vLLM engine; agents \['dave'\] use another backend"):
         Experiment(validate_config(_mutated(lambda cfg: served(cfg, backend="transformers"))))

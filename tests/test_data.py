@@ -1,4 +1,5 @@
 """The benchmark registry, the common schema, offline sources (for real) and online normalisers (on fixtures)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import require
+
 from debatelab.data import (
     BENCHMARKS,
     SCHEMA_COLUMNS,
@@ -67,12 +68,30 @@ def good_frame() -> pd.DataFrame:
     return frame_from_rows(
         [
             {"id": "q1", "question": "2+2?", "choices": None, "answer": "4", "task_type": "math", "meta": {}},
-            {"id": "q2", "question": "Pick", "choices": ["x", "y", "z"], "answer": "C",
-             "task_type": "multiple_choice", "meta": {}},
-            {"id": "q3", "question": "Sky blue?", "choices": None, "answer": "yes", "task_type": "yes_no",
-             "meta": {"context": "The sky is blue."}},
-            {"id": "q4", "question": "I hate x", "choices": None, "answer": "hateful", "task_type": "label",
-             "meta": {"labels": ["not hateful", "hateful"]}},
+            {
+                "id": "q2",
+                "question": "Pick",
+                "choices": ["x", "y", "z"],
+                "answer": "C",
+                "task_type": "multiple_choice",
+                "meta": {},
+            },
+            {
+                "id": "q3",
+                "question": "Sky blue?",
+                "choices": None,
+                "answer": "yes",
+                "task_type": "yes_no",
+                "meta": {"context": "The sky is blue."},
+            },
+            {
+                "id": "q4",
+                "question": "I hate x",
+                "choices": None,
+                "answer": "hateful",
+                "task_type": "label",
+                "meta": {"labels": ["not hateful", "hateful"]},
+            },
         ]
     )
 
@@ -186,8 +205,17 @@ def test_split_lettered_options_takes_the_trailing_run():
 
 @pytest.mark.parametrize(
     "raw, expected",
-    [("9 apples", "9"), ("2.5 cups of flour", "2.5"), ("-1/3", "-1/3"), ("1000 dollars", "1000"),
-     ("3:30 p.m.", None), ("8; 40", None), ("6th", None), ("Mrs. Hilt", None), ("Yes", None)],
+    [
+        ("9 apples", "9"),
+        ("2.5 cups of flour", "2.5"),
+        ("-1/3", "-1/3"),
+        ("1000 dollars", "1000"),
+        ("3:30 p.m.", None),
+        ("8; 40", None),
+        ("6th", None),
+        ("Mrs. Hilt", None),
+        ("Yes", None),
+    ],
 )
 def test_number_with_unit(raw, expected):
     assert number_with_unit(raw) == expected
@@ -227,8 +255,9 @@ def test_online_failure_names_the_source_and_split(monkeypatch):
         raise ConnectionError("no network")
 
     bench = BENCHMARKS["gsm8k"]
-    monkeypatch.setitem(BENCHMARKS, "gsm8k", dataclasses.replace(
-        bench, online=dataclasses.replace(bench.online, fetch=refuse)))
+    monkeypatch.setitem(
+        BENCHMARKS, "gsm8k", dataclasses.replace(bench, online=dataclasses.replace(bench.online, fetch=refuse))
+    )
     with pytest.raises(RuntimeError, match=r"hf:openai/gsm8k config 'main' split 'test'.*no network"):
         load_benchmark("gsm8k", "test")
 
@@ -241,8 +270,9 @@ def _serve_fixture(monkeypatch, name: str, expected_split: str):
         assert split == expected_split
         return fixture(name)["records"]
 
-    monkeypatch.setitem(BENCHMARKS, name, dataclasses.replace(
-        bench, online=dataclasses.replace(bench.online, fetch=fetch)))
+    monkeypatch.setitem(
+        BENCHMARKS, name, dataclasses.replace(bench, online=dataclasses.replace(bench.online, fetch=fetch))
+    )
 
 
 def test_online_path_with_alias_split_keeps_canonical_ids(monkeypatch):
@@ -267,8 +297,11 @@ def test_auto_falls_back_to_online_when_the_data_package_is_missing(monkeypatch)
 def test_a_source_that_yields_no_rows_is_an_error(monkeypatch):
     records = [r for r in fixture("hle")["records"] if r["category"] == "Math"]  # all filtered out
     bench = BENCHMARKS["hle"]
-    monkeypatch.setitem(BENCHMARKS, "hle", dataclasses.replace(
-        bench, online=dataclasses.replace(bench.online, fetch=lambda split, config: records)))
+    monkeypatch.setitem(
+        BENCHMARKS,
+        "hle",
+        dataclasses.replace(bench, online=dataclasses.replace(bench.online, fetch=lambda split, config: records)),
+    )
     with pytest.raises(DataFileError, match=r"hle/test \(online: hf:cais/hle\): the source gave no usable rows"):
         load_benchmark("hle", "test")
 
@@ -277,8 +310,11 @@ def test_truthfulqa_derived_halves_partition_the_validation_split(monkeypatch):
     bench = BENCHMARKS["truthfulqa"]
     base = fixture("truthfulqa")["records"]
     records = [dict(base[i % 3], question=f"{base[i % 3]['question']} #{i}") for i in range(20)]
-    monkeypatch.setitem(BENCHMARKS, "truthfulqa", dataclasses.replace(
-        bench, online=dataclasses.replace(bench.online, fetch=lambda split, config: records)))
+    monkeypatch.setitem(
+        BENCHMARKS,
+        "truthfulqa",
+        dataclasses.replace(bench, online=dataclasses.replace(bench.online, fetch=lambda split, config: records)),
+    )
     train = load_benchmark("truthfulqa", "train")
     test = load_benchmark("truthfulqa", "test")
     everything = load_benchmark("truthfulqa", "validation")
@@ -330,8 +366,11 @@ def test_aime_and_amc_normalisers_make_integer_strings():
 
 def test_imo_answerbench_normaliser_keeps_latex_answers_and_problem_ids():
     frame = normalised("imo_answerbench", "test")
-    assert list(frame["id"]) == ["imo_answerbench-imo-bench-algebra-001", "imo_answerbench-imo-bench-algebra-002",
-                                 "imo_answerbench-imo-bench-algebra-018"]
+    assert list(frame["id"]) == [
+        "imo_answerbench-imo-bench-algebra-001",
+        "imo_answerbench-imo-bench-algebra-002",
+        "imo_answerbench-imo-bench-algebra-018",
+    ]
     assert list(frame["answer"]) == ["3", r"$\left\lfloor \log_{2}a\right\rfloor +1$.", "2026, 2030"]
     assert not frame.loc[0, "question"].endswith("\n")
     assert metas(frame)[2]["subcategory"] == "Functional Equation"
@@ -358,8 +397,10 @@ def test_dapo_rows_are_asked_with_the_datasets_own_prompt():
     own = fx["records"][0]["prompt"][0]["content"]
     assert question_messages(row) == [{"role": "user", "content": own}]  # verbatim, no default system prompt
     assert question_messages(row, "") == question_messages(row)
-    assert question_messages(row, "Be brief.") == [{"role": "system", "content": "Be brief."},
-                                                   {"role": "user", "content": own}]
+    assert question_messages(row, "Be brief.") == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": own},
+    ]
     null = question_messages(row, null=True)[-1]["content"]
     assert null == own.replace(row["question"], NULL_SLOT) and row["question"] not in null
     assert 'after "Answer:"' in null and "boxed" not in own
@@ -416,9 +457,17 @@ def test_hle_normaliser_filters_and_splits_inline_choices():
     # kept: text-only, non-Math, multipleChoice; left out: image, Math category, exactMatch
     assert list(frame["id"]) == ["hle-668825f80a642802bdfeadfa", "hle-66e88728ba7d8bc0d5806f3a"]
     first = frame.loc[0]
-    assert first["question"] == "Which condition of Arrhenius's sixth impossibility theorem do critical-level views violate?"
-    assert first["choices"] == ["Egalitarian Dominance", "General Non-Extreme Priority", "Non-Elitism",
-                                "Weak Non-Sadism", "Weak Quality Addition"]
+    assert (
+        first["question"]
+        == "Which condition of Arrhenius's sixth impossibility theorem do critical-level views violate?"
+    )
+    assert first["choices"] == [
+        "Egalitarian Dominance",
+        "General Non-Extreme Priority",
+        "Non-Elitism",
+        "Weak Non-Sadism",
+        "Weak Quality Addition",
+    ]
     assert first["answer"] == "D"
     second = frame.loc[1]
     assert "Answer Choices" not in second["question"] and len(second["choices"]) == 5
@@ -489,8 +538,9 @@ def test_asdiv_offline_answers_are_single_numbers():
         Fraction(answer)  # raises for anything but an int, decimal or fraction
     first = frame.loc[frame["id"] == "asdiv-test-00000"].iloc[0]
     assert first["answer"] == "9"
-    assert first["question"] == ("Seven red apples and two green apples are in the basket. "
-                                 "How many apples are in the basket?")
+    assert first["question"] == (
+        "Seven red apples and two green apples are in the basket. How many apples are in the basket?"
+    )
     assert not any(";" in m["raw_answer"] or ":" in m["raw_answer"] for m in metas(frame))
 
 

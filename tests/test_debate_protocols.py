@@ -1,4 +1,5 @@
 """Protocol and engine logic against a scripted fake model (the only place a fake model runs)."""
+
 from __future__ import annotations
 
 import json
@@ -6,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from debatelab.debate.engine import Participant, QuestionState, Turn, accounting, run_engine
 from debatelab import prompts
+from debatelab.debate.engine import Participant, QuestionState, Turn, accounting, run_engine
 from debatelab.debate.protocols import make_protocol
 from debatelab.grading import answer_keys, vote_answer
 from debatelab.llm.base import Generation, SamplingParams
@@ -23,11 +24,20 @@ def state(answers, *, qid="q", min_ll=None, seed=0, gold="2"):
     pre = []
     for i, a in enumerate(answers):
         text = f"I think \\boxed{{{a}}}" if a is not None else "no idea"
-        pre.append(Turn(
-            agent=i, round=0, response=text, answer=a, key=answer_keys([a], task_type="math")[0], correct=a == gold,
-            messages=({"role": "user", "content": "What is 1+1?"},), prompt_tokens=10, completion_tokens=5,
-            min_logprob=(min_ll[i] if min_ll else -1.0),
-        ))
+        pre.append(
+            Turn(
+                agent=i,
+                round=0,
+                response=text,
+                answer=a,
+                key=answer_keys([a], task_type="math")[0],
+                correct=a == gold,
+                messages=({"role": "user", "content": "What is 1+1?"},),
+                prompt_tokens=10,
+                completion_tokens=5,
+                min_logprob=(min_ll[i] if min_ll else -1.0),
+            )
+        )
     return QuestionState(row=row, thread=0, participants=parts, pre=pre, seed=seed)
 
 
@@ -150,7 +160,9 @@ def test_group_debate_full_inside_groups_answers_across_seeded_groups():
     fa, _ = run("group_debate", [a], rounds=1, group_size=3)
     fb, _ = run("group_debate", [b], rounds=1, group_size=3)
     asks = sorted((ask for _, ask in fa.batches[0]), key=lambda x: x.agent)
-    assert [x.sources for x in asks] == [x.sources for x in sorted((k for _, k in fb.batches[0]), key=lambda x: x.agent)]
+    assert [x.sources for x in asks] == [
+        x.sources for x in sorted((k for _, k in fb.batches[0]), key=lambda x: x.agent)
+    ]
     for ask in asks:
         assert len(ask.sources) == 2 and len(ask.answer_sources) == 3
         group = {ask.agent, *ask.sources}
@@ -220,8 +232,12 @@ def test_sid_et_drops_unanimous_questions_first_and_skips_a_share_of_the_contest
     states += [state(["2", "3", "4"], qid=f"q{k}", min_ll=[-k, 0.0, 0.0]) for k in range(4, 10)]
     fake, _ = run("sid_et", states, rounds=1, skip_rate=0.6)  # skip_if_unanimous left at its default (off)
     ended = {s.question_id: s.outcome.ended_by for s in states}
-    assert ended == {**{f"q{k}": "unanimous" for k in range(4)}, **{f"q{k}": "skip" for k in range(4, 8)},
-                     "q8": "rounds", "q9": "rounds"}
+    assert ended == {
+        **{f"q{k}": "unanimous" for k in range(4)},
+        **{f"q{k}": "skip" for k in range(4, 8)},
+        "q8": "rounds",
+        "q9": "rounds",
+    }
     assert {st.question_id for b in fake.batches for st, _ in b} == {"q8", "q9"}
     assert all(accounting(s)["ncomm"] == 0 for s in states[:8])
     assert [accounting(s)["ncomm"] for s in states[8:]] == [6, 6]
@@ -245,7 +261,9 @@ def test_unanimity_uses_math_equivalence_for_sid_et_and_pre_unanimous():
 # --------------------------------------------------------------------------- SVR-MAD
 
 
-@pytest.mark.parametrize("answers", [["2", "3", "3", "4", "2", "5"], ["2", "2", "2", "2", "2", "7"], ["1", "2", "3", "4", "5", "6"]])
+@pytest.mark.parametrize(
+    "answers", [["2", "3", "3", "4", "2", "5"], ["2", "2", "2", "2", "2", "7"], ["1", "2", "3", "4", "5", "6"]]
+)
 @pytest.mark.parametrize("S", [1, 2, 3])
 def test_svr_mad_never_exceeds_its_budget(answers, S):
     st = state(answers)
@@ -311,8 +329,12 @@ def test_null_messages_blank_every_content_slot():
 
 @pytest.mark.parametrize(
     "task_type, choices, labels, expected",
-    [("multiple_choice", ["x", "y", "z", "w", "v"], None, 5), ("yes_no", None, None, 2),
-     ("label", None, ["against", "support", "neutral"], 3), ("math", None, None, None)],
+    [
+        ("multiple_choice", ["x", "y", "z", "w", "v"], None, 5),
+        ("yes_no", None, None, 2),
+        ("label", None, ["against", "support", "neutral"], 3),
+        ("math", None, None, None),
+    ],
 )
 def test_n_options_is_the_answer_set_size(task_type, choices, labels, expected):
     s = state(["2", "2"])

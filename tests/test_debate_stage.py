@@ -1,4 +1,5 @@
 """The debate job end to end on a fake backend: outputs, cache reuse, resume, threads, confidences."""
+
 from __future__ import annotations
 
 import json
@@ -51,8 +52,17 @@ class CountingBackend(Backend):
 
 @pytest.fixture
 def workspace(tmp_path):
-    rows = [{"id": f"q{k}", "question": f"What is {k} mod 3?", "choices": None, "answer": str(k % 3),
-             "task_type": "math", "meta": {"source": "test"}} for k in range(N_QUESTIONS)]
+    rows = [
+        {
+            "id": f"q{k}",
+            "question": f"What is {k} mod 3?",
+            "choices": None,
+            "answer": str(k % 3),
+            "task_type": "math",
+            "meta": {"source": "test"},
+        }
+        for k in range(N_QUESTIONS)
+    ]
     dataset = tmp_path / "data.parquet"
     write_parquet_atomic(frame_from_rows(rows), dataset)
     zero_shot = {}
@@ -61,20 +71,40 @@ def workspace(tmp_path):
         for k in range(N_QUESTIONS):
             for sample in range(4):
                 answer = str((k + offset + sample) % 3)
-                records.append({c: np.nan for c in ZERO_SHOT_COLUMNS} | {
-                    "question_id": f"q{k}", "dataset": "toy", "agent": agent, "model": "m", "round": 0,
-                    "sample": sample, "task_type": "math", "response": f"\\boxed{{{answer}}}", "answer": answer,
-                    "gold": str(k % 3), "correct": answer == str(k % 3), "parse_failed": False, "prompt_tokens": 30,
-                    "completion_tokens": 10, "finish_reason": "stop", "min_logprob": -0.1 * (k + 1), "mean_logprob": -0.05,
-                    "verbal_parsed": 0, "extra_tokens": 0,
-                })
+                records.append(
+                    {c: np.nan for c in ZERO_SHOT_COLUMNS}
+                    | {
+                        "question_id": f"q{k}",
+                        "dataset": "toy",
+                        "agent": agent,
+                        "model": "m",
+                        "round": 0,
+                        "sample": sample,
+                        "task_type": "math",
+                        "response": f"\\boxed{{{answer}}}",
+                        "answer": answer,
+                        "gold": str(k % 3),
+                        "correct": answer == str(k % 3),
+                        "parse_failed": False,
+                        "prompt_tokens": 30,
+                        "completion_tokens": 10,
+                        "finish_reason": "stop",
+                        "min_logprob": -0.1 * (k + 1),
+                        "mean_logprob": -0.05,
+                        "verbal_parsed": 0,
+                        "extra_tokens": 0,
+                    }
+                )
         path = tmp_path / f"{agent}.parquet"
         write_parquet_atomic(pd.DataFrame(records, columns=ZERO_SHOT_COLUMNS), path)
         zero_shot[agent] = str(path)
     return tmp_path, dataset, zero_shot
 
 
-AGENTS = {"alice": {"model": "m", "temperature": 0.7, "max_tokens": 32}, "bob": {"model": "m", "temperature": 1.0, "max_tokens": 32}}
+AGENTS = {
+    "alice": {"model": "m", "temperature": 0.7, "max_tokens": 32},
+    "bob": {"model": "m", "temperature": 1.0, "max_tokens": 32},
+}
 
 
 def run_job(workspace, name, options, participants=("alice", "bob"), backend=None, cache="cache", **settings):
@@ -82,11 +112,20 @@ def run_job(workspace, name, options, participants=("alice", "bob"), backend=Non
     backend = backend or CountingBackend()
     out = root / "out" / name
     turns, questions = debate_job(
-        dataset_path=dataset, zero_shot_paths=zero_shot, turns_path=out / "turns.parquet",
-        questions_path=out / "questions.parquet", dataset_name="toy", protocol_name=name, protocol_options=options,
-        participants=list(participants), agents=AGENTS, model_paths={"m": "unused"}, cache_dirs={"m": str(root / cache)},
-        settings=DebateSettings.from_config({"seed": 3, "batch_size": 5, "verbal_samples": 2, "show_progress": False,
-                                             **settings}),
+        dataset_path=dataset,
+        zero_shot_paths=zero_shot,
+        turns_path=out / "turns.parquet",
+        questions_path=out / "questions.parquet",
+        dataset_name="toy",
+        protocol_name=name,
+        protocol_options=options,
+        participants=list(participants),
+        agents=AGENTS,
+        model_paths={"m": "unused"},
+        cache_dirs={"m": str(root / cache)},
+        settings=DebateSettings.from_config(
+            {"seed": 3, "batch_size": 5, "verbal_samples": 2, "show_progress": False, **settings}
+        ),
         backends={"m": backend},
     )
     return backend, turns, questions, out
@@ -109,7 +148,9 @@ def test_outputs_follow_the_documented_schema(workspace):
     answers = json.loads(q["answers_by_round"])
     assert len(answers) == 3 and all(len(r) == 2 for r in answers)
     # correctness is graded against the gold answer
-    assert (debate["correct"] == (debate["answer"] == debate["question_id"].str[1:].astype(int).mod(3).astype(str))).all()
+    assert (
+        debate["correct"] == (debate["answer"] == debate["question_id"].str[1:].astype(int).mod(3).astype(str))
+    ).all()
 
 
 def test_identical_requests_of_another_protocol_come_from_the_cache(workspace):
@@ -139,8 +180,14 @@ def test_threads_and_copies_start_from_distinct_zero_shot_samples(workspace):
     )
     pre = turns[(turns["round"] == 0) & (turns["question_id"] == "q0")]
     samples = {(r.thread, r.agent): r.zero_shot_sample for r in pre.itertuples()}
-    assert samples == {(0, "alice"): 0, (0, "bob"): 0, (0, "alice#1"): 2,
-                       (1, "alice"): 1, (1, "bob"): 1, (1, "alice#1"): 3}
+    assert samples == {
+        (0, "alice"): 0,
+        (0, "bob"): 0,
+        (0, "alice#1"): 2,
+        (1, "alice"): 1,
+        (1, "bob"): 1,
+        (1, "alice#1"): 3,
+    }
     assert sorted(questions["thread"].unique()) == [0, 1] and len(questions) == 2 * N_QUESTIONS
 
 
@@ -166,15 +213,23 @@ def test_confidences_are_elicited_on_every_agents_last_debate_turn(workspace):
 
 def test_adversarial_agents_debate_under_the_attack_system_prompt(workspace):
     from debatelab import prompts
+    from debatelab.config import AgentSpec
     from debatelab.data import read_dataset
     from debatelab.debate.stage import build_states, read_zero_shot
-    from debatelab.config import AgentSpec
 
     root, dataset, zero_shot = workspace
-    specs = {"alice": AgentSpec.from_config("alice", AGENTS["alice"]),
-             "bob": AgentSpec.from_config("bob", {**AGENTS["bob"], "adversarial": True})}
-    states = build_states(read_dataset(dataset), {a: read_zero_shot(p) for a, p in zero_shot.items()},
-                          ["alice", "bob"], specs, threads=1, seed=0)
+    specs = {
+        "alice": AgentSpec.from_config("alice", AGENTS["alice"]),
+        "bob": AgentSpec.from_config("bob", {**AGENTS["bob"], "adversarial": True}),
+    }
+    states = build_states(
+        read_dataset(dataset),
+        {a: read_zero_shot(p) for a, p in zero_shot.items()},
+        ["alice", "bob"],
+        specs,
+        threads=1,
+        seed=0,
+    )
     alice, bob = states[0].pre
     assert bob.messages[0] == {"role": "system", "content": prompts.ATTACK_SYSTEM_PROMPT}
     assert alice.messages[0]["content"] != prompts.ATTACK_SYSTEM_PROMPT
@@ -184,11 +239,17 @@ def test_adversarial_agents_debate_under_the_attack_system_prompt(workspace):
 def test_debate_confidence_scores_what_seqprob_target_names(workspace, target):
     """The zero-shot stage's `seqprob_target` also holds for the debate's last turns (it used to be
     dropped there, so the debate always scored the answer)."""
-    backend, turns, *_ = run_job(workspace, "pair", {"kind": "all_to_all", "rounds": 1, "confidence": ["seqprob"]},
-                                 cache=f"cache-{target}", seqprob_target=target)
+    backend, turns, *_ = run_job(
+        workspace,
+        "pair",
+        {"kind": "all_to_all", "rounds": 1, "confidence": ["seqprob"]},
+        cache=f"cache-{target}",
+        seqprob_target=target,
+    )
     last = turns[turns["round"] == 1]
-    expected = (list(last["response"]) if target == "response"
-                else [f"The answer is \\boxed{{{a}}}." for a in last["answer"]])
+    expected = (
+        list(last["response"]) if target == "response" else [f"The answer is \\boxed{{{a}}}." for a in last["answer"]]
+    )
     # each reply is scored under its chat and under the content-free chat (distinct pairs once)
     assert set(backend.scored_replies) == set(expected)
     assert last["conf_seqprob"].notna().all()

@@ -1,5 +1,6 @@
 """The evaluation stage's framework (paper numbers, the vs-paper join, method labels) and the
 UDPO and SVR-MAD tables, on fixture outputs whose cells are worked out by hand."""
+
 from __future__ import annotations
 
 import copy
@@ -9,24 +10,41 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from workflow_helpers import REPO_ROOT
 
 from debatelab.config import PAPERS, ConfigError, Experiment, validate_config
 from debatelab.evaluation import (
-    ProtocolInfo, RunInfo, RunOutputs, build_paper, compare_with_paper, describe_protocols, evaluate_paper,
-    load_paper_numbers, protocol_method, run_label,
+    ProtocolInfo,
+    RunInfo,
+    RunOutputs,
+    build_paper,
+    compare_with_paper,
+    describe_protocols,
+    evaluate_paper,
+    load_paper_numbers,
+    protocol_method,
+    run_label,
 )
 from debatelab.evaluation.paper_numbers import PaperNumbersError
 from debatelab.evaluation.papers import svr_mad, udpo
-from workflow_helpers import REPO_ROOT
 
 TINY = yaml.safe_load((REPO_ROOT / "tests/configs/tiny.yaml").read_text())
 
 
 def _protocol(name, kind="all_to_all", seats=("a", "b", "c"), rounds=2, adversarial=0, runs=(), threads=1):
-    return ProtocolInfo(name=name, kind=kind, rounds=rounds, threads=threads, template="du", participants=tuple(seats),
-                        models=tuple("m" for _ in seats), adversarial=adversarial, trained_runs=tuple(runs),
-                        datasets=("gsm_symbolic",),
-                        adversarial_seats=tuple(i >= len(seats) - adversarial for i in range(len(seats))))
+    return ProtocolInfo(
+        name=name,
+        kind=kind,
+        rounds=rounds,
+        threads=threads,
+        template="du",
+        participants=tuple(seats),
+        models=tuple("m" for _ in seats),
+        adversarial=adversarial,
+        trained_runs=tuple(runs),
+        datasets=("gsm_symbolic",),
+        adversarial_seats=tuple(i >= len(seats) - adversarial for i in range(len(seats))),
+    )
 
 
 def _outputs(protocols, runs=None, **frames) -> RunOutputs:
@@ -47,23 +65,63 @@ def test_every_shipped_paper_numbers_file_loads_and_names_tables_its_paper_build
 
 
 def test_a_malformed_row_names_file_table_and_row(tmp_path):
-    (tmp_path / "udpo.yaml").write_text(yaml.safe_dump({"paper": "udpo", "tables": {"table1": {
-        "columns": ["dataset", "method", "value"], "rows": [["gsm8k", "MAD", 1.0], ["gsm8k", 2.0]]}}}))
+    (tmp_path / "udpo.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "paper": "udpo",
+                "tables": {
+                    "table1": {
+                        "columns": ["dataset", "method", "value"],
+                        "rows": [["gsm8k", "MAD", 1.0], ["gsm8k", 2.0]],
+                    }
+                },
+            }
+        )
+    )
     with pytest.raises(PaperNumbersError, match=r"udpo.yaml: table table1, row 1"):
         load_paper_numbers("udpo", tmp_path)
-    (tmp_path / "udpo.yaml").write_text(yaml.safe_dump({"paper": "udpo", "tables": {"table1": {
-        "columns": ["dataset", "method", "value"], "rows": [["gsm8k", "MAD", "high"]]}}}))
+    (tmp_path / "udpo.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "paper": "udpo",
+                "tables": {"table1": {"columns": ["dataset", "method", "value"], "rows": [["gsm8k", "MAD", "high"]]}},
+            }
+        )
+    )
     with pytest.raises(PaperNumbersError, match=r"value 'high' is not a number"):
         load_paper_numbers("udpo", tmp_path)
 
 
 def test_compare_with_paper_matches_on_the_match_keys_only(tmp_path):
-    (tmp_path / "svr_mad.yaml").write_text(yaml.safe_dump({"paper": "svr_mad", "tables": {"t": {
-        "columns": ["llm", "dataset", "n_agents", "metric", "value"], "match": ["dataset", "n_agents", "metric"],
-        "rows": [["big", "gsm8k", 5, "Acc", 60.0], ["huge", "gsm8k", 5, "Acc", 70.0], ["big", "hle", 5, "Acc", 20.0]]}}}))
+    (tmp_path / "svr_mad.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "paper": "svr_mad",
+                "tables": {
+                    "t": {
+                        "columns": ["llm", "dataset", "n_agents", "metric", "value"],
+                        "match": ["dataset", "n_agents", "metric"],
+                        "rows": [
+                            ["big", "gsm8k", 5, "Acc", 60.0],
+                            ["huge", "gsm8k", 5, "Acc", 70.0],
+                            ["big", "hle", 5, "Acc", 20.0],
+                        ],
+                    }
+                },
+            }
+        )
+    )
     published = load_paper_numbers("svr_mad", tmp_path)["t"]
-    run = pd.DataFrame({"dataset": ["gsm8k"], "n_agents": ["5"], "metric": ["Acc"], "value": [65.0], "n": [12],
-                        "run_dataset": ["gsm_symbolic"]})
+    run = pd.DataFrame(
+        {
+            "dataset": ["gsm8k"],
+            "n_agents": ["5"],
+            "metric": ["Acc"],
+            "value": [65.0],
+            "n": [12],
+            "run_dataset": ["gsm_symbolic"],
+        }
+    )
     vs = compare_with_paper(run, published)
     assert list(vs["llm"]) == ["big", "huge", "big"]
     assert list(vs["difference"][:2]) == [5.0, -5.0]  # one run cell beside both models' values; "5" matches 5
@@ -71,11 +129,18 @@ def test_compare_with_paper_matches_on_the_match_keys_only(tmp_path):
 
 
 def test_a_backbone_key_is_always_matched_and_names_a_listed_backbone(tmp_path):
-    table = {"columns": ["llm", "dataset", "metric", "value"], "backbone": "llm", "rows": [["big", "gsm8k", "Acc", 60.0]]}
-    for backbones, match, error in [(["big"], ["dataset", "metric"], "`backbone: llm` must be a key"),
-                                    (["huge"], None, r"backbones \['big'\] are not among `backbones` \['huge'\]")]:
-        (tmp_path / "svr_mad.yaml").write_text(yaml.safe_dump({"paper": "svr_mad", "backbones": backbones, "tables": {
-            "t": {**table, "match": match}}}))
+    table = {
+        "columns": ["llm", "dataset", "metric", "value"],
+        "backbone": "llm",
+        "rows": [["big", "gsm8k", "Acc", 60.0]],
+    }
+    for backbones, match, error in [
+        (["big"], ["dataset", "metric"], "`backbone: llm` must be a key"),
+        (["huge"], None, r"backbones \['big'\] are not among `backbones` \['huge'\]"),
+    ]:
+        (tmp_path / "svr_mad.yaml").write_text(
+            yaml.safe_dump({"paper": "svr_mad", "backbones": backbones, "tables": {"t": {**table, "match": match}}})
+        )
         with pytest.raises(PaperNumbersError, match=error):
             load_paper_numbers("svr_mad", tmp_path)
     for paper in ("sdrl", "svr_mad"):  # the shipped tables with two backbones' rows join on the backbone
@@ -106,8 +171,14 @@ def test_a_run_cell_meets_its_own_backbones_published_row_only(tmp_path):
 
 
 def test_a_cells_backbone_comes_from_its_seats_models():
-    outputs = RunOutputs("fixture", {}, {}, {}, model_backbones={"sdrl": {"a": "Q2.5-3B", "b": "Q3-4B-Base", "c": None}},
-                         agent_models={"alice": "a", "carol": "c"})
+    outputs = RunOutputs(
+        "fixture",
+        {},
+        {},
+        {},
+        model_backbones={"sdrl": {"a": "Q2.5-3B", "b": "Q3-4B-Base", "c": None}},
+        agent_models={"alice": "a", "carol": "c"},
+    )
     assert outputs.backbone("sdrl", ["a", "a"]) == "Q2.5-3B"
     assert outputs.backbone("sdrl", ["b", "a", "b"]) == "Q3-4B-Base + Q2.5-3B"  # a mixed ensemble: no published row
     assert outputs.backbone("sdrl", ["a", "c"]) == "" and outputs.backbone("svr_mad", ["a"]) == ""
@@ -122,15 +193,22 @@ def test_paper_backbone_names_a_backbone_of_the_papers_numbers_and_trained_model
 
     exp = experiment("Q2.5-3B")
     # tiny-trained is trained:sdrl (alice's model), tiny-udpo-bob trained:udpo/bob: both stand for their base
-    assert [exp.paper_backbone(m, "sdrl") for m in ("tiny-random-llama", "tiny-trained", "tiny-udpo-bob")] == ["Q2.5-3B"] * 3
+    assert [exp.paper_backbone(m, "sdrl") for m in ("tiny-random-llama", "tiny-trained", "tiny-udpo-bob")] == [
+        "Q2.5-3B"
+    ] * 3
     outputs = RunOutputs.from_experiment(exp)
     assert outputs.backbone("sdrl", outputs.protocols["trained"].models) == "Q2.5-3B"
     # a stand-in for a different backbone in each paper
     exp = experiment({"sdrl": "Q3-4B-Base", "svr_mad": "GPT-OSS-120B"})
-    assert exp.paper_backbone("tiny-trained", "svr_mad") == "GPT-OSS-120B" and exp.paper_backbone("tiny-trained", "udpo") is None
+    assert (
+        exp.paper_backbone("tiny-trained", "svr_mad") == "GPT-OSS-120B"
+        and exp.paper_backbone("tiny-trained", "udpo") is None
+    )
     assert experiment(None).paper_backbone("tiny-trained", "sdrl") is None
-    for claim, key in [("Qwen2.5-3B", r"models\.tiny-random-llama\.paper_backbone = 'Qwen2.5-3B'"),
-                       ({"svr_mad": "Q2.5-3B"}, r"models\.tiny-random-llama\.paper_backbone\.svr_mad = 'Q2.5-3B'")]:
+    for claim, key in [
+        ("Qwen2.5-3B", r"models\.tiny-random-llama\.paper_backbone = 'Qwen2.5-3B'"),
+        ({"svr_mad": "Q2.5-3B"}, r"models\.tiny-random-llama\.paper_backbone\.svr_mad = 'Q2.5-3B'"),
+    ]:
         with pytest.raises(ConfigError, match=key):
             experiment(claim)
     with pytest.raises(Exception, match="paper_backbone"):  # the schema knows the papers
@@ -162,36 +240,73 @@ def test_protocols_know_their_trained_runs_and_adversaries():
 
 
 def _trajectory_rows(protocol, correct, u_sys, dataset="gsm_symbolic"):
-    return [{"question_id": f"q{i}", "dataset": dataset, "protocol": protocol, "thread": 0, "correct": c,
-             "u_intra": u / 2, "u_inter": u / 3, "u_sys": u} for i, (c, u) in enumerate(zip(correct, u_sys))]
+    return [
+        {
+            "question_id": f"q{i}",
+            "dataset": dataset,
+            "protocol": protocol,
+            "thread": 0,
+            "correct": c,
+            "u_intra": u / 2,
+            "u_inter": u / 3,
+            "u_sys": u,
+        }
+        for i, (c, u) in enumerate(zip(correct, u_sys))
+    ]
 
 
 def _udpo_outputs():
-    protocols = [_protocol("mad_n3"), _protocol("mad_n3_t1", rounds=1), _protocol("attack_m1", adversarial=1),
-                 _protocol("attack_m2", adversarial=2), _protocol("udpo_n3", runs=("udpo",))]
-    rows = (_trajectory_rows("mad_n3", [True, True, False, False], [0.1, 0.3, 0.7, 0.9])
-            + _trajectory_rows("mad_n3_t1", [True, False, False, False], [0.2, 0.5, 0.8, 0.95])
-            + _trajectory_rows("attack_m1", [True, False, False, False], [0.2, 0.6, 0.8, 0.9])
-            + _trajectory_rows("attack_m2", [False, False, False, False], [0.5, 0.7, 0.9, 1.0])
-            + _trajectory_rows("udpo_n3", [True, True, True, False], [0.1, 0.2, 0.3, 0.4]))
+    protocols = [
+        _protocol("mad_n3"),
+        _protocol("mad_n3_t1", rounds=1),
+        _protocol("attack_m1", adversarial=1),
+        _protocol("attack_m2", adversarial=2),
+        _protocol("udpo_n3", runs=("udpo",)),
+    ]
+    rows = (
+        _trajectory_rows("mad_n3", [True, True, False, False], [0.1, 0.3, 0.7, 0.9])
+        + _trajectory_rows("mad_n3_t1", [True, False, False, False], [0.2, 0.5, 0.8, 0.95])
+        + _trajectory_rows("attack_m1", [True, False, False, False], [0.2, 0.6, 0.8, 0.9])
+        + _trajectory_rows("attack_m2", [False, False, False, False], [0.5, 0.7, 0.9, 1.0])
+        + _trajectory_rows("udpo_n3", [True, True, True, False], [0.1, 0.2, 0.3, 0.4])
+    )
     training = {"udpo": pd.DataFrame({"step": [1, 2, 3], "r_sys": [0.2, 0.4, 0.5]})}
     # round-0 answers of two debates: mad_n3 had a correct agent on q0, q2; udpo_n3 on q0, q1, q3
     # (a later round's correct answer, or None for an unparseable one, doesn't count)
-    turns = (_turn_rows("mad_n3", [[True, False, False], [None, False, False], [False, False, True], [False] * 3],
-                        later_correct=[1, 3])
-             + _turn_rows("udpo_n3", [[True, True, True], [False, True, False], [False] * 3, [True, False, False]])
-             # the adversarial seat (the last) right on q1 doesn't count: only q2 collapsed of {q0, q2}
-             + _turn_rows("attack_m1", [[True, False, False], [False, False, True], [False, True, False], [False] * 3]))
-    return _outputs(protocols, {"udpo": RunInfo("udpo", "udpo", {"udpo": {"ablate": []}})},
-                    uncertainty=pd.DataFrame(rows), training=training, turns=pd.DataFrame(turns))
+    turns = (
+        _turn_rows(
+            "mad_n3",
+            [[True, False, False], [None, False, False], [False, False, True], [False] * 3],
+            later_correct=[1, 3],
+        )
+        + _turn_rows("udpo_n3", [[True, True, True], [False, True, False], [False] * 3, [True, False, False]])
+        # the adversarial seat (the last) right on q1 doesn't count: only q2 collapsed of {q0, q2}
+        + _turn_rows("attack_m1", [[True, False, False], [False, False, True], [False, True, False], [False] * 3])
+    )
+    return _outputs(
+        protocols,
+        {"udpo": RunInfo("udpo", "udpo", {"udpo": {"ablate": []}})},
+        uncertainty=pd.DataFrame(rows),
+        training=training,
+        turns=pd.DataFrame(turns),
+    )
 
 
 def _turn_rows(protocol, round0_correct, later_correct=()):
     rows = []
     for i, seats in enumerate(round0_correct):
         for seat, correct in enumerate(seats):
-            rows.append({"question_id": f"q{i}", "dataset": "gsm_symbolic", "protocol": protocol, "thread": 0,
-                         "round": 0, "agent_index": seat, "correct": correct})
+            rows.append(
+                {
+                    "question_id": f"q{i}",
+                    "dataset": "gsm_symbolic",
+                    "protocol": protocol,
+                    "thread": 0,
+                    "round": 0,
+                    "agent_index": seat,
+                    "correct": correct,
+                }
+            )
             rows.append({**rows[-1], "round": 1, "correct": i in later_correct})
     return rows
 
@@ -242,38 +357,66 @@ def test_udpo_claims_measure_the_directions():
     assert gpu[1].verdict == "inconclusive" and gpu[1].n == 4
     # with the baselines trained: each step of UDPO > RMAAC > MAPPO > MAD, and UDPO against MAD
     outputs = _udpo_outputs()
-    outputs.protocols.update({p.name: p for p in (_protocol("mappo_n3", runs=("mappo",)),
-                                                  _protocol("rmaac_n3", runs=("rmaac",)))})
+    outputs.protocols.update(
+        {p.name: p for p in (_protocol("mappo_n3", runs=("mappo",)), _protocol("rmaac_n3", runs=("rmaac",)))}
+    )
     outputs.runs.update({"mappo": RunInfo("mappo", "mappo", {}), "rmaac": RunInfo("rmaac", "rmaac", {})})
-    outputs.uncertainty = pd.concat([outputs.uncertainty, pd.DataFrame(
-        _trajectory_rows("mappo_n3", [True, True, False, False], [0.1] * 4)
-        + _trajectory_rows("rmaac_n3", [True, True, True, True], [0.1] * 4))], ignore_index=True)
+    outputs.uncertainty = pd.concat(
+        [
+            outputs.uncertainty,
+            pd.DataFrame(
+                _trajectory_rows("mappo_n3", [True, True, False, False], [0.1] * 4)
+                + _trajectory_rows("rmaac_n3", [True, True, True, True], [0.1] * 4)
+            ),
+        ],
+        ignore_index=True,
+    )
     order = {c.statement.split(" (")[0]: c for c in build_paper("udpo", outputs).claims if c.claim == "§11 (GPU)"}
-    assert list(order) == ["UDPO is more accurate than RMAAC", "RMAAC is more accurate than MAPPO",
-                           "MAPPO is more accurate than MAD", "UDPO is more accurate than MAD",
-                           "UDPO collapses less often than MAD"]
+    assert list(order) == [
+        "UDPO is more accurate than RMAAC",
+        "RMAAC is more accurate than MAPPO",
+        "MAPPO is more accurate than MAD",
+        "UDPO is more accurate than MAD",
+        "UDPO collapses less often than MAD",
+    ]
     # RMAAC is right on every question UDPO is: no resample puts UDPO ahead, the claim fails
-    assert order["UDPO is more accurate than RMAAC"].value == -25.0 and order["UDPO is more accurate than RMAAC"].high == 0.0
+    assert (
+        order["UDPO is more accurate than RMAAC"].value == -25.0
+        and order["UDPO is more accurate than RMAAC"].high == 0.0
+    )
     assert order["UDPO is more accurate than RMAAC"].verdict == "fails"
-    assert order["RMAAC is more accurate than MAPPO"].value == 50.0 and order["MAPPO is more accurate than MAD"].value == 0.0
+    assert (
+        order["RMAAC is more accurate than MAPPO"].value == 50.0
+        and order["MAPPO is more accurate than MAD"].value == 0.0
+    )
     assert order["RMAAC is more accurate than MAPPO"].verdict == "inconclusive"
 
 
 def test_evaluate_paper_writes_tables_comparisons_claims_and_plots(tmp_path):
     evaluate_paper("udpo", _udpo_outputs(), tmp_path)
     vs = pd.read_csv(tmp_path / "table1_vs_paper.csv")
-    row = vs[(vs["dataset"] == "gsm8k") & (vs["n_agents"] == 3) & (vs["method"] == "MAD") & (vs["metric"] == "accuracy")]
+    row = vs[
+        (vs["dataset"] == "gsm8k") & (vs["n_agents"] == 3) & (vs["method"] == "MAD") & (vs["metric"] == "accuracy")
+    ]
     assert row["paper_value"].item() == 51.2 and row["run_value"].item() == 50.0
     assert row["difference"].item() == pytest.approx(-1.2) and row["run_dataset"].item() == "gsm_symbolic"
     assert vs[vs["method"] == "MAPPO"]["run_value"].isna().all()  # no mappo run in this fixture
     claims = pd.read_csv(tmp_path / "claims.csv")
-    assert set(claims["verdict"]) <= {"holds", "fails", "inconclusive", "n/a"} and (claims["verdict"] == "holds").sum() >= 5
+    assert (
+        set(claims["verdict"]) <= {"holds", "fails", "inconclusive", "n/a"}
+        and (claims["verdict"] == "holds").sum() >= 5
+    )
     measured = claims[claims["verdict"] != "n/a"]
     assert (measured["low"] <= measured["value"]).all() and (measured["value"] <= measured["high"]).all()
     assert (measured["n"] > 0).all() and measured["interval"].notna().all()
     assert (tmp_path / "fig5_delta_by_usys.png").stat().st_size > 0
-    assert {"table2_vs_paper.csv", "table3_vs_paper.csv", "table5_vs_paper.csv", "table6_vs_paper.csv",
-            "fig5_vs_paper.csv"} <= {p.name for p in tmp_path.iterdir()}
+    assert {
+        "table2_vs_paper.csv",
+        "table3_vs_paper.csv",
+        "table5_vs_paper.csv",
+        "table6_vs_paper.csv",
+        "fig5_vs_paper.csv",
+    } <= {p.name for p in tmp_path.iterdir()}
 
 
 # --------------------------------------------------------------------------- SVR-MAD
@@ -288,10 +431,24 @@ def _svr_questions():
     }
     for protocol, (kind, questions) in spec.items():
         for i, (ncomm, tokens, correct, unanimous) in enumerate(questions):
-            rows.append({"question_id": f"q{i}", "dataset": "gsm_symbolic", "protocol": protocol, "kind": kind,
-                         "thread": 0, "ncomm": ncomm, "total_tokens": tokens, "correct": correct,
-                         "pre_unanimous": unanimous})
-    return pd.DataFrame(rows), [_protocol("sc", "self_consistency"), _protocol("svr", "svr_mad"), _protocol("s2", "s2_mad")]
+            rows.append(
+                {
+                    "question_id": f"q{i}",
+                    "dataset": "gsm_symbolic",
+                    "protocol": protocol,
+                    "kind": kind,
+                    "thread": 0,
+                    "ncomm": ncomm,
+                    "total_tokens": tokens,
+                    "correct": correct,
+                    "pre_unanimous": unanimous,
+                }
+            )
+    return pd.DataFrame(rows), [
+        _protocol("sc", "self_consistency"),
+        _protocol("svr", "svr_mad"),
+        _protocol("s2", "s2_mad"),
+    ]
 
 
 def test_svr_mad_table1_counts_the_non_unanimous_questions_only():
@@ -316,8 +473,10 @@ def test_pareto_front_keeps_the_points_nothing_beats():
 
 
 def test_two_protocols_of_one_kind_get_distinct_labels():
-    outputs = _outputs([_protocol("mad"), _protocol("mad_pair", seats=("a", "b")), _protocol("t", runs=("u",))],
-                       {"u": RunInfo("u", "udpo", {})})
+    outputs = _outputs(
+        [_protocol("mad"), _protocol("mad_pair", seats=("a", "b")), _protocol("t", runs=("u",))],
+        {"u": RunInfo("u", "udpo", {})},
+    )
     assert svr_mad.method_labels(outputs) == {"mad": "MAD", "mad_pair": "MAD [mad_pair]", "t": "MAD (UDPO)"}
     assert udpo.ABLATION_NAMES["UDPO"] == "Full"
 
@@ -327,8 +486,13 @@ def test_fig5_draws_one_series_per_method_and_n():
     the plot draws each as its own series (it used to fail on the duplicate bin labels)."""
     from debatelab.evaluation.papers.udpo import BIN_LABELS, plot_fig5
 
-    bins = pd.DataFrame([{"n_agents": n, "method": "UDPO", "bin": label, "delta_acc": float(n), "n": 1, "run_dataset": "all"}
-                         for n in (5, 3) for label in BIN_LABELS])
+    bins = pd.DataFrame(
+        [
+            {"n_agents": n, "method": "UDPO", "bin": label, "delta_acc": float(n), "n": 1, "run_dataset": "all"}
+            for n in (5, 3)
+            for label in BIN_LABELS
+        ]
+    )
     fig = plot_fig5(bins, "exp")
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["UDPO (N=5)", "UDPO (N=3)"]
@@ -366,18 +530,26 @@ def test_udpo_homogeneous_qwen_protocols_fill_table4_and_table7(tmp_path):
     Qwen row, their one-malicious-seat debates Table 7 with the drop from the natural ones; the
     heterogeneous mad_n5 (seats on no backbone) stays Table 1's, and Table 1 ignores the Qwen ones."""
     five = ("a", "a", "a", "a", "a")
-    protocols = [_on(_protocol("mad_qwen3", seats=five, rounds=5), "qwen"),
-                 _on(_protocol("attack_qwen3_m1", seats=five, rounds=5, adversarial=1), "qwen"),
-                 _on(_protocol("udpo_qwen3", seats=five, rounds=5, runs=("udpo_qwen3",)), "qwen-udpo"),
-                 _on(_protocol("udpo_attack_qwen3_m1", seats=five, rounds=5, adversarial=1, runs=("udpo_qwen3",)), "qwen-udpo"),
-                 _protocol("mad_n5", seats=("a", "b", "c", "d", "e"), rounds=5)]
-    rows = (_trajectory_rows("mad_qwen3", [True, True, True, False], [0.1, 0.2, 0.3, 0.8])      # 75 %
-            + _trajectory_rows("attack_qwen3_m1", [True, False, False, False], [0.2, 0.6, 0.7, 0.9])  # 25 %
-            + _trajectory_rows("udpo_qwen3", [True, True, True, True], [0.0, 0.1, 0.1, 0.2])   # 100 %
-            + _trajectory_rows("udpo_attack_qwen3_m1", [True, True, True, False], [0.1, 0.1, 0.2, 0.6])  # 75 %
-            + _trajectory_rows("mad_n5", [True, False, False, False], [0.3, 0.5, 0.7, 0.9]))   # 25 %
-    outputs = _outputs(protocols, {"udpo_qwen3": RunInfo("udpo_qwen3", "udpo", {"udpo": {}})},
-                       uncertainty=pd.DataFrame(rows), training={})
+    protocols = [
+        _on(_protocol("mad_qwen3", seats=five, rounds=5), "qwen"),
+        _on(_protocol("attack_qwen3_m1", seats=five, rounds=5, adversarial=1), "qwen"),
+        _on(_protocol("udpo_qwen3", seats=five, rounds=5, runs=("udpo_qwen3",)), "qwen-udpo"),
+        _on(_protocol("udpo_attack_qwen3_m1", seats=five, rounds=5, adversarial=1, runs=("udpo_qwen3",)), "qwen-udpo"),
+        _protocol("mad_n5", seats=("a", "b", "c", "d", "e"), rounds=5),
+    ]
+    rows = (
+        _trajectory_rows("mad_qwen3", [True, True, True, False], [0.1, 0.2, 0.3, 0.8])  # 75 %
+        + _trajectory_rows("attack_qwen3_m1", [True, False, False, False], [0.2, 0.6, 0.7, 0.9])  # 25 %
+        + _trajectory_rows("udpo_qwen3", [True, True, True, True], [0.0, 0.1, 0.1, 0.2])  # 100 %
+        + _trajectory_rows("udpo_attack_qwen3_m1", [True, True, True, False], [0.1, 0.1, 0.2, 0.6])  # 75 %
+        + _trajectory_rows("mad_n5", [True, False, False, False], [0.3, 0.5, 0.7, 0.9])
+    )  # 25 %
+    outputs = _outputs(
+        protocols,
+        {"udpo_qwen3": RunInfo("udpo_qwen3", "udpo", {"udpo": {}})},
+        uncertainty=pd.DataFrame(rows),
+        training={},
+    )
     outputs.model_backbones = {"udpo": {"qwen": "Qwen-3-8B", "qwen-udpo": "Qwen-3-8B", "m": None}}
     evaluate_paper("udpo", outputs, tmp_path)
 
@@ -391,9 +563,9 @@ def test_udpo_homogeneous_qwen_protocols_fill_table4_and_table7(tmp_path):
 
     t7 = pd.read_csv(tmp_path / "table7_vs_paper.csv").set_index(["dataset", "method", "metric"])
     assert t7.loc[("gsm8k", "MAD", "accuracy"), ["paper_value", "run_value"]].tolist() == [35.2, 25.0]
-    assert t7.loc[("gsm8k", "MAD", "drop"), "run_value"] == -50.0      # 25 - 75
+    assert t7.loc[("gsm8k", "MAD", "drop"), "run_value"] == -50.0  # 25 - 75
     assert t7.loc[("gsm8k", "UDPO", "accuracy"), "run_value"] == 75.0
-    assert t7.loc[("gsm8k", "UDPO", "drop"), "run_value"] == -25.0     # 75 - 100
+    assert t7.loc[("gsm8k", "UDPO", "drop"), "run_value"] == -25.0  # 75 - 100
     assert math.isnan(t7.loc[("truthfulqa", "MAD", "accuracy"), "run_value"])
 
     t1 = pd.read_csv(tmp_path / "table1_vs_paper.csv").set_index(["dataset", "n_agents", "method", "metric"])
@@ -416,16 +588,37 @@ def test_svr_mad_protocols_meet_their_own_llm_and_skip_rate_rows():
         _on(_protocol("svr_mad_again", "svr_mad"), "deepseek", ["hle"]),  # a second one on one (LLM, dataset)
     ]
     rows = []
-    spec = {("sid_et", "imo_answerbench"): (10, [True, False]), ("sid_et_r70", "hle"): (4, [True, True]),
-            ("svr_mad", "imo_answerbench"): (2, [True, True]), ("svr_mad", "hle"): (3, [False, False]),
-            ("sid_et_r60_deepseek", "hle"): (6, [False, True]), ("svr_mad_deepseek", "imo_answerbench"): (5, [True, False]),
-            ("svr_mad_deepseek", "hle"): (1, [True, False]), ("svr_mad_again", "hle"): (9, [True, True])}
+    spec = {
+        ("sid_et", "imo_answerbench"): (10, [True, False]),
+        ("sid_et_r70", "hle"): (4, [True, True]),
+        ("svr_mad", "imo_answerbench"): (2, [True, True]),
+        ("svr_mad", "hle"): (3, [False, False]),
+        ("sid_et_r60_deepseek", "hle"): (6, [False, True]),
+        ("svr_mad_deepseek", "imo_answerbench"): (5, [True, False]),
+        ("svr_mad_deepseek", "hle"): (1, [True, False]),
+        ("svr_mad_again", "hle"): (9, [True, True]),
+    }
     for (protocol, dataset), (ncomm, correct) in spec.items():
         for i, c in enumerate(correct):
-            rows.append({"question_id": f"q{i}", "dataset": dataset, "protocol": protocol, "thread": 0, "ncomm": ncomm,
-                         "total_tokens": 1000, "correct": c, "pre_unanimous": False})
-    outputs = RunOutputs("fixture", {p.name: p for p in protocols}, {}, {"imo_answerbench": "imo_answerbench", "hle": "hle"},
-                         model_backbones={"svr_mad": {"gptoss": "GPT-OSS-120B", "deepseek": "DeepSeek-V3.1"}})
+            rows.append(
+                {
+                    "question_id": f"q{i}",
+                    "dataset": dataset,
+                    "protocol": protocol,
+                    "thread": 0,
+                    "ncomm": ncomm,
+                    "total_tokens": 1000,
+                    "correct": c,
+                    "pre_unanimous": False,
+                }
+            )
+    outputs = RunOutputs(
+        "fixture",
+        {p.name: p for p in protocols},
+        {},
+        {"imo_answerbench": "imo_answerbench", "hle": "hle"},
+        model_backbones={"svr_mad": {"gptoss": "GPT-OSS-120B", "deepseek": "DeepSeek-V3.1"}},
+    )
     outputs.__dict__["questions"] = pd.DataFrame(rows)
 
     labels = svr_mad.method_labels(outputs)
@@ -435,12 +628,13 @@ def test_svr_mad_protocols_meet_their_own_llm_and_skip_rate_rows():
 
     result = build_paper("svr_mad", outputs)
     vs = compare_with_paper(result.cells["table1"], load_paper_numbers("svr_mad")["table1"]).set_index(
-        ["llm", "dataset", "method", "metric"])
+        ["llm", "dataset", "method", "metric"]
+    )
     assert vs.loc[("GPT-OSS-120B", "imo_answerbench", "SID-ET", "NComm"), "run_value"] == 10.0
-    assert vs.loc[("GPT-OSS-120B", "hle", "SID-ET", "NComm"), "run_value"] == 4.0      # the 70 % protocol
+    assert vs.loc[("GPT-OSS-120B", "hle", "SID-ET", "NComm"), "run_value"] == 4.0  # the 70 % protocol
     assert vs.loc[("GPT-OSS-120B", "hle", "SVR-MAD", "Acc"), "run_value"] == 0.0
     assert vs.loc[("DeepSeek-V3.1", "hle", "SID-ET", "NComm"), "run_value"] == 6.0
-    assert vs.loc[("DeepSeek-V3.1", "hle", "SVR-MAD", "NComm"), "run_value"] == 1.0    # not svr_mad_again's 9
+    assert vs.loc[("DeepSeek-V3.1", "hle", "SVR-MAD", "NComm"), "run_value"] == 1.0  # not svr_mad_again's 9
     assert vs.loc[("DeepSeek-V3.1", "imo_answerbench", "SVR-MAD", "Acc"), "run_value"] == 50.0
     assert not vs.index.duplicated().any()
     # the layout keeps the two LLMs' blocks apart
@@ -453,14 +647,18 @@ def test_svr_mad_table1_keeps_a_method_whose_questions_all_start_unanimous_and_a
     """A dataset whose debates all start unanimous has empty cells, kept (the tiny DAG's random model);
     with two backbones, a method run on one of them gets no empty row on the other."""
     nan = float("nan")
-    cells = pd.DataFrame([
-        {"run_dataset": "d", "llm": "", "method": "SVR-MAD", "NComm": nan, "Tok": nan, "Acc": nan},
-        {"run_dataset": "d", "llm": "", "method": "Self Consistency", "NComm": nan, "Tok": nan, "Acc": nan},
-    ])
+    cells = pd.DataFrame(
+        [
+            {"run_dataset": "d", "llm": "", "method": "SVR-MAD", "NComm": nan, "Tok": nan, "Acc": nan},
+            {"run_dataset": "d", "llm": "", "method": "Self Consistency", "NComm": nan, "Tok": nan, "Acc": nan},
+        ]
+    )
     assert list(svr_mad.table1_layout(cells)["method"]) == ["Self Consistency", "SVR-MAD"]
-    two = pd.DataFrame([
-        {"run_dataset": "d", "llm": "A", "method": "SVR-MAD", "NComm": 1.0, "Tok": 2.0, "Acc": 50.0},
-        {"run_dataset": "d", "llm": "B", "method": "S2-MAD", "NComm": nan, "Tok": nan, "Acc": nan},
-    ])
+    two = pd.DataFrame(
+        [
+            {"run_dataset": "d", "llm": "A", "method": "SVR-MAD", "NComm": 1.0, "Tok": 2.0, "Acc": 50.0},
+            {"run_dataset": "d", "llm": "B", "method": "S2-MAD", "NComm": nan, "Tok": nan, "Acc": nan},
+        ]
+    )
     table = svr_mad.table1_layout(two)
     assert list(zip(table["llm"], table["method"])) == [("A", "SVR-MAD"), ("B", "S2-MAD")]

@@ -1,8 +1,8 @@
 """The confidence paper's evaluation (spec 004 §9-§10) on small hand-made stage outputs: Table 1
 cells next to the published ones, the calibration table and the claims, each checked against
 values worked out by hand."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -13,8 +13,13 @@ from debatelab.evaluation.claims import claims_frame
 from debatelab.evaluation.papers import confidence
 
 # lift rows of the beta calibrator: method -> (lift_f1, k_f1, lift_auarc, k_auarc), in points
-BETA = {"mad": (-3.0, 0, -1.0, 0), "mad_d": (-1.0, 0, 0.5, 1), "wsv": (1.25, 2, 4.5, 2),
-        "cga": (0.5, 1, 5.0, 2), "hid": (0.25, 0, -0.5, 0)}
+BETA = {
+    "mad": (-3.0, 0, -1.0, 0),
+    "mad_d": (-1.0, 0, 0.5, 1),
+    "wsv": (1.25, 2, 4.5, 2),
+    "cga": (0.5, 1, 5.0, 2),
+    "hid": (0.25, 0, -0.5, 0),
+}
 
 
 def _lift() -> pd.DataFrame:
@@ -23,9 +28,20 @@ def _lift() -> pd.DataFrame:
         for estimator in ("seqprob", "verbal"):
             for kind, shift in (("raw", -10.0), ("beta", 0.0)):
                 for method, (f1, kf, auarc, ka) in BETA.items():
-                    rows.append({"dataset": dataset, "estimator": estimator, "calibrator": kind, "method": method,
-                                 "n_pairs": 2, "n_runs": 3, "lift_f1": f1 + shift, "k_f1": kf,
-                                 "lift_auarc": auarc + shift, "k_auarc": ka})
+                    rows.append(
+                        {
+                            "dataset": dataset,
+                            "estimator": estimator,
+                            "calibrator": kind,
+                            "method": method,
+                            "n_pairs": 2,
+                            "n_runs": 3,
+                            "lift_f1": f1 + shift,
+                            "k_f1": kf,
+                            "lift_auarc": auarc + shift,
+                            "k_auarc": ka,
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -40,8 +56,17 @@ def _calibration() -> pd.DataFrame:
             for kind in ece:
                 for agent in ("a", "b"):
                     for stream in (0, 1):
-                        base = {"run": run, "estimator": "seqprob", "calibrator": kind, "agent": agent,
-                                "stream": stream, "nll": 0.6, "brier": 0.2, "dataset": "tiny_boolq", "pair": pair}
+                        base = {
+                            "run": run,
+                            "estimator": "seqprob",
+                            "calibrator": kind,
+                            "agent": agent,
+                            "stream": stream,
+                            "nll": 0.6,
+                            "brier": 0.2,
+                            "dataset": "tiny_boolq",
+                            "pair": pair,
+                        }
                         rows.append({**base, "split": "test", "n": 50, "ece": ece[kind][pair], "auarc": auarc[kind]})
                         rows.append({**base, "split": "val", "n": 30, "ece": 0.9, "auarc": 0.1})
     return pd.DataFrame(rows)
@@ -49,10 +74,24 @@ def _calibration() -> pd.DataFrame:
 
 # test F1 / AUARC (fractions) per calibrator and method; zero_shot:a is one agent, never a method
 METRICS = {
-    "beta": {"zero_shot:a": (0.90, 0.90), "zero_shot": (0.60, 0.65), "mad": (0.57, 0.64), "mad_d": (0.59, 0.66),
-             "wsv": (0.63, 0.70), "cga": (0.62, 0.74), "hid": (0.61, 0.72)},
-    "raw": {"zero_shot:a": (0.90, 0.90), "zero_shot": (0.60, 0.60), "mad": (0.57, 0.60), "mad_d": (0.59, 0.60),
-            "wsv": (0.61, 0.60), "cga": (0.63, 0.60), "hid": (0.61, 0.60)},
+    "beta": {
+        "zero_shot:a": (0.90, 0.90),
+        "zero_shot": (0.60, 0.65),
+        "mad": (0.57, 0.64),
+        "mad_d": (0.59, 0.66),
+        "wsv": (0.63, 0.70),
+        "cga": (0.62, 0.74),
+        "hid": (0.61, 0.72),
+    },
+    "raw": {
+        "zero_shot:a": (0.90, 0.90),
+        "zero_shot": (0.60, 0.60),
+        "mad": (0.57, 0.60),
+        "mad_d": (0.59, 0.60),
+        "wsv": (0.61, 0.60),
+        "cga": (0.63, 0.60),
+        "hid": (0.61, 0.60),
+    },
 }
 
 
@@ -62,9 +101,22 @@ def _metrics() -> pd.DataFrame:
         for run in range(3):
             for kind, methods in METRICS.items():
                 for method, (f1, auarc) in methods.items():
-                    rows.append({"dataset": "tiny_boolq", "pair": pair, "run": run, "estimator": "seqprob",
-                                 "calibrator": kind, "method": method, "agent": "", "accuracy": f1,
-                                 "f1": f1 + wobble, "auarc": auarc + wobble, "ece": 0.1, "n": 50})
+                    rows.append(
+                        {
+                            "dataset": "tiny_boolq",
+                            "pair": pair,
+                            "run": run,
+                            "estimator": "seqprob",
+                            "calibrator": kind,
+                            "method": method,
+                            "agent": "",
+                            "accuracy": f1,
+                            "f1": f1 + wobble,
+                            "auarc": auarc + wobble,
+                            "ece": 0.1,
+                            "n": 50,
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -85,12 +137,28 @@ def _streams() -> pd.DataFrame:
     rows = []
     for (dataset, question, agent), (before, after) in STREAMS.items():
         base = {"dataset": dataset, "pair": "p1", "question_id": question, "agent": agent}
-        rows.append({**base, "stream": 0, "correct": before[0], "conf_seqprob": before[1], "conf_verbal": before[2],
-                     "debated": False})
+        rows.append(
+            {
+                **base,
+                "stream": 0,
+                "correct": before[0],
+                "conf_seqprob": before[1],
+                "conf_verbal": before[2],
+                "debated": False,
+            }
+        )
         debated = after is not None
         after = after or before
-        rows.append({**base, "stream": 1, "correct": after[0], "conf_seqprob": after[1], "conf_verbal": after[2],
-                     "debated": debated})
+        rows.append(
+            {
+                **base,
+                "stream": 1,
+                "correct": after[0],
+                "conf_seqprob": after[1],
+                "conf_verbal": after[2],
+                "debated": debated,
+            }
+        )
     return pd.DataFrame(rows + rows[:2])  # q1/a again, as another run's split repeats it
 
 
@@ -116,8 +184,11 @@ def _claims(result) -> pd.DataFrame:
 
 
 def _claim(claims: pd.DataFrame, number: str, scope: str, statement_part: str = "") -> pd.Series:
-    rows = claims[(claims["claim"] == number) & (claims["scope"] == scope)
-                  & claims["statement"].str.contains(statement_part, regex=False)]
+    rows = claims[
+        (claims["claim"] == number)
+        & (claims["scope"] == scope)
+        & claims["statement"].str.contains(statement_part, regex=False)
+    ]
     assert len(rows) == 1, (number, scope, statement_part, claims[["claim", "scope", "statement"]])
     return rows.iloc[0]
 
@@ -139,8 +210,10 @@ def test_the_report_calibrator_falls_back_to_the_first_present():
     assert confidence.report_calibrator(_outputs(calibrator="isotonic"), _lift()) == "raw"
     raw = confidence.evaluate(_outputs(calibrator="raw"))
     plt.close("all")
-    assert raw.tables["table1"].set_index(["estimator", "method"]).loc[
-        ("seqprob", "wsv"), "tiny_boolq (boolq)"] == "-8.75(2) / -5.50(2)"
+    assert (
+        raw.tables["table1"].set_index(["estimator", "method"]).loc[("seqprob", "wsv"), "tiny_boolq (boolq)"]
+        == "-8.75(2) / -5.50(2)"
+    )
 
 
 def test_calibration_table_uses_the_test_split_only(result):
@@ -236,9 +309,20 @@ def _run_outputs(f1: dict[str, list[float]], auarc: dict[str, list[float]] | Non
     rows = []
     for method, values in f1.items():
         for run, value in enumerate(values):
-            rows.append({"dataset": "tiny_boolq", "pair": "p1", "run": run, "estimator": "seqprob",
-                         "calibrator": "beta", "method": method, "agent": "", "f1": value,
-                         "auarc": (auarc or f1)[method][run], "n": 50})
+            rows.append(
+                {
+                    "dataset": "tiny_boolq",
+                    "pair": "p1",
+                    "run": run,
+                    "estimator": "seqprob",
+                    "calibrator": "beta",
+                    "method": method,
+                    "agent": "",
+                    "f1": value,
+                    "auarc": (auarc or f1)[method][run],
+                    "n": 50,
+                }
+            )
     outputs = RunOutputs("runs", {}, {}, {"tiny_boolq": "boolq"})
     for name in ("confidence_lift", "calibration", "confidence_streams"):
         outputs.__dict__[name] = pd.DataFrame()
@@ -275,8 +359,21 @@ def test_auarc_about_unchanged_takes_the_absolute_mean_shift_on_each_resample():
     rows = []
     for run, shift in ((0, 0.03), (1, -0.01)):
         for kind, auarc in (("raw", 0.70), ("beta", 0.70 + shift)):
-            rows.append({"dataset": "tiny_boolq", "pair": "p1", "run": run, "estimator": "seqprob", "calibrator": kind,
-                         "agent": "a", "stream": 0, "split": "test", "n": 50, "ece": 0.1, "auarc": auarc})
+            rows.append(
+                {
+                    "dataset": "tiny_boolq",
+                    "pair": "p1",
+                    "run": run,
+                    "estimator": "seqprob",
+                    "calibrator": kind,
+                    "agent": "a",
+                    "stream": 0,
+                    "split": "test",
+                    "n": 50,
+                    "ece": 0.1,
+                    "auarc": auarc,
+                }
+            )
     outputs = RunOutputs("runs", {}, {}, {})
     for name in ("confidence_lift", "confidence_metrics", "confidence_streams"):
         outputs.__dict__[name] = pd.DataFrame()
@@ -315,12 +412,20 @@ def test_evaluate_paper_writes_the_tables_and_the_comparison(tmp_path):
         assert (out / name).exists(), name
     vs = pd.read_csv(out / "table1_vs_paper.csv")
     assert len(vs) == 200  # 2 estimators × 5 methods × 5 datasets × 4 metrics
-    row = vs[(vs["estimator"] == "seqprob") & (vs["method"] == "wsv") & (vs["dataset"] == "boolq")
-             & (vs["metric"] == "f1_lift")].iloc[0]
+    row = vs[
+        (vs["estimator"] == "seqprob")
+        & (vs["method"] == "wsv")
+        & (vs["dataset"] == "boolq")
+        & (vs["metric"] == "f1_lift")
+    ].iloc[0]
     assert row["paper_value"] == pytest.approx(0.77) and row["run_value"] == pytest.approx(1.25)
     assert row["difference"] == pytest.approx(0.48) and row["run_dataset"] == "tiny_boolq" and row["n"] == 6
-    selfrep = vs[(vs["estimator"] == "verbal") & (vs["method"] == "cga") & (vs["dataset"] == "vast")
-                 & (vs["metric"] == "auarc_lift")].iloc[0]
+    selfrep = vs[
+        (vs["estimator"] == "verbal")
+        & (vs["method"] == "cga")
+        & (vs["dataset"] == "vast")
+        & (vs["metric"] == "auarc_lift")
+    ].iloc[0]
     assert selfrep["paper_value"] == pytest.approx(9.58) and pd.isna(selfrep["run_value"])  # no VAST in the run
     claims = pd.read_csv(out / "claims.csv", keep_default_na=False)  # "n/a" is a value here
     assert set(claims["verdict"]) == {"holds", "fails", "inconclusive", "n/a"}

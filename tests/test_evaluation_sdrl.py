@@ -1,22 +1,27 @@
 """SDRL's evaluation (spec 003 §7-§9) on hand-made stage outputs: every value below is worked out by
 hand from the fixture, so a wrong vote, average, K or method mapping fails."""
+
 from __future__ import annotations
-
-import yaml
-
-from debatelab.config import Experiment, validate_config
-from workflow_helpers import REPO_ROOT
 
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
+from workflow_helpers import REPO_ROOT
 
+from debatelab.config import Experiment, validate_config
 from debatelab.evaluation import stage
 from debatelab.evaluation.papers import sdrl
-from debatelab.evaluation.run import (QUESTION_COLUMNS, TURN_COLUMNS, ZERO_SHOT_COLUMNS, ProtocolInfo, RunInfo,
-                                     RunOutputs)
+from debatelab.evaluation.run import (
+    QUESTION_COLUMNS,
+    TURN_COLUMNS,
+    ZERO_SHOT_COLUMNS,
+    ProtocolInfo,
+    RunInfo,
+    RunOutputs,
+)
 
 TOY, TOY2 = "toy", "toy2"  # stand in for math500 (K = 4) and amc23 (K = 32)
 # every fixture model stands for the paper's Qwen3-4B-Base (Table 5 and 6 are on it only)
@@ -26,9 +31,18 @@ GOLD = {"q1": "4", "q2": "7", "q3": "2"}
 
 
 def protocol(name, kind, agent, model, n, runs=(), threads=1, rounds=1):
-    return ProtocolInfo(name=name, kind=kind, rounds=rounds, threads=threads, template="choi",
-                        participants=(agent,) * n, models=(model,) * n, adversarial=0, trained_runs=tuple(runs),
-                        datasets=(TOY, TOY2))
+    return ProtocolInfo(
+        name=name,
+        kind=kind,
+        rounds=rounds,
+        threads=threads,
+        template="choi",
+        participants=(agent,) * n,
+        models=(model,) * n,
+        adversarial=0,
+        trained_runs=tuple(runs),
+        datasets=(TOY, TOY2),
+    )
 
 
 PROTOCOLS = [
@@ -80,10 +94,26 @@ def _questions(outcomes_by_protocol: dict = OUTCOMES) -> pd.DataFrame:
         for thread, outcomes in threads.items():
             qids = [f"q{i + (3 if dataset == TOY2 else 1)}" for i in range(len(outcomes))]
             for qid, (pre, correct) in zip(qids, outcomes):
-                rows.append({"question_id": qid, "dataset": dataset, "protocol": name, "kind": info.kind,
-                             "thread": thread, "n_agents": info.n_agents, "correct": correct, "parse_failed": False,
-                             "rounds_used": 1, "ncomm": 0, "total_tokens": 0, "pre_correct": pre,
-                             "pre_unanimous": False, "pre_n_correct": 0, "answers_by_round": "[]", "task_type": "math"})
+                rows.append(
+                    {
+                        "question_id": qid,
+                        "dataset": dataset,
+                        "protocol": name,
+                        "kind": info.kind,
+                        "thread": thread,
+                        "n_agents": info.n_agents,
+                        "correct": correct,
+                        "parse_failed": False,
+                        "rounds_used": 1,
+                        "ncomm": 0,
+                        "total_tokens": 0,
+                        "pre_correct": pre,
+                        "pre_unanimous": False,
+                        "pre_n_correct": 0,
+                        "answers_by_round": "[]",
+                        "task_type": "math",
+                    }
+                )
     return pd.DataFrame(rows, columns=QUESTION_COLUMNS)
 
 
@@ -98,33 +128,75 @@ def _turns() -> pd.DataFrame:
         info = next(p for p in PROTOCOLS if p.name == name)
         for rnd, answers in enumerate(by_round):
             for i, answer in enumerate(answers):
-                rows.append({"question_id": qid, "dataset": dataset, "protocol": name, "thread": thread, "round": rnd,
-                             "agent": f"#{i}", "agent_index": i, "agent_config": info.participants[i], "call": 0,
-                             "answer": answer, "correct": answer == GOLD[qid], "parse_failed": answer is None,
-                             "completion_tokens": tokens(answer, GOLD[qid], i)})
+                rows.append(
+                    {
+                        "question_id": qid,
+                        "dataset": dataset,
+                        "protocol": name,
+                        "thread": thread,
+                        "round": rnd,
+                        "agent": f"#{i}",
+                        "agent_index": i,
+                        "agent_config": info.participants[i],
+                        "call": 0,
+                        "answer": answer,
+                        "correct": answer == GOLD[qid],
+                        "parse_failed": answer is None,
+                        "completion_tokens": tokens(answer, GOLD[qid], i),
+                    }
+                )
     return pd.DataFrame(rows, columns=TURN_COLUMNS)
 
 
 def _zero_shot() -> pd.DataFrame:
-    rows = [{"question_id": qid, "dataset": dataset, "agent": agent, "sample": k, "answer": a,
-             "correct": a == GOLD[qid], "completion_tokens": 10}
-            for (dataset, agent, qid), answers in SAMPLES.items() for k, a in enumerate(answers)]
+    rows = [
+        {
+            "question_id": qid,
+            "dataset": dataset,
+            "agent": agent,
+            "sample": k,
+            "answer": a,
+            "correct": a == GOLD[qid],
+            "completion_tokens": 10,
+        }
+        for (dataset, agent, qid), answers in SAMPLES.items()
+        for k, a in enumerate(answers)
+    ]
     return pd.DataFrame(rows, columns=ZERO_SHOT_COLUMNS)
 
 
 def make_outputs(training: dict | None = None, backbones: dict = BACKBONES, outcomes: dict = OUTCOMES) -> RunOutputs:
-    runs = {"dapo": RunInfo("dapo", "dapo", {"method": "dapo"}),
-            "sdrl_freq": RunInfo("sdrl_freq", "sdrl", {"method": "sdrl", "pair_mode": "freq", "steps": 125})}
-    outputs = RunOutputs(experiment="fixture", protocols={p.name: p for p in PROTOCOLS}, runs=runs,
-                         paper_datasets={TOY: "math500", TOY2: "amc23"},
-                         agent_runs={"base": None, "dapo": "dapo", "sdrl": "sdrl_freq"},
-                         model_backbones=backbones, agent_models=AGENT_MODELS)
+    runs = {
+        "dapo": RunInfo("dapo", "dapo", {"method": "dapo"}),
+        "sdrl_freq": RunInfo("sdrl_freq", "sdrl", {"method": "sdrl", "pair_mode": "freq", "steps": 125}),
+    }
+    outputs = RunOutputs(
+        experiment="fixture",
+        protocols={p.name: p for p in PROTOCOLS},
+        runs=runs,
+        paper_datasets={TOY: "math500", TOY2: "amc23"},
+        agent_runs={"base": None, "dapo": "dapo", "sdrl": "sdrl_freq"},
+        model_backbones=backbones,
+        agent_models=AGENT_MODELS,
+    )
     outputs.__dict__["questions"] = _questions(outcomes)
     outputs.__dict__["turns"] = _turns()
     outputs.__dict__["zero_shot"] = _zero_shot()
-    outputs.__dict__["training"] = training if training is not None else {"sdrl_freq": pd.DataFrame({
-        "step": [1, 2, 3], "accuracy": [0.2, 0.3, 0.4], "debate_accuracy": [0.5, np.nan, 0.5],
-        "debate_groups": [2, 0, 2], "debate_groups_kept": [2, 0, 1]})}
+    outputs.__dict__["training"] = (
+        training
+        if training is not None
+        else {
+            "sdrl_freq": pd.DataFrame(
+                {
+                    "step": [1, 2, 3],
+                    "accuracy": [0.2, 0.3, 0.4],
+                    "debate_accuracy": [0.5, np.nan, 0.5],
+                    "debate_groups": [2, 0, 2],
+                    "debate_groups_kept": [2, 0, 1],
+                }
+            )
+        }
+    )
     return outputs
 
 
@@ -196,8 +268,9 @@ def test_centralized_maj_is_the_hubs_round0_answer(result):
     centralized = dict(dataset="math500", method="DAPO", topology="centralized", n_agents=3)
     assert cell(result, "table4", "maj", **centralized)["value"] == pytest.approx(50)
     assert cell(result, "table4", "delta", **centralized)["value"] == pytest.approx(50)
-    assert cell(result, "table4", "maj", dataset="math500", method="DAPO", topology="decentralized",
-                n_agents=5)["value"] == pytest.approx(25)
+    assert cell(result, "table4", "maj", dataset="math500", method="DAPO", topology="decentralized", n_agents=5)[
+        "value"
+    ] == pytest.approx(25)
 
 
 def test_table5_carries_the_runs_steps(result):
@@ -252,9 +325,19 @@ def test_claims_measure_the_directions(result):
 
 def _dropped_share_claim(kept: list[int], groups: int = 4):
     steps = list(range(1, len(kept) + 1))
-    outputs = make_outputs(training={"sdrl_freq": pd.DataFrame({
-        "step": steps, "accuracy": [0.2] * len(steps), "debate_accuracy": [0.5] * len(steps),
-        "debate_groups": [groups] * len(steps), "debate_groups_kept": kept})})
+    outputs = make_outputs(
+        training={
+            "sdrl_freq": pd.DataFrame(
+                {
+                    "step": steps,
+                    "accuracy": [0.2] * len(steps),
+                    "debate_accuracy": [0.5] * len(steps),
+                    "debate_groups": [groups] * len(steps),
+                    "debate_groups_kept": kept,
+                }
+            )
+        }
+    )
     return [c for c in sdrl._training_claims(outputs) if "dropped" in c.statement][0]
 
 
@@ -274,13 +357,30 @@ def test_dropped_share_trend_is_the_ols_slope_with_its_t_interval():
 def test_training_claims_use_the_pairs_accuracy_and_the_all_correct_share_when_logged():
     # pairs shown 0.25 right, debate replies 0.5: +25 points every step (a zero-width interval);
     # all-correct share 0, .25, .25, .5 of 4 groups: the slope of the dropped-share test above, 0.15
-    outputs = make_outputs(training={"sdrl_freq": pd.DataFrame({
-        "step": [1, 2, 3, 4], "accuracy": [0.9] * 4, "debate_accuracy": [0.5] * 4, "debate_pair_accuracy": [0.25] * 4,
-        "debate_groups": [4] * 4, "debate_groups_kept": [0] * 4, "debate_groups_all_correct": [0, 1, 1, 2],
-        "debate_groups_all_wrong": [4, 3, 3, 2]})})
+    outputs = make_outputs(
+        training={
+            "sdrl_freq": pd.DataFrame(
+                {
+                    "step": [1, 2, 3, 4],
+                    "accuracy": [0.9] * 4,
+                    "debate_accuracy": [0.5] * 4,
+                    "debate_pair_accuracy": [0.25] * 4,
+                    "debate_groups": [4] * 4,
+                    "debate_groups_kept": [0] * 4,
+                    "debate_groups_all_correct": [0, 1, 1, 2],
+                    "debate_groups_all_wrong": [4, 3, 3, 2],
+                }
+            )
+        }
+    )
     claims = sdrl._training_claims(outputs)
     gap = [c for c in claims if c.statement.startswith("debate-turn")][0]
-    assert (gap.value, gap.low, gap.high, gap.verdict) == (pytest.approx(25), pytest.approx(25), pytest.approx(25), "holds")
+    assert (gap.value, gap.low, gap.high, gap.verdict) == (
+        pytest.approx(25),
+        pytest.approx(25),
+        pytest.approx(25),
+        "holds",
+    )
     assert "the two first-turn answers each debate prompt shows" in gap.detail
     share = [c for c in claims if "all-correct" in c.statement][0]
     assert share.value == pytest.approx(0.15) and "all-correct 4, all-wrong 12 of 16" in share.detail
@@ -293,8 +393,10 @@ def _many_questions(n: int, pattern: list[tuple[bool, bool]]) -> dict:
 
 def test_a_large_delta_gain_over_dapo_on_many_questions_holds():
     # 60 shared questions: SDRL's debate fixes 40 round-0 errors (Δ 66.7 points), DAPO's fixes none (Δ 0)
-    outcomes = {("sdrl_n5", TOY): _many_questions(60, [(False, True), (False, True), (True, True)]),
-                ("dapo_n5", TOY): _many_questions(60, [(True, True)])}
+    outcomes = {
+        ("sdrl_n5", TOY): _many_questions(60, [(False, True), (False, True), (True, True)]),
+        ("dapo_n5", TOY): _many_questions(60, [(True, True)]),
+    }
     result = sdrl.evaluate(make_outputs(outcomes=outcomes))
     delta = [c for c in claims_of(result, "§9.5") if "Δ" in c.statement and c.scope == f"{TOY}, N=5"][0]
     assert delta.value == pytest.approx(200 / 3) and delta.n == 60
@@ -306,9 +408,11 @@ def test_a_large_delta_gain_over_dapo_on_many_questions_holds():
 def test_a_rise_with_n_on_three_questions_is_inconclusive():
     # Maj N = 3 / 5 / 7: 1, 1, 2 of 3 right: a rise of 33.3 points (before: holds = yes), but per question
     # N = 7 − N = 3 is (+1, +1, −1) and a resample drawing two −1s (7 / 27 of them) is ≤ 0
-    outcomes = {("base_n3", TOY): {0: [(False, False), (False, False), (True, True)]},
-                ("base_n5", TOY): {0: [(True, True), (False, False), (False, False)]},
-                ("base_n7", TOY): {0: [(True, True), (True, True), (False, False)]}}
+    outcomes = {
+        ("base_n3", TOY): {0: [(False, False), (False, False), (True, True)]},
+        ("base_n5", TOY): {0: [(True, True), (False, False), (False, False)]},
+        ("base_n7", TOY): {0: [(True, True), (True, True), (False, False)]},
+    }
     rises = [c for c in claims_of(sdrl.evaluate(make_outputs(outcomes=outcomes)), "§9.4") if "Maj" in c.statement][0]
     assert rises.value == pytest.approx(100 / 3) and rises.n == 3
     assert rises.low < 0 < rises.high and rises.verdict == "inconclusive" and rises.holds is None
@@ -324,8 +428,14 @@ def test_training_claims_say_why_when_untestable():
 def test_evaluate_paper_writes_tables_comparisons_and_claims(tmp_path):
     out = tmp_path / "out"
     stage.evaluate_paper("sdrl", make_outputs(), out)
-    for name in ("table1.csv", "table1_vs_paper.csv", "table2_vs_paper.csv", "table6_vs_paper.csv", "claims.csv",
-                 "fig1_accuracy_by_round.png"):
+    for name in (
+        "table1.csv",
+        "table1_vs_paper.csv",
+        "table2_vs_paper.csv",
+        "table6_vs_paper.csv",
+        "claims.csv",
+        "fig1_accuracy_by_round.png",
+    ):
         assert (out / name).exists(), name
     vs = pd.read_csv(out / "table1_vs_paper.csv")
     cell = (vs["dataset"] == "math500") & (vs["method"] == "DAPO") & (vs["metric"] == "maj")
@@ -338,8 +448,13 @@ def test_evaluate_paper_writes_tables_comparisons_and_claims(tmp_path):
     assert other["paper_value"].tolist() == [70.9] and other["run_value"].isna().all()
     assert vs.loc[vs["dataset"] == "aime24", "run_value"].isna().all()  # the run has no aime24
     budget = pd.read_csv(out / "table5_vs_paper.csv")
-    assert budget.loc[(budget["method"] == "SDRL-freq") & (budget["steps"] == 125) & (budget["dataset"] == "math500")
-                      & (budget["metric"] == "maj"), "run_value"].tolist() == [75.0]
+    assert budget.loc[
+        (budget["method"] == "SDRL-freq")
+        & (budget["steps"] == 125)
+        & (budget["dataset"] == "math500")
+        & (budget["metric"] == "maj"),
+        "run_value",
+    ].tolist() == [75.0]
     claims = pd.read_csv(out / "claims.csv", keep_default_na=False)
     assert {"holds", "inconclusive", "n/a"} <= set(claims["verdict"])
     measured = claims[claims["verdict"] != "n/a"]
@@ -354,11 +469,23 @@ def test_a_reduced_budget_run_fills_table5_beside_the_full_run_and_stays_out_of_
     outputs = make_outputs(backbones={"sdrl": {**BACKBONES["sdrl"], "m-sdrl200": "Q3-4B-Base"}})
     full = protocol("sdrl_z200_n5", "all_to_all", "sdrl200", "m-sdrl200", 5, ["sdrl_freq_200"])
     outputs.protocols[full.name] = full
-    outputs.runs["sdrl_freq_200"] = RunInfo("sdrl_freq_200", "sdrl", {"method": "sdrl", "pair_mode": "freq",
-                                                                       "steps": 200})
-    extra = pd.DataFrame([{**outputs.questions.iloc[0].to_dict(), "question_id": qid, "dataset": TOY,
-                           "protocol": full.name, "thread": 0, "pre_correct": False, "correct": True}
-                          for qid in ("q1", "q2")])
+    outputs.runs["sdrl_freq_200"] = RunInfo(
+        "sdrl_freq_200", "sdrl", {"method": "sdrl", "pair_mode": "freq", "steps": 200}
+    )
+    extra = pd.DataFrame(
+        [
+            {
+                **outputs.questions.iloc[0].to_dict(),
+                "question_id": qid,
+                "dataset": TOY,
+                "protocol": full.name,
+                "thread": 0,
+                "pre_correct": False,
+                "correct": True,
+            }
+            for qid in ("q1", "q2")
+        ]
+    )
     outputs.__dict__["questions"] = pd.concat([outputs.questions, extra], ignore_index=True)
     result = sdrl.evaluate(outputs)
     # the 200-step run: Maj 0 / 2, Debate 2 / 2 on toy (math500); the 125-step run: Maj (100 + 50) / 2 = 75

@@ -1,15 +1,14 @@
 """SVR-MAD's claims (spec 002 §9): each a Table 1 cell difference with a paired bootstrap interval
 over questions, n = questions, and a verdict read from the interval. Fixtures are small question
 frames whose intervals follow from the numbers in the comments."""
+
 from __future__ import annotations
 
-import pytest
-
 import pandas as pd
+import pytest
 
 from debatelab.evaluation import ProtocolInfo, RunOutputs, build_paper
 from debatelab.evaluation.claims import claims_frame
-from debatelab.evaluation.papers import svr_mad
 
 KINDS = {"sc": "self_consistency", "svr": "svr_mad", "s2": "s2_mad", "mad": "all_to_all"}
 
@@ -21,13 +20,35 @@ def _outputs(spec: dict[str, list[tuple]], threads: int = 1) -> RunOutputs:
     for protocol, questions in spec.items():
         for i, (ncomm, tokens, correct) in enumerate(questions):
             for thread in range(threads):
-                rows.append({"question_id": f"q{i}", "dataset": "gsm_symbolic", "protocol": protocol,
-                             "kind": KINDS[protocol], "thread": thread, "ncomm": ncomm, "total_tokens": tokens,
-                             "correct": correct, "pre_unanimous": False})
-    protocols = {p: ProtocolInfo(name=p, kind=KINDS[p], rounds=2, threads=threads, template="du",
-                                 participants=("a", "b", "c"), models=("m", "m", "m"), adversarial=0,
-                                 trained_runs=(), datasets=("gsm_symbolic",),
-                                 adversarial_seats=(False, False, False)) for p in spec}
+                rows.append(
+                    {
+                        "question_id": f"q{i}",
+                        "dataset": "gsm_symbolic",
+                        "protocol": protocol,
+                        "kind": KINDS[protocol],
+                        "thread": thread,
+                        "ncomm": ncomm,
+                        "total_tokens": tokens,
+                        "correct": correct,
+                        "pre_unanimous": False,
+                    }
+                )
+    protocols = {
+        p: ProtocolInfo(
+            name=p,
+            kind=KINDS[p],
+            rounds=2,
+            threads=threads,
+            template="du",
+            participants=("a", "b", "c"),
+            models=("m", "m", "m"),
+            adversarial=0,
+            trained_runs=(),
+            datasets=("gsm_symbolic",),
+            adversarial_seats=(False, False, False),
+        )
+        for p in spec
+    }
     outputs = RunOutputs("fixture", protocols, {}, {"gsm_symbolic": "gsm8k"})
     outputs.__dict__["questions"] = pd.DataFrame(rows)
     return outputs
@@ -52,8 +73,15 @@ def test_two_questions_give_the_bootstrap_interval_by_hand():
     −6 (1/4), so the 2.5 % and 97.5 % percentiles of 2000 resamples are −10 and −6. Accuracy on one
     row per question is the McNemar-backed paired difference: SVR-MAD right on both, SC on q1 only:
     +50 points, resamples 0 (1/4), 50, 100 (1/4), so [0, 100] and "≥ 0" holds (0 is allowed)."""
-    claims = _claims(_outputs({"svr": [(2, 1200, True), (4, 1400, True)], "s2": [(12, 3000, False), (10, 2000, True)],
-                               "sc": [(0, 200, False), (0, 300, True)]}))
+    claims = _claims(
+        _outputs(
+            {
+                "svr": [(2, 1200, True), (4, 1400, True)],
+                "s2": [(12, 3000, False), (10, 2000, True)],
+                "sc": [(0, 200, False), (0, 300, True)],
+            }
+        )
+    )
     ncomm = claims["NComm: SVR-MAD < S2-MAD"]
     assert (ncomm["value"], ncomm["low"], ncomm["high"]) == (-8.0, -10.0, -6.0)
     assert ncomm["verdict"] == "holds" and ncomm["n"] == 2
@@ -80,8 +108,14 @@ def test_a_small_difference_on_few_questions_is_inconclusive():
     """NComm differences −6, −6, +4 on three questions: the mean −2.7 is below 0 (the old point-value
     claim said it holds), but a resample drawing +4 twice has mean +0.7 (p 7/27 with +4 three times),
     so the interval covers 0."""
-    claims = _claims(_outputs({"svr": [(4, 1000, True), (4, 1000, True), (14, 1000, True)],
-                               "s2": [(10, 2000, True), (10, 2000, True), (10, 2000, True)]}))
+    claims = _claims(
+        _outputs(
+            {
+                "svr": [(4, 1000, True), (4, 1000, True), (14, 1000, True)],
+                "s2": [(10, 2000, True), (10, 2000, True), (10, 2000, True)],
+            }
+        )
+    )
     ncomm = claims["NComm: SVR-MAD < S2-MAD"]
     assert ncomm["value"] == pytest.approx(-8 / 3) and ncomm["low"] < 0 < ncomm["high"]
     assert ncomm["verdict"] == "inconclusive" and ncomm["n"] == 3
@@ -90,8 +124,9 @@ def test_a_small_difference_on_few_questions_is_inconclusive():
 def test_threads_of_a_question_resample_together_and_count_as_one_unit():
     """Three threads per question: n stays the number of questions, and the cell is still the mean
     over (question, thread) rows (the same values here, so the difference is that of one thread)."""
-    claims = _claims(_outputs({"svr": [(2, 1200, True), (4, 1400, False)], "sc": [(0, 200, False), (0, 300, True)]},
-                              threads=3))
+    claims = _claims(
+        _outputs({"svr": [(2, 1200, True), (4, 1400, False)], "sc": [(0, 200, False), (0, 300, True)]}, threads=3)
+    )
     acc = claims["SVR-MAD accuracy ≥ Self Consistency"]
     assert acc["n"] == 2 and acc["value"] == 0.0 and "McNemar" not in acc["interval"]
     assert (acc["low"], acc["high"]) == (-100.0, 100.0) and acc["verdict"] == "inconclusive"

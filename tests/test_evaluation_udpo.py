@@ -1,6 +1,7 @@
 """UDPO's claims (spec 000 §11) with their 95 % intervals and verdicts, on hand-made uncertainty-stage
 outputs: a large fixture where the claims hold, few questions where the point value points the
 claimed way but the interval can't tell, and intervals checked against their formulas worked by hand."""
+
 from __future__ import annotations
 
 import math
@@ -19,30 +20,59 @@ Z = 1.959963984540054  # z_.975
 
 def _protocol(name, rounds=2, adversarial=0, runs=()):
     seats = ("a", "b", "c")
-    return ProtocolInfo(name=name, kind="all_to_all", rounds=rounds, threads=1, template="du", participants=seats,
-                        models=("m",) * 3, adversarial=adversarial, trained_runs=tuple(runs),
-                        datasets=("gsm_symbolic",),
-                        adversarial_seats=tuple(i >= 3 - adversarial for i in range(3)))
+    return ProtocolInfo(
+        name=name,
+        kind="all_to_all",
+        rounds=rounds,
+        threads=1,
+        template="du",
+        participants=seats,
+        models=("m",) * 3,
+        adversarial=adversarial,
+        trained_runs=tuple(runs),
+        datasets=("gsm_symbolic",),
+        adversarial_seats=tuple(i >= 3 - adversarial for i in range(3)),
+    )
 
 
 def _rows(protocol, correct, u_sys, first=0):
     """One trajectory per question q{first}, q{first+1}, ...; U_intra = U_sys / 2, U_inter = U_sys / 3."""
-    return [{"question_id": f"q{first + i}", "dataset": "gsm_symbolic", "protocol": protocol, "thread": 0,
-             "correct": bool(c), "u_intra": u / 2, "u_inter": u / 3, "u_sys": u}
-            for i, (c, u) in enumerate(zip(correct, u_sys))]
+    return [
+        {
+            "question_id": f"q{first + i}",
+            "dataset": "gsm_symbolic",
+            "protocol": protocol,
+            "thread": 0,
+            "correct": bool(c),
+            "u_intra": u / 2,
+            "u_inter": u / 3,
+            "u_sys": u,
+        }
+        for i, (c, u) in enumerate(zip(correct, u_sys))
+    ]
 
 
 def _round0_rows(protocol, n_questions):
     """Round-0 turns where seat 0 (honest) is right on every question: every debate had a correct agent."""
-    return [{"question_id": f"q{i}", "dataset": "gsm_symbolic", "protocol": protocol, "thread": 0, "round": 0,
-             "agent_index": seat, "correct": seat == 0} for i in range(n_questions) for seat in range(3)]
+    return [
+        {
+            "question_id": f"q{i}",
+            "dataset": "gsm_symbolic",
+            "protocol": protocol,
+            "thread": 0,
+            "round": 0,
+            "agent_index": seat,
+            "correct": seat == 0,
+        }
+        for i in range(n_questions)
+        for seat in range(3)
+    ]
 
 
 def _outputs(protocols, rows, training=None, turns=None) -> RunOutputs:
     runs = {"udpo": RunInfo("udpo", "udpo", {"udpo": {"ablate": []}})}
     outputs = RunOutputs("fixture", {p.name: p for p in protocols}, runs, {"gsm_symbolic": "gsm8k"})
-    outputs.__dict__.update(uncertainty=pd.DataFrame(rows), training=training or {},
-                            turns=pd.DataFrame(turns or []))
+    outputs.__dict__.update(uncertainty=pd.DataFrame(rows), training=training or {}, turns=pd.DataFrame(turns or []))
     return outputs
 
 
@@ -85,8 +115,9 @@ def test_large_effects_hold_with_closed_form_intervals_worked_by_hand():
     r = stats.pearsonr(u_sys, correct.astype(float)).statistic
     fisher = _claim(claims, "§11.2", "u_sys correlates")
     assert fisher.value == pytest.approx(r) and r < -0.9
-    assert (fisher.low, fisher.high) == pytest.approx((math.tanh(math.atanh(r) - Z / math.sqrt(197)),
-                                                       math.tanh(math.atanh(r) + Z / math.sqrt(197))))
+    assert (fisher.low, fisher.high) == pytest.approx(
+        (math.tanh(math.atanh(r) - Z / math.sqrt(197)), math.tanh(math.atanh(r) + Z / math.sqrt(197)))
+    )
     assert fisher.verdict == "holds" and fisher.expect == "< 0" and fisher.n == 200
 
     # §11.4: the least uncertain half is the 100 successes: 100 % against 50 % overall
@@ -108,8 +139,9 @@ def test_large_effects_hold_with_closed_form_intervals_worked_by_hand():
 def test_few_questions_point_the_claimed_way_but_are_inconclusive():
     """Four questions: UDPO right on one more than MAD (+25 points; the point value said "yes"
     before intervals), and a three-step training log whose U_sys falls (slope −0.15)."""
-    rows = (_rows("mad_n3", [True, True, False, False], [0.1, 0.3, 0.7, 0.9])
-            + _rows("udpo_n3", [True, True, True, False], [0.1, 0.2, 0.3, 0.4]))
+    rows = _rows("mad_n3", [True, True, False, False], [0.1, 0.3, 0.7, 0.9]) + _rows(
+        "udpo_n3", [True, True, True, False], [0.1, 0.2, 0.3, 0.4]
+    )
     training = {"udpo": pd.DataFrame({"step": [1, 2, 3], "r_sys": [0.2, 0.4, 0.5]})}
     outputs = _outputs([_protocol("mad_n3"), _protocol("udpo_n3", runs=("udpo",))], rows, training=training)
     claims = build_paper("udpo", outputs).claims
@@ -132,8 +164,9 @@ def test_a_difference_the_same_on_every_question_has_a_zero_width_paired_interva
     """§11.6: standard MAD at T = 1 and T = 2 on the same three questions, U_sys lower by exactly 0.1
     on each: every paired resample gives −0.1, so even three questions decide the claim. Both
     protocols pool into the §11.1-3 rows: two trajectories per question, resampled together."""
-    rows = (_rows("mad_t1", [True, False, False], [0.5, 0.6, 0.9])
-            + _rows("mad_t2", [True, True, False], [0.4, 0.5, 0.8]))
+    rows = _rows("mad_t1", [True, False, False], [0.5, 0.6, 0.9]) + _rows(
+        "mad_t2", [True, True, False], [0.4, 0.5, 0.8]
+    )
     claims = build_paper("udpo", _outputs([_protocol("mad_t1", rounds=1), _protocol("mad_t2")], rows)).claims
     fewer = _claim(claims, "§11.6")
     assert fewer.statistic == "U_sys(T=2) − U_sys(T=1)" and fewer.n == 3
@@ -144,8 +177,9 @@ def test_a_difference_the_same_on_every_question_has_a_zero_width_paired_interva
 
 
 def test_methods_on_different_questions_are_compared_over_the_union_of_their_questions():
-    rows = (_rows("mad_n3", [True, False, False, False], [0.2] * 4)
-            + _rows("udpo_n3", [True, True, True, False], [0.1] * 4, first=2))
+    rows = _rows("mad_n3", [True, False, False, False], [0.2] * 4) + _rows(
+        "udpo_n3", [True, True, True, False], [0.1] * 4, first=2
+    )
     claims = build_paper("udpo", _outputs([_protocol("mad_n3"), _protocol("udpo_n3", runs=("udpo",))], rows)).claims
     better = _claim(claims, "§11 (GPU)", "UDPO is more accurate than MAD")
     assert better.value == pytest.approx(50.0) and better.n == 6  # q0..q5, q2 and q3 shared
@@ -154,9 +188,11 @@ def test_methods_on_different_questions_are_compared_over_the_union_of_their_que
 
 def test_attack_claims_compare_the_ends_of_m_on_the_same_questions():
     """§11.5: m = 0, 1, 2 on four questions; accuracy 75 → 50 → 0 %, U_sys up by 0.3 on every question."""
-    rows = (_rows("mad_n3", [True, True, True, False], [0.1, 0.2, 0.3, 0.4])
-            + _rows("attack_m1", [True, True, False, False], [0.2, 0.3, 0.4, 0.5])
-            + _rows("attack_m2", [False] * 4, [0.4, 0.5, 0.6, 0.7]))
+    rows = (
+        _rows("mad_n3", [True, True, True, False], [0.1, 0.2, 0.3, 0.4])
+        + _rows("attack_m1", [True, True, False, False], [0.2, 0.3, 0.4, 0.5])
+        + _rows("attack_m2", [False] * 4, [0.4, 0.5, 0.6, 0.7])
+    )
     protocols = [_protocol("mad_n3"), _protocol("attack_m1", adversarial=1), _protocol("attack_m2", adversarial=2)]
     claims = build_paper("udpo", _outputs(protocols, rows)).claims
     falls = _claim(claims, "§11.5", "accuracy falls")
@@ -178,7 +214,8 @@ def test_row_weights_equal_repeating_the_rows_a_resample_draws():
     # Cohen's d and r from per-row sums: weighted sums are the sums over the repeated rows
     d_sums = (udpo._d_columns(values, ~correct) * weights[:, None]).sum(axis=0)
     assert udpo._cohens_d_of_sums(d_sums) == pytest.approx(
-        metrics.cohens_d(values[repeated][~correct[repeated]], values[repeated][correct[repeated]]))
+        metrics.cohens_d(values[repeated][~correct[repeated]], values[repeated][correct[repeated]])
+    )
     other = rng.random(12)
     r_sums = (udpo._r_columns(values, other) * weights[:, None]).sum(axis=0)
     assert udpo._r_of_sums(r_sums) == pytest.approx(np.corrcoef(values[repeated], other[repeated])[0, 1])
@@ -189,5 +226,6 @@ def test_row_weights_equal_repeating_the_rows_a_resample_draws():
     w = np.array([2.0, 0.0, 1.0, 3.0, 1.0, 2.0])  # repeated: 1 1 0 1 1 1 | 0 0 0 -> the lowest 5 of 9
     curve = metrics.selective_prediction(np.arange(9), np.repeat(ranked, w.astype(int)).astype(bool), [0.5, 1.0])
     assert udpo._weighted_selective_gain(ranked, w, 0.5) == pytest.approx(
-        100 * (curve["accuracy"].iloc[0] - curve["accuracy"].iloc[1]))
+        100 * (curve["accuracy"].iloc[0] - curve["accuracy"].iloc[1])
+    )
     assert udpo._weighted_selective_gain(ranked, w, 0.5) == pytest.approx(100 * (4 / 5 - 5 / 9))

@@ -3,6 +3,7 @@ two questions, two threads, one debate round, a heterogeneous and a homogeneous 
 a UMAD- and an IPPO-trained pair, and a three-agent debate that is not the paper's. The claims'
 intervals (bootstrap over the two questions, the slope's t interval) are worked out by hand too;
 a generated pair on 40 and on 4 questions shows one effect holding and the same effect inconclusive."""
+
 from __future__ import annotations
 
 import math
@@ -22,9 +23,18 @@ RIGHT, WRONG = ("4", "7"), ("0", "0")
 
 
 def protocol(name, participants, trained_runs=(), rounds=1):
-    return ProtocolInfo(name=name, kind="all_to_all", rounds=rounds, threads=2, template="umad",
-                        participants=tuple(participants), models=("m",) * len(participants), adversarial=0,
-                        trained_runs=tuple(trained_runs), datasets=("ds1",))
+    return ProtocolInfo(
+        name=name,
+        kind="all_to_all",
+        rounds=rounds,
+        threads=2,
+        template="umad",
+        participants=tuple(participants),
+        models=("m",) * len(participants),
+        adversarial=0,
+        trained_runs=tuple(trained_runs),
+        datasets=("ds1",),
+    )
 
 
 def debate(name, agents, answers):
@@ -36,11 +46,24 @@ def debate(name, agents, answers):
             for thread, per_question in enumerate(by_thread):
                 for q, given in zip(GOLD, per_question):
                     for call, answer in enumerate(given if isinstance(given, tuple) else (given,)):
-                        rows.append({"question_id": q, "dataset": "ds1", "protocol": name, "thread": thread,
-                                     "round": rnd, "agent": f"{agents[seat]}#{seat}", "agent_index": seat,
-                                     "agent_config": agents[seat], "call": call, "answer": answer,
-                                     "correct": answer == GOLD[q], "parse_failed": answer is None,
-                                     "completion_tokens": 10, "finish_reason": "stop"})
+                        rows.append(
+                            {
+                                "question_id": q,
+                                "dataset": "ds1",
+                                "protocol": name,
+                                "thread": thread,
+                                "round": rnd,
+                                "agent": f"{agents[seat]}#{seat}",
+                                "agent_index": seat,
+                                "agent_config": agents[seat],
+                                "call": call,
+                                "answer": answer,
+                                "correct": answer == GOLD[q],
+                                "parse_failed": answer is None,
+                                "completion_tokens": 10,
+                                "finish_reason": "stop",
+                            }
+                        )
     return rows
 
 
@@ -50,9 +73,21 @@ def every_round(threads_answers, rounds=2):
 
 def uq_rounds(name, per_round):
     """per_round[round][question] = (Sys-EU, Sys-AU); TU is their sum."""
-    return [{"question_id": q, "dataset": "ds1", "protocol": name, "round": rnd, "k_threads": 2, "n_agents": 2,
-             "total": eu + au, "epistemic": eu, "aleatoric": au}
-            for rnd, by_q in enumerate(per_round) for q, (eu, au) in by_q.items()]
+    return [
+        {
+            "question_id": q,
+            "dataset": "ds1",
+            "protocol": name,
+            "round": rnd,
+            "k_threads": 2,
+            "n_agents": 2,
+            "total": eu + au,
+            "epistemic": eu,
+            "aleatoric": au,
+        }
+        for rnd, by_q in enumerate(per_round)
+        for q, (eu, au) in by_q.items()
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -61,27 +96,38 @@ def outputs(tmp_path_factory) -> RunOutputs:
     turns = (
         # weak agent of the hetero pair: 0 % / 50 % right in threads 0 / 1 at round 0, 50 % / 50 % at round 1;
         # q2 of thread 0 answers twice in round 1, right then wrong: the wrong one counts
-        debate("pair", ["weak", "strong"], [
-            [[("5", "8"), ("4", None)], [("4", ("7", "9")), ("4", None)]],
-            every_round([RIGHT, RIGHT]),
-        ])
+        debate(
+            "pair",
+            ["weak", "strong"],
+            [
+                [[("5", "8"), ("4", None)], [("4", ("7", "9")), ("4", None)]],
+                every_round([RIGHT, RIGHT]),
+            ],
+        )
         + debate("pair_homo", ["weak", "weak"], [every_round([("4", "1"), ("4", "2")])] * 2)
         + debate("umad_pair", ["weak_umad", "strong_umad"], [every_round([RIGHT, RIGHT]), every_round([WRONG, WRONG])])
         + debate("ippo_pair", ["weak_ippo", "strong_ippo"], [every_round([WRONG, WRONG]), every_round([RIGHT, RIGHT])])
         + debate("mad3", ["weak", "strong", "weak"], [[[RIGHT, RIGHT]]] * 3)
     )
-    rounds = (
-        uq_rounds("pair", [{"q1": (0.6, 0.2), "q2": (0.6, 0.2)}, {"q1": (0.3, 0.1), "q2": (0.3, 0.4)}])
-        + uq_rounds("pair_homo", [{"q1": (0.2, 0.3), "q2": (0.2, 0.3)}, {"q1": (0.1, 0.3), "q2": (0.1, 0.3)}])
-    )
+    rounds = uq_rounds(
+        "pair", [{"q1": (0.6, 0.2), "q2": (0.6, 0.2)}, {"q1": (0.3, 0.1), "q2": (0.3, 0.4)}]
+    ) + uq_rounds("pair_homo", [{"q1": (0.2, 0.3), "q2": (0.2, 0.3)}, {"q1": (0.1, 0.3), "q2": (0.1, 0.3)}])
     paths = {"turns": tmp_path / "turns.parquet", "rounds": tmp_path / "rounds.parquet"}
     pd.DataFrame(turns).to_parquet(paths["turns"])
     pd.DataFrame(rounds).to_parquet(paths["rounds"])
     # slopes worked by hand in test_claims: umad_run 0.12 per step, ippo_run −0.23 per step
-    training = {"umad_run": pd.DataFrame({"step": [0, 1, 2, 3, 4], "reward_mean": [0.5, 0.7, 0.6, 0.9, 1.0],
-                                          "weight_mean": [1.0, 1.1, 0.95, 1.05, 1.0]}),
-                "ippo_run": pd.DataFrame({"step": [0, 1, 2, 3], "reward_mean": [1.0, 0.6, 0.7, 0.2],
-                                          "weight_mean": [1.0, 1.0, 1.0, 1.0]})}
+    training = {
+        "umad_run": pd.DataFrame(
+            {
+                "step": [0, 1, 2, 3, 4],
+                "reward_mean": [0.5, 0.7, 0.6, 0.9, 1.0],
+                "weight_mean": [1.0, 1.1, 0.95, 1.05, 1.0],
+            }
+        ),
+        "ippo_run": pd.DataFrame(
+            {"step": [0, 1, 2, 3], "reward_mean": [1.0, 0.6, 0.7, 0.2], "weight_mean": [1.0, 1.0, 1.0, 1.0]}
+        ),
+    }
     training_paths = {}
     for run, frame in training.items():
         training_paths[run] = tmp_path / f"{run}.parquet"
@@ -94,11 +140,19 @@ def outputs(tmp_path_factory) -> RunOutputs:
         protocol("ippo_pair", ["weak_ippo", "strong_ippo"], ["ippo_run"]),
         protocol("mad3", ["weak", "strong", "weak"], rounds=0),
     ]
-    runs = {"umad_run": RunInfo("umad_run", "umad", {"umad": {"eta": 0.25, "alpha_au": 0.25}}),
-            "ippo_run": RunInfo("ippo_run", "umad", {"umad": {"eta": 0.0, "alpha_au": 0.0}})}
-    return RunOutputs(experiment="umad_fixture", protocols={p.name: p for p in protocols}, runs=runs,
-                      paper_datasets={"ds1": "gsm8k"}, turn_paths=[paths["turns"]], round_paths=[paths["rounds"]],
-                      training_paths=training_paths)
+    runs = {
+        "umad_run": RunInfo("umad_run", "umad", {"umad": {"eta": 0.25, "alpha_au": 0.25}}),
+        "ippo_run": RunInfo("ippo_run", "umad", {"umad": {"eta": 0.0, "alpha_au": 0.0}}),
+    }
+    return RunOutputs(
+        experiment="umad_fixture",
+        protocols={p.name: p for p in protocols},
+        runs=runs,
+        paper_datasets={"ds1": "gsm8k"},
+        turn_paths=[paths["turns"]],
+        round_paths=[paths["rounds"]],
+        training_paths=training_paths,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -126,9 +180,13 @@ def _row(table, **keys):
 
 def test_row_names_follow_the_config(outputs):
     labels = umad.row_labels(outputs)
-    assert labels == {"pair": ("hetero", "Zero-Shot"), "pair_homo": ("homo", "Zero-Shot"),
-                      "pair_unmasked": ("hetero", "Zero-Shot [pair_unmasked]"), "umad_pair": ("hetero", "UMAD"),
-                      "ippo_pair": ("hetero", "IPPO")}
+    assert labels == {
+        "pair": ("hetero", "Zero-Shot"),
+        "pair_homo": ("homo", "Zero-Shot"),
+        "pair_unmasked": ("hetero", "Zero-Shot [pair_unmasked]"),
+        "umad_pair": ("hetero", "UMAD"),
+        "ippo_pair": ("hetero", "IPPO"),
+    }
 
 
 def test_table1_accuracy_per_seat_and_turn(result):
@@ -185,8 +243,11 @@ def test_sys_uncertainty_per_round(result):
 
 
 def _claim(claims, number, statement_part, scope_part="", scope=None):
-    hit = claims[(claims["claim"] == number) & claims["statement"].str.contains(statement_part, regex=False)
-                 & claims["scope"].str.contains(scope_part, regex=False)]
+    hit = claims[
+        (claims["claim"] == number)
+        & claims["statement"].str.contains(statement_part, regex=False)
+        & claims["scope"].str.contains(scope_part, regex=False)
+    ]
     if scope is not None:
         hit = hit[hit["scope"] == scope]
     assert len(hit) == 1, (number, statement_part, scope_part, hit)
@@ -249,8 +310,9 @@ def test_claims(result):
     # [−0.57, 0.11]; four steps can't tell the fall from noise (the point value said "no")
     falling = claim("§10.9", "team reward rises", "ippo_run")
     assert falling["value"] == pytest.approx(-0.23) and falling["verdict"] == "inconclusive"
-    assert (falling["low"], falling["high"]) == pytest.approx((-0.23 - 4.303 * math.sqrt(0.0063),
-                                                               -0.23 + 4.303 * math.sqrt(0.0063)), abs=1e-3)
+    assert (falling["low"], falling["high"]) == pytest.approx(
+        (-0.23 - 4.303 * math.sqrt(0.0063), -0.23 + 4.303 * math.sqrt(0.0063)), abs=1e-3
+    )
     weight = claim("§10.9", "confidence weight", "umad_run")
     assert weight["verdict"] == "holds" and weight["value"] == pytest.approx(math.log(1.1)) and weight["n"] == 5
     assert weight["low"] == weight["high"] == weight["value"] and weight["expect"] == "<= 0.5"
@@ -266,6 +328,7 @@ def _gain_outputs(tmp_path, n_questions: int) -> RunOutputs:
     gains 100 points on half the questions (q % 4 in {1, 2}) and 0 on the others: +50 on average; the
     strong seat is always right, the weak homo pair right iff q is even in both rounds (gains 0, never
     flips). The strong agent's homo pair is right at T = 1 and at T = 2 iff q is even: it flips on half."""
+
     def right(protocol, seat, rnd, q):
         if protocol == "pair":
             return seat == 1 or (q % 4 == 0 if rnd == 0 else q % 4 != 3)
@@ -273,27 +336,59 @@ def _gain_outputs(tmp_path, n_questions: int) -> RunOutputs:
             return rnd == 0 or q % 2 == 0
         return q % 2 == 0
 
-    rows = [{"question_id": f"g{q}", "dataset": "ds1", "protocol": protocol, "thread": thread, "round": rnd,
-             "agent": f"{agents[seat]}#{seat}", "agent_index": seat, "agent_config": agents[seat], "call": 0,
-             "answer": "1" if right(protocol, seat, rnd, q) else "2", "correct": right(protocol, seat, rnd, q),
-             "parse_failed": False, "completion_tokens": 10, "finish_reason": "stop"}
-            for protocol, agents in (("pair", ("weak", "strong")), ("pair_homo", ("weak", "weak")),
-                                     ("pair_homo_strong", ("strong", "strong")))
-            for q in range(n_questions) for thread in range(2) for rnd in range(2) for seat in range(2)]
+    rows = [
+        {
+            "question_id": f"g{q}",
+            "dataset": "ds1",
+            "protocol": protocol,
+            "thread": thread,
+            "round": rnd,
+            "agent": f"{agents[seat]}#{seat}",
+            "agent_index": seat,
+            "agent_config": agents[seat],
+            "call": 0,
+            "answer": "1" if right(protocol, seat, rnd, q) else "2",
+            "correct": right(protocol, seat, rnd, q),
+            "parse_failed": False,
+            "completion_tokens": 10,
+            "finish_reason": "stop",
+        }
+        for protocol, agents in (
+            ("pair", ("weak", "strong")),
+            ("pair_homo", ("weak", "weak")),
+            ("pair_homo_strong", ("strong", "strong")),
+        )
+        for q in range(n_questions)
+        for thread in range(2)
+        for rnd in range(2)
+        for seat in range(2)
+    ]
     path = tmp_path / f"turns_{n_questions}.parquet"
     pd.DataFrame(rows).to_parquet(path)
-    protocols = [protocol("pair", ["weak", "strong"]), protocol("pair_homo", ["weak", "weak"]),
-                 protocol("pair_homo_strong", ["strong", "strong"])]
-    return RunOutputs(experiment=f"gain_{n_questions}", protocols={p.name: p for p in protocols}, runs={},
-                      paper_datasets={"ds1": "gsm8k"}, turn_paths=[path])
+    protocols = [
+        protocol("pair", ["weak", "strong"]),
+        protocol("pair_homo", ["weak", "weak"]),
+        protocol("pair_homo_strong", ["strong", "strong"]),
+    ]
+    return RunOutputs(
+        experiment=f"gain_{n_questions}",
+        protocols={p.name: p for p in protocols},
+        runs={},
+        paper_datasets={"ds1": "gsm8k"},
+        turn_paths=[path],
+    )
 
 
 def _gain_claims(tmp_path, n_questions):
     built = umad.evaluate(_gain_outputs(tmp_path, n_questions))
     _close_figures(built)
     claims = claims_frame(built.claims)
-    return (_claim(claims, "§10.4", "raises the weaker agent"), _claim(claims, "§10.4", "by more in the hetero"),
-            _claim(claims, "§10.5", "weaker agent flips more"), _claim(claims, "§10.5", "lies between"))
+    return (
+        _claim(claims, "§10.4", "raises the weaker agent"),
+        _claim(claims, "§10.4", "by more in the hetero"),
+        _claim(claims, "§10.5", "weaker agent flips more"),
+        _claim(claims, "§10.5", "lies between"),
+    )
 
 
 def test_a_large_gain_on_many_questions_holds(tmp_path):
@@ -301,7 +396,9 @@ def test_a_large_gain_on_many_questions_holds(tmp_path):
     # 40 questions, half gaining 100 points and half 0: SE = 50 / sqrt(40) = 7.9, interval about 50 ± 15.5
     for row in (gain, versus):
         assert row["value"] == pytest.approx(50.0) and row["n"] == 40
-        assert row["low"] == pytest.approx(50 - 1.96 * 7.9, abs=4) and row["high"] == pytest.approx(50 + 1.96 * 7.9, abs=4)
+        assert row["low"] == pytest.approx(50 - 1.96 * 7.9, abs=4) and row["high"] == pytest.approx(
+            50 + 1.96 * 7.9, abs=4
+        )
         assert row["verdict"] == "holds"
     # the weak seat flips on the questions it gains on, the strong one never
     assert flips["value"] == pytest.approx(50.0) and flips["verdict"] == "holds" and flips["n"] == 40
@@ -322,8 +419,13 @@ def test_the_same_gain_on_four_questions_is_inconclusive(tmp_path):
 
 
 def test_claims_without_threads_or_training_are_untestable(outputs):
-    single = RunOutputs(experiment="one_thread", protocols=outputs.protocols, runs=outputs.runs, paper_datasets={},
-                        turn_paths=outputs.turn_paths)
+    single = RunOutputs(
+        experiment="one_thread",
+        protocols=outputs.protocols,
+        runs=outputs.runs,
+        paper_datasets={},
+        turn_paths=outputs.turn_paths,
+    )
     single.__dict__["uncertainty_rounds"] = outputs.uncertainty_rounds.assign(k_threads=1)
     built = umad.evaluate(single)
     _close_figures(built)
@@ -352,8 +454,17 @@ def test_paper_numbers_cover_the_built_tables():
 def test_evaluate_paper_writes_tables_comparison_and_claims(outputs, tmp_path):
     out = tmp_path / "out"
     stage.evaluate_paper("umad", outputs, out)
-    for name in ("table1.csv", "table3.csv", "sys_uncertainty.csv", "flips.csv", "table1_vs_paper.csv",
-                 "table3_vs_paper.csv", "claims.csv", "sys_uncertainty.png", "flips.png"):
+    for name in (
+        "table1.csv",
+        "table3.csv",
+        "sys_uncertainty.csv",
+        "flips.csv",
+        "table1_vs_paper.csv",
+        "table3_vs_paper.csv",
+        "claims.csv",
+        "sys_uncertainty.png",
+        "flips.png",
+    ):
         assert (out / name).exists(), name
     vs = pd.read_csv(out / "table1_vs_paper.csv")
     cell = _row(vs, setting="homo", method="Zero-Shot", dataset="gsm8k", turn=1, metric="A0")
@@ -373,18 +484,24 @@ def test_the_umad_configs_label_every_debate_with_the_papers_setting_and_method(
     """Rows of Table 1 / Table 3 from the shipped training configs: a trained pair keeps the setting of
     the agents it was trained from (two copies of one agent, each its own adapter, is the homogeneous
     pair), and each run is named by its η / α_au (or as two single-agent GRPO runs)."""
-    from debatelab.config import load_experiment
-
     from conftest import REPO_ROOT
+
+    from debatelab.config import load_experiment
 
     exp = load_experiment(REPO_ROOT / f"config/experiments/{config}.yaml")
     labels = umad.row_labels(RunOutputs.from_experiment(exp))
     expected = {
-        "umad": ("hetero", "Zero-Shot"), "umad_homo": ("homo", "Zero-Shot"),
-        "trained_umad": ("hetero", "UMAD"), "trained_ippo": ("hetero", "IPPO"),
-        "trained_intrinsic_only": ("hetero", "Intrinsic-only"), "trained_nll_only": ("hetero", "NLL-only"),
-        "trained_umad_homo": ("homo", "UMAD"), "trained_ippo_homo": ("homo", "IPPO"),
+        "umad": ("hetero", "Zero-Shot"),
+        "umad_homo": ("homo", "Zero-Shot"),
+        "trained_umad": ("hetero", "UMAD"),
+        "trained_ippo": ("hetero", "IPPO"),
+        "trained_intrinsic_only": ("hetero", "Intrinsic-only"),
+        "trained_nll_only": ("hetero", "NLL-only"),
+        "trained_umad_homo": ("homo", "UMAD"),
+        "trained_ippo_homo": ("homo", "IPPO"),
         "single_grpo_pair": ("hetero", "Single-GRPO Pair"),
     }
-    assert {p: labels[p] for p in expected if p in exp.protocols} == {p: v for p, v in expected.items() if p in exp.protocols}
+    assert {p: labels[p] for p in expected if p in exp.protocols} == {
+        p: v for p, v in expected.items() if p in exp.protocols
+    }
     assert {"umad", "umad_homo", "trained_umad", "trained_ippo"} <= set(exp.protocols)

@@ -6,6 +6,7 @@ models and offline data only, whose dry run plans a debate job for every (datase
 the protocol runs on. The confidence paper's CPU stages (streams, calibration, TPE search,
 test report) land on the CPU partition, one search per (dataset, pair, WSV/CGA/HID).
 """
+
 from __future__ import annotations
 
 import re
@@ -14,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from workflow_helpers import REPO_ROOT, snakemake
 
 EXPERIMENTS = REPO_ROOT / "config/experiments"
@@ -26,20 +26,50 @@ PAPERS = ["udpo", "svr_mad", "umad_eval", "umad", "sdrl_eval", "sdrl", "confiden
 CUT_ON_CPU = {
     # N = 10 and T > 2; after training, the ablations, MAPPO/RMAAC beyond N = 5 and m = 2, 3 (one more
     # run / debate of the same code each)
-    "udpo": {"mad_n10", "mad_n5_t3", "mad_n5_t10", "udpo_wo_intra_n5", "udpo_wo_inter_n5", "udpo_wo_sys_n5",
-             "udpo_attack_m2", "udpo_attack_m3", "udpo_n10", "udpo_n5_t3", "udpo_n5_t10",
-             *(f"{run}_{cut}" for run in ("mappo", "rmaac") for cut in ("n3", "n10", "attack_m1", "attack_m2", "attack_m3"))},
+    "udpo": {
+        "mad_n10",
+        "mad_n5_t3",
+        "mad_n5_t10",
+        "udpo_wo_intra_n5",
+        "udpo_wo_inter_n5",
+        "udpo_wo_sys_n5",
+        "udpo_attack_m2",
+        "udpo_attack_m3",
+        "udpo_n10",
+        "udpo_n5_t3",
+        "udpo_n5_t10",
+        *(f"{run}_{cut}" for run in ("mappo", "rmaac") for cut in ("n3", "n10", "attack_m1", "attack_m2", "attack_m3")),
+    },
     # one more training run of the same code each: the one-term ablations, homo pair, Single-GRPO
-    "umad": {"trained_intrinsic_only", "trained_nll_only", "trained_umad_homo", "trained_ippo_homo", "single_grpo_pair"},
+    "umad": {
+        "trained_intrinsic_only",
+        "trained_nll_only",
+        "trained_umad_homo",
+        "trained_ippo_homo",
+        "single_grpo_pair",
+    },
     # the DeepSeek-V3.1 rows: the same six-seat protocols on a second (API-served) LLM
-    "svr_mad": {"self_consistency_deepseek", "group_debate_deepseek", "sid_et_r50_deepseek", "sid_et_r60_deepseek",
-                "s2_mad_deepseek", "svr_mad_deepseek"},
+    "svr_mad": {
+        "self_consistency_deepseek",
+        "group_debate_deepseek",
+        "sid_et_r50_deepseek",
+        "sid_et_r60_deepseek",
+        "s2_mad_deepseek",
+        "svr_mad_deepseek",
+    },
     # the second backbone (Qwen3-4B-Base: the same runs and debates on another model), and Tables 3-4's
     # N = 3 / 7 and topologies after training (sdrl_eval_cpu debates them untrained)
-    "sdrl": {*(f"{m}_{cut}" for m in ("dapo", "sdrl_freq", "q3_dapo", "q3_sdrl_freq")
-               for cut in ("mad_n3", "mad_n7", "sparse", "centralized")),
-             *(f"q3_{m}_{p}" for m in ("dapo", "sdrl_rand", "sdrl_freq") for p in ("maj", "mad")),
-             "q3_sdrl_freq_125_mad", "q3_dapo_mad_t4", "q3_sdrl_freq_mad_t4"},
+    "sdrl": {
+        *(
+            f"{m}_{cut}"
+            for m in ("dapo", "sdrl_freq", "q3_dapo", "q3_sdrl_freq")
+            for cut in ("mad_n3", "mad_n7", "sparse", "centralized")
+        ),
+        *(f"q3_{m}_{p}" for m in ("dapo", "sdrl_rand", "sdrl_freq") for p in ("maj", "mad")),
+        "q3_sdrl_freq_125_mad",
+        "q3_dapo_mad_t4",
+        "q3_sdrl_freq_mad_t4",
+    },
 }
 
 #: Paper configs of one table each, run apart from the paper's main config (no CPU twin of their own:
@@ -56,21 +86,64 @@ ONLY_ON_CPU: dict[str, set] = {}
 SHAPES_ON_CPU = {"confidence"}
 
 #: Protocol options a CPU twin keeps as the paper has them.
-KEPT_OPTIONS = ("template", "final", "tie_break", "mask_peer_boxed", "early_stop_agree", "skip_if_unanimous",
-                "group_size", "skip_rate", "challenges", "accept_after", "prior", "posterior", "confidence")
+KEPT_OPTIONS = (
+    "template",
+    "final",
+    "tie_break",
+    "mask_peer_boxed",
+    "early_stop_agree",
+    "skip_if_unanimous",
+    "group_size",
+    "skip_rate",
+    "challenges",
+    "accept_after",
+    "prior",
+    "posterior",
+    "confidence",
+)
 
 #: The confidence paper's Table 3 (spec 004 §8): six (M1, M2) pairs per dataset, by agent name.
 CONFIDENCE_PAIRS = {
-    "mmlu_college": {("llama3.2-3b", "mistral-7b"), ("llama3.2-3b", "gemma3-4b"), ("gemma2-9b", "gemma3-12b"),
-                     ("mistral-7b", "mistral-nemo"), ("llama3.1-8b", "gemma3-12b"), ("phi4-mini", "qwen3-4b")},
-    "ezstance": {("llama3.1-8b", "phi3-medium"), ("mistral-7b", "gemma2-9b"), ("phi4-mini", "gemma3-4b"),
-                 ("llama3.2-3b", "qwen2.5-14b"), ("ministral-8b", "qwen2.5-32b"), ("gemma2-9b", "gemma3-12b")},
-    "boolq": {("llama3.1-8b", "gemma2-9b"), ("ministral-8b", "phi3-medium"), ("phi4-mini", "gemma3-12b"),
-              ("mistral-7b", "qwen2.5-7b"), ("llama3.2-3b", "gemma3-4b"), ("gemma2-9b", "gemma3-4b")},
-    "hateval": {("gemma2-9b", "gemma3-4b"), ("llama3.1-8b", "gemma3-4b"), ("llama3.2-3b", "qwen2.5-7b"),
-                ("gemma3-12b", "qwen2.5-32b"), ("phi3-medium", "phi4-mini"), ("ministral-8b", "phi4-mini")},
-    "vast": {("mistral-7b", "gemma3-12b"), ("qwen2.5-14b", "qwen2.5-32b"), ("llama3.2-3b", "llama3.1-8b"),
-             ("phi4-mini", "llama3.2-3b"), ("phi3-medium", "gemma3-4b"), ("mistral-7b", "ministral-8b")},
+    "mmlu_college": {
+        ("llama3.2-3b", "mistral-7b"),
+        ("llama3.2-3b", "gemma3-4b"),
+        ("gemma2-9b", "gemma3-12b"),
+        ("mistral-7b", "mistral-nemo"),
+        ("llama3.1-8b", "gemma3-12b"),
+        ("phi4-mini", "qwen3-4b"),
+    },
+    "ezstance": {
+        ("llama3.1-8b", "phi3-medium"),
+        ("mistral-7b", "gemma2-9b"),
+        ("phi4-mini", "gemma3-4b"),
+        ("llama3.2-3b", "qwen2.5-14b"),
+        ("ministral-8b", "qwen2.5-32b"),
+        ("gemma2-9b", "gemma3-12b"),
+    },
+    "boolq": {
+        ("llama3.1-8b", "gemma2-9b"),
+        ("ministral-8b", "phi3-medium"),
+        ("phi4-mini", "gemma3-12b"),
+        ("mistral-7b", "qwen2.5-7b"),
+        ("llama3.2-3b", "gemma3-4b"),
+        ("gemma2-9b", "gemma3-4b"),
+    },
+    "hateval": {
+        ("gemma2-9b", "gemma3-4b"),
+        ("llama3.1-8b", "gemma3-4b"),
+        ("llama3.2-3b", "qwen2.5-7b"),
+        ("gemma3-12b", "qwen2.5-32b"),
+        ("phi3-medium", "phi4-mini"),
+        ("ministral-8b", "phi4-mini"),
+    },
+    "vast": {
+        ("mistral-7b", "gemma3-12b"),
+        ("qwen2.5-14b", "qwen2.5-32b"),
+        ("llama3.2-3b", "llama3.1-8b"),
+        ("phi4-mini", "llama3.2-3b"),
+        ("phi3-medium", "gemma3-4b"),
+        ("mistral-7b", "ministral-8b"),
+    },
 }
 
 #: Rules of the confidence stages: pure computation on cached generations, CPU only.
@@ -206,8 +279,9 @@ def test_trained_ensembles_fit_a_node_as_adapters_and_merged_copies_are_refused(
     plan = gp.experiment_job_plan(served, "debate", {"dataset": "gsm8k", "protocol": "udpo_llama4"}, h800)
     assert plan.describe().endswith("(llama-4-scout-17b-16e-instruct with 5 adapters 4); h800 nodes have 8: ok")
     # the slurm dry run stops at the first such debate, naming it, before anything is submitted
-    proc = snakemake(tmp_path / "work", "-n", "--profile", SLURM, "--configfile", str(_merged_copies(tmp_path)),
-                     check=False)
+    proc = snakemake(
+        tmp_path / "work", "-n", "--profile", SLURM, "--configfile", str(_merged_copies(tmp_path)), check=False
+    )
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0
     first = re.search(r"GpuPlanError: debate \S+?/gsm8k/(\w+) needs \d+ × 80 GB h800 GPUs", output)
@@ -268,8 +342,12 @@ def test_dry_run_with_slurm_profile_maps_gpu_jobs(tmp_path, path):
             assert "slurm_partition=gpu_h800" in resources and "gpu_model=h800" in resources, resources
         if path.stem.endswith("_cpu"):
             # The CPU twin plans a debate job for every (dataset, protocol) the protocol runs on.
-            planned = {(m.group(1), m.group(2)) for chunk in debate
-                       for m in [re.search(r"wildcards: dataset=([\w.-]+), protocol=([\w.-]+)", chunk)] if m}
+            planned = {
+                (m.group(1), m.group(2))
+                for chunk in debate
+                for m in [re.search(r"wildcards: dataset=([\w.-]+), protocol=([\w.-]+)", chunk)]
+                if m
+            }
             assert planned == expected
 
 
@@ -277,7 +355,9 @@ def test_dry_run_with_slurm_profile_maps_gpu_jobs(tmp_path, path):
 def test_cpu_twin_has_the_papers_protocols(paper):
     full, cpu = _load(paper), _load(f"{paper}_cpu")
     if paper in SHAPES_ON_CPU:
-        assert {_shape(cpu, p) for p in _protocols(cpu).values()} == {_shape(full, p) for p in _protocols(full).values()}
+        assert {_shape(cpu, p) for p in _protocols(cpu).values()} == {
+            _shape(full, p) for p in _protocols(full).values()
+        }
         return
     kinds = {name: p["kind"] for name, p in _protocols(full).items()}
     cpu_kinds = {name: p["kind"] for name, p in _protocols(cpu).items()}
@@ -304,7 +384,7 @@ def test_cpu_twin_uses_bundled_models_and_offline_data_only(paper):
     cfg = _load(f"{paper}_cpu")
     runs = (cfg.get("training") or {}).get("runs") or {}
     for name, model in cfg["models"].items():
-        trained = model["source"].startswith("trained:") and model["source"][len("trained:"):].split("/")[0] in runs
+        trained = model["source"].startswith("trained:") and model["source"][len("trained:") :].split("/")[0] in runs
         assert model["source"].startswith("bundled:") or trained, f"models.{name}: {model['source']}"
     for name, agent in cfg["agents"].items():
         assert agent.get("backend", "transformers") == "transformers", f"agents.{name}"
@@ -330,8 +410,10 @@ def test_udpo_attacks_compromise_the_last_m_agents():
     twins (same model and temperature)."""
     cfg = _load("udpo")
     protocols = cfg["debate"]["protocols"]
-    natural = {"attack": cfg["debate"]["participants"], **{
-        f"{run}_attack": _participants(cfg, protocols[f"{run}_n5"]) for run in ("udpo", "mappo", "rmaac")}}
+    natural = {
+        "attack": cfg["debate"]["participants"],
+        **{f"{run}_attack": _participants(cfg, protocols[f"{run}_n5"]) for run in ("udpo", "mappo", "rmaac")},
+    }
     for prefix, base in natural.items():
         for m in (1, 2, 3):
             seats = _participants(cfg, protocols[f"{prefix}_m{m}"])
@@ -379,9 +461,12 @@ def test_confidence_dry_run_plans_cpu_stages_per_pair(tmp_path):
         for chunk in chunks:
             resources = _resources(chunk)
             assert "slurm_partition=cpu" in resources and "gpu" not in resources, f"{rule}: {resources}"
-        planned = [m.groups() for chunk in chunks
-                   for m in [re.search(r"wildcards: dataset=([\w.-]+), pair=([\w.-]+)(?:, confidence_protocol=(\w+))?",
-                                       chunk)] if m]
+        planned = [
+            m.groups()
+            for chunk in chunks
+            for m in [re.search(r"wildcards: dataset=([\w.-]+), pair=([\w.-]+)(?:, confidence_protocol=(\w+))?", chunk)]
+            if m
+        ]
         assert len(planned) == len(chunks), f"{rule}: a job without dataset/pair wildcards"
         if rule == "streams":
             # a pair with a fixed validation dataset reads that dataset's zero-shot and debate files too
@@ -418,8 +503,9 @@ def test_udpo_homogeneous_ensembles_are_five_copies_of_each_model():
             seats = run["participants"]
             assert len(set(seats)) == 5 and seats[0] == base
             for seat in seats:  # the copies are the agent: same model, sampling and prompt
-                assert {k: v for k, v in agents[seat].items() if k != "samples"} == \
-                    {k: v for k, v in agents[base].items() if k != "samples"}, seat
+                assert {k: v for k, v in agents[seat].items() if k != "samples"} == {
+                    k: v for k, v in agents[base].items() if k != "samples"
+                }, seat
             trained = _participants(cfg, protocols[f"{method}_{base}"])
             assert len(trained) == 5 and protocols[f"{method}_{base}"]["datasets"] == ["gsm8k"]
             for agent, seat in zip(trained, seats):
@@ -432,7 +518,10 @@ def test_udpo_attack_qwen_compromises_one_of_five_qwen_agents():
     cfg = _load("udpo_attack_qwen")
     protocols, agents = _protocols(cfg), cfg["agents"]
     assert set(cfg["datasets"]) - {"gsm8k_train"} == {"gsm8k", "truthfulqa"}
-    pairs = {"mad_qwen3": "attack_qwen3_m1", **{f"{m}_qwen3": f"{m}_attack_qwen3_m1" for m in ("udpo", "mappo", "rmaac")}}
+    pairs = {
+        "mad_qwen3": "attack_qwen3_m1",
+        **{f"{m}_qwen3": f"{m}_attack_qwen3_m1" for m in ("udpo", "mappo", "rmaac")},
+    }
     for natural, attacked in pairs.items():
         base, seats = _participants(cfg, protocols[natural]), _participants(cfg, protocols[attacked])
         assert len(seats) == 5 and _adversarial(cfg, seats) == [False] * 4 + [True], attacked
@@ -446,9 +535,12 @@ def test_udpo_attack_qwen_compromises_one_of_five_qwen_agents():
 def test_a_laptop_profile_warns_about_a_plan_no_node_holds_and_runs_on(tmp_path):
     """The local profile names no GPU type: nothing is submitted, so an unfit plan is a warning there."""
     path = _merged_copies(tmp_path)
-    proc = snakemake(tmp_path / "work", "-n", "--profile", str(REPO_ROOT / "profiles/local"), "--configfile", str(path),
-                     check=False)
+    proc = snakemake(
+        tmp_path / "work", "-n", "--profile", str(REPO_ROOT / "profiles/local"), "--configfile", str(path), check=False
+    )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-3000:]
-    warned = set(re.findall(r"GPU plan \(for h800 GPUs; this profile names none\): debate \S+?/gsm8k/(\w+) needs", output))
+    warned = set(
+        re.findall(r"GPU plan \(for h800 GPUs; this profile names none\): debate \S+?/gsm8k/(\w+) needs", output)
+    )
     assert warned == MERGED_UNFIT

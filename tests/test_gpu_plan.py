@@ -1,13 +1,14 @@
 """GPU plans (debatelab.gpu_plan): each job's GPUs from its models' weights and KV cache, worked by hand."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
+from workflow_helpers import REPO_ROOT
 
 from debatelab import gpu_plan as gp
 from debatelab.config import load_experiment
-from workflow_helpers import REPO_ROOT
 
 GIB = 2**30
 H800 = gp.GpuType("h800", 80 * GIB, 8)
@@ -23,7 +24,10 @@ def test_kv_cache_per_token_from_a_config_json():
     assert gp.kv_bytes_per_token(config, 2) == 147_456
     # no head_dim: hidden / heads; no KV heads: every head (multi-head attention); a multimodal
     # config's text model is the one that holds the cache
-    assert gp.kv_bytes_per_token({"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64}, 4) == 2 * 2 * 4 * 16 * 4
+    assert (
+        gp.kv_bytes_per_token({"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64}, 4)
+        == 2 * 2 * 4 * 16 * 4
+    )
     assert gp.kv_bytes_per_token({"text_config": config, "vision_config": {}}, 2) == 147_456
 
 
@@ -36,8 +40,12 @@ def test_the_udpo_ensemble_debate_needs_eight_gpus_worked_by_hand():
     plan = gp.experiment_job_plan(_udpo(), "debate", {"dataset": "gsm8k", "protocol": "mad_n5"}, H800)
     assert plan.gpus == 8
     assert plan.placement == {
-        "llama-4-scout-17b-16e-instruct": [0, 1, 2, 3], "mixtral-8x7b-instruct-v0.1": [4, 5],
-        "phi-4": [6], "qwen3-8b": [6], "gemma-3n-e4b-it": [7]}
+        "llama-4-scout-17b-16e-instruct": [0, 1, 2, 3],
+        "mixtral-8x7b-instruct-v0.1": [4, 5],
+        "phi-4": [6],
+        "qwen3-8b": [6],
+        "gemma-3n-e4b-it": [7],
+    }
     qwen = plan.needs["qwen3-8b"]
     assert qwen.weights == int(8.19e9 * 2) and qwen.kv_cache == 32_768 * 147_456
     # the shared GPU's 0.9 split in proportion to the two engines' needs; the others keep 0.9
@@ -47,7 +55,8 @@ def test_the_udpo_ensemble_debate_needs_eight_gpus_worked_by_hand():
     assert plan.shares["gemma-3n-e4b-it"] == 0.9
     assert plan.describe() == (
         "debate udpo/gsm8k/mad_n5 needs 8 × 80 GB h800 GPUs (llama-4-scout-17b-16e-instruct 4, "
-        "mixtral-8x7b-instruct-v0.1 2, gemma-3n-e4b-it 1, phi-4 + qwen3-8b 1); h800 nodes have 8: ok")
+        "mixtral-8x7b-instruct-v0.1 2, gemma-3n-e4b-it 1, phi-4 + qwen3-8b 1); h800 nodes have 8: ok"
+    )
     # N = 3 (Qwen3, Phi-4, Mixtral) needs 3; a zero-shot job of Scout alone its 4
     assert gp.experiment_job_plan(_udpo(), "debate", {"dataset": "gsm8k", "protocol": "mad_n3"}, H800).gpus == 3
     assert gp.experiment_job_plan(_udpo(), "zero_shot", {"dataset": "gsm8k", "agent": "llama4"}, H800).gpus == 4
@@ -68,8 +77,11 @@ def test_two_8b_models_share_one_gpu_with_its_memory_split():
 
 def test_a_model_that_fits_nowhere_is_an_error_naming_the_fix():
     scout = gp.ModelNeed("scout", weights=int(202.3 * GIB), kv_cache=6 * GIB, tensor_parallel=2)
-    with pytest.raises(gp.GpuPlanError, match=r"model scout needs 106\.1 GiB per GPU at tensor_parallel_size 2.*"
-                                              r"the 72\.0 GiB usable on one GPU; set its tensor_parallel_size to 4"):
+    with pytest.raises(
+        gp.GpuPlanError,
+        match=r"model scout needs 106\.1 GiB per GPU at tensor_parallel_size 2.*"
+        r"the 72\.0 GiB usable on one GPU; set its tensor_parallel_size to 4",
+    ):
         gp.plan_job("debate x", [scout], H800)
     # a share set by hand that the model does not fit in
     with pytest.raises(gp.GpuPlanError, match=r"the 16\.0 GiB its gpu_memory_utilization 0\.2 gives"):
@@ -82,7 +94,8 @@ def test_a_plan_larger_than_a_node_is_an_error_naming_job_models_and_node():
         gp.experiment_job_plan(_udpo(), "debate", {"dataset": "gsm8k", "protocol": "mad_n5"}, small_node)
     assert str(error.value) == (
         "debate udpo/gsm8k/mad_n5 needs 8 × 80 GB a100 GPUs (llama-4-scout-17b-16e-instruct 4, "
-        "mixtral-8x7b-instruct-v0.1 2, gemma-3n-e4b-it 1, phi-4 + qwen3-8b 1); a100 nodes have 4: does not fit")
+        "mixtral-8x7b-instruct-v0.1 2, gemma-3n-e4b-it 1, phi-4 + qwen3-8b 1); a100 nodes have 4: does not fit"
+    )
 
 
 def test_training_jobs_place_their_bases_with_the_same_packing():
@@ -97,8 +110,14 @@ def test_training_jobs_place_their_bases_with_the_same_packing():
 
 
 def test_a_prepared_folder_is_sized_from_its_files_and_config(tmp_path):
-    config = {"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 64,
-              "max_position_embeddings": 512, "torch_dtype": "float32"}
+    config = {
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "hidden_size": 64,
+        "max_position_embeddings": 512,
+        "torch_dtype": "float32",
+    }
     (tmp_path / "config.json").write_text(json.dumps(config))
     (tmp_path / "model.safetensors").write_bytes(b"\0" * 4000)
     size = gp.model_size("bundled:unknown", "float32", tmp_path)
@@ -118,8 +137,14 @@ def test_an_unknown_gpu_type_is_a_config_error_naming_the_key():
 
 def _folder(path, weights_bytes):
     path.mkdir()
-    config = {"num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8, "hidden_size": 512,
-              "max_position_embeddings": 1024, "torch_dtype": "bfloat16"}
+    config = {
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 8,
+        "hidden_size": 512,
+        "max_position_embeddings": 1024,
+        "torch_dtype": "bfloat16",
+    }
     (path / "config.json").write_text(json.dumps(config))
     (path / "model.safetensors").write_bytes(b"\0" * weights_bytes)
     return str(path)
@@ -135,8 +160,10 @@ def test_inside_a_job_each_engine_gets_gpus_of_its_own_or_a_share(tmp_path):
     # GPUs of 4 GiB (3.6 usable) cannot hold both: each engine on its own GPU, the job's 0.9 each,
     # the larger (b: its whole 1,024-token context of KV cache) first
     small = gp.engine_slices(engines, gpu_memory=4 * GIB, gpus=["3", "5"])
-    assert small == {"b": {"devices": ["3"], "gpu_memory_utilization": 0.9},
-                     "a": {"devices": ["5"], "gpu_memory_utilization": 0.9}}
+    assert small == {
+        "b": {"devices": ["3"], "gpu_memory_utilization": 0.9},
+        "a": {"devices": ["5"], "gpu_memory_utilization": 0.9},
+    }
     # GPUs of 8 GiB hold both: they share the first, 0.9 split by need
     big = gp.engine_slices(engines, gpu_memory=8 * GIB, gpus=["3", "5"])
     assert big["a"]["devices"] == big["b"]["devices"] == ["3"]

@@ -1,4 +1,5 @@
 """Answer extraction and grading: realistic model outputs, equivalences, and fuzzing."""
+
 from __future__ import annotations
 
 import time
@@ -103,9 +104,9 @@ MATH_NORMALIZATION = [
     ("x = 5", "5"),
     ("-\\frac{1}{8}", "-0.125"),
     ("\\frac{-1}{8}", "-0.125"),
-    ("−3", "-3"),          # unicode minus
+    ("−3", "-3"),  # unicode minus
     ("-0", "0"),
-    ("1/3", "1/3"),         # non-terminating: an exact fraction, not a rounded decimal
+    ("1/3", "1/3"),  # non-terminating: an exact fraction, not a rounded decimal
     ("2/6", "1/3"),
     ("90^\\circ", "90"),
     ("10 \\text{ cm}", "10"),
@@ -113,7 +114,7 @@ MATH_NORMALIZATION = [
     ("\\frac{\\sqrt2}{2}", "\\frac{\\sqrt{2}}{2}"),
     ("\\text{Evelyn}", "Evelyn"),
     ("(1, 2)", "(1,2)"),
-    ("3x", "3x"),           # an expression, not "3 units of x"
+    ("3x", "3x"),  # an expression, not "3 units of x"
     ("", None),
     (None, None),
 ]
@@ -134,10 +135,10 @@ MATH_CORRECT = [
     ("1/2", "0.5"),
     ("\\frac{1}{2}", "1/2"),
     ("5.0", "5"),
-    ("0.333333", "1/3"),        # within 1e-6
+    ("0.333333", "1/3"),  # within 1e-6
     ("x=3", "3"),
     ("\\boxed{7}", "7"),
-    ("\\frac{\\sqrt{2}}{2}", "\\sqrt{2}/2"),   # only math-verify sees this one
+    ("\\frac{\\sqrt{2}}{2}", "\\sqrt{2}/2"),  # only math-verify sees this one
     ("2+3", "5"),
     ("x^2+1", "1+x^2"),
     ("1000", "Natalia sold ... clips.\n#### 1,000"),  # a full GSM8K solution as gold
@@ -193,9 +194,7 @@ def test_math_verify_in_a_thread():
     import threading
 
     results = []
-    worker = threading.Thread(
-        target=lambda: results.append(is_correct("\\sqrt{2}/2", "\\frac{\\sqrt{2}}{2}", "math"))
-    )
+    worker = threading.Thread(target=lambda: results.append(is_correct("\\sqrt{2}/2", "\\frac{\\sqrt{2}}{2}", "math")))
     worker.start()
     worker.join(30)
     assert results == [True]
@@ -243,14 +242,14 @@ CHOICE_EXTRACTION = [
     ("Rome", CITIES, "C"),
     ("It must be berlin.", CITIES, "D"),
     ("\\boxed{Paris}", CITIES, "B"),
-    ("It's not London, it's Paris.", CITIES, "B"),     # last mention in the reply
+    ("It's not London, it's Paris.", CITIES, "B"),  # last mention in the reply
     ("The answer is Paris, not London.", CITIES, "B"),  # first mention after the cue
     ("Answer: (B) Paris", CITIES, "B"),
     ("The correct choice: C", None, "C"),
     ("Let us check each option: A) no. So (B).", None, "B"),
     # letters beyond the choices are not answers
     ("The answer is E", CITIES, None),
-    ("Answer: H", None, "H"),     # default A–J
+    ("Answer: H", None, "H"),  # default A–J
     ("Answer: K", None, None),
     ("I do not know.", CITIES, None),
 ]
@@ -290,7 +289,7 @@ YES_NO_EXTRACTION = [
     ("No question here: \\boxed{True}", "yes"),
     ("The answer is: True", "yes"),
     ("I cannot tell.", None),
-    ("Yesterday it rained.", None),     # "yesterday" is not "yes"
+    ("Yesterday it rained.", None),  # "yesterday" is not "yes"
 ]
 
 
@@ -405,18 +404,55 @@ def test_extract_confidence(text, expected):
 
 # Fragments that stress the parsers: braces, cues, LaTeX, letters, labels, numbers.
 FRAGMENTS = [
-    "\\boxed{", "\\boxed ", "\\fbox{", "{", "}", "\\{", "\\}", "$", "\\", "\\frac", "\\text{",
-    "Answer:", "The answer is", "answer is (", "####", "(B)", "**", "A ", "I ", "option ",
-    "1,000", "0.5", "-", "1/2", "^{", "!", "=", "%", "yes", "no", "True", "not hateful",
-    "hateful", "support", "none", "Confidence:", "10", "15", "\n", " ", "é", "😀", "\x00",
+    "\\boxed{",
+    "\\boxed ",
+    "\\fbox{",
+    "{",
+    "}",
+    "\\{",
+    "\\}",
+    "$",
+    "\\",
+    "\\frac",
+    "\\text{",
+    "Answer:",
+    "The answer is",
+    "answer is (",
+    "####",
+    "(B)",
+    "**",
+    "A ",
+    "I ",
+    "option ",
+    "1,000",
+    "0.5",
+    "-",
+    "1/2",
+    "^{",
+    "!",
+    "=",
+    "%",
+    "yes",
+    "no",
+    "True",
+    "not hateful",
+    "hateful",
+    "support",
+    "none",
+    "Confidence:",
+    "10",
+    "15",
+    "\n",
+    " ",
+    "é",
+    "😀",
+    "\x00",
 ]
 texts = st.one_of(
     st.text(max_size=300),
     st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=5), max_size=60).map("".join),
 )
-SLOW = settings(
-    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+SLOW = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _check_all(text: str) -> None:
@@ -451,11 +487,35 @@ def test_fuzz_never_raises(text):
 
 
 # LaTeX-ish fragments reach math-verify (short, not plain numbers), unlike random text.
-LATEX_BITS = ["\\frac", "{", "}", "1", "2", "9", "0", ".", ",", "x", "^", "+", "-", "=", "!",
-              "\\sqrt", "(", ")", "[", "]", "\\pi", "\\infty", "\\{", "\\}", "\\cup", " "]
-math_strings = st.one_of(
-    st.text(max_size=40), st.lists(st.sampled_from(LATEX_BITS), max_size=25).map("".join)
-)
+LATEX_BITS = [
+    "\\frac",
+    "{",
+    "}",
+    "1",
+    "2",
+    "9",
+    "0",
+    ".",
+    ",",
+    "x",
+    "^",
+    "+",
+    "-",
+    "=",
+    "!",
+    "\\sqrt",
+    "(",
+    ")",
+    "[",
+    "]",
+    "\\pi",
+    "\\infty",
+    "\\{",
+    "\\}",
+    "\\cup",
+    " ",
+]
+math_strings = st.one_of(st.text(max_size=40), st.lists(st.sampled_from(LATEX_BITS), max_size=25).map("".join))
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,6 +1,7 @@
 """Held-out accuracy during training (`training.runs.<run>.heldout`, `training/heldout.py`): measured
 on the live policy before the first step and every `every` steps, equal to an independent re-grading
 of the saved models' answers; kept across a resume; per agent in a multi-agent run; in the curves."""
+
 from __future__ import annotations
 
 import re
@@ -22,14 +23,34 @@ from debatelab.training import TrainSettings
 TINY = yaml.safe_load((REPO_ROOT / "tests/configs/tiny.yaml").read_text())
 
 # The toy task of test_training (the random character-level model answers "7" now and then).
-TOY = dict(prompts_per_step=4, rollouts_per_prompt=6, sampling_batch=8, max_sampling_rounds=3, max_tokens=8,
-           overlong_buffer=0, learning_rate=3e-3, warmup_steps=0, mini_batch_size=24, micro_batch_size=24,
-           finetuning="full", show_progress=False)
+TOY = dict(
+    prompts_per_step=4,
+    rollouts_per_prompt=6,
+    sampling_batch=8,
+    max_sampling_rounds=3,
+    max_tokens=8,
+    overlong_buffer=0,
+    learning_rate=3e-3,
+    warmup_steps=0,
+    mini_batch_size=24,
+    micro_batch_size=24,
+    finetuning="full",
+    show_progress=False,
+)
 
 
 def _rows(prefix: str, n: int) -> list[dict]:
-    return [{"id": f"{prefix}{i}", "question": f"question {prefix}{i}: answer with the number 7.", "choices": None,
-             "answer": "7", "task_type": "math", "meta": {"source": "toy"}} for i in range(n)]
+    return [
+        {
+            "id": f"{prefix}{i}",
+            "question": f"question {prefix}{i}: answer with the number 7.",
+            "choices": None,
+            "answer": "7",
+            "task_type": "math",
+            "meta": {"source": "toy"},
+        }
+        for i in range(n)
+    ]
 
 
 def _dataset(path, prefix: str, n: int):
@@ -44,16 +65,26 @@ def _hand_accuracy(model_dir, rows, settings, system_prompt=None) -> float:
     from debatelab.training.core.heldout import heldout_seed
 
     backend = TransformersBackend(model_dir, device="cpu", dtype="float32")
-    requests = [GenerationRequest(messages=prompts.question_messages(row, system_prompt), sampling=SamplingParams(
-        temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens,
-        seed=heldout_seed(settings.seed, row["id"]))) for row in rows]
+    requests = [
+        GenerationRequest(
+            messages=prompts.question_messages(row, system_prompt),
+            sampling=SamplingParams(
+                temperature=settings.temperature,
+                top_p=settings.top_p,
+                max_tokens=settings.max_tokens,
+                seed=heldout_seed(settings.seed, row["id"]),
+            ),
+        )
+        for row in rows
+    ]
     texts = [g[0].text for g in backend.generate(requests)]
     right = [grading.is_correct(grading.extract_answer(t, "math"), "7", "math") for t in texts]
     return sum(right) / len(rows)
 
 
-def test_heldout_accuracy_from_the_base_model_on_equals_a_regrading_and_survives_a_resume(tmp_path, char_model_dir,
-                                                                                             monkeypatch):
+def test_heldout_accuracy_from_the_base_model_on_equals_a_regrading_and_survives_a_resume(
+    tmp_path, char_model_dir, monkeypatch
+):
     """A 1-step run, then resumed to 2 steps: heldout_base_accuracy (step 0) and heldout_accuracy
     after steps 1 and 2 are the accuracies of the base folder and of the two saved models on the
     same 60 of the 80 held-out questions, regenerated with the same seeds; the resumed run evaluates
@@ -65,10 +96,17 @@ def test_heldout_accuracy_from_the_base_model_on_equals_a_regrading_and_survives
     train = _dataset(tmp_path / "toy.parquet", "q", 24)
     heldout = _dataset(tmp_path / "heldout.parquet", "h", 80)
     out = tmp_path / "run"
-    job = dict(dataset_path=str(train), heldout_path=str(heldout), model_path=str(char_model_dir),
-               metrics_path=str(out / "metrics.parquet"), curves_path=str(out / "curves.png"),
-               settings_path=str(out / "settings.json"), checkpoint_dir=str(out / "checkpoint"), run="run",
-               policy=AgentSpec(name="toy", model="tiny"))
+    job = dict(
+        dataset_path=str(train),
+        heldout_path=str(heldout),
+        model_path=str(char_model_dir),
+        metrics_path=str(out / "metrics.parquet"),
+        curves_path=str(out / "curves.png"),
+        settings_path=str(out / "settings.json"),
+        checkpoint_dir=str(out / "checkpoint"),
+        run="run",
+        policy=AgentSpec(name="toy", model="tiny"),
+    )
     settings = TrainSettings(steps=1, heldout_every=1, heldout_questions=60, **TOY)
     first = train_job(**job, out_dir=str(out / "model1"), settings=settings)
 
@@ -100,7 +138,9 @@ def test_without_a_heldout_set_the_columns_are_empty(tmp_path, char_model_dir):
     from debatelab.training.methods.dapo import DapoTrainer
 
     settings = TrainSettings(steps=1, **TOY)
-    trainer = DapoTrainer(frame_from_rows(_rows("q", 8)), Policy(char_model_dir, settings, device="cpu"), settings, run="r")
+    trainer = DapoTrainer(
+        frame_from_rows(_rows("q", 8)), Policy(char_model_dir, settings, device="cpu"), settings, run="r"
+    )
     metrics = trainer.train()
     assert metrics["heldout_accuracy"].isna().all() and metrics["heldout_base_accuracy"].isna().all()
     assert list(metrics["heldout_questions"]) == [0]
@@ -114,14 +154,32 @@ def test_each_agent_of_a_multi_agent_run_is_evaluated_alone_with_its_system_prom
     from debatelab.training.methods.mappo import MappoTrainer
 
     torch.manual_seed(0)
-    settings = TrainSettings(method="mappo", steps=1, heldout_every=1, heldout_questions=40, lora={"r": 4, "alpha": 8},
-                             dtype="float32", max_tokens=8, overlong_buffer=0, learning_rate=1e-2, warmup_steps=0,
-                             show_progress=False, mappo={"rounds": 1, "questions_per_step": 2})
+    settings = TrainSettings(
+        method="mappo",
+        steps=1,
+        heldout_every=1,
+        heldout_questions=40,
+        lora={"r": 4, "alpha": 8},
+        dtype="float32",
+        max_tokens=8,
+        overlong_buffer=0,
+        learning_rate=1e-2,
+        warmup_steps=0,
+        show_progress=False,
+        mappo={"rounds": 1, "questions_per_step": 2},
+    )
     policies = AgentPolicies({"alice": char_model_dir, "bob": char_model_dir}, settings, device="cpu")
     prompts_ = {"alice": None, "bob": "be brief."}
     heldout = frame_from_rows(_rows("h", 40))
-    trainer = MappoTrainer(frame_from_rows(_rows("q", 4)), policies, settings, run="mappo",
-                           participants=["alice", "bob"], system_prompts=prompts_, heldout=heldout)
+    trainer = MappoTrainer(
+        frame_from_rows(_rows("q", 4)),
+        policies,
+        settings,
+        run="mappo",
+        participants=["alice", "bob"],
+        system_prompts=prompts_,
+        heldout=heldout,
+    )
     metrics = trainer.train()
     for column in ("heldout_base_accuracy", "heldout_accuracy"):
         each = metrics[[f"{column}_alice", f"{column}_bob"]].iloc[0]
@@ -129,8 +187,9 @@ def test_each_agent_of_a_multi_agent_run_is_evaluated_alone_with_its_system_prom
     rows = heldout.to_dict("records")
     assert metrics[["heldout_base_accuracy_alice", "heldout_base_accuracy_bob"]].iloc[0].max() > 0  # not all zeros
     for agent, system_prompt in prompts_.items():
-        assert metrics[f"heldout_base_accuracy_{agent}"].iloc[0] == _hand_accuracy(char_model_dir, rows, settings,
-                                                                                  system_prompt)
+        assert metrics[f"heldout_base_accuracy_{agent}"].iloc[0] == _hand_accuracy(
+            char_model_dir, rows, settings, system_prompt
+        )
 
 
 def test_the_curves_show_heldout_accuracy_from_step_0_with_n():
@@ -138,11 +197,23 @@ def test_the_curves_show_heldout_accuracy_from_step_0_with_n():
 
     from debatelab.reporting.training import plot_training_curves
 
-    metrics = pd.DataFrame({"step": [1, 2, 3], "reward_mean": [0.1, 0.2, 0.3], "reward_std": [0.1] * 3,
-                            "accuracy": [0.5] * 3, "response_length": [5.0] * 3, "groups_kept": [1] * 3,
-                            "prompts_sampled": [2] * 3, "debate_groups_kept": [0] * 3, "rollout_seconds": [1.0] * 3,
-                            "update_seconds": [1.0] * 3, "heldout_base_accuracy": [0.25, np.nan, np.nan],
-                            "heldout_accuracy": [np.nan, 0.5, 0.75], "heldout_questions": [40] * 3})
+    metrics = pd.DataFrame(
+        {
+            "step": [1, 2, 3],
+            "reward_mean": [0.1, 0.2, 0.3],
+            "reward_std": [0.1] * 3,
+            "accuracy": [0.5] * 3,
+            "response_length": [5.0] * 3,
+            "groups_kept": [1] * 3,
+            "prompts_sampled": [2] * 3,
+            "debate_groups_kept": [0] * 3,
+            "rollout_seconds": [1.0] * 3,
+            "update_seconds": [1.0] * 3,
+            "heldout_base_accuracy": [0.25, np.nan, np.nan],
+            "heldout_accuracy": [np.nan, 0.5, 0.75],
+            "heldout_questions": [40] * 3,
+        }
+    )
     fig = plot_training_curves(metrics, "t")
     lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
     line = lines["held-out accuracy (n = 40)"]
@@ -160,11 +231,14 @@ def _experiment(**heldout) -> Experiment:
     return Experiment(validate_config(cfg))
 
 
-@pytest.mark.parametrize("dataset, expected", [
-    ("gsm8k", ["training.runs.sdrl.heldout.dataset", "'gsm8k'", "not a key of `datasets`"]),
-    ("asdiv", ["training.runs.sdrl.heldout.dataset", "'asdiv'", "training questions"]),
-    ("asdiv_again", ["training.runs.sdrl.heldout.dataset", "'asdiv_again'", "training questions"]),  # the same file
-])
+@pytest.mark.parametrize(
+    "dataset, expected",
+    [
+        ("gsm8k", ["training.runs.sdrl.heldout.dataset", "'gsm8k'", "not a key of `datasets`"]),
+        ("asdiv", ["training.runs.sdrl.heldout.dataset", "'asdiv'", "training questions"]),
+        ("asdiv_again", ["training.runs.sdrl.heldout.dataset", "'asdiv_again'", "training questions"]),  # the same file
+    ],
+)
 def test_a_heldout_dataset_is_another_key_of_datasets(dataset, expected):
     with pytest.raises(ConfigError) as error:
         _experiment(dataset=dataset)
@@ -206,8 +280,15 @@ def test_the_train_rules_read_the_heldout_dataset_only_when_a_run_has_one(tmp_pa
             cfg["training"]["runs"]["sdrl"]["heldout"] = {"dataset": "commonsense_qa"}
             cfg["training"]["runs"]["udpo"]["heldout"] = {"dataset": "commonsense_qa"}
         (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
-        proc = snakemake(tmp_path, "--configfile", str(tmp_path / "config.yaml"), "-n", "--forceall",
-                         "results/tiny/train/sdrl/metrics.parquet", "results/tiny/train/udpo/metrics.parquet")
+        proc = snakemake(
+            tmp_path,
+            "--configfile",
+            str(tmp_path / "config.yaml"),
+            "-n",
+            "--forceall",
+            "results/tiny/train/sdrl/metrics.parquet",
+            "results/tiny/train/udpo/metrics.parquet",
+        )
         return dict(re.findall(r"rule (\w+):\n\s+input: ([^\n]*)", proc.stdout))
 
     with_heldout, without = train_inputs(True), train_inputs(False)

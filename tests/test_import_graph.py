@@ -4,6 +4,7 @@ jobs that never plot or search import neither matplotlib nor Optuna.
 The graph is read from the source with `ast` (every import statement, function-level ones
 included), one node per top-level package or module (`debatelab.training` is one node whatever its
 inside looks like), an edge a -> b when some module of a imports something of b."""
+
 from __future__ import annotations
 
 import ast
@@ -78,7 +79,7 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         path.pop()
@@ -105,8 +106,12 @@ def test_imports_are_read_at_every_level():
         "    from ..llm.base import Backend\n"
     )
     names = _imported(tree, ["debatelab", "evaluation", "papers"])
-    assert {"debatelab.io", "debatelab.evaluation.grading", "debatelab.training.settings",
-            "debatelab.evaluation.llm.base"} <= names
+    assert {
+        "debatelab.io",
+        "debatelab.evaluation.grading",
+        "debatelab.training.settings",
+        "debatelab.evaluation.llm.base",
+    } <= names
     names = _imported(tree, ["debatelab", "debate"])
     assert {"debatelab.grading", "debatelab.llm.base"} <= names
     graph = package_graph()
@@ -131,12 +136,16 @@ def test_reporting_imports_no_stage():
     assert not reached, f"reporting imports stage packages (the stages call reporting, not the other way): {reached}"
 
 
-@pytest.mark.parametrize("module", ["debatelab.debate.engine", "debatelab.debate.stage", "debatelab.zero_shot.stage",
-                                    "debatelab.estimators"])
+@pytest.mark.parametrize(
+    "module", ["debatelab.debate.engine", "debatelab.debate.stage", "debatelab.zero_shot.stage", "debatelab.estimators"]
+)
 def test_stage_imports_neither_optuna_nor_matplotlib(module):
-    code = (f"import sys; import {module}; "
-            "loaded = [m for m in ('optuna', 'matplotlib') if m in sys.modules]; "
-            "assert not loaded, loaded")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(SRC)})
+    code = (
+        f"import sys; import {module}; "
+        "loaded = [m for m in ('optuna', 'matplotlib') if m in sys.modules]; "
+        "assert not loaded, loaded"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(SRC)}
+    )
     assert result.returncode == 0, result.stderr[-2000:]

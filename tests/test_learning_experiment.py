@@ -5,6 +5,7 @@ test_experiment_configs). A tiny version of its DAPO part runs through the real 
 one step, answer the same held-out questions with the base and the trained model, alone and in a
 pair debate, and compare them with paired intervals.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,9 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from workflow_helpers import REPO_ROOT, snakemake
 
 from debatelab.config import load_experiment
-from workflow_helpers import REPO_ROOT, snakemake
 
 CONFIG = REPO_ROOT / "config/experiments/learning_cpu.yaml"
 
@@ -40,17 +41,31 @@ def _tiny(tmp_path: Path) -> Path:
     config["datasets"]["chain_sum"]["limit"] = 6
     config["datasets"]["chain_train"]["limit"] = 8
     config["models"] = {k: v for k, v in config["models"].items() if k in ("smollm2-135m-instruct", "smollm2-dapo")}
-    config["agents"] = {k: {**v, "max_tokens": 16} for k, v in config["agents"].items()
-                        if k in ("base_a", "base_b", "dapo_a", "dapo_b")}
+    config["agents"] = {
+        k: {**v, "max_tokens": 16} for k, v in config["agents"].items() if k in ("base_a", "base_b", "dapo_a", "dapo_b")
+    }
     pair = config["debate"]["protocols"]["base_pair"]
     config["debate"]["protocols"] = {"base_pair": pair, "dapo_pair": {**pair, "participants": ["dapo_a", "dapo_b"]}}
-    dapo = {**config["training"]["runs"]["dapo"], "steps": 1, "prompts_per_step": 2, "rollouts_per_prompt": 2,
-            "sampling_batch": 2, "max_tokens": 8, "overlong_buffer": 2, "mini_batch_size": 4, "micro_batch_size": 4,
-            "heldout": {"dataset": "chain_val", "every": 1, "questions": 4}}
+    dapo = {
+        **config["training"]["runs"]["dapo"],
+        "steps": 1,
+        "prompts_per_step": 2,
+        "rollouts_per_prompt": 2,
+        "sampling_batch": 2,
+        "max_tokens": 8,
+        "overlong_buffer": 2,
+        "mini_batch_size": 4,
+        "micro_batch_size": 4,
+        "heldout": {"dataset": "chain_val", "every": 1, "questions": 4},
+    }
     config["training"]["runs"] = {"dapo": dapo}
-    config["evaluation"] = {"papers": [], "comparisons": {
-        "dapo": {"treatment": "dapo_b", "control": "base_b"},
-        "dapo_debate": {"treatment": "dapo_pair", "control": "base_pair"}}}
+    config["evaluation"] = {
+        "papers": [],
+        "comparisons": {
+            "dapo": {"treatment": "dapo_b", "control": "base_b"},
+            "dapo_debate": {"treatment": "dapo_pair", "control": "base_pair"},
+        },
+    }
     path = tmp_path / "learning_tiny.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -59,8 +74,16 @@ def _tiny(tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_a_tiny_learning_run_compares_the_trained_model_with_its_base(tmp_path):
     config = _tiny(tmp_path)
-    snakemake(tmp_path, "--profile", str(REPO_ROOT / "profiles/local"), "--configfile", str(config),
-              "--until", "summarize_comparisons", timeout=1500)
+    snakemake(
+        tmp_path,
+        "--profile",
+        str(REPO_ROOT / "profiles/local"),
+        "--configfile",
+        str(config),
+        "--until",
+        "summarize_comparisons",
+        timeout=1500,
+    )
     results = tmp_path / "results/learning_tiny"
     table = pd.read_csv(results / "summary/comparisons.csv")
     assert list(zip(table["comparison"], table["kind"])) == [("dapo", "single agent"), ("dapo_debate", "debate")]

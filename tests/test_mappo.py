@@ -1,5 +1,6 @@
 """MAPPO and RMAAC, UDPO's actor-critic baselines (spec 000 §8): the shared reward, the critic's
 features and advantages by hand, RMAAC's peer swaps, and whole training steps with resume."""
+
 from __future__ import annotations
 
 import math
@@ -26,8 +27,15 @@ from debatelab.training.methods.mappo import (
 )
 from debatelab.training.settings import TrainSettings
 
-SETTINGS = TrainSettings(lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=6, overlong_buffer=0,
-                         learning_rate=1e-2, warmup_steps=0, show_progress=False)
+SETTINGS = TrainSettings(
+    lora={"r": 4, "alpha": 8},
+    dtype="float32",
+    max_tokens=6,
+    overlong_buffer=0,
+    learning_rate=1e-2,
+    warmup_steps=0,
+    show_progress=False,
+)
 
 
 def test_shared_reward_is_the_task_plus_weighted_consensus():
@@ -50,9 +58,19 @@ def test_agreement_features_by_hand():
     # before round 1 of 2: answers 7, 7, 3 (agent 2 holds the minority answer); one unparseable case below
     f = dict(zip(FEATURES, agreement_features(["7", "7", "3"], 2, 1, 2, "math")))
     entropy = -(2 / 3 * math.log(2 / 3) + 1 / 3 * math.log(1 / 3)) / math.log(3)
-    assert f == pytest.approx({"first_round": 0.0, "progress": 0.5, "plurality_share": 2 / 3, "entropy": entropy,
-                               "disagreement": 1.0, "invalid_share": 0.0, "own_with_plurality": 0.0,
-                               "own_invalid": 0.0, "distinct_share": 2 / 3})
+    assert f == pytest.approx(
+        {
+            "first_round": 0.0,
+            "progress": 0.5,
+            "plurality_share": 2 / 3,
+            "entropy": entropy,
+            "disagreement": 1.0,
+            "invalid_share": 0.0,
+            "own_with_plurality": 0.0,
+            "own_invalid": 0.0,
+            "distinct_share": 2 / 3,
+        }
+    )
     g = dict(zip(FEATURES, agreement_features(["7", None, "7.0"], 1, 2, 2, "math")))  # "7.0" is the answer 7
     assert g["plurality_share"] == pytest.approx(2 / 3) and g["invalid_share"] == pytest.approx(1 / 3)
     assert g["own_invalid"] == 1.0 and g["own_with_plurality"] == 0.0 and g["progress"] == 1.0
@@ -67,8 +85,11 @@ def test_critic_advantages_and_fit_by_hand():
     # the critic learns to tell a unanimous state (return 2) from a split one (return 0)
     critic = build_critic(16, seed=0)
     assert all(torch.equal(a, b) for a, b in zip(critic.parameters(), build_critic(16, seed=0).parameters()))
-    features = np.array([agreement_features(["7", "7", "7"], 0, 1, 2, "math"),
-                         agreement_features(["7", "3", "5"], 0, 1, 2, "math")] * 4, dtype=np.float32)
+    features = np.array(
+        [agreement_features(["7", "7", "7"], 0, 1, 2, "math"), agreement_features(["7", "3", "5"], 0, 1, 2, "math")]
+        * 4,
+        dtype=np.float32,
+    )
     targets = np.array([2.0, 0.0] * 4, dtype=np.float32)
     optimizer = torch.optim.Adam(critic.parameters(), lr=1e-2)
     first = fit_critic(critic, optimizer, features, targets, epochs=200)
@@ -81,8 +102,10 @@ def _state(answers: list[str], correct: list[bool]) -> tuple[QuestionState, list
     seats = [Participant(i, f"a{i}", f"a{i}", "m", None, sampling) for i in range(len(answers))]
     row = {"id": "q0", "question": "What is 3 + 4?", "choices": None, "answer": "7", "task_type": "math", "meta": None}
     q = QuestionState(row=row, thread=0, participants=seats, pre=[], seed=0)
-    turns = [Turn(agent=i, round=0, response=f"agent {i} says \\boxed{{{a}}}", answer=a, key=a, correct=c)
-             for i, (a, c) in enumerate(zip(answers, correct))]
+    turns = [
+        Turn(agent=i, round=0, response=f"agent {i} says \\boxed{{{a}}}", answer=a, key=a, correct=c)
+        for i, (a, c) in enumerate(zip(answers, correct))
+    ]
     q.pre = list(turns)
     return q, turns
 
@@ -106,8 +129,13 @@ def test_rmaac_swaps_shown_peers_for_wrong_answers_of_the_same_debate():
     counts = []
     for step in (0, 0, 1):
         debate = PeerSwapDebate({"rounds": 1}, p=0.2, step=step)
-        counts.append(tuple(v.answer for i in range(1, 10) for v in debate.peer_views(q4, i, 1, many, [
-            j for j in range(10) if j != i], [])))
+        counts.append(
+            tuple(
+                v.answer
+                for i in range(1, 10)
+                for v in debate.peer_views(q4, i, 1, many, [j for j in range(10) if j != i], [])
+            )
+        )
     assert counts[0] == counts[1] and counts[0] != counts[2]
     swapped = sum(a == "3" for a in counts[0]) - 9  # each receiver also sees agent 0's own wrong answer
     assert 5 <= swapped <= 30  # about 0.2 × 72 peers that are right
@@ -119,13 +147,27 @@ def _mappo(char_model_dir, checkpoint_dir, steps, method="mappo", **mappo):
     from debatelab.training.methods.mappo import MappoTrainer
 
     torch.manual_seed(0)
-    settings = replace(SETTINGS, method=method, steps=steps,
-                       mappo={"rounds": 2, "questions_per_step": 4, **mappo})
+    settings = replace(SETTINGS, method=method, steps=steps, mappo={"rounds": 2, "questions_per_step": 4, **mappo})
     policies = AgentPolicies({"alice": char_model_dir, "bob": char_model_dir}, settings, device="cpu")
-    rows = [{"id": f"q{i}", "question": f"question {i}: answer 7.", "choices": None, "answer": "7", "task_type": "math",
-             "meta": {"source": "toy"}} for i in range(6)]
-    trainer = MappoTrainer(frame_from_rows(rows), policies, settings, run=method, participants=["alice", "bob", "alice"],
-                           checkpoint_dir=checkpoint_dir)
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"question {i}: answer 7.",
+            "choices": None,
+            "answer": "7",
+            "task_type": "math",
+            "meta": {"source": "toy"},
+        }
+        for i in range(6)
+    ]
+    trainer = MappoTrainer(
+        frame_from_rows(rows),
+        policies,
+        settings,
+        run=method,
+        participants=["alice", "bob", "alice"],
+        checkpoint_dir=checkpoint_dir,
+    )
     return trainer, trainer.train()
 
 
@@ -138,8 +180,11 @@ def test_mappo_steps_train_every_agent_and_the_critic_and_resume_to_the_same_wei
     assert ((metrics["reward_mean"] - metrics["accuracy"] - metrics["consensus"]).abs() < 1e-9).all()
     assert np.isfinite(metrics["loss"]).all() and (metrics["updates"] == 2).all()
     for agent in ("alice", "bob"):
-        assert any(float(p.detach().abs().max()) > 0 for n, p in trainer.policy.adapter_parameters(agent).items()
-                   if "lora_B" in n)
+        assert any(
+            float(p.detach().abs().max()) > 0
+            for n, p in trainer.policy.adapter_parameters(agent).items()
+            if "lora_B" in n
+        )
     fresh = build_critic(64, seed=0)
     assert not all(torch.equal(a, b) for a, b in zip(trainer.critic.parameters(), fresh.parameters()))
 
@@ -174,6 +219,14 @@ def test_two_processes_make_the_same_rmaac_steps_as_one(tmp_path, char_model_dir
     assert any(k.startswith("@critic/") for k in one)
     m1, m2 = reports1[0]["metrics"], reports2[0]["metrics"]
     assert m1["debates"] == m2["debates"] == 4 and m1["sequences"] == m2["sequences"] == 4 * 3 * 2
-    for key in ("reward_mean", "accuracy", "consensus", "value_mean", "value_loss", "peer_swaps", "loss",
-                "response_length"):
+    for key in (
+        "reward_mean",
+        "accuracy",
+        "consensus",
+        "value_mean",
+        "value_loss",
+        "peer_swaps",
+        "loss",
+        "response_length",
+    ):
         assert m2[key] == pytest.approx(m1[key], rel=1e-5, abs=1e-7), key

@@ -1,4 +1,5 @@
 """Shared metrics (spec 004 §9) against hand-worked values."""
+
 from __future__ import annotations
 
 import math
@@ -38,8 +39,12 @@ def test_auarc_ties_are_broken_reproducibly_by_seed():
     # the correct item can land anywhere among the ties, so seeds disagree
     values = {M.auarc(c, z, seed=s) for s in range(20)}
     assert len(values) > 1
-    assert values <= {(1 + 1 / 2 + 1 / 3 + 1 / 4) / 4, (0 + 1 / 2 + 1 / 3 + 1 / 4) / 4,
-                      (0 + 0 + 1 / 3 + 1 / 4) / 4, (0 + 0 + 0 + 1 / 4) / 4}
+    assert values <= {
+        (1 + 1 / 2 + 1 / 3 + 1 / 4) / 4,
+        (0 + 1 / 2 + 1 / 3 + 1 / 4) / 4,
+        (0 + 0 + 1 / 3 + 1 / 4) / 4,
+        (0 + 0 + 0 + 1 / 4) / 4,
+    }
     # seed=None keeps the input order among ties
     assert M.auarc(c, z, seed=None) == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
     assert M.auarc(c, z[::-1], seed=None) == pytest.approx((0 + 0 + 0 + 1 / 4) / 4)

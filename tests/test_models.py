@@ -1,4 +1,5 @@
 """prepare_model: the bundled models are real, trainable Hugging Face folders."""
+
 from __future__ import annotations
 
 import json
@@ -37,6 +38,8 @@ def test_smollm2_is_dequantised_into_a_plain_model_that_knows_paris(tmp_path):
     assert "quantization_config" not in config  # a quantised flag would block saving and fine-tuning
     backend = TransformersBackend(out, device="cpu", dtype="float32")
     question = [{"role": "user", "content": "What is the capital of France?"}]
-    paris, berlin = backend.score([question, question], ["The capital of France is Paris.", "The capital of France is Berlin."])
+    paris, berlin = backend.score(
+        [question, question], ["The capital of France is Paris.", "The capital of France is Berlin."]
+    )
     assert paris.mean_logprob > berlin.mean_logprob + 0.2
     assert any(p.requires_grad for p in backend.model.parameters())

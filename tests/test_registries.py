@@ -4,6 +4,7 @@ config/schema.yaml is YAML and can't import the registries, so it repeats their 
 is what keeps the copies equal (same names, same order). Adding a debate protocol kind, a
 confidence estimator, a paper or a training method is its module plus its registry entry, and this
 test names the schema enums to extend."""
+
 from __future__ import annotations
 
 import pytest
@@ -31,27 +32,48 @@ TOP = ("properties",)
 REGISTRIES = {
     "debate.protocols.PROTOCOLS (kinds)": (list(protocols.PROTOCOLS), [PROTOCOL + ("kind", "enum")]),
     "prompts.TEMPLATES (debate templates)": (list(prompts.TEMPLATES), [PROTOCOL + ("template", "enum")]),
-    "estimators.ESTIMATORS": (list(ESTIMATORS), [
-        PROTOCOL + ("confidence", "items", "enum"),
-        TOP + ("zero_shot", "properties", "estimators", "items", "enum"),
-        TOP + ("calibration", "properties", "estimators", "items", "enum"),
-    ]),
-    "estimators.SEQPROB_TARGETS": (list(SEQPROB_TARGETS), [TOP + ("zero_shot", "properties", "seqprob_target", "enum")]),
-    "config.PAPERS": (list(PAPERS), [
-        ("definitions", "model", "properties", "paper_backbone", "propertyNames", "enum"),
-        TOP + ("evaluation", "properties", "papers", "items", "enum"),
-    ]),
-    "confidence.calibrators.CALIBRATORS": (list(CALIBRATORS), [
-        TOP + ("calibration", "properties", "calibrators", "items", "enum"),
-        TOP + ("calibration", "properties", "report_calibrator", "enum"),
-    ]),
-    "confidence.fusion.SEARCH_SPACES (searched protocols)": (list(SEARCH_SPACES), [
-        TOP + ("protocol_search", "properties", "protocols", "items", "enum"),
-    ]),
-    "config.TRAINING_METHODS": (list(TRAINING_METHODS), [("definitions", "training_run", "properties", "method", "enum")]),
-    "config.TRAINING_METHODS (multi-agent)": (list(multi_agent_methods()), [
-        ("definitions", "training_run", "if", "properties", "method", "enum"),
-    ]),
+    "estimators.ESTIMATORS": (
+        list(ESTIMATORS),
+        [
+            PROTOCOL + ("confidence", "items", "enum"),
+            TOP + ("zero_shot", "properties", "estimators", "items", "enum"),
+            TOP + ("calibration", "properties", "estimators", "items", "enum"),
+        ],
+    ),
+    "estimators.SEQPROB_TARGETS": (
+        list(SEQPROB_TARGETS),
+        [TOP + ("zero_shot", "properties", "seqprob_target", "enum")],
+    ),
+    "config.PAPERS": (
+        list(PAPERS),
+        [
+            ("definitions", "model", "properties", "paper_backbone", "propertyNames", "enum"),
+            TOP + ("evaluation", "properties", "papers", "items", "enum"),
+        ],
+    ),
+    "confidence.calibrators.CALIBRATORS": (
+        list(CALIBRATORS),
+        [
+            TOP + ("calibration", "properties", "calibrators", "items", "enum"),
+            TOP + ("calibration", "properties", "report_calibrator", "enum"),
+        ],
+    ),
+    "confidence.fusion.SEARCH_SPACES (searched protocols)": (
+        list(SEARCH_SPACES),
+        [
+            TOP + ("protocol_search", "properties", "protocols", "items", "enum"),
+        ],
+    ),
+    "config.TRAINING_METHODS": (
+        list(TRAINING_METHODS),
+        [("definitions", "training_run", "properties", "method", "enum")],
+    ),
+    "config.TRAINING_METHODS (multi-agent)": (
+        list(multi_agent_methods()),
+        [
+            ("definitions", "training_run", "if", "properties", "method", "enum"),
+        ],
+    ),
 }
 
 

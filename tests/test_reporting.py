@@ -1,4 +1,5 @@
 """Debate summary, SVR-MAD Table 1 layout and cost/accuracy plot on small hand-built results."""
+
 from __future__ import annotations
 
 import math
@@ -10,8 +11,13 @@ import pytest
 from debatelab.debate.schema import QUESTION_COLUMNS, TURN_COLUMNS
 from debatelab.io import DataFileError, save_figure_atomic, write_parquet_atomic
 from debatelab.reporting.debate import (
-    DEBATE_QUESTION_INPUTS, DEBATE_SUMMARY_COLUMNS, DEBATE_TURN_INPUTS, debate_summary, debate_table_paper_layout,
-    plot_debate_cost_accuracy, summarize_debate,
+    DEBATE_QUESTION_INPUTS,
+    DEBATE_SUMMARY_COLUMNS,
+    DEBATE_TURN_INPUTS,
+    debate_summary,
+    debate_table_paper_layout,
+    plot_debate_cost_accuracy,
+    summarize_debate,
 )
 
 KINDS = {"sc": "self_consistency", "mad": "all_to_all", "svr": "svr_mad"}
@@ -24,13 +30,34 @@ def questions(dataset, protocol, rows):
         debate = ncomm > 0
         record = dict.fromkeys(QUESTION_COLUMNS)
         record.update(
-            question_id=qid, dataset=dataset, protocol=protocol, kind=KINDS[protocol], thread=thread,
-            task_type="multiple_choice", gold="A", n_agents=3, participants='["#0", "#1", "#2"]',
-            final_answer=None if failed else ("A" if correct else "B"), correct=correct, parse_failed=failed,
-            rounds_used=2 if debate else 0, stopped_early=not debate, ended_by="rounds" if debate else "no_debate",
-            ncomm=ncomm, ncomm_full=ncomm, ncomm_answers=0, debate_calls=3 if debate else 0,
-            debate_prompt_tokens=0, debate_completion_tokens=0, pre_debate_tokens=tokens, total_tokens=tokens,
-            confidence_tokens=0, pre_majority="A", pre_correct=True, pre_unanimous=unanimous, pre_n_correct=3,
+            question_id=qid,
+            dataset=dataset,
+            protocol=protocol,
+            kind=KINDS[protocol],
+            thread=thread,
+            task_type="multiple_choice",
+            gold="A",
+            n_agents=3,
+            participants='["#0", "#1", "#2"]',
+            final_answer=None if failed else ("A" if correct else "B"),
+            correct=correct,
+            parse_failed=failed,
+            rounds_used=2 if debate else 0,
+            stopped_early=not debate,
+            ended_by="rounds" if debate else "no_debate",
+            ncomm=ncomm,
+            ncomm_full=ncomm,
+            ncomm_answers=0,
+            debate_calls=3 if debate else 0,
+            debate_prompt_tokens=0,
+            debate_completion_tokens=0,
+            pre_debate_tokens=tokens,
+            total_tokens=tokens,
+            confidence_tokens=0,
+            pre_majority="A",
+            pre_correct=True,
+            pre_unanimous=unanimous,
+            pre_n_correct=3,
             answers_by_round="[]",
         )
         records.append(record)
@@ -44,11 +71,31 @@ def turns(dataset, protocol, failures_by_round):
         for k, failed in enumerate(failures):
             record = dict.fromkeys(TURN_COLUMNS)
             record.update(
-                question_id=f"q{k}", dataset=dataset, protocol=protocol, thread=0, round=rnd, agent=f"#{k % 3}",
-                agent_index=k % 3, agent_config="a", model="tiny", call=0, zero_shot_sample=-1 if rnd else 0,
-                sources=[], answer_sources=[], response="...", answer=None if failed else "A", correct=not failed,
-                parse_failed=failed, prompt_tokens=10, completion_tokens=5, finish_reason="stop",
-                min_logprob=-1.0, mean_logprob=-0.5, conf_verbal=None, conf_seqprob=None, confidence_tokens=0,
+                question_id=f"q{k}",
+                dataset=dataset,
+                protocol=protocol,
+                thread=0,
+                round=rnd,
+                agent=f"#{k % 3}",
+                agent_index=k % 3,
+                agent_config="a",
+                model="tiny",
+                call=0,
+                zero_shot_sample=-1 if rnd else 0,
+                sources=[],
+                answer_sources=[],
+                response="...",
+                answer=None if failed else "A",
+                correct=not failed,
+                parse_failed=failed,
+                prompt_tokens=10,
+                completion_tokens=5,
+                finish_reason="stop",
+                min_logprob=-1.0,
+                mean_logprob=-0.5,
+                conf_verbal=None,
+                conf_seqprob=None,
+                confidence_tokens=0,
             )
             records.append(record)
     return pd.DataFrame(records, columns=TURN_COLUMNS)
@@ -59,9 +106,12 @@ T, F = True, False
 QUESTIONS = {
     ("ds_a", "sc"): [("q1", 0, T, T, 0, 1000, F), ("q2", 0, T, F, 0, 45000, F), ("q3", 0, F, F, 0, 45800, T)],
     ("ds_a", "mad"): [
-        ("q1", 0, T, T, 6, 2000, F), ("q1", 1, T, T, 6, 2000, F),
-        ("q2", 0, T, F, 12, 100000, F), ("q2", 1, F, F, 18, 120000, F),
-        ("q3", 0, F, F, 18, 130000, F), ("q3", 1, F, F, 18, 150000, T),
+        ("q1", 0, T, T, 6, 2000, F),
+        ("q1", 1, T, T, 6, 2000, F),
+        ("q2", 0, T, F, 12, 100000, F),
+        ("q2", 1, F, F, 18, 120000, F),
+        ("q3", 0, F, F, 18, 130000, F),
+        ("q3", 1, F, F, 18, 150000, T),
     ],
     ("ds_a", "svr"): [("q1", 0, T, T, 0, 1000, F), ("q2", 0, T, F, 4, 70000, F), ("q3", 0, T, F, 8, 79000, F)],
     # ds_b: every question unanimous; svr is cheapest here, unlike on ds_a
@@ -104,7 +154,12 @@ def test_inputs_are_schema_columns():
 def test_sorted_by_dataset_then_tokens(summary):
     assert list(summary.columns) == DEBATE_SUMMARY_COLUMNS
     assert list(zip(summary["dataset"], summary["protocol"])) == [
-        ("ds_a", "sc"), ("ds_a", "svr"), ("ds_a", "mad"), ("ds_b", "svr"), ("ds_b", "sc"), ("ds_b", "mad"),
+        ("ds_a", "sc"),
+        ("ds_a", "svr"),
+        ("ds_a", "mad"),
+        ("ds_b", "svr"),
+        ("ds_b", "sc"),
+        ("ds_b", "mad"),
     ]
 
 
@@ -166,8 +221,13 @@ def test_paper_layout(summary):
 
 def test_paper_layout_rounds_to_one_decimal():
     summary = pd.DataFrame(
-        {"dataset": ["d"], "protocol": ["p"], "mean_ncomm_non_unanimous": [5.5555],
-         "mean_total_tokens_non_unanimous": [82149.0], "accuracy_non_unanimous": [127 / 297]}
+        {
+            "dataset": ["d"],
+            "protocol": ["p"],
+            "mean_ncomm_non_unanimous": [5.5555],
+            "mean_total_tokens_non_unanimous": [82149.0],
+            "accuracy_non_unanimous": [127 / 297],
+        }
     )
     paper = debate_table_paper_layout(summary)
     assert paper.loc["p"].tolist() == [5.6, 82.1, 42.8]  # SVR-MAD's GPT-OSS IMO row

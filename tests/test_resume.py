@@ -5,6 +5,7 @@ given number of cache flushes of a zero_shot or a debate job, unlocked and rerun
 must equal the uninterrupted run's, and the cache must hold exactly the uninterrupted run's flush
 units: no finished unit was generated again, and the kill lost only the unit in flight.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,9 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
+from workflow_helpers import REPO_ROOT, SNAKEMAKE, snakemake, snakemake_env
 
 from debatelab.compare import compare_trees
-from workflow_helpers import REPO_ROOT, SNAKEMAKE, snakemake, snakemake_env
 
 CONFIG = str(REPO_ROOT / "tests/configs/resume.yaml")
 LOCAL = str(REPO_ROOT / "profiles/local")
@@ -47,7 +48,12 @@ def _running(workdir: Path, rule: str) -> list[Path]:
     out = []
     for log in logs.rglob("*.log") if logs.exists() else []:
         name = log.relative_to(logs).with_suffix("")
-        target = workdir / "results/resume" / rule / (f"{name}.parquet" if rule == "zero_shot" else f"{name}/questions.parquet")
+        target = (
+            workdir
+            / "results/resume"
+            / rule
+            / (f"{name}.parquet" if rule == "zero_shot" else f"{name}/questions.parquet")
+        )
         if not target.exists():
             out.append(log)
     return out
@@ -63,8 +69,17 @@ def uninterrupted(tmp_path_factory):
 def _kill_after_flushes(workdir: Path, rule: str, flushes: int, timeout: float = 900) -> dict:
     """Start the DAG, SIGKILL its process group once a running `rule` job has flushed `flushes` units."""
     env = snakemake_env()
-    cmd = [SNAKEMAKE, "--snakefile", str(REPO_ROOT / "Snakefile"), "--directory", str(workdir),
-           "--configfile", CONFIG, "--profile", LOCAL]
+    cmd = [
+        SNAKEMAKE,
+        "--snakefile",
+        str(REPO_ROOT / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        CONFIG,
+        "--profile",
+        LOCAL,
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
     watched, start_parts, deadline = None, 0, time.monotonic() + timeout
     try:

@@ -3,6 +3,7 @@
 Every job must reach SLURM (sbatch), and GPU-heavy rules must carry their GPU request
 (`--gpus=a100:1`, served by a fake a100 GRES). Status comes from squeue: no accounting daemon.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import require
 from workflow_helpers import REPO_ROOT, snakemake
 
@@ -25,7 +25,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 def slurm_cluster():
     require(shutil.which("slurmctld") is not None, "slurm-wlm is not installed (tools/setup.sh installs it as root)")
     require(os.geteuid() == 0, "starting slurmctld/slurmd needs root")
-    setup = subprocess.run(["bash", str(REPO_ROOT / "tools/setup_local_slurm.sh")], capture_output=True, text=True, timeout=300)
+    setup = subprocess.run(
+        ["bash", str(REPO_ROOT / "tools/setup_local_slurm.sh")], capture_output=True, text=True, timeout=300
+    )
     assert setup.returncode == 0, setup.stdout + setup.stderr
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -42,7 +44,9 @@ def slurm_cluster():
 def _squeue_jobs() -> list[dict]:
     out = subprocess.run(
         ["squeue", "--states=all", "-h", "-O", "JobID:|,Partition:|,State:|,Comment:|,tres-per-job:|"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     jobs = []
     for line in out.strip().splitlines():
@@ -58,7 +62,9 @@ def _test_profile(tmp_path) -> Path:
     for resources in [profile["default-resources"], *profile["set-resources"].values()]:
         resources.update({k: v for k, v in (("mem_mb", 3000), ("cpus_per_task", 1), ("runtime", 30)) if k in resources})
     profile["set-threads"] = {rule: 1 for rule in profile.get("set-threads", {})}
-    profile.update({"slurm-status-command": "squeue", "slurm-init-seconds-before-status-checks": 1, "latency-wait": 5, "jobs": 4})
+    profile.update(
+        {"slurm-status-command": "squeue", "slurm-init-seconds-before-status-checks": 1, "latency-wait": 5, "jobs": 4}
+    )
     test_profile = tmp_path / "profile"
     test_profile.mkdir()
     (test_profile / "config.yaml").write_text(yaml.safe_dump(profile))
@@ -86,8 +92,9 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
     config["protocol_search"]["protocols"] = ["cga"]
     config["evaluation"] = {"papers": ["svr_mad"]}  # one evaluate job stands for the stage
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    snakemake(workdir, "--configfile", str(tmp_path / "config.yaml"), "--profile", str(test_profile), timeout=1500,
-              slurm=True)
+    snakemake(
+        workdir, "--configfile", str(tmp_path / "config.yaml"), "--profile", str(test_profile), timeout=1500, slurm=True
+    )
     jobs = [j for j in _squeue_jobs() if j["id"] not in before]
     by_rule: dict[str, list[dict]] = {}
     for job in jobs:
@@ -96,9 +103,19 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
         by_rule.setdefault(rule.group(1), []).append(job)
     # Every job of the DAG went through sbatch (`all` is a local rule: it has no work).
     assert {r: len(js) for r, js in by_rule.items()} == {
-        "download_dataset": 1, "prepare_model": 1, "train": 1, "zero_shot": 3, "summarize_zero_shot": 1,
-        "debate": 3, "uncertainty": 3, "summarize_debate": 1,
-        "streams": 1, "fit_calibrators": 1, "search_protocol": 1, "apply_protocol": 1, "summarize_confidence": 1,
+        "download_dataset": 1,
+        "prepare_model": 1,
+        "train": 1,
+        "zero_shot": 3,
+        "summarize_zero_shot": 1,
+        "debate": 3,
+        "uncertainty": 3,
+        "summarize_debate": 1,
+        "streams": 1,
+        "fit_calibrators": 1,
+        "search_protocol": 1,
+        "apply_protocol": 1,
+        "summarize_confidence": 1,
         "evaluate": 1,
     }
     assert all(j["state"] == "COMPLETED" for j in jobs), jobs
@@ -108,8 +125,15 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
     for job in by_rule["debate"] + by_rule["train"]:
         assert job["partition"] == "gpu_h800"
         assert job["tres"] == "gres:gpu:h800:1", job
-    cpu_rules = ("download_dataset", "summarize_zero_shot", "uncertainty", "fit_calibrators", "search_protocol", "apply_protocol",
-                 "evaluate")
+    cpu_rules = (
+        "download_dataset",
+        "summarize_zero_shot",
+        "uncertainty",
+        "fit_calibrators",
+        "search_protocol",
+        "apply_protocol",
+        "evaluate",
+    )
     for job in [j for rule in cpu_rules for j in by_rule[rule]]:
         assert job["partition"] == "cpu" and "gpu" not in job["tres"]
     # Each job's own log says where it ran: inside a SLURM allocation, GPU rules with a device.
@@ -127,36 +151,66 @@ def _two_model_config(tmp_path, h800_per_node: int) -> Path:
     """Two models debating, on GPUs of 3 GiB: each engine needs its 2 GiB of overhead plus its weights,
     more than the 2.7 GiB a GPU offers at 0.9, so the debate's GPU plan asks for 2 h800s."""
     config = {
-        "experiment": "gpuplan", "seed": 0,
+        "experiment": "gpuplan",
+        "seed": 0,
         "datasets": {"asdiv": {"split": "test", "limit": 2}},
-        "models": {"tiny-a": {"source": "bundled:tiny-random-llama"}, "tiny-b": {"source": "bundled:tiny-random-llama"}},
+        "models": {
+            "tiny-a": {"source": "bundled:tiny-random-llama"},
+            "tiny-b": {"source": "bundled:tiny-random-llama"},
+        },
         "agents": {"alice": {"model": "tiny-a", "max_tokens": 4}, "bob": {"model": "tiny-b", "max_tokens": 4}},
         "backends": {"transformers": {"batch_size": 4, "num_threads": 1}},
         "zero_shot": {"samples": 1, "batch_size": 4},
-        "debate": {"batch_size": 4, "protocols": {"pair": {"kind": "all_to_all", "rounds": 1, "participants": ["alice", "bob"]}}},
-        "gpus": {"types": {"a100": {"memory_gib": 3, "per_node": 1}, "h800": {"memory_gib": 3, "per_node": h800_per_node}}},
+        "debate": {
+            "batch_size": 4,
+            "protocols": {"pair": {"kind": "all_to_all", "rounds": 1, "participants": ["alice", "bob"]}},
+        },
+        "gpus": {
+            "types": {"a100": {"memory_gib": 3, "per_node": 1}, "h800": {"memory_gib": 3, "per_node": h800_per_node}}
+        },
     }
     path = tmp_path / f"gpuplan_{h800_per_node}.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
 
 
-def test_a_job_asks_slurm_for_the_gpus_its_plan_needs_and_one_that_cannot_fit_is_never_submitted(slurm_cluster, tmp_path):
+def test_a_job_asks_slurm_for_the_gpus_its_plan_needs_and_one_that_cannot_fit_is_never_submitted(
+    slurm_cluster, tmp_path
+):
     test_profile = _test_profile(tmp_path)
     target = "results/gpuplan/debate/asdiv/pair/turns.parquet"
     (tmp_path / "refused").mkdir()
     (tmp_path / "work").mkdir()
     # a node type with one h800: the plan needs two, so the run stops while the DAG is built
     before = {j["id"] for j in _squeue_jobs()}
-    refused = snakemake(tmp_path / "refused", "--configfile", str(_two_model_config(tmp_path, 1)), "--profile",
-                        str(test_profile), target, check=False, slurm=True, timeout=300)
+    refused = snakemake(
+        tmp_path / "refused",
+        "--configfile",
+        str(_two_model_config(tmp_path, 1)),
+        "--profile",
+        str(test_profile),
+        target,
+        check=False,
+        slurm=True,
+        timeout=300,
+    )
     assert refused.returncode != 0
-    assert ("debate gpuplan/asdiv/pair needs 2 × 3 GB h800 GPUs (tiny-a 1, tiny-b 1); h800 nodes have 1: does not fit"
-            in refused.stdout + refused.stderr)
+    assert (
+        "debate gpuplan/asdiv/pair needs 2 × 3 GB h800 GPUs (tiny-a 1, tiny-b 1); h800 nodes have 1: does not fit"
+        in refused.stdout + refused.stderr
+    )
     assert {j["id"] for j in _squeue_jobs()} == before, "a job was submitted"
     # nodes with two: the debate job is submitted asking for both, and runs
-    snakemake(tmp_path / "work", "--configfile", str(_two_model_config(tmp_path, 2)), "--profile", str(test_profile),
-              target, slurm=True, timeout=1200)
+    snakemake(
+        tmp_path / "work",
+        "--configfile",
+        str(_two_model_config(tmp_path, 2)),
+        "--profile",
+        str(test_profile),
+        target,
+        slurm=True,
+        timeout=1200,
+    )
     jobs = [j for j in _squeue_jobs() if j["id"] not in before]
     debate = [j for j in jobs if j["comment"].startswith("rule_debate")]
     zero_shot = [j for j in jobs if j["comment"].startswith("rule_zero_shot")]
@@ -166,17 +220,33 @@ def test_a_job_asks_slurm_for_the_gpus_its_plan_needs_and_one_that_cannot_fit_is
     assert re.search(r"CUDA_VISIBLE_DEVICES=\d,\d", log), log[:1000]
 
 
-def _train_until(workdir: Path, config: str, profile: Path, requeue_at_step: int | None = None,
-                 env: dict | None = None) -> str | None:
+def _train_until(
+    workdir: Path, config: str, profile: Path, requeue_at_step: int | None = None, env: dict | None = None
+) -> str | None:
     """Run the SDRL train job of tests/configs/train_faults.yaml through SLURM; with `requeue_at_step`,
     `scontrol requeue` its job a moment after that checkpoint (as a preempted job is requeued)."""
     from workflow_helpers import SNAKEMAKE, snakemake_env
 
     target = "results/trainkill/train/sdrl/metrics.parquet"
-    cmd = [SNAKEMAKE, "--snakefile", str(REPO_ROOT / "Snakefile"), "--directory", str(workdir), "--configfile", config,
-           "--profile", str(profile), target]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**snakemake_env(slurm=True), **(env or {})})
+    cmd = [
+        SNAKEMAKE,
+        "--snakefile",
+        str(REPO_ROOT / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        config,
+        "--profile",
+        str(profile),
+        target,
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**snakemake_env(slurm=True), **(env or {})},
+    )
     if requeue_at_step is not None:
         latest = workdir / "results/trainkill/train/sdrl/checkpoint/latest"
         deadline = time.time() + 900
@@ -212,8 +282,14 @@ def test_a_requeued_train_job_resumes_from_its_checkpoint_to_the_same_weights(sl
     log = (requeued / "logs/trainkill/train/sdrl.log").read_text()
     resumed = re.search(r"resuming from \S+ \(step (\d)\)", log)
     assert resumed and 2 <= int(resumed.group(1)) < 5, log[-3000:]  # from a checkpoint, not from the start
-    weights = lambda root: {k: v for f in sorted((root / "results/trainkill/train/sdrl/model").glob("*.safetensors"))  # noqa: E731
-                            for k, v in load_file(f).items()}
+
+    def weights(root):
+        return {
+            k: v
+            for f in sorted((root / "results/trainkill/train/sdrl/model").glob("*.safetensors"))
+            for k, v in load_file(f).items()
+        }
+
     first, second = weights(whole), weights(requeued)
     assert first.keys() == second.keys() and len(first) > 0
     assert all((first[k] == second[k]).all() for k in first)

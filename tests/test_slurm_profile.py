@@ -1,10 +1,10 @@
 """The SLURM profile resolves without a cluster and maps GPU-heavy rules to GPU nodes."""
+
 from __future__ import annotations
 
 import re
 
 import yaml
-
 from workflow_helpers import REPO_ROOT, snakemake
 
 SLURM = str(REPO_ROOT / "profiles/slurm")

@@ -4,6 +4,7 @@ Expected numbers are worked out by hand in the comment next to them; p-values co
 the t distribution (scipy.stats.t) with hand-computed t and degrees of freedom, not from
 the test functions the code calls.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,7 +26,6 @@ from debatelab.metrics import (
     welch_t,
 )
 from debatelab.reporting.uncertainty import plot_selective_prediction
-
 
 # --------------------------------------------------------------------------- Welch t
 
@@ -138,11 +138,13 @@ def test_selective_prediction_rejects_bad_input(uncertainty, correct, fractions)
 
 
 def test_failure_diagnostics_one_row_per_measure():
-    frame = pd.DataFrame({
-        "u": [2, 4, 6, 1, 2, 3],
-        "v": [0.0, 0.0, 0.0, 0.0, 0.0, float("nan")],
-        "correct": [False, False, False, True, True, True],
-    })
+    frame = pd.DataFrame(
+        {
+            "u": [2, 4, 6, 1, 2, 3],
+            "v": [0.0, 0.0, 0.0, 0.0, 0.0, float("nan")],
+            "correct": [False, False, False, True, True, True],
+        }
+    )
     table = failure_diagnostics(frame, ["u", "v"])
     assert list(table.columns) == FAILURE_DIAGNOSTIC_COLUMNS
     u = table.set_index("measure").loc["u"]
@@ -177,10 +179,12 @@ def test_failure_diagnostics_names_missing_columns():
 def test_plot_selective_prediction_writes_a_png_atomically(tmp_path):
     from PIL import Image
 
-    curves = pd.concat([
-        selective_prediction([0.1, 0.9, 0.2, 0.8], [1, 0, 1, 0], [0.5, 1.0]).assign(measure="u_sys"),
-        selective_prediction([0.9, 0.1, 0.8, 0.2], [1, 0, 1, 0], [0.5, 1.0]).assign(measure="u_inter"),
-    ])
+    curves = pd.concat(
+        [
+            selective_prediction([0.1, 0.9, 0.2, 0.8], [1, 0, 1, 0], [0.5, 1.0]).assign(measure="u_sys"),
+            selective_prediction([0.9, 0.1, 0.8, 0.2], [1, 0, 1, 0], [0.5, 1.0]).assign(measure="u_inter"),
+        ]
+    )
     path = tmp_path / "plots" / "selective.png"
     figure = plot_selective_prediction(curves, "test")
     assert [line.get_label() for line in figure.axes[0].get_lines()] == ["u_sys", "u_inter"]

@@ -6,6 +6,7 @@ the whole run is unlocked and restarted with --rerun-incomplete (both profiles s
 checkpoint, and the trained weights and every downstream output (the trained agents' answers and
 debate, the summaries) equal an uninterrupted run's, byte for byte on this CPU.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,9 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
+from workflow_helpers import REPO_ROOT, SNAKEMAKE, snakemake, snakemake_env
 
 from debatelab.compare import compare_trees
-from workflow_helpers import REPO_ROOT, SNAKEMAKE, snakemake, snakemake_env
 
 CONFIG = str(REPO_ROOT / "tests/configs/train_faults.yaml")
 LOCAL = str(REPO_ROOT / "profiles/local")
@@ -36,10 +37,21 @@ def _weights(folder: Path) -> dict:
 
 def _kill_inside_step(workdir: Path, run: str, step: int = 2, timeout: float = 600) -> None:
     """Run the DAG up to `run`'s training; SIGKILL its process group shortly after checkpoint `step`."""
-    cmd = [SNAKEMAKE, "--snakefile", str(REPO_ROOT / "Snakefile"), "--directory", str(workdir),
-           "--configfile", CONFIG, "--profile", LOCAL, f"{RESULTS}/train/{run}/metrics.parquet"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=snakemake_env(),
-                            start_new_session=True)
+    cmd = [
+        SNAKEMAKE,
+        "--snakefile",
+        str(REPO_ROOT / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        CONFIG,
+        "--profile",
+        LOCAL,
+        f"{RESULTS}/train/{run}/metrics.parquet",
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=snakemake_env(), start_new_session=True
+    )
     latest = workdir / RESULTS / "train" / run / "checkpoint/latest"
     deadline = time.monotonic() + timeout
     try:
@@ -81,7 +93,9 @@ def test_killed_train_and_train_agents_jobs_resume_to_an_uninterrupted_runs_outp
     # every output but wall times: the step timings (and the curves that plot them) and the checkpoints
     # (not outputs; their fingerprints hold each working directory's paths)
     comparison = compare_trees(whole / RESULTS, killed / RESULTS, ignore_columns=TIMINGS)
-    different = {name for name in comparison.different if "/checkpoint/" not in name and not name.endswith("curves.png")}
+    different = {
+        name for name in comparison.different if "/checkpoint/" not in name and not name.endswith("curves.png")
+    }
     assert not different and not comparison.close, comparison.summary()
     assert len(comparison.identical) > 30
     assert (killed / RESULTS / "debate/asdiv/trained/questions.parquet").exists()
@@ -97,7 +111,9 @@ def test_an_input_cut_short_is_an_error_naming_the_file_not_a_pyarrow_traceback(
     data = workdir / "data/asdiv/test.parquet"
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
     target = f"{RESULTS}/zero_shot/asdiv/alice.parquet"
-    proc = snakemake(workdir, "--configfile", CONFIG, "--profile", LOCAL, "--forcerun", "zero_shot", target, check=False)
+    proc = snakemake(
+        workdir, "--configfile", CONFIG, "--profile", LOCAL, "--forcerun", "zero_shot", target, check=False
+    )
     assert proc.returncode != 0
     log = (workdir / "logs/trainkill/zero_shot/asdiv/alice.log").read_text()
     assert "data/asdiv/test.parquet: not a readable Parquet file" in log

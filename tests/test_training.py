@@ -1,5 +1,6 @@
 """The training core: the loss on hand-worked cases, rewards, dynamic sampling, SDRL's pairs and debate
 groups, a learning test on the tiny model, resume after SIGKILL, and two processes = one."""
+
 from __future__ import annotations
 
 import json
@@ -33,15 +34,20 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # --------------------------------------------------------------------------- the loss
 
 
-@pytest.mark.parametrize("ratio, advantage, expected, has_gradient", [
-    (1.5, +1.0, -1.28, False),  # clipped above at 1 + ε_high
-    (1.5, -1.0, 1.5, True),
-    (0.5, +1.0, -0.5, True),
-    (0.5, -1.0, 0.8, False),  # clipped below at 1 − ε_low
-])
+@pytest.mark.parametrize(
+    "ratio, advantage, expected, has_gradient",
+    [
+        (1.5, +1.0, -1.28, False),  # clipped above at 1 + ε_high
+        (1.5, -1.0, 1.5, True),
+        (0.5, +1.0, -0.5, True),
+        (0.5, -1.0, 0.8, False),  # clipped below at 1 − ε_low
+    ],
+)
 def test_clipped_loss_matches_the_hand_worked_cells(ratio, advantage, expected, has_gradient):
     logp = torch.tensor([[np.log(ratio)]], requires_grad=True)
-    parts = policy_loss(logp, torch.zeros(1, 1), torch.tensor([advantage]), torch.ones(1, 1), clip_low=0.2, clip_high=0.28)
+    parts = policy_loss(
+        logp, torch.zeros(1, 1), torch.tensor([advantage]), torch.ones(1, 1), clip_low=0.2, clip_high=0.28
+    )
     assert parts.loss.item() == pytest.approx(expected)
     parts.loss.backward()
     assert (float(logp.grad) != 0.0) == has_gradient
@@ -91,7 +97,9 @@ def test_kl_estimators_by_hand():
     k3 = policy_loss(logp, logp, torch.tensor([0.0]), torch.ones(1, 2), ref_logprobs=ref, kl_coef=0.1)
     assert k3.kl == pytest.approx(float((torch.exp(delta) - delta - 1).mean()))
     assert k3.loss.item() == pytest.approx(0.1 * k3.kl)
-    k1 = policy_loss(logp, logp, torch.tensor([0.0]), torch.ones(1, 2), ref_logprobs=ref, kl_coef=0.1, kl_estimator="k1")
+    k1 = policy_loss(
+        logp, logp, torch.tensor([0.0]), torch.ones(1, 2), ref_logprobs=ref, kl_coef=0.1, kl_estimator="k1"
+    )
     assert k1.kl == pytest.approx(float((-delta).mean()))
 
 
@@ -101,8 +109,16 @@ def test_a_positive_advantage_raises_the_log_probability_of_its_tokens():
     from debatelab.training.core.loss import token_logprobs
 
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                         num_attention_heads=2, num_key_value_heads=1))
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=64,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+        )
+    )
     ids = torch.tensor([[5, 9, 17, 23, 42], [5, 9, 3, 4, 8]])
     attention = torch.ones_like(ids)
     mask = torch.ones(2, 3)
@@ -128,8 +144,11 @@ def test_logprobs_skip_the_prompt_logits_and_checkpointing_keeps_the_gradient(ch
     grads, logps = [], []
     for checkpointing in (False, True):
         torch.manual_seed(0)
-        policy = Policy(char_model_dir, TrainSettings(gradient_checkpointing=checkpointing, show_progress=False,
-                                                      lora={"r": 4, "alpha": 8}), device="cpu")
+        policy = Policy(
+            char_model_dir,
+            TrainSettings(gradient_checkpointing=checkpointing, show_progress=False, lora={"r": 4, "alpha": 8}),
+            device="cpu",
+        )
         assert policy.model.is_gradient_checkpointing == checkpointing
         with torch.no_grad():  # a nonzero adapter, so its gradient depends on the activations it recomputes
             for name, p in policy.model.named_parameters():
@@ -137,8 +156,12 @@ def test_logprobs_skip_the_prompt_logits_and_checkpointing_keeps_the_gradient(ch
                     p.fill_(0.01)
         policy.model.train()
         out, _ = token_logprobs(policy.model, ids, attention, 4)
-        full = torch.log_softmax(policy.model(input_ids=ids, attention_mask=attention,
-                                              position_ids=(attention.cumsum(-1) - 1).clamp(min=0)).logits[:, 3:-1].float(), -1)
+        full = torch.log_softmax(
+            policy.model(input_ids=ids, attention_mask=attention, position_ids=(attention.cumsum(-1) - 1).clamp(min=0))
+            .logits[:, 3:-1]
+            .float(),
+            -1,
+        )
         torch.testing.assert_close(out, full.gather(-1, ids[:, 4:, None]).squeeze(-1))
         out.sum().backward()
         grads.append(torch.cat([p.grad.flatten() for p in policy.model.parameters() if p.requires_grad]))
@@ -164,14 +187,20 @@ def test_learning_rate_schedules_by_hand(char_model_dir):
     assert [constant(k) for k in range(6)] == [0.5, 1.0, 1.0, 1.0, 1.0, 1.0]
     # cosine: warm-up over steps 0-1, then 0.5 (1 + cos(pi (k - 2) / 4)) for k = 2..5
     cosine = learning_rate_factor(TrainSettings(warmup_steps=2, steps=6, lr_schedule="cosine"))
-    expected = [0.5, 1.0, 1.0, (1 + 2 ** -0.5) / 2, 0.5, (1 - 2 ** -0.5) / 2]
+    expected = [0.5, 1.0, 1.0, (1 + 2**-0.5) / 2, 0.5, (1 - 2**-0.5) / 2]
     assert [cosine(k) for k in range(6)] == pytest.approx(expected)
     assert learning_rate_factor(TrainSettings(warmup_steps=0, steps=2, lr_schedule="cosine"))(0) == 1.0
     with pytest.raises(ValueError, match="lr_schedule"):
         TrainSettings(lr_schedule="linear")
     # both the single policy and every agent of a multi-agent run step along it
-    settings = TrainSettings(warmup_steps=2, steps=6, lr_schedule="cosine", learning_rate=1e-3, show_progress=False,
-                             lora={"r": 2, "alpha": 4})
+    settings = TrainSettings(
+        warmup_steps=2,
+        steps=6,
+        lr_schedule="cosine",
+        learning_rate=1e-3,
+        show_progress=False,
+        lora={"r": 2, "alpha": 4},
+    )
     policies = AgentPolicies({"alice": char_model_dir, "bob": char_model_dir}, settings, device="cpu")
     from debatelab.training.core.policy import Policy
 
@@ -199,8 +228,19 @@ def test_dynamic_sampling_and_debate_group_tests():
 
 
 def _rollout(answer, k):
-    return Rollout(question_id="q", group="q", turn=1, sample=k, messages=(), text=f"answer {answer}", token_ids=[1],
-                   finish_reason="stop", answer=answer, correct=False, reward=-1.0)
+    return Rollout(
+        question_id="q",
+        group="q",
+        turn=1,
+        sample=k,
+        messages=(),
+        text=f"answer {answer}",
+        token_ids=[1],
+        finish_reason="stop",
+        answer=answer,
+        correct=False,
+        reward=-1.0,
+    )
 
 
 def test_freq_pairs_the_two_most_frequent_answers_in_random_order():
@@ -211,8 +251,10 @@ def test_freq_pairs_the_two_most_frequent_answers_in_random_order():
         assert {a.answer, b.answer} == {"4", "5"}  # unparsable rollouts never beat two valid classes
         firsts.append(a.answer)
     assert 0.4 < firsts.count("4") / len(firsts) < 0.6  # position randomised about 50/50
-    rand = {tuple(sorted((a.sample, b.sample))) for a, b in (choose_pair(group, "rand", np.random.default_rng(s), "math")
-                                                                for s in range(200))}
+    rand = {
+        tuple(sorted((a.sample, b.sample)))
+        for a, b in (choose_pair(group, "rand", np.random.default_rng(s), "math") for s in range(200))
+    }
     assert all(i != j for i, j in rand) and len(rand) > 20
 
 
@@ -250,15 +292,25 @@ class NoPolicy:
 
 
 def _questions(n):
-    rows = [{"id": f"q{i}", "question": f"What is item q{i}?", "choices": None, "answer": "1", "task_type": "math",
-             "meta": {"source": "toy"}} for i in range(n)]
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"What is item q{i}?",
+            "choices": None,
+            "answer": "1",
+            "task_type": "math",
+            "meta": {"source": "toy"},
+        }
+        for i in range(n)
+    ]
     return frame_from_rows(rows)
 
 
 def test_dynamic_sampling_keeps_exactly_the_mixed_groups_and_tops_up():
     right = {"q0": 0, "q1": 2, "q2": 4, "q3": 1, "q4": 3, "q5": 0}  # of 4 samples: q1, q3, q4 are mixed
-    settings = TrainSettings(prompts_per_step=2, rollouts_per_prompt=4, sampling_batch=3, max_sampling_rounds=3,
-                             show_progress=False)
+    settings = TrainSettings(
+        prompts_per_step=2, rollouts_per_prompt=4, sampling_batch=3, max_sampling_rounds=3, show_progress=False
+    )
     trainer = DapoTrainer(_questions(6), NoPolicy(), settings, run="t")
     order = [trainer.rows[i]["id"] for i in trainer._order(0)]
     backend = ScriptedRollouts(right, dict.fromkeys(right, True))
@@ -272,8 +324,14 @@ def test_dynamic_sampling_keeps_exactly_the_mixed_groups_and_tops_up():
 
 def test_sdrl_drops_debate_groups_whose_rewards_are_all_equal():
     right = {"q0": 2, "q1": 2, "q2": 2, "q3": 2}
-    settings = TrainSettings(method="sdrl", prompts_per_step=4, rollouts_per_prompt=4, debate_prompts_per_step=4,
-                             debate_rollouts=3, show_progress=False)
+    settings = TrainSettings(
+        method="sdrl",
+        prompts_per_step=4,
+        rollouts_per_prompt=4,
+        debate_prompts_per_step=4,
+        debate_rollouts=3,
+        show_progress=False,
+    )
     trainer = SdrlTrainer(_questions(4), NoPolicy(), settings, run="t")
     backend = ScriptedRollouts(right, {"q0": True, "q1": False, "q2": True, "q3": False})
     _, kept, _ = trainer.first_turn(backend, step=0)
@@ -287,8 +345,15 @@ def test_sdrl_drops_debate_groups_whose_rewards_are_all_equal():
 def test_sdrl_logs_the_accuracy_of_the_pairs_it_shows():
     # without dynamic sampling every group is kept: q0's 4 first answers are all right, q1's all wrong,
     # so q0's pair is 2 of 2 right and q1's 0 of 2: the pairs' accuracy is 2 / 4
-    settings = TrainSettings(method="sdrl", prompts_per_step=2, rollouts_per_prompt=4, debate_prompts_per_step=2,
-                             debate_rollouts=2, dynamic_sampling=False, show_progress=False)
+    settings = TrainSettings(
+        method="sdrl",
+        prompts_per_step=2,
+        rollouts_per_prompt=4,
+        debate_prompts_per_step=2,
+        debate_rollouts=2,
+        dynamic_sampling=False,
+        show_progress=False,
+    )
     trainer = SdrlTrainer(_questions(2), NoPolicy(), settings, run="t")
     backend = ScriptedRollouts({"q0": 4, "q1": 0}, {"q0": True, "q1": True})
     _, kept, _ = trainer.first_turn(backend, step=0)
@@ -309,8 +374,12 @@ class LongDebateReplies(ScriptedRollouts):
         for r, gens in zip(requests, out):
             if "another agent" in r.messages[-1]["content"]:  # the two-turn debate prompt
                 k = debate_seen[r.messages[-1]["content"]] = debate_seen.get(r.messages[-1]["content"], -1) + 1
-                gens[0] = Generation(text=gens[0].text, completion_tokens=self.debate_lengths[k], prompt_tokens=10,
-                                     token_ids=[7] * self.debate_lengths[k])
+                gens[0] = Generation(
+                    text=gens[0].text,
+                    completion_tokens=self.debate_lengths[k],
+                    prompt_tokens=10,
+                    token_ids=[7] * self.debate_lengths[k],
+                )
         return out
 
 
@@ -319,16 +388,25 @@ def test_sdrl_drops_an_all_correct_debate_group_even_when_one_reply_is_overlong(
     # q0's debate replies are all right, of 3, 3 and 8 tokens: rewards 1, 1, 1 − 1 = 0. Not all equal,
     # but all correct: the paper drops the group (spec 003 §2). q1's are all wrong: −1, −1, −2, dropped.
     right = {"q0": 2, "q1": 2}
-    settings = TrainSettings(method="sdrl", prompts_per_step=2, rollouts_per_prompt=4, debate_prompts_per_step=2,
-                             debate_rollouts=3, max_tokens=8, overlong_buffer=4, show_progress=False)
+    settings = TrainSettings(
+        method="sdrl",
+        prompts_per_step=2,
+        rollouts_per_prompt=4,
+        debate_prompts_per_step=2,
+        debate_rollouts=3,
+        max_tokens=8,
+        overlong_buffer=4,
+        show_progress=False,
+    )
     trainer = SdrlTrainer(_questions(2), NoPolicy(), settings, run="t")
     backend = LongDebateReplies(right, {"q0": True, "q1": False}, debate_lengths=[3, 3, 8])
     _, kept, _ = trainer.first_turn(backend, step=0)
     debate_prompts, debate_kept, debate_all, counts = trainer.debate_turn(backend, 0, kept)
     assert debate_prompts == 2 and len(debate_all) == 6
     assert (counts["debate_groups_all_correct"], counts["debate_groups_all_wrong"]) == (1, 1)
-    by_question = {r.question_id: sorted(x.reward for x in debate_all if x.question_id == r.question_id)
-                   for r in debate_all}
+    by_question = {
+        r.question_id: sorted(x.reward for x in debate_all if x.question_id == r.question_id) for r in debate_all
+    }
     assert by_question == {"q0": [0.0, 1.0, 1.0], "q1": [-2.0, -1.0, -1.0]}
     assert debate_kept == []
 
@@ -342,8 +420,14 @@ def test_sdrl_keeps_a_debate_group_with_right_and_wrong_replies():
                     gens[0] = Generation(text="\\boxed{2}", completion_tokens=3, prompt_tokens=10, token_ids=[7, 8, 9])
             return out
 
-    settings = TrainSettings(method="sdrl", prompts_per_step=1, rollouts_per_prompt=4, debate_prompts_per_step=1,
-                             debate_rollouts=4, show_progress=False)
+    settings = TrainSettings(
+        method="sdrl",
+        prompts_per_step=1,
+        rollouts_per_prompt=4,
+        debate_prompts_per_step=1,
+        debate_rollouts=4,
+        show_progress=False,
+    )
     trainer = SdrlTrainer(_questions(1), NoPolicy(), settings, run="t")
     backend = HalfRight({"q0": 2}, {"q0": True})
     _, kept, _ = trainer.first_turn(backend, step=0)
@@ -356,16 +440,19 @@ def test_sdrl_keeps_a_debate_group_with_right_and_wrong_replies():
 # --------------------------------------------------------------------------- DAPO-Math's prompt and verifier
 
 
-@pytest.mark.parametrize("reply, gold, answer, correct", [
-    ("So the sum is 34.\nAnswer: 34", "34", "34", True),
-    ("Answer: $\\frac{1}{2}$", "\\frac{1}{2}", "\\frac{1}{2}", True),
-    ("Answer: 1,000 dollars", "1000", "1000", True),          # unit word dropped, comma out of the integer
-    ("Answer: x = 5", "5", "5", True),                        # the text after the last "="
-    ("Answer: 3\nAnswer: \\frac12", "\\frac{1}{2}", "\\frac{1}{2}", True),  # the last line; \\frac12 expanded
-    ("Answer: 0.5", "\\frac{1}{2}", "0.5", False),         # exact match only: no numeric equivalence
-    ("The answer is \\boxed{34}.", "34", "[INVALID]", False),  # no "Answer:" line, no \\boxed{} fallback
-    ("Answer: 34\n" + "x" * 300, "34", "[INVALID]", False),   # only the last 300 characters are read
-])
+@pytest.mark.parametrize(
+    "reply, gold, answer, correct",
+    [
+        ("So the sum is 34.\nAnswer: 34", "34", "34", True),
+        ("Answer: $\\frac{1}{2}$", "\\frac{1}{2}", "\\frac{1}{2}", True),
+        ("Answer: 1,000 dollars", "1000", "1000", True),  # unit word dropped, comma out of the integer
+        ("Answer: x = 5", "5", "5", True),  # the text after the last "="
+        ("Answer: 3\nAnswer: \\frac12", "\\frac{1}{2}", "\\frac{1}{2}", True),  # the last line; \\frac12 expanded
+        ("Answer: 0.5", "\\frac{1}{2}", "0.5", False),  # exact match only: no numeric equivalence
+        ("The answer is \\boxed{34}.", "34", "[INVALID]", False),  # no "Answer:" line, no \\boxed{} fallback
+        ("Answer: 34\n" + "x" * 300, "34", "[INVALID]", False),  # only the last 300 characters are read
+    ],
+)
 def test_dapo_math_verifier_by_hand(reply, gold, answer, correct):
     from debatelab.training.core.rewards import dapo_math_verify
 
@@ -380,8 +467,10 @@ def test_reward_dapo_math_grades_rollouts_with_dapos_verifier():
 
         def generate(self, requests, progress=None):
             texts = ["Answer: 1", "\\boxed{1}", "Answer: 1.0", "Answer: 2"]
-            return [[Generation(text=texts[k % 4], completion_tokens=3, prompt_tokens=5, token_ids=[1, 2, 3])]
-                    for k, _ in enumerate(requests)]
+            return [
+                [Generation(text=texts[k % 4], completion_tokens=3, prompt_tokens=5, token_ids=[1, 2, 3])]
+                for k, _ in enumerate(requests)
+            ]
 
         def score(self, prompts, replies):
             raise NotImplementedError
@@ -391,8 +480,9 @@ def test_reward_dapo_math_grades_rollouts_with_dapos_verifier():
     graded = {}
     for reward in ("verifiable", "dapo_math"):
         settings = TrainSettings(reward=reward, max_tokens=8, overlong_buffer=0)
-        group = sample_rollouts(AnswerLines(), prompt, n=4, turn=1, step=0, settings=settings,
-                                reward=load_reward(settings))[0]
+        group = sample_rollouts(
+            AnswerLines(), prompt, n=4, turn=1, step=0, settings=settings, reward=load_reward(settings)
+        )[0]
         graded[reward] = [(r.answer, r.correct, r.reward) for r in group]
     # the workflow's grader reads \\boxed{} and compares numbers; DAPO's wants an "Answer:" line, exact
     assert [c for _, c, _ in graded["verifiable"]] == [True, True, True, False]
@@ -404,8 +494,17 @@ def test_reward_dapo_math_grades_rollouts_with_dapos_verifier():
 
 def _toy_dataset(path: Path, n: int = 24) -> Path:
     """A toy verifiable task: every question asks for the number 7 (graded by `grading.is_correct`)."""
-    rows = [{"id": f"q{i}", "question": f"question {i}: answer with the number 7.", "choices": None, "answer": "7",
-             "task_type": "math", "meta": {"source": "toy"}} for i in range(n)]
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"question {i}: answer with the number 7.",
+            "choices": None,
+            "answer": "7",
+            "task_type": "math",
+            "meta": {"source": "toy"},
+        }
+        for i in range(n)
+    ]
     write_parquet_atomic(frame_from_rows(rows), path)
     return path
 
@@ -415,17 +514,36 @@ def starts_with_a_vowel(row, text, answer, correct, length):
     return 1.0 if text[:1].lower() in "aeiou" else -1.0
 
 
-TOY = dict(prompts_per_step=4, rollouts_per_prompt=6, sampling_batch=8, max_sampling_rounds=3, max_tokens=8,
-           overlong_buffer=0, learning_rate=3e-3, warmup_steps=0, mini_batch_size=24, micro_batch_size=24,
-           finetuning="full", show_progress=False)
+TOY = dict(
+    prompts_per_step=4,
+    rollouts_per_prompt=6,
+    sampling_batch=8,
+    max_sampling_rounds=3,
+    max_tokens=8,
+    overlong_buffer=0,
+    learning_rate=3e-3,
+    warmup_steps=0,
+    mini_batch_size=24,
+    micro_batch_size=24,
+    finetuning="full",
+    show_progress=False,
+)
 
 
 def _job(tmp_path, model_dir, dataset, settings, name="run"):
     out = tmp_path / name
-    return dict(dataset_path=str(dataset), model_path=str(model_dir), out_dir=str(out / "model"),
-                metrics_path=str(out / "metrics.parquet"), curves_path=str(out / "curves.png"),
-                settings_path=str(out / "settings.json"), checkpoint_dir=str(out / "checkpoint"), run=name,
-                policy=AgentSpec(name="toy", model="tiny"), settings=settings)
+    return dict(
+        dataset_path=str(dataset),
+        model_path=str(model_dir),
+        out_dir=str(out / "model"),
+        metrics_path=str(out / "metrics.parquet"),
+        curves_path=str(out / "curves.png"),
+        settings_path=str(out / "settings.json"),
+        checkpoint_dir=str(out / "checkpoint"),
+        run=name,
+        policy=AgentSpec(name="toy", model="tiny"),
+        settings=settings,
+    )
 
 
 @pytest.mark.slow
@@ -434,10 +552,12 @@ def test_the_tiny_model_learns_a_toy_verifiable_task(tmp_path, char_model_dir):
     character-level model is right about 3% of the time at first and learns to answer 7."""
     from debatelab.training.stage import train_job
 
-    metrics = train_job(**_job(tmp_path, char_model_dir, _toy_dataset(tmp_path / "toy.parquet"), TrainSettings(steps=20, **TOY)))
+    metrics = train_job(
+        **_job(tmp_path, char_model_dir, _toy_dataset(tmp_path / "toy.parquet"), TrainSettings(steps=20, **TOY))
+    )
     early, late = metrics["accuracy"].head(5).mean(), metrics["accuracy"].tail(5).mean()
     assert late > early + 0.1, metrics[["step", "accuracy", "groups_kept"]].to_string()
-    assert (metrics["reward_mean"].tail(5).mean() > metrics["reward_mean"].head(5).mean())
+    assert metrics["reward_mean"].tail(5).mean() > metrics["reward_mean"].head(5).mean()
     assert (metrics["groups_kept"] <= 4).all() and (metrics["prompts_sampled"] >= 8).all()
     assert (tmp_path / "run/model/config.json").exists() and (tmp_path / "run/curves.png").stat().st_size > 1000
     assert json.loads((tmp_path / "run/settings.json").read_text())["settings"]["steps"] == 20
@@ -456,17 +576,35 @@ def test_a_killed_training_job_resumes_to_the_same_weights(tmp_path, char_model_
     from debatelab.training.core.launch import write_job_spec
 
     dataset = _toy_dataset(tmp_path / "toy.parquet")
-    settings = TrainSettings(method="sdrl", steps=5, debate_prompts_per_step=2, debate_rollouts=3,
-                             lora={"r": 4, "alpha": 8}, reward="test_training:starts_with_a_vowel",
-                             **{**TOY, "finetuning": "lora", "dynamic_sampling": False, "prompts_per_step": 2,
-                                "rollouts_per_prompt": 3, "mini_batch_size": 6, "micro_batch_size": 3})
+    settings = TrainSettings(
+        method="sdrl",
+        steps=5,
+        debate_prompts_per_step=2,
+        debate_rollouts=3,
+        lora={"r": 4, "alpha": 8},
+        reward="test_training:starts_with_a_vowel",
+        **{
+            **TOY,
+            "finetuning": "lora",
+            "dynamic_sampling": False,
+            "prompts_per_step": 2,
+            "rollouts_per_prompt": 3,
+            "mini_batch_size": 6,
+            "micro_batch_size": 3,
+        },
+    )
     env = {**os.environ, "PYTHONPATH": tests_path()}  # the reward is this module's
     # both runs in fresh processes: an earlier test may have set this process's torch threads, and
     # another thread count sums floats in another order
     whole = tmp_path / "uninterrupted.json"
     write_job_spec(whole, **_job(tmp_path, char_model_dir, dataset, settings, "uninterrupted"))
-    done = subprocess.run([sys.executable, "-m", "debatelab.training.core.launch", str(whole)], env=env, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "debatelab.training.core.launch", str(whole)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
 
     job = _job(tmp_path, char_model_dir, dataset, settings, "killed")
@@ -502,7 +640,15 @@ def distributed_updates(tmp_path_factory, char_model_dir) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("distributed")
     env = {**os.environ, "PYTHONPATH": tests_path(), "OMP_NUM_THREADS": "1"}
     torchrun = [sys.executable, "-m", "torch.distributed.run"]
-    accelerate = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(zero_config), "--num_machines", "1"]
+    accelerate = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(zero_config),
+        "--num_machines",
+        "1",
+    ]
     runs = {
         "one": torchrun + ["--nproc_per_node", "1", "--master_port", "29501"],
         "ddp": torchrun + ["--nproc_per_node", "2", "--master_port", "29502"],
@@ -513,8 +659,13 @@ def distributed_updates(tmp_path_factory, char_model_dir) -> dict[str, Path]:
     for name, launcher in runs.items():
         outs[name] = folder / f"{name}.safetensors"
         checkpoint = [str(folder / "zero-checkpoint")] if name.startswith("zero") else []
-        proc = subprocess.run(launcher + ["-m", "ddp_update", str(char_model_dir), str(outs[name]), *checkpoint], env=env,
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            launcher + ["-m", "ddp_update", str(char_model_dir), str(outs[name]), *checkpoint],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert proc.returncode == 0, f"{name}: {proc.stderr[-3000:]}"
     outs["checkpoint"] = folder / "zero-checkpoint"
     return outs
@@ -572,8 +723,20 @@ def test_sdrl_debate_prompt_shows_both_solutions_as_context_only(char_model_dir)
     assert [m["role"] for m in one] == ["system", "user"] and "Response 2:\nsecond: 34" in one[1]["content"]
     settings = TrainSettings(finetuning="full", show_progress=False)
     trainer = Trainer(_questions(1), Policy(char_model_dir, settings, device="cpu"), settings, run="t")
-    reply = Rollout(question_id="q", group="q#debate", turn=2, sample=0, messages=tuple(two_turn), text="7",
-                    token_ids=[40, 41, 5], finish_reason="stop", answer="7", correct=True, reward=1.0, advantage=1.0)
+    reply = Rollout(
+        question_id="q",
+        group="q#debate",
+        turn=2,
+        sample=0,
+        messages=tuple(two_turn),
+        text="7",
+        token_ids=[40, 41, 5],
+        finish_reason="stop",
+        answer="7",
+        correct=True,
+        reward=1.0,
+        advantage=1.0,
+    )
     ids, attention, mask, start, _ = trainer._tensors([reply])
     assert mask.sum() == 3 and ids[0, start:].tolist() == [40, 41, 5]  # only the reply is trained on
     prompt = trainer.policy.tokenizer.decode(ids[0, :start])
@@ -587,31 +750,64 @@ def test_sequence_and_trajectory_ratios_by_hand():
     logp = diff.clone().requires_grad_(True)
     mask = torch.ones(2, 2)
     # sequence: ratios 1.5 and sqrt(2); A = +1 clips 1.5 to 1.28; A = −1 keeps −sqrt(2) (the min)
-    parts = policy_loss(logp, torch.zeros(2, 2), torch.tensor([1.0, -1.0]), mask, ratio_level="sequence",
-                        aggregation="sequence_mean")
+    parts = policy_loss(
+        logp, torch.zeros(2, 2), torch.tensor([1.0, -1.0]), mask, ratio_level="sequence", aggregation="sequence_mean"
+    )
     assert parts.loss.item() == pytest.approx((-1.28 + math.sqrt(2)) / 2)
     # trajectory: one-token sequences 1.2 and 1.1 in one group: ratio 1.32 for both, clipped at A = +1
     one = torch.log(torch.tensor([[1.2], [1.1]])).requires_grad_(True)
-    grouped = policy_loss(one, torch.zeros(2, 1), torch.tensor([1.0, 1.0]), torch.ones(2, 1), ratio_level="trajectory",
-                          groups=torch.tensor([0, 0]))
+    grouped = policy_loss(
+        one,
+        torch.zeros(2, 1),
+        torch.tensor([1.0, 1.0]),
+        torch.ones(2, 1),
+        ratio_level="trajectory",
+        groups=torch.tensor([0, 0]),
+    )
     assert grouped.loss.item() == pytest.approx(-1.28) and grouped.clip_fraction == 1.0
-    apart = policy_loss(one, torch.zeros(2, 1), torch.tensor([1.0, 1.0]), torch.ones(2, 1), ratio_level="trajectory",
-                        groups=torch.tensor([0, 1]))
+    apart = policy_loss(
+        one,
+        torch.zeros(2, 1),
+        torch.tensor([1.0, 1.0]),
+        torch.ones(2, 1),
+        ratio_level="trajectory",
+        groups=torch.tensor([0, 1]),
+    )
     assert apart.loss.item() == pytest.approx(-(1.2 + 1.1) / 2)  # each its own group: the token ratios
     # at ratio 1 every one of the 6 tokens' losses is −ρ with ρ = exp(Σ of all 6 log-ratios): the
     # token mean is −ρ, whose gradient is −1 for each token (a token-level ratio would give −1/6)
     same = torch.zeros(2, 3, requires_grad=True)
-    policy_loss(same, torch.zeros(2, 3), torch.tensor([1.0, 1.0]), torch.ones(2, 3), ratio_level="trajectory",
-                groups=torch.tensor([0, 0])).loss.backward()
+    policy_loss(
+        same,
+        torch.zeros(2, 3),
+        torch.tensor([1.0, 1.0]),
+        torch.ones(2, 3),
+        ratio_level="trajectory",
+        groups=torch.tensor([0, 0]),
+    ).loss.backward()
     assert torch.allclose(same.grad, torch.full((2, 3), -1.0))
 
 
 def test_trajectory_plan_keeps_each_group_in_one_micro_batch():
     settings = TrainSettings(ratio_level="trajectory", mini_batch_size=6, micro_batch_size=4)
     trainer = Trainer(_questions(2), NoPolicy(), settings, run="t")
-    sequences = [Rollout(question_id="q", group=f"g{g}", turn=1, sample=k, messages=(), text="", token_ids=[1],
-                         finish_reason="stop", answer=None, correct=False, reward=0.0)
-                 for g, size in enumerate([3, 2, 1, 3, 5]) for k in range(size)]
+    sequences = [
+        Rollout(
+            question_id="q",
+            group=f"g{g}",
+            turn=1,
+            sample=k,
+            messages=(),
+            text="",
+            token_ids=[1],
+            finish_reason="stop",
+            answer=None,
+            correct=False,
+            reward=0.0,
+        )
+        for g, size in enumerate([3, 2, 1, 3, 5])
+        for k in range(size)
+    ]
     plan = trainer._plan(sequences, step=0, epoch=0)
     micro_batches = [m for mb in plan for m in mb]
     assert sorted(id(r) for m in micro_batches for r in m) == sorted(id(r) for r in sequences)
@@ -625,10 +821,22 @@ def _varied_rollouts(group_sizes, prompt_lengths):
     out = []
     for g, (size, length) in enumerate(zip(group_sizes, prompt_lengths)):
         for k in range(size):
-            out.append(Rollout(question_id=f"q{g}", group=f"g{g}", turn=1, sample=k,
-                               messages=({"role": "user", "content": "ab " * length},), text="",
-                               token_ids=[5 + (g + k) % 7] * (3 + 2 * k), finish_reason="stop", answer=None,
-                               correct=False, reward=0.0, advantage=(-1.0) ** (g + k) * (1 + k / 4)))
+            out.append(
+                Rollout(
+                    question_id=f"q{g}",
+                    group=f"g{g}",
+                    turn=1,
+                    sample=k,
+                    messages=({"role": "user", "content": "ab " * length},),
+                    text="",
+                    token_ids=[5 + (g + k) % 7] * (3 + 2 * k),
+                    finish_reason="stop",
+                    answer=None,
+                    correct=False,
+                    reward=0.0,
+                    advantage=(-1.0) ** (g + k) * (1 + k / 4),
+                )
+            )
     return out
 
 
@@ -643,8 +851,16 @@ def test_a_token_budget_bounds_every_pass_and_leaves_the_update_unchanged(char_m
     adapters, passes = [], []
     for budget in (None, 160):
         torch.manual_seed(0)
-        settings = TrainSettings(mini_batch_size=8, micro_batch_size=4, micro_batch_tokens=budget, learning_rate=1e-2,
-                                 warmup_steps=0, ratio_level=ratio_level, show_progress=False, lora={"r": 4, "alpha": 8})
+        settings = TrainSettings(
+            mini_batch_size=8,
+            micro_batch_size=4,
+            micro_batch_tokens=budget,
+            learning_rate=1e-2,
+            warmup_steps=0,
+            ratio_level=ratio_level,
+            show_progress=False,
+            lora={"r": 4, "alpha": 8},
+        )
         policy = Policy(char_model_dir, settings, device="cpu")
         trainer = Trainer(_questions(2), policy, settings, run="t")
         plan = trainer._plan(rollouts, step=0, epoch=0, policy=policy)
@@ -681,8 +897,16 @@ def test_an_on_policy_update_takes_pi_old_from_its_own_forward_and_updates_alike
     adapters, metrics, forwards = [], [], []
     for reuse in (False, True):
         torch.manual_seed(0)
-        settings = TrainSettings(mini_batch_size=16, micro_batch_size=4, learning_rate=1e-2, warmup_steps=0,
-                                 kl_coef=0.5, ratio_level=ratio_level, show_progress=False, lora={"r": 4, "alpha": 8})
+        settings = TrainSettings(
+            mini_batch_size=16,
+            micro_batch_size=4,
+            learning_rate=1e-2,
+            warmup_steps=0,
+            kl_coef=0.5,
+            ratio_level=ratio_level,
+            show_progress=False,
+            lora={"r": 4, "alpha": 8},
+        )
         policy = Policy(char_model_dir, settings, device="cpu")
         trainer = Trainer(_questions(2), policy, settings, run="t")
         trainer.reuse_policy_logprobs = reuse

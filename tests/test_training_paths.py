@@ -2,6 +2,7 @@
 a multi-agent run debates on the protocol its agents are evaluated on; log-probabilities are those
 of the sampling policy (temperature); UMAD recomputes π_old for each turn after the previous turn's
 update; UMAD's mini-batches are in verl's units. Values are worked by hand in the comments."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -48,15 +49,43 @@ def test_the_update_uses_the_runs_temperature(char_model_dir):
     from debatelab.training.core.rollouts import Rollout
     from debatelab.training.core.trainer import Trainer
 
-    settings = TrainSettings(temperature=0.8, dtype="float32", lora={"r": 4, "alpha": 8}, max_tokens=4,
-                             overlong_buffer=0, show_progress=False, prompts_per_step=1, mini_batch_size=1)
+    settings = TrainSettings(
+        temperature=0.8,
+        dtype="float32",
+        lora={"r": 4, "alpha": 8},
+        max_tokens=4,
+        overlong_buffer=0,
+        show_progress=False,
+        prompts_per_step=1,
+        mini_batch_size=1,
+    )
     policy = Policy(str(char_model_dir), settings, device="cpu")
-    rows = frame_from_rows([{"id": "q", "question": "1+1?", "choices": None, "answer": "2", "task_type": "math",
-                             "meta": {"source": "toy"}}])
+    rows = frame_from_rows(
+        [
+            {
+                "id": "q",
+                "question": "1+1?",
+                "choices": None,
+                "answer": "2",
+                "task_type": "math",
+                "meta": {"source": "toy"},
+            }
+        ]
+    )
     trainer = Trainer(rows, policy, settings, run="t")
-    rollout = Rollout(question_id="q", group="q", turn=1, sample=0, messages=[{"role": "user", "content": "1+1?"}],
-                      text="2", token_ids=policy.tokenizer("2", add_special_tokens=False)["input_ids"],
-                      finish_reason="stop", answer="2", correct=True, reward=1.0)
+    rollout = Rollout(
+        question_id="q",
+        group="q",
+        turn=1,
+        sample=0,
+        messages=[{"role": "user", "content": "1+1?"}],
+        text="2",
+        token_ids=policy.tokenizer("2", add_special_tokens=False)["input_ids"],
+        finish_reason="stop",
+        answer="2",
+        correct=True,
+        reward=1.0,
+    )
     old, _, _ = trainer.logprob_pass([[rollout]])
     ids, attention, _, start, _ = trainer._tensors([rollout])
     with torch.no_grad():
@@ -111,15 +140,36 @@ def test_a_training_rollout_sends_the_messages_the_evaluation_debate_sends(char_
 
     experiment = load_experiment(ROOT / "config/experiments/umad_cpu.yaml")
     run_settings = experiment.train_settings("umad")
-    settings = TrainSettings(method="umad", protocol=run_settings["protocol"], dtype="float32", max_tokens=12,
-                             overlong_buffer=0, lora={"r": 4, "alpha": 8}, show_progress=False, seed=3)
+    settings = TrainSettings(
+        method="umad",
+        protocol=run_settings["protocol"],
+        dtype="float32",
+        max_tokens=12,
+        overlong_buffer=0,
+        lora={"r": 4, "alpha": 8},
+        show_progress=False,
+        seed=3,
+    )
     participants = experiment.training_runs["umad"]["participants"]
-    row = {"id": "q0", "question": "What is 6 + 1? \\boxed{}", "choices": None, "answer": "7", "task_type": "math",
-           "meta": {"source": "toy"}}
+    row = {
+        "id": "q0",
+        "question": "What is 6 + 1? \\boxed{}",
+        "choices": None,
+        "answer": "7",
+        "task_type": "math",
+        "meta": {"source": "toy"},
+    }
     torch.manual_seed(0)
     policies = AgentPolicies({a: char_model_dir for a in participants}, settings, device="cpu")
-    state = rollout_debates(policies, [row], participants, settings, step=0, rounds=1,
-                            system_prompts={a: experiment.agents[a]["system_prompt"] for a in participants})[0]
+    state = rollout_debates(
+        policies,
+        [row],
+        participants,
+        settings,
+        step=0,
+        rounds=1,
+        system_prompts={a: experiment.agents[a]["system_prompt"] for a in participants},
+    )[0]
     policies.close()
     training_round1 = {t.agent: list(t.messages) for t in state.turns if t.round == 1}
 
@@ -127,10 +177,25 @@ def test_a_training_rollout_sends_the_messages_the_evaluation_debate_sends(char_
     zero_shot = {}
     for turn in state.pre:
         agent = participants[turn.agent]
-        zero_shot[agent] = pd.DataFrame([{
-            "question_id": "q0", "agent": agent, "sample": 0, "response": turn.response, "answer": turn.answer,
-            "correct": turn.correct, "prompt_tokens": 1, "completion_tokens": 1, "finish_reason": "stop",
-            "min_logprob": None, "mean_logprob": None, "conf_verbal": None, "conf_seqprob": None}])
+        zero_shot[agent] = pd.DataFrame(
+            [
+                {
+                    "question_id": "q0",
+                    "agent": agent,
+                    "sample": 0,
+                    "response": turn.response,
+                    "answer": turn.answer,
+                    "correct": turn.correct,
+                    "prompt_tokens": 1,
+                    "completion_tokens": 1,
+                    "finish_reason": "stop",
+                    "min_logprob": None,
+                    "mean_logprob": None,
+                    "conf_verbal": None,
+                    "conf_seqprob": None,
+                }
+            ]
+        )
     agents = {a: AgentSpec.from_config(a, experiment.agent_settings(a)) for a in participants}
     states = build_states(frame_from_rows([row]), zero_shot, participants, agents, threads=1, seed=0)
     protocol = make_protocol("umad", experiment.protocol_options("umad"))
@@ -152,14 +217,34 @@ def test_umad_recomputes_pi_old_for_each_turn_after_the_previous_turns_update(ch
     from debatelab.training.core.agents import AgentPolicies
     from debatelab.training.methods.umad import UmadTrainer
 
-    settings = TrainSettings(method="umad", steps=1, lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=10,
-                             overlong_buffer=0, learning_rate=5e-2, warmup_steps=0, mini_batch_size=64,
-                             micro_batch_size=16, show_progress=False, temperature=0.8,
-                             umad={"threads": 3, "turns": 2, "questions_per_step": 2})
+    settings = TrainSettings(
+        method="umad",
+        steps=1,
+        lora={"r": 4, "alpha": 8},
+        dtype="float32",
+        max_tokens=10,
+        overlong_buffer=0,
+        learning_rate=5e-2,
+        warmup_steps=0,
+        mini_batch_size=64,
+        micro_batch_size=16,
+        show_progress=False,
+        temperature=0.8,
+        umad={"threads": 3, "turns": 2, "questions_per_step": 2},
+    )
     torch.manual_seed(0)
     policies = AgentPolicies({"solver": char_model_dir, "critic": char_model_dir}, settings, device="cpu")
-    rows = [{"id": f"q{i}", "question": f"question {i}: answer {i % 2 * 2}.", "choices": None,
-             "answer": str(i % 2 * 2), "task_type": "math", "meta": {"source": "toy"}} for i in range(4)]
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"question {i}: answer {i % 2 * 2}.",
+            "choices": None,
+            "answer": str(i % 2 * 2),
+            "task_type": "math",
+            "meta": {"source": "toy"},
+        }
+        for i in range(4)
+    ]
     trainer = UmadTrainer(frame_from_rows(rows), policies, settings, run="umad", participants=["solver", "critic"])
     seen = []
     original = trainer.update_policy

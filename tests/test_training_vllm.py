@@ -3,6 +3,7 @@ LoRA adapter after every update, and a training run on vLLM rollouts goes throug
 
 One engine per module (start-up dominates): the policy fixture owns it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -19,12 +20,29 @@ from debatelab.training.settings import TrainSettings
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
-PROMPTS = [[{"role": "user", "content": text}] for text in
-           ("What is 2 + 2?", "Name a colour.", "Is the sky green? Answer yes or no.")]
-SETTINGS = dict(steps=2, rollout_backend="vllm", finetuning="lora", lora={"r": 4, "alpha": 8}, dtype="float32",
-                vllm_max_model_len=512, vllm_enforce_eager=True, max_tokens=8, overlong_buffer=0,
-                prompts_per_step=2, rollouts_per_prompt=3, dynamic_sampling=False, mini_batch_size=6,
-                micro_batch_size=6, learning_rate=1e-2, warmup_steps=0, show_progress=False)
+PROMPTS = [
+    [{"role": "user", "content": text}]
+    for text in ("What is 2 + 2?", "Name a colour.", "Is the sky green? Answer yes or no.")
+]
+SETTINGS = dict(
+    steps=2,
+    rollout_backend="vllm",
+    finetuning="lora",
+    lora={"r": 4, "alpha": 8},
+    dtype="float32",
+    vllm_max_model_len=512,
+    vllm_enforce_eager=True,
+    max_tokens=8,
+    overlong_buffer=0,
+    prompts_per_step=2,
+    rollouts_per_prompt=3,
+    dynamic_sampling=False,
+    mini_batch_size=6,
+    micro_batch_size=6,
+    learning_rate=1e-2,
+    warmup_steps=0,
+    show_progress=False,
+)
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +75,9 @@ def cpu_vllm_env():
 
 
 def _greedy(backend) -> list[list[int]]:
-    requests = [GenerationRequest(messages=m, sampling=SamplingParams(temperature=0.0, max_tokens=12, seed=0))
-                for m in PROMPTS]
+    requests = [
+        GenerationRequest(messages=m, sampling=SamplingParams(temperature=0.0, max_tokens=12, seed=0)) for m in PROMPTS
+    ]
     return [g[0].token_ids for g in backend.generate(requests)]
 
 
@@ -97,8 +116,17 @@ def test_a_training_run_on_vllm_rollouts(policy, tmp_path):
     from debatelab.data.schema import frame_from_rows
     from debatelab.training.methods.dapo import DapoTrainer
 
-    rows = [{"id": f"q{i}", "question": f"Say a number, then {i}.", "choices": None, "answer": "7",
-             "task_type": "math", "meta": {"source": "toy"}} for i in range(4)]
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"Say a number, then {i}.",
+            "choices": None,
+            "answer": "7",
+            "task_type": "math",
+            "meta": {"source": "toy"},
+        }
+        for i in range(4)
+    ]
     reward = lambda row, text, answer, correct, length: float(len(text) % 3) - 1.0  # noqa: E731  varied, so groups are mixed
     before = {k: v.clone() for k, v in policy.trainable_state().items()}
     trainer = DapoTrainer(frame_from_rows(rows), policy, policy.settings, run="vllm", reward=reward)
@@ -135,8 +163,16 @@ def _train_two_agents_on_vllm(tiny_model_dir):
     from debatelab.training.methods.udpo import AgentCoefficients, UdpoTrainer
 
     torch.manual_seed(0)
-    settings = TrainSettings(**{**SETTINGS, "method": "udpo", "steps": 1, "mini_batch_size": 8, "micro_batch_size": 8,
-                                "udpo": {"rounds": 1, "questions_per_step": 2}})
+    settings = TrainSettings(
+        **{
+            **SETTINGS,
+            "method": "udpo",
+            "steps": 1,
+            "mini_batch_size": 8,
+            "micro_batch_size": 8,
+            "udpo": {"rounds": 1, "questions_per_step": 2},
+        }
+    )
     policies = AgentPolicies({"alice": tiny_model_dir, "bob": tiny_model_dir}, settings, device="cpu")
     try:
         assert policies.rollout_backend == "vllm"
@@ -156,13 +192,31 @@ def _train_two_agents_on_vllm(tiny_model_dir):
         assert served["alice"] != served["bob"]  # each agent its own adapter, not the last one saved
         assert len(policies._engines) == 1  # one engine (one copy of the base) for both agents
 
-        rows = [{"id": f"q{i}", "question": f"Say a number, then {i}.", "choices": None, "answer": "7",
-                 "task_type": "math", "meta": {"source": "toy"}} for i in range(3)]
+        rows = [
+            {
+                "id": f"q{i}",
+                "question": f"Say a number, then {i}.",
+                "choices": None,
+                "answer": "7",
+                "task_type": "math",
+                "meta": {"source": "toy"},
+            }
+            for i in range(3)
+        ]
         before = {k: v.clone() for k, v in policies.trainable_state().items()}
-        trainer = UdpoTrainer(frame_from_rows(rows), policies, settings, run="udpo_vllm", participants=["alice", "bob"],
-                              rounds=1, questions_per_step=2,
-                              coefficients={"alice": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.0),
-                                            "bob": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.0)})
+        trainer = UdpoTrainer(
+            frame_from_rows(rows),
+            policies,
+            settings,
+            run="udpo_vllm",
+            participants=["alice", "bob"],
+            rounds=1,
+            questions_per_step=2,
+            coefficients={
+                "alice": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.0),
+                "bob": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.0),
+            },
+        )
         metrics = trainer.train()
         assert list(metrics["debates"]) == [2] and list(metrics["sequences"]) == [8]  # 2 debates x 2 seats x 2 turns
         after = policies.trainable_state()

@@ -1,4 +1,5 @@
 """The transformers backend on the real tiny model: batching, padding, logprobs, scoring."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,7 +22,9 @@ def _chat(text):
 def test_n_generations_per_request_in_order_with_counts(backend):
     requests = [
         GenerationRequest(messages=_chat("short"), sampling=SamplingParams(max_tokens=5, logprobs=True), n=1),
-        GenerationRequest(messages=_chat("a much longer question " * 5), sampling=SamplingParams(max_tokens=7, logprobs=True), n=3),
+        GenerationRequest(
+            messages=_chat("a much longer question " * 5), sampling=SamplingParams(max_tokens=7, logprobs=True), n=3
+        ),
         GenerationRequest(messages=_chat("mid length one"), sampling=SamplingParams(max_tokens=5), n=2),
     ]
     out = backend.generate(requests)
@@ -56,15 +59,22 @@ def test_a_sample_does_not_depend_on_its_batch_mates(backend):
     last bits with the batch shape)."""
     hot = SamplingParams(temperature=1.0, top_p=0.95, max_tokens=12, seed=11, logprobs=True)
     target = GenerationRequest(messages=_chat("what is two plus two?"), sampling=hot)
-    others = [GenerationRequest(messages=_chat("other question " * k), sampling=SamplingParams(
-        temperature=1.0, top_p=0.95, max_tokens=12, seed=k, logprobs=True)) for k in range(1, 13)]
+    others = [
+        GenerationRequest(
+            messages=_chat("other question " * k),
+            sampling=SamplingParams(temperature=1.0, top_p=0.95, max_tokens=12, seed=k, logprobs=True),
+        )
+        for k in range(1, 13)
+    ]
     alone = backend.generate([target])[0][0]
     small = backend.generate([others[0], target])[1][0]
     large = backend.generate([*others, target])[-1][0]
     assert alone.text == small.text == large.text
     assert alone.token_logprobs == pytest.approx(large.token_logprobs, abs=1e-4)
-    reseeded = GenerationRequest(messages=target.messages, sampling=SamplingParams(
-        temperature=1.0, top_p=0.95, max_tokens=12, seed=12, logprobs=True))
+    reseeded = GenerationRequest(
+        messages=target.messages,
+        sampling=SamplingParams(temperature=1.0, top_p=0.95, max_tokens=12, seed=12, logprobs=True),
+    )
     assert backend.generate([reseeded])[0][0].text != alone.text
 
 
@@ -83,22 +93,26 @@ def test_seeded_sampler_draws_from_the_distribution():
     assert frequencies.tolist() == pytest.approx(probs.tolist(), abs=0.03)
 
 
-@pytest.mark.parametrize("temperature, top_p, expected", [
-    # p^(1/T) renormalised: (0.1, 0, 0.6, 0.3) at T = 0.5 -> (0.01, 0, 0.36, 0.09)/0.46
-    (0.5, 1.0, [0.01 / 0.46, 0.0, 0.36 / 0.46, 0.09 / 0.46]),
-    # top-p 0.7 keeps 0.6 and then 0.3 (the mass before 0.3 is 0.6 < 0.7), drops 0.1
-    (1.0, 0.7, [0.0, 0.0, 0.6 / 0.9, 0.3 / 0.9]),
-    # top-p 0.5 keeps only the top token
-    (1.0, 0.5, [0.0, 0.0, 1.0, 0.0]),
-])
+@pytest.mark.parametrize(
+    "temperature, top_p, expected",
+    [
+        # p^(1/T) renormalised: (0.1, 0, 0.6, 0.3) at T = 0.5 -> (0.01, 0, 0.36, 0.09)/0.46
+        (0.5, 1.0, [0.01 / 0.46, 0.0, 0.36 / 0.46, 0.09 / 0.46]),
+        # top-p 0.7 keeps 0.6 and then 0.3 (the mass before 0.3 is 0.6 < 0.7), drops 0.1
+        (1.0, 0.7, [0.0, 0.0, 0.6 / 0.9, 0.3 / 0.9]),
+        # top-p 0.5 keeps only the top token
+        (1.0, 0.5, [0.0, 0.0, 1.0, 0.0]),
+    ],
+)
 def test_seeded_sampler_applies_temperature_and_top_p(temperature, top_p, expected):
     """transformers runs a caller's logits processors before its own temperature / top-p warpers, so
     the sampler must apply them itself (it sampled at T = 1, top-p 1 whatever was asked before)."""
     from debatelab.llm.transformers_backend import SeededSampler
 
     scores = torch.log(torch.tensor([0.1, 0.0, 0.6, 0.3])).repeat(4000, 1)
-    sampler = SeededSampler(range(4000), prompt_width=0, max_new_tokens=1, device="cpu", temperature=temperature,
-                            top_p=top_p)
+    sampler = SeededSampler(
+        range(4000), prompt_width=0, max_new_tokens=1, device="cpu", temperature=temperature, top_p=top_p
+    )
     tokens = sampler(torch.zeros(4000, 0, dtype=torch.long), scores).argmax(-1)
     frequencies = torch.bincount(tokens, minlength=4).float() / 4000
     assert frequencies.tolist() == pytest.approx(expected, abs=0.03)
@@ -106,9 +120,19 @@ def test_seeded_sampler_applies_temperature_and_top_p(temperature, top_p, expect
 
 def test_a_low_temperature_sample_is_the_greedy_reply(backend):
     """End to end through `generate`: at T = 0.01 every seed gives the greedy reply; at T = 1 they differ."""
+
     def replies(temperature):
-        return [backend.generate([GenerationRequest(messages=_chat("tell me a story"), sampling=SamplingParams(
-            temperature=temperature, max_tokens=8, seed=seed))])[0][0].text for seed in range(4)]
+        return [
+            backend.generate(
+                [
+                    GenerationRequest(
+                        messages=_chat("tell me a story"),
+                        sampling=SamplingParams(temperature=temperature, max_tokens=8, seed=seed),
+                    )
+                ]
+            )[0][0].text
+            for seed in range(4)
+        ]
 
     greedy = replies(0.0)[0]
     assert replies(0.01) == [greedy] * 4
@@ -116,7 +140,9 @@ def test_a_low_temperature_sample_is_the_greedy_reply(backend):
 
 
 def test_greedy_first_token_logprob_is_the_max(backend, tiny_model_dir):
-    request = GenerationRequest(messages=_chat("hello"), sampling=SamplingParams(temperature=0.0, max_tokens=1, logprobs=True))
+    request = GenerationRequest(
+        messages=_chat("hello"), sampling=SamplingParams(temperature=0.0, max_tokens=1, logprobs=True)
+    )
     gen = backend.generate([request])[0][0]
     ids = torch.tensor([backend.prompt_ids(request.messages)])
     with torch.inference_mode():
@@ -126,7 +152,9 @@ def test_greedy_first_token_logprob_is_the_max(backend, tiny_model_dir):
 
 def test_same_seed_same_sample_different_seed_differs(backend):
     def run(seed):
-        r = GenerationRequest(messages=_chat("tell me"), sampling=SamplingParams(temperature=1.0, max_tokens=8, seed=seed))
+        r = GenerationRequest(
+            messages=_chat("tell me"), sampling=SamplingParams(temperature=1.0, max_tokens=8, seed=seed)
+        )
         return backend.generate([r])[0][0].text
 
     assert run(1) == run(1)
@@ -139,7 +167,9 @@ def test_batched_score_matches_unpadded_forward(backend):
     scored = backend.score(prompts, replies)
     for prompt, reply, s in zip(prompts, replies, scored):
         p = backend.prompt_ids(prompt)
-        r = backend.tokenizer.encode(reply, add_special_tokens=False) + backend.tokenizer.encode("<|im_end|>\n", add_special_tokens=False)
+        r = backend.tokenizer.encode(reply, add_special_tokens=False) + backend.tokenizer.encode(
+            "<|im_end|>\n", add_special_tokens=False
+        )
         ids = torch.tensor([p + r])
         with torch.inference_mode():
             logp = torch.log_softmax(backend.model(input_ids=ids).logits[0].float(), -1)
@@ -149,7 +179,8 @@ def test_batched_score_matches_unpadded_forward(backend):
 
 
 def test_fingerprint_changes_when_weights_change(tiny_model_dir, tmp_path):
-    import shutil, time
+    import shutil
+    import time
 
     copy = tmp_path / "m"
     shutil.copytree(tiny_model_dir, copy)
@@ -165,7 +196,9 @@ def test_the_model_loads_on_first_use_only(tiny_model_dir, tmp_path):
     code): the cache serves it on the model id alone."""
     from debatelab.llm.cache import GenerationCache, generate_cached
 
-    request = GenerationRequest([{"role": "user", "content": "Hi"}], SamplingParams(temperature=1.0, max_tokens=4, seed=3))
+    request = GenerationRequest(
+        [{"role": "user", "content": "Hi"}], SamplingParams(temperature=1.0, max_tokens=4, seed=3)
+    )
     first = TransformersBackend(tiny_model_dir, device="cpu")
     cache = GenerationCache(tmp_path / "cache")
     expected = generate_cached(first, [request], cache, batch_size=4)

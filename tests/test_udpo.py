@@ -1,4 +1,5 @@
 """UDPO's formulas (spec 000 §5) on fixture debates, every value worked by hand in the comments."""
+
 from __future__ import annotations
 
 import math
@@ -19,9 +20,11 @@ from debatelab.training.methods.udpo import (
 )
 
 # N = 3 agents, T = 2 debate rounds; gold "4".
-FIXTURE = [["4", "5", "4"],  # t = 0
-           ["4", "4", "4"],  # t = 1
-           ["4", "4", "5"]]  # t = 2
+FIXTURE = [
+    ["4", "5", "4"],  # t = 0
+    ["4", "4", "4"],  # t = 1
+    ["4", "4", "5"],
+]  # t = 2
 # nobody moves, everybody disagrees; the vote ties three ways and goes to agent 0's "4"
 STUBBORN = [["4", "5", "6"]] * 3
 
@@ -80,11 +83,18 @@ def test_coefficients_of_algorithm_b_by_hand():
     #   agent 2: U_intra (1 + 0)/2 = 1/2;   U_inter (1/2 + 1)/2 = 3/4; L̄ 0
     assert profile["agents"][0] == pytest.approx({"u_intra": 0.0, "u_inter": 2 / 3, "leave_one_out": 0.5, "u_sys": 0.5})
     k, third = 1.5, 1 / 3
-    assert coefficients[0].to_dict() == pytest.approx({
-        "alpha": third * 1, "beta": third * (1 + k * 2 / 3), "gamma": third * (1 + k * 0.5),
-        "lam": 1 / (1 + k * 0.5), "eta": 0.01 * (1 + k * 0.5)})
-    assert coefficients[2].to_dict() == pytest.approx({
-        "alpha": third * (1 + k * 0.5), "beta": third * (1 + k * 0.75), "gamma": third, "lam": 1.0, "eta": 0.01})
+    assert coefficients[0].to_dict() == pytest.approx(
+        {
+            "alpha": third * 1,
+            "beta": third * (1 + k * 2 / 3),
+            "gamma": third * (1 + k * 0.5),
+            "lam": 1 / (1 + k * 0.5),
+            "eta": 0.01 * (1 + k * 0.5),
+        }
+    )
+    assert coefficients[2].to_dict() == pytest.approx(
+        {"alpha": third * (1 + k * 0.5), "beta": third * (1 + k * 0.75), "gamma": third, "lam": 1.0, "eta": 0.01}
+    )
     # the alternative Ū_sys^(i) = mean(Ū_intra, Ū_inter, L̄): agent 0 → (0 + 2/3 + 1/2)/3 = 7/18
     mean_mode, _ = calibrate_coefficients([FIXTURE, STUBBORN], ["4", "4"], "math", base="uniform", sys_mode="mean")
     assert mean_mode[0].lam == pytest.approx(1 / (1 + k * 7 / 18))
@@ -101,7 +111,8 @@ def test_base_weights_are_normalised_cohens_d():
     assert w == pytest.approx({"alpha": math.sqrt(2) / total, "beta": 1 / total, "gamma": 1 / total})
     # a measure that is lower on failures (d < 0) does not separate them: fall back to 1/3 each
     assert base_weights([0, 0, 2, 2], [1, 1, 1, -1], [1, 0, 0, 0], correct) == pytest.approx(
-        {"alpha": 1 / 3, "beta": 1 / 3, "gamma": 1 / 3})
+        {"alpha": 1 / 3, "beta": 1 / 3, "gamma": 1 / 3}
+    )
     # no failures at all: d is undefined
     assert base_weights([1, 0], [1, 0], [1, 0], [True, True])["alpha"] == pytest.approx(1 / 3)
 
@@ -153,15 +164,32 @@ def test_the_preparation_jobs_read_only_the_settings_they_use(config_name):
         whole = TrainSettings.from_config(full)
         warmup = TrainSettings.from_config(udpo_job_settings(full, "warmup"))
         coefficients = TrainSettings.from_config(udpo_job_settings(full, "coefficients"))
-        for name in ("seed", "temperature", "top_p", "max_tokens", "dtype", "rollout_batch_size", "finetuning",
-                     "rollout_backend", "vllm_gpu_memory_utilization", "vllm_max_model_len", "vllm_enforce_eager"):
+        for name in (
+            "seed",
+            "temperature",
+            "top_p",
+            "max_tokens",
+            "dtype",
+            "rollout_batch_size",
+            "finetuning",
+            "rollout_backend",
+            "vllm_gpu_memory_utilization",
+            "vllm_max_model_len",
+            "vllm_enforce_eager",
+        ):
             assert getattr(warmup, name) == getattr(whole, name), name
         assert (warmup.udpo.rounds, warmup.udpo.warmup_fraction) == (whole.udpo.rounds, whole.udpo.warmup_fraction)
         for name in ("kappa", "lambda_base", "eta_base", "intra_lambda", "sys_mode", "base_weights", "ablate"):
             assert getattr(coefficients.udpo, name) == getattr(whole.udpo, name), name
 
-        updated = {**full, "learning_rate": 0.5, "micro_batch_tokens": 99, "steps": 1000, "gradient_checkpointing": True,
-                   "udpo": {**full.get("udpo", {}), "questions_per_step": 3, "replay": False}}
+        updated = {
+            **full,
+            "learning_rate": 0.5,
+            "micro_batch_tokens": 99,
+            "steps": 1000,
+            "gradient_checkpointing": True,
+            "udpo": {**full.get("udpo", {}), "questions_per_step": 3, "replay": False},
+        }
         for job in ("warmup", "coefficients"):
             assert udpo_job_settings(updated, job) == udpo_job_settings(full, job)
         hotter = {**full, "temperature": full.get("temperature", 1.0) / 2}
@@ -182,8 +210,9 @@ def test_a_priority_weight_multiplies_the_whole_sequence_loss_by_hand():
     ref = logprobs + math.log(2)  # Δ = ln 2 on every token: k3 = 2 − ln 2 − 1
     k = 1 - math.log(2)
     common = dict(ref_logprobs=ref, kl_coef=0.5, kl_estimator="k3", clip_low=0.2, clip_high=0.2)
-    weighted = policy_loss(logprobs, logprobs, torch.tensor([1.0, -2.0]), mask, weights=torch.tensor([2.0, 0.5]),
-                           **common)
+    weighted = policy_loss(
+        logprobs, logprobs, torch.tensor([1.0, -2.0]), mask, weights=torch.tensor([2.0, 0.5]), **common
+    )
     # per token: sequence 0 2·(−1 + 0.5k) on 2 tokens, sequence 1 0.5·(2 + 0.5k) on 1: (−3 + 2.25k)/3
     assert float(weighted.loss) == pytest.approx(-1 + 0.75 * k)
     # the advantage alone weighted ([2, −1]) leaves the KL unweighted: (−4 + k + 1 + 0.5k)/3
@@ -191,8 +220,15 @@ def test_a_priority_weight_multiplies_the_whole_sequence_loss_by_hand():
     assert float(advantage_only.loss) == pytest.approx(-1 + 0.5 * k)
     assert weighted.kl == pytest.approx(k)  # the reported KL is the unweighted mean
     # sequence_mean: per-sequence means −2 + k and 1 + 0.25k over 2 sequences
-    per_sequence = policy_loss(logprobs, logprobs, torch.tensor([1.0, -2.0]), mask, weights=torch.tensor([2.0, 0.5]),
-                               aggregation="sequence_mean", **common)
+    per_sequence = policy_loss(
+        logprobs,
+        logprobs,
+        torch.tensor([1.0, -2.0]),
+        mask,
+        weights=torch.tensor([2.0, 0.5]),
+        aggregation="sequence_mean",
+        **common,
+    )
     assert float(per_sequence.loss) == pytest.approx((-1 + 1.25 * k) / 2)
     # unit weights are no weights
     plain = policy_loss(logprobs, logprobs, torch.tensor([1.0, -2.0]), mask, **common)
@@ -200,8 +236,17 @@ def test_a_priority_weight_multiplies_the_whole_sequence_loss_by_hand():
     assert float(ones.loss) == float(plain.loss) == pytest.approx(1.5 * k / 3)
 
 
-QUESTIONS = [{"id": f"q{i}", "question": f"question {i}: answer 7.", "choices": None, "answer": "7", "task_type": "math",
-              "meta": {"source": "toy"}} for i in range(4)]
+QUESTIONS = [
+    {
+        "id": f"q{i}",
+        "question": f"question {i}: answer 7.",
+        "choices": None,
+        "answer": "7",
+        "task_type": "math",
+        "meta": {"source": "toy"},
+    }
+    for i in range(4)
+]
 
 
 def _udpo_trainer(char_model_dir, questions_per_step: int, steps: int):
@@ -213,14 +258,36 @@ def _udpo_trainer(char_model_dir, questions_per_step: int, steps: int):
     from debatelab.training.methods.udpo import UdpoTrainer
     from debatelab.training.settings import TrainSettings
 
-    settings = TrainSettings(method="udpo", steps=steps, lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=6,
-                             overlong_buffer=0, learning_rate=1e-2, warmup_steps=0, kl_coef=0.01, show_progress=False)
+    settings = TrainSettings(
+        method="udpo",
+        steps=steps,
+        lora={"r": 4, "alpha": 8},
+        dtype="float32",
+        max_tokens=6,
+        overlong_buffer=0,
+        learning_rate=1e-2,
+        warmup_steps=0,
+        kl_coef=0.01,
+        show_progress=False,
+    )
     torch.manual_seed(0)
     policies = AgentPolicies({"alice": char_model_dir, "bob": char_model_dir}, settings, device="cpu")
-    coefficients = {"alice": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01), "bob": AgentCoefficients(0.5, 0.2, 0.3, 0.8, 0.02)}
-    return UdpoTrainer(frame_from_rows(QUESTIONS), policies, settings, run="udpo", participants=["alice", "bob"],
-                       rounds=1, coefficients=coefficients, base_weights={"alpha": 0.5, "beta": 0.25, "gamma": 0.25},
-                       questions_per_step=questions_per_step, replay=True)
+    coefficients = {
+        "alice": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01),
+        "bob": AgentCoefficients(0.5, 0.2, 0.3, 0.8, 0.02),
+    }
+    return UdpoTrainer(
+        frame_from_rows(QUESTIONS),
+        policies,
+        settings,
+        run="udpo",
+        participants=["alice", "bob"],
+        rounds=1,
+        coefficients=coefficients,
+        base_weights={"alpha": 0.5, "beta": 0.25, "gamma": 0.25},
+        questions_per_step=questions_per_step,
+        replay=True,
+    )
 
 
 @pytest.mark.slow
@@ -238,10 +305,12 @@ def test_every_training_question_gets_a_fresh_priority_after_each_epoch(char_mod
 
     # the same debates again under the agents as they are now, with the refresh's seeds
     trainer.policy.train(False)
-    states = rollout_debates(trainer.policy, QUESTIONS, ["alice", "bob"], trainer.settings,
-                             step=trainer.refresh_step(1), rounds=1)
-    fresh = [replay_priority(trajectory_rewards(answers_by_round(st), "7", "math"), trainer.base_weights)
-             for st in states]
+    states = rollout_debates(
+        trainer.policy, QUESTIONS, ["alice", "bob"], trainer.settings, step=trainer.refresh_step(1), rounds=1
+    )
+    fresh = [
+        replay_priority(trajectory_rewards(answers_by_round(st), "7", "math"), trainer.base_weights) for st in states
+    ]
     assert priority == pytest.approx(fresh, rel=1e-12)
     assert (priority != 1.0).all() and len(set(fresh)) > 1
     assert trainer.refresh_step(1) not in range(trainer.settings.steps)  # seeds of no training step

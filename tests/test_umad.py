@@ -1,4 +1,5 @@
 """UMAD's advantages (spec 001 §4.3, Eqs 4-5) on a fixture, values worked by hand in the comments."""
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,12 @@ from debatelab.training.methods.umad import (
 )
 
 # [thread g, agent i, turn t]: G = 2 threads, N = 2 agents, T_train = 2 turns
-CORRECT = np.array([[[0, 1], [0, 1]],    # thread 0: both wrong, then both right
-                    [[1, 1], [1, 0]]])   # thread 1: both right, then agent 1 turns wrong
+CORRECT = np.array(
+    [
+        [[0, 1], [0, 1]],  # thread 0: both wrong, then both right
+        [[1, 1], [1, 0]],
+    ]
+)  # thread 1: both right, then agent 1 turns wrong
 
 
 def test_team_sum_and_individual_rewards():
@@ -50,8 +55,9 @@ def test_group_advantage_over_threads_uses_the_unbiased_std():
     adv = group_advantages(np.array([[3.0], [1.0]]), eps=0.0)
     assert adv[:, 0].tolist() == pytest.approx([1 / math.sqrt(2), -1 / math.sqrt(2)])
     values = np.array([[1.0], [2.0], [6.0]])  # mean 3, unbiased std sqrt((4 + 1 + 9)/2) = sqrt(7)
-    assert group_advantages(values, eps=0.0)[:, 0].tolist() == pytest.approx([-2 / math.sqrt(7), -1 / math.sqrt(7),
-                                                                              3 / math.sqrt(7)])
+    assert group_advantages(values, eps=0.0)[:, 0].tolist() == pytest.approx(
+        [-2 / math.sqrt(7), -1 / math.sqrt(7), 3 / math.sqrt(7)]
+    )
     assert (group_advantages(np.array([[1.0, 2.0]])) == 0).all()  # one thread: no group
 
 
@@ -95,17 +101,44 @@ def _umad(char_model_dir, checkpoint_dir, steps, **umad):
     from debatelab.training.methods.umad import UmadTrainer
     from debatelab.training.settings import TrainSettings
 
-    settings = TrainSettings(method="umad", steps=steps, lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=10,
-                             overlong_buffer=0, learning_rate=1e-2, warmup_steps=0, kl_coef=0.001, kl_estimator="k1",
-                             mini_batch_size=64, micro_batch_size=16, show_progress=False,
-                             umad={"threads": 3, "turns": 2, "questions_per_step": 2, **umad})
+    settings = TrainSettings(
+        method="umad",
+        steps=steps,
+        lora={"r": 4, "alpha": 8},
+        dtype="float32",
+        max_tokens=10,
+        overlong_buffer=0,
+        learning_rate=1e-2,
+        warmup_steps=0,
+        kl_coef=0.001,
+        kl_estimator="k1",
+        mini_batch_size=64,
+        micro_batch_size=16,
+        show_progress=False,
+        umad={"threads": 3, "turns": 2, "questions_per_step": 2, **umad},
+    )
     torch.manual_seed(0)
     policies = AgentPolicies({"solver": char_model_dir, "critic": char_model_dir}, settings, device="cpu")
     # golds the random character model often writes, so that some groups have mixed rewards
-    rows = [{"id": f"q{i}", "question": f"question {i}: answer {i % 2 * 2}.", "choices": None, "answer": str(i % 2 * 2),
-             "task_type": "math", "meta": {"source": "toy"}} for i in range(5)]
-    trainer = UmadTrainer(frame_from_rows(rows), policies, settings, run="umad", participants=["solver", "critic"],
-                          checkpoint_dir=checkpoint_dir)
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"question {i}: answer {i % 2 * 2}.",
+            "choices": None,
+            "answer": str(i % 2 * 2),
+            "task_type": "math",
+            "meta": {"source": "toy"},
+        }
+        for i in range(5)
+    ]
+    trainer = UmadTrainer(
+        frame_from_rows(rows),
+        policies,
+        settings,
+        run="umad",
+        participants=["solver", "critic"],
+        checkpoint_dir=checkpoint_dir,
+    )
     return trainer, trainer.train()
 
 
@@ -120,8 +153,11 @@ def test_umad_steps_update_turn_by_turn_and_resume_to_the_same_weights(char_mode
     assert np.isfinite(metrics["loss"]).all() and (metrics["weight_mean"] > 0).all()
     assert (metrics["reward_std"] > 0).all() and (metrics["accuracy_first"] > 0).any()  # some rewards to learn from
     for agent in ("solver", "critic"):
-        assert any(float(p.detach().abs().max()) > 0 for n, p in trainer.policy.adapter_parameters(agent).items()
-                   if "lora_B" in n)
+        assert any(
+            float(p.detach().abs().max()) > 0
+            for n, p in trainer.policy.adapter_parameters(agent).items()
+            if "lora_B" in n
+        )
     _umad(char_model_dir, tmp_path / "split", steps=1)
     resumed, resumed_metrics = _umad(char_model_dir, tmp_path / "split", steps=2)
     whole, split = trainer.policy.trainable_state(), resumed.policy.trainable_state()
@@ -164,12 +200,21 @@ def test_two_processes_make_the_same_umad_step_as_one_on_all_questions(tmp_path,
     (one, reports1), (two, reports2) = runs[1], runs[2]
     assert_same_update(one, two, {"solver", "critic"})
     m1, m2 = reports1[0]["metrics"], reports2[0]["metrics"]
-    assert reports2[1]["metrics"] == m2 | {k: reports2[1]["metrics"][k] for k in ("rollout_seconds", "update_seconds",
-                                                                                  "tokens_per_second")}
+    assert reports2[1]["metrics"] == m2 | {
+        k: reports2[1]["metrics"][k] for k in ("rollout_seconds", "update_seconds", "tokens_per_second")
+    }
     assert m1["debates"] == m2["debates"] == 2 * 3 and m1["sequences"] == m2["sequences"] == 2 * 3 * 2 * 2
     assert m1["reward_std"] > 0  # mixed rewards: something to learn from
-    for key in ("reward_mean", "reward_std", "accuracy", "accuracy_first", "eu_mean", "weight_mean", "loss",
-                "response_length"):
+    for key in (
+        "reward_mean",
+        "reward_std",
+        "accuracy",
+        "accuracy_first",
+        "eu_mean",
+        "weight_mean",
+        "loss",
+        "response_length",
+    ):
         assert m2[key] == pytest.approx(m1[key], rel=1e-5, abs=1e-7), key
 
 
@@ -180,11 +225,25 @@ def test_a_multi_agent_job_travels_to_its_processes_as_json(tmp_path):
     from debatelab.training.settings import TrainSettings
 
     settings = TrainSettings(method="umad", lora={"r": 4, "alpha": 8}, umad={"threads": 3, "questions_per_step": 4})
-    agents = {"solver": AgentSpec(name="solver", model="m", system_prompt="solve"), "critic": AgentSpec(name="critic", model="m")}
-    job = dict(dataset_path="d.parquet", bases={"solver": "m", "critic": "m"}, participants=["solver", "critic"],
-               agents=agents, out_dirs={"solver": "o/solver", "critic": "o/critic"}, metrics_path="m.parquet",
-               curves_path="c.png", settings_path="s.json", checkpoint_dir="ck", run="umad", settings=settings,
-               coefficients_path=None, limit=4)
+    agents = {
+        "solver": AgentSpec(name="solver", model="m", system_prompt="solve"),
+        "critic": AgentSpec(name="critic", model="m"),
+    }
+    job = dict(
+        dataset_path="d.parquet",
+        bases={"solver": "m", "critic": "m"},
+        participants=["solver", "critic"],
+        agents=agents,
+        out_dirs={"solver": "o/solver", "critic": "o/critic"},
+        metrics_path="m.parquet",
+        curves_path="c.png",
+        settings_path="s.json",
+        checkpoint_dir="ck",
+        run="umad",
+        settings=settings,
+        coefficients_path=None,
+        limit=4,
+    )
     write_job_spec(tmp_path / "job.json", job_kind="train_agents", **job)
     kind, back = read_job_spec(tmp_path / "job.json")
     assert kind == "train_agents" and back == job

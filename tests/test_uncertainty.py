@@ -4,6 +4,7 @@ epistemic/aleatoric decomposition (spec 001 §4.1, §5).
 Every expected number is worked out by hand from the spec formulas in the comment next
 to it (ln = natural log), never copied from the code's output.
 """
+
 from __future__ import annotations
 
 import math
@@ -235,9 +236,9 @@ def test_merge_equivalent_classes():
 
 
 def test_majority_vote():
-    assert majority_vote([B, A, A, B]) == B            # 2–2 tie → first in agent order
-    assert majority_vote([None, None, A]) == A         # invalid answers don't vote
-    assert majority_vote([None, None]) is None         # all invalid → invalid
+    assert majority_vote([B, A, A, B]) == B  # 2–2 tie → first in agent order
+    assert majority_vote([None, None, A]) == A  # invalid answers don't vote
+    assert majority_vote([None, None]) is None  # all invalid → invalid
     # Grouped: "0.5" and "1/2" form one group of 2 > "3"; the first original string wins.
     assert majority_vote(["3", "0.5", "1/2"], task_type="math") == "0.5"
 
@@ -267,11 +268,11 @@ def test_input_validation():
     with pytest.raises(ValueError):
         debate_uncertainty([])
     with pytest.raises(ValueError):
-        debate_uncertainty([[A, B], [A]])             # agents differ between rounds
+        debate_uncertainty([[A, B], [A]])  # agents differ between rounds
     with pytest.raises(TypeError):
-        debate_uncertainty(["AB"])                    # a round must not be a string
+        debate_uncertainty(["AB"])  # a round must not be a string
     with pytest.raises(TypeError):
-        debate_uncertainty([[A, 3]])                  # answers are str or None
+        debate_uncertainty([[A, 3]])  # answers are str or None
     with pytest.raises(ValueError):
         debate_uncertainty([[A]], task_type="essay")
     with pytest.raises(ValueError):
@@ -283,7 +284,8 @@ def test_input_validation():
     st.integers(1, 6).flatmap(
         lambda n: st.lists(
             st.lists(st.sampled_from([A, B, C, None]), min_size=n, max_size=n),
-            min_size=1, max_size=5,
+            min_size=1,
+            max_size=5,
         )
     ),
     st.sampled_from(["observed", "n_agents"]),
@@ -329,9 +331,9 @@ def test_decompose_known_values():
     assert d["aleatoric"] == approx(0.346574)
     assert d["epistemic"] == approx(0.215762)
     with pytest.raises(ValueError):
-        decompose([{A: 0.7}])                  # does not sum to 1
+        decompose([{A: 0.7}])  # does not sum to 1
     with pytest.raises(ValueError):
-        decompose(np.array([[1.5, -0.5]]))     # negative probability
+        decompose(np.array([[1.5, -0.5]]))  # negative probability
 
 
 def test_decompose_samples_uses_common_support():
@@ -361,9 +363,9 @@ def _entropy(p: np.ndarray) -> float:
 distribution_matrices = st.integers(1, 6).flatmap(
     lambda n_agents: st.integers(1, 6).flatmap(
         lambda n_answers: st.lists(
-            st.lists(st.floats(0.0, 1.0), min_size=n_answers, max_size=n_answers)
-            .filter(lambda row: sum(row) > 1e-3),
-            min_size=n_agents, max_size=n_agents,
+            st.lists(st.floats(0.0, 1.0), min_size=n_answers, max_size=n_answers).filter(lambda row: sum(row) > 1e-3),
+            min_size=n_agents,
+            max_size=n_agents,
         )
     )
 )
@@ -399,9 +401,9 @@ def test_decompose_agreeing_agents_have_zero_jsd(row, n_agents):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.integers(1, 6).flatmap(
-    lambda k: st.lists(st.integers(0, k - 1), min_size=1, max_size=6).map(lambda ix: (k, ix))
-))
+@given(
+    st.integers(1, 6).flatmap(lambda k: st.lists(st.integers(0, k - 1), min_size=1, max_size=6).map(lambda ix: (k, ix)))
+)
 def test_decompose_one_hot_agents_have_zero_aleatoric(case):
     k, picks = case
     matrix = np.eye(k)[picks]

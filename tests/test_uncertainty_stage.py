@@ -3,6 +3,7 @@ stage's questions.parquet, with failure diagnostics and selective prediction.
 
 Expected numbers are worked out by hand in the comments (ln = natural log).
 """
+
 from __future__ import annotations
 
 import json
@@ -30,11 +31,21 @@ def question(question_id, answers, *, correct, thread=0, task_type="multiple_cho
     n_agents = len(answers[0])
     row = {column: None for column in QUESTION_COLUMNS}
     row.update(
-        question_id=question_id, dataset="toy", protocol="mad", kind="all_to_all", thread=thread,
-        task_type=task_type, gold=A, n_agents=n_agents,
+        question_id=question_id,
+        dataset="toy",
+        protocol="mad",
+        kind="all_to_all",
+        thread=thread,
+        task_type=task_type,
+        gold=A,
+        n_agents=n_agents,
         participants=json.dumps([f"#{i}" for i in range(n_agents)]),
-        final_answer=answers[-1][0], correct=correct, parse_failed=False,
-        rounds_used=len(answers) - 1, stopped_early=False, ended_by="rounds",
+        final_answer=answers[-1][0],
+        correct=correct,
+        parse_failed=False,
+        rounds_used=len(answers) - 1,
+        stopped_early=False,
+        ended_by="rounds",
         answers_by_round=json.dumps(answers),
     )
     row.update(extra)
@@ -90,9 +101,7 @@ def test_udpo_measures_per_thread(tmp_path):
         assert measures.loc["q2", key] == 0.0, key  # unanimity throughout
     assert measures.loc["q4", "belief_revision"] == 1.0  # everyone moved B → A
     q2 = measures.loc["q2"]
-    assert (q2["dataset"], q2["protocol"], q2["thread"], q2["n_agents"], q2["rounds_used"]) == (
-        "toy", "mad", 0, 5, 2
-    )
+    assert (q2["dataset"], q2["protocol"], q2["thread"], q2["n_agents"], q2["rounds_used"]) == ("toy", "mad", 0, 5, 2)
     # One thread: every agent's distribution is a point mass, so aleatoric = 0 and total =
     # the entropy of the final answers in nats, H(0.8, 0.2) = 0.500402 for q1.
     assert (q1["k_threads"], q1["aleatoric"]) == (1, 0.0)

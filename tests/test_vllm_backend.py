@@ -3,14 +3,15 @@
 One engine per module: vLLM's start-up (~25 s on 2 CPU cores) dominates this file's runtime.
 Scores are cross-checked against a teacher-forced forward pass in transformers.
 """
+
 from __future__ import annotations
 
 import importlib.util
 import os
 
 import pytest
-
 from conftest import hf_reply_logprobs, require
+
 from debatelab.llm.base import GenerationRequest, SamplingParams
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -161,8 +162,11 @@ def test_seeded_batch_over_the_token_budget_matches_single_requests(backend):
     # then rewinds the seeded request's CPU generator and its engine dies ("CPU Generator does not
     # use offset"). The backend turns chunked prefill off on CPU.
     requests = [
-        GenerationRequest([{"role": "user", "content": f"Question {i}: " + "count the apples. " * 40}],
-                          SamplingParams(temperature=1.0, max_tokens=4, seed=100 + i), n=1)
+        GenerationRequest(
+            [{"role": "user", "content": f"Question {i}: " + "count the apples. " * 40}],
+            SamplingParams(temperature=1.0, max_tokens=4, seed=100 + i),
+            n=1,
+        )
         for i in range(40)
     ]
     prompt_tokens = backend.generate(requests[:1])[0][0].prompt_tokens

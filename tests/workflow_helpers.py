@@ -1,4 +1,5 @@
 """Running the real Snakemake on the real workflow from tests."""
+
 from __future__ import annotations
 
 import os
@@ -23,13 +24,16 @@ def snakemake_env(slurm: bool = False) -> dict:
     return env
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True, timeout: int = 1200, env: dict | None = None,
-              slurm: bool = False):
+def snakemake(
+    workdir: Path, *args: str, check: bool = True, timeout: int = 1200, env: dict | None = None, slurm: bool = False
+):
     cmd = [SNAKEMAKE, "--snakefile", str(REPO_ROOT / "Snakefile"), "--directory", str(workdir), *args]
     full_env = {**snakemake_env(slurm), **(env or {})}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
     if check and proc.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-12000:]}")
+        raise AssertionError(
+            f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-12000:]}"
+        )
     return proc
 
 

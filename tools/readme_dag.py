@@ -6,6 +6,7 @@ the attack runs only in the UDPO configs), as one mermaid flowchart.
     .venv/bin/python tools/readme_dag.py --write    replace the README's ```mermaid block with it
     .venv/bin/python tools/readme_dag.py --check    exit 1 when the README's block differs (tests run this)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,9 +34,23 @@ def workflow_rules() -> set[str]:
 def rulegraph(configfile: str) -> tuple[set[str], set[tuple[str, str]]]:
     """The rules and (upstream, downstream) edges of one config's DAG."""
     with tempfile.TemporaryDirectory() as workdir:
-        done = subprocess.run([SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", workdir,
-                               "--configfile", str(REPO / configfile), "--rulegraph", "mermaid-js"],
-                              capture_output=True, text=True, cwd=REPO, timeout=300)
+        done = subprocess.run(
+            [
+                SNAKEMAKE,
+                "--snakefile",
+                str(REPO / "Snakefile"),
+                "--directory",
+                workdir,
+                "--configfile",
+                str(REPO / configfile),
+                "--rulegraph",
+                "mermaid-js",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=300,
+        )
     if done.returncode:
         raise RuntimeError(f"snakemake --rulegraph with {configfile} failed:\n{done.stderr[-2000:]}")
     ids = dict(re.findall(r"^\s*(id\d+)\[(\w+)\]", done.stdout, re.M))

@@ -9,15 +9,16 @@ generation cache (its part files are named at random and grow on resume), Optuna
 hold wall-clock times), benchmark TSVs and logs (timings), and table columns named in
 `ignore_columns`.
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import math
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -40,9 +41,11 @@ class Comparison:
         return not (self.different or self.only_in_first or self.only_in_second)
 
     def summary(self) -> str:
-        lines = [f"{len(self.identical)} identical, {len(self.close)} equal within rtol, "
-                 f"{len(self.different)} different, {len(self.only_in_first)} only in the first tree, "
-                 f"{len(self.only_in_second)} only in the second"]
+        lines = [
+            f"{len(self.identical)} identical, {len(self.close)} equal within rtol, "
+            f"{len(self.different)} different, {len(self.only_in_first)} only in the first tree, "
+            f"{len(self.only_in_second)} only in the second"
+        ]
         lines += [f"  close: {name}" for name in self.close]
         lines += [f"  DIFFERENT: {name}: {why}" for name, why in self.different.items()]
         lines += [f"  only in first: {name}" for name in self.only_in_first]
@@ -62,8 +65,9 @@ def output_files(root: str | Path) -> set[str]:
     return out
 
 
-def compare_trees(first: str | Path, second: str | Path, *, rtol: float = 0.0,
-                  ignore_columns: Sequence[str] = ()) -> Comparison:
+def compare_trees(
+    first: str | Path, second: str | Path, *, rtol: float = 0.0, ignore_columns: Sequence[str] = ()
+) -> Comparison:
     """Compare every output file present under either root (module docstring)."""
     first, second = Path(first), Path(second)
     a, b = output_files(first), output_files(second)
@@ -89,8 +93,9 @@ def compare_files(a: Path, b: Path, *, rtol: float = 0.0, ignore_columns: Sequen
     return compare_frames(read(a), read(b), rtol=rtol, ignore_columns=ignore_columns)
 
 
-def compare_frames(a: pd.DataFrame, b: pd.DataFrame, *, rtol: float = 0.0,
-                   ignore_columns: Iterable[str] = ()) -> tuple[str, str]:
+def compare_frames(
+    a: pd.DataFrame, b: pd.DataFrame, *, rtol: float = 0.0, ignore_columns: Iterable[str] = ()
+) -> tuple[str, str]:
     """Compare two tables value by value (NaN equals NaN); floats within `rtol` count as close."""
     ignore = set(ignore_columns)
     columns_a, columns_b = [c for c in a.columns if c not in ignore], [c for c in b.columns if c not in ignore]

@@ -10,6 +10,7 @@ key and the value. Outside Snakemake, `load_experiment(path)` does the same from
 The settings of the stage jobs are frozen dataclasses in their packages; their defaults match
 the schema's (a test checks it), and `Experiment` builds them from the config.
 """
+
 from __future__ import annotations
 
 import copy
@@ -19,6 +20,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+
 import yaml
 
 from . import prompts
@@ -73,10 +75,20 @@ class TrainingMethod:
         return getattr(importlib.import_module(self.module), self.settings) if self.settings else None
 
 
-def _training_method(name: str, multi_agent: bool, trainer: str, description: str, spec: str, paper: str, *,
-                     module: str | None = None, **more) -> TrainingMethod:
-    return TrainingMethod(name, multi_agent, f"debatelab.training.methods.{module or name}", trainer, description,
-                          spec, paper, **more)
+def _training_method(
+    name: str,
+    multi_agent: bool,
+    trainer: str,
+    description: str,
+    spec: str,
+    paper: str,
+    *,
+    module: str | None = None,
+    **more,
+) -> TrainingMethod:
+    return TrainingMethod(
+        name, multi_agent, f"debatelab.training.methods.{module or name}", trainer, description, spec, paper, **more
+    )
 
 
 #: The training methods, one registry: a run's `method` names one. Everything that lists or
@@ -87,32 +99,76 @@ def _training_method(name: str, multi_agent: bool, trainer: str, description: st
 #: defaults). The schema's method enums list the same names (tests/test_registries.py checks them). A
 #: new method is its module in `training/methods/` and its entry here, plus its name in the schema's
 #: two method enums (a settings block of its own: also a field of `TrainSettings` and of the schema).
-TRAINING_METHODS: dict[str, TrainingMethod] = {m.name: m for m in (
-    _training_method("dapo", False, "DapoTrainer",
-                     "DAPO: group advantages, clip-higher, token-mean loss, dynamic sampling, soft overlong punishment",
-                     "spec 003 §2-3, §6", "DAPO, the RL algorithm SDRL builds on (spec 003)"),
-    _training_method("sdrl", False, "SdrlTrainer",
-                     "SDRL: DAPO plus a second turn debating two of the prompt's own rollouts, updated together",
-                     "spec 003 §2-3, §6", "Liu et al., arXiv 2601.22297 (SDRL)"),
-    _training_method("udpo", True, "UdpoTrainer",
-                     "UDPO: uncertainty-weighted trajectory rewards per seat, batch-mean advantages, uncertainty-driven "
-                     "replay", "spec 000 §5", "Tang et al., The Value of Variance (UDPO)", settings="UdpoSettings",
-                     block="udpo", protocol_kinds=SYNCHRONOUS_PROTOCOL_KINDS),
-    _training_method("umad", True, "UmadTrainer",
-                     "UMAD: team reward, epistemic-influence reward, group advantages over G threads, aleatoric "
-                     "weights, turns updated in sequence; eta = alpha_au = 0 is IPPO",
-                     "spec 001 §4.3", "Qiao et al., arXiv 2603.01221 (UMAD)", settings="UmadSettings", block="umad",
-                     protocol_kinds=SYNCHRONOUS_PROTOCOL_KINDS),
-    _training_method("mappo", True, "MappoTrainer",
-                     "MAPPO (approximation): shared terminal reward r_task + w_c (1 - D), a centralized critic over "
-                     "agreement features", "spec 000 §8", "Yu et al. 2022, MAPPO", settings="MappoSettings",
-                     block="mappo", preset={"consensus_weight": 1.0, "peer_swap_prob": 0.0},
-                     protocol_kinds=("all_to_all",)),
-    _training_method("rmaac", True, "MappoTrainer",
-                     "RMAAC (approximation): MAPPO's trainer on r_task alone, shown peers swapped for wrong replies",
-                     "spec 000 §8", "He et al. 2023, RMAAC", module="mappo", settings="MappoSettings", block="mappo",
-                     preset={"consensus_weight": 0.0, "peer_swap_prob": 0.2}, protocol_kinds=("all_to_all",)),
-)}
+TRAINING_METHODS: dict[str, TrainingMethod] = {
+    m.name: m
+    for m in (
+        _training_method(
+            "dapo",
+            False,
+            "DapoTrainer",
+            "DAPO: group advantages, clip-higher, token-mean loss, dynamic sampling, soft overlong punishment",
+            "spec 003 §2-3, §6",
+            "DAPO, the RL algorithm SDRL builds on (spec 003)",
+        ),
+        _training_method(
+            "sdrl",
+            False,
+            "SdrlTrainer",
+            "SDRL: DAPO plus a second turn debating two of the prompt's own rollouts, updated together",
+            "spec 003 §2-3, §6",
+            "Liu et al., arXiv 2601.22297 (SDRL)",
+        ),
+        _training_method(
+            "udpo",
+            True,
+            "UdpoTrainer",
+            "UDPO: uncertainty-weighted trajectory rewards per seat, batch-mean advantages, uncertainty-driven replay",
+            "spec 000 §5",
+            "Tang et al., The Value of Variance (UDPO)",
+            settings="UdpoSettings",
+            block="udpo",
+            protocol_kinds=SYNCHRONOUS_PROTOCOL_KINDS,
+        ),
+        _training_method(
+            "umad",
+            True,
+            "UmadTrainer",
+            "UMAD: team reward, epistemic-influence reward, group advantages over G threads, aleatoric "
+            "weights, turns updated in sequence; eta = alpha_au = 0 is IPPO",
+            "spec 001 §4.3",
+            "Qiao et al., arXiv 2603.01221 (UMAD)",
+            settings="UmadSettings",
+            block="umad",
+            protocol_kinds=SYNCHRONOUS_PROTOCOL_KINDS,
+        ),
+        _training_method(
+            "mappo",
+            True,
+            "MappoTrainer",
+            "MAPPO (approximation): shared terminal reward r_task + w_c (1 - D), a centralized critic over "
+            "agreement features",
+            "spec 000 §8",
+            "Yu et al. 2022, MAPPO",
+            settings="MappoSettings",
+            block="mappo",
+            preset={"consensus_weight": 1.0, "peer_swap_prob": 0.0},
+            protocol_kinds=("all_to_all",),
+        ),
+        _training_method(
+            "rmaac",
+            True,
+            "MappoTrainer",
+            "RMAAC (approximation): MAPPO's trainer on r_task alone, shown peers swapped for wrong replies",
+            "spec 000 §8",
+            "He et al. 2023, RMAAC",
+            module="mappo",
+            settings="MappoSettings",
+            block="mappo",
+            preset={"consensus_weight": 0.0, "peer_swap_prob": 0.2},
+            protocol_kinds=("all_to_all",),
+        ),
+    )
+}
 
 
 def training_method(name: str) -> TrainingMethod:
@@ -132,7 +188,7 @@ def trained_source(source: str) -> tuple[str, str] | None:
     """`trained:<run>` -> (run, ""), `trained:<run>/<agent>` -> (run, agent); None for other sources."""
     if not source.startswith(TRAINED_PREFIX):
         return None
-    run, _, agent = source[len(TRAINED_PREFIX):].partition("/")
+    run, _, agent = source[len(TRAINED_PREFIX) :].partition("/")
     return run, agent
 
 
@@ -140,7 +196,7 @@ class ConfigError(ValueError):
     """A config that the schema accepts but that does not hold together."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def paper_backbones(paper: str) -> tuple[str, ...]:
     """The backbones a paper's published numbers name (`backbones:` of config/paper_numbers/<paper>.yaml),
     spelled as there; empty where the file lists none."""
@@ -170,24 +226,37 @@ class AgentSpec:
             )
 
     @classmethod
-    def from_config(cls, name: str, cfg: dict, attack_prompt: str | None = None) -> "AgentSpec":
+    def from_config(cls, name: str, cfg: dict, attack_prompt: str | None = None) -> AgentSpec:
         """`attack_prompt`: the dataset's AutoTransform rewrite for an adversarial agent (None: the fixed one)."""
-        known = {k: cfg[k] for k in ("model", "backend", "temperature", "top_p", "max_tokens", "system_prompt") if k in cfg}
+        known = {
+            k: cfg[k] for k in ("model", "backend", "temperature", "top_p", "max_tokens", "system_prompt") if k in cfg
+        }
         if cfg.get("adversarial"):
             known["system_prompt"] = attack_prompt or prompts.ATTACK_SYSTEM_PROMPT
         return cls(name=name, backend_options=dict(cfg.get("backend_options") or {}), **known)
 
     def sampling(self, seed: int = 0, logprobs: bool = False) -> SamplingParams:
-        return SamplingParams(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens, seed=seed,
-                              logprobs=logprobs)
+        return SamplingParams(
+            temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens, seed=seed, logprobs=logprobs
+        )
 
 
 # --------------------------------------------------------------------------- schema
 
 
 #: fields that would hold a credential; a config names the environment variable instead
-SECRET_FIELDS = {"api_key", "apikey", "token", "hf_token", "access_token", "auth_token", "password", "secret",
-                 "secret_key", "authorization"}
+SECRET_FIELDS = {
+    "api_key",
+    "apikey",
+    "token",
+    "hf_token",
+    "access_token",
+    "auth_token",
+    "password",
+    "secret",
+    "secret_key",
+    "authorization",
+}
 #: values shaped like the credentials of OpenAI-style APIs (sk-...), the Hub (hf_...) or a bearer header
 SECRET_VALUE = re.compile(r"^(sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{20,}|Bearer\s+\S{8,})$")
 
@@ -200,19 +269,25 @@ def check_no_secrets(config, where: str = "") -> None:
     for key, value in items:
         path = f"{where}.{key}" if where else str(key)
         if isinstance(key, str) and key.lower() in SECRET_FIELDS and value not in (None, ""):
-            raise ConfigError(f"config: {path} holds a credential; keys and tokens never go in a config (Snakemake "
-                              f"stores job params in plain text under .snakemake/metadata). {_secret_hint(path)}")
+            raise ConfigError(
+                f"config: {path} holds a credential; keys and tokens never go in a config (Snakemake "
+                f"stores job params in plain text under .snakemake/metadata). {_secret_hint(path)}"
+            )
         if isinstance(value, str) and SECRET_VALUE.match(value.strip()):
-            raise ConfigError(f"config: {path} looks like a key or token ({value.strip()[:3]}...); keys never go in a "
-                              f"config. {_secret_hint(path)}")
+            raise ConfigError(
+                f"config: {path} looks like a key or token ({value.strip()[:3]}...); keys never go in a "
+                f"config. {_secret_hint(path)}"
+            )
         check_no_secrets(value, path)
 
 
 def _secret_hint(path: str) -> str:
     if "token" in path.lower().rsplit(".", 1)[-1]:
         return "Hugging Face reads its token from the environment: `export HF_TOKEN=...` (or `hf auth login`)."
-    return ("Export the key before running snakemake (`export OPENAI_API_KEY=...`; SLURM jobs inherit the environment) "
-            "and, for another variable, name it with `api_key_env: MY_KEY_VARIABLE` in the backend's options.")
+    return (
+        "Export the key before running snakemake (`export OPENAI_API_KEY=...`; SLURM jobs inherit the environment) "
+        "and, for another variable, name it with `api_key_env: MY_KEY_VARIABLE` in the backend's options."
+    )
 
 
 def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict:
@@ -241,7 +316,7 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     return filled
 
 
-def load_experiment(path: str | Path) -> "Experiment":
+def load_experiment(path: str | Path) -> Experiment:
     """An experiment from a YAML config file, validated and checked as the workflow does."""
     return Experiment(validate_config(yaml.safe_load(Path(path).read_text())))
 
@@ -359,8 +434,11 @@ class Experiment:
         """Datasets an agent is sampled zero-shot on: those of the protocols it sits in when every one of
         them names its `datasets` (a trained agent evaluated on one benchmark), else every evaluated one."""
         protocols = [p for p in self.protocols if agent in self.protocol_participants(p)]
-        if not protocols or any(not self.protocols[p].get("datasets") for p in protocols) \
-                or any(agent in spec["agents"] for spec in self.pairs.values()):
+        if (
+            not protocols
+            or any(not self.protocols[p].get("datasets") for p in protocols)
+            or any(agent in spec["agents"] for spec in self.pairs.values())
+        ):
             return self.evaluated_datasets()
         wanted = {d for p in protocols for d in self.protocol_datasets(p)}
         return [d for d in self.evaluated_datasets() if d in wanted]
@@ -397,7 +475,9 @@ class Experiment:
         spec["seed"] = self.seed if spec.get("seed") is None else spec["seed"]
         if spec.get("protocol") is not None:
             spec["protocol"] = self.train_protocol(run)
-        return {k: v for k, v in spec.items() if k not in ("policy", "participants", "dataset", "gpus", "accelerate_config")}
+        return {
+            k: v for k, v in spec.items() if k not in ("policy", "participants", "dataset", "gpus", "accelerate_config")
+        }
 
     def heldout_dataset(self, run: str) -> str | None:
         """The dataset a run's held-out accuracy is measured on during training (`heldout.dataset`), or None."""
@@ -423,8 +503,10 @@ class Experiment:
         for candidate in (Path(path), Path(workflow_dir) / path):
             if candidate.is_file():
                 return str(candidate)
-        raise ConfigError(f"config: training.runs.{run}.accelerate_config = {path!r}: no such file (looked in the "
-                          f"working directory and in {workflow_dir})")
+        raise ConfigError(
+            f"config: training.runs.{run}.accelerate_config = {path!r}: no such file (looked in the "
+            f"working directory and in {workflow_dir})"
+        )
 
     def multi_agent_runs(self) -> list[str]:
         """Runs that train every participant of a debate (one output folder per agent)."""
@@ -499,26 +581,44 @@ class Experiment:
 
     def _check_evaluation(self) -> None:
         self._check_paper_backbones()
-        for dataset in (self.evaluation.get("paper_datasets") or {}):
+        for dataset in self.evaluation.get("paper_datasets") or {}:
             if dataset not in self.datasets:
-                raise ConfigError(f"config: evaluation.paper_datasets names {dataset!r}, which is not a key of `datasets` "
-                                  f"(known: {sorted(self.datasets)})")
+                raise ConfigError(
+                    f"config: evaluation.paper_datasets names {dataset!r}, which is not a key of `datasets` "
+                    f"(known: {sorted(self.datasets)})"
+                )
         for paper in self.evaluation.get("papers") or []:
-            needs, has = ("calibration.pairs", self.pairs) if paper == "confidence" else ("debate.protocols", self.protocols)
+            needs, has = (
+                ("calibration.pairs", self.pairs) if paper == "confidence" else ("debate.protocols", self.protocols)
+            )
             if not has:
-                raise ConfigError(f"config: evaluation.papers lists {paper!r}, whose tables need {needs}; this config has none")
+                raise ConfigError(
+                    f"config: evaluation.papers lists {paper!r}, whose tables need {needs}; this config has none"
+                )
         for name, spec in self.comparisons.items():
-            kinds = {side: ("agents" if spec[side] in self.agents else "debate.protocols" if spec[side] in self.protocols
-                            else None) for side in ("treatment", "control")}
+            kinds = {
+                side: (
+                    "agents"
+                    if spec[side] in self.agents
+                    else "debate.protocols"
+                    if spec[side] in self.protocols
+                    else None
+                )
+                for side in ("treatment", "control")
+            }
             for side, kind in kinds.items():
                 if kind is None:
-                    raise ConfigError(f"config: evaluation.comparisons.{name}.{side} is {spec[side]!r}, which is neither "
-                                      f"an agent nor a debate protocol (agents: {sorted(self.agents)}; "
-                                      f"protocols: {sorted(self.protocols)})")
+                    raise ConfigError(
+                        f"config: evaluation.comparisons.{name}.{side} is {spec[side]!r}, which is neither "
+                        f"an agent nor a debate protocol (agents: {sorted(self.agents)}; "
+                        f"protocols: {sorted(self.protocols)})"
+                    )
             if kinds["treatment"] != kinds["control"]:
-                raise ConfigError(f"config: evaluation.comparisons.{name} compares {spec['treatment']!r} (of "
-                                  f"{kinds['treatment']}) with {spec['control']!r} (of {kinds['control']}); "
-                                  "compare two agents or two protocols")
+                raise ConfigError(
+                    f"config: evaluation.comparisons.{name} compares {spec['treatment']!r} (of "
+                    f"{kinds['treatment']}) with {spec['control']!r} (of {kinds['control']}); "
+                    "compare two agents or two protocols"
+                )
 
     @property
     def comparisons(self) -> dict[str, dict[str, str]]:
@@ -533,14 +633,16 @@ class Experiment:
             claim, where = spec.get("paper_backbone"), f"models.{name}.paper_backbone"
             if claim is None:
                 continue
-            for paper, backbone in (claim.items() if isinstance(claim, dict) else [(None, claim)]):
+            for paper, backbone in claim.items() if isinstance(claim, dict) else [(None, claim)]:
                 if paper is not None and paper not in PAPERS:
                     raise ConfigError(f"config: {where} names paper {paper!r} (known: {list(PAPERS)})")
                 known = {p: paper_backbones(p) for p in ([paper] if paper else papers)}
                 if not any(backbone in names for names in known.values()):
                     listed = "; ".join(f"{p}: {list(names)}" for p, names in known.items())
-                    raise ConfigError(f"config: {where if paper is None else f'{where}.{paper}'} = {backbone!r} names no "
-                                      f"backbone of the published numbers (config/paper_numbers `backbones`, {listed})")
+                    raise ConfigError(
+                        f"config: {where if paper is None else f'{where}.{paper}'} = {backbone!r} names no "
+                        f"backbone of the published numbers (config/paper_numbers `backbones`, {listed})"
+                    )
 
     def _check_models_and_datasets(self) -> None:
         from .data import BENCHMARKS
@@ -561,19 +663,25 @@ class Experiment:
                     f"(known: {sorted(self.training_runs)})"
                 )
             if not TRAINING_METHODS[self.training_runs[run]["method"]].multi_agent and agent:
-                raise ConfigError(f"config: models.{name}.source = {spec['source']!r}: run {run!r} trains one policy, "
-                                  f"name it trained:{run}")
+                raise ConfigError(
+                    f"config: models.{name}.source = {spec['source']!r}: run {run!r} trains one policy, "
+                    f"name it trained:{run}"
+                )
         for name, spec in self.models.items():
             if not spec.get("adapter"):
                 continue
             trained = trained_source(spec["source"])
             if trained is None or not trained[1]:
-                raise ConfigError(f"config: models.{name}.adapter = true needs a source trained:<run>/<agent> (a LoRA "
-                                  f"adapter of a multi-agent run), not {spec['source']!r}")
+                raise ConfigError(
+                    f"config: models.{name}.adapter = true needs a source trained:<run>/<agent> (a LoRA "
+                    f"adapter of a multi-agent run), not {spec['source']!r}"
+                )
             users = {a: s["backend"] for a, s in self.agents.items() if s["model"] == name}
             if any(backend != "vllm" for backend in users.values()):
-                raise ConfigError(f"config: models.{name}.adapter = true is served on a vLLM engine; agents "
-                                  f"{sorted(a for a, b in users.items() if b != 'vllm')} use another backend")
+                raise ConfigError(
+                    f"config: models.{name}.adapter = true is served on a vLLM engine; agents "
+                    f"{sorted(a for a, b in users.items() if b != 'vllm')} use another backend"
+                )
         for name, spec in self.datasets.items():
             benchmark = self.benchmark_of(name)
             if benchmark not in BENCHMARKS:
@@ -581,10 +689,14 @@ class Experiment:
                 raise ConfigError(f"config: {where} is not a registered benchmark (known: {sorted(BENCHMARKS)})")
             splits = BENCHMARKS[benchmark].splits
             if spec["split"] not in splits:
-                raise ConfigError(f"config: datasets.{name}.split = {spec['split']!r}; {benchmark} offers {sorted(splits)}")
+                raise ConfigError(
+                    f"config: datasets.{name}.split = {spec['split']!r}; {benchmark} offers {sorted(splits)}"
+                )
         rewriter = self.attack["rewriter"]
         if rewriter is not None and rewriter not in self.models:
-            raise ConfigError(f"config: attack.rewriter = {rewriter!r} is not a key of `models` (known: {sorted(self.models)})")
+            raise ConfigError(
+                f"config: attack.rewriter = {rewriter!r} is not a key of `models` (known: {sorted(self.models)})"
+            )
 
     def _check_debate(self) -> None:
         """Participants must be agents, and every copy × thread needs its own zero-shot sample."""
@@ -598,13 +710,18 @@ class Experiment:
                     )
             for dataset in spec.get("datasets") or []:
                 if dataset not in self.datasets:
-                    raise ConfigError(f"config: debate.protocols.{name}.datasets names {dataset!r}, which is not a key of `datasets`")
+                    raise ConfigError(
+                        f"config: debate.protocols.{name}.datasets names {dataset!r}, which is not a key of `datasets`"
+                    )
             for agent, copies in Counter(seats).items():
                 need, have = copies * spec["threads"], self.agent_samples(agent)
                 if need > have:
                     source = f"agents.{agent}.samples" if self.agents[agent].get("samples") else "zero_shot.samples"
-                    threads = (f"{spec['threads']} thread(s)" if self._explicit_threads.get(name)
-                               else f"{spec['threads']} thread(s) from evaluation.seeds")
+                    threads = (
+                        f"{spec['threads']} thread(s)"
+                        if self._explicit_threads.get(name)
+                        else f"{spec['threads']} thread(s) from evaluation.seeds"
+                    )
                     raise ConfigError(
                         f"config: debate.protocols.{name} needs {need} zero-shot samples of agent {agent!r} "
                         f"({copies} copies × {threads}); {source} = {have}"
@@ -617,43 +734,65 @@ class Experiment:
             key = "participants" if TRAINING_METHODS[spec["method"]].multi_agent else "policy"
             for agent in self.run_agents(run):
                 if agent not in self.agents:
-                    raise ConfigError(f"config: {where}.{key} names {agent!r}, which is not a key of `agents` "
-                                      f"(known: {sorted(self.agents)})")
+                    raise ConfigError(
+                        f"config: {where}.{key} names {agent!r}, which is not a key of `agents` "
+                        f"(known: {sorted(self.agents)})"
+                    )
                 trained = trained_source(self.models[self.agents[agent]["model"]]["source"])
                 if trained is not None and trained[0] == run:
                     raise ConfigError(f"config: {where}.{key} names {agent!r}, whose model is what this run trains")
             if spec["dataset"] not in self.datasets:
-                raise ConfigError(f"config: {where}.dataset = {spec['dataset']!r} is not a key of `datasets` (known: {sorted(self.datasets)})")
+                raise ConfigError(
+                    f"config: {where}.dataset = {spec['dataset']!r} is not a key of `datasets` (known: {sorted(self.datasets)})"
+                )
             heldout = self.heldout_dataset(run)
             if heldout is not None and heldout not in self.datasets:
-                raise ConfigError(f"config: {where}.heldout.dataset = {heldout!r} is not a key of `datasets` "
-                                  f"(known: {sorted(self.datasets)})")
+                raise ConfigError(
+                    f"config: {where}.heldout.dataset = {heldout!r} is not a key of `datasets` "
+                    f"(known: {sorted(self.datasets)})"
+                )
             if heldout is not None and self.dataset_path(heldout) == self.dataset_path(spec["dataset"]):
-                raise ConfigError(f"config: {where}.heldout.dataset = {heldout!r} reads the run's training questions "
-                                  f"({self.dataset_path(heldout)}); name another dataset")
+                raise ConfigError(
+                    f"config: {where}.heldout.dataset = {heldout!r} reads the run's training questions "
+                    f"({self.dataset_path(heldout)}); name another dataset"
+                )
             if TRAINING_METHODS[spec["method"]].multi_agent:
                 self._check_train_protocol(run, spec)
             if TRAINING_METHODS[spec["method"]].multi_agent and spec.get("finetuning", "lora") != "lora":
-                raise ConfigError(f"config: {where}.finetuning = {spec['finetuning']!r}: {spec['method']} trains one LoRA "
-                                  f"adapter per agent")
-            if spec.get("parallelism", "data") == "model" and (not TRAINING_METHODS[spec["method"]].multi_agent
-                                                               or spec.get("rollout_backend") == "vllm"):
-                raise ConfigError(f"config: {where}.parallelism = 'model' places the bases of a multi-agent run "
-                                  f"({', '.join(multi_agent_methods())}) on GPUs of their own and rolls out on transformers; "
-                                  f"method {spec['method']!r}, rollout_backend {spec.get('rollout_backend', 'auto')!r}")
-            if TRAINING_METHODS[spec["method"]].multi_agent and spec.get("parallelism", "data") == "data":  # each process debates its share
+                raise ConfigError(
+                    f"config: {where}.finetuning = {spec['finetuning']!r}: {spec['method']} trains one LoRA "
+                    f"adapter per agent"
+                )
+            if spec.get("parallelism", "data") == "model" and (
+                not TRAINING_METHODS[spec["method"]].multi_agent or spec.get("rollout_backend") == "vllm"
+            ):
+                raise ConfigError(
+                    f"config: {where}.parallelism = 'model' places the bases of a multi-agent run "
+                    f"({', '.join(multi_agent_methods())}) on GPUs of their own and rolls out on transformers; "
+                    f"method {spec['method']!r}, rollout_backend {spec.get('rollout_backend', 'auto')!r}"
+                )
+            if (
+                TRAINING_METHODS[spec["method"]].multi_agent and spec.get("parallelism", "data") == "data"
+            ):  # each process debates its share
                 block = TRAINING_METHODS[spec["method"]].block
                 per_step = (spec.get(block) or {}).get("questions_per_step", 1)
                 if per_step % spec["gpus"]:
-                    raise ConfigError(f"config: {where}.{block}.questions_per_step = {per_step} must divide among "
-                                      f"gpus = {spec['gpus']} processes")
+                    raise ConfigError(
+                        f"config: {where}.{block}.questions_per_step = {per_step} must divide among "
+                        f"gpus = {spec['gpus']} processes"
+                    )
             for name in ("prompts_per_step", "mini_batch_size"):
                 if spec.get("parallelism", "data") == "data" and spec[name] % spec["gpus"]:
-                    raise ConfigError(f"config: {where}.{name} = {spec[name]} must divide among gpus = {spec['gpus']} processes")
+                    raise ConfigError(
+                        f"config: {where}.{name} = {spec[name]} must divide among gpus = {spec['gpus']} processes"
+                    )
         for model, spec in self.models.items():  # trained:<run>/<agent> names an agent the run trains
             run, agent = trained_source(spec["source"]) or (None, None)
-            if run is not None and TRAINING_METHODS[self.training_runs[run]["method"]].multi_agent \
-                    and agent not in self.run_agents(run):
+            if (
+                run is not None
+                and TRAINING_METHODS[self.training_runs[run]["method"]].multi_agent
+                and agent not in self.run_agents(run)
+            ):
                 raise ConfigError(
                     f"config: models.{model}.source = {spec['source']!r}: run {run!r} trains one model per agent; name one "
                     f"as trained:{run}/<agent> (agents: {self.run_agents(run)})"
@@ -665,15 +804,21 @@ class Experiment:
         where = f"training.runs.{run}.protocol"
         protocol = spec.get("protocol")
         if protocol is None:
-            raise ConfigError(f"config: {where} is missing: a {spec['method']} run debates on a protocol, the name of a "
-                              f"debate.protocols entry (the prompts its agents are evaluated on; known: "
-                              f"{sorted(self.protocols)}) or its options")
+            raise ConfigError(
+                f"config: {where} is missing: a {spec['method']} run debates on a protocol, the name of a "
+                f"debate.protocols entry (the prompts its agents are evaluated on; known: "
+                f"{sorted(self.protocols)}) or its options"
+            )
         if isinstance(protocol, str) and protocol not in self.protocols:
-            raise ConfigError(f"config: {where} = {protocol!r} is not a key of debate.protocols (known: {sorted(self.protocols)})")
+            raise ConfigError(
+                f"config: {where} = {protocol!r} is not a key of debate.protocols (known: {sorted(self.protocols)})"
+            )
         kind = self.train_protocol(run)["kind"]
         allowed = TRAINING_METHODS[spec["method"]].protocol_kinds
         if kind not in allowed:
-            raise ConfigError(f"config: {where}: kind {kind!r} is not one {spec['method']} trains on (allowed: {list(allowed)})")
+            raise ConfigError(
+                f"config: {where}: kind {kind!r} is not one {spec['method']} trains on (allowed: {list(allowed)})"
+            )
 
     def _check_pairs(self) -> None:
         """A pair names two agents and a debate protocol of exactly those two that elicits the estimators."""

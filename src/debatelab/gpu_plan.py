@@ -20,6 +20,7 @@ A plan with more GPUs than a node of its type has is an error before submission
 (`GpuPlanError`). Training jobs place their base models with the same packing (`pack`), with the
 weights allowed `WEIGHTS_SHARE` of a GPU (the rest: optimizer states, activations, rollouts).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,29 +42,108 @@ DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 #: ones), the context length, and the weights' bytes when they are not parameters × 2 (gpt-oss
 #: ships its experts in MXFP4).
 KNOWN_MODELS: dict[str, dict] = {
-    "meta-llama/Llama-4-Scout-17B-16E-Instruct": {"parameters": 108.6e9, "layers": 48, "kv_heads": 8, "head_dim": 128, "context": 10_485_760},
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": {
+        "parameters": 108.6e9,
+        "layers": 48,
+        "kv_heads": 8,
+        "head_dim": 128,
+        "context": 10_485_760,
+    },
     "Qwen/Qwen3-8B": {"parameters": 8.19e9, "layers": 36, "kv_heads": 8, "head_dim": 128, "context": 40_960},
     "google/gemma-3n-E4B-it": {"parameters": 7.85e9, "layers": 35, "kv_heads": 2, "head_dim": 256, "context": 32_768},
-    "mistralai/Mixtral-8x7B-Instruct-v0.1": {"parameters": 46.7e9, "layers": 32, "kv_heads": 8, "head_dim": 128, "context": 32_768},
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": {
+        "parameters": 46.7e9,
+        "layers": 32,
+        "kv_heads": 8,
+        "head_dim": 128,
+        "context": 32_768,
+    },
     "microsoft/phi-4": {"parameters": 14.7e9, "layers": 40, "kv_heads": 10, "head_dim": 128, "context": 16_384},
-    "microsoft/Phi-4-mini-instruct": {"parameters": 3.84e9, "layers": 32, "kv_heads": 8, "head_dim": 128, "context": 131_072},
-    "microsoft/Phi-3-medium-4k-instruct": {"parameters": 14.0e9, "layers": 40, "kv_heads": 10, "head_dim": 128, "context": 4_096},
+    "microsoft/Phi-4-mini-instruct": {
+        "parameters": 3.84e9,
+        "layers": 32,
+        "kv_heads": 8,
+        "head_dim": 128,
+        "context": 131_072,
+    },
+    "microsoft/Phi-3-medium-4k-instruct": {
+        "parameters": 14.0e9,
+        "layers": 40,
+        "kv_heads": 10,
+        "head_dim": 128,
+        "context": 4_096,
+    },
     "Qwen/Qwen2.5-3B": {"parameters": 3.09e9, "layers": 36, "kv_heads": 2, "head_dim": 128, "context": 32_768},
     "Qwen/Qwen2.5-3B-Instruct": {"parameters": 3.09e9, "layers": 36, "kv_heads": 2, "head_dim": 128, "context": 32_768},
     "Qwen/Qwen2.5-7B-Instruct": {"parameters": 7.62e9, "layers": 28, "kv_heads": 4, "head_dim": 128, "context": 32_768},
-    "Qwen/Qwen2.5-14B-Instruct": {"parameters": 14.8e9, "layers": 48, "kv_heads": 8, "head_dim": 128, "context": 32_768},
-    "Qwen/Qwen2.5-32B-Instruct": {"parameters": 32.8e9, "layers": 64, "kv_heads": 8, "head_dim": 128, "context": 32_768},
+    "Qwen/Qwen2.5-14B-Instruct": {
+        "parameters": 14.8e9,
+        "layers": 48,
+        "kv_heads": 8,
+        "head_dim": 128,
+        "context": 32_768,
+    },
+    "Qwen/Qwen2.5-32B-Instruct": {
+        "parameters": 32.8e9,
+        "layers": 64,
+        "kv_heads": 8,
+        "head_dim": 128,
+        "context": 32_768,
+    },
     "Qwen/Qwen3-4B-Base": {"parameters": 4.02e9, "layers": 36, "kv_heads": 8, "head_dim": 128, "context": 32_768},
-    "Qwen/Qwen3-4B-Instruct-2507": {"parameters": 4.02e9, "layers": 36, "kv_heads": 8, "head_dim": 128, "context": 262_144},
+    "Qwen/Qwen3-4B-Instruct-2507": {
+        "parameters": 4.02e9,
+        "layers": 36,
+        "kv_heads": 8,
+        "head_dim": 128,
+        "context": 262_144,
+    },
     "google/gemma-2-9b-it": {"parameters": 9.24e9, "layers": 42, "kv_heads": 8, "head_dim": 256, "context": 8_192},
     "google/gemma-3-4b-it": {"parameters": 4.30e9, "layers": 34, "kv_heads": 4, "head_dim": 256, "context": 131_072},
     "google/gemma-3-12b-it": {"parameters": 12.2e9, "layers": 48, "kv_heads": 8, "head_dim": 256, "context": 131_072},
-    "meta-llama/Llama-3.1-8B-Instruct": {"parameters": 8.03e9, "layers": 32, "kv_heads": 8, "head_dim": 128, "context": 131_072},
-    "meta-llama/Llama-3.2-3B-Instruct": {"parameters": 3.21e9, "layers": 28, "kv_heads": 8, "head_dim": 128, "context": 131_072},
-    "mistralai/Ministral-8B-Instruct-2410": {"parameters": 8.02e9, "layers": 36, "kv_heads": 8, "head_dim": 128, "context": 32_768},
-    "mistralai/Mistral-7B-Instruct-v0.3": {"parameters": 7.25e9, "layers": 32, "kv_heads": 8, "head_dim": 128, "context": 32_768},
-    "mistralai/Mistral-Nemo-Instruct-2407": {"parameters": 12.2e9, "layers": 40, "kv_heads": 8, "head_dim": 128, "context": 131_072},
-    "openai/gpt-oss-120b": {"parameters": 117e9, "weights_bytes": 65.3e9, "layers": 36, "kv_heads": 8, "head_dim": 64, "context": 131_072},
+    "meta-llama/Llama-3.1-8B-Instruct": {
+        "parameters": 8.03e9,
+        "layers": 32,
+        "kv_heads": 8,
+        "head_dim": 128,
+        "context": 131_072,
+    },
+    "meta-llama/Llama-3.2-3B-Instruct": {
+        "parameters": 3.21e9,
+        "layers": 28,
+        "kv_heads": 8,
+        "head_dim": 128,
+        "context": 131_072,
+    },
+    "mistralai/Ministral-8B-Instruct-2410": {
+        "parameters": 8.02e9,
+        "layers": 36,
+        "kv_heads": 8,
+        "head_dim": 128,
+        "context": 32_768,
+    },
+    "mistralai/Mistral-7B-Instruct-v0.3": {
+        "parameters": 7.25e9,
+        "layers": 32,
+        "kv_heads": 8,
+        "head_dim": 128,
+        "context": 32_768,
+    },
+    "mistralai/Mistral-Nemo-Instruct-2407": {
+        "parameters": 12.2e9,
+        "layers": 40,
+        "kv_heads": 8,
+        "head_dim": 128,
+        "context": 131_072,
+    },
+    "openai/gpt-oss-120b": {
+        "parameters": 117e9,
+        "weights_bytes": 65.3e9,
+        "layers": 36,
+        "kv_heads": 8,
+        "head_dim": 64,
+        "context": 131_072,
+    },
 }
 
 #: Bundled models: their size without preparing them (the plan of a fresh clone's dry run).
@@ -145,8 +225,10 @@ class JobPlan:
         if not self.placement:
             return f"{self.job} needs no GPU (no model runs in it)"
         verdict = "ok" if self.gpus <= self.gpu_type.per_node else "does not fit"
-        return (f"{self.job} needs {self.gpus} × {self.gpu_type.label} {self.gpu_type.name} GPUs ({self.breakdown()}); "
-                f"{self.gpu_type.name} nodes have {self.gpu_type.per_node}: {verdict}")
+        return (
+            f"{self.job} needs {self.gpus} × {self.gpu_type.label} {self.gpu_type.name} GPUs ({self.breakdown()}); "
+            f"{self.gpu_type.name} nodes have {self.gpu_type.per_node}: {verdict}"
+        )
 
 
 # ------------------------------------------------------------------------------- model sizes
@@ -196,20 +278,28 @@ def size_from_folder(folder: str | Path, dtype: str = "auto") -> ModelSize | Non
     except FileNotFoundError:
         return None
     config = json.loads(config_file.read_text())
-    stored = str(_attention_config(config).get("torch_dtype") or config.get("torch_dtype") or config.get("dtype") or "bfloat16")
+    stored = str(
+        _attention_config(config).get("torch_dtype") or config.get("torch_dtype") or config.get("dtype") or "bfloat16"
+    )
     stored_bytes = DTYPE_BYTES.get(stored.replace("torch.", ""), 2)
     weights = on_disk if dtype == "auto" else on_disk * _dtype_bytes(dtype, stored_bytes) // stored_bytes
-    return ModelSize(weights, kv_bytes_per_token(config, _dtype_bytes(dtype, stored_bytes)), _context(config), f"folder {folder}")
+    return ModelSize(
+        weights, kv_bytes_per_token(config, _dtype_bytes(dtype, stored_bytes)), _context(config), f"folder {folder}"
+    )
 
 
 def size_from_table(entry: dict, dtype: str, origin: str) -> ModelSize:
     bytes_per = _dtype_bytes(dtype, 2)
-    weights = int(entry.get("weights_bytes") if dtype == "auto" and entry.get("weights_bytes") else entry["parameters"] * bytes_per)
+    weights = int(
+        entry.get("weights_bytes")
+        if dtype == "auto" and entry.get("weights_bytes")
+        else entry["parameters"] * bytes_per
+    )
     kv = 2 * entry["layers"] * entry["kv_heads"] * entry["head_dim"] * bytes_per
     return ModelSize(weights, kv, entry.get("context"), origin)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def size_from_hub(repo: str, revision: str | None, dtype: str) -> ModelSize:  # pragma: no cover - needs network
     """Online: the safetensors metadata's parameter count and the repo's config.json."""
     from huggingface_hub import get_safetensors_metadata, hf_hub_download
@@ -238,9 +328,11 @@ def model_size(source: str, dtype: str, folder: str | Path | None = None) -> Mod
         try:
             return size_from_hub(repo, revision or None, dtype)
         except Exception as e:  # offline, gated, or no safetensors
-            raise GpuPlanError(f"cannot size model {source}: not in debatelab.gpu_plan.KNOWN_MODELS and the Hub "
-                               f"did not answer ({type(e).__name__}: {e}); prepare its folder first "
-                               f"(snakemake --until prepare_model) or add it to KNOWN_MODELS") from e
+            raise GpuPlanError(
+                f"cannot size model {source}: not in debatelab.gpu_plan.KNOWN_MODELS and the Hub "
+                f"did not answer ({type(e).__name__}: {e}); prepare its folder first "
+                f"(snakemake --until prepare_model) or add it to KNOWN_MODELS"
+            ) from e
     raise GpuPlanError(f"cannot size model {source}: its folder {folder} is not prepared yet")
 
 
@@ -251,8 +343,14 @@ def engine_need(name: str, size: ModelSize, options: dict, backend: str) -> Mode
     options = options if backend == "vllm" else {}
     tokens = options.get("max_model_len") or size.context or 0
     kv = (size.kv_per_token or 0) * int(tokens)
-    return ModelNeed(name, size.weights, kv, int(options.get("tensor_parallel_size") or 1), exact=True,
-                     reserved=reserved_share(options))
+    return ModelNeed(
+        name,
+        size.weights,
+        kv,
+        int(options.get("tensor_parallel_size") or 1),
+        exact=True,
+        reserved=reserved_share(options),
+    )
 
 
 # ------------------------------------------------------------------------------------ packing
@@ -271,8 +369,15 @@ def footprint(need: ModelNeed, count: int, memory: float, overhead: int = OVERHE
     return need.reserved * memory if need.reserved is not None else need.total / count + overhead
 
 
-def pack(needs: list[ModelNeed], room: float, *, overhead: int = OVERHEAD_BYTES, gpus: int | None = None,
-         job: str = "job", memory: float | None = None) -> dict[str, list[int]]:
+def pack(
+    needs: list[ModelNeed],
+    room: float,
+    *,
+    overhead: int = OVERHEAD_BYTES,
+    gpus: int | None = None,
+    job: str = "job",
+    memory: float | None = None,
+) -> dict[str, list[int]]:
     """GPU indices per model, largest first: a model over several GPUs gets GPUs of its own; one that
     fits one GPU joins the first GPU with room left (first fit), else takes a new one. `room`: bytes
     each GPU may hold; `memory`: a GPU's bytes (for reserved shares); `gpus`: a fixed number to place
@@ -285,15 +390,22 @@ def pack(needs: list[ModelNeed], room: float, *, overhead: int = OVERHEAD_BYTES,
         if need.exact:
             count = need.tensor_parallel
             limit = need.reserved * memory if need.reserved is not None else room
-            what = (f"the {limit / GIB:.1f} GiB its gpu_memory_utilization {need.reserved:g} gives" if need.reserved is not None
-                    else f"the {limit / GIB:.1f} GiB usable on one GPU")
+            what = (
+                f"the {limit / GIB:.1f} GiB its gpu_memory_utilization {need.reserved:g} gives"
+                if need.reserved is not None
+                else f"the {limit / GIB:.1f} GiB usable on one GPU"
+            )
             if need.total / count + overhead > limit:
-                fix = (f"set its tensor_parallel_size to {_smallest_fitting(need, limit)}" if need.reserved is None
-                       else "raise its gpu_memory_utilization or tensor_parallel_size")
+                fix = (
+                    f"set its tensor_parallel_size to {_smallest_fitting(need, limit)}"
+                    if need.reserved is None
+                    else "raise its gpu_memory_utilization or tensor_parallel_size"
+                )
                 raise GpuPlanError(
                     f"{job}: model {need.name} needs {(need.total / count + overhead) / GIB:.1f} GiB per GPU at "
                     f"tensor_parallel_size {count} (weights {need.weights / GIB:.1f} GiB, KV cache {need.kv_cache / GIB:.1f} GiB, "
-                    f"overhead {overhead / GIB:.0f} GiB), more than {what}; {fix} or lower max_model_len")
+                    f"overhead {overhead / GIB:.0f} GiB), more than {what}; {fix} or lower max_model_len"
+                )
         else:
             count = max(need.tensor_parallel, math.ceil(need.total / max(room - overhead, 1)))
         size = footprint(need, count, memory, overhead)
@@ -309,13 +421,16 @@ def pack(needs: list[ModelNeed], room: float, *, overhead: int = OVERHEAD_BYTES,
         next_gpu += count
     if gpus is not None and next_gpu > gpus:
         listing = ", ".join(f"{n.name} {n.total / GIB:.1f} GiB" for n in sorted(needs, key=lambda n: -n.total))
-        raise GpuPlanError(f"{job}: the models ({listing}) do not fit on {gpus} GPU(s) of {room / GIB:.1f} GiB usable "
-                           f"each (they need {next_gpu}); give the job more GPUs")
+        raise GpuPlanError(
+            f"{job}: the models ({listing}) do not fit on {gpus} GPU(s) of {room / GIB:.1f} GiB usable "
+            f"each (they need {next_gpu}); give the job more GPUs"
+        )
     return placement
 
 
-def memory_shares(placement: dict[str, list[int]], needs: dict[str, ModelNeed], usable: float,
-                  overhead: int = OVERHEAD_BYTES) -> dict[str, float]:
+def memory_shares(
+    placement: dict[str, list[int]], needs: dict[str, ModelNeed], usable: float, overhead: int = OVERHEAD_BYTES
+) -> dict[str, float]:
     """Each engine's gpu_memory_utilization: its own when the agent sets one; `usable` when it has its
     GPUs alone; on a shared GPU, the usable part left by reserved shares split in proportion to the
     models' needs (vLLM's limit is per instance)."""
@@ -366,8 +481,10 @@ USABLE = 0.9
 
 
 def gpu_types(config: dict) -> dict[str, GpuType]:
-    return {name: GpuType(name, int(spec["memory_gib"] * GIB), int(spec["per_node"]))
-            for name, spec in (config.get("gpus") or {}).get("types", {}).items()}
+    return {
+        name: GpuType(name, int(spec["memory_gib"] * GIB), int(spec["per_node"]))
+        for name, spec in (config.get("gpus") or {}).get("types", {}).items()
+    }
 
 
 def job_gpu_type(config: dict, gpu_model: str | None) -> GpuType:
@@ -375,8 +492,10 @@ def job_gpu_type(config: dict, gpu_model: str | None) -> GpuType:
     types = gpu_types(config)
     name = gpu_model or (config.get("gpus") or {}).get("default_type")
     if name not in types:
-        raise GpuPlanError(f"GPU type {name!r} (the profile's gpu_model) is not in the config's gpus.types "
-                           f"{sorted(types)}: state its memory_gib and per_node there")
+        raise GpuPlanError(
+            f"GPU type {name!r} (the profile's gpu_model) is not in the config's gpus.types "
+            f"{sorted(types)}: state its memory_gib and per_node there"
+        )
     return types[name]
 
 
@@ -417,7 +536,7 @@ def inference_needs(exp, agents: list[str], dataset: str | None) -> list[ModelNe
             if need is not None:
                 needs[key] = need
     for key, models in served.items():  # named for the plan's line: the base and how many adapters it serves
-        label = f"{key[:-len('+adapters')]} with {len(models)} adapter{'s' if len(models) > 1 else ''}"
+        label = f"{key[: -len('+adapters')]} with {len(models)} adapter{'s' if len(models) > 1 else ''}"
         needs[key] = dataclasses.replace(needs[key], name=label)
     return list(needs.values())
 
@@ -428,8 +547,11 @@ def experiment_job_plan(exp, rule: str, wildcards: dict, gpu_type: GpuType) -> J
     if rule == "zero_shot":
         needs = inference_needs(exp, [wildcards["agent"]], wildcards["dataset"])
     elif rule == "debate":
-        needs = inference_needs(exp, exp.protocol_agents(wildcards["protocol"]), wildcards["dataset"]) \
-            if exp.protocol_models(wildcards["protocol"]) else []
+        needs = (
+            inference_needs(exp, exp.protocol_agents(wildcards["protocol"]), wildcards["dataset"])
+            if exp.protocol_models(wildcards["protocol"])
+            else []
+        )
     elif rule == "attack_prompt":
         options = dict(exp.config["backends"].get(exp.attack["backend"], {}))
         need = model_need(exp, exp.attack["rewriter"], options, exp.attack["backend"])
@@ -458,8 +580,15 @@ def training_job_plan(exp, rule: str, run: str, gpu_type: GpuType, job: str) -> 
     else:
         placement = pack(needs, room, overhead=0, gpus=1, job=job + " (every process holds every base model)")
         placement = {name: list(range(count)) for name in placement}
-    plan = JobPlan(job, gpu_type, WEIGHTS_SHARE, {n.name: n for n in needs}, placement,
-                   {n.name: WEIGHTS_SHARE for n in needs}, held=count)
+    plan = JobPlan(
+        job,
+        gpu_type,
+        WEIGHTS_SHARE,
+        {n.name: n for n in needs},
+        placement,
+        {n.name: WEIGHTS_SHARE for n in needs},
+        held=count,
+    )
     if plan.gpus > gpu_type.per_node:
         raise GpuPlanError(plan.describe())
     return plan
@@ -481,8 +610,9 @@ def visible_gpus() -> list[str]:
     return names or [str(i) for i in range(torch.cuda.device_count())]
 
 
-def engine_slices(engines: dict[str, tuple[str, dict, str]], gpu_memory: int | None = None,
-                  gpus: list[str] | None = None) -> dict[str, dict]:
+def engine_slices(
+    engines: dict[str, tuple[str, dict, str]], gpu_memory: int | None = None, gpus: list[str] | None = None
+) -> dict[str, dict]:
     """Inside a job with several models: each engine's GPUs and memory share, planned as the DAG
     planned the job (same packing, sizes from the prepared folders, the GPUs the job got).
     `engines`: model -> (folder, backend options, backend). Returns model -> backend options to add:
@@ -504,13 +634,17 @@ def engine_slices(engines: dict[str, tuple[str, dict, str]], gpu_memory: int | N
         needs.append(engine_need(model, size, options, backend))
     plan = place_job("this job", needs, GpuType("job", gpu_memory, len(gpus)), USABLE)
     if plan.gpus > len(gpus):
-        raise GpuPlanError(f"this job's models need {plan.gpus} GPU(s) of {gpu_memory / GIB:.0f} GiB ({plan.breakdown()}); "
-                           f"the job got {len(gpus)} GPU(s) ({','.join(gpus)}): plan it for this GPU type "
-                           f"(the profile's gpu_model and the config's gpus.types)")
+        raise GpuPlanError(
+            f"this job's models need {plan.gpus} GPU(s) of {gpu_memory / GIB:.0f} GiB ({plan.breakdown()}); "
+            f"the job got {len(gpus)} GPU(s) ({','.join(gpus)}): plan it for this GPU type "
+            f"(the profile's gpu_model and the config's gpus.types)"
+        )
     slices = {}
     for model, indices in plan.placement.items():
         extra = {"devices": [gpus[i] for i in indices]}
         if local[model][2] == "vllm":
-            extra["gpu_memory_utilization"] = min(plan.shares[model], float(local[model][1].get("gpu_memory_utilization") or USABLE))
+            extra["gpu_memory_utilization"] = min(
+                plan.shares[model], float(local[model][1].get("gpu_memory_utilization") or USABLE)
+            )
         slices[model] = extra
     return slices

@@ -1,11 +1,12 @@
 """Parquet and JSON I/O: atomic writes and reads that fail with the file's name."""
+
 from __future__ import annotations
 
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import pandas as pd
 import pyarrow as pa
@@ -78,8 +79,9 @@ def read_json_checked(path: str | os.PathLike) -> dict:
         raise DataFileError(f"{path}: not valid JSON ({exc})") from exc
 
 
-def read_parquet_checked(path: str | os.PathLike, required_columns: Iterable[str] = (),
-                         only_required: bool = False) -> pd.DataFrame:
+def read_parquet_checked(
+    path: str | os.PathLike, required_columns: Iterable[str] = (), only_required: bool = False
+) -> pd.DataFrame:
     """Read a Parquet file; a missing, corrupt or incomplete file raises DataFileError naming it.
     `only_required` reads just the required columns (a debate's turns carry every response)."""
     path = Path(path)
@@ -96,8 +98,10 @@ def read_parquet_checked(path: str | os.PathLike, required_columns: Iterable[str
         raise
     except Exception as exc:  # pyarrow raises several types for corrupt files
         # the message says it all; pyarrow's own traceback would only hide the file's name
-        raise DataFileError(f"{path}: not a readable Parquet file ({type(exc).__name__}: {exc}); it may have been "
-                            "cut short (a full disk, a killed copy): delete it and rerun the rule that writes it") from None
+        raise DataFileError(
+            f"{path}: not a readable Parquet file ({type(exc).__name__}: {exc}); it may have been "
+            "cut short (a full disk, a killed copy): delete it and rerun the rule that writes it"
+        ) from None
 
 
 def link_tree(source: str | os.PathLike, target: str | os.PathLike, log_path: str | os.PathLike | None = None) -> None:
@@ -124,5 +128,6 @@ def link_tree(source: str | os.PathLike, target: str | os.PathLike, log_path: st
     shutil.copytree(source, tmp, copy_function=link)
     os.replace(tmp, target)
     if log_path is not None:
-        write_text_atomic(f"{source} -> {target}: {counts['linked']} files hard-linked, {counts['copied']} copied\n",
-                          log_path)
+        write_text_atomic(
+            f"{source} -> {target}: {counts['linked']} files hard-linked, {counts['copied']} copied\n", log_path
+        )

@@ -27,11 +27,13 @@ over runs, spec 004 §9). A statistic that is undefined for the data at hand (to
 zero variance, a constant input) is NaN, never an exception, so a run where every question is
 correct still reports.
 """
+
 from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -180,9 +182,7 @@ def _bin_sums(c: np.ndarray, z: np.ndarray, bins: int) -> tuple[np.ndarray, np.n
     return count, np.bincount(idx, weights=c, minlength=bins), np.bincount(idx, weights=z, minlength=bins)
 
 
-def ece(
-    confidence: Iterable[Any], correct: Iterable[Any], bins: int = 10, weighting: str = "count"
-) -> float:
+def ece(confidence: Iterable[Any], correct: Iterable[Any], bins: int = 10, weighting: str = "count") -> float:
     """Expected calibration error over `bins` equal-width bins on [0, 1]."""
     bins = _check_bins(bins)
     if weighting not in ECE_WEIGHTINGS:
@@ -213,9 +213,7 @@ def nll(confidence: Iterable[Any], correct: Iterable[Any]) -> float:
     return float(-np.mean(z * np.log(c) + (1 - z) * np.log1p(-c)))
 
 
-def reliability_table(
-    confidence: Iterable[Any], correct: Iterable[Any], bins: int = 10
-) -> pd.DataFrame:
+def reliability_table(confidence: Iterable[Any], correct: Iterable[Any], bins: int = 10) -> pd.DataFrame:
     """One row per bin: bin_lower, bin_upper, count, mean_confidence, accuracy (NaN if empty)."""
     bins = _check_bins(bins)
     c, z = _pair(confidence, correct)
@@ -264,8 +262,16 @@ def summarize(
 # --------------------------------------------------------------------------- statistics
 
 FAILURE_DIAGNOSTIC_COLUMNS = [
-    "measure", "n_failed", "n_correct", "mean_failed", "mean_correct",
-    "welch_t", "welch_p", "cohens_d", "pearson_r", "pearson_p",
+    "measure",
+    "n_failed",
+    "n_correct",
+    "mean_failed",
+    "mean_correct",
+    "welch_t",
+    "welch_p",
+    "cohens_d",
+    "pearson_r",
+    "pearson_p",
 ]
 
 
@@ -340,16 +346,18 @@ def failure_diagnostics(frame: pd.DataFrame, measures: Sequence[str], correct_co
         failed, succeeded = values[~correct], values[correct]
         t, p = welch_t(failed, succeeded)
         r, r_p = point_biserial(values, correct)
-        rows.append({
-            "measure": measure,
-            "n_failed": len(failed),
-            "n_correct": len(succeeded),
-            "mean_failed": float(failed.mean()) if len(failed) else _NAN,
-            "mean_correct": float(succeeded.mean()) if len(succeeded) else _NAN,
-            "welch_t": t,
-            "welch_p": p,
-            "cohens_d": cohens_d(failed, succeeded),
-            "pearson_r": r,
-            "pearson_p": r_p,
-        })
+        rows.append(
+            {
+                "measure": measure,
+                "n_failed": len(failed),
+                "n_correct": len(succeeded),
+                "mean_failed": float(failed.mean()) if len(failed) else _NAN,
+                "mean_correct": float(succeeded.mean()) if len(succeeded) else _NAN,
+                "welch_t": t,
+                "welch_p": p,
+                "cohens_d": cohens_d(failed, succeeded),
+                "pearson_r": r,
+                "pearson_p": r_p,
+            }
+        )
     return pd.DataFrame(rows, columns=FAILURE_DIAGNOSTIC_COLUMNS)

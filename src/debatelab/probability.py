@@ -9,6 +9,7 @@ of 10/10 is exactly 1.0), ε = 1e-4.
 
 All three take scalars or arrays and return the same kind.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Logging for rule scripts: everything a job prints (progress bars included) goes to its log file."""
+
 from __future__ import annotations
 
 import contextlib

@@ -14,10 +14,12 @@ Paths (resolved by `test_paper_settings.resolve`):
   datasets.<name>.<key>, models.<name>.<key>, evaluation.<key>, zero_shot.<key>, ... the config itself
   derived.<name>                     a quantity computed from several settings (`DERIVED` of the module)
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ Table 5's 125-step run) and evaluation (§6.1.2, §6.4, App. B = spec §5; Table
 Left out as the paper does not give them (spec §6 "not stated"): training temperature / top-p,
 weight decay, grad clip, the schedule after the warm-up, seeds, prompt length, hardware; and
 the evaluation's context window (§6.4 only says N = 7 had to fit it)."""
+
 from __future__ import annotations
 
 from . import Setting, at_least, runs_rows
@@ -34,21 +35,31 @@ def _updates_per_rollout_step(exp, run):
 def _n7_budget_cut(exp):
     """Every N = 7 agent ("<agent>_n7") replies with fewer tokens than its N = 5 twin "<agent>" (§6.4)."""
     pairs = [(a, a.removesuffix("_n7")) for a in exp.agents if a.endswith("_n7")]
-    return bool(pairs) and all(exp.agent_settings(n7)["max_tokens"] < exp.agent_settings(n5)["max_tokens"] for n7, n5 in pairs)
+    return bool(pairs) and all(
+        exp.agent_settings(n7)["max_tokens"] < exp.agent_settings(n5)["max_tokens"] for n7, n5 in pairs
+    )
 
 
 DERIVED = {
     **{f"{run}.policy_source": (lambda exp, run=run: _policy_source(exp, run)) for run in RUNS},
     **{f"{run}.updates_per_rollout_step": (lambda exp, run=run: _updates_per_rollout_step(exp, run)) for run in RUNS},
-    **{f"{run}.first_turn_updates": (lambda exp, run=run: exp.train_settings(run)["steps"] * _updates_per_rollout_step(exp, run))
-       for run in RUNS},
+    **{
+        f"{run}.first_turn_updates": (
+            lambda exp, run=run: exp.train_settings(run)["steps"] * _updates_per_rollout_step(exp, run)
+        )
+        for run in RUNS
+    },
     "n7_reply_budget_cut": _n7_budget_cut,
 }
 
 _A1 = "App. A.1"
 _TRAINING = [
     ("dataset", "dapo_math", "§6.1.1: DAPO-Math-17K"),
-    ("reward", "dapo_math", "§5.1, §6.1.1: +1 correct / -1 otherwise; App. B / verl's DAPO recipe: DAPO's verifier (spec §4)"),
+    (
+        "reward",
+        "dapo_math",
+        "§5.1, §6.1.1: +1 correct / -1 otherwise; App. B / verl's DAPO recipe: DAPO's verifier (spec §4)",
+    ),
     ("finetuning", "full", "§6.1.1, App. A.1: verl's DAPO recipe, no adapter named"),
     ("learning_rate", 1e-6, "§6.1.1: LR 1e-6"),
     ("warmup_steps", 10, "§6.1.1: linear warm-up over the first 10 rollout steps"),
@@ -80,15 +91,26 @@ _DATASETS = [
 
 
 def _agents(names):
-    return [Setting(f"agents.{a}.{key}", value, source) for a in names for key, value, source in [
-        ("temperature", 1.0, "§6.1.2: inference temperature 1.0"),
-        ("top_p", 0.9, "§6.1.2: top-p 0.9")]]
+    return [
+        Setting(f"agents.{a}.{key}", value, source)
+        for a in names
+        for key, value, source in [
+            ("temperature", 1.0, "§6.1.2: inference temperature 1.0"),
+            ("top_p", 0.9, "§6.1.2: top-p 0.9"),
+        ]
+    ]
 
 
 def _budgets(names):
     """N <= 5 agents: the paper's length (evaluation budget unstated; N = 7 is cut, `n7_reply_budget_cut`)."""
-    return [Setting(f"agents.{a}.max_tokens", 8192,
-                    "App. A.1's 8,196 (read 8,192); Table 6: wrong answers average up to 7,121 tokens") for a in names]
+    return [
+        Setting(
+            f"agents.{a}.max_tokens",
+            8192,
+            "App. A.1's 8,196 (read 8,192); Table 6: wrong answers average up to 7,121 tokens",
+        )
+        for a in names
+    ]
 
 
 _CHOI = "App. B / C: Choi et al.'s code and math template"
@@ -100,11 +122,19 @@ def _mad(name, agent, n=5, rounds=1, kind="all_to_all", final="vote", source="Ta
         Setting(f"protocols.{name}.template", "choi", _CHOI),
         Setting(f"protocols.{name}.rounds", rounds, source),
         Setting(f"protocols.{name}.participants", [agent] * n, f"{source}; homogeneous copies of one model (§6.1.2)"),
-        Setting(f"protocols.{name}.final", final, "§3 Eq. 5: plurality of the last answers" if final == "vote"
-                else f"{_CHOI}: the central agent's answer (spec §4)"),
+        Setting(
+            f"protocols.{name}.final",
+            final,
+            "§3 Eq. 5: plurality of the last answers"
+            if final == "vote"
+            else f"{_CHOI}: the central agent's answer (spec §4)",
+        ),
         # a hub's answer has no ties to break
-        *([Setting(f"protocols.{name}.tie_break", "random", f"{_CHOI}: plurality ties broken at random (spec §4)")]
-          if final == "vote" else []),
+        *(
+            [Setting(f"protocols.{name}.tie_break", "random", f"{_CHOI}: plurality ties broken at random (spec §4)")]
+            if final == "vote"
+            else []
+        ),
         Setting(f"protocols.{name}.threads", 5, "§6.1.2: mean of 5 independent runs"),
     ]
 
@@ -124,8 +154,13 @@ def _ablations(prefix, agent, agent_n7, t4=None):
         *_mad(f"{prefix}mad_n3" if prefix else "decentralized_n3", agent, n=3, source="Table 3: N = 3, T = 1"),
         *_mad(f"{prefix}mad_n7" if prefix else "decentralized_n7", agent_n7, n=7, source="Table 3: N = 7, T = 1"),
         *_mad(f"{prefix}sparse", agent, kind="ring", source="Table 4 / §6.4: sparse MAD, N = 5, T = 1"),
-        *_mad(f"{prefix}centralized", agent, kind="centralized", final="hub",
-              source="Table 4 / §6.4: centralized MAD, N = 5, T = 1"),
+        *_mad(
+            f"{prefix}centralized",
+            agent,
+            kind="centralized",
+            final="hub",
+            source="Table 4 / §6.4: centralized MAD, N = 5, T = 1",
+        ),
     ]
     if t4:
         rows += _mad(t4, agent, rounds=4, source="Fig. 1 / Table 6: rounds 1 to 4, N = 5")
@@ -134,11 +169,26 @@ def _ablations(prefix, agent, agent_n7, t4=None):
 
 # Table 1's rows: the agent of each trained checkpoint, and its protocols "<agent>_maj" / "<agent>_mad"
 _TABLE1 = ("dapo", "sdrl_rand", "sdrl_freq", "q3_dapo", "q3_sdrl_rand", "q3_sdrl_freq")
-_CHECKPOINTS = {"qwen2.5-3b-dapo": "dapo", "qwen2.5-3b-sdrl-rand": "sdrl_rand", "qwen2.5-3b-sdrl-freq": "sdrl_freq",
-                "qwen3-4b-base-dapo": "q3_dapo", "qwen3-4b-base-sdrl-rand": "q3_sdrl_rand",
-                "qwen3-4b-base-sdrl-freq": "q3_sdrl_freq", "qwen3-4b-base-sdrl-freq-125": "q3_sdrl_freq_125"}
-_SDRL_AGENTS = ("base", "dapo", "sdrl_rand", "sdrl_freq", "q3_base", "q3_dapo", "q3_sdrl_rand", "q3_sdrl_freq",
-                "q3_sdrl_freq_125")
+_CHECKPOINTS = {
+    "qwen2.5-3b-dapo": "dapo",
+    "qwen2.5-3b-sdrl-rand": "sdrl_rand",
+    "qwen2.5-3b-sdrl-freq": "sdrl_freq",
+    "qwen3-4b-base-dapo": "q3_dapo",
+    "qwen3-4b-base-sdrl-rand": "q3_sdrl_rand",
+    "qwen3-4b-base-sdrl-freq": "q3_sdrl_freq",
+    "qwen3-4b-base-sdrl-freq-125": "q3_sdrl_freq_125",
+}
+_SDRL_AGENTS = (
+    "base",
+    "dapo",
+    "sdrl_rand",
+    "sdrl_freq",
+    "q3_base",
+    "q3_dapo",
+    "q3_sdrl_rand",
+    "q3_sdrl_freq",
+    "q3_sdrl_freq_125",
+)
 _SDRL_N7_AGENTS = ("dapo_n7", "sdrl_freq_n7", "q3_dapo_n7", "q3_sdrl_freq_n7")
 
 _EVAL_COMMON = [
@@ -154,25 +204,42 @@ TABLES = {
         *runs_rows(SDRL_RUNS, _SDRL),
         *runs_rows(DAPO_RUNS, [("method", "dapo", "§6.1.1: the DAPO baseline")]),
         *runs_rows(["sdrl_rand", "q3_sdrl_rand"], [("pair_mode", "rand", "§5.2: random pairing (SDRL-rand)")]),
-        *runs_rows(["sdrl_freq", "q3_sdrl_freq", "q3_sdrl_freq_125"],
-                   [("pair_mode", "freq", "§5.2: frequency-based pairing (SDRL-freq)")]),
+        *runs_rows(
+            ["sdrl_freq", "q3_sdrl_freq", "q3_sdrl_freq_125"],
+            [("pair_mode", "freq", "§5.2: frequency-based pairing (SDRL-freq)")],
+        ),
         *runs_rows(["sdrl_rand", "sdrl_freq"], [("debate_rollouts", 4, "§6.1.1: n_d = 4 for Qwen2.5-3B")]),
-        *runs_rows(["q3_sdrl_rand", "q3_sdrl_freq", "q3_sdrl_freq_125"],
-                   [("debate_rollouts", 8, "§6.1.1: n_d = 8 for Qwen3-4B-Base")]),
-        *runs_rows([r for r in RUNS if r != "q3_sdrl_freq_125"], [("steps", 200, f"{_A1}: 200 prompt-generation steps")]),
+        *runs_rows(
+            ["q3_sdrl_rand", "q3_sdrl_freq", "q3_sdrl_freq_125"],
+            [("debate_rollouts", 8, "§6.1.1: n_d = 8 for Qwen3-4B-Base")],
+        ),
+        *runs_rows(
+            [r for r in RUNS if r != "q3_sdrl_freq_125"], [("steps", 200, f"{_A1}: 200 prompt-generation steps")]
+        ),
         *runs_rows(["q3_sdrl_freq_125"], [("steps", 125, "App. D.2 / Table 5: SDRL-freq with 125 steps")]),
         *[Setting(f"derived.{run}.policy_source", QWEN25, "§6.1.1: Qwen2.5-3B (base)") for run in Q25_RUNS],
         *[Setting(f"derived.{run}.policy_source", QWEN3, "§6.1.1: Qwen3-4B-Base") for run in Q3_RUNS],
-        *[Setting(f"derived.{run}.updates_per_rollout_step", 16, f"{_A1}: 16 gradient updates per rollout step")
-          for run in RUNS],
-        *[Setting(f"derived.{run}.first_turn_updates", 3200, f"{_A1}: 3,200 policy updates for DAPO (200 x 16)")
-          for run in RUNS if run != "q3_sdrl_freq_125"],
+        *[
+            Setting(f"derived.{run}.updates_per_rollout_step", 16, f"{_A1}: 16 gradient updates per rollout step")
+            for run in RUNS
+        ],
+        *[
+            Setting(f"derived.{run}.first_turn_updates", 3200, f"{_A1}: 3,200 policy updates for DAPO (200 x 16)")
+            for run in RUNS
+            if run != "q3_sdrl_freq_125"
+        ],
         Setting("derived.q3_sdrl_freq_125.first_turn_updates", 2000, "App. D.2: 125 steps x 16 (A.1)"),
         Setting("datasets.dapo_math.split", "train", "§6.1.1: DAPO-Math-17K"),
         Setting("models.qwen2.5-3b.source", QWEN25, "§6.1.1: Qwen2.5-3B"),
         Setting("models.qwen3-4b-base.source", QWEN3, "§6.1.1: Qwen3-4B-Base"),
-        *[Setting(f"models.{m}.source", f"trained:{run}", "Tables 1-5: the DAPO / SDRL rows evaluate the trained checkpoints")
-          for m, run in _CHECKPOINTS.items()],
+        *[
+            Setting(
+                f"models.{m}.source",
+                f"trained:{run}",
+                "Tables 1-5: the DAPO / SDRL rows evaluate the trained checkpoints",
+            )
+            for m, run in _CHECKPOINTS.items()
+        ],
         *_agents((*_SDRL_AGENTS, *_SDRL_N7_AGENTS)),
         *_budgets(_SDRL_AGENTS),
         *[row for a in _TABLE1 for row in _maj(f"{a}_maj", a) + _mad(f"{a}_mad", a)],

@@ -9,6 +9,7 @@ SID-ET's signal agent, GroupDebate's cross-group NComm count, S2-MAD without gro
 keys, so not here either: B_max = S(k + m) (built into the svr_mad protocol), HLE's text-only /
 non-math / multiple-choice filter (the loader's, tests/test_data.py), GPT-OSS's "medium" reasoning
 effort (its chat template's default; the agent sends no system prompt of ours)."""
+
 from __future__ import annotations
 
 from . import Check, Setting
@@ -70,8 +71,8 @@ def _same_set(datasets) -> Check:
     return Check(lambda v: isinstance(v, list) and sorted(v) == sorted(datasets), f"{sorted(datasets)} in any order")
 
 
-_MAD = "§5 \"MAD setting\""
-_LLM = "App. A \"LLM settings\""
+_MAD = '§5 "MAD setting"'
+_LLM = 'App. A "LLM settings"'
 
 
 def _protocol_rows(protocols, model, llm, svr_sc, skip_rates):
@@ -79,40 +80,68 @@ def _protocol_rows(protocols, model, llm, svr_sc, skip_rates):
     rows = []
     for name, (kind, datasets) in protocols.items():
         rows += [
-            Setting(f"protocols.{name}.kind", kind, "§5 \"Baselines\" / Table 1"),
-            Setting(f"protocols.{name}.datasets", _same_set(datasets), "Table 1: every method on IMO-AnswerBench and HLE"
-                    + (" (SID-ET's skip rate is tuned per <LLM, dataset>, App. A)" if kind == "sid_et" else "")),
-            Setting(f"derived.{name}.seat_models", [model] * 6,
-                    f"{_MAD}: 6 agents per problem; §5: {llm}, one model sampled six times"),
+            Setting(f"protocols.{name}.kind", kind, '§5 "Baselines" / Table 1'),
+            Setting(
+                f"protocols.{name}.datasets",
+                _same_set(datasets),
+                "Table 1: every method on IMO-AnswerBench and HLE"
+                + (" (SID-ET's skip rate is tuned per <LLM, dataset>, App. A)" if kind == "sid_et" else ""),
+            ),
+            Setting(
+                f"derived.{name}.seat_models",
+                [model] * 6,
+                f"{_MAD}: 6 agents per problem; §5: {llm}, one model sampled six times",
+            ),
             Setting(f"protocols.{name}.threads", 1, "Table 1: one debate per question (single numbers, no seeds)"),
         ]
         if kind == "self_consistency":
-            rows.append(Setting(f"protocols.{name}.final", "vote", "§5 \"Baselines\": majority vote without debate"))
+            rows.append(Setting(f"protocols.{name}.final", "vote", '§5 "Baselines": majority vote without debate'))
             continue
-        rows.append(Setting(f"protocols.{name}.skip_if_unanimous", True,
-                            "§5 / App. A \"Dataset pre-processing\": questions with a unanimous pre-debate answer are skipped"))
+        rows.append(
+            Setting(
+                f"protocols.{name}.skip_if_unanimous",
+                True,
+                '§5 / App. A "Dataset pre-processing": questions with a unanimous pre-debate answer are skipped',
+            )
+        )
         if kind in ("group_debate", "sid_et", "s2_mad"):
             rows += [
                 Setting(f"protocols.{name}.rounds", 2, f"{_MAD}: at most two debate rounds"),
-                Setting(f"protocols.{name}.early_stop_agree", 5, f"{_MAD}: stop after round one when >= 5 agents agree"),
-                Setting(f"protocols.{name}.template", "du", "§2 \"MAD preliminary\": Du et al.'s context and DebateFormat"),
-                Setting(f"protocols.{name}.peer_content", "full", "§2 / §5 \"Baselines\": full peer outputs are exchanged"),
+                Setting(
+                    f"protocols.{name}.early_stop_agree", 5, f"{_MAD}: stop after round one when >= 5 agents agree"
+                ),
+                Setting(
+                    f"protocols.{name}.template", "du", '§2 "MAD preliminary": Du et al.\'s context and DebateFormat'
+                ),
+                Setting(
+                    f"protocols.{name}.peer_content", "full", '§2 / §5 "Baselines": full peer outputs are exchanged'
+                ),
             ]
         if kind == "group_debate":
-            rows.append(Setting(f"protocols.{name}.group_size", 3, "App. A \"GroupDebate\": two groups of three (3-3) in Table 1"))
+            rows.append(
+                Setting(f"protocols.{name}.group_size", 3, 'App. A "GroupDebate": two groups of three (3-3) in Table 1')
+            )
         if kind == "sid_et":
-            dataset, = datasets
-            rows.append(Setting(f"protocols.{name}.skip_rate", skip_rates[dataset],
-                                f"App. A \"SID-ET\": selected skip rate {skip_rates[dataset]:.0%} for {llm} on {dataset}"))
+            (dataset,) = datasets
+            rows.append(
+                Setting(
+                    f"protocols.{name}.skip_rate",
+                    skip_rates[dataset],
+                    f'App. A "SID-ET": selected skip rate {skip_rates[dataset]:.0%} for {llm} on {dataset}',
+                )
+            )
         if kind == "svr_mad":
             rows += [
-                Setting(f"protocols.{name}.challenges", svr_sc, f"App. A \"SVR-MAD\": S = {svr_sc} for {llm}"),
-                Setting(f"protocols.{name}.accept_after", svr_sc, f"App. A \"SVR-MAD\": C = {svr_sc} for {llm}"),
+                Setting(f"protocols.{name}.challenges", svr_sc, f'App. A "SVR-MAD": S = {svr_sc} for {llm}'),
+                Setting(f"protocols.{name}.accept_after", svr_sc, f'App. A "SVR-MAD": C = {svr_sc} for {llm}'),
                 Setting(f"protocols.{name}.posterior", "svr", "§4: posterior-dominant rule, SVR = (r - c)/D"),
-                Setting(f"protocols.{name}.posterior_threshold", 1.0, "App. A \"SVR-MAD\": accept at 100 % SVR (τ)"),
+                Setting(f"protocols.{name}.posterior_threshold", 1.0, 'App. A "SVR-MAD": accept at 100 % SVR (τ)'),
                 Setting(f"protocols.{name}.budget_rule", "per_iteration", "Algorithm 1 line 16: B -= S per iteration"),
-                Setting(f"protocols.{name}.tie_break", "pre_debate_count",
-                        "§4 \"Fallback majority-voting\": ties broken by the pre-debate majority"),
+                Setting(
+                    f"protocols.{name}.tie_break",
+                    "pre_debate_count",
+                    '§4 "Fallback majority-voting": ties broken by the pre-debate majority',
+                ),
             ]
     return rows
 
@@ -130,11 +159,13 @@ def _agent_rows(agent):
 
 TABLES = {
     "svr_mad": [
-        Setting("models.gpt-oss-120b.source", f"hf:{GPT_OSS}", "§5 \"LLMs and datasets\": GPT-OSS-120B"),
-        Setting("agents.deepseek.backend_options.served_model_name", DEEPSEEK, "§5 \"LLMs and datasets\": DeepSeek-V3.1"),
+        Setting("models.gpt-oss-120b.source", f"hf:{GPT_OSS}", '§5 "LLMs and datasets": GPT-OSS-120B'),
+        Setting("agents.deepseek.backend_options.served_model_name", DEEPSEEK, '§5 "LLMs and datasets": DeepSeek-V3.1'),
         Setting("datasets.imo_answerbench.split", "test", "§5: IMO-AnswerBench, all 400 problems (one split)"),
         Setting("datasets.imo_answerbench.limit", None, "§5 / App. A Table 2: all problems (297 / 299 non-unanimous)"),
-        Setting("datasets.hle.split", "test", "§5: HLE (cais/hle test), filtered to text-only, non-math, multiple choice"),
+        Setting(
+            "datasets.hle.split", "test", "§5: HLE (cais/hle test), filtered to text-only, non-math, multiple choice"
+        ),
         Setting("datasets.hle.limit", None, "§5 / App. A Table 2: the whole filtered subset (267 / 276 non-unanimous)"),
         Setting("zero_shot.samples", 6, f"{_MAD}: 6 agents; §5: all methods share the same pre-debate responses"),
         # the conf prior (§3's self-reported confidence) is an LLM response like any other
@@ -142,8 +173,11 @@ TABLES = {
         Setting("zero_shot.verbal_max_tokens", 16384, f"{_LLM}: at most 16,384 output tokens per response"),
         *_agent_rows("gptoss"),
         *_agent_rows("deepseek"),
-        Setting("agents.deepseek.backend_options.extra_body.chat_template_kwargs.thinking", True,
-                f"{_LLM}: reasoning effort medium for both LLMs (DeepSeek-V3.1's only reasoning switch is thinking mode)"),
+        Setting(
+            "agents.deepseek.backend_options.extra_body.chat_template_kwargs.thinking",
+            True,
+            f"{_LLM}: reasoning effort medium for both LLMs (DeepSeek-V3.1's only reasoning switch is thinking mode)",
+        ),
         *_protocol_rows(GPT_PROTOCOLS, GPT_OSS, "GPT-OSS-120B", 2, {"imo_answerbench": 0.6, "hle": 0.7}),
         *_protocol_rows(DEEPSEEK_PROTOCOLS, DEEPSEEK, "DeepSeek-V3.1", 3, {"imo_answerbench": 0.5, "hle": 0.6}),
     ],

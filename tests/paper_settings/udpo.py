@@ -1,5 +1,6 @@
 """UDPO (Tang et al., "The Value of Variance"; spec 000): data and models (§7), the debate (§3,
 Algorithm A), the training (App. A.1 = spec §7, Eqs 10-15 = spec §5.2-§5.4), the baselines (§8)."""
+
 from __future__ import annotations
 
 import math
@@ -16,7 +17,10 @@ def _epochs(exp, run):
     """Passes over the training questions (UDPO: the warm-up's held-out share is not trained on)."""
     s = exp.train_settings(run)
     if s["method"] == "udpo":
-        per_step, questions = s["udpo"]["questions_per_step"], GSM8K_TRAIN - math.ceil(s["udpo"]["warmup_fraction"] * GSM8K_TRAIN)
+        per_step, questions = (
+            s["udpo"]["questions_per_step"],
+            GSM8K_TRAIN - math.ceil(s["udpo"]["warmup_fraction"] * GSM8K_TRAIN),
+        )
     else:
         per_step, questions = s["mappo"]["questions_per_step"], GSM8K_TRAIN
     return round(s["steps"] * per_step / questions, 1)
@@ -69,20 +73,29 @@ TABLES = {
         Setting("datasets.gsm8k.split", "test", "§7: GSM8K test (1,319)"),
         Setting("datasets.commonsense_qa.split", "validation", "§7: CommonsenseQA validation (test has no labels)"),
         Setting("datasets.truthfulqa.split", "validation", "§7: TruthfulQA, validation split only (817)"),
-        Setting("models.llama-4-scout-17b-16e-instruct.source", Check(lambda v: "Llama-4-Scout-17B-16E" in v, "Llama-4-Scout 17B-16E"), "§7"),
+        Setting(
+            "models.llama-4-scout-17b-16e-instruct.source",
+            Check(lambda v: "Llama-4-Scout-17B-16E" in v, "Llama-4-Scout 17B-16E"),
+            "§7",
+        ),
         Setting("models.qwen3-8b.source", Check(lambda v: "Qwen3-8B" in v, "Qwen-3-8B"), "§7"),
         Setting("models.gemma-3n-e4b-it.source", Check(lambda v: "gemma-3n-E4B" in v, "Gemma-3n-E4B"), "§7"),
         Setting("models.mixtral-8x7b-instruct-v0.1.source", Check(lambda v: "Mixtral-8x7B" in v, "Mixtral-8x7B"), "§7"),
         Setting("models.phi-4.source", Check(lambda v: "phi-4" in v, "Phi-4 (14B)"), "§7"),
         Setting("debate.participants", FIVE, "§7: N = 5, one model per agent"),
         Setting("protocols.mad_n5.rounds", 5, "§7: T = 5 (Table 1)"),
-        Setting("protocols.mad_n5.kind", "all_to_all", "§3 Algorithm A: every agent sees every other's previous answer"),
+        Setting(
+            "protocols.mad_n5.kind", "all_to_all", "§3 Algorithm A: every agent sees every other's previous answer"
+        ),
         Setting("protocols.mad_n5.threads", 1, "§7: one debate per question at evaluation"),
         Setting("protocols.mad_n3.participants", Check(lambda v: len(v) == 3, "N = 3"), "Table 1: N = 3"),
         Setting("protocols.mad_n10.participants", Check(lambda v: len(v) == 10, "N = 10"), "Table 1: N = 10"),
         Setting("protocols.mad_n5_t3.rounds", 3, "Table 5: T = 3"),
         Setting("protocols.mad_n5_t10.rounds", 10, "Table 5: T = 10"),
-        *[Setting(f"derived.attack_m{m}.compromised", m, f"Table 3: m = {m} of 5 agents compromised") for m in (1, 2, 3)],
+        *[
+            Setting(f"derived.attack_m{m}.compromised", m, f"Table 3: m = {m} of 5 agents compromised")
+            for m in (1, 2, 3)
+        ],
         Setting("protocols.udpo_n5.rounds", 5, "Table 1: the trained agents debate at T = 5"),
         Setting("protocols.udpo_n5_t3.rounds", 3, "Table 5: T = 3"),
         Setting("protocols.udpo_n5_t10.rounds", 10, "Table 5: T = 10"),

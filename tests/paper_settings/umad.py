@@ -1,6 +1,7 @@
 """UMAD (Qiao et al., "Epistemic Gain, Aleatoric Cost"; spec 001): training (§4.3, §6 = the paper's
 Table 2 and App. D.2; [code] = the authors' released code as the spec reads it) and evaluation (§8,
 App. D.2, D.5)."""
+
 from __future__ import annotations
 
 from . import Setting, at_least, runs_rows
@@ -23,15 +24,29 @@ def _epochs(exp, run, per_step):
 DERIVED = {
     # verl's ppo_mini_batch_size counts prompts: 256 questions / 16 per mini-batch = 16 optimizer
     # steps per agent and turn (one PPO epoch)
-    **{f"{run}.optimizer_steps_per_update": (lambda exp, run=run: _umad_steps_per_update(exp, run)) for run in UMAD_RUNS},
-    **{f"{run}.epochs": (lambda exp, run=run: round(_epochs(exp, run, lambda s: s["umad"]["questions_per_step"]), 1))
-       for run in UMAD_RUNS},
+    **{
+        f"{run}.optimizer_steps_per_update": (lambda exp, run=run: _umad_steps_per_update(exp, run))
+        for run in UMAD_RUNS
+    },
+    **{
+        f"{run}.epochs": (lambda exp, run=run: round(_epochs(exp, run, lambda s: s["umad"]["questions_per_step"]), 1))
+        for run in UMAD_RUNS
+    },
     # Single-GRPO pair: 1,024 prompts x n = 5 per step, mini-batch 256 prompts -> 4 optimizer steps
-    **{f"{run}.optimizer_steps_per_update": (
-        lambda exp, run=run: exp.train_settings(run)["prompts_per_step"] * exp.train_settings(run)["rollouts_per_prompt"]
-        / exp.train_settings(run)["mini_batch_size"]) for run in GRPO_RUNS},
-    **{f"{run}.epochs": (lambda exp, run=run: round(_epochs(exp, run, lambda s: s["prompts_per_step"]), 0))
-       for run in GRPO_RUNS},
+    **{
+        f"{run}.optimizer_steps_per_update": (
+            lambda exp, run=run: (
+                exp.train_settings(run)["prompts_per_step"]
+                * exp.train_settings(run)["rollouts_per_prompt"]
+                / exp.train_settings(run)["mini_batch_size"]
+            )
+        )
+        for run in GRPO_RUNS
+    },
+    **{
+        f"{run}.epochs": (lambda exp, run=run: round(_epochs(exp, run, lambda s: s["prompts_per_step"]), 0))
+        for run in GRPO_RUNS
+    },
 }
 
 _T2 = "§6 (paper Table 2)"
@@ -85,20 +100,35 @@ _GRPO = [row for row in _COMMON if row[0] != "temperature"] + [
 _EVAL_AGENTS = ("qwen25_3b", "qwen3_4b")
 _EVALUATION = [
     Setting("models.qwen2.5-3b-instruct.source", "hf:Qwen/Qwen2.5-3B-Instruct", "§7: A0 = Qwen2.5-3B-Instruct"),
-    Setting("models.qwen3-4b-instruct-2507.source", "hf:Qwen/Qwen3-4B-Instruct-2507", "§7: A1 = Qwen3-4B-Instruct-2507"),
+    Setting(
+        "models.qwen3-4b-instruct-2507.source", "hf:Qwen/Qwen3-4B-Instruct-2507", "§7: A1 = Qwen3-4B-Instruct-2507"
+    ),
     Setting("datasets.math500.split", "test", "§7: MATH500 (500)"),
     Setting("datasets.gsm8k.split", "test", "§7: GSM8K test (1,319)"),
     Setting("datasets.amc23.split", "test", "§7: AMC23 (40)"),
     Setting("datasets.aime24.split", "test", "§7: AIME24 (30)"),
     Setting("datasets.aime25.split", "test", "§7: AIME25 (30)"),
-    *[Setting(f"agents.{a}.{key}", value, source) for a in _EVAL_AGENTS for key, value, source in [
-        ("temperature", 0.6, "§6, §8: inference temperature 0.6"),
-        ("top_p", 0.95, "§8: top-p 0.95"),
-        ("max_tokens", 2048, "App. D.2: 2,048-token responses")]],
-    *[Setting(f"agents.{a}@{d}.max_tokens", 4096, "App. D.2: AIME responses of 4,096 tokens")
-      for a in _EVAL_AGENTS for d in ("aime24", "aime25")],
-    *[Setting(f"agents.{a}@{d}.backend_options.max_model_len", at_least(9216 + 4096), "App. D.2: AIME prompts of 9,216")
-      for a in _EVAL_AGENTS for d in ("aime24", "aime25")],
+    *[
+        Setting(f"agents.{a}.{key}", value, source)
+        for a in _EVAL_AGENTS
+        for key, value, source in [
+            ("temperature", 0.6, "§6, §8: inference temperature 0.6"),
+            ("top_p", 0.95, "§8: top-p 0.95"),
+            ("max_tokens", 2048, "App. D.2: 2,048-token responses"),
+        ]
+    ],
+    *[
+        Setting(f"agents.{a}@{d}.max_tokens", 4096, "App. D.2: AIME responses of 4,096 tokens")
+        for a in _EVAL_AGENTS
+        for d in ("aime24", "aime25")
+    ],
+    *[
+        Setting(
+            f"agents.{a}@{d}.backend_options.max_model_len", at_least(9216 + 4096), "App. D.2: AIME prompts of 9,216"
+        )
+        for a in _EVAL_AGENTS
+        for d in ("aime24", "aime25")
+    ],
     Setting("agents.qwen25_3b_t1.temperature", 1.0, "App. D.5: uncertainty analysis at temperature 1.0"),
     Setting("agents.qwen3_4b_t1.temperature", 1.0, "App. D.5: uncertainty analysis at temperature 1.0"),
     Setting("protocols.umad.rounds", 4, "§6: T_test = 5 turns = round 0 + 4 debate rounds"),
@@ -118,13 +148,27 @@ TABLES = {
         *runs_rows(["ippo", "ippo_homo"], _ablation(0.0, 0.0)),
         *runs_rows(["intrinsic_only"], _ablation(0.25, 0.0)),
         *runs_rows(["nll_only"], _ablation(0.0, 0.25)),
-        *runs_rows(["umad", "ippo", "intrinsic_only", "nll_only"], [("participants", ["qwen25_3b", "qwen3_4b"], "§7: A0, A1")]),
+        *runs_rows(
+            ["umad", "ippo", "intrinsic_only", "nll_only"], [("participants", ["qwen25_3b", "qwen3_4b"], "§7: A0, A1")]
+        ),
         *runs_rows(GRPO_RUNS, _GRPO),
-        *[Setting(f"derived.{run}.optimizer_steps_per_update", 256 / 16,
-                  f"{_T2}: batch 256, mini-batch 16 prompts (verl) -> 16 steps per agent and turn") for run in UMAD_RUNS],
+        *[
+            Setting(
+                f"derived.{run}.optimizer_steps_per_update",
+                256 / 16,
+                f"{_T2}: batch 256, mini-batch 16 prompts (verl) -> 16 steps per agent and turn",
+            )
+            for run in UMAD_RUNS
+        ],
         *[Setting(f"derived.{run}.epochs", 2.0, f"{_T2}: 2 epochs over MATH train") for run in UMAD_RUNS],
-        *[Setting(f"derived.{run}.optimizer_steps_per_update", 1024 / 256,
-                  "§4.3 baselines: batch 1,024, mini-batch 256 prompts [code]") for run in GRPO_RUNS],
+        *[
+            Setting(
+                f"derived.{run}.optimizer_steps_per_update",
+                1024 / 256,
+                "§4.3 baselines: batch 1,024, mini-batch 256 prompts [code]",
+            )
+            for run in GRPO_RUNS
+        ],
         *[Setting(f"derived.{run}.epochs", 15.0, "§4.3 baselines: 15 epochs") for run in GRPO_RUNS],
         *_EVALUATION,
     ],

@@ -1,4 +1,5 @@
 """Rule evaluate: one paper's tables, vs-paper comparisons, claims and plots (debatelab.evaluation)."""
+
 from debatelab.config import Experiment
 from debatelab.evaluation import RunOutputs, evaluate_paper
 from debatelab.runlog import job_log

@@ -13,8 +13,11 @@ if __name__ == "__main__":
             agent=AgentSpec.from_config(
                 snakemake.wildcards.agent, snakemake.params.agent, read_attack_prompt(snakemake.input.get("attack"))
             ),
-            model_path=({"base": snakemake.input.base, "adapter": f"{snakemake.input.model}/adapter"}
-                        if "base" in snakemake.input.keys() else snakemake.input.model),
+            model_path=(
+                {"base": snakemake.input.base, "adapter": f"{snakemake.input.model}/adapter"}
+                if "base" in snakemake.input.keys()
+                else snakemake.input.model
+            ),
             settings=ZeroShotSettings.from_config(snakemake.params.settings),
             cache_dir=snakemake.params.cache_dir,
         )

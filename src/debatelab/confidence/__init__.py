@@ -8,11 +8,19 @@ come from `debatelab.estimators`, elicited by the zero-shot and debate stages):
 * `stage`: the rule jobs (streams → fit_calibrators → search_protocol → apply_protocol) and
   `CalibrationSettings`.
 """
+
 from .calibrators import CALIBRATORS, calibrator_from_dict, fit_calibrator
 from .fusion import BASELINES, METHODS, SEARCH_SPACES, apply_method
 from .search import SearchSettings, tpe_search
 
 __all__ = [
-    "CALIBRATORS", "calibrator_from_dict", "fit_calibrator", "BASELINES", "METHODS", "SEARCH_SPACES",
-    "apply_method", "SearchSettings", "tpe_search",
+    "CALIBRATORS",
+    "calibrator_from_dict",
+    "fit_calibrator",
+    "BASELINES",
+    "METHODS",
+    "SEARCH_SPACES",
+    "apply_method",
+    "SearchSettings",
+    "tpe_search",
 ]

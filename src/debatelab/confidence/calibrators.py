@@ -12,10 +12,12 @@
 Every output is clipped to [ε, 1−ε]; NaN inputs stay NaN and are dropped from fits. With
 no usable pair a calibrator behaves like raw and `to_dict` records "fallback": "raw".
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar, Iterable, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy.optimize import minimize
@@ -131,7 +133,12 @@ def _nll_and_grad(theta: np.ndarray, X: np.ndarray, z: np.ndarray) -> tuple[floa
 
 def _fit_logistic(X: np.ndarray, z: np.ndarray, x0: np.ndarray, bounds: list | None = None) -> np.ndarray:
     result = minimize(
-        _nll_and_grad, x0, args=(X, z), jac=True, method="L-BFGS-B", bounds=bounds,
+        _nll_and_grad,
+        x0,
+        args=(X, z),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=bounds,
         options={"maxiter": _MAXITER},
     )
     theta = np.asarray(result.x, dtype=float)

@@ -15,10 +15,11 @@ searched protocols ``wsv``, ``cga``, ``hid`` (parameters θ); `apply_method` run
 
 Bayesian fusion and CGS work in logit space (`debatelab.probability`: clipped to [ε, 1−ε] first).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -180,16 +181,28 @@ METHODS: dict[str, Callable] = {
     "mad": lambda pred, conf, n_labels, params, agent, tie_agent, support: single_agent(pred, conf, agent, 1),
     "mad_d": lambda pred, conf, n_labels, params, agent, tie_agent, support: mad_d(pred, conf, agent),
     "wsv": lambda pred, conf, n_labels, params, agent, tie_agent, support: wsv(
-        pred, conf, n_labels, [params[p.name] for p in SEARCH_SPACES["wsv"]], support),
+        pred, conf, n_labels, [params[p.name] for p in SEARCH_SPACES["wsv"]], support
+    ),
     "cga": lambda pred, conf, n_labels, params, agent, tie_agent, support: cga(
-        pred, conf, params["tau_1"], params["tau_2"], tie_agent),
+        pred, conf, params["tau_1"], params["tau_2"], tie_agent
+    ),
     "hid": lambda pred, conf, n_labels, params, agent, tie_agent, support: hid(
-        pred, conf, params["delta_1"], params["delta_2"], params["tau_1"], params["tau_2"], tie_agent),
+        pred, conf, params["delta_1"], params["delta_2"], params["tau_1"], params["tau_2"], tie_agent
+    ),
 }
 
 
-def apply_method(method: str, pred, conf, n_labels, *, params: dict | None = None, agent: int = 0,
-                 tie_agent: int = 0, wsv_softmax_support: str = "all") -> tuple[np.ndarray, np.ndarray]:
+def apply_method(
+    method: str,
+    pred,
+    conf,
+    n_labels,
+    *,
+    params: dict | None = None,
+    agent: int = 0,
+    tie_agent: int = 0,
+    wsv_softmax_support: str = "all",
+) -> tuple[np.ndarray, np.ndarray]:
     """Answers and system confidences of a baseline (of `agent`) or a protocol (with θ = `params`)."""
     if method not in METHODS:
         raise ValueError(f"unknown confidence method {method!r} (known: {list(METHODS)})")

@@ -10,6 +10,7 @@ finished trials, and any number of processes (``workers``, or separate SLURM job
 `optimize_study` with the same arguments) can join one study. With one worker and a seed the
 search is exactly repeatable.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -68,11 +69,19 @@ class SearchSettings:
             raise ValueError(f"search ranges: unknown parameter families {sorted(unknown)} (known: w, tau, delta)")
 
 
-def objective_parts(protocol: str, arrays: StreamArrays, params: dict, settings: SearchSettings,
-                    *, tie_agent: int = 0, seed: int = 0) -> dict[str, float]:
+def objective_parts(
+    protocol: str, arrays: StreamArrays, params: dict, settings: SearchSettings, *, tie_agent: int = 0, seed: int = 0
+) -> dict[str, float]:
     """The objective and its parts for one θ on ``arrays`` (the validation split)."""
-    answer, confidence = apply_method(protocol, arrays.pred, arrays.conf, arrays.n_labels, params=params,
-                                      tie_agent=tie_agent, wsv_softmax_support=settings.wsv_softmax_support)
+    answer, confidence = apply_method(
+        protocol,
+        arrays.pred,
+        arrays.conf,
+        arrays.n_labels,
+        params=params,
+        tie_agent=tie_agent,
+        wsv_softmax_support=settings.wsv_softmax_support,
+    )
     correct = arrays.correct(answer)
     space = search_space(protocol, settings.ranges)
     anchor = float(sum((params[p.name] - p.neutral) ** 2 for p in space))
@@ -131,8 +140,17 @@ def _suggest(trial: optuna.Trial, space: tuple[Parameter, ...]) -> dict[str, flo
     return {p.name: trial.suggest_float(p.name, p.low, p.high) for p in space}
 
 
-def optimize_study(protocol: str, arrays: StreamArrays, settings: SearchSettings, *, storage_path: str | Path,
-                   study_name: str, seed: int, tie_agent: int = 0, worker: int = 0) -> None:
+def optimize_study(
+    protocol: str,
+    arrays: StreamArrays,
+    settings: SearchSettings,
+    *,
+    storage_path: str | Path,
+    study_name: str,
+    seed: int,
+    tie_agent: int = 0,
+    worker: int = 0,
+) -> None:
     """Run trials of one study until the trial budget is spent or the search stalls.
 
     Safe to call from several processes at once with the same arguments (they share the study);
@@ -141,7 +159,10 @@ def optimize_study(protocol: str, arrays: StreamArrays, settings: SearchSettings
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     space = search_space(protocol, settings.ranges)
     study = optuna.create_study(
-        study_name=study_name, storage=storage(storage_path), direction="minimize", load_if_exists=True,
+        study_name=study_name,
+        storage=storage(storage_path),
+        direction="minimize",
+        load_if_exists=True,
         sampler=optuna.samplers.TPESampler(seed=seed + 7919 * worker, n_startup_trials=settings.startup_trials),
     )
     values = _complete_values(study)
@@ -160,8 +181,10 @@ def optimize_study(protocol: str, arrays: StreamArrays, settings: SearchSettings
     study.optimize(
         objective,
         n_trials=settings.trials - len(values) if settings.workers == 1 else None,
-        callbacks=[optuna.study.MaxTrialsCallback(settings.trials, states=(TrialState.COMPLETE,)),
-                   _EarlyStop(settings.patience, settings.min_delta)],
+        callbacks=[
+            optuna.study.MaxTrialsCallback(settings.trials, states=(TrialState.COMPLETE,)),
+            _EarlyStop(settings.patience, settings.min_delta),
+        ],
     )
 
 
@@ -179,21 +202,38 @@ class SearchResult:
     trials: pd.DataFrame
 
 
-def tpe_search(protocol: str, arrays: StreamArrays, settings: SearchSettings, *, storage_path: str | Path,
-           label: str, seed: int, tie_agent: int = 0) -> SearchResult:
+def tpe_search(
+    protocol: str,
+    arrays: StreamArrays,
+    settings: SearchSettings,
+    *,
+    storage_path: str | Path,
+    label: str,
+    seed: int,
+    tie_agent: int = 0,
+) -> SearchResult:
     """Search θ for ``protocol`` on ``arrays``; ``label`` names the study (the fingerprint is appended)."""
     study_name = f"{label}:{study_fingerprint(protocol, arrays, settings, seed, tie_agent)}"
-    kwargs = dict(protocol=protocol, arrays=arrays, settings=settings, storage_path=str(storage_path),
-                  study_name=study_name, seed=seed, tie_agent=tie_agent)
+    kwargs = dict(
+        protocol=protocol,
+        arrays=arrays,
+        settings=settings,
+        storage_path=str(storage_path),
+        study_name=study_name,
+        seed=seed,
+        tie_agent=tie_agent,
+    )
     if settings.workers == 1:
         optimize_study(**kwargs)
     else:
         # The study must exist before the workers race to create it.
-        optuna.create_study(study_name=study_name, storage=storage(storage_path), direction="minimize",
-                            load_if_exists=True)
+        optuna.create_study(
+            study_name=study_name, storage=storage(storage_path), direction="minimize", load_if_exists=True
+        )
         context = multiprocessing.get_context("spawn")
-        processes = [context.Process(target=_worker_entry, args=({**kwargs, "worker": w},))
-                     for w in range(settings.workers)]
+        processes = [
+            context.Process(target=_worker_entry, args=({**kwargs, "worker": w},)) for w in range(settings.workers)
+        ]
         for process in processes:
             process.start()
         for process in processes:
@@ -216,8 +256,14 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     """One row per finished trial: number, value, running best, parameters and objective parts."""
     rows = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        rows.append({"trial": t.number, "value": t.value, **{f"param_{k}": v for k, v in t.params.items()},
-                     **{k: v for k, v in t.user_attrs.items()}})
+        rows.append(
+            {
+                "trial": t.number,
+                "value": t.value,
+                **{f"param_{k}": v for k, v in t.params.items()},
+                **{k: v for k, v in t.user_attrs.items()},
+            }
+        )
     frame = pd.DataFrame(rows)
     if len(frame):
         frame = frame.sort_values("trial", kind="stable").reset_index(drop=True)

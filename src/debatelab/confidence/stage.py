@@ -27,12 +27,13 @@ Methods: ``zero_shot:{agent}`` per agent, ``zero_shot`` (zs*: the pair member wi
 validation zero-shot F1), ``mad`` and ``mad_d`` (each reporting the agent that is validation-better
 under that method), and the searched protocols ``wsv``, ``cga``, ``hid``.
 """
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -102,8 +103,10 @@ def read_streams(path: str | Path) -> pd.DataFrame:
 
 # --- calibration -------------------------------------------------------------------------------
 
-def run_questions(streams: pd.DataFrame, *, seed: int, run: int, val_fraction: float,
-                  resample: str = "bootstrap") -> tuple[np.ndarray, np.ndarray]:
+
+def run_questions(
+    streams: pd.DataFrame, *, seed: int, run: int, val_fraction: float, resample: str = "bootstrap"
+) -> tuple[np.ndarray, np.ndarray]:
     """(validation ids, test ids) of one run, each sorted. With a fixed split (the streams' `split`
     column) every run draws a bootstrap sample of each side (``resample="bootstrap"``: an id may
     repeat, and runs differ as re-run data would) or keeps both whole (``"none"``: the runs then
@@ -133,12 +136,18 @@ def fit_calibrators(streams: pd.DataFrame, *, seed: int, settings: CalibrationSe
     runs, val_fraction = settings.runs, settings.val_fraction
     estimators, calibrators = settings.estimators, settings.calibrators
     fixed = streams["split"].notna().any() if "split" in streams else False
-    out = {"seed": seed, "val_fraction": None if fixed else val_fraction,
-           "resample": settings.resample if fixed else None, "estimators": list(estimators),
-           "calibrators": list(calibrators), "runs": []}
+    out = {
+        "seed": seed,
+        "val_fraction": None if fixed else val_fraction,
+        "resample": settings.resample if fixed else None,
+        "estimators": list(estimators),
+        "calibrators": list(calibrators),
+        "runs": [],
+    }
     for run in range(runs):
-        val_ids, test_ids = run_questions(streams, seed=seed, run=run, val_fraction=val_fraction,
-                                          resample=settings.resample)
+        val_ids, test_ids = run_questions(
+            streams, seed=seed, run=run, val_fraction=val_fraction, resample=settings.resample
+        )
         val = take_questions(streams, val_ids)
         fitted = []
         for estimator in estimators:
@@ -146,18 +155,34 @@ def fit_calibrators(streams: pd.DataFrame, *, seed: int, settings: CalibrationSe
             for kind in calibrators:
                 for (agent_index, stream), rows in val.groupby(["agent_index", "stream"]):
                     calibrator = fit_calibrator(kind, rows[column].to_numpy(float), rows["correct"].to_numpy(bool))
-                    fitted.append({"estimator": estimator, "calibrator": kind, "agent_index": int(agent_index),
-                                   "agent": rows["agent"].iloc[0], "stream": int(stream), "fit": calibrator.to_dict()})
-        out["runs"].append({"run": run, "val_question_ids": [str(q) for q in val_ids],
-                            "test_question_ids": [str(q) for q in test_ids], "fitted": fitted})
+                    fitted.append(
+                        {
+                            "estimator": estimator,
+                            "calibrator": kind,
+                            "agent_index": int(agent_index),
+                            "agent": rows["agent"].iloc[0],
+                            "stream": int(stream),
+                            "fit": calibrator.to_dict(),
+                        }
+                    )
+        out["runs"].append(
+            {
+                "run": run,
+                "val_question_ids": [str(q) for q in val_ids],
+                "test_question_ids": [str(q) for q in test_ids],
+                "fitted": fitted,
+            }
+        )
     return out
 
 
 def calibrated(streams: pd.DataFrame, calibration: dict, run: int, estimator: str, calibrator: str) -> pd.DataFrame:
     """The streams with column ``p``: the raw confidence through that run's fitted calibrator."""
-    fitted = {(f["agent_index"], f["stream"]): calibrator_from_dict(f["fit"])
-              for f in calibration["runs"][run]["fitted"]
-              if f["estimator"] == estimator and f["calibrator"] == calibrator}
+    fitted = {
+        (f["agent_index"], f["stream"]): calibrator_from_dict(f["fit"])
+        for f in calibration["runs"][run]["fitted"]
+        if f["estimator"] == estimator and f["calibrator"] == calibrator
+    }
     if len(fitted) != 4:
         raise DataFileError(f"calibration has no {calibrator!r} fit of {estimator!r} for run {run}")
     frame = streams.copy()
@@ -180,7 +205,9 @@ def run_split_ids(calibration: dict, run: int, question_ids) -> tuple[list, list
     return val, [q for q in np.sort(np.unique(np.asarray(question_ids, dtype=object))) if q not in in_val]
 
 
-def calibration_report(streams: pd.DataFrame, calibration: dict, bins: int = 10, weighting: str = "count") -> pd.DataFrame:
+def calibration_report(
+    streams: pd.DataFrame, calibration: dict, bins: int = 10, weighting: str = "count"
+) -> pd.DataFrame:
     """Raw vs calibrated confidence quality of every stream on each run's validation and test part."""
     rows = []
     for run_info in calibration["runs"]:
@@ -189,15 +216,31 @@ def calibration_report(streams: pd.DataFrame, calibration: dict, bins: int = 10,
         for estimator in calibration["estimators"]:
             for kind in calibration["calibrators"]:
                 frame = calibrated(streams, calibration, run, estimator, kind)
-                parts = pd.concat([take_questions(frame, val_ids).assign(split="val"),
-                                   take_questions(frame, test_ids).assign(split="test")], ignore_index=True)
+                parts = pd.concat(
+                    [
+                        take_questions(frame, val_ids).assign(split="val"),
+                        take_questions(frame, test_ids).assign(split="test"),
+                    ],
+                    ignore_index=True,
+                )
                 for (agent, stream, split), part in parts.groupby(["agent", "stream", "split"]):
                     p = part["p"].fillna(0.5).to_numpy(float)
                     z = part["correct"].to_numpy(bool)
-                    rows.append({"run": run, "estimator": estimator, "calibrator": kind, "agent": agent,
-                                 "stream": stream, "split": split, "n": len(part),
-                                 "ece": metrics.ece(p, z, bins=bins, weighting=weighting), "nll": metrics.nll(p, z),
-                                 "brier": metrics.brier(p, z), "auarc": metrics.auarc(p, z, seed=run)})
+                    rows.append(
+                        {
+                            "run": run,
+                            "estimator": estimator,
+                            "calibrator": kind,
+                            "agent": agent,
+                            "stream": stream,
+                            "split": split,
+                            "n": len(part),
+                            "ece": metrics.ece(p, z, bins=bins, weighting=weighting),
+                            "nll": metrics.nll(p, z),
+                            "brier": metrics.brier(p, z),
+                            "auarc": metrics.auarc(p, z, seed=run),
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -213,8 +256,10 @@ def fit_calibrators_job(streams_path, out_path, report_path, *, seed: int, setti
 
 # --- the pair's arrays per (run, estimator, calibrator) ---------------------------------------
 
-def split_arrays(streams: pd.DataFrame, calibration: dict, run: int, estimator: str,
-                 calibrator: str) -> tuple[StreamArrays, StreamArrays]:
+
+def split_arrays(
+    streams: pd.DataFrame, calibration: dict, run: int, estimator: str, calibrator: str
+) -> tuple[StreamArrays, StreamArrays]:
     """That run's (validation, test) arrays under one estimator and calibrator."""
     arrays = stream_arrays(calibrated(streams, calibration, run, estimator, calibrator), "p")
     val_ids, test_ids = run_split_ids(calibration, run, arrays.question_ids)
@@ -235,29 +280,68 @@ def baseline(method: str, arrays: StreamArrays, agent: int) -> tuple[np.ndarray,
 
 # --- search ------------------------------------------------------------------------------------
 
-def search_protocol_job(streams_path, calibration_path, out_path, trials_path, plot_path, journal_path, *,
-                        dataset: str, pair: str, protocol: str, settings: SearchSettings,
-                        show_progress: bool = True) -> dict:
+
+def search_protocol_job(
+    streams_path,
+    calibration_path,
+    out_path,
+    trials_path,
+    plot_path,
+    journal_path,
+    *,
+    dataset: str,
+    pair: str,
+    protocol: str,
+    settings: SearchSettings,
+    show_progress: bool = True,
+) -> dict:
     """The `search_protocol` rule: θ of ``protocol`` for every (estimator, calibrator, run) of the
     calibration file, the trials and the optimisation history."""
     streams = read_streams(streams_path)
     calibration = read_json_checked(calibration_path)
     search_settings = settings
-    combos = [(e, c, r["run"]) for e in calibration["estimators"] for c in calibration["calibrators"]
-              for r in calibration["runs"]]
+    combos = [
+        (e, c, r["run"])
+        for e in calibration["estimators"]
+        for c in calibration["calibrators"]
+        for r in calibration["runs"]
+    ]
     best, trials = [], []
     for estimator, kind, run in tqdm(combos, desc=f"search {protocol} {dataset}/{pair}", disable=not show_progress):
         val, _ = split_arrays(streams, calibration, run, estimator, kind)
         tie_agent = better_agent(val, "zero_shot")
         seed = calibration["seed"] * 1000 + run
-        result = tpe_search(protocol, val, search_settings, storage_path=journal_path, seed=seed, tie_agent=tie_agent,
-                        label=f"{dataset}/{pair}/{protocol}/{estimator}/{kind}/run{run}")
-        best.append({"estimator": estimator, "calibrator": kind, "run": run, "params": result.params,
-                     "value": result.value, "n_trials": result.n_trials, "stopped_early": result.stopped_early,
-                     "tie_agent": tie_agent, "study": result.study_name})
+        result = tpe_search(
+            protocol,
+            val,
+            search_settings,
+            storage_path=journal_path,
+            seed=seed,
+            tie_agent=tie_agent,
+            label=f"{dataset}/{pair}/{protocol}/{estimator}/{kind}/run{run}",
+        )
+        best.append(
+            {
+                "estimator": estimator,
+                "calibrator": kind,
+                "run": run,
+                "params": result.params,
+                "value": result.value,
+                "n_trials": result.n_trials,
+                "stopped_early": result.stopped_early,
+                "tie_agent": tie_agent,
+                "study": result.study_name,
+            }
+        )
         trials.append(result.trials.assign(estimator=estimator, calibrator=kind, run=run))
-    out = {"dataset": dataset, "pair": pair, "protocol": protocol, "objective": search_settings.objective,
-           "wsv_softmax_support": search_settings.wsv_softmax_support, "best": best}
+    out = {
+        "dataset": dataset,
+        "pair": pair,
+        "protocol": protocol,
+        "objective": search_settings.objective,
+        "wsv_softmax_support": search_settings.wsv_softmax_support,
+        "best": best,
+    }
     write_json_atomic(out, out_path)
     trials_frame = pd.concat(trials, ignore_index=True)
     write_parquet_atomic(trials_frame, trials_path)
@@ -267,11 +351,16 @@ def search_protocol_job(streams_path, calibration_path, out_path, trials_path, p
 
 # --- test report -------------------------------------------------------------------------------
 
-def evaluate_methods(streams: pd.DataFrame, calibration: dict, searches: Sequence[dict], *, bins: int = 10,
-                     weighting: str = "count") -> tuple[pd.DataFrame, pd.DataFrame]:
+
+def evaluate_methods(
+    streams: pd.DataFrame, calibration: dict, searches: Sequence[dict], *, bins: int = 10, weighting: str = "count"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every baseline and searched protocol on the test split of every run; (predictions, metrics)."""
-    params = {(s["protocol"], b["estimator"], b["calibrator"], b["run"]): (b["params"], s["wsv_softmax_support"])
-              for s in searches for b in s["best"]}
+    params = {
+        (s["protocol"], b["estimator"], b["calibrator"], b["run"]): (b["params"], s["wsv_softmax_support"])
+        for s in searches
+        for b in s["best"]
+    }
     agents = streams.sort_values("agent_index").drop_duplicates("agent_index")["agent"].tolist()
     predictions, rows = [], []
     for estimator in calibration["estimators"]:
@@ -289,22 +378,55 @@ def evaluate_methods(streams: pd.DataFrame, calibration: dict, searches: Sequenc
                 for search_result in searches:
                     protocol = search_result["protocol"]
                     theta, support = params[(protocol, estimator, kind, run)]
-                    outputs[(protocol, "")] = apply_method(protocol, test.pred, test.conf, test.n_labels, params=theta,
-                                                           tie_agent=tie_agent, wsv_softmax_support=support)
+                    outputs[(protocol, "")] = apply_method(
+                        protocol,
+                        test.pred,
+                        test.conf,
+                        test.n_labels,
+                        params=theta,
+                        tie_agent=tie_agent,
+                        wsv_softmax_support=support,
+                    )
                 for (method, agent), (answer, confidence) in outputs.items():
                     correct = test.correct(answer)
                     key = {"run": run, "estimator": estimator, "calibrator": kind, "method": method, "agent": agent}
-                    rows.append({**key, **metrics.summarize(test.gold, answer, correct, confidence, bins=bins,
-                                                            weighting=weighting, seed=run)})
-                    predictions.append(pd.DataFrame({**key, "question_id": test.question_ids,
-                                                     "answer": test.decode(answer), "correct": correct,
-                                                     "confidence": confidence}))
+                    rows.append(
+                        {
+                            **key,
+                            **metrics.summarize(
+                                test.gold, answer, correct, confidence, bins=bins, weighting=weighting, seed=run
+                            ),
+                        }
+                    )
+                    predictions.append(
+                        pd.DataFrame(
+                            {
+                                **key,
+                                "question_id": test.question_ids,
+                                "answer": test.decode(answer),
+                                "correct": correct,
+                                "confidence": confidence,
+                            }
+                        )
+                    )
     return pd.concat(predictions, ignore_index=True), pd.DataFrame(rows)
 
 
-def apply_protocol_job(streams_path, calibration_path, search_paths, predictions_path, metrics_path,
-                       reliability_path, rejection_path, *, dataset: str, pair: str, ece_bins: int = 10,
-                       ece_weighting: str = "count", plot_calibrator: str | None = None) -> pd.DataFrame:
+def apply_protocol_job(
+    streams_path,
+    calibration_path,
+    search_paths,
+    predictions_path,
+    metrics_path,
+    reliability_path,
+    rejection_path,
+    *,
+    dataset: str,
+    pair: str,
+    ece_bins: int = 10,
+    ece_weighting: str = "count",
+    plot_calibrator: str | None = None,
+) -> pd.DataFrame:
     """The `apply_protocol` rule: every method on the test split, its predictions, metrics and plots."""
     streams = read_streams(streams_path)
     calibration = read_json_checked(calibration_path)
@@ -315,8 +437,11 @@ def apply_protocol_job(streams_path, calibration_path, search_paths, predictions
     write_parquet_atomic(predictions, predictions_path)
     write_text_atomic(table.to_csv(index=False), metrics_path)
     kind = plot_calibrator if plot_calibrator in calibration["calibrators"] else calibration["calibrators"][0]
-    shown = predictions[(predictions["calibrator"] == kind) & (predictions["run"] == 0)
-                        & ~predictions["method"].str.startswith("zero_shot:")]
+    shown = predictions[
+        (predictions["calibrator"] == kind)
+        & (predictions["run"] == 0)
+        & ~predictions["method"].str.startswith("zero_shot:")
+    ]
     title = f"{dataset}/{pair}, {kind} calibration, test split, run 0"
     save_figure_atomic(plot_reliability(shown, ece_bins, title), reliability_path)
     save_figure_atomic(plot_accuracy_rejection(shown, title), rejection_path)

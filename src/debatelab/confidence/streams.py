@@ -36,13 +36,14 @@ its own dataset entry): its streams are appended with split "val" and the datase
 Otherwise both come from the dataset's questions, cut per run by a seeded permutation
 (`split_questions`). Either way repeated runs vary the data as well as the search seed.
 """
+
 from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -55,8 +56,22 @@ from ..io import DataFileError, read_parquet_checked, write_parquet_atomic
 log = logging.getLogger(__name__)
 
 STREAM_COLUMNS = [
-    "question_id", "dataset", "pair", "agent", "agent_index", "stream", "answer", "gold", "correct",
-    "conf_verbal", "conf_seqprob", "n_samples", "debated", "task_type", "n_labels", "split",
+    "question_id",
+    "dataset",
+    "pair",
+    "agent",
+    "agent_index",
+    "stream",
+    "answer",
+    "gold",
+    "correct",
+    "conf_verbal",
+    "conf_seqprob",
+    "n_samples",
+    "debated",
+    "task_type",
+    "n_labels",
+    "split",
 ]
 
 ESTIMATOR_COLUMNS = {"verbal": "conf_verbal", "seqprob": "conf_seqprob"}
@@ -110,7 +125,9 @@ def build_streams(
         raise ValueError(f"pair {pair!r}: needs two different agents, got {list(agents)}")
     questions = read_dataset(dataset_path)
     n_labels = {r["id"]: label_space_size(r) for _, r in questions.iterrows()}
-    turns = read_parquet_checked(turns_path, ["question_id", "round", "agent", "agent_config", "call", "answer", "correct"])
+    turns = read_parquet_checked(
+        turns_path, ["question_id", "round", "agent", "agent_config", "call", "answer", "correct"]
+    )
     rows = []
     for index, (agent, path) in enumerate(zip(agents, zero_shot_paths)):
         zero = read_parquet_checked(path, ["question_id", "agent", "sample", "answer", "correct", "gold", "task_type"])
@@ -137,17 +154,31 @@ def build_streams(
         for question_id, samples in zero.groupby("question_id", sort=False):
             first = samples.iloc[0]
             base = {
-                "question_id": question_id, "dataset": dataset, "pair": pair, "agent": agent, "agent_index": index,
-                "gold": first["gold"], "task_type": first["task_type"], "n_labels": n_labels.get(question_id, 0),
+                "question_id": question_id,
+                "dataset": dataset,
+                "pair": pair,
+                "agent": agent,
+                "agent_index": index,
+                "gold": first["gold"],
+                "task_type": first["task_type"],
+                "n_labels": n_labels.get(question_id, 0),
             }
             zero_stream = aggregate_samples(samples)
             rows.append({**base, "stream": 0, "debated": False, **zero_stream})
             if question_id in last_call.index:
                 turn = last_call.loc[question_id]
-                rows.append({
-                    **base, "stream": 1, "debated": True, "answer": turn["answer"], "correct": bool(turn["correct"]),
-                    "conf_verbal": turn["conf_verbal"], "conf_seqprob": turn["conf_seqprob"], "n_samples": 1,
-                })
+                rows.append(
+                    {
+                        **base,
+                        "stream": 1,
+                        "debated": True,
+                        "answer": turn["answer"],
+                        "correct": bool(turn["correct"]),
+                        "conf_verbal": turn["conf_verbal"],
+                        "conf_seqprob": turn["conf_seqprob"],
+                        "n_samples": 1,
+                    }
+                )
             else:
                 rows.append({**base, "stream": 1, "debated": False, **zero_stream})
     frame = pd.DataFrame(rows)
@@ -165,14 +196,19 @@ def build_streams(
     return frame.reset_index(drop=True)
 
 
-def streams_job(dataset_path, zero_shot_paths, turns_path, out_path, *, validation: dict | None = None,
-                **kwargs) -> pd.DataFrame:
+def streams_job(
+    dataset_path, zero_shot_paths, turns_path, out_path, *, validation: dict | None = None, **kwargs
+) -> pd.DataFrame:
     """Write a pair's streams; ``validation`` ({dataset_path, zero_shot_paths, turns_path, dataset})
     names a fixed validation dataset whose streams are appended with split "val"."""
     frame = build_streams(dataset_path, zero_shot_paths, turns_path, **kwargs)
     if validation:
-        val = build_streams(validation["dataset_path"], validation["zero_shot_paths"], validation["turns_path"],
-                            **{**kwargs, "dataset": validation["dataset"]})
+        val = build_streams(
+            validation["dataset_path"],
+            validation["zero_shot_paths"],
+            validation["turns_path"],
+            **{**kwargs, "dataset": validation["dataset"]},
+        )
         overlap = set(frame["question_id"]) & set(val["question_id"])
         if overlap:
             raise DataFileError(
@@ -227,16 +263,17 @@ class StreamArrays:
     n_labels: np.ndarray
     codes: np.ndarray
 
-    def subset(self, mask: np.ndarray) -> "StreamArrays":
+    def subset(self, mask: np.ndarray) -> StreamArrays:
         """The questions of a boolean mask, or of an index array (an index may repeat)."""
-        return StreamArrays(self.question_ids[mask], self.gold[mask], self.pred[mask], self.conf[mask],
-                            self.n_labels[mask], self.codes)
+        return StreamArrays(
+            self.question_ids[mask], self.gold[mask], self.pred[mask], self.conf[mask], self.n_labels[mask], self.codes
+        )
 
     def correct(self, answer_codes: np.ndarray) -> np.ndarray:
         """Whether each answer is the gold one; an unparseable answer (-1) never is."""
         return (answer_codes == self.gold) & (answer_codes >= 0)
 
-    def take(self, question_ids: Sequence[str]) -> "StreamArrays":
+    def take(self, question_ids: Sequence[str]) -> StreamArrays:
         """The questions ``question_ids`` in that order, each as often as it is listed."""
         wanted = np.asarray(question_ids, dtype=object)
         index = pd.Index(self.question_ids).get_indexer(wanted)
@@ -262,7 +299,7 @@ def stream_arrays(frame: pd.DataFrame, confidence_column: str) -> StreamArrays:
     codes, uniques = pd.factorize(values, use_na_sentinel=True)
     n = len(question_ids)
     pred = codes[: len(frame)].reshape(n, 2, 2)
-    gold = codes[len(frame):].reshape(n, 4)[:, 0]
+    gold = codes[len(frame) :].reshape(n, 4)[:, 0]
     conf = frame[confidence_column].to_numpy(dtype=float).reshape(n, 2, 2)
     missing = np.isnan(conf)
     if missing.any():
@@ -272,8 +309,9 @@ def stream_arrays(frame: pd.DataFrame, confidence_column: str) -> StreamArrays:
     return StreamArrays(question_ids, gold, pred, conf, n_labels, np.asarray(uniques, dtype=object))
 
 
-def synthetic_streams(n: int, seed: int = 0, *, skills: tuple[float, float] = (0.6, 0.7), debate_gain: float = 0.05,
-                      n_labels: int = 3) -> pd.DataFrame:
+def synthetic_streams(
+    n: int, seed: int = 0, *, skills: tuple[float, float] = (0.6, 0.7), debate_gain: float = 0.05, n_labels: int = 3
+) -> pd.DataFrame:
     """Streams of a made-up pair for benchmarks and tests (like scikit-learn's make_classification):
     agent i is right with probability skills[i] (+ debate_gain after debate); right answers draw
     confidences from Beta(5, 2), wrong ones from Beta(3, 3); the self-report is that rounded to tenths."""
@@ -287,10 +325,24 @@ def synthetic_streams(n: int, seed: int = 0, *, skills: tuple[float, float] = (0
                 ok = bool(rng.random() < skill + debate_gain * stream)
                 answer = gold if ok else (gold + 1 + int(rng.integers(0, n_labels - 1))) % n_labels
                 c = float(np.clip(rng.beta(5, 2) if ok else rng.beta(3, 3), 0.01, 0.99))
-                rows.append({
-                    "question_id": f"q{q:05d}", "dataset": "synthetic", "pair": "ab", "agent": "ab"[agent],
-                    "agent_index": agent, "stream": stream, "answer": letters[answer], "gold": letters[gold],
-                    "correct": ok, "conf_verbal": round(c * 10) / 10, "conf_seqprob": c, "n_samples": 1,
-                    "debated": stream == 1, "task_type": "multiple_choice", "n_labels": n_labels, "split": None,
-                })
+                rows.append(
+                    {
+                        "question_id": f"q{q:05d}",
+                        "dataset": "synthetic",
+                        "pair": "ab",
+                        "agent": "ab"[agent],
+                        "agent_index": agent,
+                        "stream": stream,
+                        "answer": letters[answer],
+                        "gold": letters[gold],
+                        "correct": ok,
+                        "conf_verbal": round(c * 10) / 10,
+                        "conf_seqprob": c,
+                        "n_samples": 1,
+                        "debated": stream == 1,
+                        "task_type": "multiple_choice",
+                        "n_labels": n_labels,
+                        "split": None,
+                    }
+                )
     return pd.DataFrame(rows)[STREAM_COLUMNS]

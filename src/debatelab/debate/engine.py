@@ -12,18 +12,19 @@ Accounting lives here, not in protocols: every peer in an ask's `sources` is one
 NComm edge, every peer in `answer_sources` one answer-only edge, and every call's prompt and
 completion tokens count towards its question, plus the pre-debate calls the outcome used.
 """
+
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable, Generator, Sequence
 
 import numpy as np
 
 from .. import grading
-from ..estimators.tokens import mean_logprob, min_logprob
 from ..data.schema import answer_set_size
+from ..estimators.tokens import mean_logprob, min_logprob
 from ..grading import INVALID, answer_keys
 from ..llm.base import Generation, GenerationRequest, SamplingParams, stable_hash
 
@@ -139,7 +140,9 @@ class QuestionState:
 
     def rng(self, purpose: str) -> np.random.Generator:
         """Random choices seeded by (experiment seed, question, thread, purpose): any subset reruns identically."""
-        digest = stable_hash({"seed": self.seed, "question": self.question_id, "thread": self.thread, "purpose": purpose})
+        digest = stable_hash(
+            {"seed": self.seed, "question": self.question_id, "thread": self.thread, "purpose": purpose}
+        )
         return np.random.default_rng(int(digest[:16], 16))
 
     def parse(self, text: str) -> tuple[str | None, str, bool]:
@@ -157,7 +160,9 @@ ProtocolRun = Generator[list[Ask], list[Turn], Outcome]
 Generate = Callable[[list[tuple[QuestionState, Ask]]], list[Generation]]
 
 
-def run_engine(states: Sequence[QuestionState], start: Callable[[QuestionState], ProtocolRun], generate: Generate) -> int:
+def run_engine(
+    states: Sequence[QuestionState], start: Callable[[QuestionState], ProtocolRun], generate: Generate
+) -> int:
     """Advance every question's protocol to its end; returns the number of engine steps."""
     running: dict[int, tuple[ProtocolRun, list[Ask]]] = {}
     for qi, state in enumerate(states):
@@ -190,7 +195,9 @@ def _advance(state, gen, reply, running, qi) -> None:
         running[qi] = (gen, list(asks))
     except StopIteration as stop:
         if not isinstance(stop.value, Outcome):
-            raise TypeError(f"protocol for question {state.question_id} returned {stop.value!r}, not an Outcome") from None
+            raise TypeError(
+                f"protocol for question {state.question_id} returned {stop.value!r}, not an Outcome"
+            ) from None
         state.outcome = stop.value
 
 
@@ -203,11 +210,22 @@ def to_turn(state: QuestionState, ask: Ask, g: Generation) -> Turn:
         answer, key, correct = state.parse(g.text)
         rating = None
     return Turn(
-        agent=ask.agent, round=ask.round, response=g.text, answer=answer, key=key, correct=correct,
-        messages=tuple(ask.messages), null_messages=tuple(ask.null_messages) if ask.null_messages else None,
-        sources=tuple(ask.sources), answer_sources=tuple(ask.answer_sources), prompt_tokens=g.prompt_tokens,
-        completion_tokens=g.completion_tokens, finish_reason=g.finish_reason,
-        min_logprob=min_logprob(g.token_logprobs), mean_logprob=mean_logprob(g.token_logprobs), rating=rating,
+        agent=ask.agent,
+        round=ask.round,
+        response=g.text,
+        answer=answer,
+        key=key,
+        correct=correct,
+        messages=tuple(ask.messages),
+        null_messages=tuple(ask.null_messages) if ask.null_messages else None,
+        sources=tuple(ask.sources),
+        answer_sources=tuple(ask.answer_sources),
+        prompt_tokens=g.prompt_tokens,
+        completion_tokens=g.completion_tokens,
+        finish_reason=g.finish_reason,
+        min_logprob=min_logprob(g.token_logprobs),
+        mean_logprob=mean_logprob(g.token_logprobs),
+        rating=rating,
         token_ids=tuple(g.token_ids) if g.token_ids is not None else None,
     )
 
@@ -217,10 +235,14 @@ def call_seed(seed: int, participant: Participant, sample: int, purpose: str) ->
     return int(stable_hash({"seed": seed, "agent": participant.label, "sample": sample, "purpose": purpose})[:8], 16)
 
 
-def request_for(state: QuestionState, ask: Ask, *, confidence_sampling: SamplingParams | None = None) -> GenerationRequest:
+def request_for(
+    state: QuestionState, ask: Ask, *, confidence_sampling: SamplingParams | None = None
+) -> GenerationRequest:
     participant = state.participants[ask.agent]
     base = participant.sampling if ask.purpose == "answer" else (confidence_sampling or participant.sampling)
-    sampling = replace(base, seed=call_seed(state.seed, participant, ask.sample, ask.purpose), logprobs=ask.purpose == "answer")
+    sampling = replace(
+        base, seed=call_seed(state.seed, participant, ask.sample, ask.purpose), logprobs=ask.purpose == "answer"
+    )
     return GenerationRequest(messages=list(ask.messages), sampling=sampling, n=1)
 
 
@@ -238,8 +260,13 @@ def accounting(state: QuestionState) -> dict:
     confidence = sum(t.prompt_tokens + t.completion_tokens for t in state.confidence_turns)
     confidence += sum(t.confidence_tokens for t in state.turns)
     return {
-        "ncomm": ncomm_full + ncomm_answers, "ncomm_full": ncomm_full, "ncomm_answers": ncomm_answers,
-        "debate_calls": len(state.turns), "debate_prompt_tokens": prompt, "debate_completion_tokens": completion,
-        "pre_debate_tokens": pre_tokens, "total_tokens": pre_tokens + prompt + completion,
+        "ncomm": ncomm_full + ncomm_answers,
+        "ncomm_full": ncomm_full,
+        "ncomm_answers": ncomm_answers,
+        "debate_calls": len(state.turns),
+        "debate_prompt_tokens": prompt,
+        "debate_completion_tokens": completion,
+        "pre_debate_tokens": pre_tokens,
+        "total_tokens": pre_tokens + prompt + completion,
         "confidence_tokens": confidence,
     }

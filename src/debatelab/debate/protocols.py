@@ -26,12 +26,13 @@ agent (`pre_debate_count`, SVR-MAD spec §2.0).
 "\\frac{\\sqrt2}{2}" and "\\frac{1}{\\sqrt2}" agree) for unanimity and everywhere in SVR-MAD, whose
 spec (002 §2.0) defines clusters, disagreement, retention and votes by `eq`.
 """
+
 from __future__ import annotations
 
 import functools
 import math
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -40,11 +41,27 @@ from ..grading import INVALID, answers_equivalent, plurality, vote_answer
 from .engine import Ask, Outcome, ProtocolRun, QuestionState, Turn
 
 DEFAULTS = {
-    "rounds": 2, "template": "du", "peer_content": "full", "mask_peer_boxed": False, "early_stop_agree": None,
-    "skip_if_unanimous": False, "final": "vote", "tie_break": "first_agent", "threads": None, "confidence": [],
-    "group_size": 3, "cross_group_ncomm": "agent_pair", "skip_rate": 0.5, "signal_agent": 0, "challenges": 2,
-    "accept_after": 2, "prior": "min_ll",
-    "posterior": "svr", "posterior_threshold": 1.0, "budget_rule": "per_iteration", "allow_repeats": True,
+    "rounds": 2,
+    "template": "du",
+    "peer_content": "full",
+    "mask_peer_boxed": False,
+    "early_stop_agree": None,
+    "skip_if_unanimous": False,
+    "final": "vote",
+    "tie_break": "first_agent",
+    "threads": None,
+    "confidence": [],
+    "group_size": 3,
+    "cross_group_ncomm": "agent_pair",
+    "skip_rate": 0.5,
+    "signal_agent": 0,
+    "challenges": 2,
+    "accept_after": 2,
+    "prior": "min_ll",
+    "posterior": "svr",
+    "posterior_threshold": 1.0,
+    "budget_rule": "per_iteration",
+    "allow_repeats": True,
 }
 
 
@@ -53,7 +70,9 @@ DEFAULTS = {
 
 def vote_turns(turns: Sequence[Turn], tie_break: str, pre: Sequence[Turn]) -> str | None:
     """The plurality answer of `turns`, ties settled by `tie_break` (with the pre-debate answers `pre`)."""
-    return vote_answer([t.answer for t in turns], [t.key for t in turns], tie_break=tie_break, pre_keys=[t.key for t in pre])
+    return vote_answer(
+        [t.answer for t in turns], [t.key for t in turns], tie_break=tie_break, pre_keys=[t.key for t in pre]
+    )
 
 
 def largest_agreement(turns: Sequence[Turn]) -> int:
@@ -197,10 +216,23 @@ class RoundDebate(Protocol):
         views = self.peer_views(q, i, t, current, full, answer_only)
         me = q.participants[i]
         messages, null = prompts.debate_turn(
-            self.options["template"], q.row, me.system_prompt, own_conversation=current[i].conversation,
-            own_response=current[i].response, own_index=i, peers=views, mask_boxed=self.options["mask_peer_boxed"],
+            self.options["template"],
+            q.row,
+            me.system_prompt,
+            own_conversation=current[i].conversation,
+            own_response=current[i].response,
+            own_index=i,
+            peers=views,
+            mask_boxed=self.options["mask_peer_boxed"],
         )
-        return Ask(agent=i, round=t, messages=messages, null_messages=null, sources=tuple(full), answer_sources=tuple(answer_only))
+        return Ask(
+            agent=i,
+            round=t,
+            messages=messages,
+            null_messages=null,
+            sources=tuple(full),
+            answer_sources=tuple(answer_only),
+        )
 
 
 class AllToAll(RoundDebate):
@@ -260,7 +292,9 @@ class GroupDebate(RoundDebate):
         groups = self._group_of.get((q.question_id, q.thread))
         if self.options["cross_group_ncomm"] == "group_pair" and groups is not None:
             # Spec 002 §2.3: one cross-group answer list per ordered (sender group, receiver group) per round.
-            outcome.ncomm_answers = len({(t.round, groups[j], groups[t.agent]) for t in q.turns for j in t.answer_sources})
+            outcome.ncomm_answers = len(
+                {(t.round, groups[j], groups[t.agent]) for t in q.turns for j in t.answer_sources}
+            )
         return outcome
 
 
@@ -410,20 +444,36 @@ class SvrMad(Protocol):
         full = self.options["peer_content"] == "full"
         view = prompts.PeerView(sender, s_turn.response, s_turn.answer, full)
         messages, null = prompts.debate_turn(
-            self.options["template"], q.row, q.participants[receiver].system_prompt,
-            own_conversation=r_turn.conversation, own_response=r_turn.response, own_index=receiver, peers=[view],
+            self.options["template"],
+            q.row,
+            q.participants[receiver].system_prompt,
+            own_conversation=r_turn.conversation,
+            own_response=r_turn.response,
+            own_index=receiver,
+            peers=[view],
             mask_boxed=self.options["mask_peer_boxed"],
         )
         return Ask(
-            agent=receiver, round=iteration, messages=messages, null_messages=null,
-            sources=(sender,) if full else (), answer_sources=() if full else (sender,), sample=repeat,
+            agent=receiver,
+            round=iteration,
+            messages=messages,
+            null_messages=null,
+            sources=(sender,) if full else (),
+            answer_sources=() if full else (sender,),
+            sample=repeat,
         )
 
     def _rating_ask(self, q, receiver, iteration, turn: Turn) -> Ask:
-        return Ask(agent=receiver, round=iteration, messages=prompts.confidence_messages(list(turn.messages), turn.response),
-                   purpose="confidence")
+        return Ask(
+            agent=receiver,
+            round=iteration,
+            messages=prompts.confidence_messages(list(turn.messages), turn.response),
+            purpose="confidence",
+        )
 
-    def _agent_vote(self, q: QuestionState, i: int, post: list[list[Turn]], eq: AnswerClasses) -> tuple[str | None, str]:
+    def _agent_vote(
+        self, q: QuestionState, i: int, post: list[list[Turn]], eq: AnswerClasses
+    ) -> tuple[str | None, str]:
         """Agent i's vote (an answer and its `eq` class): the plurality of its post-debate answers,
         its pre-debate answer breaking ties."""
         own = q.pre[i]
@@ -438,15 +488,18 @@ class SvrMad(Protocol):
 
     def _fallback(self, q, post, eq: AnswerClasses) -> str | None:
         votes = [self._agent_vote(q, i, post, eq) for i in range(q.n)]
-        return vote_answer([a for a, _ in votes], [k for _, k in votes], tie_break="pre_debate_count",
-                           pre_keys=[eq(t.key) for t in q.pre])
+        return vote_answer(
+            [a for a, _ in votes],
+            [k for _, k in votes],
+            tie_break="pre_debate_count",
+            pre_keys=[eq(t.key) for t in q.pre],
+        )
 
 
 #: The registry of protocol kinds (config `debate.protocols.*.kind`), in the order of the module
 #: docstring's table; the schema's `kind` enum lists the same names (tests/test_registries.py).
 PROTOCOLS = {
-    cls.kind: cls
-    for cls in (SelfConsistency, AllToAll, MadD, Ring, Centralized, GroupDebate, S2Mad, SidEt, SvrMad)
+    cls.kind: cls for cls in (SelfConsistency, AllToAll, MadD, Ring, Centralized, GroupDebate, S2Mad, SidEt, SvrMad)
 }
 
 

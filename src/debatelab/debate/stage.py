@@ -4,23 +4,24 @@ Reads the dataset and each participant's zero-shot Parquet, runs the protocol on
 question (and thread) through the engine, elicits confidences on the last debate turns when
 asked, and writes `turns.parquet` and `questions.parquet` (schemas in `debate.schema`).
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import math
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import pandas as pd
 
 from .. import prompts
 from ..config import AgentSpec
-from ..estimators import AnsweredChat, ElicitationSettings, elicit_confidences
 from ..data import read_dataset
 from ..data.schema import parse_meta
+from ..estimators import AnsweredChat, ElicitationSettings, elicit_confidences
 from ..grading import answer_keys, vote_answer
 from ..io import read_parquet_checked, write_parquet_atomic
 from ..llm import GenerationCache, generate_cached
@@ -32,8 +33,19 @@ from .schema import QUESTION_COLUMNS, TURN_COLUMNS
 log = logging.getLogger(__name__)
 
 _ZERO_SHOT_NEEDED = [
-    "question_id", "agent", "sample", "response", "answer", "correct", "prompt_tokens", "completion_tokens",
-    "finish_reason", "min_logprob", "mean_logprob", "conf_verbal", "conf_seqprob",
+    "question_id",
+    "agent",
+    "sample",
+    "response",
+    "answer",
+    "correct",
+    "prompt_tokens",
+    "completion_tokens",
+    "finish_reason",
+    "min_logprob",
+    "mean_logprob",
+    "conf_verbal",
+    "conf_seqprob",
 ]
 
 
@@ -52,7 +64,7 @@ class DebateSettings:
             raise ValueError(f"debate batch_size must be >= 1, got {self.batch_size}")
 
     @classmethod
-    def from_config(cls, settings: dict) -> "DebateSettings":
+    def from_config(cls, settings: dict) -> DebateSettings:
         """From flat settings: seed, batch_size and the elicitation keys (`verbal_*`, `seqprob_target`)."""
         own = dict(settings)
         elicitation = {k: own.pop(k) for k in list(own) if k in ElicitationSettings.__dataclass_fields__}
@@ -114,19 +126,36 @@ def build_states(
                 sample = copy * threads + thread
                 z = lookup[participant.agent][(str(row["id"]), sample)]
                 answer = z["answer"] if isinstance(z["answer"], str) else None
-                pre.append(Turn(
-                    agent=participant.index, round=0, response=z["response"], answer=answer,
-                    key=answer_keys([answer], task_type=row["task_type"])[0], correct=bool(z["correct"]),
-                    messages=tuple(prompts.question_messages(row, participant.system_prompt)),
-                    prompt_tokens=int(z["prompt_tokens"]), completion_tokens=int(z["completion_tokens"]),
-                    finish_reason=z["finish_reason"], min_logprob=_float(z["min_logprob"]),
-                    mean_logprob=_float(z["mean_logprob"]), conf_verbal=_float(z["conf_verbal"]),
-                    conf_seqprob=_float(z["conf_seqprob"]), zero_shot_sample=sample,
-                ))
-            states.append(QuestionState(
-                row=row, thread=thread, participants=[p for p, _ in seats], pre=pre, seed=seed,
-                labels=meta.get("labels"), choices=choices,
-            ))
+                pre.append(
+                    Turn(
+                        agent=participant.index,
+                        round=0,
+                        response=z["response"],
+                        answer=answer,
+                        key=answer_keys([answer], task_type=row["task_type"])[0],
+                        correct=bool(z["correct"]),
+                        messages=tuple(prompts.question_messages(row, participant.system_prompt)),
+                        prompt_tokens=int(z["prompt_tokens"]),
+                        completion_tokens=int(z["completion_tokens"]),
+                        finish_reason=z["finish_reason"],
+                        min_logprob=_float(z["min_logprob"]),
+                        mean_logprob=_float(z["mean_logprob"]),
+                        conf_verbal=_float(z["conf_verbal"]),
+                        conf_seqprob=_float(z["conf_seqprob"]),
+                        zero_shot_sample=sample,
+                    )
+                )
+            states.append(
+                QuestionState(
+                    row=row,
+                    thread=thread,
+                    participants=[p for p, _ in seats],
+                    pre=pre,
+                    seed=seed,
+                    labels=meta.get("labels"),
+                    choices=choices,
+                )
+            )
     return states
 
 
@@ -149,16 +178,20 @@ class ModelPool:
         out = [None] * len(state_asks)
         for model, positions in by_model.items():
             requests = [request_for(*state_asks[k], confidence_sampling=confidence_sampling) for k in positions]
-            gens = generate_cached(self.backends[model], requests, self.caches[model], batch_size=settings.batch_size,
-                                   desc=f"{desc} [{model}]", show_progress=settings.show_progress)
+            gens = generate_cached(
+                self.backends[model],
+                requests,
+                self.caches[model],
+                batch_size=settings.batch_size,
+                desc=f"{desc} [{model}]",
+                show_progress=settings.show_progress,
+            )
             for k, g in zip(positions, gens):
                 out[k] = g[0]
         return out
 
 
-def run_protocol(
-    protocol: Protocol, states: list[QuestionState], pool: ModelPool, settings: DebateSettings
-) -> int:
+def run_protocol(protocol: Protocol, states: list[QuestionState], pool: ModelPool, settings: DebateSettings) -> int:
     """Run one protocol over all states, then elicit the confidences it asks for."""
     protocol.prepare(states)
     step = [0]
@@ -185,14 +218,26 @@ def _elicit_confidence(states, estimators, pool: ModelPool, settings: DebateSett
         for turn in last.values():
             model = state.participants[turn.agent].model
             turns_by_model[model].append(turn)
-            items_by_model[model].append(AnsweredChat(
-                chat=list(turn.messages), response=turn.response, answer=turn.answer, task_type=state.task_type,
-                null_chat=list(turn.null_messages or []),
-            ))
+            items_by_model[model].append(
+                AnsweredChat(
+                    chat=list(turn.messages),
+                    response=turn.response,
+                    answer=turn.answer,
+                    task_type=state.task_type,
+                    null_chat=list(turn.null_messages or []),
+                )
+            )
     for model, items in items_by_model.items():
         confidences = elicit_confidences(
-            items, estimators, pool.backends[model], pool.caches[model], settings.elicitation, seed=settings.seed,
-            batch_size=settings.batch_size, tag=f"{name} last turns", show_progress=settings.show_progress,
+            items,
+            estimators,
+            pool.backends[model],
+            pool.caches[model],
+            settings.elicitation,
+            seed=settings.seed,
+            batch_size=settings.batch_size,
+            tag=f"{name} last turns",
+            show_progress=settings.show_progress,
         )
         for turn, confidence in zip(turns_by_model[model], confidences):
             turn.conf_verbal, turn.conf_seqprob = confidence.conf_verbal, confidence.conf_seqprob
@@ -209,30 +254,58 @@ def result_frames(states: list[QuestionState], dataset: str, protocol: Protocol)
             p = state.participants[turn.agent]
             call = calls[(turn.round, turn.agent)]
             calls[(turn.round, turn.agent)] += 1
-            turn_rows.append({
-                **base, "round": turn.round, "agent": p.label, "agent_index": p.index, "agent_config": p.agent,
-                "model": p.model, "call": call, "zero_shot_sample": turn.zero_shot_sample,
-                "sources": [labels[j] for j in turn.sources], "answer_sources": [labels[j] for j in turn.answer_sources],
-                "response": turn.response, "answer": turn.answer, "correct": turn.correct,
-                "parse_failed": turn.answer is None, "prompt_tokens": turn.prompt_tokens,
-                "completion_tokens": turn.completion_tokens, "finish_reason": turn.finish_reason,
-                "min_logprob": turn.min_logprob, "mean_logprob": turn.mean_logprob,
-                "conf_verbal": turn.conf_verbal if turn.round > 0 else float("nan"),
-                "conf_seqprob": turn.conf_seqprob if turn.round > 0 else float("nan"),
-                "confidence_tokens": turn.confidence_tokens,
-            })
+            turn_rows.append(
+                {
+                    **base,
+                    "round": turn.round,
+                    "agent": p.label,
+                    "agent_index": p.index,
+                    "agent_config": p.agent,
+                    "model": p.model,
+                    "call": call,
+                    "zero_shot_sample": turn.zero_shot_sample,
+                    "sources": [labels[j] for j in turn.sources],
+                    "answer_sources": [labels[j] for j in turn.answer_sources],
+                    "response": turn.response,
+                    "answer": turn.answer,
+                    "correct": turn.correct,
+                    "parse_failed": turn.answer is None,
+                    "prompt_tokens": turn.prompt_tokens,
+                    "completion_tokens": turn.completion_tokens,
+                    "finish_reason": turn.finish_reason,
+                    "min_logprob": turn.min_logprob,
+                    "mean_logprob": turn.mean_logprob,
+                    "conf_verbal": turn.conf_verbal if turn.round > 0 else float("nan"),
+                    "conf_seqprob": turn.conf_seqprob if turn.round > 0 else float("nan"),
+                    "confidence_tokens": turn.confidence_tokens,
+                }
+            )
         outcome = state.outcome
         pre_keys = [t.key for t in state.pre]
         pre_majority = vote_answer([t.answer for t in state.pre], pre_keys)
-        question_rows.append({
-            **base, "kind": protocol.kind, "task_type": state.task_type, "gold": str(state.row["answer"]),
-            "n_agents": state.n, "participants": json.dumps(labels), "final_answer": outcome.final_answer,
-            "correct": state.is_correct(outcome.final_answer), "parse_failed": outcome.final_answer is None,
-            "rounds_used": outcome.rounds_used, "stopped_early": outcome.stopped_early, "ended_by": outcome.ended_by,
-            **accounting(state), "pre_majority": pre_majority, "pre_correct": state.is_correct(pre_majority),
-            "pre_unanimous": unanimous(state.pre, state.task_type), "pre_n_correct": sum(t.correct for t in state.pre),
-            "answers_by_round": json.dumps(outcome.answers_by_round), "n_options": state.n_options,
-        })
+        question_rows.append(
+            {
+                **base,
+                "kind": protocol.kind,
+                "task_type": state.task_type,
+                "gold": str(state.row["answer"]),
+                "n_agents": state.n,
+                "participants": json.dumps(labels),
+                "final_answer": outcome.final_answer,
+                "correct": state.is_correct(outcome.final_answer),
+                "parse_failed": outcome.final_answer is None,
+                "rounds_used": outcome.rounds_used,
+                "stopped_early": outcome.stopped_early,
+                "ended_by": outcome.ended_by,
+                **accounting(state),
+                "pre_majority": pre_majority,
+                "pre_correct": state.is_correct(pre_majority),
+                "pre_unanimous": unanimous(state.pre, state.task_type),
+                "pre_n_correct": sum(t.correct for t in state.pre),
+                "answers_by_round": json.dumps(outcome.answers_by_round),
+                "n_options": state.n_options,
+            }
+        )
     turns = pd.DataFrame(turn_rows, columns=TURN_COLUMNS)
     questions = pd.DataFrame(question_rows, columns=QUESTION_COLUMNS).astype({"n_options": "Int64"})
     return turns, questions
@@ -269,8 +342,13 @@ def debate_job(
     specs = {name: AgentSpec.from_config(name, cfg, attack_prompt) for name, cfg in agents.items()}
     zero_shot = {name: read_zero_shot(path) for name, path in zero_shot_paths.items()}
     states = build_states(
-        read_dataset(dataset_path), zero_shot, participants, specs, threads=protocol.options["threads"],
-        seed=settings.seed, zero_shot_files=zero_shot_paths,
+        read_dataset(dataset_path),
+        zero_shot,
+        participants,
+        specs,
+        threads=protocol.options["threads"],
+        seed=settings.seed,
+        zero_shot_files=zero_shot_paths,
     )
     models = sorted({specs[name].model for name in set(participants)})
     backends = dict(backends or {})
@@ -279,8 +357,9 @@ def debate_job(
         if protocol.kind != "self_consistency":
             serving = {model: next(specs[n] for n in participants if specs[n].model == model) for model in models}
             # one engine per model (per base for adapter-served ones), each on its GPUs when there are several
-            built, engines = open_backends({m: (a.backend, a.backend_options, model_paths[m])
-                                            for m, a in serving.items() if m not in backends})
+            built, engines = open_backends(
+                {m: (a.backend, a.backend_options, model_paths[m]) for m, a in serving.items() if m not in backends}
+            )
             backends.update(built)
         caches = {model: GenerationCache(cache_dirs[model]) for model in models if model in cache_dirs}
         steps = run_protocol(protocol, states, ModelPool(backends, caches), settings)
@@ -288,8 +367,14 @@ def debate_job(
         for engine in engines:
             engine.close()
     turns, questions = result_frames(states, dataset_name, protocol)
-    log.info("%s/%s: %d questions × threads in %d engine steps, %d debate calls", dataset_name, protocol_name,
-             len(questions), steps, int(questions["debate_calls"].sum()) if len(questions) else 0)
+    log.info(
+        "%s/%s: %d questions × threads in %d engine steps, %d debate calls",
+        dataset_name,
+        protocol_name,
+        len(questions),
+        steps,
+        int(questions["debate_calls"].sum()) if len(questions) else 0,
+    )
     write_parquet_atomic(turns, turns_path)
     write_parquet_atomic(questions, questions_path)
     return turns, questions

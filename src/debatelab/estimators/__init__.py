@@ -11,12 +11,22 @@ imports another's stage for them):
 A new estimator is a module here plus its entry in `ELICITORS` (one that needs calls) or a summary
 in `tokens` (one read off the generation).
 """
+
 from .elicit import ELICITORS, ESTIMATORS, AnsweredChat, Confidence, ElicitationSettings, elicit_confidences
 from .seqprob import SEQPROB_TARGETS, bias_corrected_confidence
 from .tokens import mean_logprob, min_logprob
 from .verbal import verbal_confidence
 
 __all__ = [
-    "ELICITORS", "ESTIMATORS", "AnsweredChat", "Confidence", "ElicitationSettings", "elicit_confidences",
-    "SEQPROB_TARGETS", "bias_corrected_confidence", "mean_logprob", "min_logprob", "verbal_confidence",
+    "ELICITORS",
+    "ESTIMATORS",
+    "AnsweredChat",
+    "Confidence",
+    "ElicitationSettings",
+    "elicit_confidences",
+    "SEQPROB_TARGETS",
+    "bias_corrected_confidence",
+    "mean_logprob",
+    "min_logprob",
+    "verbal_confidence",
 ]

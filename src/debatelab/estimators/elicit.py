@@ -5,10 +5,11 @@ zero-shot stage (the question chat) and the debate stage (each agent's last deba
 `ELICITORS` is the registry of estimators (config `zero_shot.estimators`, a debate protocol's
 `confidence`, `calibration.estimators`); each fills its own fields of `Confidence`.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence
 
 from ..llm import GenerationCache, SamplingParams
 from ..llm.base import Backend, Message
@@ -46,7 +47,9 @@ class ElicitationSettings:
             raise ValueError(f"seqprob_target must be one of {SEQPROB_TARGETS}, got {self.seqprob_target!r}")
 
     def verbal_sampling(self, seed: int) -> SamplingParams:
-        return SamplingParams(temperature=self.verbal_temperature, top_p=1.0, max_tokens=self.verbal_max_tokens, seed=seed)
+        return SamplingParams(
+            temperature=self.verbal_temperature, top_p=1.0, max_tokens=self.verbal_max_tokens, seed=seed
+        )
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,15 @@ def elicit_confidences(
     out = [Confidence() for _ in items]
     for name, elicit in ELICITORS.items():
         if name in estimators:
-            elicit(items, out, backend, cache, settings, seed=seed, batch_size=batch_size, tag=tag,
-                   show_progress=show_progress)
+            elicit(
+                items,
+                out,
+                backend,
+                cache,
+                settings,
+                seed=seed,
+                batch_size=batch_size,
+                tag=tag,
+                show_progress=show_progress,
+            )
     return out

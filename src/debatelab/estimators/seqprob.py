@@ -2,6 +2,7 @@
 each log-probability length-normalised (mean per token), x_null the content-free twin of the prompt;
 conf_seqprob = σ(C). ŷ is the rendered final answer ("The answer is (B).", `seqprob_target: answer`)
 or the whole reply (`seqprob_target: response`)."""
+
 from __future__ import annotations
 
 import math
@@ -39,12 +40,21 @@ def sequence_probability(items, out, backend, cache, settings, *, seed, batch_si
     content = [items[i].chat for i in todo]
     null = [items[i].null_chat for i in todo]
     replies = [targets[i] for i in todo]
-    scored = score_cached(backend, content + null, replies + replies, cache, batch_size=batch_size,
-                          desc=f"seq-prob {tag}", show_progress=show_progress)
+    scored = score_cached(
+        backend,
+        content + null,
+        replies + replies,
+        cache,
+        batch_size=batch_size,
+        desc=f"seq-prob {tag}",
+        show_progress=show_progress,
+    )
     n = len(todo)
     for k, i in enumerate(todo):
         with_x, without_x = scored[k], scored[n + k]
         confidence = out[i]
         confidence.seqprob_logp, confidence.seqprob_logp_null = with_x.mean_logprob, without_x.mean_logprob
-        confidence.seqprob_c, confidence.conf_seqprob = bias_corrected_confidence(with_x.mean_logprob, without_x.mean_logprob)
+        confidence.seqprob_c, confidence.conf_seqprob = bias_corrected_confidence(
+            with_x.mean_logprob, without_x.mean_logprob
+        )
         confidence.extra_tokens += with_x.prompt_tokens + without_x.prompt_tokens + 2 * len(with_x.token_logprobs)

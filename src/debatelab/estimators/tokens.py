@@ -1,9 +1,10 @@
 """Token-level summaries of one reply's log-probabilities, read off the generation itself (no extra
 calls): every zero-shot sample and debate turn records its mean and minimum token log-probability
 (the `mean_logprob` and `min_logprob` columns; SID-ET's and SVR-MAD's min log-likelihood signal)."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -1,9 +1,10 @@
 """Verbalised self-report (spec 004 §3a): after its answer, the agent is asked for a 0-10 rating
 k times at a low temperature; conf_verbal = mean of the parsed ratings / 10 (0.5 if none parsed)."""
+
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -27,12 +28,16 @@ def self_report(items, out, backend, cache, settings, *, seed, batch_size, tag, 
     """Fill `conf_verbal`, `verbal_parsed` and `extra_tokens` of each `out[i]` for `items[i]`."""
     sampling = settings.verbal_sampling(seed)
     requests = [
-        GenerationRequest(messages=prompts.confidence_messages(item.chat, item.response), sampling=sampling,
-                          n=settings.verbal_samples)
+        GenerationRequest(
+            messages=prompts.confidence_messages(item.chat, item.response), sampling=sampling, n=settings.verbal_samples
+        )
         for item in items
     ]
-    generations = generate_cached(backend, requests, cache, batch_size=batch_size, desc=f"self-report {tag}",
-                                  show_progress=show_progress)
+    generations = generate_cached(
+        backend, requests, cache, batch_size=batch_size, desc=f"self-report {tag}", show_progress=show_progress
+    )
     for confidence, gens in zip(out, generations):
-        confidence.conf_verbal, confidence.verbal_parsed = verbal_confidence([grading.extract_confidence(g.text) for g in gens])
+        confidence.conf_verbal, confidence.verbal_parsed = verbal_confidence(
+            [grading.extract_confidence(g.text) for g in gens]
+        )
         confidence.extra_tokens += sum(g.prompt_tokens + g.completion_tokens for g in gens)

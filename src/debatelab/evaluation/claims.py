@@ -17,11 +17,12 @@ the same questions), Fisher's z for a correlation, the large-sample normal inter
 the t interval of an OLS slope, and no interval at all for quantities that are computed, not
 sampled (an identity that must hold on every row: ``Estimate.exact``).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -31,8 +32,20 @@ CONFIDENCE = 0.95
 BOOTSTRAP_RESAMPLES = 2000
 VERDICTS = ("holds", "fails", "inconclusive", "n/a")
 EXPECTATIONS = (">", ">=", "<", "<=")
-CLAIM_COLUMNS = ["claim", "statement", "scope", "statistic", "value", "low", "high", "expect", "verdict", "n",
-                 "interval", "detail"]
+CLAIM_COLUMNS = [
+    "claim",
+    "statement",
+    "scope",
+    "statistic",
+    "value",
+    "low",
+    "high",
+    "expect",
+    "verdict",
+    "n",
+    "interval",
+    "detail",
+]
 
 
 # --------------------------------------------------------------------------- estimates
@@ -53,17 +66,17 @@ class Estimate:
         return all(math.isfinite(v) for v in (self.value, self.low, self.high))
 
     @classmethod
-    def missing(cls, n: int = 0, method: str = "") -> "Estimate":
+    def missing(cls, n: int = 0, method: str = "") -> Estimate:
         return cls(math.nan, math.nan, math.nan, int(n), method)
 
     @classmethod
-    def exact(cls, value: float, n: int) -> "Estimate":
+    def exact(cls, value: float, n: int) -> Estimate:
         """A computed quantity with no sampling error (e.g. the largest violation of an identity over
         all rows): the interval is the value itself."""
         value = float(value)
         return cls(value, value, value, int(n), "exact (computed on every row, no sampling)")
 
-    def scaled(self, factor: float) -> "Estimate":
+    def scaled(self, factor: float) -> Estimate:
         """The same estimate in other units (e.g. a share as points: factor 100)."""
         lo, hi = sorted((self.low * factor, self.high * factor))
         return Estimate(self.value * factor, lo, hi, self.n, self.method)
@@ -126,8 +139,9 @@ def paired_difference(a: Sequence[float], b: Sequence[float], *, unit: str = "qu
     return Estimate(est.value, est.low, est.high, est.n, est.method.replace("bootstrap", "paired bootstrap", 1))
 
 
-def independent_difference(a: Sequence[float], b: Sequence[float], *, unit: str = "questions",
-                           seed: int = 0) -> Estimate:
+def independent_difference(
+    a: Sequence[float], b: Sequence[float], *, unit: str = "questions", seed: int = 0
+) -> Estimate:
     """mean(a) − mean(b) for two independent samples (different questions), each resampled on its own."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     a, b = a[np.isfinite(a)], b[np.isfinite(b)]
@@ -135,8 +149,12 @@ def independent_difference(a: Sequence[float], b: Sequence[float], *, unit: str 
     if len(a) < 2 or len(b) < 2:
         return Estimate.missing(len(a) + len(b), method)
     rng = np.random.default_rng(seed)
-    reps = np.array([a[rng.integers(0, len(a), len(a))].mean() - b[rng.integers(0, len(b), len(b))].mean()
-                     for _ in range(BOOTSTRAP_RESAMPLES)])
+    reps = np.array(
+        [
+            a[rng.integers(0, len(a), len(a))].mean() - b[rng.integers(0, len(b), len(b))].mean()
+            for _ in range(BOOTSTRAP_RESAMPLES)
+        ]
+    )
     low, high = percentile_interval(reps, CONFIDENCE)
     return Estimate(float(a.mean() - b.mean()), low, high, len(a) + len(b), method)
 
@@ -251,17 +269,38 @@ class Claim:
     detail: str = ""
 
     @classmethod
-    def measured(cls, claim: str, statement: str, scope: str, statistic: str, estimate: Estimate,
-                 expect: str = ">", threshold: float = 0.0, detail: str = "") -> "Claim":
+    def measured(
+        cls,
+        claim: str,
+        statement: str,
+        scope: str,
+        statistic: str,
+        estimate: Estimate,
+        expect: str = ">",
+        threshold: float = 0.0,
+        detail: str = "",
+    ) -> Claim:
         """A claim that `statistic` `expect`s `threshold`, decided by `estimate`'s interval."""
         decided = verdict(estimate, expect, threshold)
         if decided == "n/a" and not detail:
             detail = f"the statistic or its interval is undefined on these {estimate.n} units"
-        return cls(claim, statement, scope, statistic, estimate.value, estimate.low, estimate.high,
-                   f"{expect} {threshold:g}", decided, estimate.n, estimate.method, detail)
+        return cls(
+            claim,
+            statement,
+            scope,
+            statistic,
+            estimate.value,
+            estimate.low,
+            estimate.high,
+            f"{expect} {threshold:g}",
+            decided,
+            estimate.n,
+            estimate.method,
+            detail,
+        )
 
     @classmethod
-    def untestable(cls, claim: str, statement: str, reason: str, scope: str = "") -> "Claim":
+    def untestable(cls, claim: str, statement: str, reason: str, scope: str = "") -> Claim:
         return cls(claim, statement, scope=scope, detail=reason)
 
     @property
@@ -277,9 +316,11 @@ def claims_frame(claims: list[Claim]) -> pd.DataFrame:
 def verdict_counts(frame: pd.DataFrame) -> str:
     """'3 hold, 1 fails, 5 inconclusive, 2 n/a' for a claims frame."""
     counts = frame["verdict"].value_counts()
-    return (f"{counts.get('holds', 0)} hold, {counts.get('fails', 0)} fail, "
-            f"{counts.get('inconclusive', 0)} inconclusive (the interval covers the threshold), "
-            f"{counts.get('n/a', 0)} can't be tested in this run (detail says why)")
+    return (
+        f"{counts.get('holds', 0)} hold, {counts.get('fails', 0)} fail, "
+        f"{counts.get('inconclusive', 0)} inconclusive (the interval covers the threshold), "
+        f"{counts.get('n/a', 0)} can't be tested in this run (detail says why)"
+    )
 
 
 def finite(value: float) -> bool:

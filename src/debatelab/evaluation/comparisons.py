@@ -19,10 +19,11 @@ mcnemar_p               exact McNemar p (one sample / thread per question; else 
 verdict                 better / worse when the interval is above / below 0, else inconclusive
 ======================  ======================================================================
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -32,8 +33,19 @@ from ..reporting.figures import subplots
 from .claims import mcnemar_p, paired_difference
 
 COMPARISON_COLUMNS = [
-    "comparison", "kind", "dataset", "treatment", "control", "n", "acc_treatment", "acc_control", "difference",
-    "low", "high", "mcnemar_p", "verdict",
+    "comparison",
+    "kind",
+    "dataset",
+    "treatment",
+    "control",
+    "n",
+    "acc_treatment",
+    "acc_control",
+    "difference",
+    "low",
+    "high",
+    "mcnemar_p",
+    "verdict",
 ]
 
 
@@ -60,10 +72,15 @@ def compare_pair(frame: pd.DataFrame, key: str, treatment: str, control: str, da
     estimate = paired_difference(a["mean"].to_numpy(float), b["mean"].to_numpy(float)).scaled(100)
     single = len(shared) > 0 and bool((a["size"] == 1).all() and (b["size"] == 1).all())
     return {
-        "dataset": dataset, "treatment": treatment, "control": control, "n": len(shared),
+        "dataset": dataset,
+        "treatment": treatment,
+        "control": control,
+        "n": len(shared),
         "acc_treatment": 100 * a["mean"].mean() if len(shared) else np.nan,
         "acc_control": 100 * b["mean"].mean() if len(shared) else np.nan,
-        "difference": estimate.value, "low": estimate.low, "high": estimate.high,
+        "difference": estimate.value,
+        "low": estimate.low,
+        "high": estimate.high,
         "mcnemar_p": mcnemar_p(a["mean"] > 0.5, b["mean"] > 0.5) if single else np.nan,
         "verdict": two_sided_verdict(estimate.low, estimate.high),
     }
@@ -91,16 +108,16 @@ def comparison_table(
 def plot_comparisons(table: pd.DataFrame):
     """Each comparison's difference with its 95 % interval (a forest plot), one panel per dataset."""
     datasets = list(dict.fromkeys(table["dataset"])) or ["(none)"]
-    fig, axes = subplots(1, len(datasets), figsize=(6 * len(datasets), 0.5 * max(3, len(table)) + 1.5),
-                         squeeze=False)
+    fig, axes = subplots(1, len(datasets), figsize=(6 * len(datasets), 0.5 * max(3, len(table)) + 1.5), squeeze=False)
     for ax, dataset in zip(axes[0], datasets):
         part = table[table["dataset"] == dataset].reset_index(drop=True)
         y = np.arange(len(part))[::-1]
         err = np.vstack([part["difference"] - part["low"], part["high"] - part["difference"]])
         ax.errorbar(part["difference"], y, xerr=err, fmt="o", capsize=3)
         ax.axvline(0, color="black", linewidth=0.8)
-        ax.set_yticks(y, [f"{c} ({k}, n={n})" for c, k, n in zip(part["comparison"], part["kind"], part["n"])],
-                      fontsize=8)
+        ax.set_yticks(
+            y, [f"{c} ({k}, n={n})" for c, k, n in zip(part["comparison"], part["kind"], part["n"])], fontsize=8
+        )
         ax.set_xlabel("accuracy difference, points (95 % interval)")
         ax.set_title(f"{dataset}: treatment − control on the same questions", fontsize=9)
     fig.tight_layout()
@@ -115,10 +132,16 @@ def summarize_comparisons(
     plot_path: str | Path,
 ) -> pd.DataFrame:
     columns = ["dataset", "question_id", "correct"]
-    zero_shot = pd.concat([read_parquet_checked(p, [*columns, "agent"]) for p in zero_shot_paths],
-                          ignore_index=True) if zero_shot_paths else None
-    questions = pd.concat([read_parquet_checked(p, [*columns, "protocol"]) for p in question_paths],
-                          ignore_index=True) if question_paths else None
+    zero_shot = (
+        pd.concat([read_parquet_checked(p, [*columns, "agent"]) for p in zero_shot_paths], ignore_index=True)
+        if zero_shot_paths
+        else None
+    )
+    questions = (
+        pd.concat([read_parquet_checked(p, [*columns, "protocol"]) for p in question_paths], ignore_index=True)
+        if question_paths
+        else None
+    )
     table = comparison_table(comparisons, zero_shot, questions)
     write_text_atomic(table.to_csv(index=False, float_format="%.4g"), table_path)
     save_figure_atomic(plot_comparisons(table), plot_path)

@@ -34,10 +34,11 @@ setting the paper states in `where` and join without one (UDPO's heterogeneous f
 the confidence paper's average over six model pairs; UMAD's `setting` key names its pair: homo =
 Qwen2.5-3B-Instruct x 2, hetero = + Qwen3-4B-Instruct-2507).
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -70,8 +71,10 @@ def load_paper_numbers(paper: str, directory: str | Path = PAPER_NUMBERS_DIR) ->
         rows = spec.get("rows") or []
         for i, row in enumerate(rows):
             if not isinstance(row, list) or len(row) != len(columns):
-                raise PaperNumbersError(f"{path}: table {name}, row {i}: {row!r} has {len(row) if isinstance(row, list) else 'no'}"
-                                        f" fields, columns {columns} need {len(columns)}")
+                raise PaperNumbersError(
+                    f"{path}: table {name}, row {i}: {row!r} has {len(row) if isinstance(row, list) else 'no'}"
+                    f" fields, columns {columns} need {len(columns)}"
+                )
             if not isinstance(row[-1], (int, float)) or isinstance(row[-1], bool):
                 raise PaperNumbersError(f"{path}: table {name}, row {i}: value {row[-1]!r} is not a number")
         frame = pd.DataFrame(rows, columns=columns)
@@ -83,11 +86,15 @@ def load_paper_numbers(paper: str, directory: str | Path = PAPER_NUMBERS_DIR) ->
         backbone = spec.get("backbone")
         if backbone is not None:
             if backbone not in columns[:-1] or backbone not in match:
-                raise PaperNumbersError(f"{path}: table {name}: `backbone: {backbone}` must be a key of {columns[:-1]} "
-                                        f"that `match` lists (a cell is compared with its own backbone's row only)")
+                raise PaperNumbersError(
+                    f"{path}: table {name}: `backbone: {backbone}` must be a key of {columns[:-1]} "
+                    f"that `match` lists (a cell is compared with its own backbone's row only)"
+                )
             unknown = sorted(set(frame[backbone].astype(str)) - set(backbones))
             if unknown:
-                raise PaperNumbersError(f"{path}: table {name}: backbones {unknown} are not among `backbones` {backbones}")
+                raise PaperNumbersError(
+                    f"{path}: table {name}: backbones {unknown} are not among `backbones` {backbones}"
+                )
         frame.attrs["match"] = list(match)
         frame.attrs["backbone"] = backbone
         tables[name] = frame
@@ -109,13 +116,16 @@ def compare_with_paper(run_long: pd.DataFrame, published: pd.DataFrame) -> pd.Da
     right = run_long[keys + ["value", "n", "run_dataset"]].rename(columns={"value": "run_value"})
     right = right.assign(**{f"_k_{k}": right[k].astype(str) for k in keys}).drop(columns=keys)
     merged = left.merge(right, on=[f"_k_{k}" for k in keys], how="left")
-    merged = merged.drop(columns=[f"_k_{k}" for k in keys]).rename(columns={"value": "paper_value", "where": "paper_where"})
+    merged = merged.drop(columns=[f"_k_{k}" for k in keys]).rename(
+        columns={"value": "paper_value", "where": "paper_where"}
+    )
     merged["difference"] = merged["run_value"] - merged["paper_value"]
     return merged[described + VS_PAPER_COLUMNS]
 
 
 def long_table(frame: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str], n_column: str = "n") -> pd.DataFrame:
     """Melt a wide per-cell frame (keys + metric columns + n + run_dataset) into the long form above."""
-    long = frame.melt(id_vars=[*keys, n_column, "run_dataset"], value_vars=list(metrics), var_name="metric",
-                      value_name="value")
+    long = frame.melt(
+        id_vars=[*keys, n_column, "run_dataset"], value_vars=list(metrics), var_name="metric", value_name="value"
+    )
     return long.rename(columns={n_column: "n"}).astype({"value": float}).replace({np.inf: np.nan})

@@ -5,13 +5,14 @@ Nothing here recomputes a stage: frames are the stages' own Parquet/CSV outputs,
 over datasets and protocols. Columns are read selectively, since `turns.parquet` of a real run
 holds every response text.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import pandas as pd
 
@@ -19,12 +20,38 @@ from ..config import PAPERS, Experiment, trained_source
 from ..io import read_parquet_checked
 
 QUESTION_COLUMNS = [
-    "question_id", "dataset", "protocol", "kind", "thread", "n_agents", "correct", "parse_failed", "rounds_used",
-    "ncomm", "total_tokens", "pre_correct", "pre_unanimous", "pre_n_correct", "answers_by_round", "task_type",
+    "question_id",
+    "dataset",
+    "protocol",
+    "kind",
+    "thread",
+    "n_agents",
+    "correct",
+    "parse_failed",
+    "rounds_used",
+    "ncomm",
+    "total_tokens",
+    "pre_correct",
+    "pre_unanimous",
+    "pre_n_correct",
+    "answers_by_round",
+    "task_type",
 ]
 TURN_COLUMNS = [
-    "question_id", "dataset", "protocol", "thread", "round", "agent", "agent_index", "agent_config", "call",
-    "answer", "correct", "parse_failed", "completion_tokens", "finish_reason",
+    "question_id",
+    "dataset",
+    "protocol",
+    "thread",
+    "round",
+    "agent",
+    "agent_index",
+    "agent_config",
+    "call",
+    "answer",
+    "correct",
+    "parse_failed",
+    "completion_tokens",
+    "finish_reason",
 ]
 ZERO_SHOT_COLUMNS = ["question_id", "dataset", "agent", "sample", "answer", "correct", "completion_tokens"]
 UNCERTAINTY_COLUMNS = ["question_id", "dataset", "protocol", "thread", "correct", "u_intra", "u_inter", "u_sys"]
@@ -158,15 +185,23 @@ class RunOutputs:
     agent_models: Mapping[str, str] = field(default_factory=dict)  # agent -> its model
 
     @classmethod
-    def from_experiment(cls, exp: Experiment, **paths) -> "RunOutputs":
+    def from_experiment(cls, exp: Experiment, **paths) -> RunOutputs:
         evaluation = exp.config.get("evaluation") or {}
         mapping = {d: (evaluation.get("paper_datasets") or {}).get(d, exp.benchmark_of(d)) for d in exp.datasets}
         settings = {**evaluation, "calibrator": exp.calibration.get("report_calibrator")}
         agent_runs = {a: _trained_run(exp.models[spec["model"]]["source"]) for a, spec in exp.agents.items()}
         backbones = {paper: {m: exp.paper_backbone(m, paper) for m in exp.models} for paper in PAPERS}
-        return cls(exp.name, describe_protocols(exp), describe_runs(exp), mapping, settings=settings,
-                   agent_runs=agent_runs, model_backbones=backbones,
-                   agent_models={a: spec["model"] for a, spec in exp.agents.items()}, **paths)
+        return cls(
+            exp.name,
+            describe_protocols(exp),
+            describe_runs(exp),
+            mapping,
+            settings=settings,
+            agent_runs=agent_runs,
+            model_backbones=backbones,
+            agent_models={a: spec["model"] for a, spec in exp.agents.items()},
+            **paths,
+        )
 
     @cached_property
     def questions(self) -> pd.DataFrame:
@@ -209,9 +244,17 @@ class RunOutputs:
     def confidence_streams(self) -> pd.DataFrame:
         """streams/{dataset}/{pair}.parquet, with dataset and pair from the path (a validation split
         appended from another dataset entry keeps its own name in the file)."""
-        frames = [read_parquet_checked(p, STREAM_COLUMNS)[STREAM_COLUMNS].assign(dataset=Path(p).parent.name, pair=Path(p).stem)
-                  for p in self.confidence_stream_paths]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*STREAM_COLUMNS, "dataset", "pair"])
+        frames = [
+            read_parquet_checked(p, STREAM_COLUMNS)[STREAM_COLUMNS].assign(
+                dataset=Path(p).parent.name, pair=Path(p).stem
+            )
+            for p in self.confidence_stream_paths
+        ]
+        return (
+            pd.concat(frames, ignore_index=True)
+            if frames
+            else pd.DataFrame(columns=[*STREAM_COLUMNS, "dataset", "pair"])
+        )
 
     def paper_dataset(self, dataset: str) -> str:
         return self.paper_datasets.get(dataset, dataset)
@@ -253,7 +296,8 @@ def run_label(run: RunInfo) -> str:
         umad = settings.get("umad") or {}
         eta, alpha = float(umad.get("eta", 0.25)), float(umad.get("alpha_au", 0.25))
         return {(True, True): "IPPO", (False, True): "Intrinsic-only", (True, False): "NLL-only"}.get(
-            (eta == 0, alpha == 0), "UMAD")
+            (eta == 0, alpha == 0), "UMAD"
+        )
     if run.method == "sdrl":
         return f"SDRL-{settings.get('pair_mode', 'rand')}"
     return run.method.upper()
@@ -277,7 +321,8 @@ def seat_rounds(turns: pd.DataFrame, values: Sequence[str], last_round: Mapping[
     if turns.empty:
         return pd.DataFrame(columns=columns)
     last = turns.sort_values([*SEAT_KEYS, "round", "call"], kind="stable").drop_duplicates(
-        [*SEAT_KEYS, "round"], keep="last")
+        [*SEAT_KEYS, "round"], keep="last"
+    )
     frames = []
     for protocol, part in last.groupby("protocol", sort=False):
         rounds = list(range(last_round[protocol] + 1))

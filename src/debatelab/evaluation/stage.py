@@ -17,12 +17,13 @@ Outputs of `evaluate_paper` (results/{experiment}/tables/{paper}/):
 
 A run on a small model won't match the numbers; the claims rows are what a CPU run can check.
 """
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
@@ -63,8 +64,10 @@ def html_table(frame: pd.DataFrame, heading: str, note: str = "") -> str:
     from html import escape
 
     body = frame.to_html(index=False, na_rep="", float_format=lambda v: f"{v:.4g}", border=0, classes="table")
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(heading)}</title>{HTML_STYLE}</head>"
-            f"<body><h3>{escape(heading)}</h3><p>{escape(note)}</p>{body}</body></html>")
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(heading)}</title>{HTML_STYLE}</head>"
+        f"<body><h3>{escape(heading)}</h3><p>{escape(note)}</p>{body}</body></html>"
+    )
 
 
 def report_section(name: str) -> str:
@@ -80,8 +83,9 @@ def build_paper(paper: str, outputs: RunOutputs) -> PaperEvaluation:
     return _builder(paper)(outputs)
 
 
-def evaluate_paper(paper: str, outputs: RunOutputs, out_dir: str | Path,
-                   numbers_dir: str | Path = PAPER_NUMBERS_DIR) -> PaperEvaluation:
+def evaluate_paper(
+    paper: str, outputs: RunOutputs, out_dir: str | Path, numbers_dir: str | Path = PAPER_NUMBERS_DIR
+) -> PaperEvaluation:
     """Build one paper's tables, comparisons, claims and figures and write them to `out_dir`."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -102,14 +106,22 @@ def evaluate_paper(paper: str, outputs: RunOutputs, out_dir: str | Path,
             cells = pd.DataFrame(columns=[c for c in published.columns if c != "where"] + ["n", "run_dataset"])
         vs = compare_with_paper(cells, published)
         filled = int(vs["run_value"].notna().sum())
-        write(vs, f"{name}_vs_paper", f"{name} beside the paper",
-              f"{published['where'].iloc[0]}: {filled} of {len(vs)} published cells have a value in this run "
-              "(run_dataset: this run's dataset standing in for the paper's).")
+        write(
+            vs,
+            f"{name}_vs_paper",
+            f"{name} beside the paper",
+            f"{published['where'].iloc[0]}: {filled} of {len(vs)} published cells have a value in this run "
+            "(run_dataset: this run's dataset standing in for the paper's).",
+        )
         log.info("%s %s: %d of %d published cells have a run value", paper, name, filled, len(vs))
     claims = claims_frame(result.claims)
-    write(claims, "claims", "checkable claims",
-          f"{verdict_counts(claims)}. Each verdict reads the 95 % interval [low, high] of the statistic against "
-          "what the claim expects; directions only: a small model on CPU won't match the published magnitudes.")
+    write(
+        claims,
+        "claims",
+        "checkable claims",
+        f"{verdict_counts(claims)}. Each verdict reads the 95 % interval [low, high] of the statistic against "
+        "what the claim expects; directions only: a small model on CPU won't match the published magnitudes.",
+    )
     log.info("%s claims: %s", paper, claims["verdict"].value_counts().to_dict())
     for name, fig in result.figures.items():
         save_figure_atomic(fig, out_dir / f"{name}.png")

@@ -7,6 +7,7 @@ evaluation) agrees on the same parse and the same vote:
   `extract_confidence` (a 0-10 self-report) per task type;
 * `votes`: `answer_keys` (INVALID for unparseable answers), the plurality vote and its tie rules.
 """
+
 from .answers import (
     DEFAULT_LABELS,
     TASK_TYPES,
@@ -21,7 +22,20 @@ from .answers import (
 from .votes import INVALID, TIE_BREAKS, Vote, answer_keys, majority_vote, plurality, vote_answer
 
 __all__ = [
-    "DEFAULT_LABELS", "TASK_TYPES", "answers_equivalent", "extract_answer", "extract_confidence", "is_correct",
-    "last_boxed", "last_boxed_span", "normalize_answer", "INVALID", "TIE_BREAKS", "Vote", "answer_keys",
-    "majority_vote", "plurality", "vote_answer",
+    "DEFAULT_LABELS",
+    "TASK_TYPES",
+    "answers_equivalent",
+    "extract_answer",
+    "extract_confidence",
+    "is_correct",
+    "last_boxed",
+    "last_boxed_span",
+    "normalize_answer",
+    "INVALID",
+    "TIE_BREAKS",
+    "Vote",
+    "answer_keys",
+    "majority_vote",
+    "plurality",
+    "vote_answer",
 ]

@@ -13,13 +13,15 @@ Contract
   own guards: a length limit, a filter for expressions sympy would blow up on, and a
   daemon-thread time limit.
 """
+
 from __future__ import annotations
 
 import itertools
 import re
 import threading
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 #: The task types of the common question schema (`debatelab.data.schema`); each is graded its own way.
 TASK_TYPES = ("math", "multiple_choice", "yes_no", "label")
@@ -30,8 +32,20 @@ DEFAULT_LABELS = ("against", "support", "neutral", "hateful", "not hateful")
 # Synonyms per canonical label (after lowercasing and turning punctuation into spaces).
 # Spec 004 §7: support/supporting/favor → support, none → neutral, yes/no → true/false.
 _LABEL_SYNONYMS: dict[str, tuple[str, ...]] = {
-    "support": ("support", "supports", "supporting", "supported", "supportive",
-                "favor", "favour", "favors", "favours", "in favor", "in favour", "pro"),
+    "support": (
+        "support",
+        "supports",
+        "supporting",
+        "supported",
+        "supportive",
+        "favor",
+        "favour",
+        "favors",
+        "favours",
+        "in favor",
+        "in favour",
+        "pro",
+    ),
     "against": ("against", "oppose", "opposes", "opposed", "opposing", "opposition"),
     "neutral": ("neutral", "none", "neither", "no stance"),
     # "not hate" must not lose to "hateful": the earliest match wins, and these start earlier.
@@ -45,12 +59,12 @@ _LABEL_SYNONYMS: dict[str, tuple[str, ...]] = {
 
 _YES_NO = {"yes": "yes", "true": "yes", "no": "no", "false": "no"}
 
-_PHRASE_CHARS = 200            # how much text after "Answer:" can hold the answer
-_MAX_CUES = 100                # answer cues examined per reply (keeps pathological text fast)
-_MAX_MATH_VERIFY_CHARS = 300   # longer strings are not answers; sympy time grows fast
+_PHRASE_CHARS = 200  # how much text after "Answer:" can hold the answer
+_MAX_CUES = 100  # answer cues examined per reply (keeps pathological text fast)
+_MAX_MATH_VERIFY_CHARS = 300  # longer strings are not answers; sympy time grows fast
 _MATH_VERIFY_SECONDS = 5.0
 _NUMERIC_TOL = Fraction(1, 10**6)  # spec 000: float compare, tol 1e-6
-_MAX_NUMBER_CHARS = 200           # keep exact rational arithmetic cheap
+_MAX_NUMBER_CHARS = 200  # keep exact rational arithmetic cheap
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _DEFAULT_MC_LETTERS = _LETTERS[:10]  # A–J when the choices are unknown
 
@@ -102,9 +116,7 @@ def normalize_answer(answer: str | None, task_type: str) -> str | None:
     return _normalize_label(answer)
 
 
-def is_correct(
-    prediction: str | None, gold: str, task_type: str, *, labels: list[str] | None = None
-) -> bool:
+def is_correct(prediction: str | None, gold: str, task_type: str, *, labels: list[str] | None = None) -> bool:
     """Whether an extracted prediction matches the gold answer. None is always wrong."""
     _check_task(task_type)
     if not isinstance(prediction, str) or not isinstance(gold, str):
@@ -172,8 +184,8 @@ def _check_task(task_type: str) -> None:
 # --------------------------------------------------------------------------- shared pieces
 
 _BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_BOX_BARE = re.compile(r"\\boxed[ \t]+([^\s${}\\]+)")   # "\boxed 5" (Hendrycks handles it)
-_BRACE = re.compile(r"(?<!\\)[{}]")                     # "\{" is a literal brace in LaTeX
+_BOX_BARE = re.compile(r"\\boxed[ \t]+([^\s${}\\]+)")  # "\boxed 5" (Hendrycks handles it)
+_BRACE = re.compile(r"(?<!\\)[{}]")  # "\{" is a literal brace in LaTeX
 _NON_SPACE = re.compile(r"\S")
 
 
@@ -194,7 +206,7 @@ def last_boxed_span(text: str) -> tuple[int, int, int] | None:
     \\fbox{...} (braces nested, "\\{" literal) or bare "\\boxed 5"; None if there is none."""
     if "\\boxed" not in text and "\\fbox" not in text:
         return None
-    spans: list[tuple[int, int, int]] = []   # (box start, content start, content end)
+    spans: list[tuple[int, int, int]] = []  # (box start, content start, content end)
     opens = list(_BOX_OPEN.finditer(text))
     if opens:
         partners = _brace_partners(text)
@@ -214,7 +226,7 @@ def last_boxed(text: str) -> str | None:
     """Content of the last complete, non-empty \\boxed{...} / \\fbox{...}, stripped; None if absent."""
     span = last_boxed_span(text)
     # Slice only the winner: slicing every nested box would copy the text quadratically.
-    return text[span[1]:span[2]].strip() if span else None
+    return text[span[1] : span[2]].strip() if span else None
 
 
 # "Answer: X", "The final answer is X", "**Answer**: X", "answer would be X".
@@ -262,7 +274,7 @@ def _clean_phrase(phrase: str) -> str:
     if cut:
         phrase = phrase[: cut.start()]
     phrase = phrase.strip().rstrip(".,;:!?").strip("*`$ \t")
-    delimited = _MATH_DELIMITED.match(phrase)        # "\(\frac{1}{2}\)" → "\frac{1}{2}"
+    delimited = _MATH_DELIMITED.match(phrase)  # "\(\frac{1}{2}\)" → "\frac{1}{2}"
     return delimited.group(1) if delimited else phrase
 
 
@@ -349,11 +361,9 @@ _NUMBER_WITH_WORDS = re.compile(
     rf"^(?P<pre>(?:[A-Za-z]{{2,}}\s+)*)(?P<num>{_NUMBER})(?:\s*/\s*(?P<den>\d+))?"
     r"(?P<post>(?:\s+[A-Za-z]{2,})*)\s*$"
 )
-_FRAC = re.compile(
-    r"^(?P<sign>[-+]?)\s*\\frac\s*\{\s*(?P<num>[-+]?\d+)\s*\}\{\s*(?P<den>[-+]?\d+)\s*\}$"
-)
-_FRAC_SHORT = re.compile(r"\\frac(\d)(\d)")        # \frac12 → \frac{1}{2}
-_SQRT_SHORT = re.compile(r"\\sqrt(\w)")           # \sqrt2 → \sqrt{2}
+_FRAC = re.compile(r"^(?P<sign>[-+]?)\s*\\frac\s*\{\s*(?P<num>[-+]?\d+)\s*\}\{\s*(?P<den>[-+]?\d+)\s*\}$")
+_FRAC_SHORT = re.compile(r"\\frac(\d)(\d)")  # \frac12 → \frac{1}{2}
+_SQRT_SHORT = re.compile(r"\\sqrt(\w)")  # \sqrt2 → \sqrt{2}
 
 
 def _strip_math_wrappers(answer: str) -> str:
@@ -367,7 +377,7 @@ def _strip_math_wrappers(answer: str) -> str:
     s = _DROP.sub(" ", s)
     s = re.sub(r"\\[dt]frac", r"\\frac", s)
     s = s.strip().rstrip(".,;:!?").strip()
-    s = _SINGLE_VAR_EQ.sub("", s)   # "x = 5" → "5" (as DAPO keeps the text after "=")
+    s = _SINGLE_VAR_EQ.sub("", s)  # "x = 5" → "5" (as DAPO keeps the text after "=")
     return _CURRENCY.sub("", s).strip()
 
 
@@ -443,10 +453,10 @@ def _math_equal(gold: str, pred: str, *, symmetric: bool = False) -> bool:
 
 # Huge powers and factorials make sympy compute enormous integers (minutes, gigabytes).
 _RISKY = re.compile(
-    r"(?:\^|\*\*)\s*\{?\s*[-+(]*\s*\d{3,}"      # 2^{1000}
-    r"|\d{3,}\s*!"                              # 1000!
-    r"|\^\s*\{[^{}]*\^|\^\s*\w+\s*\^"           # 10^{10^{10}}, 2^2^2
-    r"|\*\*\s*\(?[\w\s]*\*\*"                   # 2**2**2
+    r"(?:\^|\*\*)\s*\{?\s*[-+(]*\s*\d{3,}"  # 2^{1000}
+    r"|\d{3,}\s*!"  # 1000!
+    r"|\^\s*\{[^{}]*\^|\^\s*\w+\s*\^"  # 10^{10^{10}}, 2^2^2
+    r"|\*\*\s*\(?[\w\s]*\*\*"  # 2**2**2
 )
 
 
@@ -508,8 +518,8 @@ _MC_CUE = re.compile(
 )
 _MC_IS_CORRECT = re.compile(r"\(?\b([A-Z])\)?\s+is\s+(?:the\s+)?(?:correct|right|best)\b")
 _MC_STANDALONE = (
-    re.compile(r"[(\[]([A-Z])[)\]]"),                          # (B) [B]
-    re.compile(r"\*\*\s*\(?([A-Z])\)?[.:)]?\s*\*\*"),          # **B** **(B)**
+    re.compile(r"[(\[]([A-Z])[)\]]"),  # (B) [B]
+    re.compile(r"\*\*\s*\(?([A-Z])\)?[.:)]?\s*\*\*"),  # **B** **(B)**
     re.compile(r"(?m)^[ \t>*#\-]*\(?([A-Z])(?:[.:)]|[ \t]*$)"),  # "B", "B)", "B. Paris" lines
     # "option B" is only a weak signal ("Option A is wrong"), so not an explicit answer.
     re.compile(r"(?i:\b(?:option|choice)(?:\s+is)?)[ \t:]*\(?([A-Z])(?![A-Za-z0-9])"),
@@ -540,10 +550,7 @@ def _extract_choice(text: str, choices: list[str] | None) -> str | None:
     if explicit:
         return explicit
     standalone = [
-        (m.start(), m.group(1))
-        for pattern in _MC_STANDALONE
-        for m in pattern.finditer(text)
-        if m.group(1) in letters
+        (m.start(), m.group(1)) for pattern in _MC_STANDALONE for m in pattern.finditer(text) if m.group(1) in letters
     ]
     if standalone:
         return max(standalone)[1]
@@ -581,9 +588,7 @@ def _explicit_letter(text: str, letters: str, choices: list[str] | None) -> str 
             letter = _choice_text(phrase, choices, first=True) if phrase.strip() else None
         if letter:
             found.append((cue.start(), letter))
-    found.extend(
-        (m.start(), m.group(1)) for m in _MC_IS_CORRECT.finditer(text) if m.group(1) in letters
-    )
+    found.extend((m.start(), m.group(1)) for m in _MC_IS_CORRECT.finditer(text) if m.group(1) in letters)
     return max(found)[1] if found else None
 
 

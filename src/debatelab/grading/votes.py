@@ -28,11 +28,13 @@ The vote (spec 000 §3, Du et al. `most_frequent`, spec 002 §2.0)
     (SVR-MAD's per-agent vote prefers the agent's own answer; self-consistency prefers the
     most confident sample).
 """
+
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .answers import TASK_TYPES, answers_equivalent, normalize_answer
 

@@ -1,4 +1,5 @@
 """Inference backends behind one interface, plus the generation cache in front of them."""
+
 from __future__ import annotations
 
 from .base import Backend, Generation, GenerationRequest, SamplingParams, ScoredText
@@ -32,6 +33,14 @@ def make_backend(kind: str, model_path: str, **options) -> Backend:
 
 
 __all__ = [
-    "Backend", "Generation", "GenerationRequest", "SamplingParams", "ScoredText",
-    "GenerationCache", "generate_cached", "score_cached", "make_backend", "BACKENDS",
+    "Backend",
+    "Generation",
+    "GenerationRequest",
+    "SamplingParams",
+    "ScoredText",
+    "GenerationCache",
+    "generate_cached",
+    "score_cached",
+    "make_backend",
+    "BACKENDS",
 ]

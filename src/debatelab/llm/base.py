@@ -4,15 +4,16 @@ A request is a chat (list of {"role", "content"} messages) plus sampling setting
 returns `n` generations for it. Requests reach a backend in large batches; backends never see
 the generation cache (see `debatelab.llm.cache`), which sits in front of them.
 """
+
 from __future__ import annotations
 
 import abc
 import hashlib
 import json
 import os
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Sequence
+from pathlib import Path
 
 Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
 
@@ -64,7 +65,7 @@ class Generation:
         return {k: v for k, v in asdict(self).items() if k != "token_ids"}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Generation":
+    def from_dict(cls, d: dict) -> Generation:
         lp = d.get("token_logprobs")
         return cls(
             text=d["text"],

@@ -30,14 +30,15 @@ Storage
   Parts of the earlier per-request format (no `unit` column) are still read, counted and logged,
   but never served: their generations depended on which requests shared their batch.
 """
+
 from __future__ import annotations
 
 import logging
 import os
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -79,8 +80,13 @@ class GenerationCache:
                     raise ValueError(f"no key column (has {table.column_names})")
             except Exception as exc:  # bytes cut off by a full disk or a bad copy (our own writes are atomic)
                 aside = part.with_name(f"corrupt-{part.name}")
-                log.warning("cache part %s does not load (%s: %s): moved aside as %s; its unit is generated again",
-                            part, type(exc).__name__, str(exc)[:200], aside.name)
+                log.warning(
+                    "cache part %s does not load (%s: %s): moved aside as %s; its unit is generated again",
+                    part,
+                    type(exc).__name__,
+                    str(exc)[:200],
+                    aside.name,
+                )
                 try:
                     os.replace(part, aside)
                 except OSError:  # another job moved it first
@@ -95,7 +101,9 @@ class GenerationCache:
             log.warning(
                 "cache %s: %d entries were written by debatelab before flush units (one entry per request); a "
                 "generation there depended on which other requests shared its batch, so they are not reused and "
-                "their requests are generated again", self.directory, self.stale_entries,
+                "their requests are generated again",
+                self.directory,
+                self.stale_entries,
             )
 
     def __len__(self) -> int:
@@ -150,10 +158,23 @@ def _run_units(units, cache: GenerationCache, produce, *, desc: str, unit_name: 
     total = sum(len(members) for _, members in units)
     missing = sum(len(members) for _, members in todo)
     if total:
-        log.info("%s: %d of %d %s from the cache, %d to do in %d unit(s)", desc, total - missing, total, unit_name,
-                 missing, len(todo))
-    with tqdm(total=total, initial=total - missing, desc=desc, unit=unit_name[:3], disable=not show_progress,
-              dynamic_ncols=True) as bar:
+        log.info(
+            "%s: %d of %d %s from the cache, %d to do in %d unit(s)",
+            desc,
+            total - missing,
+            total,
+            unit_name,
+            missing,
+            len(todo),
+        )
+    with tqdm(
+        total=total,
+        initial=total - missing,
+        desc=desc,
+        unit=unit_name[:3],
+        disable=not show_progress,
+        dynamic_ncols=True,
+    ) as bar:
         done = total - missing
         for unit_id, members in todo:
             finished = produce(members, bar.update)
@@ -187,15 +208,23 @@ def generate_cached(
             if j < request.n and keys[ri][j] not in source:
                 key = keys[ri][j]
                 seed = sample_seed(request.sampling.seed, j, request.messages)
-                source[key] = GenerationRequest(messages=request.messages, sampling=replace(request.sampling, seed=seed))
+                source[key] = GenerationRequest(
+                    messages=request.messages, sampling=replace(request.sampling, seed=seed)
+                )
                 ordered.append(key)
 
     def produce(members, progress):
         outputs = backend.generate([source[k] for k in members], progress=progress)
         return [(k, out[0]) for k, out in zip(members, outputs)]
 
-    done = _run_units(flush_units(ordered, batch_size), cache, produce, desc=desc, unit_name="generations",
-                      show_progress=show_progress)
+    done = _run_units(
+        flush_units(ordered, batch_size),
+        cache,
+        produce,
+        desc=desc,
+        unit_name="generations",
+        show_progress=show_progress,
+    )
     return [[done[k] for k in request_keys] for request_keys in keys]
 
 
@@ -220,10 +249,20 @@ def score_cached(
     def produce(members, progress):
         scored = backend.score([pairs[k][0] for k in members], [pairs[k][1] for k in members])
         progress(len(members))
-        return [(k, Generation(text=pairs[k][1], completion_tokens=len(s.token_logprobs), prompt_tokens=s.prompt_tokens,
-                               token_logprobs=list(s.token_logprobs)))
-                for k, s in zip(members, scored)]
+        return [
+            (
+                k,
+                Generation(
+                    text=pairs[k][1],
+                    completion_tokens=len(s.token_logprobs),
+                    prompt_tokens=s.prompt_tokens,
+                    token_logprobs=list(s.token_logprobs),
+                ),
+            )
+            for k, s in zip(members, scored)
+        ]
 
-    done = _run_units(flush_units(keys, batch_size), cache, produce, desc=desc, unit_name="scores",
-                      show_progress=show_progress)
+    done = _run_units(
+        flush_units(keys, batch_size), cache, produce, desc=desc, unit_name="scores", show_progress=show_progress
+    )
     return [ScoredText(token_logprobs=done[k].token_logprobs or [], prompt_tokens=done[k].prompt_tokens) for k in keys]

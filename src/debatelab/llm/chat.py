@@ -3,10 +3,11 @@
 One definition of "the prompt's tokens" and "the reply's tokens" for all backends, so token
 counts and teacher-forced scores agree whichever engine produced them.
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from collections.abc import Sequence
 
 from .base import Message
 
@@ -46,7 +47,9 @@ def reply_token_ids(tokenizer, prompt: Sequence[Message], reply: str) -> tuple[l
     if messages and messages[-1].get("role") == "assistant":
         raise ValueError("score: the prompt must not end with an assistant turn; the reply is that turn")
     prefix_text = render_chat(tokenizer, messages, add_generation_prompt=True)
-    full_text = render_chat(tokenizer, messages + [{"role": "assistant", "content": reply}], add_generation_prompt=False)
+    full_text = render_chat(
+        tokenizer, messages + [{"role": "assistant", "content": reply}], add_generation_prompt=False
+    )
     if not full_text.startswith(prefix_text):
         raise ValueError(
             "score: the chat template's rendering of the prompt with add_generation_prompt=True is "
@@ -58,7 +61,7 @@ def reply_token_ids(tokenizer, prompt: Sequence[Message], reply: str) -> tuple[l
     if full_ids[: len(prefix_ids)] == prefix_ids:
         return full_ids, len(prefix_ids)
     log.debug("score: tokens merge across the prompt/reply boundary; tokenising the reply on its own")
-    return prefix_ids + encode_text(tokenizer, full_text[len(prefix_text):]), len(prefix_ids)
+    return prefix_ids + encode_text(tokenizer, full_text[len(prefix_text) :]), len(prefix_ids)
 
 
 def normalise_finish_reason(reason: str | None) -> str:

@@ -8,6 +8,7 @@ adapter-served model: the adapters of one base then share one vLLM engine with L
 base engine and the adapter folder's fingerprint. With several engines on GPUs, each gets its slice
 of the job's GPUs (`gpu_plan.engine_slices`), a vLLM one as its own `vllm serve` process.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,14 +55,22 @@ def open_backends(models: dict[str, tuple[str, dict, str | dict]]) -> tuple[dict
             extra = dict(slices.get(key, {}))
             if key in adapters:
                 served = adapters[key]
-                extra.update(enable_lora=True, max_loras=len(served),
-                             max_lora_rank=vllm_lora_rank(max(adapter_rank(a) for _, a in served)))
+                extra.update(
+                    enable_lora=True,
+                    max_loras=len(served),
+                    max_lora_rank=vllm_lora_rank(max(adapter_rank(a) for _, a in served)),
+                )
                 if extra.get("devices") or options.get("serve"):  # a `vllm serve` process: its adapters by name
                     extra["lora_modules"] = {adapter_name(m, a): str(a) for m, a in served}
             if "devices" in extra:
-                log.info("%s on GPU(s) %s%s", key, ",".join(extra["devices"]),
-                         f", gpu_memory_utilization {extra['gpu_memory_utilization']:.3f}"
-                         if "gpu_memory_utilization" in extra else "")
+                log.info(
+                    "%s on GPU(s) %s%s",
+                    key,
+                    ",".join(extra["devices"]),
+                    f", gpu_memory_utilization {extra['gpu_memory_utilization']:.3f}"
+                    if "gpu_memory_utilization" in extra
+                    else "",
+                )
             built[key] = make_backend(kind, folder, **{**options, **extra})
     except BaseException:
         for engine in built.values():
@@ -74,6 +83,7 @@ def open_backends(models: dict[str, tuple[str, dict, str | dict]]) -> tuple[dict
             continue
         adapter = dict(adapters[key])[model]
         engine = built[key]
-        backends[model] = engine.with_adapter(adapter, adapter_name(model, adapter),
-                                              1 + [m for m, _ in adapters[key]].index(model))
+        backends[model] = engine.with_adapter(
+            adapter, adapter_name(model, adapter), 1 + [m for m, _ in adapters[key]].index(model)
+        )
     return backends, list(built.values())

@@ -28,14 +28,16 @@ Servers fill sampling settings a request leaves out from the model's generation_
 seed. Use `extra_body` (e.g. `{"top_k": -1}`) or `vllm serve --generation-config vllm` to match
 the offline engine exactly.
 """
+
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
 import logging
 import os
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from .base import Backend, Generation, GenerationRequest, Message, ProgressCallback, ScoredText
@@ -92,7 +94,8 @@ def api_key_from_environment(base_url: str, variable: str | None) -> str:
     raise ValueError(
         f"OpenAIBackend: no API key for {base_url}: the environment variable {name!r} is not set. Export it before "
         f"running snakemake (e.g. `export {name}=...`; on SLURM the job inherits it), or name another variable with "
-        "backend_options.api_key_env; keys never go in a config")
+        "backend_options.api_key_env; keys never go in a config"
+    )
 
 
 class OpenAIBackend(Backend):
@@ -168,7 +171,8 @@ class OpenAIBackend(Backend):
                 raise ServerUnavailableError(
                     f"model {self.model!r} at {self.base_url}: no answer after {self.max_retries} retries "
                     f"({type(error).__name__}: {error}). The units finished before are cached; rerun to go on from the "
-                    "unit in flight once the server is back") from error
+                    "unit in flight once the server is back"
+                ) from error
 
     # -- generation -------------------------------------------------------------------------
     def generate(
@@ -184,7 +188,9 @@ class OpenAIBackend(Backend):
 
         return _run_coroutine(lambda: self._gather(calls))
 
-    async def _generate_one(self, client, semaphore, request: GenerationRequest, tokenizer, progress) -> list[Generation]:
+    async def _generate_one(
+        self, client, semaphore, request: GenerationRequest, tokenizer, progress
+    ) -> list[Generation]:
         s = request.sampling
         kwargs: dict[str, Any] = dict(
             model=self.model,
@@ -271,7 +277,7 @@ class OpenAIBackend(Backend):
                 f"{self.model_id}: the completions endpoint did not echo prompt logprobs "
                 "(needs echo + logprobs support, as in vllm serve)"
             )
-        values = token_logprobs[start: len(ids)]
+        values = token_logprobs[start : len(ids)]
         if any(v is None for v in values):
             raise RuntimeError(f"{self.model_id}: missing prompt logprobs in the echoed reply")
         return ScoredText(token_logprobs=[float(v) for v in values], prompt_tokens=start)
@@ -282,11 +288,13 @@ class OpenAIBackend(Backend):
         url = self._root_url() + "/tokenize"
         async with semaphore:
             prefix = await client.post(
-                url, cast_to=dict,
+                url,
+                cast_to=dict,
                 body={"model": self.model, "messages": messages, "add_generation_prompt": True},
             )
             full = await client.post(
-                url, cast_to=dict,
+                url,
+                cast_to=dict,
                 body={
                     "model": self.model,
                     "messages": messages + [{"role": "assistant", "content": reply}],

@@ -4,14 +4,24 @@ Sampling draws every sequence's tokens from its own random stream, seeded by its
 (`SeededSampler`), so a sample does not depend on which other requests share its batch (up to
 floating-point differences in the logits that another batch shape can cause).
 """
+
 from __future__ import annotations
 
 import logging
 import os
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
-from .base import Backend, Generation, GenerationRequest, Message, ProgressCallback, ScoredText, model_fingerprint, stable_hash
+from .base import (
+    Backend,
+    Generation,
+    GenerationRequest,
+    Message,
+    ProgressCallback,
+    ScoredText,
+    model_fingerprint,
+    stable_hash,
+)
 from .chat import chat_prompt_ids, paired_score_inputs, reply_token_ids
 
 log = logging.getLogger(__name__)
@@ -33,14 +43,17 @@ class SeededSampler:
     multinomial draw (global RNG) can only pick it.
     """
 
-    def __init__(self, seeds, prompt_width: int, max_new_tokens: int, device, temperature: float = 1.0,
-                 top_p: float = 1.0):
+    def __init__(
+        self, seeds, prompt_width: int, max_new_tokens: int, device, temperature: float = 1.0, top_p: float = 1.0
+    ):
         import torch
 
         if temperature <= 0 or not 0 < top_p <= 1:
             raise ValueError(f"SeededSampler needs temperature > 0 and top_p in (0, 1], got {temperature}, {top_p}")
-        streams = [torch.rand(max_new_tokens, generator=torch.Generator().manual_seed(int(s)), dtype=torch.float64)
-                   for s in seeds]
+        streams = [
+            torch.rand(max_new_tokens, generator=torch.Generator().manual_seed(int(s)), dtype=torch.float64)
+            for s in seeds
+        ]
         self.uniforms = torch.stack(streams).to(device)
         self.prompt_width = prompt_width
         self.temperature = float(temperature)
@@ -118,14 +131,16 @@ class TransformersBackend(Backend):
         self._attach(model, tokenizer)
 
     @classmethod
-    def from_model(cls, model, tokenizer, *, model_id: str, batch_size: int | None = None) -> "TransformersBackend":
+    def from_model(cls, model, tokenizer, *, model_id: str, batch_size: int | None = None) -> TransformersBackend:
         """A backend over a model already in memory (the policy being trained): it generates with the
         live weights, on the model's device; `model_id` names them."""
         import torch
 
         backend = cls.__new__(cls)
         backend.device = str(next(model.parameters()).device)
-        backend.batch_size = batch_size or DEFAULT_BATCH_SIZE.get(torch.device(backend.device).type, DEFAULT_BATCH_SIZE["cpu"])
+        backend.batch_size = batch_size or DEFAULT_BATCH_SIZE.get(
+            torch.device(backend.device).type, DEFAULT_BATCH_SIZE["cpu"]
+        )
         backend.model_path, backend.model_id = model_id, model_id
         backend._attach(model, tokenizer, eval_mode=False)
         return backend
@@ -168,8 +183,9 @@ class TransformersBackend(Backend):
             for start in range(0, len(members), self.batch_size):
                 chunk = members[start : start + self.batch_size]
                 seeds = [row_seed(requests[ri], j) for ri, j in chunk]
-                gens = self._generate_chunk([prompts[ri] for ri, _ in chunk], seeds, temperature, top_p, max_tokens,
-                                            want_logprobs)
+                gens = self._generate_chunk(
+                    [prompts[ri] for ri, _ in chunk], seeds, temperature, top_p, max_tokens, want_logprobs
+                )
                 for (ri, j), g in zip(chunk, gens):
                     out[ri][j] = g
                 if progress:
@@ -207,7 +223,9 @@ class TransformersBackend(Backend):
         if want_logprobs:
             # Raw model log-probabilities of the sampled tokens (before temperature / top-p), as vLLM reports.
             logits = torch.stack(result.logits, dim=1).float()
-            logprobs = torch.log_softmax(logits, dim=-1).gather(-1, new_tokens[:, : logits.shape[1]].unsqueeze(-1)).squeeze(-1)
+            logprobs = (
+                torch.log_softmax(logits, dim=-1).gather(-1, new_tokens[:, : logits.shape[1]].unsqueeze(-1)).squeeze(-1)
+            )
         gens = []
         for b, prompt in enumerate(prompt_ids):
             tokens = new_tokens[b].tolist()

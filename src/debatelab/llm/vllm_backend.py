@@ -21,18 +21,27 @@ equals sample 0 of seed s + i. Requests whose seeds differ by less than n share 
 Log-probabilities are those vLLM reports by default (`logprobs_mode="raw_logprobs"`): the
 log-softmax of the model's raw logits, i.e. *not* rescaled by temperature or top_p.
 """
+
 from __future__ import annotations
 
 import gc
 import json
-import os
 import logging
+import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .base import Backend, Generation, GenerationRequest, Message, ProgressCallback, ScoredText, model_fingerprint
-from .chat import chat_prompt_ids, encode_text, normalise_finish_reason, paired_score_inputs, render_chat, reply_token_ids  # noqa: F401
+from .chat import (  # noqa: F401
+    chat_prompt_ids,
+    encode_text,
+    normalise_finish_reason,
+    paired_score_inputs,
+    render_chat,
+    reply_token_ids,
+)
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +98,7 @@ class _ProgressBar:
 # --------------------------------------------------------------------------------------------
 # The backend
 # --------------------------------------------------------------------------------------------
+
 
 def _context_length(model_dir: Path) -> int:
     """The model's own context length from its config.json (4096 when unknown)."""
@@ -164,7 +174,7 @@ class VLLMBackend(Backend):
     ) -> list[list[Generation]]:
         return self._generate(requests, progress, lora_request=None)
 
-    def with_adapter(self, adapter_dir: str | Path, name: str, adapter_id: int) -> "VLLMAdapterBackend":
+    def with_adapter(self, adapter_dir: str | Path, name: str, adapter_id: int) -> VLLMAdapterBackend:
         """The engine's base model with a PEFT LoRA adapter folder applied (the engine must be built
         with `enable_lora=True`). A new `adapter_id` makes vLLM load the folder afresh: an id names
         one set of weights (vLLM keeps loaded adapters by id)."""
@@ -222,8 +232,9 @@ class VLLMBackend(Backend):
         llm = self._require_engine()
         spans = [reply_token_ids(self.tokenizer, p, r) for p, r in zip(prompts, replies)]
         params = self._vllm.SamplingParams(n=1, temperature=0.0, max_tokens=1, prompt_logprobs=0, detokenize=False)
-        outputs = llm.generate([{"prompt_token_ids": ids} for ids, _ in spans], params, use_tqdm=False,
-                               lora_request=lora_request)
+        outputs = llm.generate(
+            [{"prompt_token_ids": ids} for ids, _ in spans], params, use_tqdm=False, lora_request=lora_request
+        )
         scored = []
         for (ids, start), out in zip(spans, outputs):
             plp = out.prompt_logprobs
@@ -231,7 +242,9 @@ class VLLMBackend(Backend):
                 raise RuntimeError("vLLM returned no (or misaligned) prompt logprobs")
             # plp[i] holds log P(ids[i] | ids[:i]); plp[0] is None (nothing conditions the first token).
             scored.append(
-                ScoredText(token_logprobs=[float(plp[i][ids[i]].logprob) for i in range(start, len(ids))], prompt_tokens=start)
+                ScoredText(
+                    token_logprobs=[float(plp[i][ids[i]].logprob) for i in range(start, len(ids))], prompt_tokens=start
+                )
             )
         return scored
 
@@ -270,7 +283,7 @@ class VLLMBackend(Backend):
         except Exception:
             pass
 
-    def __enter__(self) -> "VLLMBackend":
+    def __enter__(self) -> VLLMBackend:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -17,6 +17,7 @@ vLLM models starts one server per model, each with its GPU slice from the job's 
   runs with `--generation-config vllm` (no defaults taken from the model's generation_config.json),
   and the backend's `model_id` is the offline engine's, so the generation cache is shared.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -30,8 +31,9 @@ import threading
 import time
 import urllib.request
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .base import Generation, GenerationRequest, ProgressCallback, model_fingerprint
 from .chat import chat_prompt_ids, normalise_finish_reason
@@ -40,10 +42,17 @@ from .openai_backend import OpenAIBackend, _run_coroutine
 log = logging.getLogger(__name__)
 
 #: Engine settings passed on as `vllm serve` flags (the offline backend's keyword arguments).
-FLAGS = {"tensor_parallel_size": "--tensor-parallel-size", "dtype": "--dtype", "max_model_len": "--max-model-len",
-         "gpu_memory_utilization": "--gpu-memory-utilization", "seed": "--seed",
-         "max_num_batched_tokens": "--max-num-batched-tokens", "max_num_seqs": "--max-num-seqs",
-         "max_loras": "--max-loras", "max_lora_rank": "--max-lora-rank"}
+FLAGS = {
+    "tensor_parallel_size": "--tensor-parallel-size",
+    "dtype": "--dtype",
+    "max_model_len": "--max-model-len",
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+    "seed": "--seed",
+    "max_num_batched_tokens": "--max-num-batched-tokens",
+    "max_num_seqs": "--max-num-seqs",
+    "max_loras": "--max-loras",
+    "max_lora_rank": "--max-lora-rank",
+}
 
 
 def free_port() -> int:
@@ -54,9 +63,22 @@ def free_port() -> int:
 
 def serve_command(model_path: str, name: str, port: int, options: dict[str, Any]) -> list[str]:
     """The `vllm serve` command line for one model (as `python -m vllm.entrypoints.openai.api_server`)."""
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_path),
-           "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port), "--generation-config", "vllm",
-           "--disable-log-stats"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_path),
+        "--served-model-name",
+        name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--generation-config",
+        "vllm",
+        "--disable-log-stats",
+    ]
     for key, flag in FLAGS.items():
         if options.get(key) is not None:
             cmd += [flag, str(options[key])]
@@ -75,6 +97,7 @@ def _exit_on_sigterm() -> None:
     """SIGTERM (snakemake stopping a job, scancel, a time limit) ends Python without `finally` or
     atexit: turn it into SystemExit so the servers are stopped. Only where no handler is set."""
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+
         def terminate(signum, frame):
             raise SystemExit(128 + signum)
 
@@ -84,19 +107,36 @@ def _exit_on_sigterm() -> None:
 class VLLMServer:
     """A `vllm serve` process: started, health-checked, logged into the job's log, stopped on every exit path."""
 
-    def __init__(self, model_path: str, name: str, options: dict[str, Any], devices: Sequence[str] | None = None,
-                 startup_timeout: float = 1800.0):
+    def __init__(
+        self,
+        model_path: str,
+        name: str,
+        options: dict[str, Any],
+        devices: Sequence[str] | None = None,
+        startup_timeout: float = 1800.0,
+    ):
         self.name, self.port = name, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ)
         if devices:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in devices)
         self.command = serve_command(model_path, name, self.port, options)
-        log.info("starting vllm serve for %s on port %d%s", name, self.port,
-                 f", GPU(s) {env['CUDA_VISIBLE_DEVICES']}" if devices else "")
+        log.info(
+            "starting vllm serve for %s on port %d%s",
+            name,
+            self.port,
+            f", GPU(s) {env['CUDA_VISIBLE_DEVICES']}" if devices else "",
+        )
         self.tail: deque[str] = deque(maxlen=40)
-        self.process = subprocess.Popen(self.command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+        self.process = subprocess.Popen(
+            self.command,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
         self._reader = threading.Thread(target=self._forward_log, daemon=True)
         self._reader.start()
         atexit.register(self.stop)
@@ -118,8 +158,10 @@ class VLLMServer:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 self._reader.join(timeout=5)
-                raise RuntimeError(f"vllm serve for {self.name} exited with code {self.process.returncode} before it "
-                                   f"was healthy; its last lines:\n" + "\n".join(self.tail))
+                raise RuntimeError(
+                    f"vllm serve for {self.name} exited with code {self.process.returncode} before it "
+                    f"was healthy; its last lines:\n" + "\n".join(self.tail)
+                )
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=5) as response:
                     if response.status == 200:
@@ -147,8 +189,15 @@ class VLLMServer:
 class VLLMServerBackend(OpenAIBackend):
     """A model in its own `vllm serve` process: the offline `VLLMBackend`'s requests and cache keys."""
 
-    def __init__(self, model_path: str, *, devices: Sequence[str] | None = None, seed: int = 0,
-                 max_concurrency: int = 64, **engine_options: Any):
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        devices: Sequence[str] | None = None,
+        seed: int = 0,
+        max_concurrency: int = 64,
+        **engine_options: Any,
+    ):
         import torch
 
         options = {"seed": seed, **engine_options}
@@ -160,28 +209,43 @@ class VLLMServerBackend(OpenAIBackend):
         name = Path(path).name
         self.server = VLLMServer(path, name, options, devices)
         # our own server has no --api-key: send none (never the user's OPENAI_API_KEY)
-        super().__init__(f"{self.server.url}/v1", name, api_key="EMPTY", max_concurrency=max_concurrency, timeout=3600.0,
-                         tokenizer_path=path)
+        super().__init__(
+            f"{self.server.url}/v1",
+            name,
+            api_key="EMPTY",
+            max_concurrency=max_concurrency,
+            timeout=3600.0,
+            tokenizer_path=path,
+        )
         self.model_id = f"vllm::{model_fingerprint(path)}"
 
-    def generate(self, requests: Sequence[GenerationRequest], progress: ProgressCallback | None = None
-                 ) -> list[list[Generation]]:
+    def generate(
+        self, requests: Sequence[GenerationRequest], progress: ProgressCallback | None = None
+    ) -> list[list[Generation]]:
         requests = list(requests)
         if not requests:
             return []
         tokenizer = self.tokenizer
 
         def calls(client, semaphore):
-            return [self._complete(client, semaphore, r, chat_prompt_ids(tokenizer, r.messages), progress)
-                    for r in requests]
+            return [
+                self._complete(client, semaphore, r, chat_prompt_ids(tokenizer, r.messages), progress) for r in requests
+            ]
 
         return _run_coroutine(lambda: self._gather(calls))
 
     async def _complete(self, client, semaphore, request: GenerationRequest, prompt_ids: list[int], progress):
         s = request.sampling
-        kwargs: dict[str, Any] = dict(model=self.model, prompt=prompt_ids, n=request.n, temperature=s.temperature,
-                                      top_p=s.top_p, max_tokens=s.max_tokens, seed=s.seed,
-                                      extra_body={"return_token_ids": True})
+        kwargs: dict[str, Any] = dict(
+            model=self.model,
+            prompt=prompt_ids,
+            n=request.n,
+            temperature=s.temperature,
+            top_p=s.top_p,
+            max_tokens=s.max_tokens,
+            seed=s.seed,
+            extra_body={"return_token_ids": True},
+        )
         if s.logprobs:
             kwargs["logprobs"] = 0
         async with semaphore:
@@ -196,16 +260,26 @@ class VLLMServerBackend(OpenAIBackend):
             logprobs = [float(v) for v in c.logprobs.token_logprobs] if s.logprobs and c.logprobs is not None else None
             if s.logprobs and logprobs is None:
                 raise RuntimeError(f"{self.model_id}: logprobs were requested but the server returned none")
-            count = len(token_ids) if token_ids is not None else (
-                len(logprobs) if logprobs is not None else int(response.usage.completion_tokens) // request.n)
-            gens.append(Generation(text=c.text or "", completion_tokens=count, prompt_tokens=len(prompt_ids),
-                                   token_logprobs=logprobs, finish_reason=normalise_finish_reason(c.finish_reason),
-                                   token_ids=list(token_ids) if token_ids is not None else None))
+            count = (
+                len(token_ids)
+                if token_ids is not None
+                else (len(logprobs) if logprobs is not None else int(response.usage.completion_tokens) // request.n)
+            )
+            gens.append(
+                Generation(
+                    text=c.text or "",
+                    completion_tokens=count,
+                    prompt_tokens=len(prompt_ids),
+                    token_logprobs=logprobs,
+                    finish_reason=normalise_finish_reason(c.finish_reason),
+                    token_ids=list(token_ids) if token_ids is not None else None,
+                )
+            )
         if progress is not None:
             progress(len(gens))
         return gens
 
-    def with_adapter(self, adapter_dir: str | Path, name: str, adapter_id: int) -> "VLLMServerBackend":
+    def with_adapter(self, adapter_dir: str | Path, name: str, adapter_id: int) -> VLLMServerBackend:
         """The served base model under one of the adapters the server was started with (`lora_modules`):
         requests name the adapter; the cache key is the offline adapter view's. Closing it leaves the server."""
         import copy

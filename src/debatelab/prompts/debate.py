@@ -15,10 +15,11 @@ Styles (config `template`):
 * ``pairwise``: the confidence paper's debate turn (spec 004 §7): a fresh user turn with the
   agent's own and the peer's earlier answers.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ..grading import last_boxed_span
 from .questions import NULL_SLOT, final_answer_text, question_messages
@@ -59,7 +60,7 @@ def mask_last_boxed(text: str) -> str:
         return text
     start, content_start, end = span
     braced = text[content_start - 1] == "{"  # else a bare "\\boxed 5"
-    return text[:start] + MASKED + text[end + 1 if braced else end:]
+    return text[:start] + MASKED + text[end + 1 if braced else end :]
 
 
 def _peer_text(peer: PeerView, task_type: str, mask_boxed: bool, null: bool) -> str:
@@ -105,7 +106,11 @@ def debate_turn(
         if style == "du":
             user = _du_message(peer_texts, question)
             if null:
-                history = [*_system(row, system_prompt), {"role": "user", "content": question}, {"role": "assistant", "content": own}]
+                history = [
+                    *_system(row, system_prompt),
+                    {"role": "user", "content": question},
+                    {"role": "assistant", "content": own},
+                ]
             else:
                 history = list(own_conversation)
             out.append([*history, {"role": "user", "content": user}])
@@ -127,7 +132,11 @@ def _answers_line(peer_texts) -> str:
 
 def _du_message(peer_texts, question: str) -> str:
     full = "".join(f"\n\nOne agent solution: ```{text}```" for p, text in peer_texts if p.full)
-    head = "These are the solutions to the problem from other agents:" if full else "These are the answers of other agents."
+    head = (
+        "These are the solutions to the problem from other agents:"
+        if full
+        else "These are the answers of other agents."
+    )
     return f"{head}{full}{_answers_line(peer_texts)}\n\n{INSTRUCTIONS['du']}\n\n{question}"
 
 
@@ -157,11 +166,14 @@ def _pairwise_message(peer_texts, own: str, question: str) -> str:
 
 #: SDRL's training debate prompt (spec 003 §4, reconstructed: the paper shows it as an image).
 SELF_DEBATE_STYLES = ("two_turn", "one_message")
-SELF_DEBATE_INSTRUCTION = "Carefully compare both solutions, check each step, and give your final answer to the question:"
+SELF_DEBATE_INSTRUCTION = (
+    "Carefully compare both solutions, check each step, and give your final answer to the question:"
+)
 
 
-def self_debate_messages(row: dict, system_prompt: str | None, first: str, second: str,
-                         style: str = "two_turn") -> list[dict]:
+def self_debate_messages(
+    row: dict, system_prompt: str | None, first: str, second: str, style: str = "two_turn"
+) -> list[dict]:
     """The second-turn prompt of SDRL: the question with two of the policy's own earlier solutions.
 
     ``two_turn``: the first solution is the model's own previous answer in the conversation, and a
@@ -173,10 +185,17 @@ def self_debate_messages(row: dict, system_prompt: str | None, first: str, secon
     question = question_messages(row, system_prompt)
     system, user = question[:-1], question[-1]["content"]
     if style == "two_turn":
-        follow_up = (f"Here is another agent's solution to the same problem:\n\n{second}\n\n"
-                     f"{SELF_DEBATE_INSTRUCTION}\n{user}")
-        return [*system, {"role": "user", "content": user}, {"role": "assistant", "content": first},
-                {"role": "user", "content": follow_up}]
-    message = (f"{user}\n\nHere are two solutions from other agents.\n\nResponse 1:\n{first}\n\n"
-               f"Response 2:\n{second}\n\n{SELF_DEBATE_INSTRUCTION}\n{user}")
+        follow_up = (
+            f"Here is another agent's solution to the same problem:\n\n{second}\n\n{SELF_DEBATE_INSTRUCTION}\n{user}"
+        )
+        return [
+            *system,
+            {"role": "user", "content": user},
+            {"role": "assistant", "content": first},
+            {"role": "user", "content": follow_up},
+        ]
+    message = (
+        f"{user}\n\nHere are two solutions from other agents.\n\nResponse 1:\n{first}\n\n"
+        f"Response 2:\n{second}\n\n{SELF_DEBATE_INSTRUCTION}\n{user}"
+    )
     return [*system, {"role": "user", "content": message}]

@@ -7,9 +7,11 @@ renders DAPO prompts with none); an agent's own `system_prompt` still applies.
 Every template has a content-free twin (`null=True`): the same text with each content slot set
 to "N/A", used by the bias-corrected sequence-probability confidence (Zhao et al. 2021).
 """
+
 from __future__ import annotations
 
 import string
+
 from ..data.schema import parse_meta
 
 NULL_SLOT = "N/A"
@@ -69,7 +71,9 @@ def question_messages(row: dict, system_prompt: str | None = None, null: bool = 
     """
     task_type = row["task_type"]
     if task_type not in USER_TEMPLATES:
-        raise ValueError(f"question {row.get('id')!r}: unknown task_type {task_type!r}; expected one of {sorted(USER_TEMPLATES)}")
+        raise ValueError(
+            f"question {row.get('id')!r}: unknown task_type {task_type!r}; expected one of {sorted(USER_TEMPLATES)}"
+        )
     meta = parse_meta(row.get("meta"))
     own_prompt = meta.get("prompt")
     if isinstance(own_prompt, str) and own_prompt.strip():

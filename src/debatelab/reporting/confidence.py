@@ -1,10 +1,11 @@
 """The confidence paper's report: optimisation histories, reliability and accuracy-rejection plots
 of the test split, and the experiment summary (metrics averaged over runs, lift over the best
 zero-shot agent with t-test counts, the paper's Table 1 layout, a lift plot)."""
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -27,8 +28,6 @@ def plot_history(trials: pd.DataFrame, title: str):
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
-
-
 
 
 def _per_estimator_figure(predictions: pd.DataFrame, title: str, xlabel: str, draw, decorate=None):
@@ -73,10 +72,9 @@ def plot_accuracy_rejection(predictions: pd.DataFrame, title: str):
         coverage, accuracy = metrics.accuracy_rejection_curve(part["confidence"], part["correct"], seed=0)
         ax.plot(coverage, accuracy, "-", label=method)
 
-    return _per_estimator_figure(predictions, f"Accuracy-rejection: {title}", "fraction kept (most confident first)", draw)
-
-
-
+    return _per_estimator_figure(
+        predictions, f"Accuracy-rejection: {title}", "fraction kept (most confident first)", draw
+    )
 
 
 def runs_greater_p(a: Sequence[float], b: Sequence[float]) -> float:
@@ -112,9 +110,14 @@ def lift_table(table: pd.DataFrame, baselines: Sequence[str], alpha: float = 0.0
             if method == "zero_shot":
                 continue
             comparators = ["zero_shot"] if method in baselines else [m for m in baselines if m in wide]
-            row = {"dataset": dataset, "estimator": estimator, "calibrator": kind, "method": method,
-                   "n_pairs": part.index.get_level_values("pair").nunique(),
-                   "n_runs": int(part.groupby(level="pair").size().min())}
+            row = {
+                "dataset": dataset,
+                "estimator": estimator,
+                "calibrator": kind,
+                "method": method,
+                "n_pairs": part.index.get_level_values("pair").nunique(),
+                "n_runs": int(part.groupby(level="pair").size().min()),
+            }
             for metric in ("f1", "auarc"):
                 lift = 100 * (part[metric] - wide["zero_shot"][metric])
                 row[f"lift_{metric}"] = float(lift.groupby(level="pair").mean().mean())
@@ -147,8 +150,9 @@ def paper_layout(lift: pd.DataFrame, calibrator: str) -> pd.DataFrame:
         return pd.DataFrame(columns=["estimator", "method"])
     order = {m: i for i, m in enumerate(["mad", "mad_d", "wsv", "cga", "hid"])}
     frame = part.assign(cell=part.apply(cell, axis=1), _o=part["method"].map(order).fillna(99))
-    wide = frame.sort_values(["estimator", "_o"]).pivot_table(index=["estimator", "_o", "method"], columns="dataset",
-                                                              values="cell", aggfunc="first")
+    wide = frame.sort_values(["estimator", "_o"]).pivot_table(
+        index=["estimator", "_o", "method"], columns="dataset", values="cell", aggfunc="first"
+    )
     return wide.reset_index().drop(columns="_o")
 
 
@@ -167,27 +171,41 @@ def plot_lift(lift: pd.DataFrame, calibrator: str, title: str):
             wide = part.pivot_table(index=["dataset", "estimator"], columns="method", values=f"lift_{metric}")
             wide = wide[sorted(wide.columns, key=lambda m: (order.get(m, len(order)), m))]
             wide.plot.bar(ax=ax, legend=False, width=0.8)
-            ax.set_xticks(range(len(wide)), [f"{d} / {e}" for d, e in wide.index], rotation=30, ha="right",
-                          fontsize=8)
+            ax.set_xticks(range(len(wide)), [f"{d} / {e}" for d, e in wide.index], rotation=30, ha="right", fontsize=8)
             handles, names = ax.get_legend_handles_labels()
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_xlabel("dataset / estimator")
         ax.set_ylabel(f"{metric.upper()} lift over zs* (points)")
     if handles:
-        fig.legend(handles, names, title="method", loc="center left", bbox_to_anchor=(0.9, 0.5), fontsize=8,
-                   frameon=False)
+        fig.legend(
+            handles, names, title="method", loc="center left", bbox_to_anchor=(0.9, 0.5), fontsize=8, frameon=False
+        )
     fig.suptitle(f"{title} ({calibrator} calibration)", fontsize=9)
     fig.tight_layout(rect=(0, 0, 0.9, 1))  # the right tenth holds the legend (savefig doesn't crop)
     return fig
 
 
-def summarize_confidence(metrics_paths: Sequence[str | Path], table_path, lift_path, paper_path, plot_path, *,
-                         baselines: Sequence[str], calibrator: str = "beta", alpha: float = 0.05) -> pd.DataFrame:
+def summarize_confidence(
+    metrics_paths: Sequence[str | Path],
+    table_path,
+    lift_path,
+    paper_path,
+    plot_path,
+    *,
+    baselines: Sequence[str],
+    calibrator: str = "beta",
+    alpha: float = 0.05,
+) -> pd.DataFrame:
     """The experiment's confidence summary: metrics averaged over runs, the lift table over zs*
     (`lift_table`, with the stage's `baselines`), Table 1's layout and the lift plot."""
     table = pd.concat([pd.read_csv(p) for p in metrics_paths], ignore_index=True)
-    means = (table.groupby(["dataset", "pair", "estimator", "calibrator", "method"], sort=False)
-             [["accuracy", "f1", "auarc", "auroc", "ece", "brier", "nll"]].mean().reset_index())
+    means = (
+        table.groupby(["dataset", "pair", "estimator", "calibrator", "method"], sort=False)[
+            ["accuracy", "f1", "auarc", "auroc", "ece", "brier", "nll"]
+        ]
+        .mean()
+        .reset_index()
+    )
     write_text_atomic(means.to_csv(index=False), table_path)
     lift = lift_table(table, baselines, alpha)
     write_text_atomic(lift.to_csv(index=False), lift_path)

@@ -1,8 +1,9 @@
 """The debate summary: every protocol side by side, SVR-MAD's Table 1 layout, cost against accuracy."""
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pandas as pd
 
@@ -10,14 +11,40 @@ from ..io import read_parquet_checked, save_figure_atomic, write_text_atomic
 from .figures import subplots
 
 DEBATE_SUMMARY_COLUMNS = [
-    "dataset", "protocol", "kind", "questions", "threads", "accuracy", "parse_failure_rate",
-    "final_parse_failure_rate", "mean_ncomm", "mean_total_tokens", "mean_debate_calls", "mean_rounds",
-    "early_stop_rate", "pre_majority_accuracy", "non_unanimous_questions", "accuracy_non_unanimous",
-    "mean_ncomm_non_unanimous", "mean_total_tokens_non_unanimous",
+    "dataset",
+    "protocol",
+    "kind",
+    "questions",
+    "threads",
+    "accuracy",
+    "parse_failure_rate",
+    "final_parse_failure_rate",
+    "mean_ncomm",
+    "mean_total_tokens",
+    "mean_debate_calls",
+    "mean_rounds",
+    "early_stop_rate",
+    "pre_majority_accuracy",
+    "non_unanimous_questions",
+    "accuracy_non_unanimous",
+    "mean_ncomm_non_unanimous",
+    "mean_total_tokens_non_unanimous",
 ]
 DEBATE_QUESTION_INPUTS = [
-    "question_id", "dataset", "protocol", "kind", "thread", "correct", "parse_failed", "rounds_used",
-    "stopped_early", "ncomm", "debate_calls", "total_tokens", "pre_correct", "pre_unanimous",
+    "question_id",
+    "dataset",
+    "protocol",
+    "kind",
+    "thread",
+    "correct",
+    "parse_failed",
+    "rounds_used",
+    "stopped_early",
+    "ncomm",
+    "debate_calls",
+    "total_tokens",
+    "pre_correct",
+    "pre_unanimous",
 ]
 DEBATE_TURN_INPUTS = ["dataset", "protocol", "round", "parse_failed"]
 PAPER_METRICS = ["NComm", "Tok", "Acc"]
@@ -107,8 +134,14 @@ def plot_debate_cost_accuracy(summary: pd.DataFrame):
         for i, protocol in enumerate(protocols):
             row = sub[sub["protocol"] == protocol]
             if len(row):
-                ax.scatter(row["mean_total_tokens"], 100 * row["accuracy"], marker=markers[i % len(markers)],
-                           color=f"C{i % 10}", s=40, label=protocol)
+                ax.scatter(
+                    row["mean_total_tokens"],
+                    100 * row["accuracy"],
+                    marker=markers[i % len(markers)],
+                    color=f"C{i % 10}",
+                    s=40,
+                    label=protocol,
+                )
         ax.set_xlabel("mean tokens per question")
         ax.set_ylim(-3, 103)
         ax.set_title(f"{dataset} (n={int(sub['questions'].max())} questions)", fontsize=9)

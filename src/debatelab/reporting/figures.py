@@ -1,5 +1,6 @@
 """The figure convention: a plot function builds and returns a matplotlib figure; the caller saves
 it with `debatelab.io.save_figure_atomic` (the one writer: temporary file, rename, close)."""
+
 from __future__ import annotations
 
 

@@ -1,4 +1,5 @@
 """The training stage's plot: learning curves and where a step's time goes."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -28,30 +29,53 @@ def plot_training_curves(metrics: pd.DataFrame, title: str):
     steps = metrics["step"] if len(metrics) else []
     if len(metrics):
         reward.plot(steps, metrics["reward_mean"], marker="o", markersize=3, label="mean reward")
-        reward.fill_between(steps, metrics["reward_mean"] - metrics["reward_std"],
-                            metrics["reward_mean"] + metrics["reward_std"], alpha=0.2)
+        reward.fill_between(
+            steps,
+            metrics["reward_mean"] - metrics["reward_std"],
+            metrics["reward_mean"] + metrics["reward_std"],
+            alpha=0.2,
+        )
         reward.plot(steps, metrics["accuracy"], marker="s", markersize=3, label="rollout accuracy")
         heldout = heldout_curve(metrics)
         if len(heldout):
             n = int(metrics["heldout_questions"].max())
-            reward.plot(heldout.index, heldout.values, marker="D", markersize=4, color="black",
-                        label=f"held-out accuracy (n = {n})")
+            reward.plot(
+                heldout.index,
+                heldout.values,
+                marker="D",
+                markersize=4,
+                color="black",
+                label=f"held-out accuracy (n = {n})",
+            )
             for column in metrics.columns:  # a multi-agent run: each agent alone
                 if column.startswith("heldout_accuracy_"):
                     curve = heldout_curve(metrics, column)
-                    reward.plot(curve.index, curve.values, linestyle="--", linewidth=1, marker=".",
-                                label=f"held-out, {column.removeprefix('heldout_accuracy_')}")
+                    reward.plot(
+                        curve.index,
+                        curve.values,
+                        linestyle="--",
+                        linewidth=1,
+                        marker=".",
+                        label=f"held-out, {column.removeprefix('heldout_accuracy_')}",
+                    )
         length.plot(steps, metrics["response_length"], marker="o", markersize=3)
         if "r_sys" in metrics:  # a multi-agent (UDPO) run: the debates' stability rewards
             for column, marker in (("r_intra", "o"), ("r_inter", "s"), ("r_sys", "^")):
                 groups.plot(steps, metrics[column], marker=marker, markersize=3, label=column)
         elif "value_loss" in metrics:  # MAPPO / RMAAC: consensus, the critic's fit, RMAAC's swapped peers
-            for column, marker, label in (("consensus", "o", "final-round consensus"), ("value_mean", "s", "mean V(s)"),
-                                          ("value_loss", "^", "critic MSE"), ("peer_swaps", "v", "peers swapped")):
+            for column, marker, label in (
+                ("consensus", "o", "final-round consensus"),
+                ("value_mean", "s", "mean V(s)"),
+                ("value_loss", "^", "critic MSE"),
+                ("peer_swaps", "v", "peers swapped"),
+            ):
                 groups.plot(steps, metrics[column], marker=marker, markersize=3, label=label)
         elif "eu_mean" in metrics:  # UMAD: first- and last-turn accuracy, the EU reward, the AU weight
-            for column, marker, label in (("accuracy_first", "o", "accuracy, first turn"), ("eu_mean", "s", "mean EU reward"),
-                                          ("weight_mean", "^", "mean aleatoric weight W")):
+            for column, marker, label in (
+                ("accuracy_first", "o", "accuracy, first turn"),
+                ("eu_mean", "s", "mean EU reward"),
+                ("weight_mean", "^", "mean aleatoric weight W"),
+            ):
                 groups.plot(steps, metrics[column], marker=marker, markersize=3, label=label)
         else:
             groups.plot(steps, metrics["groups_kept"], marker="o", markersize=3, label="first-turn groups kept")
@@ -61,8 +85,15 @@ def plot_training_curves(metrics: pd.DataFrame, title: str):
         time.plot(steps, metrics["update_seconds"], marker="s", markersize=3, label="update")
     reward.set_ylabel("reward / accuracy")
     length.set_ylabel("mean response length (tokens)")
-    groups.set_ylabel("debate stability reward" if "r_sys" in metrics else "critic and consensus" if "value_loss" in metrics
-                      else "UMAD terms" if "eu_mean" in metrics else "prompt groups per step")
+    groups.set_ylabel(
+        "debate stability reward"
+        if "r_sys" in metrics
+        else "critic and consensus"
+        if "value_loss" in metrics
+        else "UMAD terms"
+        if "eu_mean" in metrics
+        else "prompt groups per step"
+    )
     time.set_ylabel("seconds per step")
     for ax in (reward, groups, time):
         ax.legend(fontsize=7)

@@ -1,4 +1,5 @@
 """The uncertainty stage's plot: accuracy of the least uncertain questions, one line per measure."""
+
 from __future__ import annotations
 
 import pandas as pd

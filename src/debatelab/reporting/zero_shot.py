@@ -1,8 +1,9 @@
 """The zero-shot summary: accuracy, parse failures, confidence and tokens per dataset and agent."""
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pandas as pd
 
@@ -10,8 +11,18 @@ from ..io import read_parquet_checked, save_figure_atomic, write_text_atomic
 from .figures import subplots
 
 ZERO_SHOT_SUMMARY_COLUMNS = [
-    "dataset", "agent", "model", "questions", "samples", "accuracy", "parse_failure_rate", "truncated_rate",
-    "mean_conf_verbal", "mean_conf_seqprob", "tokens_per_question", "confidence_tokens_per_question",
+    "dataset",
+    "agent",
+    "model",
+    "questions",
+    "samples",
+    "accuracy",
+    "parse_failure_rate",
+    "truncated_rate",
+    "mean_conf_verbal",
+    "mean_conf_seqprob",
+    "tokens_per_question",
+    "confidence_tokens_per_question",
 ]
 
 
@@ -41,8 +52,12 @@ def zero_shot_summary(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
 
 def plot_zero_shot(summary: pd.DataFrame):
     """Accuracy, parse failures and mean confidences per agent, one panel per dataset."""
-    metrics = [("accuracy", "accuracy"), ("parse_failure_rate", "parse failures"),
-               ("mean_conf_verbal", "self-report conf."), ("mean_conf_seqprob", "seq-prob conf.")]
+    metrics = [
+        ("accuracy", "accuracy"),
+        ("parse_failure_rate", "parse failures"),
+        ("mean_conf_verbal", "self-report conf."),
+        ("mean_conf_seqprob", "seq-prob conf."),
+    ]
     datasets = list(summary["dataset"].unique())
     fig, axes = subplots(1, len(datasets), figsize=(5 * len(datasets), 3.8), squeeze=False, sharey=True)
     for ax, dataset in zip(axes[0], datasets):

@@ -9,6 +9,7 @@ of a debate (UDPO, MAPPO, RMAAC, UMAD; specs 000, 001). `README.md` beside this 
 * `stage`, `multi_agent_stage`: the rules' jobs (`train`; `udpo_warmup`, `udpo_coefficients`,
   `train_agents`).
 """
+
 from .settings import LoraSettings, TrainSettings
 
 __all__ = ["LoraSettings", "TrainSettings"]

@@ -13,6 +13,7 @@
    (`agents/<agent>/`, used as model `trained:<run>/<agent>`), `metrics.parquet`, `curves.png` and
    `settings.json`, with resume checkpoints beside them.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,9 @@ WARMUP_COLUMNS = ["question_id", "task_type", "gold", "round", "seat", "agent", 
 
 def _warmup_questions(dataset_path, limit, settings: TrainSettings) -> pd.DataFrame:
     """UDPO's warm-up questions (`methods.udpo.split_warmup`; the training takes the others)."""
-    return split_warmup(select_questions(read_dataset(dataset_path), limit, settings.seed),
-                        settings.udpo.warmup_fraction, settings.seed)[0]
+    return split_warmup(
+        select_questions(read_dataset(dataset_path), limit, settings.seed), settings.udpo.warmup_fraction, settings.seed
+    )[0]
 
 
 def _policies(bases: dict[str, str], settings: TrainSettings, device: str | None):
@@ -54,8 +56,17 @@ def _policies(bases: dict[str, str], settings: TrainSettings, device: str | None
     return AgentPolicies(bases, settings, device=device), device
 
 
-def udpo_warmup_job(*, dataset_path, bases: dict[str, str], participants: Sequence[str], agents: dict[str, AgentSpec],
-                    settings: TrainSettings, out_path, limit: int | None = None, device: str | None = None) -> pd.DataFrame:
+def udpo_warmup_job(
+    *,
+    dataset_path,
+    bases: dict[str, str],
+    participants: Sequence[str],
+    agents: dict[str, AgentSpec],
+    settings: TrainSettings,
+    out_path,
+    limit: int | None = None,
+    device: str | None = None,
+) -> pd.DataFrame:
     """Algorithm B step 1: one debate per held-out question by the untrained agents."""
     from ..debate.stage import participant_labels
     from .core.debate_rollouts import rollout_debates
@@ -64,8 +75,15 @@ def udpo_warmup_job(*, dataset_path, bases: dict[str, str], participants: Sequen
     policies, _ = _policies(bases, settings, device)
     policies.train(False)
     try:  # step −1: seeds apart from every training step's
-        states = rollout_debates(policies, warmup.to_dict("records"), participants, settings, step=-1,
-                                 rounds=settings.udpo.rounds, system_prompts={a: s.system_prompt for a, s in agents.items()})
+        states = rollout_debates(
+            policies,
+            warmup.to_dict("records"),
+            participants,
+            settings,
+            step=-1,
+            rounds=settings.udpo.rounds,
+            system_prompts={a: s.system_prompt for a, s in agents.items()},
+        )
     finally:
         policies.close()
     seats = participant_labels(participants)
@@ -73,12 +91,23 @@ def udpo_warmup_job(*, dataset_path, bases: dict[str, str], participants: Sequen
     for state in states:
         for turn in state.pre + state.turns:
             label, agent, _ = seats[turn.agent]
-            rows.append({"question_id": state.question_id, "task_type": state.task_type, "gold": str(state.row["answer"]),
-                         "round": turn.round, "seat": label, "agent": agent, "answer": turn.answer,
-                         "correct": bool(turn.correct)})
+            rows.append(
+                {
+                    "question_id": state.question_id,
+                    "task_type": state.task_type,
+                    "gold": str(state.row["answer"]),
+                    "round": turn.round,
+                    "seat": label,
+                    "agent": agent,
+                    "answer": turn.answer,
+                    "correct": bool(turn.correct),
+                }
+            )
     frame = pd.DataFrame(rows, columns=WARMUP_COLUMNS)
     write_parquet_atomic(frame, out_path)
-    log.info("udpo warm-up: %d debates of %d seats, %d rounds -> %s", len(states), len(seats), settings.udpo.rounds, out_path)
+    log.info(
+        "udpo warm-up: %d debates of %d seats, %d rounds -> %s", len(states), len(seats), settings.udpo.rounds, out_path
+    )
     return frame
 
 
@@ -90,7 +119,9 @@ def warmup_trajectories(frame: pd.DataFrame, path="warm-up") -> tuple[list, list
     for qid, rows in frame.groupby("question_id", sort=True):
         grid = rows.pivot(index="round", columns="seat", values="answer").reindex(index=range(rounds), columns=seats)
         if len(rows) != rounds * len(seats):
-            raise ValueError(f"{path}: question {qid} has {len(rows)} rows, expected {rounds} rounds × {len(seats)} seats")
+            raise ValueError(
+                f"{path}: question {qid} has {len(rows)} rows, expected {rounds} rounds × {len(seats)} seats"
+            )
         trajectories.append([[a if isinstance(a, str) else None for a in grid.loc[t]] for t in range(rounds)])
         golds.append(str(rows["gold"].iloc[0]))
     task_types = set(frame["task_type"])
@@ -104,31 +135,65 @@ def udpo_coefficients_job(*, warmup_path, out_path, settings: TrainSettings) -> 
     frame = read_parquet_checked(warmup_path, WARMUP_COLUMNS)
     trajectories, golds, seats, task_type = warmup_trajectories(frame, warmup_path)
     u = settings.udpo
-    coefficients, profile = calibrate_coefficients(trajectories, golds, task_type, kappa=u.kappa,
-                                                   lambda_base=u.lambda_base, eta_base=u.eta_base, lam=u.intra_lambda,
-                                                   sys_mode=u.sys_mode, base=u.base_weights)
+    coefficients, profile = calibrate_coefficients(
+        trajectories,
+        golds,
+        task_type,
+        kappa=u.kappa,
+        lambda_base=u.lambda_base,
+        eta_base=u.eta_base,
+        lam=u.intra_lambda,
+        sys_mode=u.sys_mode,
+        base=u.base_weights,
+    )
     coefficients = [ablated(c, u.ablate) for c in coefficients]
     ranking = reward_ranking(trajectories, golds, task_type, coefficients, lam=u.intra_lambda)
-    out = {"seats": {seat: c.to_dict() for seat, c in zip(seats, coefficients)}, "ablate": list(u.ablate),
-           "profile": {**profile, "agents": dict(zip(seats, profile["agents"]))},
-           "reward_check": dict(zip(seats, ranking))}
+    out = {
+        "seats": {seat: c.to_dict() for seat, c in zip(seats, coefficients)},
+        "ablate": list(u.ablate),
+        "profile": {**profile, "agents": dict(zip(seats, profile["agents"]))},
+        "reward_check": dict(zip(seats, ranking)),
+    }
     write_json_atomic(out, out_path)
-    log.info("udpo coefficients from %d warm-up debates (accuracy %.2f): %s", len(trajectories),
-             profile["warmup_accuracy"], json.dumps(out["seats"]))
+    log.info(
+        "udpo coefficients from %d warm-up debates (accuracy %.2f): %s",
+        len(trajectories),
+        profile["warmup_accuracy"],
+        json.dumps(out["seats"]),
+    )
     for seat, check in zip(seats, ranking):
         if check["task_share"] < 0.5:  # NaN (no spread at all) is not flagged
-            log.warning("udpo: on the warm-up, the task term is %.0f %% of seat %s's advantages (the rest is agreement "
-                        "and stability, earned as fully by a unanimous wrong debate); a wrong debate scores at least "
-                        "a right one in %.0f %% of pairs. Training may reward agreement over correctness: see "
-                        "reward_check in %s, and lambda_base", 100 * check["task_share"], seat,
-                        100 * check["misranked"], out_path)
+            log.warning(
+                "udpo: on the warm-up, the task term is %.0f %% of seat %s's advantages (the rest is agreement "
+                "and stability, earned as fully by a unanimous wrong debate); a wrong debate scores at least "
+                "a right one in %.0f %% of pairs. Training may reward agreement over correctness: see "
+                "reward_check in %s, and lambda_base",
+                100 * check["task_share"],
+                seat,
+                100 * check["misranked"],
+                out_path,
+            )
     return out
 
 
-def train_agents_job(*, dataset_path, bases: dict[str, str], participants: Sequence[str], agents: dict[str, AgentSpec],
-                     out_dirs: dict[str, str], metrics_path, curves_path, settings_path, checkpoint_dir, run: str,
-                     settings: TrainSettings, coefficients_path=None, limit: int | None = None,
-                     device: str | None = None, heldout_path=None) -> pd.DataFrame:
+def train_agents_job(
+    *,
+    dataset_path,
+    bases: dict[str, str],
+    participants: Sequence[str],
+    agents: dict[str, AgentSpec],
+    out_dirs: dict[str, str],
+    metrics_path,
+    curves_path,
+    settings_path,
+    checkpoint_dir,
+    run: str,
+    settings: TrainSettings,
+    coefficients_path=None,
+    limit: int | None = None,
+    device: str | None = None,
+    heldout_path=None,
+) -> pd.DataFrame:
     """UDPO on the training questions (the warm-up's held out), or UMAD, MAPPO or RMAAC on all of them; then every
     agent's folder, the metrics, the curves and the settings. `heldout_path`: a dataset file each agent's
     held-out accuracy is measured on as the run trains (`core/heldout.py`)."""
@@ -137,20 +202,34 @@ def train_agents_job(*, dataset_path, bases: dict[str, str], participants: Seque
         raise ValueError(f"train_agents: method {settings.method!r} trains one policy (rule train)")
     trainer_class = spec.trainer_class()
     # the questions it trains on (UDPO: the warm-up's held out) and its own arguments (UDPO: its coefficients)
-    questions, own = trainer_class.prepare_job(select_questions(read_dataset(dataset_path), limit, settings.seed),
-                                               settings, coefficients_path=coefficients_path)
+    questions, own = trainer_class.prepare_job(
+        select_questions(read_dataset(dataset_path), limit, settings.seed),
+        settings,
+        coefficients_path=coefficients_path,
+    )
     coefficients = own.get("coefficients", {})
     policies, device = _policies(bases, settings, device)
     system_prompts = {a: s.system_prompt for a, s in agents.items()}
     fingerprint = {  # a checkpoint of other parts is discarded naming what changed (checkpoint.load_checkpoint)
         "settings": resumable_settings(settings),
         "models": {a: model_fingerprint(p).split("#")[-1] for a, p in bases.items()},
-        "questions": questions["id"].astype(str).tolist(), "participants": list(participants),
-        "coefficients": {s: c.to_dict() for s, c in coefficients.items()}, "prompts": system_prompts,
+        "questions": questions["id"].astype(str).tolist(),
+        "participants": list(participants),
+        "coefficients": {s: c.to_dict() for s, c in coefficients.items()},
+        "prompts": system_prompts,
     }
-    trainer = trainer_class(questions, policies, settings, run=run, participants=participants,
-                            system_prompts=system_prompts, checkpoint_dir=checkpoint_dir, fingerprint=fingerprint,
-                            heldout=read_dataset(heldout_path) if heldout_path else None, **own)
+    trainer = trainer_class(
+        questions,
+        policies,
+        settings,
+        run=run,
+        participants=participants,
+        system_prompts=system_prompts,
+        checkpoint_dir=checkpoint_dir,
+        fingerprint=fingerprint,
+        heldout=read_dataset(heldout_path) if heldout_path else None,
+        **own,
+    )
     try:
         metrics = trainer.train()
     finally:
@@ -159,13 +238,28 @@ def train_agents_job(*, dataset_path, bases: dict[str, str], participants: Seque
         for agent, out in out_dirs.items():
             policies.save(agent, out)
         write_parquet_atomic(metrics, metrics_path)
-        save_figure_atomic(plot_training_curves(metrics, f"{run}: {settings.method}, {len(participants)} agents on "
-                                                         f"{Path(dataset_path).parent.name}"), curves_path)
-        write_json_atomic({"run": run, "method": settings.method, "participants": list(participants),
-                           "bases": dict(bases), "dataset": str(dataset_path), "questions": len(questions),
-                           "device": device, "processes": trainer.world,
-                           "heldout": {"dataset": str(heldout_path), "questions": len(trainer.heldout_rows)}
-                           if heldout_path else None,
-                           "coefficients": {s: c.to_dict() for s, c in coefficients.items()},
-                           "settings": settings.to_dict()}, settings_path)
+        save_figure_atomic(
+            plot_training_curves(
+                metrics, f"{run}: {settings.method}, {len(participants)} agents on {Path(dataset_path).parent.name}"
+            ),
+            curves_path,
+        )
+        write_json_atomic(
+            {
+                "run": run,
+                "method": settings.method,
+                "participants": list(participants),
+                "bases": dict(bases),
+                "dataset": str(dataset_path),
+                "questions": len(questions),
+                "device": device,
+                "processes": trainer.world,
+                "heldout": {"dataset": str(heldout_path), "questions": len(trainer.heldout_rows)}
+                if heldout_path
+                else None,
+                "coefficients": {s: c.to_dict() for s, c in coefficients.items()},
+                "settings": settings.to_dict(),
+            },
+            settings_path,
+        )
     return metrics

@@ -1,5 +1,6 @@
 """Settings of a training run (config `training.runs.<run>`): defaults are spec 003 §6's values
 (DAPO / SDRL on Qwen2.5-3B) and match config/schema.yaml (a test checks it)."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
@@ -124,30 +125,54 @@ class TrainSettings:
         for block in BLOCKS:
             if isinstance(getattr(self, block), dict):
                 object.__setattr__(self, block, method_block(block, getattr(self, block)))
-        choices = {"method": tuple(TRAINING_METHODS), "pair_mode": PAIR_MODES, "debate_template": DEBATE_TEMPLATES,
-                   "loss_aggregation": AGGREGATIONS, "kl_estimator": KL_ESTIMATORS, "finetuning": FINETUNING,
-                   "dtype": ("auto", "float32", "bfloat16", "float16"), "rollout_backend": ROLLOUT_BACKENDS,
-                   "ratio_level": ("token", "sequence", "trajectory"), "lr_schedule": LR_SCHEDULES,
-                   "parallelism": ("data", "model")}
+        choices = {
+            "method": tuple(TRAINING_METHODS),
+            "pair_mode": PAIR_MODES,
+            "debate_template": DEBATE_TEMPLATES,
+            "loss_aggregation": AGGREGATIONS,
+            "kl_estimator": KL_ESTIMATORS,
+            "finetuning": FINETUNING,
+            "dtype": ("auto", "float32", "bfloat16", "float16"),
+            "rollout_backend": ROLLOUT_BACKENDS,
+            "ratio_level": ("token", "sequence", "trajectory"),
+            "lr_schedule": LR_SCHEDULES,
+            "parallelism": ("data", "model"),
+        }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"training: {name} must be one of {allowed}, got {getattr(self, name)!r}")
-        positive = ("steps", "prompts_per_step", "debate_rollouts", "max_sampling_rounds", "max_tokens",
-                    "mini_batch_size", "micro_batch_size", "epochs", "checkpoint_every", "heldout_every",
-                    "heldout_questions")
+        positive = (
+            "steps",
+            "prompts_per_step",
+            "debate_rollouts",
+            "max_sampling_rounds",
+            "max_tokens",
+            "mini_batch_size",
+            "micro_batch_size",
+            "epochs",
+            "checkpoint_every",
+            "heldout_every",
+            "heldout_questions",
+        )
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"training: {name} must be >= 1, got {getattr(self, name)}")
         if self.rollouts_per_prompt < 2:
-            raise ValueError(f"training: rollouts_per_prompt must be >= 2 (group advantages), got {self.rollouts_per_prompt}")
+            raise ValueError(
+                f"training: rollouts_per_prompt must be >= 2 (group advantages), got {self.rollouts_per_prompt}"
+            )
         if not 0 <= self.overlong_buffer < self.max_tokens:
             raise ValueError(f"training: overlong_buffer must be in [0, max_tokens), got {self.overlong_buffer}")
         if not (0 <= self.clip_low < 1 and self.clip_high >= 0):
-            raise ValueError(f"training: clip_low in [0, 1) and clip_high >= 0 are required, got {self.clip_low}, {self.clip_high}")
+            raise ValueError(
+                f"training: clip_low in [0, 1) and clip_high >= 0 are required, got {self.clip_low}, {self.clip_high}"
+            )
         if self.learning_rate <= 0 or self.temperature <= 0 or not 0 < self.top_p <= 1:
             raise ValueError("training: learning_rate > 0, temperature > 0 and top_p in (0, 1] are required")
         if not 0 < self.vllm_gpu_memory_utilization <= 1:
-            raise ValueError(f"training: vllm_gpu_memory_utilization must be in (0, 1], got {self.vllm_gpu_memory_utilization}")
+            raise ValueError(
+                f"training: vllm_gpu_memory_utilization must be in (0, 1], got {self.vllm_gpu_memory_utilization}"
+            )
         if self.micro_batch_tokens is not None and self.micro_batch_tokens < 1:
             raise ValueError(f"training: micro_batch_tokens must be >= 1 or null, got {self.micro_batch_tokens}")
         if self.debate_prompts_per_step < 0 or self.warmup_steps < 0 or self.kl_coef < 0:
@@ -172,9 +197,23 @@ class TrainSettings:
 #: What each UDPO preparation job reads of a run's settings (the rest keeps their defaults). Snakemake
 #: reruns a job whose params change, so an update-only setting (micro_batch_tokens, learning_rate,
 #: steps, ...) must not rerun the warm-up debates or the coefficients computed from them.
-UDPO_WARMUP_KEYS = ("method", "seed", "protocol", "temperature", "top_p", "max_tokens", "overlong_buffer", "dtype",
-                    "rollout_batch_size", "finetuning", "rollout_backend", "vllm_gpu_memory_utilization",
-                    "vllm_max_model_len", "vllm_enforce_eager", "parallelism")
+UDPO_WARMUP_KEYS = (
+    "method",
+    "seed",
+    "protocol",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "overlong_buffer",
+    "dtype",
+    "rollout_batch_size",
+    "finetuning",
+    "rollout_backend",
+    "vllm_gpu_memory_utilization",
+    "vllm_max_model_len",
+    "vllm_enforce_eager",
+    "parallelism",
+)
 UDPO_WARMUP_UDPO_KEYS = ("rounds", "warmup_fraction")
 UDPO_COEFFICIENT_UDPO_KEYS = ("kappa", "lambda_base", "eta_base", "intra_lambda", "sys_mode", "base_weights", "ablate")
 
@@ -182,7 +221,9 @@ UDPO_COEFFICIENT_UDPO_KEYS = ("kappa", "lambda_base", "eta_base", "intra_lambda"
 def udpo_job_settings(spec: dict, job: str) -> dict:
     """The part of a run's settings (`Experiment.train_settings`) that `job` ("warmup" or
     "coefficients") depends on."""
-    keys, udpo_keys = {"warmup": (UDPO_WARMUP_KEYS, UDPO_WARMUP_UDPO_KEYS),
-                       "coefficients": (("method",), UDPO_COEFFICIENT_UDPO_KEYS)}[job]
+    keys, udpo_keys = {
+        "warmup": (UDPO_WARMUP_KEYS, UDPO_WARMUP_UDPO_KEYS),
+        "coefficients": (("method",), UDPO_COEFFICIENT_UDPO_KEYS),
+    }[job]
     udpo = spec.get("udpo") or {}
     return {**{k: spec[k] for k in keys if k in spec}, "udpo": {k: udpo[k] for k in udpo_keys if k in udpo}}

@@ -21,6 +21,7 @@ weights as an uninterrupted run.
 The method's trainer comes from the registry (`config.TRAINING_METHODS`: DAPO's or SDRL's); several
 processes are started by `core.launch.launch_or_train`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -42,8 +43,9 @@ from .settings import TrainSettings
 log = logging.getLogger(__name__)
 
 
-def run_fingerprint(settings: TrainSettings, model_path: str, dataset_path: str, policy: AgentSpec,
-                    optimizer_layout: str | None = None) -> dict:
+def run_fingerprint(
+    settings: TrainSettings, model_path: str, dataset_path: str, policy: AgentSpec, optimizer_layout: str | None = None
+) -> dict:
     """What a checkpoint must match to be resumed: every setting but the budget and logging, the base
     weights, the training questions, the policy's prompt, and how the optimizer state is split among
     processes (`zero.layout`: a ZeRO checkpoint holds one partition per process). The parts, hashed by
@@ -51,9 +53,12 @@ def run_fingerprint(settings: TrainSettings, model_path: str, dataset_path: str,
     own = resumable_settings(settings)
     data = Path(dataset_path)
     ids = read_parquet_checked(data, ["id"], only_required=True)["id"] if data.exists() else None
-    parts = {"settings": own, "model": model_fingerprint(model_path).split("#")[-1],
-             "data": stable_hash(ids.astype(str).tolist()) if ids is not None else str(data),
-             "system_prompt": policy.system_prompt}
+    parts = {
+        "settings": own,
+        "model": model_fingerprint(model_path).split("#")[-1],
+        "data": stable_hash(ids.astype(str).tolist()) if ids is not None else str(data),
+        "system_prompt": policy.system_prompt,
+    }
     if optimizer_layout is not None:  # absent for a whole optimizer state: earlier checkpoints still resume
         parts["optimizer_layout"] = optimizer_layout
     return parts
@@ -90,10 +95,16 @@ def train_job(
     torch.manual_seed(settings.seed)
     questions = select_questions(read_dataset(dataset_path), limit, settings.seed)
     trainer = spec.trainer_class()(
-        questions, Policy(model_path, settings, device=device), settings, run=run, system_prompt=policy.system_prompt,
-        reward=reward, checkpoint_dir=checkpoint_dir,
+        questions,
+        Policy(model_path, settings, device=device),
+        settings,
+        run=run,
+        system_prompt=policy.system_prompt,
+        reward=reward,
+        checkpoint_dir=checkpoint_dir,
         fingerprint=run_fingerprint(settings, str(model_path), str(dataset_path), policy, zero.layout(world)),
-        heldout=read_dataset(heldout_path) if heldout_path else None)
+        heldout=read_dataset(heldout_path) if heldout_path else None,
+    )
     try:
         metrics = trainer.train()
     finally:
@@ -101,13 +112,33 @@ def train_job(
     if rank == 0:
         trainer.policy.save(out_dir)
         write_parquet_atomic(metrics, metrics_path)
-        save_figure_atomic(plot_training_curves(metrics, f"{run}: {settings.method} on {Path(dataset_path).parent.name}, "
-                                                          f"{Path(model_path).name}"), curves_path)
-        write_json_atomic({"run": run, "policy": policy.name, "base_model": str(model_path),
-                           "dataset": str(dataset_path), "questions": len(questions), "processes": world,
-                           "heldout": {"dataset": str(heldout_path), "questions": len(trainer.heldout_rows)}
-                           if heldout_path else None,
-                           "device": device, "settings": settings.to_dict()}, settings_path)
-        log.info("trained %s: %d steps, final reward %.3f -> %s", run, len(metrics),
-                 metrics["reward_mean"].iloc[-1] if len(metrics) else float("nan"), out_dir)
+        save_figure_atomic(
+            plot_training_curves(
+                metrics, f"{run}: {settings.method} on {Path(dataset_path).parent.name}, {Path(model_path).name}"
+            ),
+            curves_path,
+        )
+        write_json_atomic(
+            {
+                "run": run,
+                "policy": policy.name,
+                "base_model": str(model_path),
+                "dataset": str(dataset_path),
+                "questions": len(questions),
+                "processes": world,
+                "heldout": {"dataset": str(heldout_path), "questions": len(trainer.heldout_rows)}
+                if heldout_path
+                else None,
+                "device": device,
+                "settings": settings.to_dict(),
+            },
+            settings_path,
+        )
+        log.info(
+            "trained %s: %d steps, final reward %.3f -> %s",
+            run,
+            len(metrics),
+            metrics["reward_mean"].iloc[-1] if len(metrics) else float("nan"),
+            out_dir,
+        )
     return metrics

@@ -1,5 +1,6 @@
 """The uncertainty stage: UDPO's debate-collapse measures and UMAD's epistemic/aleatoric
 decomposition (`measures`), and the job that computes them for a debate with diagnostics (`stage`)."""
+
 from .measures import (
     UDPO_KEYS,
     answer_distribution,
@@ -11,6 +12,12 @@ from .measures import (
 from .stage import UncertaintySettings, uncertainty_job
 
 __all__ = [
-    "UDPO_KEYS", "answer_distribution", "debate_uncertainty", "decompose", "decompose_samples",
-    "per_agent_uncertainty", "UncertaintySettings", "uncertainty_job",
+    "UDPO_KEYS",
+    "answer_distribution",
+    "debate_uncertainty",
+    "decompose",
+    "decompose_samples",
+    "per_agent_uncertainty",
+    "UncertaintySettings",
+    "uncertainty_job",
 ]

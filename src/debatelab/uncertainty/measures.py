@@ -21,11 +21,12 @@ Answers
   treats "INVALID before and after" as no change. `answer_distribution` can drop invalid
   samples instead (`include_invalid=False`).
 """
+
 from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -46,8 +47,14 @@ _JSD_FLOOR = 1e-12
 _SUM_TOLERANCE = 1e-6
 
 UDPO_KEYS = (
-    "u_intra", "u_inter", "u_sys", "flip_rate", "belief_revision",
-    "entropy", "disagreement", "leave_one_out",
+    "u_intra",
+    "u_inter",
+    "u_sys",
+    "flip_rate",
+    "belief_revision",
+    "entropy",
+    "disagreement",
+    "leave_one_out",
 )
 
 
@@ -72,10 +79,8 @@ def _trajectory_keys(
     for t, round_answers in enumerate(rounds):
         if len(round_answers) != n_agents:
             raise ValueError(f"round {t} has {len(round_answers)} agents, round 0 has {n_agents}")
-    flat = answer_keys(
-        [a for r in rounds for a in r], task_type=task_type, merge_equivalent=merge_equivalent
-    )
-    return [flat[t * n_agents:(t + 1) * n_agents] for t in range(len(rounds))]
+    flat = answer_keys([a for r in rounds for a in r], task_type=task_type, merge_equivalent=merge_equivalent)
+    return [flat[t * n_agents : (t + 1) * n_agents] for t in range(len(rounds))]
 
 
 def _pairwise_conflict(keys: Sequence[str]) -> float:
@@ -90,9 +95,7 @@ def _pairwise_conflict(keys: Sequence[str]) -> float:
     return 1.0 - same / (n * (n - 1))
 
 
-def _normalised_entropy(
-    keys: Sequence[str], normaliser: str, n_options: int | None
-) -> float:
+def _normalised_entropy(keys: Sequence[str], normaliser: str, n_options: int | None) -> float:
     counts = Counter(keys)
     n = len(keys)
     if normaliser == "observed":
@@ -120,16 +123,11 @@ def _leave_one_out(keys: Sequence[str], tie_rule: str) -> list[float]:
     return changed
 
 
-def _check_options(
-    lam: float, entropy_normaliser: str, n_options: int | None, loo_tie: str
-) -> None:
+def _check_options(lam: float, entropy_normaliser: str, n_options: int | None, loo_tie: str) -> None:
     if not 0.0 <= lam <= 1.0:
         raise ValueError(f"lam must lie in [0, 1], got {lam}")
     if entropy_normaliser not in ENTROPY_NORMALISERS:
-        raise ValueError(
-            f"unknown entropy_normaliser {entropy_normaliser!r}; "
-            f"expected one of {ENTROPY_NORMALISERS}"
-        )
+        raise ValueError(f"unknown entropy_normaliser {entropy_normaliser!r}; expected one of {ENTROPY_NORMALISERS}")
     if entropy_normaliser == "n_options" and (n_options is None or n_options < 1):
         raise ValueError("entropy_normaliser='n_options' needs n_options >= 1")
     if loo_tie not in LOO_TIE_RULES:
@@ -189,9 +187,7 @@ def debate_uncertainty(
     T = len(rounds) - 1
     first, final = rounds[0], rounds[-1]
 
-    flips = sum(
-        rounds[t][i] != rounds[t + 1][i] for i in range(n) for t in range(1, T)
-    )
+    flips = sum(rounds[t][i] != rounds[t + 1][i] for i in range(n) for t in range(1, T))
     flip_rate = flips / (n * (T - 1)) if T >= 2 else 0.0
     belief_revision = sum(first[i] != final[i] for i in range(n)) / n
     u_intra = lam * flip_rate + (1.0 - lam) * belief_revision
@@ -244,24 +240,21 @@ def per_agent_uncertainty(
     loo = _leave_one_out(rounds[-1], loo_tie)
     out = []
     for i in range(n):
-        flip = (
-            sum(rounds[t][i] != rounds[t + 1][i] for t in range(1, T)) / (T - 1)
-            if T >= 2 else 0.0
-        )
+        flip = sum(rounds[t][i] != rounds[t + 1][i] for t in range(1, T)) / (T - 1) if T >= 2 else 0.0
         revision = float(rounds[0][i] != rounds[-1][i])
         if n > 1:
-            inter = sum(
-                sum(r[i] != r[j] for j in range(n) if j != i) / (n - 1) for r in rounds
-            ) / (T + 1)
+            inter = sum(sum(r[i] != r[j] for j in range(n) if j != i) / (n - 1) for r in rounds) / (T + 1)
         else:
             inter = 0.0
-        out.append({
-            "u_intra": float(lam * flip + (1.0 - lam) * revision),
-            "u_inter": float(inter),
-            "flip_rate": float(flip),
-            "belief_revision": revision,
-            "leave_one_out": loo[i],
-        })
+        out.append(
+            {
+                "u_intra": float(lam * flip + (1.0 - lam) * revision),
+                "u_inter": float(inter),
+                "flip_rate": float(flip),
+                "belief_revision": revision,
+                "leave_one_out": loo[i],
+            }
+        )
     return out
 
 
@@ -311,9 +304,9 @@ def _as_matrix(distributions: Sequence[Mapping[str, float]] | np.ndarray) -> np.
             support: dict[str, None] = {}
             for d in dists:
                 support.update(dict.fromkeys(d))
-            matrix = np.array(
-                [[float(d.get(y, 0.0)) for y in support] for d in dists], dtype=float
-            ).reshape(len(dists), len(support))
+            matrix = np.array([[float(d.get(y, 0.0)) for y in support] for d in dists], dtype=float).reshape(
+                len(dists), len(support)
+            )
         else:
             matrix = np.asarray(dists, dtype=float)
             if matrix.ndim != 2:
@@ -373,18 +366,14 @@ def decompose_samples(
     if isinstance(samples, (str, bytes)) or len(samples) == 0:
         raise ValueError("samples must be a non-empty sequence of per-agent sample lists")
     per_agent = [list(s) for s in samples]
-    flat = answer_keys(
-        [a for s in per_agent for a in s], task_type=task_type, merge_equivalent=merge_equivalent
-    )
+    flat = answer_keys([a for s in per_agent for a in s], task_type=task_type, merge_equivalent=merge_equivalent)
     dists = []
     start = 0
     for i, s in enumerate(per_agent):
-        keys = flat[start:start + len(s)]
+        keys = flat[start : start + len(s)]
         start += len(s)
         # Keys are already canonical: count them as plain strings (None for INVALID).
-        dist = answer_distribution(
-            [None if k == INVALID else k for k in keys], include_invalid=include_invalid
-        )
+        dist = answer_distribution([None if k == INVALID else k for k in keys], include_invalid=include_invalid)
         if not dist:
             raise ValueError(f"agent {i} has no usable samples")
         dists.append(dist)

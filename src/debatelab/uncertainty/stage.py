@@ -47,13 +47,14 @@ repeat over its threads.
 multiple-choice question, 2 for yes/no, the label set); an open-ended (math) question has
 no answer set, so it falls back to "observed" and the log says how many did.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import pandas as pd
 
@@ -65,8 +66,15 @@ from .measures import ENTROPY_NORMALISERS, LOO_TIE_RULES, UDPO_KEYS, debate_unce
 log = logging.getLogger(__name__)
 
 REQUIRED_COLUMNS = [
-    "question_id", "dataset", "protocol", "thread", "task_type", "n_agents", "correct",
-    "rounds_used", "answers_by_round",
+    "question_id",
+    "dataset",
+    "protocol",
+    "thread",
+    "task_type",
+    "n_agents",
+    "correct",
+    "rounds_used",
+    "answers_by_round",
 ]
 UDPO_MEASURES = ("u_intra", "u_inter", "u_sys")
 UMAD_MEASURES = ("tu", "epistemic", "aleatoric")
@@ -85,22 +93,42 @@ class UncertaintySettings:
     def __post_init__(self):
         object.__setattr__(self, "selective_fractions", tuple(float(f) for f in self.selective_fractions))
         if self.entropy_norm not in ENTROPY_NORMALISERS:
-            raise ValueError(f"uncertainty entropy_norm must be one of {ENTROPY_NORMALISERS}, got {self.entropy_norm!r}")
+            raise ValueError(
+                f"uncertainty entropy_norm must be one of {ENTROPY_NORMALISERS}, got {self.entropy_norm!r}"
+            )
         if not 0.0 <= self.lam <= 1.0:
             raise ValueError(f"uncertainty lam must lie in [0, 1], got {self.lam}")
         if self.loo_tie not in LOO_TIE_RULES:
             raise ValueError(f"uncertainty loo_tie must be one of {LOO_TIE_RULES}, got {self.loo_tie!r}")
         bad = [f for f in self.selective_fractions if not 0.0 < f <= 1.0]
         if bad or not self.selective_fractions:
-            raise ValueError(f"uncertainty selective_fractions must lie in (0, 1], got {list(self.selective_fractions)}")
+            raise ValueError(
+                f"uncertainty selective_fractions must lie in (0, 1], got {list(self.selective_fractions)}"
+            )
+
 
 MEASURE_COLUMNS = [
-    "question_id", "dataset", "protocol", "thread", "correct", "rounds_used", "n_agents",
-    "k_threads", *UDPO_KEYS, *UMAD_MEASURES,
+    "question_id",
+    "dataset",
+    "protocol",
+    "thread",
+    "correct",
+    "rounds_used",
+    "n_agents",
+    "k_threads",
+    *UDPO_KEYS,
+    *UMAD_MEASURES,
 ]
 ROUND_COLUMNS = [
-    "question_id", "dataset", "protocol", "round", "k_threads", "n_agents",
-    "total", "epistemic", "aleatoric",
+    "question_id",
+    "dataset",
+    "protocol",
+    "round",
+    "k_threads",
+    "n_agents",
+    "total",
+    "epistemic",
+    "aleatoric",
 ]
 
 Trajectory = list[list[str | None]]
@@ -133,9 +161,7 @@ def uncertainty_job(
     trajectories = [_trajectory(row, questions_path) for row in questions.itertuples(index=False)]
 
     rounds = round_decomposition(questions, trajectories)
-    measures = trajectory_measures(
-        questions, trajectories, rounds, entropy_norm=entropy_norm, lam=lam, loo_tie=loo_tie
-    )
+    measures = trajectory_measures(questions, trajectories, rounds, entropy_norm=entropy_norm, lam=lam, loo_tie=loo_tie)
 
     names = list(UDPO_MEASURES)
     if measures["k_threads"].max() > 1:
@@ -178,15 +204,17 @@ def round_decomposition(questions: pd.DataFrame, trajectories: Sequence[Trajecto
         for round_ in range(n_rounds):
             samples = [[thread[round_][i] for thread in padded] for i in range(n_agents)]
             parts = decompose_samples(samples, task_type=first["task_type"])
-            rows.append({
-                "question_id": question_id,
-                "dataset": first["dataset"],
-                "protocol": first["protocol"],
-                "round": round_,
-                "k_threads": len(threads),
-                "n_agents": n_agents,
-                **parts,
-            })
+            rows.append(
+                {
+                    "question_id": question_id,
+                    "dataset": first["dataset"],
+                    "protocol": first["protocol"],
+                    "round": round_,
+                    "k_threads": len(threads),
+                    "n_agents": n_agents,
+                    **parts,
+                }
+            )
     return pd.DataFrame(rows, columns=ROUND_COLUMNS)
 
 
@@ -213,27 +241,37 @@ def trajectory_measures(
             else:
                 n_options = int(n_options)
         udpo = debate_uncertainty(
-            answers, entropy_normaliser=normaliser, n_options=n_options, lam=lam, loo_tie=loo_tie,
+            answers,
+            entropy_normaliser=normaliser,
+            n_options=n_options,
+            lam=lam,
+            loo_tie=loo_tie,
             task_type=row.task_type,
         )
         umad = final.loc[row.question_id]
-        rows.append({
-            "question_id": row.question_id,
-            "dataset": row.dataset,
-            "protocol": row.protocol,
-            "thread": int(row.thread),
-            "correct": bool(row.correct),
-            "rounds_used": int(row.rounds_used),
-            "n_agents": int(row.n_agents),
-            "k_threads": int(umad["k_threads"]),
-            **udpo,
-            "tu": float(umad["total"]),
-            "epistemic": float(umad["epistemic"]),
-            "aleatoric": float(umad["aleatoric"]),
-        })
+        rows.append(
+            {
+                "question_id": row.question_id,
+                "dataset": row.dataset,
+                "protocol": row.protocol,
+                "thread": int(row.thread),
+                "correct": bool(row.correct),
+                "rounds_used": int(row.rounds_used),
+                "n_agents": int(row.n_agents),
+                "k_threads": int(umad["k_threads"]),
+                **udpo,
+                "tu": float(umad["total"]),
+                "epistemic": float(umad["epistemic"]),
+                "aleatoric": float(umad["aleatoric"]),
+            }
+        )
     if open_ended:
-        log.warning("entropy_norm n_options: %d of %d trajectories have no answer set (open-ended); "
-                    "their K is the number of distinct answers (observed)", open_ended, len(rows))
+        log.warning(
+            "entropy_norm n_options: %d of %d trajectories have no answer set (open-ended); "
+            "their K is the number of distinct answers (observed)",
+            open_ended,
+            len(rows),
+        )
     return pd.DataFrame(rows, columns=MEASURE_COLUMNS)
 
 

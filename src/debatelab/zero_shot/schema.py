@@ -32,11 +32,32 @@ extra_tokens       int       prompt + completion tokens spent on confidence esti
 
 Estimators that are switched off leave their columns null.
 """
+
 from __future__ import annotations
 
 ZERO_SHOT_COLUMNS = [
-    "question_id", "dataset", "agent", "model", "round", "sample", "task_type", "response", "answer", "gold",
-    "correct", "parse_failed", "prompt_tokens", "completion_tokens", "finish_reason", "mean_logprob",
-    "min_logprob", "conf_verbal", "verbal_parsed", "conf_seqprob", "seqprob_logp", "seqprob_logp_null",
-    "seqprob_c", "extra_tokens",
+    "question_id",
+    "dataset",
+    "agent",
+    "model",
+    "round",
+    "sample",
+    "task_type",
+    "response",
+    "answer",
+    "gold",
+    "correct",
+    "parse_failed",
+    "prompt_tokens",
+    "completion_tokens",
+    "finish_reason",
+    "mean_logprob",
+    "min_logprob",
+    "conf_verbal",
+    "verbal_parsed",
+    "conf_seqprob",
+    "seqprob_logp",
+    "seqprob_logp_null",
+    "seqprob_c",
+    "extra_tokens",
 ]

@@ -1,5 +1,6 @@
 """The zero-shot stage: every question × sample of one agent, with confidences, in batches through
 the generation cache. Output schema: `debatelab.zero_shot.schema`."""
+
 from __future__ import annotations
 
 import logging
@@ -10,6 +11,8 @@ import pandas as pd
 
 from .. import grading, prompts
 from ..config import AgentSpec
+from ..data import read_dataset
+from ..data.schema import parse_meta
 from ..estimators import (
     ESTIMATORS,
     AnsweredChat,
@@ -18,8 +21,6 @@ from ..estimators import (
     mean_logprob,
     min_logprob,
 )
-from ..data import read_dataset
-from ..data.schema import parse_meta
 from ..io import write_parquet_atomic
 from ..llm import GenerationCache, GenerationRequest, generate_cached
 from ..llm.base import Backend
@@ -52,7 +53,7 @@ class ZeroShotSettings:
             raise ValueError(f"zero_shot estimators: unknown {unknown}; expected some of {ESTIMATORS}")
 
     @classmethod
-    def from_config(cls, section: dict, **overrides) -> "ZeroShotSettings":
+    def from_config(cls, section: dict, **overrides) -> ZeroShotSettings:
         """From the flat config section (`verbal_*` and `seqprob_target` go to `elicitation`)."""
         own = {**section, **overrides}
         elicitation = {k: own.pop(k) for k in list(own) if k in ElicitationSettings.__dataclass_fields__}
@@ -82,7 +83,12 @@ def run_zero_shot(
     requests = [GenerationRequest(messages=chat, sampling=sampling, n=settings.samples) for chat in chats]
     tag = f"{dataset_name}/{agent.name}"
     generations = generate_cached(
-        backend, requests, cache, batch_size=settings.batch_size, desc=f"zero-shot {tag}", show_progress=settings.show_progress
+        backend,
+        requests,
+        cache,
+        batch_size=settings.batch_size,
+        desc=f"zero-shot {tag}",
+        show_progress=settings.show_progress,
     )
 
     records, answered = [], []
@@ -93,21 +99,45 @@ def run_zero_shot(
             answer = grading.extract_answer(g.text, row["task_type"], choices=choices, labels=labels)
             records.append(
                 {
-                    "question_id": str(row["id"]), "dataset": dataset_name, "agent": agent.name, "model": agent.model,
-                    "round": 0, "sample": j, "task_type": row["task_type"], "response": g.text, "answer": answer,
+                    "question_id": str(row["id"]),
+                    "dataset": dataset_name,
+                    "agent": agent.name,
+                    "model": agent.model,
+                    "round": 0,
+                    "sample": j,
+                    "task_type": row["task_type"],
+                    "response": g.text,
+                    "answer": answer,
                     "gold": str(row["answer"]),
                     "correct": bool(grading.is_correct(answer, str(row["answer"]), row["task_type"], labels=labels)),
-                    "parse_failed": answer is None, "prompt_tokens": g.prompt_tokens,
-                    "completion_tokens": g.completion_tokens, "finish_reason": g.finish_reason,
-                    "mean_logprob": mean_logprob(g.token_logprobs), "min_logprob": min_logprob(g.token_logprobs),
+                    "parse_failed": answer is None,
+                    "prompt_tokens": g.prompt_tokens,
+                    "completion_tokens": g.completion_tokens,
+                    "finish_reason": g.finish_reason,
+                    "mean_logprob": mean_logprob(g.token_logprobs),
+                    "min_logprob": min_logprob(g.token_logprobs),
                 }
             )
-            answered.append(AnsweredChat(chat=chat, response=g.text, answer=answer, task_type=row["task_type"],
-                                         null_chat=prompts.question_messages(row, agent.system_prompt, null=True)))
+            answered.append(
+                AnsweredChat(
+                    chat=chat,
+                    response=g.text,
+                    answer=answer,
+                    task_type=row["task_type"],
+                    null_chat=prompts.question_messages(row, agent.system_prompt, null=True),
+                )
+            )
 
     confidences = elicit_confidences(
-        answered, settings.estimators, backend, cache, settings.elicitation, seed=settings.seed,
-        batch_size=settings.batch_size, tag=tag, show_progress=settings.show_progress,
+        answered,
+        settings.estimators,
+        backend,
+        cache,
+        settings.elicitation,
+        seed=settings.seed,
+        batch_size=settings.batch_size,
+        tag=tag,
+        show_progress=settings.show_progress,
     )
     for record, confidence in zip(records, confidences):
         record.update(confidence.as_dict())

@@ -20,6 +20,7 @@ which share the run's questions) as the unit and bootstrap runs, paired where bo
 run's (`calibration.runs` ≥ 2 for an interval). §10.7 is a mean over debated answers, bootstrapped
 over questions (`question_mean`).
 """
+
 from __future__ import annotations
 
 import math
@@ -77,11 +78,19 @@ def table1_cells(lift: pd.DataFrame, calibrator: str | None, outputs: RunOutputs
     if lift.empty or calibrator is None:
         return pd.DataFrame(columns=columns)
     part = lift[lift["calibrator"] == calibrator]
-    wide = pd.DataFrame({
-        "estimator": part["estimator"], "method": part["method"],
-        "dataset": part["dataset"].map(outputs.paper_dataset), "run_dataset": part["dataset"], "n": _n_cells(part),
-        "f1_lift": part["lift_f1"], "auarc_lift": part["lift_auarc"], "f1_k": part["k_f1"],
-        "auarc_k": part["k_auarc"]})
+    wide = pd.DataFrame(
+        {
+            "estimator": part["estimator"],
+            "method": part["method"],
+            "dataset": part["dataset"].map(outputs.paper_dataset),
+            "run_dataset": part["dataset"],
+            "n": _n_cells(part),
+            "f1_lift": part["lift_f1"],
+            "auarc_lift": part["lift_auarc"],
+            "f1_k": part["k_f1"],
+            "auarc_k": part["k_auarc"],
+        }
+    )
     return long_table(wide, ["estimator", "method", "dataset"], CELL_METRICS)[columns]
 
 
@@ -117,8 +126,9 @@ def calibration_table(cells: pd.DataFrame, outputs: RunOutputs) -> pd.DataFrame:
         return pd.DataFrame(columns=["dataset", "run_dataset", "estimator", "n"])
     present = list(dict.fromkeys(cells["calibrator"]))
     kinds = [k for k in CALIBRATOR_ORDER if k in present] + [k for k in present if k not in CALIBRATOR_ORDER]
-    wide = cells.pivot_table(index=["dataset", "estimator"], columns="calibrator", values=["ece", "auarc"],
-                             aggfunc="first", sort=False)
+    wide = cells.pivot_table(
+        index=["dataset", "estimator"], columns="calibrator", values=["ece", "auarc"], aggfunc="first", sort=False
+    )
     wide.columns = [f"{metric}_{kind}" for metric, kind in wide.columns]
     wide = wide[[f"{m}_{k}" for m in ("ece", "auarc") for k in kinds]].round(4)
     wide["n"] = cells.groupby(["dataset", "estimator"], sort=False)["n"].max()
@@ -143,8 +153,17 @@ def _few_units_detail(estimate: Estimate, unit: str) -> str:
     return f"{estimate.n} {what}: an interval needs at least 2"
 
 
-def _measured(number: str, statement: str, scope: str, statistic: str, estimate: Estimate, expect: str,
-              threshold: float = 0.0, detail: str = "", unit: str = RUN_UNIT) -> Claim:
+def _measured(
+    number: str,
+    statement: str,
+    scope: str,
+    statistic: str,
+    estimate: Estimate,
+    expect: str,
+    threshold: float = 0.0,
+    detail: str = "",
+    unit: str = RUN_UNIT,
+) -> Claim:
     detail = "; ".join(d for d in (_few_units_detail(estimate, unit), detail) if d)
     return Claim.measured(number, statement, scope, statistic, estimate, expect, threshold, detail)
 
@@ -160,8 +179,9 @@ def resample_all(statistic, n_units: int, unit: str, *, paired: bool = False, se
     value = float(statistic(np.arange(n_units)[None, :])[0])
     if n_units < 2:
         return Estimate(value, math.nan, math.nan, n_units, method)
-    replicates = np.asarray(statistic(np.random.default_rng(seed).integers(0, n_units, (BOOTSTRAP_RESAMPLES, n_units))),
-                            dtype=float)
+    replicates = np.asarray(
+        statistic(np.random.default_rng(seed).integers(0, n_units, (BOOTSTRAP_RESAMPLES, n_units))), dtype=float
+    )
     low, high = percentile_interval(replicates, CONFIDENCE)
     return Estimate(value, low, high, n_units, method)
 
@@ -190,8 +210,11 @@ def _calibration_claims(runs: pd.DataFrame) -> list[Claim]:
     s2 = f"a monotone calibrator leaves single-agent AUARC about unchanged (|Δ| ≤ {AUARC_TOLERANCE})"
     kinds = set(runs["calibrator"]) if not runs.empty else set()
     if "raw" not in kinds or kinds == {"raw"}:
-        reason = ("no calibration report" if runs.empty else
-                  "needs raw and at least one fitted calibrator in `calibration.calibrators`")
+        reason = (
+            "no calibration report"
+            if runs.empty
+            else "needs raw and at least one fitted calibrator in `calibration.calibrators`"
+        )
         return [Claim.untestable("§10.1", s1, reason), Claim.untestable("§10.2", s2, reason)]
     claims = []
     by = runs.set_index(["dataset", "estimator", "calibrator", "run"]).sort_index()
@@ -203,16 +226,33 @@ def _calibration_claims(runs: pd.DataFrame) -> list[Claim]:
             if kind == "raw":
                 continue
             scope, mine = f"{dataset}, {estimator}, {kind}", by.loc[(dataset, estimator, kind)]
-            claims.append(_measured("§10.1", s1, scope, "ECE(calibrated) − ECE(raw), test, mean over runs × pairs × streams",
-                                    _paired_runs(mine["ece"], raw["ece"]), "<"))
+            claims.append(
+                _measured(
+                    "§10.1",
+                    s1,
+                    scope,
+                    "ECE(calibrated) − ECE(raw), test, mean over runs × pairs × streams",
+                    _paired_runs(mine["ece"], raw["ece"]),
+                    "<",
+                )
+            )
             if kind not in MONOTONE:
                 continue
             joined = pd.concat([mine["auarc"], raw["auarc"]], axis=1, join="inner").dropna().to_numpy(float)
             shift = joined[:, 0] - joined[:, 1]
             estimate = resample_all(lambda i: np.abs(shift[i].mean(axis=1)), len(shift), RUN_UNIT, paired=True)
-            claims.append(_measured("§10.2", s2, scope, "|AUARC(calibrated) − AUARC(raw)|, test, per stream, in [0, 1]",
-                                    estimate, "<=", AUARC_TOLERANCE,
-                                    f"tolerance {AUARC_TOLERANCE}: isotonic steps tie confidences, so AUARC can move"))
+            claims.append(
+                _measured(
+                    "§10.2",
+                    s2,
+                    scope,
+                    "|AUARC(calibrated) − AUARC(raw)|, test, per stream, in [0, 1]",
+                    estimate,
+                    "<=",
+                    AUARC_TOLERANCE,
+                    f"tolerance {AUARC_TOLERANCE}: isotonic steps tie confidences, so AUARC can move",
+                )
+            )
     if not any(c.claim == "§10.2" for c in claims):
         claims.append(Claim.untestable("§10.2", s2, "no monotone calibrator (beta, isotonic) was fitted"))
     return claims
@@ -256,11 +296,22 @@ def _lift_claims(runs: pd.DataFrame, calibrator: str | None, outputs: RunOutputs
         if "mad" not in f1 or "zero_shot" not in f1:
             claims.append(Claim.untestable("§10.3", s3a, "no MAD or zs* row in the test metrics", dataset))
             continue
-        claims.append(_measured("§10.3", s3a, dataset, "F1(MAD) − F1(zs*), points",
-                                _paired_runs(f1["mad"], f1["zero_shot"]), "<="))
+        claims.append(
+            _measured(
+                "§10.3", s3a, dataset, "F1(MAD) − F1(zs*), points", _paired_runs(f1["mad"], f1["zero_shot"]), "<="
+            )
+        )
         if "mad_d" in f1:
-            claims.append(_measured("§10.3", s3b, dataset, "F1 lift(MAD-D) − F1 lift(MAD), points",
-                                    _paired_runs(f1["mad_d"], f1["mad"]), ">="))
+            claims.append(
+                _measured(
+                    "§10.3",
+                    s3b,
+                    dataset,
+                    "F1 lift(MAD-D) − F1 lift(MAD), points",
+                    _paired_runs(f1["mad_d"], f1["mad"]),
+                    ">=",
+                )
+            )
     found = False
     for (dataset, estimator), g in part.groupby(["dataset", "estimator"], sort=False):
         auarc = _wide(g, "auarc")
@@ -270,12 +321,27 @@ def _lift_claims(runs: pd.DataFrame, calibrator: str | None, outputs: RunOutputs
             found = True
             scope, name = f"{dataset}, {estimator}, {protocol}", protocol.upper()
             if "zero_shot" in auarc:
-                claims.append(_measured("§10.4", f"{name} AUARC ≥ zs* AUARC", scope, "AUARC lift over zs*, points",
-                                        _paired_runs(auarc[protocol], auarc["zero_shot"]), ">="))
+                claims.append(
+                    _measured(
+                        "§10.4",
+                        f"{name} AUARC ≥ zs* AUARC",
+                        scope,
+                        "AUARC lift over zs*, points",
+                        _paired_runs(auarc[protocol], auarc["zero_shot"]),
+                        ">=",
+                    )
+                )
             if "mad" in auarc:
-                claims.append(_measured("§10.4", f"{name} AUARC ≥ MAD AUARC", scope,
-                                        f"AUARC({name}) − AUARC(MAD), points",
-                                        _paired_runs(auarc[protocol], auarc["mad"]), ">="))
+                claims.append(
+                    _measured(
+                        "§10.4",
+                        f"{name} AUARC ≥ MAD AUARC",
+                        scope,
+                        f"AUARC({name}) − AUARC(MAD), points",
+                        _paired_runs(auarc[protocol], auarc["mad"]),
+                        ">=",
+                    )
+                )
     if not found:
         claims.append(Claim.untestable("§10.4", s4, "no CGA or HID in the test metrics"))
     return claims
@@ -317,9 +383,16 @@ def _metric_claims(runs: pd.DataFrame, calibrator: str | None) -> list[Claim]:
                 continue
             for kind, wide in f1.items():
                 for method in (m for m in wide.columns if kind != "raw" and m in PROTOCOLS and m in f1["raw"]):
-                    claims.append(_measured("§10.5", s5a, f"{dataset}, {estimator}, {kind}, {method}",
-                                            f"F1({kind}) − F1(raw), points",
-                                            _paired_runs(wide[method], f1["raw"][method]), ">="))
+                    claims.append(
+                        _measured(
+                            "§10.5",
+                            s5a,
+                            f"{dataset}, {estimator}, {kind}, {method}",
+                            f"F1({kind}) − F1(raw), points",
+                            _paired_runs(wide[method], f1["raw"][method]),
+                            ">=",
+                        )
+                    )
     shown = runs[runs["calibrator"] == calibrator]
     if shown.empty:
         claims.append(Claim.untestable("§10.5", s5b, f"no test metrics for the {calibrator} calibrator"))
@@ -328,13 +401,31 @@ def _metric_claims(runs: pd.DataFrame, calibrator: str | None) -> list[Claim]:
         f1, auarc = _wide(g, "f1"), _wide(g, "auarc")
         if "wsv" in f1 and f1.shape[1] > 1:
             estimate, _, other = best_gap(f1, ["wsv"])
-            claims.append(_measured("§10.5", s5b, scope, "F1(WSV) − best other F1, points", estimate, ">=",
-                                    detail=f"best other: {other}"))
+            claims.append(
+                _measured(
+                    "§10.5",
+                    s5b,
+                    scope,
+                    "F1(WSV) − best other F1, points",
+                    estimate,
+                    ">=",
+                    detail=f"best other: {other}",
+                )
+            )
         gated = [p for p in ("cga", "hid") if p in auarc]
         if gated and auarc.shape[1] > len(gated):
             estimate, best, other = best_gap(auarc, gated)
-            claims.append(_measured("§10.5", s5c, scope, "best AUARC of CGA/HID − best other AUARC, points",
-                                    estimate, ">=", detail=f"best: {best}; best other: {other}"))
+            claims.append(
+                _measured(
+                    "§10.5",
+                    s5c,
+                    scope,
+                    "best AUARC of CGA/HID − best other AUARC, points",
+                    estimate,
+                    ">=",
+                    detail=f"best: {best}; best other: {other}",
+                )
+            )
     return claims
 
 
@@ -348,9 +439,12 @@ def debate_transitions(streams: pd.DataFrame) -> pd.DataFrame:
     streams = streams.drop_duplicates([*keys, "stream"])  # a question's rows repeat in every run's split
     before = streams[streams["stream"] == 0].set_index(keys)
     after = streams[(streams["stream"] == 1) & streams["debated"].astype(bool)].set_index(keys)
-    joined = before.merge(after, left_index=True, right_index=True, how="inner",
-                          suffixes=("_before", "_after")).reset_index()
-    joined["transition"] = [TRANSITIONS[(bool(b), bool(a))] for b, a in zip(joined["correct_before"], joined["correct_after"])]
+    joined = before.merge(
+        after, left_index=True, right_index=True, how="inner", suffixes=("_before", "_after")
+    ).reset_index()
+    joined["transition"] = [
+        TRANSITIONS[(bool(b), bool(a))] for b, a in zip(joined["correct_before"], joined["correct_after"])
+    ]
     return joined
 
 
@@ -377,14 +471,27 @@ def _debate_confidence_claims(streams: pd.DataFrame) -> list[Claim]:
             rows = part[part["transition"] == transition]
             scope = f"{dataset}, {transition}"
             if rows.empty:
-                claims.append(Claim.untestable("§10.7", statement, f"no {transition} answer among {len(part)} debated",
-                                               scope=scope))
+                claims.append(
+                    Claim.untestable(
+                        "§10.7", statement, f"no {transition} answer among {len(part)} debated", scope=scope
+                    )
+                )
                 continue
             verbal = float((rows["conf_verbal_after"] - rows["conf_verbal_before"]).mean())
             detail = f"{len(rows)} answers" + (f"; self-report after − before: {verbal:+.4g}" if finite(verbal) else "")
             estimate = question_mean(rows, "seq_shift")
-            claims.append(_measured("§10.7", statement, scope, "mean seqprob confidence after − before debate",
-                                    estimate, ">", detail=detail, unit=QUESTION_UNIT))
+            claims.append(
+                _measured(
+                    "§10.7",
+                    statement,
+                    scope,
+                    "mean seqprob confidence after − before debate",
+                    estimate,
+                    ">",
+                    detail=detail,
+                    unit=QUESTION_UNIT,
+                )
+            )
     return claims
 
 
@@ -402,8 +509,10 @@ def plot(lift: pd.DataFrame, calibrator: str, outputs: RunOutputs):
     part = lift[lift["calibrator"] == calibrator]
     pairs, runs = sorted(set(part["n_pairs"].astype(int))), sorted(set(part["n_runs"].astype(int)))
     span = lambda v: str(v[0]) if len(v) == 1 else f"{v[0]}–{v[-1]}"  # noqa: E731
-    title = (f"{outputs.experiment}: F1 and AUARC lift over the best zero-shot agent (zs*), "
-             f"n = {span(pairs)} pairs × {span(runs)} runs per bar")
+    title = (
+        f"{outputs.experiment}: F1 and AUARC lift over the best zero-shot agent (zs*), "
+        f"n = {span(pairs)} pairs × {span(runs)} runs per bar"
+    )
     return plot_lift(part.assign(dataset=part["dataset"].map(lambda d: _label(outputs, d))), calibrator, title)
 
 

@@ -17,6 +17,7 @@ questions (paired: two protocols or policies are read on the same resampled ques
 training ones (one logged row per step, nothing per question) a bootstrap over steps or the OLS
 slope's t interval.
 """
+
 from __future__ import annotations
 
 import logging
@@ -83,8 +84,10 @@ def _plurality(frame: pd.DataFrame, groups: list[str], order: str) -> pd.DataFra
 
     if frame.empty:
         return pd.DataFrame(columns=[*groups, "correct"])
-    winners = [(*(name if isinstance(name, tuple) else (name,)), winner_correct(g))
-               for name, g in frame.groupby(groups, sort=False)]
+    winners = [
+        (*(name if isinstance(name, tuple) else (name,)), winner_correct(g))
+        for name, g in frame.groupby(groups, sort=False)
+    ]
     return pd.DataFrame(winners, columns=[*groups, "correct"])
 
 
@@ -161,29 +164,62 @@ def question_outcomes(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.Data
 def debate_cells(outputs: RunOutputs, infos: list[ProtocolInfo], q: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (protocol, dataset) and per protocol over its datasets (dataset "avg"): Maj,
     Debate, Δ in %, mean and sd over threads, n = question-thread rows (`q`: `question_outcomes`)."""
-    columns = ["protocol", "model", "topology", "n_agents", "rounds", "method", "steps", "dataset", "run_dataset", "threads",
-               *METRICS, *[f"{m}_sd" for m in METRICS], "n"]
+    columns = [
+        "protocol",
+        "model",
+        "topology",
+        "n_agents",
+        "rounds",
+        "method",
+        "steps",
+        "dataset",
+        "run_dataset",
+        "threads",
+        *METRICS,
+        *[f"{m}_sd" for m in METRICS],
+        "n",
+    ]
     names = {p.name: p for p in infos}
     q = question_outcomes(outputs, infos) if q is None else q
     if q.empty:
         return pd.DataFrame(columns=columns)
-    per_thread = q.groupby(["protocol", "dataset", "thread"], sort=False).agg(
-        maj=("maj", "mean"), debate=("debate", "mean"), n=("maj", "size")).reset_index()
+    per_thread = (
+        q.groupby(["protocol", "dataset", "thread"], sort=False)
+        .agg(maj=("maj", "mean"), debate=("debate", "mean"), n=("maj", "size"))
+        .reset_index()
+    )
     per_thread[["maj", "debate"]] *= 100
     per_thread["delta"] = per_thread["debate"] - per_thread["maj"]
-    avg = per_thread.groupby(["protocol", "thread"], sort=False).agg(
-        maj=("maj", "mean"), debate=("debate", "mean"), delta=("delta", "mean"), n=("n", "sum"),
-        run_dataset=("dataset", lambda d: "+".join(sorted(set(d))))).reset_index()
+    avg = (
+        per_thread.groupby(["protocol", "thread"], sort=False)
+        .agg(
+            maj=("maj", "mean"),
+            debate=("debate", "mean"),
+            delta=("delta", "mean"),
+            n=("n", "sum"),
+            run_dataset=("dataset", lambda d: "+".join(sorted(set(d)))),
+        )
+        .reset_index()
+    )
     rows = []
-    for (protocol, dataset), g in [*per_thread.groupby(["protocol", "dataset"], sort=False),
-                                   *(((p, AVG), g) for p, g in avg.groupby("protocol", sort=False))]:
+    for (protocol, dataset), g in [
+        *per_thread.groupby(["protocol", "dataset"], sort=False),
+        *(((p, AVG), g) for p, g in avg.groupby("protocol", sort=False)),
+    ]:
         info = names[protocol]
-        row = {"protocol": protocol, "model": outputs.backbone(PAPER, info.models), "topology": TOPOLOGIES[info.kind],
-               "n_agents": info.n_agents,
-               "rounds": info.rounds, "method": protocol_method(info, outputs.runs, base=BASE),
-               "steps": _steps(outputs, info), "threads": len(g), "n": int(g["n"].sum()),
-               "dataset": AVG if dataset == AVG else outputs.paper_dataset(dataset),
-               "run_dataset": g["run_dataset"].iloc[0] if dataset == AVG else dataset}
+        row = {
+            "protocol": protocol,
+            "model": outputs.backbone(PAPER, info.models),
+            "topology": TOPOLOGIES[info.kind],
+            "n_agents": info.n_agents,
+            "rounds": info.rounds,
+            "method": protocol_method(info, outputs.runs, base=BASE),
+            "steps": _steps(outputs, info),
+            "threads": len(g),
+            "n": int(g["n"].sum()),
+            "dataset": AVG if dataset == AVG else outputs.paper_dataset(dataset),
+            "run_dataset": g["run_dataset"].iloc[0] if dataset == AVG else dataset,
+        }
         for m in METRICS:
             row[m] = float(g[m].mean())
             row[f"{m}_sd"] = float(g[m].std(ddof=1)) if len(g) > 1 else float("nan")
@@ -201,8 +237,12 @@ def _pick(infos: list[ProtocolInfo], outputs: RunOutputs, by: list[str], order=_
     """One protocol per value of `by` (attributes, or "method" / "topology" / "model"), the first by `order`."""
     chosen = {}
     for info in sorted(infos, key=order):
-        attrs = {"method": protocol_method(info, outputs.runs, base=BASE), "topology": TOPOLOGIES[info.kind],
-                 "model": outputs.backbone(PAPER, info.models), "steps": _steps(outputs, info)}
+        attrs = {
+            "method": protocol_method(info, outputs.runs, base=BASE),
+            "topology": TOPOLOGIES[info.kind],
+            "model": outputs.backbone(PAPER, info.models),
+            "steps": _steps(outputs, info),
+        }
         key = tuple(attrs[b] if b in attrs else getattr(info, b) for b in by)
         chosen.setdefault(key, info)
     return list(chosen.values())
@@ -251,8 +291,9 @@ def debate_layout(cells: pd.DataFrame, index: list[str]) -> pd.DataFrame:
                 row[f"{label} {LABELS[m]}"] = "" if r is None else _fmt(r[m], r[f"{m}_sd"])
         rows.append(row)
     out = pd.DataFrame(rows)
-    return out.sort_values(index, key=lambda s: s.map(_method_rank) if s.name == "method" else s,
-                           kind="stable").reset_index(drop=True)
+    return out.sort_values(
+        index, key=lambda s: s.map(_method_rank) if s.name == "method" else s, kind="stable"
+    ).reset_index(drop=True)
 
 
 def _cells_long(cells: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -278,8 +319,9 @@ def table1(cells: pd.DataFrame, outputs: RunOutputs, infos: list[ProtocolInfo]) 
 
 def table3(cells: pd.DataFrame, outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
     """The N ablation: decentralized MAD, T = 1, every N per method."""
-    chosen = _pick(_one_round(_decentralized(infos)), outputs, ["model", "method", "n_agents"],
-                   order=_full_budget_first(outputs))
+    chosen = _pick(
+        _one_round(_decentralized(infos)), outputs, ["model", "method", "n_agents"], order=_full_budget_first(outputs)
+    )
     return cells[cells["protocol"].isin([p.name for p in chosen])]
 
 
@@ -300,15 +342,30 @@ def table5(cells: pd.DataFrame, outputs: RunOutputs, infos: list[ProtocolInfo]) 
 
 def round_infos(outputs: RunOutputs, infos: list[ProtocolInfo]) -> list[ProtocolInfo]:
     """Fig. 1 / Table 6: per method the decentralized protocol with N nearest 5 and the most rounds."""
-    return _pick(_decentralized(infos), outputs, ["model", "method"], order=lambda p: (*_preference(p)[:2], -p.rounds,
-                                                                              *_preference(p)[2:]))
+    return _pick(
+        _decentralized(infos),
+        outputs,
+        ["model", "method"],
+        order=lambda p: (*_preference(p)[:2], -p.rounds, *_preference(p)[2:]),
+    )
 
 
 def table6(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
     """Mean completion tokens of correct and incorrect responses per round (every call, round 0 =
     the pre-debate answers), per method and dataset."""
-    columns = ["dataset", "run_dataset", "model", "n_agents", "method", "protocol", "round", "correct_tokens",
-               "incorrect_tokens", "n_correct", "n_incorrect"]
+    columns = [
+        "dataset",
+        "run_dataset",
+        "model",
+        "n_agents",
+        "method",
+        "protocol",
+        "round",
+        "correct_tokens",
+        "incorrect_tokens",
+        "n_correct",
+        "n_incorrect",
+    ]
     chosen = {p.name: p for p in round_infos(outputs, infos)}
     turns = outputs.turns
     turns = turns[turns["protocol"].isin(list(chosen))]
@@ -317,19 +374,32 @@ def table6(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
         info = chosen[protocol]
         right = g["correct"].astype(bool)
         tokens = g["completion_tokens"].astype(float)
-        rows.append({"dataset": outputs.paper_dataset(dataset), "run_dataset": dataset,
-                     "model": outputs.backbone(PAPER, info.models), "n_agents": info.n_agents,
-                     "method": protocol_method(info, outputs.runs, base=BASE), "protocol": protocol, "round": int(rnd),
-                     "correct_tokens": tokens[right].mean() if right.any() else np.nan,
-                     "incorrect_tokens": tokens[~right].mean() if (~right).any() else np.nan,
-                     "n_correct": int(right.sum()), "n_incorrect": int((~right).sum())})
+        rows.append(
+            {
+                "dataset": outputs.paper_dataset(dataset),
+                "run_dataset": dataset,
+                "model": outputs.backbone(PAPER, info.models),
+                "n_agents": info.n_agents,
+                "method": protocol_method(info, outputs.runs, base=BASE),
+                "protocol": protocol,
+                "round": int(rnd),
+                "correct_tokens": tokens[right].mean() if right.any() else np.nan,
+                "incorrect_tokens": tokens[~right].mean() if (~right).any() else np.nan,
+                "n_correct": int(right.sum()),
+                "n_incorrect": int((~right).sum()),
+            }
+        )
     return pd.DataFrame(rows, columns=columns)
 
 
 def table6_cells(t6: pd.DataFrame) -> pd.DataFrame:
     keys = ["dataset", "model", "n_agents", "method", "round"]
-    parts = [t6[[*keys, "run_dataset"]].assign(metric=f"{kind}_tokens", value=t6[f"{kind}_tokens"].astype(float),
-                                               n=t6[f"n_{kind}"]) for kind in ("correct", "incorrect")]
+    parts = [
+        t6[[*keys, "run_dataset"]].assign(
+            metric=f"{kind}_tokens", value=t6[f"{kind}_tokens"].astype(float), n=t6[f"n_{kind}"]
+        )
+        for kind in ("correct", "incorrect")
+    ]
     return pd.concat(parts, ignore_index=True)
 
 
@@ -343,10 +413,19 @@ def fig1(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
     methods = {p.name: protocol_method(p, outputs.runs, base=BASE) for p in chosen}
     sizes = {p.name: p.n_agents for p in chosen}
     out = rounds.groupby(["protocol", "dataset", "round"], sort=True)["correct"].agg(["mean", "size"]).reset_index()
-    return pd.DataFrame({"dataset": out["dataset"].map(outputs.paper_dataset), "run_dataset": out["dataset"],
-                         "method": out["protocol"].map(methods), "protocol": out["protocol"],
-                         "n_agents": out["protocol"].map(sizes), "round": out["round"].astype(int),
-                         "accuracy": 100 * out["mean"].astype(float), "n": out["size"]}, columns=columns)
+    return pd.DataFrame(
+        {
+            "dataset": out["dataset"].map(outputs.paper_dataset),
+            "run_dataset": out["dataset"],
+            "method": out["protocol"].map(methods),
+            "protocol": out["protocol"],
+            "n_agents": out["protocol"].map(sizes),
+            "round": out["round"].astype(int),
+            "accuracy": 100 * out["mean"].astype(float),
+            "n": out["size"],
+        },
+        columns=columns,
+    )
 
 
 def plot_fig1(by_round: pd.DataFrame, experiment: str):
@@ -359,8 +438,13 @@ def plot_fig1(by_round: pd.DataFrame, experiment: str):
         for i, method in enumerate(methods):
             part = sub[sub["method"] == method].sort_values("round")
             if len(part):
-                ax.plot(part["round"], part["accuracy"], marker="o", color=f"C{i % 10}",
-                        label=f"{method} (N={int(part['n_agents'].iloc[0])})")
+                ax.plot(
+                    part["round"],
+                    part["accuracy"],
+                    marker="o",
+                    color=f"C{i % 10}",
+                    label=f"{method} (N={int(part['n_agents'].iloc[0])})",
+                )
         ax.set_xticks(sorted(set(sub["round"].astype(int))))
         ax.set_xlabel("debate round (0 = round-0 majority, Maj)")
         ax.set_title(f"{dataset}, n={int(sub.groupby('method')['n'].max().max())} question-threads", fontsize=9)
@@ -375,8 +459,7 @@ def plot_fig1(by_round: pd.DataFrame, experiment: str):
             legend.setdefault(name, handle)
     handles, names = list(legend.values()), list(legend)
     if handles:  # inside the figure: the saved PNG is not cropped to fit what sticks out
-        fig.legend(handles, names, loc="center left", bbox_to_anchor=(1 - 1.75 / width, 0.5), fontsize=8,
-                   frameon=False)
+        fig.legend(handles, names, loc="center left", bbox_to_anchor=(1 - 1.75 / width, 0.5), fontsize=8, frameon=False)
     return fig
 
 
@@ -417,15 +500,34 @@ def single_agent(outputs: RunOutputs, per_question: pd.DataFrame | None = None) 
         return pd.DataFrame(columns=columns)
     rows = []
     for (dataset, model, method), g in per_question.groupby(["dataset", "model", "method"], sort=False):
-        rows.append({"dataset": outputs.paper_dataset(dataset), "run_dataset": dataset, "model": model, "method": method,
-                     "agents": ",".join(sorted(set(g["agent"]))), "k": int(g["k"].max()),
-                     "mean_at_k": 100 * g["mean"].mean(), "maj_at_k": 100 * g["maj"].astype(float).mean(), "n": len(g)})
+        rows.append(
+            {
+                "dataset": outputs.paper_dataset(dataset),
+                "run_dataset": dataset,
+                "model": model,
+                "method": method,
+                "agents": ",".join(sorted(set(g["agent"]))),
+                "k": int(g["k"].max()),
+                "mean_at_k": 100 * g["mean"].mean(),
+                "maj_at_k": 100 * g["maj"].astype(float).mean(),
+                "n": len(g),
+            }
+        )
     out = pd.DataFrame(rows, columns=columns)
     for (model, method), g in out.groupby(["model", "method"], sort=False):
-        rows.append({"dataset": AVG, "run_dataset": "+".join(sorted(g["run_dataset"])), "model": model, "method": method,
-                     "agents": ",".join(sorted(set(",".join(g["agents"]).split(",")))),
-                     "k": "/".join(str(k) for k in sorted(set(g["k"]))), "mean_at_k": g["mean_at_k"].mean(),
-                     "maj_at_k": g["maj_at_k"].mean(), "n": int(g["n"].sum())})
+        rows.append(
+            {
+                "dataset": AVG,
+                "run_dataset": "+".join(sorted(g["run_dataset"])),
+                "model": model,
+                "method": method,
+                "agents": ",".join(sorted(set(",".join(g["agents"]).split(",")))),
+                "k": "/".join(str(k) for k in sorted(set(g["k"]))),
+                "mean_at_k": g["mean_at_k"].mean(),
+                "maj_at_k": g["maj_at_k"].mean(),
+                "n": int(g["n"].sum()),
+            }
+        )
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -435,8 +537,10 @@ def single_agent_layout(t2: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["model", "method"])
     datasets = _dataset_order(t2)
     per_dataset = t2[t2["dataset"] != AVG]
-    ks = {d: "K" if d == "Avg" else int(per_dataset.loc[per_dataset["run_dataset"] == d, "k"].max()) for d in
-          [*datasets, "Avg"]}
+    ks = {
+        d: "K" if d == "Avg" else int(per_dataset.loc[per_dataset["run_dataset"] == d, "k"].max())
+        for d in [*datasets, "Avg"]
+    }
     rows = []
     for (model, method), g in t2.groupby(["model", "method"], sort=False):
         row = {"model": model, "method": method, "agents": g["agents"].iloc[-1]}
@@ -447,8 +551,9 @@ def single_agent_layout(t2: pd.DataFrame) -> pd.DataFrame:
         rows.append(row)
     order = ["model", "method", "agents", *[f"{d} {m}@{ks[d]}" for d in [*datasets, "Avg"] for m in ("mean", "maj")]]
     out = pd.DataFrame(rows).reindex(columns=order)
-    return out.sort_values(["model", "method"], key=lambda s: s.map(_method_rank) if s.name == "method" else s,
-                           kind="stable").reset_index(drop=True)
+    return out.sort_values(
+        ["model", "method"], key=lambda s: s.map(_method_rank) if s.name == "method" else s, kind="stable"
+    ).reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------- claims
@@ -489,8 +594,10 @@ def _length_gap(turns: pd.DataFrame) -> Estimate:
     tokens = turns["completion_tokens"].astype(float).to_numpy()
     codes, _ = pd.factorize(turns["question_id"].astype(str))
     k = int(codes.max()) + 1 if len(codes) else 0
-    sums = {kind: np.bincount(codes[mask], weights=tokens[mask], minlength=k) for kind, mask in
-            (("right", right), ("wrong", ~right))}
+    sums = {
+        kind: np.bincount(codes[mask], weights=tokens[mask], minlength=k)
+        for kind, mask in (("right", right), ("wrong", ~right))
+    }
     counts = {kind: np.bincount(codes[mask], minlength=k) for kind, mask in (("right", right), ("wrong", ~right))}
 
     def statistic(index: np.ndarray) -> float:
@@ -531,36 +638,64 @@ def _training_claims(outputs: RunOutputs) -> list[Claim]:
                 claims.append(Claim.untestable("§9.3", statement, "no step sampled a debate turn", run))
             else:
                 gap = paired_difference(both["debate_accuracy"], both[first], unit="steps").scaled(100)
-                what = ("the two first-turn answers each debate prompt shows" if pair else
-                        "every first-turn rollout sampled (kept and filtered groups; the pairs' own accuracy "
-                        "isn't in these metrics)")
-                claims.append(Claim.measured(
-                    "§9.3", statement, run, "mean over steps of debate − first-turn acc. (points; steps resampled)",
-                    gap, ">", detail=f"first-turn accuracy is over {what}; steps are resampled as if independent"))
+                what = (
+                    "the two first-turn answers each debate prompt shows"
+                    if pair
+                    else "every first-turn rollout sampled (kept and filtered groups; the pairs' own accuracy "
+                    "isn't in these metrics)"
+                )
+                claims.append(
+                    Claim.measured(
+                        "§9.3",
+                        statement,
+                        run,
+                        "mean over steps of debate − first-turn acc. (points; steps resampled)",
+                        gap,
+                        ">",
+                        detail=f"first-turn accuracy is over {what}; steps are resampled as if independent",
+                    )
+                )
         statement_b = "the share of all-correct (dropped) debate groups rises over training"
         if not {"debate_groups", "debate_groups_kept"} <= set(steps.columns):
             claims.append(Claim.untestable("§9.3", statement_b, "the metrics don't log debate_groups(_kept)", run))
             continue
         asked = steps[steps["debate_groups"].astype(float) > 0]
         if len(asked) < 3:
-            claims.append(Claim.untestable("§9.3", statement_b, "a slope's interval needs at least 3 steps with "
-                                                                 "debate groups", run))
+            claims.append(
+                Claim.untestable(
+                    "§9.3", statement_b, "a slope's interval needs at least 3 steps with debate groups", run
+                )
+            )
             continue
         if "debate_groups_all_correct" in asked:
             share = asked["debate_groups_all_correct"].astype(float) / asked["debate_groups"].astype(float)
-            claims.append(Claim.measured(
-                "§9.3", statement_b, run, "OLS slope per step of the all-correct share of debate groups",
-                slope(asked["step"].astype(float), share, unit="steps"), ">",
-                detail=f"all-correct {int(asked['debate_groups_all_correct'].sum())}, all-wrong "
-                       f"{int(asked['debate_groups_all_wrong'].sum())} of {int(asked['debate_groups'].sum())} "
-                       "debate groups over training"))
+            claims.append(
+                Claim.measured(
+                    "§9.3",
+                    statement_b,
+                    run,
+                    "OLS slope per step of the all-correct share of debate groups",
+                    slope(asked["step"].astype(float), share, unit="steps"),
+                    ">",
+                    detail=f"all-correct {int(asked['debate_groups_all_correct'].sum())}, all-wrong "
+                    f"{int(asked['debate_groups_all_wrong'].sum())} of {int(asked['debate_groups'].sum())} "
+                    "debate groups over training",
+                )
+            )
             continue
         dropped = 1 - asked["debate_groups_kept"].astype(float) / asked["debate_groups"].astype(float)
-        claims.append(Claim.measured(
-            "§9.3", statement_b, run, "OLS slope per step of the dropped share of debate groups",
-            slope(asked["step"].astype(float), dropped, unit="steps"), ">",
-            detail="these metrics count dropped groups without splitting all-correct from all-wrong: "
-                   "the dropped share stands in for the all-correct share"))
+        claims.append(
+            Claim.measured(
+                "§9.3",
+                statement_b,
+                run,
+                "OLS slope per step of the dropped share of debate groups",
+                slope(asked["step"].astype(float), dropped, unit="steps"),
+                ">",
+                detail="these metrics count dropped groups without splitting all-correct from all-wrong: "
+                "the dropped share stands in for the all-correct share",
+            )
+        )
     return claims
 
 
@@ -581,13 +716,23 @@ def _n_claims(q: pd.DataFrame, cells: pd.DataFrame, outputs: RunOutputs, infos: 
         ns = ", ".join(str(int(n)) for n in g["n_agents"])
         scope = f"{dataset}, {model}" if model else dataset
         rows = q[q["dataset"] == dataset]
-        est, _ = _paired_question_difference(_by_question(rows[rows["protocol"] == g["protocol"].iloc[-1]], "maj"),
-                                             _by_question(rows[rows["protocol"] == g["protocol"].iloc[0]], "maj"))
+        est, _ = _paired_question_difference(
+            _by_question(rows[rows["protocol"] == g["protocol"].iloc[-1]], "maj"),
+            _by_question(rows[rows["protocol"] == g["protocol"].iloc[0]], "maj"),
+        )
         monotone = "yes" if np.all(np.diff(maj) >= 0) else "no"
         by_n = ", ".join(f"{int(n)}: {m:.1f}" for n, m in zip(g["n_agents"], maj))
-        claims.append(Claim.measured(
-            "§9.4", f"{statement} (N = {ns})", scope, "Maj(max N) − Maj(min N), points (questions resampled)",
-            est.scaled(100), ">", detail=f"Maj by N (%): {by_n}; non-decreasing: {monotone}; truncation not checked"))
+        claims.append(
+            Claim.measured(
+                "§9.4",
+                f"{statement} (N = {ns})",
+                scope,
+                "Maj(max N) − Maj(min N), points (questions resampled)",
+                est.scaled(100),
+                ">",
+                detail=f"Maj by N (%): {by_n}; non-decreasing: {monotone}; truncation not checked",
+            )
+        )
     return claims
 
 
@@ -606,9 +751,17 @@ def _length_claims(t6: pd.DataFrame, outputs: RunOutputs) -> list[Claim]:
             claims.append(Claim.untestable("§9.4", statement, "needs correct and incorrect round-0 responses", scope))
             continue
         rows = turns[(turns["protocol"] == r["protocol"]) & (turns["dataset"] == r["run_dataset"])]
-        claims.append(Claim.measured(
-            "§9.4", statement, scope, "mean tokens incorrect − correct (questions resampled)", _length_gap(rows),
-            ">", detail=f"{int(r['n_incorrect'])} incorrect and {int(r['n_correct'])} correct responses"))
+        claims.append(
+            Claim.measured(
+                "§9.4",
+                statement,
+                scope,
+                "mean tokens incorrect − correct (questions resampled)",
+                _length_gap(rows),
+                ">",
+                detail=f"{int(r['n_incorrect'])} incorrect and {int(r['n_correct'])} correct responses",
+            )
+        )
     return claims
 
 
@@ -631,15 +784,26 @@ def _versus_dapo(q: pd.DataFrame, t1: pd.DataFrame, per_question: pd.DataFrame, 
             by = g.set_index("method")
             if method not in by.index or "DAPO" not in by.index:
                 continue
-            rows = q if dataset == AVG else q[q["dataset"].isin({by.loc[method, "run_dataset"],
-                                                                  by.loc["DAPO", "run_dataset"]})]
+            rows = (
+                q
+                if dataset == AVG
+                else q[q["dataset"].isin({by.loc[method, "run_dataset"], by.loc["DAPO", "run_dataset"]})]
+            )
             est, shared = _paired_question_difference(
                 _by_question(rows[rows["protocol"] == by.loc[method, "protocol"]], "delta"),
-                _by_question(rows[rows["protocol"] == by.loc["DAPO", "protocol"]], "delta"))
-            claims.append(Claim.measured(
-                "§9.5", statement.replace("SDRL", method, 1), f"{_scope(dataset, '+'.join(shared))}, N={n_agents}",
-                f"Δ({method}) − Δ(DAPO), points (questions resampled)", est.scaled(100), ">=",
-                detail="on the questions both protocols answered, each question's Δ the mean over its threads"))
+                _by_question(rows[rows["protocol"] == by.loc["DAPO", "protocol"]], "delta"),
+            )
+            claims.append(
+                Claim.measured(
+                    "§9.5",
+                    statement.replace("SDRL", method, 1),
+                    f"{_scope(dataset, '+'.join(shared))}, N={n_agents}",
+                    f"Δ({method}) − Δ(DAPO), points (questions resampled)",
+                    est.scaled(100),
+                    ">=",
+                    detail="on the questions both protocols answered, each question's Δ the mean over its threads",
+                )
+            )
     statement = "SDRL has no single-agent accuracy drop against DAPO (mean@K)"
     sdrl_methods = sorted({m for m in t2["method"] if m.startswith("SDRL")})
     if "DAPO" not in set(t2["method"]) or not sdrl_methods:
@@ -653,22 +817,39 @@ def _versus_dapo(q: pd.DataFrame, t1: pd.DataFrame, per_question: pd.DataFrame, 
             rows = per_question[per_question["model"] == model]
             if dataset != AVG:
                 rows = rows[rows["dataset"].isin({by.loc[method, "run_dataset"], by.loc["DAPO", "run_dataset"]})]
-            est, shared = _paired_question_difference(_by_question(rows[rows["method"] == method], "mean"),
-                                                      _by_question(rows[rows["method"] == "DAPO"], "mean"))
-            claims.append(Claim.measured(
-                "§9.5", statement.replace("SDRL", method, 1), _scope(dataset, "+".join(shared)),
-                f"mean@K({method}) − mean@K(DAPO), points (questions resampled)", est.scaled(100), ">=",
-                detail="on the questions both policies were sampled on"))
+            est, shared = _paired_question_difference(
+                _by_question(rows[rows["method"] == method], "mean"),
+                _by_question(rows[rows["method"] == "DAPO"], "mean"),
+            )
+            claims.append(
+                Claim.measured(
+                    "§9.5",
+                    statement.replace("SDRL", method, 1),
+                    _scope(dataset, "+".join(shared)),
+                    f"mean@K({method}) − mean@K(DAPO), points (questions resampled)",
+                    est.scaled(100),
+                    ">=",
+                    detail="on the questions both policies were sampled on",
+                )
+            )
     return claims
 
 
 def _claims(outputs, q, cells, infos, t1, per_question, t2, t6) -> list[Claim]:
     return [
-        Claim.untestable("§9.1", "DCM simulation: δ = 0 is a martingale, δ > 0 drifts up, higher ρ lowers MV acc.",
-                         "a numerical simulation of the theory, not a measure of this run's outputs"),
-        Claim.untestable("§9.2", "pairing, dynamic sampling, dropped debate groups, advantages, overlong penalty",
-                         "unit tests of the trainer (tests/test_training.py), not a measure of this run's outputs"),
-        *_training_claims(outputs), *_n_claims(q, cells, outputs, infos), *_length_claims(t6, outputs),
+        Claim.untestable(
+            "§9.1",
+            "DCM simulation: δ = 0 is a martingale, δ > 0 drifts up, higher ρ lowers MV acc.",
+            "a numerical simulation of the theory, not a measure of this run's outputs",
+        ),
+        Claim.untestable(
+            "§9.2",
+            "pairing, dynamic sampling, dropped debate groups, advantages, overlong penalty",
+            "unit tests of the trainer (tests/test_training.py), not a measure of this run's outputs",
+        ),
+        *_training_claims(outputs),
+        *_n_claims(q, cells, outputs, infos),
+        *_length_claims(t6, outputs),
         *_versus_dapo(q, t1, per_question, t2),
     ]
 
@@ -695,8 +876,11 @@ def evaluate(outputs: RunOutputs) -> PaperEvaluation:
     result.tables["table6"] = t6.round(1)
     result.tables["fig1"] = by_round.round(2)
     result.cells["table1"] = _cells_long(t1, ["model", "dataset", "n_agents", "method"])
-    result.cells["table2"] = (long_table(t2, ["model", "dataset", "method"], ["mean_at_k", "maj_at_k"]) if not t2.empty else
-                              pd.DataFrame(columns=["model", "dataset", "method", "n", "run_dataset", "metric", "value"]))
+    result.cells["table2"] = (
+        long_table(t2, ["model", "dataset", "method"], ["mean_at_k", "maj_at_k"])
+        if not t2.empty
+        else pd.DataFrame(columns=["model", "dataset", "method", "n", "run_dataset", "metric", "value"])
+    )
     result.cells["table3"] = _cells_long(t3, ["model", "dataset", "n_agents", "method"])
     result.cells["table4"] = _cells_long(t4, ["model", "dataset", "n_agents", "topology", "method"])
     result.cells["table5"] = _cells_long(t5, ["model", "dataset", "n_agents", "method", "steps"])

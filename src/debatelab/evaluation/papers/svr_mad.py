@@ -4,6 +4,7 @@ stand for (`llm`, `RunOutputs.backbone`), and meet that backbone's published row
 
 Claims (§9.1-3) are differences of Table 1 cells between SVR-MAD and a baseline on one (backbone,
 dataset), each with a paired bootstrap interval over questions (`cell_difference`)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,8 +18,15 @@ from ..stage import PaperEvaluation
 
 # The paper's row names per protocol kind; all_to_all is Du et al.'s MAD (inside SID-ET).
 METHOD_NAMES = {
-    "self_consistency": "Self Consistency", "group_debate": "GroupDebate", "sid_et": "SID-ET", "s2_mad": "S2-MAD",
-    "svr_mad": "SVR-MAD", "all_to_all": "MAD", "mad_d": "MAD-D", "ring": "Ring", "centralized": "Centralized",
+    "self_consistency": "Self Consistency",
+    "group_debate": "GroupDebate",
+    "sid_et": "SID-ET",
+    "s2_mad": "S2-MAD",
+    "svr_mad": "SVR-MAD",
+    "all_to_all": "MAD",
+    "mad_d": "MAD-D",
+    "ring": "Ring",
+    "centralized": "Centralized",
 }
 METHOD_ORDER = ["Self Consistency", "GroupDebate", "SID-ET", "S2-MAD", "SVR-MAD"]
 METRICS = ["NComm", "Tok", "Acc"]
@@ -54,13 +62,22 @@ def table1_cells(outputs: RunOutputs) -> pd.DataFrame:
     for (dataset, protocol), g in q.groupby(["dataset", "protocol"], sort=False):
         valid = g[~g["pre_unanimous"].astype(bool)]
         info = outputs.protocols.get(protocol)
-        rows.append({"dataset": outputs.paper_dataset(dataset), "run_dataset": dataset, "protocol": protocol,
-                     "llm": outputs.backbone("svr_mad", info.models) if info else NO_BACKBONE,
-                     "method": labels.get(protocol, protocol), "n": len(valid),
-                     "NComm": valid["ncomm"].mean(), "Tok": valid["total_tokens"].mean() / 1000,
-                     "Acc": 100 * valid["correct"].astype(float).mean(),
-                     "all_questions": len(g), "Acc_all": 100 * g["correct"].astype(float).mean(),
-                     "Tok_all": g["total_tokens"].mean() / 1000})
+        rows.append(
+            {
+                "dataset": outputs.paper_dataset(dataset),
+                "run_dataset": dataset,
+                "protocol": protocol,
+                "llm": outputs.backbone("svr_mad", info.models) if info else NO_BACKBONE,
+                "method": labels.get(protocol, protocol),
+                "n": len(valid),
+                "NComm": valid["ncomm"].mean(),
+                "Tok": valid["total_tokens"].mean() / 1000,
+                "Acc": 100 * valid["correct"].astype(float).mean(),
+                "all_questions": len(g),
+                "Acc_all": 100 * g["correct"].astype(float).mean(),
+                "Tok_all": g["total_tokens"].mean() / 1000,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -75,6 +92,7 @@ def table1_layout(cells: pd.DataFrame) -> pd.DataFrame:
     datasets = list(dict.fromkeys(cells["run_dataset"]))
     # (a dataset whose debates all start unanimous has empty cells: kept, not dropped)
     wide = wide.reindex(columns=[f"{d} {m}" for d in datasets for m in METRICS])
+
     def rank(key):
         *llm, method = key if isinstance(key, tuple) else (key,)
         return (*llm, METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER), method)
@@ -107,17 +125,31 @@ def plot_cost_accuracy(cells: pd.DataFrame, experiment: str):
     datasets = list(dict.fromkeys(cells["run_dataset"]))
     methods = list(dict.fromkeys(cells.sort_values("Tok_all")["method"]))
     markers = "osD^vP*Xh<>p"
-    fig, axes = subplots(1, max(1, len(datasets)), figsize=(5.2 * max(1, len(datasets)), 4.2), squeeze=False, sharey=True)
+    fig, axes = subplots(
+        1, max(1, len(datasets)), figsize=(5.2 * max(1, len(datasets)), 4.2), squeeze=False, sharey=True
+    )
     for ax, dataset in zip(axes[0], datasets):
         sub = cells[cells["run_dataset"] == dataset].reset_index(drop=True)
         for i, method in enumerate(methods):
             row = sub[sub["method"] == method]
             if len(row):
-                ax.scatter(row["Tok_all"], row["Acc_all"], marker=markers[i % len(markers)], s=48, label=method,
-                           color=f"C{i % 10}")
+                ax.scatter(
+                    row["Tok_all"],
+                    row["Acc_all"],
+                    marker=markers[i % len(markers)],
+                    s=48,
+                    label=method,
+                    color=f"C{i % 10}",
+                )
         front = pareto_front(sub["Tok_all"].to_numpy(float), sub["Acc_all"].to_numpy(float))
-        ax.plot(sub["Tok_all"].to_numpy()[front], sub["Acc_all"].to_numpy()[front], color="grey", linewidth=1,
-                linestyle="--", label="_front")
+        ax.plot(
+            sub["Tok_all"].to_numpy()[front],
+            sub["Acc_all"].to_numpy()[front],
+            color="grey",
+            linewidth=1,
+            linestyle="--",
+            label="_front",
+        )
         ax.set_xlabel("tokens per question (×10³)")
         ax.set_title(f"{dataset}, n={int(sub['all_questions'].max())} question-threads", fontsize=9)
         ax.set_ylim(-3, 103)
@@ -138,10 +170,17 @@ def question_totals(outputs: RunOutputs) -> pd.DataFrame:
     if q.empty:
         return pd.DataFrame(columns=columns)
     valid = q[~q["pre_unanimous"].astype(bool)]
-    per_row = pd.DataFrame({"dataset": valid["dataset"], "protocol": valid["protocol"],
-                            "question_id": valid["question_id"], "rows": 1,
-                            "NComm": valid["ncomm"].astype(float), "Tok": valid["total_tokens"].astype(float) / 1000,
-                            "Acc": 100 * valid["correct"].astype(float)})
+    per_row = pd.DataFrame(
+        {
+            "dataset": valid["dataset"],
+            "protocol": valid["protocol"],
+            "question_id": valid["question_id"],
+            "rows": 1,
+            "NComm": valid["ncomm"].astype(float),
+            "Tok": valid["total_tokens"].astype(float) / 1000,
+            "Acc": 100 * valid["correct"].astype(float),
+        }
+    )
     return per_row.groupby(["dataset", "protocol", "question_id"], sort=False)[["rows", *METRICS]].sum().reset_index()
 
 
@@ -181,8 +220,14 @@ def _claims(cells: pd.DataFrame, totals: pd.DataFrame) -> list[Claim]:
             claims.append(Claim.untestable("§9.1-3", "SVR-MAD against the baselines", "no svr_mad protocol", dataset))
             continue
         if int(g.set_index("method").loc["SVR-MAD", "n"]) == 0:
-            claims.append(Claim.untestable("§9.1-3", "SVR-MAD against the baselines",
-                                           "no non-unanimous question (every debate starts in agreement)", dataset))
+            claims.append(
+                Claim.untestable(
+                    "§9.1-3",
+                    "SVR-MAD against the baselines",
+                    "no non-unanimous question (every debate starts in agreement)",
+                    dataset,
+                )
+            )
             continue
 
         def measured(number, statement, statistic, first, second, metric, expect):
@@ -190,21 +235,56 @@ def _claims(cells: pd.DataFrame, totals: pd.DataFrame) -> list[Claim]:
             claims.append(Claim.measured(number, statement, dataset, statistic, estimate, expect=expect))
 
         if "MAD" in protocol:
-            measured("§9.1", "SVR-MAD sends fewer messages than all-to-all MAD", "NComm(SVR-MAD) − NComm(MAD)",
-                     "SVR-MAD", "MAD", "NComm", "<")
+            measured(
+                "§9.1",
+                "SVR-MAD sends fewer messages than all-to-all MAD",
+                "NComm(SVR-MAD) − NComm(MAD)",
+                "SVR-MAD",
+                "MAD",
+                "NComm",
+                "<",
+            )
         for baseline in ("SID-ET", "GroupDebate", "S2-MAD"):
             if baseline in protocol:
-                measured("§9.2", f"NComm: SVR-MAD < {baseline}", f"NComm(SVR-MAD) − NComm({baseline})",
-                         "SVR-MAD", baseline, "NComm", "<")
+                measured(
+                    "§9.2",
+                    f"NComm: SVR-MAD < {baseline}",
+                    f"NComm(SVR-MAD) − NComm({baseline})",
+                    "SVR-MAD",
+                    baseline,
+                    "NComm",
+                    "<",
+                )
         if "Self Consistency" in protocol:
-            measured("§9.2", "Tokens: Self Consistency < SVR-MAD", "Tok(SC) − Tok(SVR-MAD), ×10³",
-                     "Self Consistency", "SVR-MAD", "Tok", "<")
-            measured("§9.3", "SVR-MAD accuracy ≥ Self Consistency", "Acc(SVR-MAD) − Acc(SC), points",
-                     "SVR-MAD", "Self Consistency", "Acc", ">=")
+            measured(
+                "§9.2",
+                "Tokens: Self Consistency < SVR-MAD",
+                "Tok(SC) − Tok(SVR-MAD), ×10³",
+                "Self Consistency",
+                "SVR-MAD",
+                "Tok",
+                "<",
+            )
+            measured(
+                "§9.3",
+                "SVR-MAD accuracy ≥ Self Consistency",
+                "Acc(SVR-MAD) − Acc(SC), points",
+                "SVR-MAD",
+                "Self Consistency",
+                "Acc",
+                ">=",
+            )
         for baseline in ("S2-MAD", "GroupDebate"):
             if baseline in protocol:
-                measured("§9.2", f"Tokens: SVR-MAD < {baseline}", f"Tok(SVR-MAD) − Tok({baseline}), ×10³",
-                         "SVR-MAD", baseline, "Tok", "<")
+                measured(
+                    "§9.2",
+                    f"Tokens: SVR-MAD < {baseline}",
+                    f"Tok(SVR-MAD) − Tok({baseline}), ×10³",
+                    "SVR-MAD",
+                    baseline,
+                    "Tok",
+                    "<",
+                )
     return claims
 
 
@@ -213,8 +293,11 @@ def evaluate(outputs: RunOutputs) -> PaperEvaluation:
     result = PaperEvaluation()
     result.tables["table1"] = table1_layout(cells)
     result.cells["table1"] = long_table(cells, ["dataset", "llm", "method"], METRICS) if not cells.empty else cells
-    result.claims = _claims(cells, question_totals(outputs)) if not cells.empty else [
-        Claim.untestable("§9", "SVR-MAD against the baselines", "no debate protocol in this experiment")]
+    result.claims = (
+        _claims(cells, question_totals(outputs))
+        if not cells.empty
+        else [Claim.untestable("§9", "SVR-MAD against the baselines", "no debate protocol in this experiment")]
+    )
     if not cells.empty:
         result.figures["cost_accuracy"] = plot_cost_accuracy(cells, outputs.experiment)
     return result

@@ -18,6 +18,7 @@ The collapse rate (%, not in the paper's tables) [CHOICE]: of the debates in whi
 (not adversarial) agent answered correctly in round 0, the share that ended on a wrong answer. The paper defines debate
 collapse as the group's final decision "compromised on erroneous reasoning" but never counts it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,7 +31,15 @@ import pandas as pd
 from ... import metrics
 from ...reporting.figures import subplots
 from ..claims import (
-    BOOTSTRAP_RESAMPLES, Claim, Estimate, bootstrap, cohens_d, correlation, finite, mcnemar_p, slope,
+    BOOTSTRAP_RESAMPLES,
+    Claim,
+    Estimate,
+    bootstrap,
+    cohens_d,
+    correlation,
+    finite,
+    mcnemar_p,
+    slope,
 )
 from ..paper_numbers import long_table
 from ..run import NO_BACKBONE, ProtocolInfo, RunOutputs, protocol_method
@@ -40,8 +49,12 @@ MEASURES = ["u_intra", "u_inter", "u_sys"]
 U_SYS_BINS = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0 + 1e-9]
 BIN_LABELS = ["[0,.2)", "[.2,.4)", "[.4,.6)", "[.6,.8)", "[.8,1]"]
 PAPER_ORDER = ["UDPO", "RMAAC", "MAPPO", "MAD"]  # Table 1's accuracy order, best first (spec 000 §11, GPU)
-ABLATION_NAMES = {"UDPO": "Full", "UDPO w/o intra": "w/o intra", "UDPO w/o inter": "w/o inter",
-                  "UDPO w/o sys": "w/o sys"}
+ABLATION_NAMES = {
+    "UDPO": "Full",
+    "UDPO w/o intra": "w/o intra",
+    "UDPO w/o inter": "w/o inter",
+    "UDPO w/o sys": "w/o sys",
+}
 TABLE7_BACKBONE = "Qwen-3-8B"  # Table 7 "Performance under attack (Qwen)": five Qwen-3 agents, one malicious
 
 
@@ -57,7 +70,8 @@ def trajectories(outputs: RunOutputs) -> pd.DataFrame:
     backbones = {p: outputs.backbone("udpo", info.models) for p, info in infos.items()}
     # one paper backbone in every seat: a homogeneous ensemble (Table 4 / 7), else NO_BACKBONE
     frame["backbone"] = frame["protocol"].map(
-        lambda p: backbones[p] if backbones[p] != NO_BACKBONE and " + " not in backbones[p] else NO_BACKBONE)
+        lambda p: backbones[p] if backbones[p] != NO_BACKBONE and " + " not in backbones[p] else NO_BACKBONE
+    )
     frame["correct"] = frame["correct"].astype(bool)
     turns = outputs.turns
     if turns.empty:
@@ -76,8 +90,10 @@ TRAJECTORY_KEYS = ["protocol", "dataset", "question_id", "thread"]
 def round0_correct(turns: pd.DataFrame, protocols: dict[str, ProtocolInfo]) -> pd.DataFrame:
     """Per debate thread: whether any honest agent's round-0 answer was correct (`had_correct`)."""
     first = turns[(turns["round"] == 0) & turns["protocol"].isin(list(protocols))]
-    adversarial = [bool(protocols[p].adversarial_seats and protocols[p].adversarial_seats[int(i)])
-                   for p, i in zip(first["protocol"], first["agent_index"])]
+    adversarial = [
+        bool(protocols[p].adversarial_seats and protocols[p].adversarial_seats[int(i)])
+        for p, i in zip(first["protocol"], first["agent_index"])
+    ]
     first = first[~np.asarray(adversarial, dtype=bool)]
     had = first["correct"].fillna(False).astype(bool).groupby([first[k] for k in TRAJECTORY_KEYS]).any()
     return had.rename("had_correct").reset_index().astype({"had_correct": float})
@@ -101,8 +117,12 @@ def _one_protocol_per_cell(cells: pd.DataFrame, keys: list[str], protocols: dict
     if cells.empty:
         return cells
     rounds = cells["protocol"].map(lambda p: protocols[p].rounds)
-    return cells.assign(_r=rounds).sort_values("_r", ascending=False, kind="stable").drop_duplicates(
-        [*keys, "run_dataset"]).drop(columns="_r")
+    return (
+        cells.assign(_r=rounds)
+        .sort_values("_r", ascending=False, kind="stable")
+        .drop_duplicates([*keys, "run_dataset"])
+        .drop(columns="_r")
+    )
 
 
 def natural(frame: pd.DataFrame) -> pd.DataFrame:
@@ -162,7 +182,8 @@ def table7(frame: pd.DataFrame, protocols) -> pd.DataFrame:
 
 def table5(frame: pd.DataFrame) -> pd.DataFrame:
     return _cell_means(natural(frame), ["dataset", "n_agents", "rounds", "method"]).drop_duplicates(
-        ["dataset", "n_agents", "rounds", "method", "run_dataset"])
+        ["dataset", "n_agents", "rounds", "method", "run_dataset"]
+    )
 
 
 def table6(frame: pd.DataFrame) -> pd.DataFrame:
@@ -173,8 +194,17 @@ def table6(frame: pd.DataFrame) -> pd.DataFrame:
         for (dataset, run_dataset), g in part.groupby(["dataset", "run_dataset"], sort=False):
             for measure in MEASURES:
                 r, p = metrics.point_biserial(g[measure].to_numpy(float), g["correct"].to_numpy(bool))
-                rows.append({"dataset": dataset, "run_dataset": run_dataset, "condition": condition,
-                             "measure": measure, "r": r, "p": p, "n": len(g)})
+                rows.append(
+                    {
+                        "dataset": dataset,
+                        "run_dataset": run_dataset,
+                        "condition": condition,
+                        "measure": measure,
+                        "r": r,
+                        "p": p,
+                        "n": len(g),
+                    }
+                )
     return pd.DataFrame(rows, columns=["dataset", "run_dataset", "condition", "measure", "r", "p", "n"])
 
 
@@ -189,16 +219,26 @@ def fig5(frame: pd.DataFrame) -> pd.DataFrame:
             continue
         # the MAD protocol with the most rounds is the reference
         ref_protocol = mad.sort_values("rounds", ascending=False)["protocol"].iloc[0]
-        ref = mad[mad["protocol"] == ref_protocol].groupby(["run_dataset", "question_id"]).agg(
-            u_sys=("u_sys", "mean"), acc=("correct", "mean"))
+        ref = (
+            mad[mad["protocol"] == ref_protocol]
+            .groupby(["run_dataset", "question_id"])
+            .agg(u_sys=("u_sys", "mean"), acc=("correct", "mean"))
+        )
         for method, part in g[g["method"] != "MAD"].groupby("method"):
             acc = part.groupby(["run_dataset", "question_id"])["correct"].mean().rename("method_acc")
             joined = ref.join(acc, how="inner")
             joined["bin"] = pd.cut(joined["u_sys"], U_SYS_BINS, labels=BIN_LABELS, right=False)
             for label, b in joined.groupby("bin", observed=False):
-                rows.append({"n_agents": n_agents, "method": method, "bin": label,
-                             "delta_acc": 100 * (b["method_acc"] - b["acc"]).mean() if len(b) else np.nan,
-                             "n": len(b), "run_dataset": "all"})
+                rows.append(
+                    {
+                        "n_agents": n_agents,
+                        "method": method,
+                        "bin": label,
+                        "delta_acc": 100 * (b["method_acc"] - b["acc"]).mean() if len(b) else np.nan,
+                        "n": len(b),
+                        "run_dataset": "all",
+                    }
+                )
     return pd.DataFrame(rows, columns=["n_agents", "method", "bin", "delta_acc", "n", "run_dataset"])
 
 
@@ -251,6 +291,7 @@ def _question_codes(frame: pd.DataFrame) -> tuple[np.ndarray, int]:
 def _clustered(statistic_of_weights, codes: np.ndarray, n_units: int) -> Estimate:
     """Bootstrap over questions where the statistic is computed on rows: a resample weighs each row
     by how often its question was drawn (the same as repeating the rows, without copying them)."""
+
     def statistic(index: np.ndarray) -> float:
         return statistic_of_weights(np.bincount(index, minlength=n_units)[codes].astype(float))
 
@@ -275,7 +316,7 @@ def _variance_sum(count: float, total: float, squares: float) -> float:
 
 def _d_columns(values: np.ndarray, failed: np.ndarray) -> np.ndarray:
     f, s = failed.astype(float), (~failed).astype(float)
-    return np.column_stack([f, f * values, f * values ** 2, s, s * values, s * values ** 2])
+    return np.column_stack([f, f * values, f * values**2, s, s * values, s * values**2])
 
 
 def _cohens_d_of_sums(sums: np.ndarray) -> float:
@@ -342,8 +383,9 @@ def _weighted_selective_gain(ranked_correct: np.ndarray, w: np.ndarray, fraction
     return float(100 * ((take @ ranked_correct) / kept - (w @ ranked_correct) / total))
 
 
-def _ratio_difference(rows_a: pd.DataFrame, rows_b: pd.DataFrame, numerator: str, denominator: str | None = None,
-                      scale: float = 1.0) -> Estimate:
+def _ratio_difference(
+    rows_a: pd.DataFrame, rows_b: pd.DataFrame, numerator: str, denominator: str | None = None, scale: float = 1.0
+) -> Estimate:
     """scale · (Σ num / Σ den of rows_a − the same of rows_b), where den counts the rows with a
     numerator unless `denominator` names a column: a cell mean of the tables (accuracy, mean U) or
     the collapse rate. Bootstrapped over the union of both sides' questions: paired when both
@@ -353,9 +395,14 @@ def _ratio_difference(rows_a: pd.DataFrame, rows_b: pd.DataFrame, numerator: str
     side = both["_side"].to_numpy()
     num = both[numerator].to_numpy(float)
     den = np.isfinite(num).astype(float) if denominator is None else np.nan_to_num(both[denominator].to_numpy(float))
-    sums = [(np.bincount(codes[side == s], np.nan_to_num(num)[side == s], n_units),
-             np.bincount(codes[side == s], den[side == s], n_units),
-             np.bincount(codes[side == s], minlength=n_units)) for s in (0, 1)]
+    sums = [
+        (
+            np.bincount(codes[side == s], np.nan_to_num(num)[side == s], n_units),
+            np.bincount(codes[side == s], den[side == s], n_units),
+            np.bincount(codes[side == s], minlength=n_units),
+        )
+        for s in (0, 1)
+    ]
 
     def difference(index: np.ndarray) -> float:
         (num_a, den_a, _), (num_b, den_b, _) = sums
@@ -383,45 +430,112 @@ def _claims(frame: pd.DataFrame, t3: pd.DataFrame, outputs: RunOutputs) -> list[
     mad = standard_mad(frame)
     scope = "standard MAD, all datasets"
     if mad.empty:
-        claims.append(Claim.untestable("§11.1-4", "the U's flag failures", "no untrained, unattacked all-to-all protocol"))
+        claims.append(
+            Claim.untestable("§11.1-4", "the U's flag failures", "no untrained, unattacked all-to-all protocol")
+        )
     else:
         pooled = f"{len(mad)} trajectories of {_question_codes(mad)[1]} questions"
         for measure in MEASURES:
-            claims.append(Claim.measured("§11.1", f"failures have higher {measure} than successes", scope,
-                                         "Cohen's d", _failure_gap(mad, measure), ">", detail=pooled))
+            claims.append(
+                Claim.measured(
+                    "§11.1",
+                    f"failures have higher {measure} than successes",
+                    scope,
+                    "Cohen's d",
+                    _failure_gap(mad, measure),
+                    ">",
+                    detail=pooled,
+                )
+            )
         for measure in MEASURES:
-            claims.append(Claim.measured("§11.2", f"{measure} correlates negatively with correctness", scope,
-                                         "Pearson r", _correlation(mad, measure, "correct"), "<", detail=pooled))
+            claims.append(
+                Claim.measured(
+                    "§11.2",
+                    f"{measure} correlates negatively with correctness",
+                    scope,
+                    "Pearson r",
+                    _correlation(mad, measure, "correct"),
+                    "<",
+                    detail=pooled,
+                )
+            )
         for a, b in itertools.combinations(MEASURES, 2):
-            claims.append(Claim.measured("§11.3", f"{a} and {b} correlate positively", scope, "Pearson r",
-                                         _correlation(mad, a, b), ">", detail=pooled))
-        claims.append(Claim.measured("§11.4", "the least uncertain half (U_sys) is at least as accurate as all",
-                                     scope, "acc(lowest 50% U_sys) − acc(all), points", _selective_gain(mad), ">=",
-                                     detail=pooled))
+            claims.append(
+                Claim.measured(
+                    "§11.3",
+                    f"{a} and {b} correlate positively",
+                    scope,
+                    "Pearson r",
+                    _correlation(mad, a, b),
+                    ">",
+                    detail=pooled,
+                )
+            )
+        claims.append(
+            Claim.measured(
+                "§11.4",
+                "the least uncertain half (U_sys) is at least as accurate as all",
+                scope,
+                "acc(lowest 50% U_sys) − acc(all), points",
+                _selective_gain(mad),
+                ">=",
+                detail=pooled,
+            )
+        )
     # §11.5: attack, the ends of m at each N (paired: the same questions under m = min and m = max)
     attacked = t3[t3["method"] == "MAD"] if not t3.empty else t3
-    groups = [(key, g.sort_values("m")) for key, g in attacked.groupby(["run_dataset", "n_agents"])
-              if g["m"].nunique() >= 2]
+    groups = [
+        (key, g.sort_values("m")) for key, g in attacked.groupby(["run_dataset", "n_agents"]) if g["m"].nunique() >= 2
+    ]
     if not groups:
-        claims.append(Claim.untestable("§11.5", "compromised agents lower accuracy and raise U",
-                                       "needs untrained protocols with 0 and ≥ 1 adversarial seats at one N"))
+        claims.append(
+            Claim.untestable(
+                "§11.5",
+                "compromised agents lower accuracy and raise U",
+                "needs untrained protocols with 0 and ≥ 1 adversarial seats at one N",
+            )
+        )
     for (dataset, n_agents), g in groups:
         low, high = g.iloc[0], g.iloc[-1]
         ends = _rows_of(frame, [low["protocol"]], dataset), _rows_of(frame, [high["protocol"]], dataset)
         ms = ", ".join(str(int(m)) for m in g["m"])
         where = f"{dataset}, N={n_agents}"
         by_m = "; ".join(f"m={int(r.m)}: acc {r.accuracy:.1f}, U_sys {r.u_sys:.3f}" for r in g.itertuples())
-        claims.append(Claim.measured("§11.5", f"accuracy falls as m grows (m = {ms})", where,
-                                     f"acc(m={int(high['m'])}) − acc(m={int(low['m'])}), points",
-                                     _ratio_difference(ends[1], ends[0], "correct", scale=100), "<", detail=by_m))
-        claims.append(Claim.measured("§11.5", f"U_sys rises as m grows (m = {ms})", where,
-                                     f"U_sys(m={int(high['m'])}) − U_sys(m={int(low['m'])})",
-                                     _ratio_difference(ends[1], ends[0], "u_sys"), ">", detail=by_m))
+        claims.append(
+            Claim.measured(
+                "§11.5",
+                f"accuracy falls as m grows (m = {ms})",
+                where,
+                f"acc(m={int(high['m'])}) − acc(m={int(low['m'])}), points",
+                _ratio_difference(ends[1], ends[0], "correct", scale=100),
+                "<",
+                detail=by_m,
+            )
+        )
+        claims.append(
+            Claim.measured(
+                "§11.5",
+                f"U_sys rises as m grows (m = {ms})",
+                where,
+                f"U_sys(m={int(high['m'])}) − U_sys(m={int(low['m'])})",
+                _ratio_difference(ends[1], ends[0], "u_sys"),
+                ">",
+                detail=by_m,
+            )
+        )
     under_attack = frame[frame["m"] > 0]
     for dataset, g in under_attack.groupby("run_dataset", sort=False):
-        claims.append(Claim.measured("§11.5", "U_sys correlates negatively with correctness under attack", dataset,
-                                     "Pearson r", _correlation(g, "u_sys", "correct"), "<",
-                                     detail=f"{len(g)} trajectories of {_question_codes(g)[1]} questions"))
+        claims.append(
+            Claim.measured(
+                "§11.5",
+                "U_sys correlates negatively with correctness under attack",
+                dataset,
+                "Pearson r",
+                _correlation(g, "u_sys", "correct"),
+                "<",
+                detail=f"{len(g)} trajectories of {_question_codes(g)[1]} questions",
+            )
+        )
     # §11.6: more rounds, less uncertainty (standard MAD, same seats; paired over the questions)
     tested = False
     for (dataset, _), g in _with_seats(mad, outputs).groupby(["run_dataset", "seats"]):
@@ -431,13 +545,25 @@ def _claims(frame: pd.DataFrame, t3: pd.DataFrame, outputs: RunOutputs) -> list[
         tested = True
         ends = g[g["rounds"] == rounds[0]], g[g["rounds"] == rounds[-1]]
         by_t = "; ".join(f"T={t}: U_sys {u:.3f}" for t, u in g.groupby("rounds")["u_sys"].mean().items())
-        claims.append(Claim.measured("§11.6",
-                                     f"standard MAD: U_sys falls as T grows (T = {', '.join(map(str, rounds))})",
-                                     dataset, f"U_sys(T={rounds[-1]}) − U_sys(T={rounds[0]})",
-                                     _ratio_difference(ends[1], ends[0], "u_sys"), "<", detail=by_t))
+        claims.append(
+            Claim.measured(
+                "§11.6",
+                f"standard MAD: U_sys falls as T grows (T = {', '.join(map(str, rounds))})",
+                dataset,
+                f"U_sys(T={rounds[-1]}) − U_sys(T={rounds[0]})",
+                _ratio_difference(ends[1], ends[0], "u_sys"),
+                "<",
+                detail=by_t,
+            )
+        )
     if not tested:
-        claims.append(Claim.untestable("§11.6", "standard MAD: U_sys falls as T grows",
-                                       "needs two untrained protocols with the same seats and different rounds"))
+        claims.append(
+            Claim.untestable(
+                "§11.6",
+                "standard MAD: U_sys falls as T grows",
+                "needs two untrained protocols with the same seats and different rounds",
+            )
+        )
     # §11.8: training-set U's trend down during UDPO (rewards r = 1 − U trend up): OLS slope over logged steps
     udpo_runs = [r for r, info in outputs.runs.items() if info.method == "udpo"]
     if not udpo_runs:
@@ -445,12 +571,25 @@ def _claims(frame: pd.DataFrame, t3: pd.DataFrame, outputs: RunOutputs) -> list[
     for run in udpo_runs:
         steps = outputs.training.get(run)
         if steps is None or len(steps) < 3 or "r_sys" not in steps:
-            claims.append(Claim.untestable("§11.8", "UDPO training lowers the training-set U_sys",
-                                           "needs r_sys at 3 or more logged steps (a slope's interval)", run))
+            claims.append(
+                Claim.untestable(
+                    "§11.8",
+                    "UDPO training lowers the training-set U_sys",
+                    "needs r_sys at 3 or more logged steps (a slope's interval)",
+                    run,
+                )
+            )
             continue
-        claims.append(Claim.measured("§11.8", "UDPO training lowers the training-set U_sys", run,
-                                     "slope of U_sys = 1 − r_sys per step",
-                                     slope(steps["step"].to_numpy(float), 1 - steps["r_sys"].to_numpy(float)), "<"))
+        claims.append(
+            Claim.measured(
+                "§11.8",
+                "UDPO training lowers the training-set U_sys",
+                run,
+                "slope of U_sys = 1 − r_sys per step",
+                slope(steps["step"].to_numpy(float), 1 - steps["r_sys"].to_numpy(float)),
+                "<",
+            )
+        )
     # the GPU claim, measured anyway: UDPO > RMAAC > MAPPO > MAD at the same N, each step of the order
     # between the methods the run has, and UDPO against MAD; per question, paired on shared questions
     table1_rows = natural(heterogeneous(frame))
@@ -463,16 +602,28 @@ def _claims(frame: pd.DataFrame, t3: pd.DataFrame, outputs: RunOutputs) -> list[
             pairs.append(("UDPO", "MAD"))
         rows = {m: _rows_of(table1_rows, [by.loc[m, "protocol"]], dataset) for m in present}
         for better, worse in pairs:
-            claims.append(Claim.measured("§11 (GPU)",
-                                         f"{better} is more accurate than {worse} (Table 1; not expected on CPU)",
-                                         f"{dataset}, N={n_agents}", f"acc({better}) − acc({worse}), points",
-                                         _ratio_difference(rows[better], rows[worse], "correct", scale=100), ">"))
+            claims.append(
+                Claim.measured(
+                    "§11 (GPU)",
+                    f"{better} is more accurate than {worse} (Table 1; not expected on CPU)",
+                    f"{dataset}, N={n_agents}",
+                    f"acc({better}) − acc({worse}), points",
+                    _ratio_difference(rows[better], rows[worse], "correct", scale=100),
+                    ">",
+                )
+            )
         # "UDPO effectively reduces debate collapse" (§1), as the collapse rate of the module docstring
         if {"UDPO", "MAD"} <= set(present) and finite(by.loc["UDPO", "collapse"]) and finite(by.loc["MAD", "collapse"]):
-            claims.append(Claim.measured("§11 (GPU)", "UDPO collapses less often than MAD (§1; not expected on CPU)",
-                                         f"{dataset}, N={n_agents}", "collapse(UDPO) − collapse(MAD), points",
-                                         _ratio_difference(rows["UDPO"], rows["MAD"], "collapsed", "had_correct", 100),
-                                         "<"))
+            claims.append(
+                Claim.measured(
+                    "§11 (GPU)",
+                    "UDPO collapses less often than MAD (§1; not expected on CPU)",
+                    f"{dataset}, N={n_agents}",
+                    "collapse(UDPO) − collapse(MAD), points",
+                    _ratio_difference(rows["UDPO"], rows["MAD"], "collapsed", "had_correct", 100),
+                    "<",
+                )
+            )
     return claims
 
 
@@ -510,7 +661,8 @@ def evaluate(outputs: RunOutputs) -> PaperEvaluation:
     result.cells["table5"] = long_table(t5, ["dataset", "n_agents", "rounds", "method"], ["accuracy"])
     result.cells["table7"] = long_table(t7, ["dataset", "method"], ["accuracy", "drop"])
     result.cells["table6"] = t6.rename(columns={"r": "value"}).assign(metric="r")[
-        ["dataset", "condition", "measure", "metric", "value", "n", "run_dataset"]]
+        ["dataset", "condition", "measure", "metric", "value", "n", "run_dataset"]
+    ]
     result.cells["fig5"] = bins.assign(metric="delta_acc").rename(columns={"delta_acc": "value"})
     # the claims hold for any ensemble: an attacked homogeneous one (Table 7's) tests §11.5 too
     result.claims = _claims(everything, table3(everything, protocols), outputs)

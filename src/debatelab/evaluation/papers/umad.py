@@ -23,6 +23,7 @@ runs on the seats are the paper's "Single-GRPO Pair"). A later protocol with the
 method (umad_unmasked, umad_uq) gets its own row, "<method> [<protocol>]". Accuracies are in %,
 entropies in nats.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -93,8 +94,10 @@ def agent_states(outputs: RunOutputs) -> pd.DataFrame:
     turns = turns[turns["protocol"].isin(list(pairs))]
     if turns.empty:
         return pd.DataFrame(columns=columns)
-    turns = turns.assign(correct=turns["correct"].astype(float),
-                         answer=turns["answer"].astype(object).where(turns["answer"].notna(), NO_ANSWER))
+    turns = turns.assign(
+        correct=turns["correct"].astype(float),
+        answer=turns["answer"].astype(object).where(turns["answer"].notna(), NO_ANSWER),
+    )
     states = seat_rounds(turns, ["correct", "answer"], {p: info.rounds for p, info in pairs.items()})
     states = states.dropna(subset=["correct"])
     return states.sort_values([*STATE_KEYS, "round"], kind="stable").reset_index(drop=True)[columns]
@@ -124,28 +127,46 @@ def thread_accuracy(states: pd.DataFrame, outputs: RunOutputs) -> pd.DataFrame:
 def _over_threads(per_thread: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Mean and sample std over threads of the per-thread accuracies, one row per cell and seat."""
     g = per_thread.groupby([*keys, "agent_index"], sort=False)
-    return g.agg(mean=("accuracy", "mean"), std=("accuracy", "std"), threads=("thread", "nunique"),
-                 n=("n", "sum")).reset_index()
+    return g.agg(
+        mean=("accuracy", "mean"), std=("accuracy", "std"), threads=("thread", "nunique"), n=("n", "sum")
+    ).reset_index()
 
 
 def table1_cells(outputs: RunOutputs, states: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (setting, method, dataset incl. "avg", turn): A0, A1 (mean %), A0_std, A1_std,
     n = (question, thread) pairs per seat, threads, protocol, run_dataset."""
-    columns = ["setting", "method", "protocol", "dataset", "run_dataset", "turn", *SEATS,
-               *[f"{s}_std" for s in SEATS], "threads", "n"]
+    columns = [
+        "setting",
+        "method",
+        "protocol",
+        "dataset",
+        "run_dataset",
+        "turn",
+        *SEATS,
+        *[f"{s}_std" for s in SEATS],
+        "threads",
+        "n",
+    ]
     states = agent_states(outputs) if states is None else states
     per_thread = thread_accuracy(states, outputs)
     if per_thread.empty:
         return pd.DataFrame(columns=columns)
     by_dataset = _over_threads(per_thread, ["protocol", "run_dataset", "dataset", "turn"])
     # Avg: unweighted mean of the datasets within each thread, then mean ± std over threads
-    avg_thread = per_thread.groupby(["protocol", "turn", "thread", "agent_index"], sort=False).agg(
-        accuracy=("accuracy", "mean"), n=("n", "sum"),
-        run_dataset=("run_dataset", lambda s: "+".join(sorted(set(s))))).reset_index()
+    avg_thread = (
+        per_thread.groupby(["protocol", "turn", "thread", "agent_index"], sort=False)
+        .agg(
+            accuracy=("accuracy", "mean"),
+            n=("n", "sum"),
+            run_dataset=("run_dataset", lambda s: "+".join(sorted(set(s)))),
+        )
+        .reset_index()
+    )
     avg = _over_threads(avg_thread, ["protocol", "run_dataset", "turn"]).assign(dataset=AVG)
     stats = pd.concat([by_dataset, avg], ignore_index=True)
     wide = stats.set_index(["protocol", "run_dataset", "dataset", "turn", "agent_index"])[
-        ["mean", "std", "threads", "n"]].unstack("agent_index")
+        ["mean", "std", "threads", "n"]
+    ].unstack("agent_index")
     cells = pd.DataFrame(index=wide.index)
     for i, seat in enumerate(SEATS):
         cells[seat] = wide[("mean", i)] if ("mean", i) in wide else np.nan
@@ -157,8 +178,9 @@ def table1_cells(outputs: RunOutputs, states: pd.DataFrame | None = None) -> pd.
     cells["setting"] = cells["protocol"].map(lambda p: labels[p][0])
     cells["method"] = cells["protocol"].map(lambda p: labels[p][1])
     order = {p: i for i, p in enumerate(labels)}
-    cells = cells.sort_values(["protocol", "turn"], key=lambda s: s.map(order) if s.name == "protocol" else s,
-                              kind="stable")
+    cells = cells.sort_values(
+        ["protocol", "turn"], key=lambda s: s.map(order) if s.name == "protocol" else s, kind="stable"
+    )
     return cells.astype({"threads": int, "n": int, "turn": int})[columns].reset_index(drop=True)
 
 
@@ -186,8 +208,9 @@ def paper_layout(cells: pd.DataFrame, method_order, by_method_first: bool = Fals
         for dataset in datasets:
             name = "Avg" if dataset == AVG else dataset
             for seat in SEATS:
-                row[f"{name} {seat}"] = _mean_std(by.loc[dataset, seat], by.loc[dataset, f"{seat}_std"]) \
-                    if dataset in by.index else ""
+                row[f"{name} {seat}"] = (
+                    _mean_std(by.loc[dataset, seat], by.loc[dataset, f"{seat}_std"]) if dataset in by.index else ""
+                )
         row["protocol"] = g["protocol"].iloc[0]
         row["threads"] = int(g["threads"].max())
         rows.append(row)
@@ -205,16 +228,35 @@ def paper_layout(cells: pd.DataFrame, method_order, by_method_first: bool = Fals
 
 def sys_uncertainty(outputs: RunOutputs) -> pd.DataFrame:
     """Mean TU, Sys-EU, Sys-AU (nats) over questions, per (protocol, dataset, round)."""
-    columns = ["setting", "method", "protocol", "dataset", "run_dataset", "round", "turn", "TU", "Sys-EU", "Sys-AU",
-               "k_threads", "n"]
+    columns = [
+        "setting",
+        "method",
+        "protocol",
+        "dataset",
+        "run_dataset",
+        "round",
+        "turn",
+        "TU",
+        "Sys-EU",
+        "Sys-AU",
+        "k_threads",
+        "n",
+    ]
     labels = row_labels(outputs)
     rounds = outputs.uncertainty_rounds
     rounds = rounds[rounds["protocol"].isin(list(labels))]
     if rounds.empty:
         return pd.DataFrame(columns=columns)
-    g = rounds.groupby(["protocol", "dataset", "round"], sort=False).agg(
-        TU=("total", "mean"), **{"Sys-EU": ("epistemic", "mean"), "Sys-AU": ("aleatoric", "mean")},
-        k_threads=("k_threads", "max"), n=("question_id", "nunique")).reset_index()
+    g = (
+        rounds.groupby(["protocol", "dataset", "round"], sort=False)
+        .agg(
+            TU=("total", "mean"),
+            **{"Sys-EU": ("epistemic", "mean"), "Sys-AU": ("aleatoric", "mean")},
+            k_threads=("k_threads", "max"),
+            n=("question_id", "nunique"),
+        )
+        .reset_index()
+    )
     g = g.rename(columns={"dataset": "run_dataset"})
     g["dataset"] = g["run_dataset"].map(outputs.paper_dataset)
     g["turn"] = g["round"] + 1
@@ -239,8 +281,13 @@ def plot_sys_uncertainty(outputs: RunOutputs):
             curve = part.groupby("round")[column].mean()
             setting, method = labels[protocol]
             k = int(part["k_threads"].max())
-            ax.plot(curve.index, curve.to_numpy(), marker="o", color=f"C{i % 10}",
-                    label=f"{protocol} ({setting}, {method}, K={k})")
+            ax.plot(
+                curve.index,
+                curve.to_numpy(),
+                marker="o",
+                color=f"C{i % 10}",
+                label=f"{protocol} ({setting}, {method}, K={k})",
+            )
         ax.set_xlabel("debate round (0 = initial answers, turn T = round + 1)")
         ax.set_ylabel(f"{name} (nats)")
         ax.set_title(name, fontsize=9)
@@ -249,8 +296,15 @@ def plot_sys_uncertainty(outputs: RunOutputs):
     n = rounds.groupby(["dataset", "question_id"]).ngroups if not rounds.empty else 0
     handles, names = axes[0][0].get_legend_handles_labels()
     if handles:
-        fig.legend(handles, names, loc="lower center", bbox_to_anchor=(0.5, -0.02), ncol=min(3, len(handles)),
-                   fontsize=8, frameon=False)
+        fig.legend(
+            handles,
+            names,
+            loc="lower center",
+            bbox_to_anchor=(0.5, -0.02),
+            ncol=min(3, len(handles)),
+            fontsize=8,
+            frameon=False,
+        )
     fig.suptitle(f"{outputs.experiment}: system uncertainty per round (mean over n={n} questions)", fontsize=10)
     fig.tight_layout(rect=(0, 0.12 if handles else 0, 1, 1))
     return fig
@@ -263,15 +317,31 @@ def flip_transitions(states: pd.DataFrame, outputs: RunOutputs) -> pd.DataFrame:
     """Per protocol, seat and pair of consecutive rounds, over the (question, thread) transitions of
     all datasets: the shares (%) C2C, C2W, W2C, W2W, flip_ratio = C2W + W2C (the share that changes
     correctness, App. D.4) and answer_changed (the share whose answer differs at all)."""
-    columns = ["setting", "method", "protocol", "seat", "agent", "from_round", "to_round", *TRANSITIONS,
-               "flip_ratio", "answer_changed", "n"]
+    columns = [
+        "setting",
+        "method",
+        "protocol",
+        "seat",
+        "agent",
+        "from_round",
+        "to_round",
+        *TRANSITIONS,
+        "flip_ratio",
+        "answer_changed",
+        "n",
+    ]
     if states.empty:
         return pd.DataFrame(columns=columns)
     after = states.assign(round=states["round"] - 1)
     pairs = states.merge(after, on=[*STATE_KEYS, "round"], suffixes=("", "_next"))
     was, now = pairs["correct"] == 1, pairs["correct_next"] == 1
-    pairs = pairs.assign(C2C=was & now, C2W=was & ~now, W2C=~was & now, W2W=~was & ~now,
-                         answer_changed=pairs["answer"] != pairs["answer_next"])
+    pairs = pairs.assign(
+        C2C=was & now,
+        C2W=was & ~now,
+        W2C=~was & now,
+        W2W=~was & ~now,
+        answer_changed=pairs["answer"] != pairs["answer_next"],
+    )
     pairs["flip_ratio"] = pairs["C2W"] | pairs["W2C"]
     rates = [*TRANSITIONS, "flip_ratio", "answer_changed"]
     g = pairs.groupby(["protocol", "agent_index", "round"], sort=False)
@@ -352,13 +422,13 @@ def _paired_bootstrap(statistic, n_units: int) -> Estimate:
     return Estimate(est.value, est.low, est.high, est.n, est.method.replace("bootstrap", "paired bootstrap", 1))
 
 
-def _correct_counts(states: pd.DataFrame, protocol: str, units: pd.MultiIndex,
-                    rounds: int) -> tuple[np.ndarray, np.ndarray]:
+def _correct_counts(
+    states: pd.DataFrame, protocol: str, units: pd.MultiIndex, rounds: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Per question of `units`, seat and round 0..rounds: (correct answers, answers) over the threads."""
     hits = np.zeros((len(units), len(SEATS), rounds + 1))
     counts = np.zeros_like(hits)
-    part = states[(states["protocol"] == protocol) & (states["round"] <= rounds)
-                  & (states["agent_index"] < len(SEATS))]
+    part = states[(states["protocol"] == protocol) & (states["round"] <= rounds) & (states["agent_index"] < len(SEATS))]
     at = _unit_positions(part, units)
     keep = at >= 0
     index = (at[keep], part["agent_index"].to_numpy(int)[keep], part["round"].to_numpy(int)[keep])
@@ -383,8 +453,7 @@ def _flip_counts(states: pd.DataFrame, protocol: str, units: pd.MultiIndex) -> t
     return flips, counts
 
 
-def _round_values(rounds: pd.DataFrame, protocol: str, units: pd.MultiIndex, column: str,
-                  at_round: int) -> np.ndarray:
+def _round_values(rounds: pd.DataFrame, protocol: str, units: pd.MultiIndex, column: str, at_round: int) -> np.ndarray:
     """`column` of each question of `units` at one round of `protocol` (NaN where the question has none)."""
     part = rounds[(rounds["protocol"] == protocol) & (rounds["round"] == at_round)]
     values = np.full(len(units), np.nan)
@@ -399,23 +468,48 @@ def _identity_claims(outputs: RunOutputs) -> list[Claim]:
     if rounds.empty:
         return [Claim.untestable("§10.1", "TU = Sys-EU + Sys-AU; 0 ≤ Sys-EU ≤ log N", "no uncertainty rounds output")]
     deviation = float((rounds["total"] - rounds["epistemic"] - rounds["aleatoric"]).abs().max())
-    claims = [Claim.measured("§10.1", "TU = Sys-EU + Sys-AU in every (question, round)", "all protocols",
-                             "max |TU − Sys-EU − Sys-AU| over (question, round) rows, nats (an identity: computed "
-                             "on every row, no interval)", Estimate.exact(deviation, len(rounds)),
-                             expect="<=", threshold=IDENTITY_TOLERANCE)]
+    claims = [
+        Claim.measured(
+            "§10.1",
+            "TU = Sys-EU + Sys-AU in every (question, round)",
+            "all protocols",
+            "max |TU − Sys-EU − Sys-AU| over (question, round) rows, nats (an identity: computed "
+            "on every row, no interval)",
+            Estimate.exact(deviation, len(rounds)),
+            expect="<=",
+            threshold=IDENTITY_TOLERANCE,
+        )
+    ]
     n_agents = rounds["protocol"].map(lambda p: outputs.protocols[p].n_agents if p in outputs.protocols else np.nan)
     known = n_agents.notna().to_numpy()
     eu = rounds["epistemic"].to_numpy(float)
     excess = np.maximum(-eu, eu - np.log(n_agents.to_numpy(float)))[known]
     bound = "max(−Sys-EU, Sys-EU − log N) over rows, nats (a bound: computed on every row, no interval)"
     if excess.size:
-        claims.append(Claim.measured("§10.1", "0 ≤ Sys-EU ≤ log N", "all protocols", bound,
-                                     Estimate.exact(float(excess.max()), int(known.sum())),
-                                     expect="<=", threshold=IDENTITY_TOLERANCE))
+        claims.append(
+            Claim.measured(
+                "§10.1",
+                "0 ≤ Sys-EU ≤ log N",
+                "all protocols",
+                bound,
+                Estimate.exact(float(excess.max()), int(known.sum())),
+                expect="<=",
+                threshold=IDENTITY_TOLERANCE,
+            )
+        )
     else:
-        claims.append(Claim.measured("§10.1", "0 ≤ Sys-EU ≤ log N", "all protocols", bound, Estimate.missing(0),
-                                     expect="<=", threshold=IDENTITY_TOLERANCE,
-                                     detail="no row of a protocol in this config"))
+        claims.append(
+            Claim.measured(
+                "§10.1",
+                "0 ≤ Sys-EU ≤ log N",
+                "all protocols",
+                bound,
+                Estimate.missing(0),
+                expect="<=",
+                threshold=IDENTITY_TOLERANCE,
+                detail="no row of a protocol in this config",
+            )
+        )
     return claims
 
 
@@ -434,11 +528,17 @@ def _eu_falls_claims(outputs: RunOutputs) -> list[Claim]:
         first = _round_values(part, protocol, units, "epistemic", int(curve.index[0]))
         last = _round_values(part, protocol, units, "epistemic", int(curve.index[-1]))
         estimate = _paired_bootstrap(lambda i: _nanmean(last[i]) - _nanmean(first[i]), len(units))
-        claims.append(Claim.measured(
-            "§10.2", statement, f"{protocol} ({setting}, {method})",
-            f"Sys-EU(round {curve.index[-1]}) − Sys-EU(round {curve.index[0]}), mean over questions, nats",
-            estimate, expect="<",
-            detail=f"per round: {', '.join(f'{v:.3f}' for v in curve)}; monotone: {'yes' if monotone else 'no'}"))
+        claims.append(
+            Claim.measured(
+                "§10.2",
+                statement,
+                f"{protocol} ({setting}, {method})",
+                f"Sys-EU(round {curve.index[-1]}) − Sys-EU(round {curve.index[0]}), mean over questions, nats",
+                estimate,
+                expect="<",
+                detail=f"per round: {', '.join(f'{v:.3f}' for v in curve)}; monotone: {'yes' if monotone else 'no'}",
+            )
+        )
     return claims
 
 
@@ -448,8 +548,11 @@ def _untrained(outputs: RunOutputs, homogeneous: bool) -> list[ProtocolInfo]:
 
 def _matching_hetero(homo: ProtocolInfo, heteros: list[ProtocolInfo]) -> ProtocolInfo | None:
     """The hetero debate to set beside a homo one: same threads (K) and template if there is one."""
-    for same in (lambda h: h.threads == homo.threads and h.template == homo.template,
-                 lambda h: h.threads == homo.threads, lambda h: True):
+    for same in (
+        lambda h: h.threads == homo.threads and h.template == homo.template,
+        lambda h: h.threads == homo.threads,
+        lambda h: True,
+    ):
         found = [h for h in heteros if same(h)]
         if found:
             return found[0]
@@ -477,9 +580,17 @@ def _initial_eu_claims(outputs: RunOutputs) -> list[Claim]:
             mixed = _round_values(both, hetero.name, units, "epistemic", 0)
             same = _round_values(both, homo.name, units, "epistemic", 0)
             estimate = _paired_bootstrap(lambda i: _nanmean(mixed[i]) - _nanmean(same[i]), len(units))
-            claims.append(Claim.measured("§10.3", statement, scope,
-                                         "Sys-EU(hetero, round 0) − Sys-EU(homo, round 0), mean over questions, nats",
-                                         estimate, expect=">", detail=f"K = {hetero.threads} vs {homo.threads} threads"))
+            claims.append(
+                Claim.measured(
+                    "§10.3",
+                    statement,
+                    scope,
+                    "Sys-EU(hetero, round 0) − Sys-EU(homo, round 0), mean over questions, nats",
+                    estimate,
+                    expect=">",
+                    detail=f"K = {hetero.threads} vs {homo.threads} threads",
+                )
+            )
     return claims or [Claim.untestable("§10.3", statement, "the homo and hetero pairs share no dataset")]
 
 
@@ -500,18 +611,22 @@ def _weaker_gain_claims(cells: pd.DataFrame, states: pd.DataFrame, outputs: RunO
         t1, t2 = _cell(cells, hetero.name, dataset, 1), _cell(cells, hetero.name, dataset, 2)
         scope = f"{dataset}: {hetero.name}"
         if t1 is None or t2 is None:
-            claims.append(Claim.untestable("§10.4", statement, "no accuracy at both T = 1 and T = 2 (rounds ≥ 1)", scope))
+            claims.append(
+                Claim.untestable("§10.4", statement, "no accuracy at both T = 1 and T = 2 (rounds ≥ 1)", scope)
+            )
             continue
         if t1["A0"] == t1["A1"]:
-            claims.append(Claim.untestable("§10.4", statement, f"both seats {t1['A0']:.1f}% at T = 1: no weaker agent",
-                                           scope))
+            claims.append(
+                Claim.untestable("§10.4", statement, f"both seats {t1['A0']:.1f}% at T = 1: no weaker agent", scope)
+            )
             continue
         weak = SEATS.index("A0" if t1["A0"] < t1["A1"] else "A1")
         weak_agent = hetero.participants[weak]
         own = [h for h in homos if set(h.participants) == {weak_agent} and dataset in h.datasets]
         homo = own[0] if own else next((h for h in homos if dataset in h.datasets), None)
-        here = states[(states["dataset"] == dataset)
-                      & states["protocol"].isin([hetero.name] + ([homo.name] if homo else []))]
+        here = states[
+            (states["dataset"] == dataset) & states["protocol"].isin([hetero.name] + ([homo.name] if homo else []))
+        ]
         units = _question_units(here)
         hits, counts = _correct_counts(here, hetero.name, units, 1)
 
@@ -519,9 +634,16 @@ def _weaker_gain_claims(cells: pd.DataFrame, states: pd.DataFrame, outputs: RunO
             """Points gained by `seat` from round 0 (T = 1) to round 1 (T = 2) on questions i."""
             return 100 * (_share(hits[i, seat, 1], counts[i, seat, 1]) - _share(hits[i, seat, 0], counts[i, seat, 0]))
 
-        claims.append(Claim.measured("§10.4", statement, scope,
-                                     f"{SEATS[weak]} ({weak_agent}) acc(T=2) − acc(T=1), points",
-                                     _paired_bootstrap(gain, len(units)), expect=">"))
+        claims.append(
+            Claim.measured(
+                "§10.4",
+                statement,
+                scope,
+                f"{SEATS[weak]} ({weak_agent}) acc(T=2) − acc(T=1), points",
+                _paired_bootstrap(gain, len(units)),
+                expect=">",
+            )
+        )
         h1, h2 = (_cell(cells, homo.name, dataset, 1), _cell(cells, homo.name, dataset, 2)) if homo else (None, None)
         if h1 is None or h2 is None:
             claims.append(Claim.untestable("§10.4", versus, "no untrained homo pair with T = 1 and T = 2 here", scope))
@@ -533,9 +655,17 @@ def _weaker_gain_claims(cells: pd.DataFrame, states: pd.DataFrame, outputs: RunO
             return gain(i) - homo_gain
 
         note = "" if own else f"no homo pair of {weak_agent}; compared with {homo.name} ({homo.participants[0]})"
-        claims.append(Claim.measured("§10.4", versus, f"{dataset}: {hetero.name} vs {homo.name}",
-                                     "gain(hetero weaker) − gain(homo, mean of seats), points",
-                                     _paired_bootstrap(gain_over_homo, len(units)), expect=">", detail=note))
+        claims.append(
+            Claim.measured(
+                "§10.4",
+                versus,
+                f"{dataset}: {hetero.name} vs {homo.name}",
+                "gain(hetero weaker) − gain(homo, mean of seats), points",
+                _paired_bootstrap(gain_over_homo, len(units)),
+                expect=">",
+                detail=note,
+            )
+        )
     return claims
 
 
@@ -556,11 +686,16 @@ def _flip_claims(flips: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs)
             continue
         acc = [initial.get((hetero.name, i), np.nan) for i in range(2)]
         if not all(finite(a) for a in acc) or acc[0] == acc[1]:
-            claims.append(Claim.untestable("§10.5", statement, "the seats are equally accurate at T = 1: no weaker agent",
-                                           hetero.name))
+            claims.append(
+                Claim.untestable(
+                    "§10.5", statement, "the seats are equally accurate at T = 1: no weaker agent", hetero.name
+                )
+            )
             continue
         weak, strong = (0, 1) if acc[0] < acc[1] else (1, 0)
-        own = {seat: [h for h in homos if set(h.participants) == {hetero.participants[seat]}] for seat in (weak, strong)}
+        own = {
+            seat: [h for h in homos if set(h.participants) == {hetero.participants[seat]}] for seat in (weak, strong)
+        }
         homo_of = {seat: found[0].name for seat, found in own.items() if found}
         mine = states[states["protocol"].isin([hetero.name, *homo_of.values()])]
         units = _question_units(mine)
@@ -570,10 +705,17 @@ def _flip_claims(flips: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs)
             """Flip ratio (%) of `seat` on questions i."""
             return 100 * _share(changed[i, seat], transitions[i, seat])
 
-        claims.append(Claim.measured(
-            "§10.5", statement, hetero.name, f"flip(weaker {SEATS[weak]}) − flip(stronger {SEATS[strong]}), points",
-            _paired_bootstrap(lambda i: rate(i, weak) - rate(i, strong), len(units)), expect=">",
-            detail=f"weaker = lower T=1 accuracy ({100 * acc[weak]:.1f}% vs {100 * acc[strong]:.1f}%)"))
+        claims.append(
+            Claim.measured(
+                "§10.5",
+                statement,
+                hetero.name,
+                f"flip(weaker {SEATS[weak]}) − flip(stronger {SEATS[strong]}), points",
+                _paired_bootstrap(lambda i: rate(i, weak) - rate(i, strong), len(units)),
+                expect=">",
+                detail=f"weaker = lower T=1 accuracy ({100 * acc[weak]:.1f}% vs {100 * acc[strong]:.1f}%)",
+            )
+        )
         homo_counts = {seat: _flip_counts(mine, name, units) for seat, name in homo_of.items()}
         if len(homo_counts) < 2 or not all(c[1].sum() > 0 for c in homo_counts.values()):
             claims.append(Claim.untestable("§10.5", between, "needs untrained homo pairs of both agents", hetero.name))
@@ -587,19 +729,28 @@ def _flip_claims(flips: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs)
 
         everything = np.arange(len(units))
         mixed = np.mean([rate(everything, seat) for seat in range(len(SEATS))])
-        ends = sorted(np.mean([rate(everything, seat, *pair) for seat in range(len(SEATS))])
-                      for pair in homo_counts.values())
-        claims.append(Claim.measured(
-            "§10.5", between, hetero.name,
-            "min(flip(hetero) − lower homo flip, upper homo flip − flip(hetero)), points (≥ 0: between); "
-            "flip of a pair = mean of its seats", _paired_bootstrap(margin, len(units)), expect=">=",
-            detail=f"hetero {mixed:.1f}%; homo pairs {ends[0]:.1f}% to {ends[1]:.1f}%"))
+        ends = sorted(
+            np.mean([rate(everything, seat, *pair) for seat in range(len(SEATS))]) for pair in homo_counts.values()
+        )
+        claims.append(
+            Claim.measured(
+                "§10.5",
+                between,
+                hetero.name,
+                "min(flip(hetero) − lower homo flip, upper homo flip − flip(hetero)), points (≥ 0: between); "
+                "flip of a pair = mean of its seats",
+                _paired_bootstrap(margin, len(units)),
+                expect=">=",
+                detail=f"hetero {mixed:.1f}%; homo pairs {ends[0]:.1f}% to {ends[1]:.1f}%",
+            )
+        )
     return claims
 
 
 def _clustered_pearson(x: np.ndarray, y: np.ndarray, cluster: np.ndarray, n_clusters: int) -> Estimate:
     """Pearson r over rows with a bootstrap over clusters (questions): a resample weights each row by how
     often its question was drawn, so rows of one question (several protocols) move together."""
+
     def statistic(index):
         w = np.bincount(index, minlength=n_clusters)[cluster].astype(float)
         drawn = w > 0
@@ -619,8 +770,9 @@ def _au_accuracy_claim(states: pd.DataFrame, outputs: RunOutputs) -> Claim:
         return Claim.untestable("§10.6", statement, "no uncertainty rounds output")
     rounds = rounds[rounds["protocol"].isin(list(pair_protocols(outputs))) & (rounds["k_threads"] > 1)]
     if rounds.empty:
-        return Claim.untestable("§10.6", statement,
-                                "needs a pair protocol with K > 1 threads (with K = 1 Sys-AU is 0 in every round)")
+        return Claim.untestable(
+            "§10.6", statement, "needs a pair protocol with K > 1 threads (with K = 1 Sys-AU is 0 in every round)"
+        )
     keys = ["protocol", "dataset", "question_id"]
     ends = rounds.groupby(keys)["round"].max().rename("last").reset_index()
     au = rounds.merge(ends, on=keys)
@@ -632,21 +784,33 @@ def _au_accuracy_claim(states: pd.DataFrame, outputs: RunOutputs) -> Claim:
     joined = pd.concat({"d_au": au_last - au_first, "d_acc": 100 * (acc_last - acc_first)}, axis=1).dropna()
     joined = joined.reset_index()
     units = _question_units(joined)
-    estimate = _clustered_pearson(joined["d_acc"].to_numpy(float), joined["d_au"].to_numpy(float),
-                                  _unit_positions(joined, units), len(units))
+    estimate = _clustered_pearson(
+        joined["d_acc"].to_numpy(float), joined["d_au"].to_numpy(float), _unit_positions(joined, units), len(units)
+    )
     scope = ", ".join(sorted(joined["protocol"].unique())) or "no question"
-    detail = (f"{len(joined)} (protocol, question) points on {len(units)} questions; a question's points are "
-              "resampled together")
+    detail = (
+        f"{len(joined)} (protocol, question) points on {len(units)} questions; a question's points are "
+        "resampled together"
+    )
     if not estimate.finite:
         detail += "; fewer than 2 questions, or Δacc or ΔSys-AU constant"
-    return Claim.measured("§10.6", statement, scope, "Pearson r(Δacc, ΔSys-AU) over (protocol, question) points",
-                          estimate, expect="<", detail=detail)
+    return Claim.measured(
+        "§10.6",
+        statement,
+        scope,
+        "Pearson r(Δacc, ΔSys-AU) over (protocol, question) points",
+        estimate,
+        expect="<",
+        detail=detail,
+    )
 
 
 def _training_claims(outputs: RunOutputs) -> list[Claim]:
     runs = [name for name, run in outputs.runs.items() if run.method == "umad"]
-    rises, bounded = "UMAD/IPPO training: the team reward rises over steps", \
-        "UMAD/IPPO training: the mean confidence weight W stays within [e^-0.5, e^0.5]"
+    rises, bounded = (
+        "UMAD/IPPO training: the team reward rises over steps",
+        "UMAD/IPPO training: the mean confidence weight W stays within [e^-0.5, e^0.5]",
+    )
     if not runs:
         return [Claim.untestable("§10.9", rises, "no umad training run")]
     training = outputs.training
@@ -659,16 +823,31 @@ def _training_claims(outputs: RunOutputs) -> list[Claim]:
         if len(steps) < 3 or "reward_mean" not in steps:
             claims.append(Claim.untestable("§10.9", rises, f"needs at least 3 logged steps, has {len(steps)}", run))
         else:
-            claims.append(Claim.measured("§10.9", rises, run, "OLS slope of reward_mean per step",
-                                         slope(steps["step"], steps["reward_mean"]), expect=">"))
+            claims.append(
+                Claim.measured(
+                    "§10.9",
+                    rises,
+                    run,
+                    "OLS slope of reward_mean per step",
+                    slope(steps["step"], steps["reward_mean"]),
+                    expect=">",
+                )
+            )
         if "weight_mean" not in steps or steps["weight_mean"].isna().all():
             claims.append(Claim.untestable("§10.9", bounded, "no weight_mean logged", run))
             continue
         logged = steps["weight_mean"].dropna().to_numpy(float)
-        claims.append(Claim.measured("§10.9", bounded, run,
-                                     "max |ln weight_mean| over logged steps (computed on every step, no interval)",
-                                     Estimate.exact(float(np.abs(np.log(logged)).max()), len(logged)),
-                                     expect="<=", threshold=WEIGHT_BOUND + IDENTITY_TOLERANCE))
+        claims.append(
+            Claim.measured(
+                "§10.9",
+                bounded,
+                run,
+                "max |ln weight_mean| over logged steps (computed on every step, no interval)",
+                Estimate.exact(float(np.abs(np.log(logged)).max()), len(logged)),
+                expect="<=",
+                threshold=WEIGHT_BOUND + IDENTITY_TOLERANCE,
+            )
+        )
     return claims
 
 
@@ -694,9 +873,16 @@ def _gpu_claim(cells: pd.DataFrame, states: pd.DataFrame) -> list[Claim]:
             by_protocol.append(_nanmean(np.divide(h, n, out=np.full(len(datasets), np.nan), where=n > 0)))
         return 100 * (by_protocol[0] - by_protocol[1])
 
-    return [Claim.measured("§10 (GPU)", f"hetero A0 (weaker) Avg: UMAD > IPPO at T = {t} (not expected on CPU)",
-                           f"hetero: {trained[0]} vs {trained[1]}", "Avg A0(UMAD) − Avg A0(IPPO), points",
-                           _paired_bootstrap(avg_difference, len(units)), expect=">")]
+    return [
+        Claim.measured(
+            "§10 (GPU)",
+            f"hetero A0 (weaker) Avg: UMAD > IPPO at T = {t} (not expected on CPU)",
+            f"hetero: {trained[0]} vs {trained[1]}",
+            "Avg A0(UMAD) − Avg A0(IPPO), points",
+            _paired_bootstrap(avg_difference, len(units)),
+            expect=">",
+        )
+    ]
 
 
 def _claims(cells: pd.DataFrame, flips: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs) -> list[Claim]:
@@ -706,11 +892,21 @@ def _claims(cells: pd.DataFrame, flips: pd.DataFrame, states: pd.DataFrame, outp
     claims += _weaker_gain_claims(cells, states, outputs)
     claims += _flip_claims(flips, states, outputs)
     claims.append(_au_accuracy_claim(states, outputs))
-    claims.append(Claim.untestable("§10.7", "mean token entropy rises over rounds",
-                                   "no per-token entropy is recorded (turns.parquet keeps mean and min token "
-                                   "log-probabilities of the sampled tokens only)"))
-    claims.append(Claim.untestable("§10.8", "reward shaping: W falls in Ū, mean Ū = 0, r^eu ∈ {−η, 0, η}, IPPO = UMAD "
-                                   "at α = η = 0", "unit tests of the trainer (tests/test_umad.py), not a run output"))
+    claims.append(
+        Claim.untestable(
+            "§10.7",
+            "mean token entropy rises over rounds",
+            "no per-token entropy is recorded (turns.parquet keeps mean and min token "
+            "log-probabilities of the sampled tokens only)",
+        )
+    )
+    claims.append(
+        Claim.untestable(
+            "§10.8",
+            "reward shaping: W falls in Ū, mean Ū = 0, r^eu ∈ {−η, 0, η}, IPPO = UMAD at α = η = 0",
+            "unit tests of the trainer (tests/test_umad.py), not a run output",
+        )
+    )
     claims += _training_claims(outputs)
     claims += _gpu_claim(cells, states)
     return claims

@@ -17,6 +17,7 @@ reference) with the interface of `policy.Policy`, so the update code serves both
 optimizers and schedules together (`AgentPolicies.optimizer`, `.scheduler`: `PerAgent`) are what a
 checkpoint saves and restores, as it does one policy's.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -79,15 +80,23 @@ class AgentPolicies:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if settings.finetuning != "lora":
-            raise ValueError("multi-agent training: finetuning must be 'lora' (one adapter per agent on a shared "
-                             "base); full fine-tuning of N agents would hold N copies of the model")
+            raise ValueError(
+                "multi-agent training: finetuning must be 'lora' (one adapter per agent on a shared "
+                "base); full fine-tuning of N agents would hold N copies of the model"
+            )
         self.settings, self.device = settings, device
         self.agents = list(bases)
         self.base_of = {name: str(Path(path)) for name, path in bases.items()}
         lora = settings.lora
+
         def config():  # a fresh one per adapter: PEFT writes the base's path into the config it is given
-            return LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                              target_modules=lora.target_modules, task_type="CAUSAL_LM")
+            return LoraConfig(
+                r=lora.r,
+                lora_alpha=lora.alpha,
+                lora_dropout=lora.dropout,
+                target_modules=lora.target_modules,
+                task_type="CAUSAL_LM",
+            )
 
         self.models, self.tokenizers = {}, {}
         self.placement = self._placement(device)  # base folder -> its GPUs (model parallelism), else empty
@@ -102,8 +111,11 @@ class AgentPolicies:
                     gpus = self.placement[base]
                     capacity = torch.cuda.get_device_properties(gpus[0]).total_memory
                     model = AutoModelForCausalLM.from_pretrained(
-                        base, dtype=dtype, device_map="balanced" if len(gpus) > 1 else {"": gpus[0]},
-                        max_memory={g: int(capacity * 0.9) for g in gpus})
+                        base,
+                        dtype=dtype,
+                        device_map="balanced" if len(gpus) > 1 else {"": gpus[0]},
+                        max_memory={g: int(capacity * 0.9) for g in gpus},
+                    )
                 else:
                     model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
                 enable_gradient_checkpointing(model, settings)
@@ -118,21 +130,30 @@ class AgentPolicies:
         self.optimizers, self.schedulers = {}, {}
         for name in self.agents:
             params = self.adapter_parameters(name)
-            self.optimizers[name] = torch.optim.AdamW(params.values(), lr=settings.learning_rate,
-                                                      weight_decay=settings.weight_decay)
-            self.schedulers[name] = torch.optim.lr_scheduler.LambdaLR(self.optimizers[name],
-                                                                      learning_rate_factor(settings))
+            self.optimizers[name] = torch.optim.AdamW(
+                params.values(), lr=settings.learning_rate, weight_decay=settings.weight_decay
+            )
+            self.schedulers[name] = torch.optim.lr_scheduler.LambdaLR(
+                self.optimizers[name], learning_rate_factor(settings)
+            )
         from .vllm_rollouts import resolve_rollout_backend
 
         if self.placement and settings.rollout_backend == "vllm":
-            raise ValueError("multi-agent training: parallelism 'model' rolls out on transformers; set rollout_backend "
-                             "to auto or transformers")
+            raise ValueError(
+                "multi-agent training: parallelism 'model' rolls out on transformers; set rollout_backend "
+                "to auto or transformers"
+            )
         self.rollout_backend = "transformers" if self.placement else resolve_rollout_backend(settings.rollout_backend)
         self._engines = {}  # base folder -> its vLLM engine, started on the first rollouts
         self.attached = {}  # "@name" -> a method's own trainable module (MAPPO's critic), checkpointed with the agents
-        log.info("%d agents on %d base model(s), one LoRA adapter each (r=%d), rollouts on %s: %s", len(self.agents),
-                 len(self.models), lora.r, self.rollout_backend,
-                 ", ".join(f"{a} on {Path(self.base_of[a]).name}" for a in self.agents))
+        log.info(
+            "%d agents on %d base model(s), one LoRA adapter each (r=%d), rollouts on %s: %s",
+            len(self.agents),
+            len(self.models),
+            lora.r,
+            self.rollout_backend,
+            ", ".join(f"{a} on {Path(self.base_of[a]).name}" for a in self.agents),
+        )
 
     def _placement(self, device: str) -> dict[str, list[int]]:
         """Model parallelism's GPUs per base (`gpu_plan.training_placement`: the weights at most
@@ -144,10 +165,14 @@ class AgentPolicies:
             return {}
         bases = list(dict.fromkeys(self.base_of.values()))
         capacity = torch.cuda.get_device_properties(0).total_memory
-        plan = training_placement({b: weights_bytes(b) for b in bases}, torch.cuda.device_count(), capacity,
-                                  WEIGHTS_SHARE)
-        log.info("model parallelism over %d GPUs: %s", torch.cuda.device_count(),
-                 "; ".join(f"{Path(b).name} on cuda:{','.join(map(str, g))}" for b, g in plan.items()))
+        plan = training_placement(
+            {b: weights_bytes(b) for b in bases}, torch.cuda.device_count(), capacity, WEIGHTS_SHARE
+        )
+        log.info(
+            "model parallelism over %d GPUs: %s",
+            torch.cuda.device_count(),
+            "; ".join(f"{Path(b).name} on cuda:{','.join(map(str, g))}" for b, g in plan.items()),
+        )
         return plan
 
     @property
@@ -180,8 +205,9 @@ class AgentPolicies:
         for name in self.agents:
             reference = f"ref_{name}"
             if reference in self.model_of(name).peft_config:
-                out.update({f"{reference}/{n}": p.detach().clone()
-                            for n, p in self.adapter_parameters(reference).items()})
+                out.update(
+                    {f"{reference}/{n}": p.detach().clone() for n, p in self.adapter_parameters(reference).items()}
+                )
         return out
 
     def activate(self, name: str) -> None:
@@ -203,13 +229,15 @@ class AgentPolicies:
                 dtype = str(resolve_dtype(self.settings.dtype, self.device)).removeprefix("torch.")
                 sharing = sum(self.base_of[a] == base for a in self.agents)
                 rank, world = rank_and_world()  # data parallel: an engine per process, on its GPU
-                self._engines[base] = VLLMRollouts(base, self.settings, dtype=dtype, adapters=sharing, rank=rank,
-                                                   world=world)
+                self._engines[base] = VLLMRollouts(
+                    base, self.settings, dtype=dtype, adapters=sharing, rank=rank, world=world
+                )
             return self._engines[base].adapter_backend(self.model_of(name), name, model_id)
         from ...llm.transformers_backend import TransformersBackend
 
-        return TransformersBackend.from_model(self.model_of(name), self.tokenizers[base], model_id=model_id,
-                                              batch_size=self.settings.rollout_batch_size)
+        return TransformersBackend.from_model(
+            self.model_of(name), self.tokenizers[base], model_id=model_id, batch_size=self.settings.rollout_batch_size
+        )
 
     def rollouts_done(self) -> None:
         """A step's debates are in: sleeping-capable engines free their GPU memory for the update."""
@@ -266,8 +294,12 @@ class AgentPolicies:
 
     def trainable_state(self) -> dict:
         """Every agent's adapter (and its re-synced reference, if any), and attached modules, for checkpoints."""
-        own = {f"{name}/{n}": p.detach().clone() for name in self.agents for n, p in self.adapter_parameters(name).items()}
-        attached = {f"{key}/{n}": p.detach().clone() for key, m in self.attached.items() for n, p in m.state_dict().items()}
+        own = {
+            f"{name}/{n}": p.detach().clone() for name in self.agents for n, p in self.adapter_parameters(name).items()
+        }
+        attached = {
+            f"{key}/{n}": p.detach().clone() for key, m in self.attached.items() for n, p in m.state_dict().items()
+        }
         return {**own, **self.reference_state(), **attached}
 
     def load_trainable_state(self, state: dict) -> None:
@@ -296,7 +328,9 @@ class AgentPolicies:
         else:
             model = copy.deepcopy(self.model_of(name))
             model.set_adapter(name)
-            save_model_folder(model.merge_and_unload(adapter_names=[name]), self.tokenizers[self.base_of[name]], out_dir)
+            save_model_folder(
+                model.merge_and_unload(adapter_names=[name]), self.tokenizers[self.base_of[name]], out_dir
+            )
         self.save_adapter(name, out_dir)
 
     def save_adapter(self, name: str, out_dir: str | Path) -> None:

@@ -12,6 +12,7 @@ starts afresh and logs which setting changed.
 Under DeepSpeed ZeRO each process's optimizer partition sits in `optimizer-zero/rank-R.pt` instead
 (`zero.py`): the processes write them first, then the checkpoint takes the folder in.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,17 @@ log = logging.getLogger(__name__)
 
 #: Settings a resumed run may change: the budget, logging (held-out evaluation included: it changes
 #: no update), and the vLLM engine's memory knobs.
-RESUMABLE_CHANGES = ("steps", "show_progress", "checkpoint_every", "vllm_gpu_memory_utilization", "vllm_max_model_len",
-                     "vllm_enforce_eager", "vllm_sleep", "heldout_every", "heldout_questions")
+RESUMABLE_CHANGES = (
+    "steps",
+    "show_progress",
+    "checkpoint_every",
+    "vllm_gpu_memory_utilization",
+    "vllm_max_model_len",
+    "vllm_enforce_eager",
+    "vllm_sleep",
+    "heldout_every",
+    "heldout_questions",
+)
 
 
 def resumable_settings(settings) -> dict:
@@ -81,14 +91,27 @@ def fingerprint_changes(old: dict | None, new) -> str:
     return ", ".join(changes)
 
 
-PART_NAMES = {"model": "the base model", "models": "the base models", "data": "the training questions",
-              "questions": "the training questions", "system_prompt": "the system prompt", "prompts": "the system prompts",
-              "optimizer_layout": "the optimizer's split among processes", "participants": "the participants",
-              "coefficients": "the UDPO coefficients"}
+PART_NAMES = {
+    "model": "the base model",
+    "models": "the base models",
+    "data": "the training questions",
+    "questions": "the training questions",
+    "system_prompt": "the system prompt",
+    "prompts": "the system prompts",
+    "optimizer_layout": "the optimizer's split among processes",
+    "participants": "the participants",
+    "coefficients": "the UDPO coefficients",
+}
 
 
-def save_checkpoint(directory: str | Path, policy, state: TrainState, fingerprint, keep: int = 2,
-                    optimizer_partitions: str | Path | None = None) -> Path:
+def save_checkpoint(
+    directory: str | Path,
+    policy,
+    state: TrainState,
+    fingerprint,
+    keep: int = 2,
+    optimizer_partitions: str | Path | None = None,
+) -> Path:
     """`optimizer_partitions`: the folder of ZeRO optimizer partitions every process saved for this
     step (`zero.save_partition`), moved into the checkpoint in place of the whole optimizer state.
     `keep` newest checkpoints stay: the one before the newest is the fallback if the newest won't load."""
@@ -112,10 +135,18 @@ def save_checkpoint(directory: str | Path, policy, state: TrainState, fingerprin
             rng["cuda"] = torch.cuda.get_rng_state_all()
         torch.save(rng, tmp / "rng.pt")
         pd.DataFrame(state.metrics).to_parquet(tmp / "metrics.parquet")
-        (tmp / "state.json").write_text(json.dumps({"step": state.step, "epoch": state.epoch, "cursor": state.cursor,
-                                                    "fingerprint": fingerprint_hash(fingerprint),
-                                                    "fingerprint_parts": fingerprint_summary(fingerprint),
-                                                    "extra": state.extra}))
+        (tmp / "state.json").write_text(
+            json.dumps(
+                {
+                    "step": state.step,
+                    "epoch": state.epoch,
+                    "cursor": state.cursor,
+                    "fingerprint": fingerprint_hash(fingerprint),
+                    "fingerprint_parts": fingerprint_summary(fingerprint),
+                    "extra": state.extra,
+                }
+            )
+        )
         final = directory / name
         if final.exists():
             shutil.rmtree(final)
@@ -130,8 +161,9 @@ def save_checkpoint(directory: str | Path, policy, state: TrainState, fingerprin
     return final
 
 
-def load_checkpoint(directory: str | Path, policy, fingerprint, engine=None, rank: int = 0,
-                    world: int = 1) -> TrainState | None:
+def load_checkpoint(
+    directory: str | Path, policy, fingerprint, engine=None, rank: int = 0, world: int = 1
+) -> TrainState | None:
     """Restore the newest checkpoint that loads into `policy` and the random states; None if there is
     none to resume (none yet, or made with other settings). `engine`: the DeepSpeed engine whose
     optimizer partition this process restores. Every file is read before anything is restored, so a
@@ -146,8 +178,12 @@ def load_checkpoint(directory: str | Path, policy, fingerprint, engine=None, ran
             continue
         if made_with != fingerprint_hash(fingerprint):
             why = fingerprint_changes(meta.get("fingerprint_parts"), fingerprint)
-            log.warning("checkpoint %s was made with other settings, base model or data%s: starting afresh; its "
-                        "checkpoints are set aside as stale-step-*", path, f" ({why})" if why else "")
+            log.warning(
+                "checkpoint %s was made with other settings, base model or data%s: starting afresh; its "
+                "checkpoints are set aside as stale-step-*",
+                path,
+                f" ({why})" if why else "",
+            )
             if rank == 0:  # out of the way of this run's own checkpoints (and of their pruning)
                 for old in directory.glob("stale-step-*"):
                     shutil.rmtree(old, ignore_errors=True)
@@ -164,8 +200,9 @@ def load_checkpoint(directory: str | Path, policy, fingerprint, engine=None, ran
         _restore_optimizer(policy, states, path, engine, rank, world)
         _restore_rng(rng)
         log.info("resuming from %s (step %d)", path, meta["step"])
-        return TrainState(step=meta["step"], epoch=meta["epoch"], cursor=meta["cursor"], metrics=metrics,
-                          extra=meta.get("extra", {}))
+        return TrainState(
+            step=meta["step"], epoch=meta["epoch"], cursor=meta["cursor"], metrics=metrics, extra=meta.get("extra", {})
+        )
     return None
 
 
@@ -182,8 +219,13 @@ def _newest_first(directory: Path) -> list[Path]:
 def _set_aside(path: Path, error: Exception, rank: int) -> None:
     """Move a checkpoint that does not load out of the way (kept for inspection, never resumed)."""
     target = path.with_name(f"corrupt-{path.name}")
-    log.warning("checkpoint %s does not load (%s: %s): set aside as %s; resuming from the one before it, if any",
-                path, type(error).__name__, str(error)[:200], target.name)
+    log.warning(
+        "checkpoint %s does not load (%s: %s): set aside as %s; resuming from the one before it, if any",
+        path,
+        type(error).__name__,
+        str(error)[:200],
+        target.name,
+    )
     if rank == 0:  # one process moves it; the others skip it as well
         shutil.rmtree(target, ignore_errors=True)
         os.replace(path, target)
@@ -205,8 +247,10 @@ def _restore_optimizer(policy, states: dict, path: Path, engine, rank: int, worl
 
     if (path / PARTITIONS).exists():
         if engine is None:
-            raise ValueError(f"checkpoint {path} holds DeepSpeed ZeRO optimizer partitions: resume it under the "
-                             "same accelerate config")
+            raise ValueError(
+                f"checkpoint {path} holds DeepSpeed ZeRO optimizer partitions: resume it under the "
+                "same accelerate config"
+            )
         load_partition(engine, path / PARTITIONS, rank, world)
     else:
         policy.optimizer.load_state_dict(states["optimizer"])

@@ -7,6 +7,7 @@ sent as one batch per agent (that agent's adapter active), never one call per qu
 never served from the generation cache; each call's seed derives from (run seed, step, question,
 thread, seat, round), so a rerun of a step repeats its debates whatever the batch.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -22,8 +23,12 @@ from ...llm.base import stable_hash
 
 
 def debate_seed(run_seed: int, step: int, question_id: str, thread: int, seat: str, round_: int) -> int:
-    return int(stable_hash({"run": run_seed, "step": step, "question": question_id, "thread": thread, "seat": seat,
-                            "round": round_})[:8], 16)
+    return int(
+        stable_hash(
+            {"run": run_seed, "step": step, "question": question_id, "thread": thread, "seat": seat, "round": round_}
+        )[:8],
+        16,
+    )
 
 
 def training_protocol_options(settings, rounds: int, protocol: dict | None = None) -> dict:
@@ -54,15 +59,26 @@ def rollout_debates(
     (`Turn.mean_logprob`, raw logits: UMAD's Û = −mean_logprob)."""
     system_prompts = system_prompts or {}
     sampling = SamplingParams(temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens)
-    seats = [Participant(index, label, name, policies.base_of[name], system_prompts.get(name), sampling)
-             for index, (label, name, _) in enumerate(participant_labels(participants))]
+    seats = [
+        Participant(index, label, name, policies.base_of[name], system_prompts.get(name), sampling)
+        for index, (label, name, _) in enumerate(participant_labels(participants))
+    ]
     states = []
     for row in rows:
         meta = parse_meta(row.get("meta"))
         choices = list(row["choices"]) if row.get("choices") is not None else None
         for thread in range(threads):
-            states.append(QuestionState(row=row, thread=thread, participants=seats, pre=[], seed=settings.seed,
-                                        labels=meta.get("labels"), choices=choices))
+            states.append(
+                QuestionState(
+                    row=row,
+                    thread=thread,
+                    participants=seats,
+                    pre=[],
+                    seed=settings.seed,
+                    labels=meta.get("labels"),
+                    choices=choices,
+                )
+            )
 
     def generate(state_asks: list[tuple[QuestionState, Ask]]):
         by_agent: dict[str, list[int]] = defaultdict(list)
@@ -75,11 +91,21 @@ def rollout_debates(
             requests = []
             for k in by_agent[agent]:
                 state, ask = state_asks[k]
-                seed = debate_seed(settings.seed, step, state.question_id, state.thread,
-                                   state.participants[ask.agent].label, ask.round)
-                requests.append(GenerationRequest(messages=list(ask.messages), sampling=SamplingParams(
-                    temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens, seed=seed,
-                    logprobs=logprobs)))
+                seed = debate_seed(
+                    settings.seed, step, state.question_id, state.thread, state.participants[ask.agent].label, ask.round
+                )
+                requests.append(
+                    GenerationRequest(
+                        messages=list(ask.messages),
+                        sampling=SamplingParams(
+                            temperature=settings.temperature,
+                            top_p=settings.top_p,
+                            max_tokens=settings.max_tokens,
+                            seed=seed,
+                            logprobs=logprobs,
+                        ),
+                    )
+                )
             with policies.acting(agent):
                 generations = policies.backend(agent, f"{agent}@step{step}").generate(requests)
             for k, g in zip(by_agent[agent], generations):
@@ -88,8 +114,11 @@ def rollout_debates(
                 out[k] = g[0]
         return out
 
-    first = [(state, Ask(agent=seat.index, round=0, messages=prompts.question_messages(state.row, seat.system_prompt)))
-             for state in states for seat in seats]
+    first = [
+        (state, Ask(agent=seat.index, round=0, messages=prompts.question_messages(state.row, seat.system_prompt)))
+        for state in states
+        for seat in seats
+    ]
     for (state, ask), generation in zip(first, generate(first)):
         state.pre.append(to_turn(state, ask, generation))
     if debate is None:

@@ -24,6 +24,7 @@ Data parallel (`data_parallel = True`): every process debates its share of the s
 each agent's gradients are averaged over the processes by hand (`distributed.average_gradients`,
 in `update_policy`), and the metrics pool every process's values.
 """
+
 from __future__ import annotations
 
 import logging
@@ -66,20 +67,40 @@ class DebateTrainer(BaseTrainer):
 
     data_parallel = False
 
-    def __init__(self, questions: pd.DataFrame, policies, settings, *, run: str, participants: Sequence[str],
-                 system_prompts: dict | None = None, checkpoint_dir=None, fingerprint: str | dict = "",
-                 heldout: pd.DataFrame | None = None):
+    def __init__(
+        self,
+        questions: pd.DataFrame,
+        policies,
+        settings,
+        *,
+        run: str,
+        participants: Sequence[str],
+        system_prompts: dict | None = None,
+        checkpoint_dir=None,
+        fingerprint: str | dict = "",
+        heldout: pd.DataFrame | None = None,
+    ):
         from ...debate.stage import participant_labels
 
         self.seats = [label for label, _, _ in participant_labels(participants)]
         self.seat_agent = {label: name for label, name, _ in participant_labels(participants)}
-        super().__init__(questions, policies, settings, run=run, checkpoint_dir=checkpoint_dir,
-                         fingerprint=fingerprint, heldout=heldout)
+        super().__init__(
+            questions,
+            policies,
+            settings,
+            run=run,
+            checkpoint_dir=checkpoint_dir,
+            fingerprint=fingerprint,
+            heldout=heldout,
+        )
         if self.world > 1 and not self.data_parallel:
             raise NotImplementedError(f"{settings.method}: multi-agent training runs in one process for now")
         if self.world > 1 and zero.requested():
-            log.warning("%s: the DeepSpeed config is not used: a multi-agent run keeps each agent's LoRA optimizer "
-                        "whole in every process and averages the gradients itself", settings.method)
+            log.warning(
+                "%s: the DeepSpeed config is not used: a multi-agent run keeps each agent's LoRA optimizer "
+                "whole in every process and averages the gradients itself",
+                settings.method,
+            )
         self.participants = list(participants)
         self.system_prompts = system_prompts or {}
 
@@ -119,8 +140,17 @@ class DebateTrainer(BaseTrainer):
     def debate(self, rows: Sequence[dict], step: int, *, rounds: int, threads: int = 1, debate=None) -> list:
         """Finished debates of `rows` (`threads` each) by the current agents on the run's protocol
         (`debate`: a protocol object to run instead, e.g. RMAAC's perturbed rounds)."""
-        return rollout_debates(self.policy, rows, self.participants, self.settings, step=step, rounds=rounds,
-                               threads=threads, system_prompts=self.system_prompts, debate=debate)
+        return rollout_debates(
+            self.policy,
+            rows,
+            self.participants,
+            self.settings,
+            step=step,
+            rounds=rounds,
+            threads=threads,
+            system_prompts=self.system_prompts,
+            debate=debate,
+        )
 
     def rewards(self, batch: DebateBatch) -> None:
         """The method's rewards of the batch's debates, kept on the batch (default: nothing)."""
@@ -182,11 +212,17 @@ class DebateTrainer(BaseTrainer):
         lengths = [r.length for rollouts in batch.by_agent.values() for r in rollouts]
         seconds = batch.rollout_seconds + batch.update_seconds
         return {
-            "step": batch.step + 1, "loss": self.update_mean(updates, "loss"), "kl": self.update_mean(updates, "kl"),
-            "clip_fraction": self.update_mean(updates, "clip_fraction"), "entropy": self.update_mean(updates, "entropy"),
-            "response_length": pooled(lengths), "debates": int(all_reduce(len(batch.states))),
-            "sequences": int(all_reduce(len(lengths))), "updates": sum(u["updates"] for u in updates),
-            "learning_rate": learning_rate, "rollout_seconds": batch.rollout_seconds,
+            "step": batch.step + 1,
+            "loss": self.update_mean(updates, "loss"),
+            "kl": self.update_mean(updates, "kl"),
+            "clip_fraction": self.update_mean(updates, "clip_fraction"),
+            "entropy": self.update_mean(updates, "entropy"),
+            "response_length": pooled(lengths),
+            "debates": int(all_reduce(len(batch.states))),
+            "sequences": int(all_reduce(len(lengths))),
+            "updates": sum(u["updates"] for u in updates),
+            "learning_rate": learning_rate,
+            "rollout_seconds": batch.rollout_seconds,
             "update_seconds": batch.update_seconds,
             "tokens_per_second": all_reduce(sum(lengths) + batch.extra_tokens) / max(seconds, 1e-9),
         }
@@ -202,12 +238,25 @@ class DebateTrainer(BaseTrainer):
 
     # -- helpers of the methods -----------------------------------------------------------
     @staticmethod
-    def turn_rollout(state, turn, *, group: str, sample: int, reward: float = 0.0, advantage: float = 0.0,
-                     weight: float = 1.0) -> Rollout:
+    def turn_rollout(
+        state, turn, *, group: str, sample: int, reward: float = 0.0, advantage: float = 0.0, weight: float = 1.0
+    ) -> Rollout:
         """A debate turn as a rollout of its agent: the turn's chat is the context, its reply the completion."""
-        return Rollout(question_id=state.question_id, group=group, turn=turn.round, sample=sample, messages=turn.messages,
-                       text=turn.response, token_ids=list(turn.token_ids), finish_reason=turn.finish_reason,
-                       answer=turn.answer, correct=turn.correct, reward=reward, advantage=advantage, weight=weight)
+        return Rollout(
+            question_id=state.question_id,
+            group=group,
+            turn=turn.round,
+            sample=sample,
+            messages=turn.messages,
+            text=turn.response,
+            token_ids=list(turn.token_ids),
+            finish_reason=turn.finish_reason,
+            answer=turn.answer,
+            correct=turn.correct,
+            reward=reward,
+            advantage=advantage,
+            weight=weight,
+        )
 
     def length_shaping(self, turn) -> float:
         """DAPO's soft overlong punishment of a debate turn (≤ 0) when `overlong_shaping` is set, else 0."""
@@ -229,6 +278,8 @@ class DebateTrainer(BaseTrainer):
         for agent in self.policy.agents:
             with self.policy.acting(agent):
                 backend = self.policy.backend(agent, f"{agent}@heldout{step}")
-                out[agent] = answer_heldout(backend, rows, self.system_prompts.get(agent), self.settings, workflow_grade)
+                out[agent] = answer_heldout(
+                    backend, rows, self.system_prompts.get(agent), self.settings, workflow_grade
+                )
         self.policy.rollouts_done()
         return out

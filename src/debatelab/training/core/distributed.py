@@ -8,6 +8,7 @@ the identity (no process group needed).
   process's values), `gathered` (every process's items in the batch's order);
 * `average_gradients`: a multi-agent run's per-agent gradients averaged by hand, as DDP would.
 """
+
 from __future__ import annotations
 
 import os

@@ -17,6 +17,7 @@ multi-agent run adds `heldout_base_accuracy_<agent>` and `heldout_accuracy_<agen
 `heldout_accuracy` is the mean over its agents. The values live in the checkpointed metrics, so a
 resumed run neither evaluates a step again nor loses one.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -53,14 +54,23 @@ def evaluates_after(steps_done: int, settings) -> bool:
 
 def heldout_requests(rows: Sequence[dict], system_prompt: str | None, settings) -> list[GenerationRequest]:
     """One request per question: its zero-shot prompt, the run's sampling, the question's fixed seed."""
-    return [GenerationRequest(messages=prompts.question_messages(row, system_prompt), sampling=SamplingParams(
-                temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens,
-                seed=heldout_seed(settings.seed, str(row["id"]))))
-            for row in rows]
+    return [
+        GenerationRequest(
+            messages=prompts.question_messages(row, system_prompt),
+            sampling=SamplingParams(
+                temperature=settings.temperature,
+                top_p=settings.top_p,
+                max_tokens=settings.max_tokens,
+                seed=heldout_seed(settings.seed, str(row["id"])),
+            ),
+        )
+        for row in rows
+    ]
 
 
-def answer_heldout(backend: Backend, rows: Sequence[dict], system_prompt: str | None, settings,
-                   grade: Callable[[dict, str], tuple]) -> list[bool]:
+def answer_heldout(
+    backend: Backend, rows: Sequence[dict], system_prompt: str | None, settings, grade: Callable[[dict, str], tuple]
+) -> list[bool]:
     """Whether the backend's one reply to each question is right (`grade(row, text)`), in one batch."""
     if not rows:
         return []

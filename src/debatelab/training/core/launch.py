@@ -10,6 +10,7 @@ file. The launcher's environment (RANK, WORLD_SIZE, MASTER_ADDR) gives the proce
 GPUs, Gloo on CPUs (there, `python -m torch.distributed.run --nproc_per_node N`, since accelerate
 launches several CPU processes only through MPI); the trainer wraps the policy in DDP.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,10 @@ from .distributed import init_process_group
 log = logging.getLogger(__name__)
 
 #: The jobs a training process can run: "train" (one policy), "train_agents" (every agent of a debate).
-JOBS = {"train": ("debatelab.training.stage", "train_job"),
-        "train_agents": ("debatelab.training.multi_agent_stage", "train_agents_job")}
+JOBS = {
+    "train": ("debatelab.training.stage", "train_job"),
+    "train_agents": ("debatelab.training.multi_agent_stage", "train_agents_job"),
+}
 
 
 def job_function(kind: str):
@@ -48,8 +51,9 @@ def write_job_spec(path: str | Path, *, job_kind: str = "train", **job) -> None:
     if "agents" in job:
         job["agents"] = {name: {**spec.__dict__} for name, spec in job["agents"].items()}
     job["settings"] = job["settings"].to_dict()
-    write_json_atomic({"job": job_kind, "arguments": {k: str(v) if isinstance(v, Path) else v for k, v in job.items()}},
-                      path)
+    write_json_atomic(
+        {"job": job_kind, "arguments": {k: str(v) if isinstance(v, Path) else v for k, v in job.items()}}, path
+    )
 
 
 def read_job_spec(path: str | Path) -> tuple[str, dict]:
@@ -64,8 +68,14 @@ def read_job_spec(path: str | Path) -> tuple[str, dict]:
     return spec["job"], job
 
 
-def launch_or_train(*, processes: int = 1, accelerate_config: str | None = None, log_path: str | None = None,
-                    job_kind: str = "train", **job):
+def launch_or_train(
+    *,
+    processes: int = 1,
+    accelerate_config: str | None = None,
+    log_path: str | None = None,
+    job_kind: str = "train",
+    **job,
+):
     """Run a training job (`train_job`, or `train_agents_job` with `job_kind="train_agents"`) in this
     process, or with several processes: `accelerate launch` on GPUs (one per GPU) and with a
     DeepSpeed config anywhere, else torchrun's Gloo processes on a CPU. The job's arguments travel
@@ -79,7 +89,15 @@ def launch_or_train(*, processes: int = 1, accelerate_config: str | None = None,
     spec = Path(job["checkpoint_dir"]) / "job.json"
     write_job_spec(spec, job_kind=job_kind, **job)
     if torch.cuda.is_available() or (accelerate_config and is_deepspeed_config(accelerate_config)):
-        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(processes), "--num_machines", "1"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--num_processes",
+            str(processes),
+            "--num_machines",
+            "1",
+        ]
         cmd += ["--config_file", str(accelerate_config)] if accelerate_config else ["--multi_gpu"]
     else:  # accelerate starts several CPU processes only through MPI (DeepSpeed's aside); torchrun gives Gloo processes
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes)]

@@ -30,6 +30,7 @@ This is the loss TRL's GRPOTrainer computes (`_compute_loss`, loss types "dapo" 
 as a function so that our own loop can feed it per-agent batches, variable group sizes and
 trajectory-level advantages; the log-probabilities come from TRL's `selective_log_softmax`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -122,8 +123,15 @@ def _ratio(log_ratio: torch.Tensor, mask: torch.Tensor, level: str, groups: torc
     return torch.exp(per_sequence.clamp(-20.0, 20.0)).unsqueeze(1).expand_as(log_ratio)
 
 
-def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_start: int,
-                   *, with_entropy: bool = False, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor | None]:
+def token_logprobs(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    completion_start: int,
+    *,
+    with_entropy: bool = False,
+    temperature: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log π_T(token_t | tokens_<t) of every position from `completion_start` on, (B, T − start), and
     optionally the entropy of the next-token distribution there, for the policy the rollouts were
     sampled from: logits divided by the sampling `temperature` before the log-softmax, as TRL's
@@ -136,7 +144,9 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
 
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     keep = input_ids.shape[1] - completion_start + 1  # the positions that predict the completion, and the last
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, logits_to_keep=keep).logits
+    logits = model(
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, logits_to_keep=keep
+    ).logits
     logits = logits[:, -keep:-1].float()
     if temperature != 1.0:
         logits = logits / temperature

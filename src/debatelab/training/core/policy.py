@@ -1,6 +1,7 @@
 """The policy being trained: a Hugging Face causal LM with a PEFT LoRA adapter (default) or all its
 weights trainable, its optimizer and learning-rate schedule, a backend over the live weights for
 rollouts, and the plain model folder it is saved as."""
+
 from __future__ import annotations
 
 import logging
@@ -67,14 +68,21 @@ def warn_low_precision_updates(settings, dtype) -> bool:
 
     from . import zero
 
-    sharded = zero.requested() and torch.distributed.is_available() and torch.distributed.is_initialized() \
+    sharded = (
+        zero.requested()
+        and torch.distributed.is_available()
+        and torch.distributed.is_initialized()
         and torch.distributed.get_world_size() > 1
+    )
     if settings.finetuning != "full" or dtype not in (torch.bfloat16, torch.float16) or sharded:
         return False
-    log.warning("full fine-tuning of %s weights with no fp32 master copy: Adam steps below the dtype's resolution "
-                "(learning_rate %g) are rounded away; train in float32, or with several GPUs under DeepSpeed "
-                "(accelerate_config: config/accelerate/zero2_8gpu.yaml), which keeps fp32 master weights",
-                str(dtype).removeprefix("torch."), settings.learning_rate)
+    log.warning(
+        "full fine-tuning of %s weights with no fp32 master copy: Adam steps below the dtype's resolution "
+        "(learning_rate %g) are rounded away; train in float32, or with several GPUs under DeepSpeed "
+        "(accelerate_config: config/accelerate/zero2_8gpu.yaml), which keeps fp32 master weights",
+        str(dtype).removeprefix("torch."),
+        settings.learning_rate,
+    )
     return True
 
 
@@ -94,12 +102,22 @@ class Policy:
             from peft import LoraConfig, get_peft_model
 
             lora = settings.lora
-            model = get_peft_model(model, LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                                                     target_modules=lora.target_modules, task_type="CAUSAL_LM"))
+            model = get_peft_model(
+                model,
+                LoraConfig(
+                    r=lora.r,
+                    lora_alpha=lora.alpha,
+                    lora_dropout=lora.dropout,
+                    target_modules=lora.target_modules,
+                    task_type="CAUSAL_LM",
+                ),
+            )
         self.model = model.to(device)
         self.reference = None
         if settings.kl_coef and settings.finetuning == "full":  # LoRA's reference is the base without the adapter
-            self.reference = AutoModelForCausalLM.from_pretrained(model_path, dtype=resolve_dtype(settings.dtype, device))
+            self.reference = AutoModelForCausalLM.from_pretrained(
+                model_path, dtype=resolve_dtype(settings.dtype, device)
+            )
             self.reference.to(device).eval().requires_grad_(False)
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         warn_low_precision_updates(settings, resolve_dtype(settings.dtype, device))
@@ -109,9 +127,16 @@ class Policy:
 
         self.rollout_backend = resolve_rollout_backend(settings.rollout_backend)
         self._vllm = None  # started on the first rollouts
-        log.info("policy %s: %s fine-tuning, %d of %d parameters trainable, %s on %s, rollouts on %s", model_path,
-                 settings.finetuning, sum(p.numel() for p in trainable), sum(p.numel() for p in self.model.parameters()),
-                 resolve_dtype(settings.dtype, device), device, self.rollout_backend)
+        log.info(
+            "policy %s: %s fine-tuning, %d of %d parameters trainable, %s on %s, rollouts on %s",
+            model_path,
+            settings.finetuning,
+            sum(p.numel() for p in trainable),
+            sum(p.numel() for p in self.model.parameters()),
+            resolve_dtype(settings.dtype, device),
+            device,
+            self.rollout_backend,
+        )
 
     def trainable_state(self) -> dict:
         """The weights the optimizer changes (the adapter, or every weight), for checkpoints."""
@@ -136,15 +161,19 @@ class Policy:
                 from .vllm_rollouts import VLLMRollouts
 
                 distributed = dist.is_available() and dist.is_initialized()
-                self._vllm = VLLMRollouts(self.model_path, self.settings,
-                                          dtype=str(resolve_dtype(self.settings.dtype, self.device)).removeprefix("torch."),
-                                          rank=dist.get_rank() if distributed else 0,
-                                          world=dist.get_world_size() if distributed else 1)
+                self._vllm = VLLMRollouts(
+                    self.model_path,
+                    self.settings,
+                    dtype=str(resolve_dtype(self.settings.dtype, self.device)).removeprefix("torch."),
+                    rank=dist.get_rank() if distributed else 0,
+                    world=dist.get_world_size() if distributed else 1,
+                )
             return self._vllm.backend(self, model_id)
         from ...llm.transformers_backend import TransformersBackend
 
-        return TransformersBackend.from_model(self.model, self.tokenizer, model_id=model_id,
-                                              batch_size=self.settings.rollout_batch_size)
+        return TransformersBackend.from_model(
+            self.model, self.tokenizer, model_id=model_id, batch_size=self.settings.rollout_batch_size
+        )
 
     def rollouts_done(self) -> None:
         """The step's rollouts are in: a sleeping-capable engine frees its memory for the update."""

@@ -13,6 +13,7 @@
   verl), ε = 1e-6 (verl), the same for every token of response i; over one axis of an array, so
   that UMAD takes it over the G threads of every (agent, turn) at once.
 """
+
 from __future__ import annotations
 
 import re
@@ -34,8 +35,9 @@ def overlong_penalty(length: int, max_tokens: int, buffer: int, factor: float = 
     return min(-(length - (max_tokens - buffer)) / buffer * factor, 0.0)
 
 
-def task_reward(answers: Sequence[Sequence[str | None]], gold: str, task_type: str,
-                labels: list[str] | None = None) -> float:
+def task_reward(
+    answers: Sequence[Sequence[str | None]], gold: str, task_type: str, labels: list[str] | None = None
+) -> float:
     """r_task = 1[ŷ(τ) = y*], ŷ the final round's majority vote (spec 000 §3)."""
     final = majority_vote(list(answers[-1]), task_type=task_type)
     return float(is_correct(final, gold, task_type, labels=labels))
@@ -63,13 +65,60 @@ DAPO_TAIL_CHARS = 300  # verl scores the last 300 characters only ("the longest 
 _DAPO_ANSWER_LINE = re.compile(r"(?i)Answer\s*:\s*([^\n]+)")
 # Minerva's normalisation (Lewkowycz et al. 2022, App. D), as verl's math_dapo applies it: plain
 # replacements, then unit and filler words removed, in this order.
-_DAPO_REPLACEMENTS = (("an ", ""), ("a ", ""), (".$", "$"), ("\\$", ""), ("\\ ", ""), (" ", ""),
-                      ("mbox", "text"), (",\\text{and}", ","), ("\\text{and}", ","), ("\\text{m}", "\\text{}"))
+_DAPO_REPLACEMENTS = (
+    ("an ", ""),
+    ("a ", ""),
+    (".$", "$"),
+    ("\\$", ""),
+    ("\\ ", ""),
+    (" ", ""),
+    ("mbox", "text"),
+    (",\\text{and}", ","),
+    ("\\text{and}", ","),
+    ("\\text{m}", "\\text{}"),
+)
 _DAPO_REMOVED = (
-    "square", "ways", "integers", "dollars", "mph", "inches", "hours", "km", "units", "\\ldots", "sue", "points",
-    "feet", "minutes", "digits", "cents", "degrees", "cm", "gm", "pounds", "meters", "meals", "edges", "students",
-    "childrentickets", "multiples", "\\text{s}", "\\text{.}", "\\text{\ns}", "\\text{}^2", "\\text{}^3",
-    "\\text{\n}", "\\text{}", "\\mathrm{th}", "^\\circ", "^{\\circ}", "\\;", ",\\!", "{,}", '"', "\\dots",
+    "square",
+    "ways",
+    "integers",
+    "dollars",
+    "mph",
+    "inches",
+    "hours",
+    "km",
+    "units",
+    "\\ldots",
+    "sue",
+    "points",
+    "feet",
+    "minutes",
+    "digits",
+    "cents",
+    "degrees",
+    "cm",
+    "gm",
+    "pounds",
+    "meters",
+    "meals",
+    "edges",
+    "students",
+    "childrentickets",
+    "multiples",
+    "\\text{s}",
+    "\\text{.}",
+    "\\text{\ns}",
+    "\\text{}^2",
+    "\\text{}^3",
+    "\\text{\n}",
+    "\\text{}",
+    "\\mathrm{th}",
+    "^\\circ",
+    "^{\\circ}",
+    "\\;",
+    ",\\!",
+    "{,}",
+    '"',
+    "\\dots",
 )
 
 

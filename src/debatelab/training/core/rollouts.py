@@ -6,6 +6,7 @@ policy afresh. Their seeds derive from (run seed, step, question, turn, sample),
 transformers backend samples each sequence from its own seeded stream, so a rerun of a step
 repeats its rollouts whatever else is in the batch.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -72,16 +73,18 @@ def load_grader(settings) -> Grader:
 
 
 def rollout_seed(run_seed: int, step: int, question_id: str, turn: int, sample: int) -> int:
-    return int(stable_hash({"run": run_seed, "step": step, "question": question_id, "turn": turn,
-                            "sample": sample})[:8], 16)
+    return int(
+        stable_hash({"run": run_seed, "step": step, "question": question_id, "turn": turn, "sample": sample})[:8], 16
+    )
 
 
 def default_reward(settings) -> RewardFunction:
     """±1 by verified correctness plus DAPO's soft overlong punishment (spec 003 §3)."""
 
     def reward(row, text, answer, correct, length):
-        return verifiable_reward(correct) + overlong_penalty(length, settings.max_tokens, settings.overlong_buffer,
-                                                             settings.overlong_penalty)
+        return verifiable_reward(correct) + overlong_penalty(
+            length, settings.max_tokens, settings.overlong_buffer, settings.overlong_penalty
+        )
 
     return reward
 
@@ -97,8 +100,10 @@ def load_reward(settings) -> RewardFunction:
     try:
         return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError, ValueError) as exc:
-        raise ValueError(f"training: reward {settings.reward!r} is neither one of {BUILTIN_REWARDS} nor an importable "
-                         f"module:function ({exc})") from exc
+        raise ValueError(
+            f"training: reward {settings.reward!r} is neither one of {BUILTIN_REWARDS} nor an importable "
+            f"module:function ({exc})"
+        ) from exc
 
 
 def sample_rollouts(
@@ -120,8 +125,9 @@ def sample_rollouts(
     for row, _group, messages in prompts:
         for j in range(n):
             seed = rollout_seed(settings.seed, step, str(row["id"]), turn, j)
-            sampling = SamplingParams(temperature=settings.temperature, top_p=settings.top_p,
-                                      max_tokens=settings.max_tokens, seed=seed)
+            sampling = SamplingParams(
+                temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens, seed=seed
+            )
             requests.append(GenerationRequest(messages=messages, sampling=sampling))
     generations = backend.generate(requests, progress=progress) if requests else []
     out = []
@@ -132,10 +138,20 @@ def sample_rollouts(
             if g.token_ids is None:
                 raise RuntimeError(f"backend {backend.model_id} returns no token ids: it cannot serve RL rollouts")
             answer, correct = grade(row, g.text)
-            group_rollouts.append(Rollout(
-                question_id=str(row["id"]), group=group, turn=turn, sample=j, messages=tuple(messages), text=g.text,
-                token_ids=list(g.token_ids), finish_reason=g.finish_reason, answer=answer, correct=correct,
-                reward=float(reward(row, g.text, answer, correct, len(g.token_ids))),
-            ))
+            group_rollouts.append(
+                Rollout(
+                    question_id=str(row["id"]),
+                    group=group,
+                    turn=turn,
+                    sample=j,
+                    messages=tuple(messages),
+                    text=g.text,
+                    token_ids=list(g.token_ids),
+                    finish_reason=g.finish_reason,
+                    answer=answer,
+                    correct=correct,
+                    reward=float(reward(row, g.text, answer, correct, len(g.token_ids))),
+                )
+            )
         out.append(group_rollouts)
     return out

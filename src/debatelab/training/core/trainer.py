@@ -15,6 +15,7 @@ sequences; gradients are averaged by DDP (or by DeepSpeed ZeRO, which also split
 state, or by hand for a multi-agent run's agent views) and the loss normaliser is the token count
 of all processes' mini-batch, so the update equals one process training on the whole batch.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -62,8 +63,17 @@ class BaseTrainer:
     metric_columns: list[str] = []  # metrics.parquet's columns before the held-out ones
     reuse_policy_logprobs = True  # a fully on-policy update takes π_old from its own forward (`update_policy`)
 
-    def __init__(self, questions: pd.DataFrame, policy, settings, *, run: str, checkpoint_dir=None,
-                 fingerprint: str | dict = "", heldout: pd.DataFrame | None = None):
+    def __init__(
+        self,
+        questions: pd.DataFrame,
+        policy,
+        settings,
+        *,
+        run: str,
+        checkpoint_dir=None,
+        fingerprint: str | dict = "",
+        heldout: pd.DataFrame | None = None,
+    ):
         """`policy`: what is trained and checkpointed (`policy.Policy`, or `agents.AgentPolicies`).
         `heldout`: the held-out dataset whose accuracy the run measures as it trains (`heldout.py`)."""
         if questions.empty:
@@ -75,7 +85,9 @@ class BaseTrainer:
         self.rank, self.world = rank_and_world()
         for name in ("prompts_per_step", "mini_batch_size"):
             if getattr(settings, name) % self.world:
-                raise ValueError(f"training: {name} = {getattr(settings, name)} must divide among {self.world} processes")
+                raise ValueError(
+                    f"training: {name} = {getattr(settings, name)} must divide among {self.world} processes"
+                )
         # the module the update runs forward/backward through when it updates `policy` itself (`Trainer`:
         # the DDP or DeepSpeed wrapper), and the DeepSpeed engine; an agent view runs its own model
         self.model, self.engine = None, None
@@ -83,8 +95,9 @@ class BaseTrainer:
 
     def train_step(self, step: int) -> dict:
         """One rollout step: its row of metrics (`metric_columns`)."""
-        raise NotImplementedError(f"{type(self).__name__} has no train_step: use a method's trainer "
-                                  "(config.TRAINING_METHODS)")
+        raise NotImplementedError(
+            f"{type(self).__name__} has no train_step: use a method's trainer (config.TRAINING_METHODS)"
+        )
 
     # -- data order -----------------------------------------------------------------------
     def _order(self, epoch: int) -> np.ndarray:
@@ -108,8 +121,14 @@ class BaseTrainer:
         self.resume()
         # step 0 (the base model): evaluated before the first step, recorded on its row
         base = self.evaluate_heldout(0) if self.heldout_rows and self.state.step == 0 else {}
-        bar = tqdm(total=s.steps, initial=self.state.step, desc=f"train {self.run_name}", unit="step",
-                   disable=not s.show_progress or self.rank != 0, dynamic_ncols=True)
+        bar = tqdm(
+            total=s.steps,
+            initial=self.state.step,
+            desc=f"train {self.run_name}",
+            unit="step",
+            disable=not s.show_progress or self.rank != 0,
+            dynamic_ncols=True,
+        )
         with bar:
             while self.state.step < s.steps:
                 metrics = self.train_step(self.state.step)
@@ -118,11 +137,19 @@ class BaseTrainer:
                 self.state.step += 1
                 bar.update(1)
                 bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", acc=f"{metrics['accuracy']:.2f}")
-                log.info("step %d/%d: %s; loss %.4f; rollout %.1f s, update %.1f s, %.0f tokens/s", self.state.step,
-                         s.steps, self.describe(metrics), metrics["loss"], metrics["rollout_seconds"],
-                         metrics["update_seconds"], metrics["tokens_per_second"])
+                log.info(
+                    "step %d/%d: %s; loss %.4f; rollout %.1f s, update %.1f s, %.0f tokens/s",
+                    self.state.step,
+                    s.steps,
+                    self.describe(metrics),
+                    metrics["loss"],
+                    metrics["rollout_seconds"],
+                    metrics["update_seconds"],
+                    metrics["tokens_per_second"],
+                )
                 if self.checkpoint_dir is not None and (
-                        self.state.step % s.checkpoint_every == 0 or self.state.step == s.steps):
+                    self.state.step % s.checkpoint_every == 0 or self.state.step == s.steps
+                ):
                     self.checkpoint()
                 barrier(self.world)
         return pd.DataFrame(self.state.metrics, columns=self.columns())
@@ -134,8 +161,11 @@ class BaseTrainer:
 
     def columns(self) -> list[str]:
         """metrics.parquet's columns: the method's, then the held-out ones (per agent when evaluated)."""
-        per_agent = [held.agent_column(c, a) for a in self.heldout_agents() for c in (held.BASE, held.AFTER)] \
-            if self.heldout_rows else []
+        per_agent = (
+            [held.agent_column(c, a) for a in self.heldout_agents() for c in (held.BASE, held.AFTER)]
+            if self.heldout_rows
+            else []
+        )
         return [*self.metric_columns, *held.HELDOUT_COLUMNS, *per_agent]
 
     def heldout_correct(self, step: int) -> dict[str | None, list[bool]]:
@@ -149,10 +179,17 @@ class BaseTrainer:
         start = time.perf_counter()
         accuracy = {agent: pooled(correct) for agent, correct in self.heldout_correct(step).items()}
         out = {held.AFTER: float(np.mean(list(accuracy.values())))}
-        out.update({held.agent_column(held.AFTER, agent): value for agent, value in accuracy.items() if agent is not None})
-        log.info("step %d: held-out accuracy %.3f on %d questions%s (%.1f s)", step, out[held.AFTER],
-                 len(self.heldout_rows), "".join(f", {a} {v:.3f}" for a, v in accuracy.items() if a is not None),
-                 time.perf_counter() - start)
+        out.update(
+            {held.agent_column(held.AFTER, agent): value for agent, value in accuracy.items() if agent is not None}
+        )
+        log.info(
+            "step %d: held-out accuracy %.3f on %d questions%s (%.1f s)",
+            step,
+            out[held.AFTER],
+            len(self.heldout_rows),
+            "".join(f", {a} {v:.3f}" for a, v in accuracy.items() if a is not None),
+            time.perf_counter() - start,
+        )
         return out
 
     def _heldout_metrics(self, steps_done: int, base: dict[str, float]) -> dict:
@@ -162,7 +199,7 @@ class BaseTrainer:
         out[held.COUNT] = len(self.heldout_rows)
         if not self.heldout_rows:
             return out
-        out.update({held.BASE + k[len(held.AFTER):]: v for k, v in base.items()})
+        out.update({held.BASE + k[len(held.AFTER) :]: v for k, v in base.items()})
         if held.evaluates_after(steps_done, self.settings):
             out.update(self.evaluate_heldout(steps_done))
         return out
@@ -171,8 +208,9 @@ class BaseTrainer:
         """Continue from the newest checkpoint of these settings, if there is one."""
         if self.checkpoint_dir is None:
             return False
-        restored = load_checkpoint(self.checkpoint_dir, self.policy, self.fingerprint, engine=self.engine,
-                                   rank=self.rank, world=self.world)
+        restored = load_checkpoint(
+            self.checkpoint_dir, self.policy, self.fingerprint, engine=self.engine, rank=self.rank, world=self.world
+        )
         if restored is not None:
             self.state = restored
         return restored is not None
@@ -188,8 +226,9 @@ class BaseTrainer:
             partitions = zero.save_partition(self.engine, self.checkpoint_dir, self.state.step, self.rank)
             barrier(self.world)
         if self.rank == 0:
-            save_checkpoint(self.checkpoint_dir, self.policy, self.state, self.fingerprint,
-                            optimizer_partitions=partitions)
+            save_checkpoint(
+                self.checkpoint_dir, self.policy, self.state, self.fingerprint, optimizer_partitions=partitions
+            )
 
     # -- the update -----------------------------------------------------------------------
     def _tensors(self, rollouts: Sequence[Rollout], policy=None):
@@ -217,7 +256,9 @@ class BaseTrainer:
         """Mini-batches (of micro-batches) of this process's sequences for one pass, in a seeded shuffle.
         Every process gets the same number of mini-batches (DDP needs one synced backward each)."""
         s = self.settings
-        rng = np.random.default_rng(int(stable_hash({"run": s.seed, "step": step, "epoch": epoch, "rank": self.rank})[:8], 16))
+        rng = np.random.default_rng(
+            int(stable_hash({"run": s.seed, "step": step, "epoch": epoch, "rank": self.rank})[:8], 16)
+        )
         local = s.mini_batch_size // self.world
         if s.ratio_level == "trajectory":  # a trajectory's ratio needs all its sequences in one forward
             return self._plan_groups(sequences, rng, local, policy)
@@ -262,8 +303,10 @@ class BaseTrainer:
                 return False
             if not widths:
                 return True
-            return len(items) * (max(widths[id(r)][0] for r in items) + max(widths[id(r)][1] for r in items)) \
+            return (
+                len(items) * (max(widths[id(r)][0] for r in items) + max(widths[id(r)][1] for r in items))
                 <= s.micro_batch_tokens
+            )
 
         return [[r for unit in batch for r in unit] for batch in _pack(units, fits)]
 
@@ -286,8 +329,9 @@ class BaseTrainer:
         with torch.no_grad():
             for micro in micro_batches:
                 ids, attention, mask, start, _ = self._tensors(micro, policy)
-                logps, entropy = token_logprobs(policy.model, ids, attention, start, with_entropy=True,
-                                                temperature=temperature)
+                logps, entropy = token_logprobs(
+                    policy.model, ids, attention, start, with_entropy=True, temperature=temperature
+                )
                 entropies.append(_masked_mean(entropy, mask))
                 if with_reference:
                     ref_logps = self._reference_logprobs(policy, ids, attention, start)
@@ -303,10 +347,12 @@ class BaseTrainer:
 
         with torch.no_grad():
             return policy.reference_logprobs(
-                lambda m: token_logprobs(m, ids, attention, start, temperature=self.settings.temperature)[0])
+                lambda m: token_logprobs(m, ids, attention, start, temperature=self.settings.temperature)[0]
+            )
 
-    def update_policy(self, sequences: list[Rollout], step: int, policy=None, kl_coef: float | None = None,
-                      precomputed=None) -> dict:
+    def update_policy(
+        self, sequences: list[Rollout], step: int, policy=None, kl_coef: float | None = None, precomputed=None
+    ) -> dict:
         """`epochs` clipped-loss passes over `sequences`, for `policy` (default: the run's policy; a
         multi-agent run passes one agent's view) with KL weight `kl_coef` (default: the setting).
         `precomputed`: `logprob_pass`'s result for these rollouts, taken earlier (UMAD: its turn's
@@ -319,8 +365,13 @@ class BaseTrainer:
         kl_coef = s.kl_coef if kl_coef is None else kl_coef
         plans = [self._plan(sequences, step, epoch, policy) for epoch in range(s.epochs)]
         if not plans or not plans[0]:
-            return {"loss": float("nan"), "kl": float("nan"), "clip_fraction": float("nan"),
-                    "entropy": float("nan"), "updates": 0}
+            return {
+                "loss": float("nan"),
+                "kl": float("nan"),
+                "clip_fraction": float("nan"),
+                "entropy": float("nan"),
+                "updates": 0,
+            }
         # One mini-batch of one epoch is fully on-policy: π_old is the policy of the update's own
         # forward, detached (TRL's GRPOTrainer skips the pass the same way), which saves a forward.
         on_policy = precomputed is None and self.reuse_policy_logprobs and len(plans) == 1 and len(plans[0]) == 1
@@ -349,15 +400,19 @@ class BaseTrainer:
                     sync = k == len(micro_batches) - 1
                     if engine is not None:
                         engine.set_gradient_accumulation_boundary(sync)  # reduce the gradients after the last
-                    context = contextlib.nullcontext() if sync or self.world == 1 or engine is not None or by_hand \
+                    context = (
+                        contextlib.nullcontext()
+                        if sync or self.world == 1 or engine is not None or by_hand
                         else model.no_sync()
+                    )
                     with context:
                         if not micro:  # nothing of this process in this mini-batch: a zero loss keeps DDP in step
                             self._backward(sum(p.sum() for p in trainable) * 0.0, engine)
                             continue
                         ids, attention, mask, start, advantages = self._tensors(micro, policy)
-                        logps, entropy = token_logprobs(model, ids, attention, start, with_entropy=on_policy,
-                                                        temperature=s.temperature)
+                        logps, entropy = token_logprobs(
+                            model, ids, attention, start, with_entropy=on_policy, temperature=s.temperature
+                        )
                         if on_policy:
                             old_logps = logps.detach()
                             entropies.append(_masked_mean(entropy, mask))
@@ -367,11 +422,22 @@ class BaseTrainer:
                             ref_logps = self._stack(micro, ref, logps) if kl_coef else None
                         group_ids = {g: k for k, g in enumerate(dict.fromkeys(r.group for r in micro))}
                         groups = torch.tensor([group_ids[r.group] for r in micro], device=ids.device)
-                        parts = policy_loss(logps, old_logps, advantages, mask, clip_low=s.clip_low, clip_high=s.clip_high,
-                                            aggregation=s.loss_aggregation, normaliser=normaliser,
-                                            ref_logprobs=ref_logps, kl_coef=kl_coef, kl_estimator=s.kl_estimator,
-                                            ratio_level=s.ratio_level, groups=groups,
-                                            weights=self._sequence_weights(micro, ids.device))
+                        parts = policy_loss(
+                            logps,
+                            old_logps,
+                            advantages,
+                            mask,
+                            clip_low=s.clip_low,
+                            clip_high=s.clip_high,
+                            aggregation=s.loss_aggregation,
+                            normaliser=normaliser,
+                            ref_logprobs=ref_logps,
+                            kl_coef=kl_coef,
+                            kl_estimator=s.kl_estimator,
+                            ratio_level=s.ratio_level,
+                            groups=groups,
+                            weights=self._sequence_weights(micro, ids.device),
+                        )
                         self._backward(parts.loss, engine)
                         loss_total += float(parts.loss.detach())
                         clip_fractions.append(parts.clip_fraction * parts.tokens)
@@ -390,9 +456,13 @@ class BaseTrainer:
                 updates += 1
         # statistics of every process's tokens (each process's loss is its share of the mini-batch's)
         seen = max(all_reduce(sum(tokens_seen)), 1)
-        return {"loss": all_reduce(float(np.mean(losses))), "kl": all_reduce(sum(kls)) / seen,
-                "clip_fraction": all_reduce(sum(clip_fractions)) / seen, "entropy": pooled(entropies),
-                "updates": updates}
+        return {
+            "loss": all_reduce(float(np.mean(losses))),
+            "kl": all_reduce(sum(kls)) / seen,
+            "clip_fraction": all_reduce(sum(clip_fractions)) / seen,
+            "entropy": pooled(entropies),
+            "updates": updates,
+        }
 
     @staticmethod
     def _sequence_weights(rollouts: Sequence[Rollout], device):
@@ -426,11 +496,28 @@ class Trainer(BaseTrainer):
     processes average its gradients through DDP, or through DeepSpeed ZeRO (`zero.py`) when
     `accelerate launch` runs a DeepSpeed config."""
 
-    def __init__(self, questions: pd.DataFrame, policy, settings, *, run: str, system_prompt: str | None = None,
-                 reward: RewardFunction | None = None, checkpoint_dir=None, fingerprint: str | dict = "",
-                 heldout: pd.DataFrame | None = None):
-        super().__init__(questions, policy, settings, run=run, checkpoint_dir=checkpoint_dir, fingerprint=fingerprint,
-                         heldout=heldout)
+    def __init__(
+        self,
+        questions: pd.DataFrame,
+        policy,
+        settings,
+        *,
+        run: str,
+        system_prompt: str | None = None,
+        reward: RewardFunction | None = None,
+        checkpoint_dir=None,
+        fingerprint: str | dict = "",
+        heldout: pd.DataFrame | None = None,
+    ):
+        super().__init__(
+            questions,
+            policy,
+            settings,
+            run=run,
+            checkpoint_dir=checkpoint_dir,
+            fingerprint=fingerprint,
+            heldout=heldout,
+        )
         self.system_prompt = system_prompt
         self.reward = reward or load_reward(settings)
         self.model = policy.model
@@ -445,8 +532,12 @@ class Trainer(BaseTrainer):
         """This process's share of the held-out questions answered by the live policy: {None: right or not}."""
         self.policy.model.eval()
         backend = self.policy.backend(model_id=f"policy:{self.run_name}@heldout{step}")
-        correct = held.answer_heldout(backend, self.heldout_rows[self.rank :: self.world], self.system_prompt,
-                                      self.settings, load_grader(self.settings))
+        correct = held.answer_heldout(
+            backend,
+            self.heldout_rows[self.rank :: self.world],
+            self.system_prompt,
+            self.settings,
+            load_grader(self.settings),
+        )
         self.policy.rollouts_done()
         return {None: correct}
-

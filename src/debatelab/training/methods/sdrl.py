@@ -16,6 +16,7 @@ The debate pairs (`choose_pair`, spec 003 §2 step 3): which two of a prompt's o
   rollouts form one class that is used only when fewer than two valid classes exist. Ties in
   frequency go to the class seen first.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -31,10 +32,14 @@ from ..core.rollouts import Rollout, sample_rollouts
 from .dapo import DapoTrainer, mixed
 
 
-def choose_pair(group: Sequence[Rollout], mode: str, rng: np.random.Generator, task_type: str) -> tuple[Rollout, Rollout]:
+def choose_pair(
+    group: Sequence[Rollout], mode: str, rng: np.random.Generator, task_type: str
+) -> tuple[Rollout, Rollout]:
     """The two rollouts of a debate prompt (module docstring)."""
     if len(group) < 2:
-        raise ValueError(f"a debate pair needs two rollouts, the group of {group[0].question_id if group else '?'} has {len(group)}")
+        raise ValueError(
+            f"a debate pair needs two rollouts, the group of {group[0].question_id if group else '?'} has {len(group)}"
+        )
     if mode == "rand":
         i, j = rng.choice(len(group), size=2, replace=False)
         return group[int(i)], group[int(j)]
@@ -65,7 +70,9 @@ class SdrlTrainer(DapoTrainer):
         s = self.settings
         if not kept or not s.debate_prompts_per_step:
             return 0, [], [], {}
-        rng = np.random.default_rng(int(stable_hash({"run": s.seed, "step": step, "rank": self.rank, "what": "debate"})[:8], 16))
+        rng = np.random.default_rng(
+            int(stable_hash({"run": s.seed, "step": step, "rank": self.rank, "what": "debate"})[:8], 16)
+        )
         count = min(max(s.debate_prompts_per_step // self.world, 1), len(kept))
         chosen = sorted(rng.choice(len(kept), size=count, replace=False).tolist())
         prompts_, pair_correct = [], []
@@ -75,7 +82,9 @@ class SdrlTrainer(DapoTrainer):
             pair_correct += [first.correct, second.correct]
             messages = prompts.self_debate_messages(row, self.system_prompt, first.text, second.text, s.debate_template)
             prompts_.append((row, f"{row['id']}#debate", messages))
-        groups = sample_rollouts(backend, prompts_, n=s.debate_rollouts, turn=2, step=step, settings=s, reward=self.reward)
+        groups = sample_rollouts(
+            backend, prompts_, n=s.debate_rollouts, turn=2, step=step, settings=s, reward=self.reward
+        )
         kept_groups, all_correct, all_wrong = [], 0, 0
         for group in groups:
             # All correct or all wrong: dropped, decided on correctness as the paper's filter (spec 003
@@ -88,6 +97,9 @@ class SdrlTrainer(DapoTrainer):
                 r.advantage = float(a)
             kept_groups.append(group)
         # §9.3's quantities: the pair's own accuracy (the two first-turn answers shown) and why groups were dropped
-        counts = {"debate_groups_all_correct": all_correct, "debate_groups_all_wrong": all_wrong,
-                  "debate_pair_accuracy": float(np.mean(pair_correct)) if pair_correct else float("nan")}
+        counts = {
+            "debate_groups_all_correct": all_correct,
+            "debate_groups_all_wrong": all_wrong,
+            "debate_pair_accuracy": float(np.mean(pair_correct)) if pair_correct else float("nan"),
+        }
         return len(prompts_), kept_groups, [r for group in groups for r in group], counts

@@ -47,6 +47,7 @@ batch-mean baseline and the metrics are the whole batch's, and each agent's grad
 over the processes. A priority refresh likewise debates every world-th training question in each
 process and gathers the rewards, so every process holds every question's priority.
 """
+
 from __future__ import annotations
 
 import math
@@ -156,11 +157,21 @@ def ablated(c: AgentCoefficients, ablate: Sequence[str]) -> AgentCoefficients:
 
 def agent_reward(rewards: Mapping[str, float], c: AgentCoefficients) -> float:
     """r^(i)(τ) (spec 000 §5.1, Eq 4)."""
-    return c.alpha * rewards["r_intra"] + c.beta * rewards["r_inter"] + c.gamma * rewards["r_sys"] + c.lam * rewards["r_task"]
+    return (
+        c.alpha * rewards["r_intra"]
+        + c.beta * rewards["r_inter"]
+        + c.gamma * rewards["r_sys"]
+        + c.lam * rewards["r_task"]
+    )
 
 
-def base_weights(u_intra: Sequence[float], u_inter: Sequence[float], u_sys: Sequence[float],
-                 correct: Sequence[bool], mode: str = "cohens_d") -> dict[str, float]:
+def base_weights(
+    u_intra: Sequence[float],
+    u_inter: Sequence[float],
+    u_sys: Sequence[float],
+    correct: Sequence[bool],
+    mode: str = "cohens_d",
+) -> dict[str, float]:
     """α/β/γ_base (spec 000 §5.2 step 3 [CHOICE]): each measure's Cohen's d (failed vs succeeded
     questions of the warm-up) over their sum. Falls back to 1/3 each when a d is undefined or not
     positive (no failures or no successes, or a measure that does not separate them)."""
@@ -213,24 +224,40 @@ def calibrate_coefficients(
     if any(len(p) != n for p in per_agent):
         raise ValueError("udpo: every warm-up debate must have the same agents")
     system = [debate_uncertainty(t, lam=lam, task_type=task_type, **uncertainty_options) for t in warmup]
-    correct = [is_correct(majority_vote(list(t[-1]), task_type=task_type), g, task_type, labels=lab)
-               for t, g, lab in zip(warmup, golds, labels)]
-    weights = base_weights([s["u_intra"] for s in system], [s["u_inter"] for s in system],
-                           [s["u_sys"] for s in system], correct, base)
+    correct = [
+        is_correct(majority_vote(list(t[-1]), task_type=task_type), g, task_type, labels=lab)
+        for t, g, lab in zip(warmup, golds, labels)
+    ]
+    weights = base_weights(
+        [s["u_intra"] for s in system], [s["u_inter"] for s in system], [s["u_sys"] for s in system], correct, base
+    )
     coefficients, profile = [], []
     for i in range(n):
         intra = float(np.mean([p[i]["u_intra"] for p in per_agent]))
         inter = float(np.mean([p[i]["u_inter"] for p in per_agent]))
         loo = float(np.mean([p[i]["leave_one_out"] for p in per_agent]))
         sys_ = loo if sys_mode == "loo" else (intra + inter + loo) / 3
-        coefficients.append(AgentCoefficients(
-            alpha=weights["alpha"] * (1 + kappa * intra), beta=weights["beta"] * (1 + kappa * inter),
-            gamma=weights["gamma"] * (1 + kappa * loo), lam=lambda_base / (1 + kappa * sys_),
-            eta=eta_base * (1 + kappa * sys_)))
+        coefficients.append(
+            AgentCoefficients(
+                alpha=weights["alpha"] * (1 + kappa * intra),
+                beta=weights["beta"] * (1 + kappa * inter),
+                gamma=weights["gamma"] * (1 + kappa * loo),
+                lam=lambda_base / (1 + kappa * sys_),
+                eta=eta_base * (1 + kappa * sys_),
+            )
+        )
         profile.append({"u_intra": intra, "u_inter": inter, "leave_one_out": loo, "u_sys": sys_})
-    return coefficients, {"base_weights": weights, "agents": profile, "warmup_questions": len(warmup),
-                          "warmup_accuracy": float(np.mean(correct)), "kappa": kappa, "lambda_base": lambda_base,
-                          "eta_base": eta_base, "sys_mode": sys_mode, "base": base}
+    return coefficients, {
+        "base_weights": weights,
+        "agents": profile,
+        "warmup_questions": len(warmup),
+        "warmup_accuracy": float(np.mean(correct)),
+        "kappa": kappa,
+        "lambda_base": lambda_base,
+        "eta_base": eta_base,
+        "sys_mode": sys_mode,
+        "base": base,
+    }
 
 
 def batch_advantages(rewards: np.ndarray) -> np.ndarray:
@@ -243,12 +270,17 @@ def batch_advantages(rewards: np.ndarray) -> np.ndarray:
 def replay_priority(rewards: Mapping[str, float], weights: Mapping[str, float], floor: float = 1e-3) -> float:
     """U(τ) = α(1 − r_intra) + β(1 − r_inter) + γ(1 − r_sys) with the base weights (Eq 15), plus a
     floor so that no question's priority is zero (spec 000 §5.4 [CHOICE])."""
-    return (weights["alpha"] * (1 - rewards["r_intra"]) + weights["beta"] * (1 - rewards["r_inter"])
-            + weights["gamma"] * (1 - rewards["r_sys"]) + floor)
+    return (
+        weights["alpha"] * (1 - rewards["r_intra"])
+        + weights["beta"] * (1 - rewards["r_inter"])
+        + weights["gamma"] * (1 - rewards["r_sys"])
+        + floor
+    )
 
 
-def replay_draw(priorities: np.ndarray, size: int, rng: np.random.Generator, *, exponent: float = 1.0,
-                priority_share: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+def replay_draw(
+    priorities: np.ndarray, size: int, rng: np.random.Generator, *, exponent: float = 1.0, priority_share: float = 0.5
+) -> tuple[np.ndarray, np.ndarray]:
     """Question indices for one batch (spec 000 §5.4 [CHOICE]) and their loss weights: a
     `priority_share` of the batch drawn with p ∝ U^exponent (with replacement), the rest uniformly
     without replacement. Priority draws get importance weights w = 1/(|B|·p) over max w; uniform
@@ -257,7 +289,7 @@ def replay_draw(priorities: np.ndarray, size: int, rng: np.random.Generator, *, 
     if priorities.ndim != 1 or len(priorities) == 0 or (priorities <= 0).any():
         raise ValueError("udpo replay: priorities must be a non-empty vector of positive numbers")
     n_priority = int(round(size * priority_share))
-    p = priorities ** exponent
+    p = priorities**exponent
     p = p / p.sum()
     by_priority = rng.choice(len(p), size=n_priority, replace=True, p=p) if n_priority else np.empty(0, int)
     uniform = rng.choice(len(p), size=min(size - n_priority, len(p)), replace=False)
@@ -284,7 +316,9 @@ def reward_ranking(
     unanimous wrong debate earns as fully as a right one, can outweigh λ·r_task: training then
     rewards agreement more than correctness."""
     labels = list(labels) if labels is not None else [None] * len(trajectories)
-    rewards = [trajectory_rewards(t, g, task_type, lam=lam, labels=lab) for t, g, lab in zip(trajectories, golds, labels)]
+    rewards = [
+        trajectory_rewards(t, g, task_type, lam=lam, labels=lab) for t, g, lab in zip(trajectories, golds, labels)
+    ]
     task = np.array([r["r_task"] for r in rewards])
     seat_rewards = np.array([[agent_reward(r, c) for c in coefficients] for r in rewards])  # (M debates, N seats)
     advantages = batch_advantages(seat_rewards)  # what the trainer takes from them
@@ -294,13 +328,20 @@ def reward_ranking(
         seat, advantage, task_part = seat_rewards[:, i], advantages[:, i], task_parts[:, i]
         right, wrong = seat[task == 1], seat[task == 0]
         misranked = float((wrong[:, None] >= right[None, :]).mean()) if len(right) and len(wrong) else float("nan")
-        total = float((advantage ** 2).sum())
-        out.append({"misranked": misranked, "task_share": float((task_part ** 2).sum()) / total if total else float("nan"),
-                    "right_debates": int(len(right)), "wrong_debates": int(len(wrong))})
+        total = float((advantage**2).sum())
+        out.append(
+            {
+                "misranked": misranked,
+                "task_share": float((task_part**2).sum()) / total if total else float("nan"),
+                "right_debates": int(len(right)),
+                "wrong_debates": int(len(wrong)),
+            }
+        )
     return out
 
 
 # --------------------------------------------------------------------------- Algorithm B's files
+
 
 def split_warmup(questions: pd.DataFrame, fraction: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(warm-up, training) questions: a seeded `fraction` (at least one question) held out."""
@@ -315,8 +356,7 @@ def read_coefficients(path) -> tuple[dict[str, AgentCoefficients], dict[str, flo
     """(coefficients per seat, base weights) of `udpo_coefficients_job`'s file."""
     data = read_json_checked(path)
     try:
-        return ({seat: AgentCoefficients(**c) for seat, c in data["seats"].items()},
-                data["profile"]["base_weights"])
+        return ({seat: AgentCoefficients(**c) for seat, c in data["seats"].items()}, data["profile"]["base_weights"])
     except (KeyError, TypeError) as exc:
         raise ValueError(f"{path}: not a UDPO coefficients file ({exc})") from exc
 
@@ -324,9 +364,25 @@ def read_coefficients(path) -> tuple[dict[str, AgentCoefficients], dict[str, flo
 # --------------------------------------------------------------------------- the trainer
 
 UDPO_METRIC_COLUMNS = [
-    "step", "loss", "reward_mean", "reward_std", "accuracy", "r_intra", "r_inter", "r_sys", "kl", "clip_fraction",
-    "entropy", "response_length", "debates", "sequences", "updates", "learning_rate", "rollout_seconds",
-    "update_seconds", "tokens_per_second",
+    "step",
+    "loss",
+    "reward_mean",
+    "reward_std",
+    "accuracy",
+    "r_intra",
+    "r_inter",
+    "r_sys",
+    "kl",
+    "clip_fraction",
+    "entropy",
+    "response_length",
+    "debates",
+    "sequences",
+    "updates",
+    "learning_rate",
+    "rollout_seconds",
+    "update_seconds",
+    "tokens_per_second",
 ]
 
 
@@ -342,15 +398,38 @@ class UdpoTrainer(DebateTrainer):
     metric_columns = UDPO_METRIC_COLUMNS
     data_parallel = True
 
-    def __init__(self, questions: pd.DataFrame, policies, settings, *, run: str, participants: Sequence[str],
-                 coefficients: dict[str, AgentCoefficients], base_weights: dict[str, float] | None = None,
-                 rounds: int | None = None, replay: bool | None = None, questions_per_step: int | None = None,
-                 ref_sync_steps: int | None = None, system_prompts: dict | None = None, checkpoint_dir=None,
-                 fingerprint: str | dict = "", heldout: pd.DataFrame | None = None):
+    def __init__(
+        self,
+        questions: pd.DataFrame,
+        policies,
+        settings,
+        *,
+        run: str,
+        participants: Sequence[str],
+        coefficients: dict[str, AgentCoefficients],
+        base_weights: dict[str, float] | None = None,
+        rounds: int | None = None,
+        replay: bool | None = None,
+        questions_per_step: int | None = None,
+        ref_sync_steps: int | None = None,
+        system_prompts: dict | None = None,
+        checkpoint_dir=None,
+        fingerprint: str | dict = "",
+        heldout: pd.DataFrame | None = None,
+    ):
         """`rounds`, `replay`, `questions_per_step`: the run's `udpo` settings unless given;
         `ref_sync_steps` likewise when it is None there too."""
-        super().__init__(questions, policies, settings, run=run, participants=participants, system_prompts=system_prompts,
-                         checkpoint_dir=checkpoint_dir, fingerprint=fingerprint, heldout=heldout)
+        super().__init__(
+            questions,
+            policies,
+            settings,
+            run=run,
+            participants=participants,
+            system_prompts=system_prompts,
+            checkpoint_dir=checkpoint_dir,
+            fingerprint=fingerprint,
+            heldout=heldout,
+        )
         missing = [seat for seat in self.seats if seat not in coefficients]
         if missing:
             raise ValueError(f"udpo: no coefficients for seat(s) {missing}")
@@ -362,7 +441,9 @@ class UdpoTrainer(DebateTrainer):
         self.base_weights = base_weights or {"alpha": 1 / 3, "beta": 1 / 3, "gamma": 1 / 3}
         self.ref_sync_steps = u.ref_sync_steps if ref_sync_steps is None else ref_sync_steps
         if questions_per_step % self.world:
-            raise ValueError(f"udpo: questions_per_step = {questions_per_step} must divide among {self.world} processes")
+            raise ValueError(
+                f"udpo: questions_per_step = {questions_per_step} must divide among {self.world} processes"
+            )
 
     @classmethod
     def prepare_job(cls, questions: pd.DataFrame, settings, *, coefficients_path=None) -> tuple[pd.DataFrame, dict]:
@@ -392,8 +473,14 @@ class UdpoTrainer(DebateTrainer):
 
     def _trajectory_rewards(self, states) -> list[dict]:
         """Every process's debates' trajectory rewards, in the batch's order."""
-        return gathered([trajectory_rewards(answers_by_round(st), str(st.row["answer"]), st.task_type,
-                                            labels=st.labels) for st in states], self.rank, self.world)
+        return gathered(
+            [
+                trajectory_rewards(answers_by_round(st), str(st.row["answer"]), st.task_type, labels=st.labels)
+                for st in states
+            ],
+            self.rank,
+            self.world,
+        )
 
     def refresh_priorities(self, epoch: int) -> int:
         """Every training question's priority U(τ) from one fresh debate of it under the current agents
@@ -423,17 +510,29 @@ class UdpoTrainer(DebateTrainer):
         index, weights = self._draw_step(step)
         mine = list(range(self.rank, len(index), self.world))  # this process's debates (batch positions)
         rows = [self.rows[index[m]] for m in mine]
-        return UdpoBatch(step=step, rows=rows, states=self.debate(rows, step, rounds=self.rounds), positions=mine,
-                         weights=weights)
+        return UdpoBatch(
+            step=step, rows=rows, states=self.debate(rows, step, rounds=self.rounds), positions=mine, weights=weights
+        )
 
     def rewards(self, batch: UdpoBatch) -> None:
         batch.rewards = self._trajectory_rewards(batch.states)
-        seat_rewards = np.array([[agent_reward(r, self.coefficients[seat]) for seat in self.seats]
-                                 for r in batch.rewards])
+        seat_rewards = np.array(
+            [[agent_reward(r, self.coefficients[seat]) for seat in self.seats] for r in batch.rewards]
+        )
         if self.settings.overlong_shaping:  # a seat's trajectory reward gains the mean punishment of its turns
-            seat_rewards = seat_rewards + np.array(gathered(
-                [[np.mean([self.length_shaping(t) for t in st.pre + st.turns if t.agent == i])
-                  for i in range(len(self.seats))] for st in batch.states], self.rank, self.world))
+            seat_rewards = seat_rewards + np.array(
+                gathered(
+                    [
+                        [
+                            np.mean([self.length_shaping(t) for t in st.pre + st.turns if t.agent == i])
+                            for i in range(len(self.seats))
+                        ]
+                        for st in batch.states
+                    ],
+                    self.rank,
+                    self.world,
+                )
+            )
         batch.seat_rewards = seat_rewards
 
     def advantages(self, batch: UdpoBatch) -> None:
@@ -441,9 +540,15 @@ class UdpoTrainer(DebateTrainer):
 
     def as_rollout(self, batch: UdpoBatch, k: int, state, turn) -> Rollout:
         m = batch.positions[k]  # group = the agent's trajectory in debate m
-        return self.turn_rollout(state, turn, group=f"{state.question_id}#{m}", sample=turn.agent,
-                                 reward=float(batch.seat_rewards[m, turn.agent]),
-                                 advantage=float(batch.seat_advantages[m, turn.agent]), weight=float(batch.weights[m]))
+        return self.turn_rollout(
+            state,
+            turn,
+            group=f"{state.question_id}#{m}",
+            sample=turn.agent,
+            reward=float(batch.seat_rewards[m, turn.agent]),
+            advantage=float(batch.seat_advantages[m, turn.agent]),
+            weight=float(batch.weights[m]),
+        )
 
     def update_agent(self, batch: UdpoBatch, agent: str, rollouts: list[Rollout], view) -> dict:
         """The clipped update with the KL anchor weighted by the agent's η (the mean over its seats)."""
@@ -460,7 +565,8 @@ class UdpoTrainer(DebateTrainer):
     def metrics(self, batch: UdpoBatch, updates: list[dict]) -> dict:
         rewards = batch.rewards
         return {
-            "reward_mean": float(batch.seat_rewards.mean()), "reward_std": float(batch.seat_rewards.std()),
+            "reward_mean": float(batch.seat_rewards.mean()),
+            "reward_std": float(batch.seat_rewards.std()),
             "accuracy": float(np.mean([r["r_task"] for r in rewards])),
             "r_intra": float(np.mean([r["r_intra"] for r in rewards])),
             "r_inter": float(np.mean([r["r_inter"] for r in rewards])),
@@ -468,5 +574,7 @@ class UdpoTrainer(DebateTrainer):
         }
 
     def describe(self, metrics: dict) -> str:
-        return (f"reward {metrics['reward_mean']:.3f}, accuracy {metrics['accuracy']:.3f}, r_intra "
-                f"{metrics['r_intra']:.3f}, r_inter {metrics['r_inter']:.3f}, r_sys {metrics['r_sys']:.3f}")
+        return (
+            f"reward {metrics['reward_mean']:.3f}, accuracy {metrics['accuracy']:.3f}, r_intra "
+            f"{metrics['r_intra']:.3f}, r_inter {metrics['r_inter']:.3f}, r_sys {metrics['r_sys']:.3f}"
+        )

@@ -27,6 +27,7 @@ Data parallel (`gpus` > 1): every process draws the same B questions and debates
 local. Each agent's gradients are averaged over the processes and the loss normaliser counts every
 process's tokens, so the update equals one process's on all B questions; metrics pool all processes.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -60,9 +61,13 @@ class UmadSettings:
 
     def __post_init__(self):
         if self.reward_mode not in REWARD_MODES or self.eu_mode not in EU_MODES or self.kl_mode not in KL_MODES:
-            raise ValueError(f"umad: reward_mode in {REWARD_MODES}, eu_mode in {EU_MODES}, kl_mode in {KL_MODES} required")
+            raise ValueError(
+                f"umad: reward_mode in {REWARD_MODES}, eu_mode in {EU_MODES}, kl_mode in {KL_MODES} required"
+            )
         if self.threads < 2 or self.turns < 1 or self.questions_per_step < 1:
-            raise ValueError("umad: threads >= 2 (group advantages), turns >= 1 and questions_per_step >= 1 are required")
+            raise ValueError(
+                "umad: threads >= 2 (group advantages), turns >= 1 and questions_per_step >= 1 are required"
+            )
 
 
 def turn_rewards(correct: np.ndarray, mode: str = "team_sum") -> np.ndarray:
@@ -103,22 +108,38 @@ def aleatoric_weights(nll: np.ndarray, alpha_au: float = 0.25, eps: float = 1e-8
     return np.exp(-alpha_au * standardised)
 
 
-def umad_advantages(correct: np.ndarray, nll: np.ndarray, *, eta: float = 0.25, alpha_au: float = 0.25,
-                    reward_mode: str = "team_sum", eu_mode: str = "sign", eps: float = 1e-6,
-                    penalty: np.ndarray | None = None) -> dict[str, np.ndarray]:
+def umad_advantages(
+    correct: np.ndarray,
+    nll: np.ndarray,
+    *,
+    eta: float = 0.25,
+    alpha_au: float = 0.25,
+    reward_mode: str = "team_sum",
+    eu_mode: str = "sign",
+    eps: float = 1e-6,
+    penalty: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
     """A^au_{i,t} = W·A for every response of one question's G threads (steps 3-6), with the parts:
     R (base), r_eu, R_total = R + r_eu (− `penalty`, e.g. β·KL in the reward), A (group advantage of
     R_total), W. The EU reward comes from the unmodified R. IPPO is η = 0, α_au = 0."""
     correct = np.asarray(correct, dtype=float)
     if correct.ndim != 3 or np.shape(nll) != correct.shape:
-        raise ValueError(f"umad: correct and nll must both be [threads, agents, turns], got {correct.shape} and {np.shape(nll)}")
+        raise ValueError(
+            f"umad: correct and nll must both be [threads, agents, turns], got {correct.shape} and {np.shape(nll)}"
+        )
     base = turn_rewards(correct, reward_mode)
     eu = epistemic_rewards(base, eta, eu_mode) if eta else np.zeros_like(base)
     total = base + eu - (0.0 if penalty is None else np.asarray(penalty, dtype=float))
     advantage = group_advantages(total, eps, axis=0)  # over the G threads of each (agent, turn)
     weight = aleatoric_weights(nll, alpha_au) if alpha_au else np.ones_like(advantage)
-    return {"reward": base, "eu": eu, "total": total, "advantage": advantage, "weight": weight,
-            "advantage_au": weight * advantage}
+    return {
+        "reward": base,
+        "eu": eu,
+        "total": total,
+        "advantage": advantage,
+        "weight": weight,
+        "advantage_au": weight * advantage,
+    }
 
 
 def mean_nll(token_logprobs) -> float:
@@ -130,9 +151,25 @@ def mean_nll(token_logprobs) -> float:
 # --------------------------------------------------------------------------- the trainer
 
 UMAD_METRIC_COLUMNS = [
-    "step", "loss", "reward_mean", "reward_std", "accuracy", "accuracy_first", "eu_mean", "weight_mean", "kl",
-    "clip_fraction", "entropy", "response_length", "debates", "sequences", "updates", "learning_rate",
-    "rollout_seconds", "update_seconds", "tokens_per_second",
+    "step",
+    "loss",
+    "reward_mean",
+    "reward_std",
+    "accuracy",
+    "accuracy_first",
+    "eu_mean",
+    "weight_mean",
+    "kl",
+    "clip_fraction",
+    "entropy",
+    "response_length",
+    "debates",
+    "sequences",
+    "updates",
+    "learning_rate",
+    "rollout_seconds",
+    "update_seconds",
+    "tokens_per_second",
 ]
 
 
@@ -151,18 +188,42 @@ class UmadTrainer(DebateTrainer):
     metric_columns = UMAD_METRIC_COLUMNS
     data_parallel = True
 
-    def __init__(self, questions: pd.DataFrame, policies, settings, *, run: str, participants, umad=None,
-                 system_prompts: dict | None = None, checkpoint_dir=None, fingerprint: str | dict = "",
-                 heldout: pd.DataFrame | None = None):
-        super().__init__(questions, policies, settings, run=run, participants=participants, system_prompts=system_prompts,
-                         checkpoint_dir=checkpoint_dir, fingerprint=fingerprint, heldout=heldout)
+    def __init__(
+        self,
+        questions: pd.DataFrame,
+        policies,
+        settings,
+        *,
+        run: str,
+        participants,
+        umad=None,
+        system_prompts: dict | None = None,
+        checkpoint_dir=None,
+        fingerprint: str | dict = "",
+        heldout: pd.DataFrame | None = None,
+    ):
+        super().__init__(
+            questions,
+            policies,
+            settings,
+            run=run,
+            participants=participants,
+            system_prompts=system_prompts,
+            checkpoint_dir=checkpoint_dir,
+            fingerprint=fingerprint,
+            heldout=heldout,
+        )
         self.umad = umad if umad is not None else settings.umad
         if self.umad.questions_per_step % self.world:
-            raise ValueError(f"umad: questions_per_step = {self.umad.questions_per_step} must divide among {self.world} processes")
+            raise ValueError(
+                f"umad: questions_per_step = {self.umad.questions_per_step} must divide among {self.world} processes"
+            )
 
     def describe(self, metrics: dict) -> str:
-        return (f"team reward {metrics['reward_mean']:.3f}, accuracy {metrics['accuracy_first']:.3f} -> "
-                f"{metrics['accuracy']:.3f}, EU {metrics['eu_mean']:+.3f}, W {metrics['weight_mean']:.3f}")
+        return (
+            f"team reward {metrics['reward_mean']:.3f}, accuracy {metrics['accuracy_first']:.3f} -> "
+            f"{metrics['accuracy']:.3f}, EU {metrics['eu_mean']:+.3f}, W {metrics['weight_mean']:.3f}"
+        )
 
     # -- the step's hooks (core.debate_trainer) ---------------------------------------------
     def rollout(self, step: int) -> UmadBatch:
@@ -177,8 +238,9 @@ class UmadTrainer(DebateTrainer):
             q, g = divmod(k, G)
             for turn in state.pre + state.turns:
                 i, t = turn.agent, turn.round
-                batch.cell[(q, g, i, t)] = self.turn_rollout(state, turn, group=f"{state.question_id}#{self.seats[i]}#t{t}",
-                                                             sample=g)
+                batch.cell[(q, g, i, t)] = self.turn_rollout(
+                    state, turn, group=f"{state.question_id}#{self.seats[i]}#t{t}", sample=g
+                )
         by_agent: dict[str, list[Rollout]] = {}
         for q, g, i, t in sorted(batch.cell):
             by_agent.setdefault(self.seat_agent[self.seats[i]], []).append(batch.cell[(q, g, i, t)])
@@ -192,8 +254,10 @@ class UmadTrainer(DebateTrainer):
             batch.correct[(q, g, i, t)] = r.correct
         batch.nll, batch.penalty = np.zeros_like(batch.correct), np.zeros_like(batch.correct)
         batch.parts = [None] * len(batch.rows)
-        return [{agent: [r for r in rollouts if r.turn == t] for agent, rollouts in batch.by_agent.items()}
-                for t in range(u.turns)]
+        return [
+            {agent: [r for r in rollouts if r.turn == t] for agent, rollouts in batch.by_agent.items()}
+            for t in range(u.turns)
+        ]
 
     def before_phase(self, batch: UmadBatch, index: int, phase: dict[str, list[Rollout]]) -> None:
         """Turn t = `index`: π_old under the agents as turn t − 1's update left them (as the paper's
@@ -202,8 +266,9 @@ class UmadTrainer(DebateTrainer):
         batch.passes = {}
         for agent, rollouts in phase.items():
             with self.policy.acting(agent) as view:
-                batch.passes[agent] = self.logprob_pass(self.micro_batches(rollouts, view), view,
-                                                        with_reference=bool(self.settings.kl_coef))
+                batch.passes[agent] = self.logprob_pass(
+                    self.micro_batches(rollouts, view), view, with_reference=bool(self.settings.kl_coef)
+                )
         self.turn_rewards(batch, index)
         self.turn_advantages(batch, index)
 
@@ -229,10 +294,17 @@ class UmadTrainer(DebateTrainer):
         """Each question's advantages of turn t (groups are per (agent, turn): other turns untouched)."""
         u = self.umad
         for q in range(len(batch.rows)):
-            parts = umad_advantages(batch.correct[q], batch.nll[q], eta=u.eta, alpha_au=u.alpha_au,
-                                    reward_mode=u.reward_mode, eu_mode=u.eu_mode, eps=self.settings.advantage_eps,
-                                    penalty=batch.penalty[q])
-            for (g, i) in np.ndindex(u.threads, len(self.seats)):
+            parts = umad_advantages(
+                batch.correct[q],
+                batch.nll[q],
+                eta=u.eta,
+                alpha_au=u.alpha_au,
+                reward_mode=u.reward_mode,
+                eu_mode=u.eu_mode,
+                eps=self.settings.advantage_eps,
+                penalty=batch.penalty[q],
+            )
+            for g, i in np.ndindex(u.threads, len(self.seats)):
                 r = batch.cell[(q, g, i, t)]
                 r.reward, r.advantage = float(parts["total"][g, i, t]), float(parts["advantage_au"][g, i, t])
             if batch.parts[q] is None:
@@ -245,7 +317,9 @@ class UmadTrainer(DebateTrainer):
         """The agent's update on its turn-t responses against the turn's π_old (the KL in the loss only
         with `kl_mode: loss`)."""
         kl_in_loss = self.settings.kl_coef if self.umad.kl_mode == "loss" else 0.0
-        return self.update_policy(rollouts, batch.step, policy=view, kl_coef=kl_in_loss, precomputed=batch.passes[agent])
+        return self.update_policy(
+            rollouts, batch.step, policy=view, kl_coef=kl_in_loss, precomputed=batch.passes[agent]
+        )
 
     def metrics(self, batch: UmadBatch, updates: list[dict]) -> dict:
         shape = (self.umad.threads, len(self.seats), self.umad.turns)
@@ -253,8 +327,11 @@ class UmadTrainer(DebateTrainer):
         kl_values = [v for v in batch.kl_values if v == v]
         reward_mean, reward_std = pooled(stack("reward"), std=True)
         out = {
-            "reward_mean": reward_mean, "reward_std": reward_std, "accuracy": pooled(batch.correct[..., -1]),
-            "accuracy_first": pooled(batch.correct[..., 0]), "eu_mean": pooled(stack("eu")),
+            "reward_mean": reward_mean,
+            "reward_std": reward_std,
+            "accuracy": pooled(batch.correct[..., -1]),
+            "accuracy_first": pooled(batch.correct[..., 0]),
+            "eu_mean": pooled(stack("eu")),
             "weight_mean": pooled(stack("weight")),
         }
         if self.settings.kl_coef:  # every response's KL to the reference, pooled (else the updates' mean)
