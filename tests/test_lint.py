@@ -1,4 +1,5 @@
 """The workflow as Snakemake's linter sees it, and the software environment its rules name."""
+
 from __future__ import annotations
 
 import re
@@ -16,8 +17,13 @@ SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 @pytest.mark.parametrize("configfile", [None, "config/experiments/learning_cpu.yaml"])
 def test_snakemake_lint_finds_nothing(configfile, tmp_path):
     extra = ["--configfile", str(REPO / configfile)] if configfile else []
-    done = subprocess.run([SNAKEMAKE, "--lint", "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-                           *extra], capture_output=True, text=True, cwd=REPO, timeout=300)
+    done = subprocess.run(
+        [SNAKEMAKE, "--lint", "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path), *extra],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Lints for" not in done.stdout + done.stderr, done.stdout + done.stderr
     assert "your workflow is in a good condition" in done.stdout + done.stderr
@@ -33,7 +39,9 @@ def test_every_rule_names_the_environment_that_setup_installs():
     assert f"python={python}" in env["dependencies"]
     for smk in (REPO / "rules").glob("*.smk"):
         text = smk.read_text()
-        assert text.count("\n    script:\n") == text.count("\n    conda:\n        SOFTWARE_ENV\n    script:\n"), smk.name
+        assert text.count("\n    script:\n") == text.count("\n    conda:\n        SOFTWARE_ENV\n    script:\n"), (
+            smk.name
+        )
 
 
 def test_the_readmes_dag_is_the_rules_of_the_shipped_configs():
@@ -46,16 +54,24 @@ def test_the_readmes_dag_is_the_rules_of_the_shipped_configs():
         sys.path.pop(0)
     rules, edges = readme_dag.union_graph()
     assert not readme_dag.missing_rules(rules)
-    assert {"train", "train_agents", "udpo_warmup", "udpo_coefficients", "trained_agent", "attack_prompt",
-            "evaluate"} <= rules
+    assert {
+        "train",
+        "train_agents",
+        "udpo_warmup",
+        "udpo_coefficients",
+        "trained_agent",
+        "attack_prompt",
+        "evaluate",
+    } <= rules
     readme = (REPO / "README.md").read_text()
-    assert readme_dag.MERMAID_BLOCK.search(readme).group(0) == readme_dag.flowchart(rules, edges), \
+    assert readme_dag.MERMAID_BLOCK.search(readme).group(0) == readme_dag.flowchart(rules, edges), (
         "README.md's DAG is stale: run tools/readme_dag.py --write"
+    )
 
 
 def _map_section() -> str:
     readme = (REPO / "README.md").read_text()
-    return readme[readme.index("## Where things are"):readme.index("## Documentation")]
+    return readme[readme.index("## Where things are") : readme.index("## Documentation")]
 
 
 def _defines(path: Path, name: str) -> bool:
@@ -93,8 +109,9 @@ def test_the_readme_is_a_short_map_whose_every_module_exists_and_which_names_eve
                 modules = {p.stem for p in package.glob("*.py") if p.stem != "__init__"}
                 modules |= {p.name for p in package.iterdir() if (p / "__init__.py").exists()}
                 assert set(listed) <= modules, f"{path}: no module {sorted(set(listed) - modules)}"
-                assert {m for m in modules if (package / m / "__init__.py").exists()} | set(listed) >= modules, \
+                assert {m for m in modules if (package / m / "__init__.py").exists()} | set(listed) >= modules, (
                     f"{path}: modules missing from the map: {sorted(modules - set(listed))}"
+                )
         else:
             module = library / path
             assert module.exists(), f"{path}: no such module"
@@ -102,6 +119,18 @@ def test_the_readme_is_a_short_map_whose_every_module_exists_and_which_names_eve
             for name in listed:
                 assert _defines(module, name), f"{path} defines no {name}"
     packages = {p.parent for p in library.rglob("__init__.py") if "__pycache__" not in p.parts} - {library}
-    assert not packages - named_packages, f"packages missing from the map: {sorted(map(str, packages - named_packages))}"
+    assert not packages - named_packages, (
+        f"packages missing from the map: {sorted(map(str, packages - named_packages))}"
+    )
     top_level = {p for p in library.glob("*.py") if p.name != "__init__.py"}
-    assert not top_level - named_files, f"modules missing from the map: {sorted(p.name for p in top_level - named_files)}"
+    assert not top_level - named_files, (
+        f"modules missing from the map: {sorted(p.name for p in top_level - named_files)}"
+    )
+
+
+def test_ruff_finds_nothing_and_every_file_is_formatted():
+    """`ruff check` and `ruff format --check` with the settings in pyproject.toml (the CI runs them here)."""
+    ruff = str(Path(sys.executable).with_name("ruff"))
+    for command in ([ruff, "check", "."], [ruff, "format", "--check", "."]):
+        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=300)
+        assert done.returncode == 0, f"{' '.join(command[1:])}:\n{done.stdout}{done.stderr}"
