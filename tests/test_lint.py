@@ -134,3 +134,17 @@ def test_ruff_finds_nothing_and_every_file_is_formatted():
     for command in ([ruff, "check", "."], [ruff, "format", "--check", "."]):
         done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=300)
         assert done.returncode == 0, f"{' '.join(command[1:])}:\n{done.stdout}{done.stderr}"
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """Leading-underscore names stay in their module: what others use is public (issue 30)."""
+    import ast
+
+    found = []
+    for path in sorted((REPO / "src" / "debatelab").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("debatelab")):
+                private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+                if private:
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno} imports {private} from {node.module}")
+    assert not found, "\n".join(found)

@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def _run_coroutine(make_coro: Callable[[], Awaitable[T]]) -> T:
+def run_coroutine(make_coro: Callable[[], Awaitable[T]]) -> T:
     """Run a coroutine to completion from synchronous code.
 
     With no event loop running in this thread (scripts, worker threads) it runs here; inside a
@@ -186,7 +186,7 @@ class OpenAIBackend(Backend):
         def calls(client, semaphore):
             return [self._generate_one(client, semaphore, r, tokenizer, progress) for r in requests]
 
-        return _run_coroutine(lambda: self._gather(calls))
+        return run_coroutine(lambda: self._gather(calls))
 
     async def _generate_one(
         self, client, semaphore, request: GenerationRequest, tokenizer, progress
@@ -259,7 +259,7 @@ class OpenAIBackend(Backend):
                 return [self._score_ids(client, semaphore, ids, start) for ids, start in spans]
             return [self._score_remote(client, semaphore, p, r) for p, r in zip(prompts, replies)]
 
-        return _run_coroutine(lambda: self._gather(calls))
+        return run_coroutine(lambda: self._gather(calls))
 
     async def _score_ids(self, client, semaphore, ids: list[int], start: int) -> ScoredText:
         kwargs: dict[str, Any] = dict(

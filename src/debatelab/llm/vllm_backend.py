@@ -186,7 +186,7 @@ class VLLMBackend(Backend):
         requests = list(requests)
         if not requests:
             return []
-        llm = self._require_engine()
+        llm = self.require_engine()
         prompts = [{"prompt_token_ids": chat_prompt_ids(self.tokenizer, r.messages)} for r in requests]
         params = [self._sampling_params(r) for r in requests]
         use_tqdm = _progress_tqdm(progress) if progress is not None else False
@@ -229,7 +229,7 @@ class VLLMBackend(Backend):
         prompts, replies = paired_score_inputs(prompts, replies)
         if not prompts:
             return []
-        llm = self._require_engine()
+        llm = self.require_engine()
         spans = [reply_token_ids(self.tokenizer, p, r) for p, r in zip(prompts, replies)]
         params = self._vllm.SamplingParams(n=1, temperature=0.0, max_tokens=1, prompt_logprobs=0, detokenize=False)
         outputs = llm.generate(
@@ -251,9 +251,9 @@ class VLLMBackend(Backend):
     # -- lifetime ---------------------------------------------------------------------------
     def reset_prefix_cache(self) -> bool:
         """Forget cached prompt prefixes (benchmarks time cold prefills); True when vLLM did."""
-        return bool(self._require_engine().reset_prefix_cache())
+        return bool(self.require_engine().reset_prefix_cache())
 
-    def _require_engine(self):
+    def require_engine(self):
         if self._llm is None:
             raise RuntimeError("VLLMBackend is closed")
         return self._llm

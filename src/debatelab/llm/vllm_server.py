@@ -37,7 +37,7 @@ from typing import Any
 
 from .base import Generation, GenerationRequest, ProgressCallback, model_fingerprint
 from .chat import chat_prompt_ids, normalise_finish_reason
-from .openai_backend import OpenAIBackend, _run_coroutine
+from .openai_backend import OpenAIBackend, run_coroutine
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ class VLLMServerBackend(OpenAIBackend):
                 self._complete(client, semaphore, r, chat_prompt_ids(tokenizer, r.messages), progress) for r in requests
             ]
 
-        return _run_coroutine(lambda: self._gather(calls))
+        return run_coroutine(lambda: self._gather(calls))
 
     async def _complete(self, client, semaphore, request: GenerationRequest, prompt_ids: list[int], progress):
         s = request.sampling

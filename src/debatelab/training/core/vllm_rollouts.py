@@ -103,11 +103,11 @@ class VLLMRollouts:
 
     def _wake(self) -> None:
         if self._asleep:
-            self.engine._require_engine().wake_up()
+            self.engine.require_engine().wake_up()
             self._asleep = False
 
     def _push_weights(self, model) -> None:
-        llm = self.engine._require_engine()
+        llm = self.engine.require_engine()
         try:
             engine_model = llm.llm_engine.model_executor.driver_worker.model_runner.model
         except AttributeError as exc:
@@ -127,7 +127,7 @@ class VLLMRollouts:
     def pause(self) -> None:
         """Free the engine's GPU memory for the update (`vllm_sleep`)."""
         if self.settings.vllm_sleep and not self._asleep:
-            self.engine._require_engine().sleep(level=1)
+            self.engine.require_engine().sleep(level=1)
             self._asleep = True
 
     def close(self) -> None:
