@@ -46,6 +46,22 @@ from .trainer import BaseTrainer
 log = logging.getLogger(__name__)
 
 
+#: The columns after the method's own in every multi-agent `metrics.parquet`, as `common_metrics` fills them.
+COMMON_METRIC_COLUMNS = [
+    "kl",
+    "clip_fraction",
+    "entropy",
+    "response_length",
+    "debates",
+    "sequences",
+    "updates",
+    "learning_rate",
+    "rollout_seconds",
+    "update_seconds",
+    "tokens_per_second",
+]
+
+
 @dataclass
 class DebateBatch:
     """One step's debates in this process, and what the step derives from them. A method keeps its

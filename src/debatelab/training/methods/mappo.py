@@ -45,7 +45,7 @@ from ...llm.base import stable_hash
 from ...prompts import PeerView
 from ...uncertainty.measures import debate_uncertainty
 from ..core.debate_rollouts import answers_by_round, training_protocol_options
-from ..core.debate_trainer import DebateBatch, DebateTrainer
+from ..core.debate_trainer import COMMON_METRIC_COLUMNS, DebateBatch, DebateTrainer
 from ..core.distributed import all_reduce, gathered
 from ..core.rewards import task_reward
 from ..core.rollouts import Rollout
@@ -232,17 +232,7 @@ MAPPO_METRIC_COLUMNS = [
     "value_mean",
     "value_loss",
     "peer_swaps",
-    "kl",
-    "clip_fraction",
-    "entropy",
-    "response_length",
-    "debates",
-    "sequences",
-    "updates",
-    "learning_rate",
-    "rollout_seconds",
-    "update_seconds",
-    "tokens_per_second",
+    *COMMON_METRIC_COLUMNS,
 ]
 
 

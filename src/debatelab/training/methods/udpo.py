@@ -63,7 +63,7 @@ from ...io import read_json_checked
 from ...metrics import cohens_d
 from ...uncertainty.measures import DEFAULT_LAMBDA, debate_uncertainty, per_agent_uncertainty
 from ..core.debate_rollouts import answers_by_round
-from ..core.debate_trainer import DebateBatch, DebateTrainer
+from ..core.debate_trainer import COMMON_METRIC_COLUMNS, DebateBatch, DebateTrainer
 from ..core.distributed import gathered
 from ..core.rewards import task_reward
 from ..core.rollouts import Rollout
@@ -372,17 +372,7 @@ UDPO_METRIC_COLUMNS = [
     "r_intra",
     "r_inter",
     "r_sys",
-    "kl",
-    "clip_fraction",
-    "entropy",
-    "response_length",
-    "debates",
-    "sequences",
-    "updates",
-    "learning_rate",
-    "rollout_seconds",
-    "update_seconds",
-    "tokens_per_second",
+    *COMMON_METRIC_COLUMNS,
 ]
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..core.debate_trainer import DebateBatch, DebateTrainer
+from ..core.debate_trainer import COMMON_METRIC_COLUMNS, DebateBatch, DebateTrainer
 from ..core.distributed import pooled
 from ..core.rewards import group_advantages
 from ..core.rollouts import Rollout
@@ -159,17 +159,7 @@ UMAD_METRIC_COLUMNS = [
     "accuracy_first",
     "eu_mean",
     "weight_mean",
-    "kl",
-    "clip_fraction",
-    "entropy",
-    "response_length",
-    "debates",
-    "sequences",
-    "updates",
-    "learning_rate",
-    "rollout_seconds",
-    "update_seconds",
-    "tokens_per_second",
+    *COMMON_METRIC_COLUMNS,
 ]
 
 
