@@ -328,7 +328,22 @@ def _open_in_a_browser(report):
     try:
         driver.get(report.as_uri())
         menu("Workflow").click()
-        assert wait.until(lambda d: "debatelab run tiny" in d.find_element(By.ID, "app").text.replace("\n", " "))
+        # textContent, not .text: the long page scrolls, and WebDriver's .text leaves out what is scrolled away
+        app_text = "return document.getElementById('app').textContent"
+        assert wait.until(lambda d: "debatelab run tiny" in " ".join(d.execute_script(app_text).split()))
+        # the run's settings read as a list: each agent is an item of its own
+        items = [
+            " ".join(li.get_attribute("textContent").split()) for li in driver.find_elements(By.CSS_SELECTOR, "#app li")
+        ]
+        for agent in ("alice", "bob", "carol", "dave"):
+            assert sum(t.startswith(f"{agent}:") for t in items) == 1, (agent, items)
+
+        def fits_its_frame():
+            width, visible = driver.execute_script(
+                "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+            )
+            return width <= visible + 1
+
         for paper in PAPERS:
             driver.get(report.as_uri())
             menu(PAPER_TITLES[paper]).click()
@@ -340,6 +355,16 @@ def _open_in_a_browser(report):
             rows = driver.find_elements(By.CSS_SELECTOR, "tbody tr")
             assert {"paper_value", "run_value", "difference"} <= set(headers), (paper, headers)
             assert len(rows) == len(load_paper_numbers(paper)["table1"]), paper
+            assert fits_its_frame(), paper  # no sideways scrolling to reach a column
+            driver.switch_to.default_content()
+            driver.get(report.as_uri())
+            menu(PAPER_TITLES[paper]).click()
+            menu("Checkable claims").click()
+            open_result("claims")
+            driver.switch_to.frame(wait.until(lambda d: d.find_element(By.TAG_NAME, "iframe")))
+            headers = [th.text for th in driver.find_elements(By.CSS_SELECTOR, "th")]
+            assert headers[:5] == ["claim", "statement", "verdict", "value", "95 % interval"], (paper, headers)
+            assert fits_its_frame(), paper
             driver.switch_to.default_content()
         # a plot loads as an image
         driver.get(report.as_uri())

@@ -39,11 +39,12 @@ TRAINING_PROTOCOL_OWN_KEYS = ("participants", "datasets", "threads", "rounds", "
 #: `evaluation/papers/<paper>.py` and its published numbers `config/paper_numbers/<paper>.yaml`; the
 #: schema's paper enums list the same names (tests/test_registries.py checks all three).
 PAPER_TITLES = {
-    "udpo": "UDPO: uncertainty-driven policy optimisation against debate collapse (spec 000)",
+    # short: the report's menu widens to the longest breadcrumb, narrowing the pane that shows tables
+    "udpo": "UDPO: uncertainty against debate collapse (spec 000)",
     "umad": "UMAD: epistemic gain, aleatoric cost (spec 001)",
     "svr_mad": "SVR-MAD: posterior-guided sparse debate (spec 002)",
     "sdrl": "SDRL: self-debate reinforcement learning (spec 003)",
-    "confidence": "Multiagent protocols with aggregated confidence signals (spec 004)",
+    "confidence": "Calibrated confidence protocols (spec 004)",
 }
 PAPERS = tuple(PAPER_TITLES)
 

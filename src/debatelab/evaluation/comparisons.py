@@ -116,10 +116,10 @@ def plot_comparisons(table: pd.DataFrame):
         ax.errorbar(part["difference"], y, xerr=err, fmt="o", capsize=3)
         ax.axvline(0, color="black", linewidth=0.8)
         ax.set_yticks(
-            y, [f"{c} ({k}, n={n})" for c, k, n in zip(part["comparison"], part["kind"], part["n"])], fontsize=8
+            y, [f"{c} ({k}, n={n})" for c, k, n in zip(part["comparison"], part["kind"], part["n"])], fontsize="small"
         )
         ax.set_xlabel("accuracy difference, points (95 % interval)")
-        ax.set_title(f"{dataset}: treatment − control on the same questions", fontsize=9)
+        ax.set_title(f"{dataset}: treatment − control on the same questions", fontsize="medium")
     fig.tight_layout()
     return fig
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..config import PAPER_TITLES, PAPERS
@@ -54,20 +55,88 @@ def _builder(paper: str) -> Callable[[RunOutputs], PaperEvaluation]:
 
 HTML_STYLE = """<style>
 body { font-family: system-ui, sans-serif; font-size: 13px; margin: 12px; }
-table { border-collapse: collapse; } th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
-th { background: #f0f0f0; } td:first-child, th:first-child { text-align: left; } caption { text-align: left; }
+table { border-collapse: collapse; width: 100%; } th, td { border: 1px solid #ccc; padding: 2px 6px; }
+th { background: #f0f0f0; text-align: center; } td { vertical-align: top; text-align: left; }
+td.number { text-align: right; white-space: nowrap; }
+.subline { color: #666; font-size: 11px; margin-top: 2px; }
+td.holds { background: #dff0d8; } td.fails { background: #f2dede; } td.inconclusive { background: #f5f5f5; }
 </style>"""
 
 
-def html_table(frame: pd.DataFrame, heading: str, note: str = "") -> str:
-    """A self-contained HTML page with the table (numbers to 4 significant digits, empty cells blank)."""
+def claims_view(claims: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+    """The claims page as a reader scans it: claim, statement, verdict, value, its 95 % interval
+    [low, high], n and the expectation as columns; scope, statistic, how the interval was made
+    (`interval` in the CSV) and the detail as a small line under the statement, so the table fits the
+    report's pane."""
+
+    def bounds(low, high) -> str:
+        return "" if pd.isna(low) or pd.isna(high) else f"[{low:.4g}, {high:.4g}]"
+
+    view = claims.assign(**{"95 % interval": [bounds(lo, hi) for lo, hi in zip(claims["low"], claims["high"])]})
+    view = view[["claim", "statement", "verdict", "value", "95 % interval", "n", "expect"]]
+    parts = claims[["scope", "statistic", "interval", "detail"]].fillna("").astype(str).to_numpy()
+    return view, {"statement": [" · ".join(p for p in row if p) for row in parts]}
+
+
+def html_table(frame: pd.DataFrame, heading: str, note: str = "", sublines: dict[str, list[str]] | None = None) -> str:
+    """A self-contained HTML page with the table that fits the report's pane: text wraps and is left
+    aligned, numbers (4 significant digits) are right aligned, empty cells blank, a verdict column is
+    coloured by verdict. `sublines[column][i]` is small print under row i's cell of that column."""
     from html import escape
 
-    body = frame.to_html(index=False, na_rep="", float_format=lambda v: f"{v:.4g}", border=0, classes="table")
+    sublines = sublines or {}
+
+    def cell(value, column: str, i: int) -> str:
+        under = sublines.get(column, [""] * (i + 1))[i]
+        if under:
+            return f"<td>{escape(str(value))}<div class='subline'>{escape(under)}</div></td>"
+        if value is None or (isinstance(value, float) and np.isnan(value)):
+            return "<td></td>"
+        if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+            text = f"{value:.4g}" if isinstance(value, (float, np.floating)) else str(value)
+            return f"<td class='number'>{escape(text)}</td>"
+        text = str(value)
+        verdict = f" class='{text}'" if column == "verdict" and text in ("holds", "fails", "inconclusive") else ""
+        return f"<td{verdict}>{escape(text)}</td>"
+
+    header = _header_rows([str(c) for c in frame.columns])
+    rows = "".join(
+        "<tr>" + "".join(cell(v, str(c), i) for c, v in zip(frame.columns, row)) + "</tr>"
+        for i, row in enumerate(frame.itertuples(index=False, name=None))
+    )
     return (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(heading)}</title>{HTML_STYLE}</head>"
-        f"<body><h3>{escape(heading)}</h3><p>{escape(note)}</p>{body}</body></html>"
+        f"<body><h3>{escape(heading)}</h3><p>{escape(note)}</p>"
+        f"<table class='table'><thead>{header}</thead><tbody>{rows}</tbody></table></body></html>"
     )
+
+
+def _header_rows(columns: list[str]) -> str:
+    """The table head. Runs of columns named "<group> <name>" ("asdiv Maj", "asdiv Debate", ...) get
+    the group once above them, as the papers lay out their tables, so the page stays narrow; every
+    underscore is a break opportunity, so long names wrap instead of widening the table."""
+    from html import escape
+
+    def label(text: str) -> str:
+        return escape(text).replace("_", "_<wbr>")
+
+    groups = [c.rsplit(" ", 1) if " " in c else [None, c] for c in columns]
+    runs: list[list[int]] = []
+    for i, (group, _) in enumerate(groups):
+        if runs and group is not None and groups[runs[-1][0]][0] == group:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    if all(len(run) == 1 for run in runs):
+        return "<tr>" + "".join(f"<th>{label(c)}</th>" for c in columns) + "</tr>"
+    top, bottom = [], []
+    for run in runs:
+        if len(run) == 1:
+            top.append(f"<th rowspan='2'>{label(columns[run[0]])}</th>")
+        else:
+            top.append(f"<th colspan='{len(run)}'>{label(groups[run[0]][0])}</th>")
+            bottom += [f"<th>{label(groups[i][1])}</th>" for i in run]
+    return f"<tr>{''.join(top)}</tr><tr>{''.join(bottom)}</tr>"
 
 
 def report_section(name: str) -> str:
@@ -92,9 +161,11 @@ def evaluate_paper(
     result = build_paper(paper, outputs)
     title = f"{PAPER_TITLES[paper]}, run {outputs.experiment}"
 
-    def write(frame: pd.DataFrame, name: str, heading: str, note: str = "") -> None:
+    def write(frame: pd.DataFrame, name: str, heading: str, note: str = "", view=None) -> None:
+        """`view`: the HTML page's (frame, sublines) where it differs from the CSV's frame."""
         write_text_atomic(frame.to_csv(index=False, float_format="%.4g"), out_dir / f"{name}.csv")
-        write_text_atomic(html_table(frame, f"{heading} ({title})", note), out_dir / f"{name}.html")
+        shown, sublines = view or (frame, None)
+        write_text_atomic(html_table(shown, f"{heading} ({title})", note, sublines), out_dir / f"{name}.html")
 
     published_tables = load_paper_numbers(paper, numbers_dir)
     for name, table in result.tables.items():
@@ -112,6 +183,8 @@ def evaluate_paper(
             f"{name} beside the paper",
             f"{published['where'].iloc[0]}: {filled} of {len(vs)} published cells have a value in this run "
             "(run_dataset: this run's dataset standing in for the paper's).",
+            # the page's note names the table: a column repeating it on every row only widens the page
+            view=(vs.drop(columns="paper_where"), None) if vs["paper_where"].nunique() <= 1 else None,
         )
         log.info("%s %s: %d of %d published cells have a run value", paper, name, filled, len(vs))
     claims = claims_frame(result.claims)
@@ -121,6 +194,7 @@ def evaluate_paper(
         "checkable claims",
         f"{verdict_counts(claims)}. Each verdict reads the 95 % interval [low, high] of the statistic against "
         "what the claim expects; directions only: a small model on CPU won't match the published magnitudes.",
+        view=claims_view(claims),
     )
     log.info("%s claims: %s", paper, claims["verdict"].value_counts().to_dict())
     for name, fig in result.figures.items():

@@ -25,7 +25,7 @@ def plot_history(trials: pd.DataFrame, title: str):
     ax.set_xlabel("trial")
     ax.set_ylabel("objective (lower is better)")
     ax.set_title(title)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize="small")
     fig.tight_layout()
     return fig
 
@@ -43,8 +43,8 @@ def _per_estimator_figure(predictions: pd.DataFrame, title: str, xlabel: str, dr
         ax.set_xlabel(xlabel)
         ax.set_ylabel("accuracy")
         ax.set_title(estimator)
-        ax.legend(fontsize=7)
-    fig.suptitle(title, fontsize=9)
+        ax.legend(fontsize="small")
+    fig.suptitle(title, fontsize="medium")
     fig.tight_layout()
     return fig
 
@@ -171,16 +171,24 @@ def plot_lift(lift: pd.DataFrame, calibrator: str, title: str):
             wide = part.pivot_table(index=["dataset", "estimator"], columns="method", values=f"lift_{metric}")
             wide = wide[sorted(wide.columns, key=lambda m: (order.get(m, len(order)), m))]
             wide.plot.bar(ax=ax, legend=False, width=0.8)
-            ax.set_xticks(range(len(wide)), [f"{d} / {e}" for d, e in wide.index], rotation=30, ha="right", fontsize=8)
+            ax.set_xticks(
+                range(len(wide)), [f"{d} / {e}" for d, e in wide.index], rotation=30, ha="right", fontsize="small"
+            )
             handles, names = ax.get_legend_handles_labels()
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_xlabel("dataset / estimator")
         ax.set_ylabel(f"{metric.upper()} lift over zs* (points)")
     if handles:
         fig.legend(
-            handles, names, title="method", loc="center left", bbox_to_anchor=(0.9, 0.5), fontsize=8, frameon=False
+            handles,
+            names,
+            title="method",
+            loc="center left",
+            bbox_to_anchor=(0.9, 0.5),
+            fontsize="small",
+            frameon=False,
         )
-    fig.suptitle(f"{title} ({calibrator} calibration)", fontsize=9)
+    fig.suptitle(f"{title} ({calibrator} calibration)", fontsize="medium")
     fig.tight_layout(rect=(0, 0, 0.9, 1))  # the right tenth holds the legend (savefig doesn't crop)
     return fig
 

@@ -144,7 +144,7 @@ def plot_debate_cost_accuracy(summary: pd.DataFrame):
                 )
         ax.set_xlabel("mean tokens per question")
         ax.set_ylim(-3, 103)
-        ax.set_title(f"{dataset} (n={int(sub['questions'].max())} questions)", fontsize=9)
+        ax.set_title(f"{dataset} (n={int(sub['questions'].max())} questions)", fontsize="medium")
     axes[0][0].set_ylabel("accuracy (%)")
     handles, labels = axes[0][0].get_legend_handles_labels()
     for ax in axes[0][1:]:  # a protocol missing from the first dataset still gets its legend entry
@@ -152,7 +152,7 @@ def plot_debate_cost_accuracy(summary: pd.DataFrame):
             if label not in labels:
                 handles.append(handle)
                 labels.append(label)
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small", frameon=False)
     fig.tight_layout()
     return fig
 

@@ -96,7 +96,7 @@ def plot_training_curves(metrics: pd.DataFrame, title: str):
     )
     time.set_ylabel("seconds per step")
     for ax in (reward, groups, time):
-        ax.legend(fontsize=7)
+        ax.legend(fontsize="small")
     from matplotlib.ticker import MaxNLocator
 
     for ax in axes[0]:
@@ -105,6 +105,6 @@ def plot_training_curves(metrics: pd.DataFrame, title: str):
         if len(metrics):  # whole steps only, also for a run of one or two steps (from 0 with a held-out base)
             ax.set_xlim(min([*steps, *heldout.index]) - 0.5, max(steps) + 0.5)
         ax.grid(alpha=0.3)
-    fig.suptitle(title, fontsize=9)
+    fig.suptitle(title, fontsize="medium")
     fig.tight_layout()
     return fig

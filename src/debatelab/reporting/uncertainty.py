@@ -19,6 +19,6 @@ def plot_selective_prediction(curves: pd.DataFrame, title: str):
     ax.set_ylim(0, 1.02)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower left", fontsize=8)
+    ax.legend(loc="lower left", fontsize="small")
     fig.tight_layout()
     return fig

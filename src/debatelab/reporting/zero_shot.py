@@ -70,7 +70,7 @@ def plot_zero_shot(summary: pd.DataFrame):
         ax.set_ylim(0, 1)
         ax.set_title(f"{dataset} (n={int(sub['questions'].max())})")
     axes[0][0].set_ylabel("rate / confidence")
-    axes[0][-1].legend(loc="upper right", fontsize=8)
+    axes[0][-1].legend(loc="upper right", fontsize="small")
     fig.tight_layout()
     return fig
 

@@ -447,10 +447,10 @@ def plot_fig1(by_round: pd.DataFrame, experiment: str):
                 )
         ax.set_xticks(sorted(set(sub["round"].astype(int))))
         ax.set_xlabel("debate round (0 = round-0 majority, Maj)")
-        ax.set_title(f"{dataset}, n={int(sub.groupby('method')['n'].max().max())} question-threads", fontsize=9)
+        ax.set_title(f"{dataset}, n={int(sub.groupby('method')['n'].max().max())} question-threads", fontsize="medium")
         ax.set_ylim(-3, 103)
     axes[0][0].set_ylabel("accuracy of the system answer (%)")
-    fig.suptitle(f"{experiment}: decentralized MAD accuracy by round (Fig. 1)", fontsize=10)
+    fig.suptitle(f"{experiment}: decentralized MAD accuracy by round (Fig. 1)", fontsize="large")
     fig.tight_layout()
     fig.subplots_adjust(right=1 - 1.8 / width)
     legend = {}
@@ -459,7 +459,9 @@ def plot_fig1(by_round: pd.DataFrame, experiment: str):
             legend.setdefault(name, handle)
     handles, names = list(legend.values()), list(legend)
     if handles:  # inside the figure: the saved PNG is not cropped to fit what sticks out
-        fig.legend(handles, names, loc="center left", bbox_to_anchor=(1 - 1.75 / width, 0.5), fontsize=8, frameon=False)
+        fig.legend(
+            handles, names, loc="center left", bbox_to_anchor=(1 - 1.75 / width, 0.5), fontsize="small", frameon=False
+        )
     return fig
 
 

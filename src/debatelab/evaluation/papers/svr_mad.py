@@ -151,12 +151,12 @@ def plot_cost_accuracy(cells: pd.DataFrame, experiment: str):
             label="_front",
         )
         ax.set_xlabel("tokens per question (×10³)")
-        ax.set_title(f"{dataset}, n={int(sub['all_questions'].max())} question-threads", fontsize=9)
+        ax.set_title(f"{dataset}, n={int(sub['all_questions'].max())} question-threads", fontsize="medium")
         ax.set_ylim(-3, 103)
     axes[0][0].set_ylabel("accuracy (%)")
     handles, names = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
-    fig.suptitle(f"{experiment}: cost against accuracy (all questions; dashed: Pareto front)", fontsize=10)
+    fig.legend(handles, names, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small", frameon=False)
+    fig.suptitle(f"{experiment}: cost against accuracy (all questions; dashed: Pareto front)", fontsize="large")
     fig.tight_layout()
     return fig
 

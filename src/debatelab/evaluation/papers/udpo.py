@@ -257,9 +257,9 @@ def plot_fig5(bins: pd.DataFrame, experiment: str):
     ax.set_xlabel("U_sys of standard MAD (bin)")
     ax.set_ylabel("Δ accuracy over MAD (points)")
     n = int(bins.groupby("method")["n"].sum().max()) if len(bins) else 0
-    ax.set_title(f"{experiment}: accuracy gain by difficulty (Fig. 5), n={n} questions", fontsize=9)
+    ax.set_title(f"{experiment}: accuracy gain by difficulty (Fig. 5), n={n} questions", fontsize="medium")
     if methods:
-        ax.legend(fontsize=8)
+        ax.legend(fontsize="small")
     fig.tight_layout()
     return fig
 

@@ -290,7 +290,7 @@ def plot_sys_uncertainty(outputs: RunOutputs):
             )
         ax.set_xlabel("debate round (0 = initial answers, turn T = round + 1)")
         ax.set_ylabel(f"{name} (nats)")
-        ax.set_title(name, fontsize=9)
+        ax.set_title(name, fontsize="medium")
         if not rounds.empty:
             ax.set_xticks(sorted(rounds["round"].unique()))
     n = rounds.groupby(["dataset", "question_id"]).ngroups if not rounds.empty else 0
@@ -302,10 +302,10 @@ def plot_sys_uncertainty(outputs: RunOutputs):
             loc="lower center",
             bbox_to_anchor=(0.5, -0.02),
             ncol=min(3, len(handles)),
-            fontsize=8,
+            fontsize="small",
             frameon=False,
         )
-    fig.suptitle(f"{outputs.experiment}: system uncertainty per round (mean over n={n} questions)", fontsize=10)
+    fig.suptitle(f"{outputs.experiment}: system uncertainty per round (mean over n={n} questions)", fontsize="large")
     fig.tight_layout(rect=(0, 0.12 if handles else 0, 1, 1))
     return fig
 
@@ -371,14 +371,16 @@ def plot_flips(flips: pd.DataFrame, experiment: str):
         ax.bar(x, values, 0.6, bottom=bottom, label=transition, color=colours[transition])
         bottom += values
     ticks = [f"{r.protocol}\n{r.seat} {r.agent}\nflip {r.flip_ratio:.0f}%, n={r.n}" for r in first.itertuples()]
-    ax.set_xticks(x, ticks, fontsize=7)
+    ax.set_xticks(x, ticks, fontsize="small")
     ax.set_ylabel("share of (question, thread) transitions (%)")
     ax.set_xlabel("protocol and seat (flip = C2W + W2C)")
     ax.set_ylim(0, 105)
     n = int(first["n"].sum()) if len(first) else 0
-    ax.set_title(f"{experiment}: answer transitions, initial answer → debate round 1 (n={n} transitions)", fontsize=9)
+    ax.set_title(
+        f"{experiment}: answer transitions, initial answer → debate round 1 (n={n} transitions)", fontsize="medium"
+    )
     if len(first):
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     fig.tight_layout()
     return fig
 
