@@ -121,7 +121,8 @@ def _after_existing_event_files(directory: Path) -> None:
     """Wait until the clock is past the newest event file's second: TensorBoard reads a folder's files
     in name order, whose first field is the second a file was opened, so a resumed job's file (with its
     purge) must sort after the killed job's."""
-    seconds = [int(p.name.split(".")[3]) for p in directory.glob("events.out.tfevents.*") if p.name.count(".") >= 4]
+    fields = [p.name.split(".") for p in directory.glob("events.out.tfevents.*")]
+    seconds = [int(f[3]) for f in fields if len(f) > 4 and f[3].isdigit()]
     while seconds and time.time() < max(seconds) + 1:
         time.sleep(0.05)
 
