@@ -6,8 +6,8 @@ Every Parquet, CSV, JSON and PNG output under both folders is compared: tables b
 same columns, rows and values; floats bit for bit unless `rtol` allows a relative difference),
 JSON by value, PNGs byte for byte. What is not an output of the science is left out: the
 generation cache (its part files are named at random and grow on resume), Optuna journals (they
-hold wall-clock times), benchmark TSVs and logs (timings), and table columns named in
-`ignore_columns`.
+hold wall-clock times), benchmark TSVs, logs and the trackers' folders (timings), and table
+columns named in `ignore_columns`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-#: Folders of a result tree that hold no comparable output.
-SKIPPED_DIRS = ("cache", "benchmarks")
+#: Folders of a result tree that hold no comparable output (the trackers' folders: `debatelab.tracking`).
+SKIPPED_DIRS = ("cache", "benchmarks", "tensorboard", "tensorboard_warmup")
 COMPARED_SUFFIXES = (".parquet", ".csv", ".json", ".png")
 
 

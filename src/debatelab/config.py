@@ -476,9 +476,17 @@ class Experiment:
         spec["seed"] = self.seed if spec.get("seed") is None else spec["seed"]
         if spec.get("protocol") is not None:
             spec["protocol"] = self.train_protocol(run)
-        return {
-            k: v for k, v in spec.items() if k not in ("policy", "participants", "dataset", "gpus", "accelerate_config")
-        }
+        # where its metrics go is no setting of the run: another tracker must not rerun a finished job
+        workflow_keys = ("policy", "participants", "dataset", "gpus", "accelerate_config", "report_to")
+        return {k: v for k, v in spec.items() if k not in workflow_keys}
+
+    def report_to(self, run: str | None = None) -> list[str]:
+        """The trackers a job logs to (`tracking.TRACKERS`; [] for none): the run's `report_to`, else
+        `training.report_to` (also the evaluate stage's)."""
+        block = self.config.get("training") or {}
+        value = (self.training_runs[run].get("report_to") if run is not None else None) or block.get("report_to")
+        names = [value] if isinstance(value, str) else list(value if value is not None else ["tensorboard"])
+        return [n for n in names if n != "none"]
 
     def heldout_dataset(self, run: str) -> str | None:
         """The dataset a run's held-out accuracy is measured on during training (`heldout.dataset`), or None."""

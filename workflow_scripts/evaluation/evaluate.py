@@ -20,4 +20,4 @@ with job_log(snakemake.log[0]):
         confidence_metric_paths=list(inputs.get("confidence_metrics", [])),
         confidence_stream_paths=list(inputs.get("confidence_streams", [])),
     )
-    evaluate_paper(snakemake.wildcards.paper, outputs, snakemake.output[0])
+    evaluate_paper(snakemake.wildcards.paper, outputs, snakemake.output[0], report_to=exp.report_to())

@@ -1,10 +1,11 @@
-from debatelab.config import AgentSpec
+from debatelab.config import AgentSpec, Experiment
 from debatelab.runlog import job_log
 from debatelab.training import TrainSettings
 from debatelab.training.core.launch import launch_or_train
 
 if __name__ == "__main__":
     with job_log(snakemake.log[0]):
+        exp = Experiment(snakemake.config)  # the trackers: read from the config, not params (no rerun)
         launch_or_train(
             processes=int(snakemake.resources.get("gpu", 1) or 1),
             accelerate_config=snakemake.params.accelerate_config,
@@ -21,4 +22,6 @@ if __name__ == "__main__":
             policy=AgentSpec.from_config(snakemake.params.policy_name, snakemake.params.policy),
             settings=TrainSettings.from_config(snakemake.params.settings),
             limit=snakemake.params.limit,
+            report_to=exp.report_to(snakemake.wildcards.run),
+            experiment=exp.name,
         )

@@ -1,12 +1,13 @@
 from pathlib import Path
 
-from debatelab.config import AgentSpec
+from debatelab.config import AgentSpec, Experiment
 from debatelab.runlog import job_log
 from debatelab.training import TrainSettings
 from debatelab.training.core.launch import launch_or_train
 
 if __name__ == "__main__":
     with job_log(snakemake.log[0]):
+        exp = Experiment(snakemake.config)  # the trackers: read from the config, not params (no rerun)
         udpo = snakemake.params.udpo
         settings = TrainSettings.from_config(snakemake.params.settings)
         launch_or_train(
@@ -28,4 +29,6 @@ if __name__ == "__main__":
             run=snakemake.wildcards.run,
             settings=settings,
             limit=snakemake.params.limit,
+            report_to=exp.report_to(snakemake.wildcards.run),
+            experiment=exp.name,
         )

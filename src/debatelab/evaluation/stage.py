@@ -13,7 +13,9 @@ Outputs of `evaluate_paper` (results/{experiment}/tables/{paper}/):
   fails / inconclusive / n/a, `evaluation.claims`), n, interval (how it was made), detail;
 - ``<figure>.png``: the paper's plots;
 - ``<name>.html`` beside every CSV: the same table rendered for the report (a CSV can only be
-  downloaded from a Snakemake report, an HTML file opens in it).
+  downloaded from a Snakemake report, an HTML file opens in it);
+- with `report_to` (`debatelab.tracking`), every one of those tables also goes to the trackers, as
+  Markdown text in TensorBoard (``tensorboard/``), a table in W&B, trackio and MLflow.
 
 A run on a small model won't match the numbers; the claims rows are what a CPU run can check.
 """
@@ -30,6 +32,7 @@ import pandas as pd
 
 from ..config import PAPER_TITLES, PAPERS
 from ..io import save_figure_atomic, write_text_atomic
+from ..tracking import open_tracker
 from .claims import Claim, claims_frame, verdict_counts
 from .paper_numbers import PAPER_NUMBERS_DIR, compare_with_paper, load_paper_numbers
 from .run import RunOutputs
@@ -153,16 +156,24 @@ def build_paper(paper: str, outputs: RunOutputs) -> PaperEvaluation:
 
 
 def evaluate_paper(
-    paper: str, outputs: RunOutputs, out_dir: str | Path, numbers_dir: str | Path = PAPER_NUMBERS_DIR
+    paper: str,
+    outputs: RunOutputs,
+    out_dir: str | Path,
+    numbers_dir: str | Path = PAPER_NUMBERS_DIR,
+    report_to: str | list[str] | None = None,
 ) -> PaperEvaluation:
-    """Build one paper's tables, comparisons, claims and figures and write them to `out_dir`."""
+    """Build one paper's tables, comparisons, claims and figures and write them to `out_dir`; every
+    table also goes to the trackers `report_to` names (None: none), run `evaluate-<paper>`."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     result = build_paper(paper, outputs)
     title = f"{PAPER_TITLES[paper]}, run {outputs.experiment}"
 
+    written: dict[str, pd.DataFrame] = {}
+
     def write(frame: pd.DataFrame, name: str, heading: str, note: str = "", view=None) -> None:
         """`view`: the HTML page's (frame, sublines) where it differs from the CSV's frame."""
+        written[f"{paper}/{name}"] = frame
         write_text_atomic(frame.to_csv(index=False, float_format="%.4g"), out_dir / f"{name}.csv")
         shown, sublines = view or (frame, None)
         write_text_atomic(html_table(shown, f"{heading} ({title})", note, sublines), out_dir / f"{name}.html")
@@ -199,4 +210,13 @@ def evaluate_paper(
     log.info("%s claims: %s", paper, claims["verdict"].value_counts().to_dict())
     for name, fig in result.figures.items():
         save_figure_atomic(fig, out_dir / f"{name}.png")
+    with open_tracker(
+        report_to,
+        out_dir / "tensorboard",
+        project=outputs.experiment,
+        name=f"evaluate-{paper}",
+        tags=[outputs.experiment, "evaluate", paper],
+        config={"paper": paper, "experiment": outputs.experiment},
+    ) as tracker:
+        tracker.log_tables(written)
     return result

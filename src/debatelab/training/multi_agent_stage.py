@@ -3,7 +3,8 @@
 
 1. `udpo_warmup_job` (GPU): the untrained agents debate the held-out `warmup_fraction` of the
    training questions (Algorithm B step 1). Writes `warmup.parquet`, one row per (question, round,
-   seat): the parsed answer, whether it is right, the gold answer.
+   seat): the parsed answer, whether it is right, the gold answer; and to the run's trackers
+   (`report_to`, in `tensorboard_warmup/`) each round's accuracy, overall and per seat.
 2. `udpo_coefficients_job` (CPU): Algorithm B on those debates. Writes `coefficients.json`: α, β,
    γ, λ, η per seat, and the warm-up profile they came from.
 3. `train_agents_job` (GPU): the run's method's trainer (`config.TRAINING_METHODS`): UDPO on the other
@@ -11,7 +12,8 @@
    MAPPO and RMAAC (`methods.mappo.MappoTrainer`) on all of them (`DebateTrainer.prepare_job` says
    which questions, and what else the trainer reads). Writes one plain Hugging Face folder per trained agent
    (`agents/<agent>/`, used as model `trained:<run>/<agent>`), `metrics.parquet`, `curves.png` and
-   `settings.json`, with resume checkpoints beside them.
+   `settings.json`, with resume checkpoints beside them; each step's metrics row goes to the run's
+   trackers as it trains (`report_to`, `debatelab.tracking`: by default `tensorboard/`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ..data import read_dataset
 from ..io import read_parquet_checked, save_figure_atomic, write_json_atomic, write_parquet_atomic
 from ..llm.base import model_fingerprint
 from ..reporting.training import plot_training_curves
+from ..tracking import open_tracker
 from ..zero_shot import select_questions
 from .core.checkpoint import resumable_settings
 from .core.distributed import default_device, rank_and_world
@@ -66,8 +69,12 @@ def udpo_warmup_job(
     out_path,
     limit: int | None = None,
     device: str | None = None,
+    report_to: str | list[str] = "tensorboard",
+    experiment: str = "debatelab",
+    run: str = "udpo",
 ) -> pd.DataFrame:
-    """Algorithm B step 1: one debate per held-out question by the untrained agents."""
+    """Algorithm B step 1: one debate per held-out question by the untrained agents. Each round's
+    accuracy (overall and per seat) goes to the trackers `report_to` names, as step = round."""
     from ..debate.stage import participant_labels
     from .core.debate_rollouts import rollout_debates
 
@@ -105,6 +112,19 @@ def udpo_warmup_job(
             )
     frame = pd.DataFrame(rows, columns=WARMUP_COLUMNS)
     write_parquet_atomic(frame, out_path)
+    labels = [label for label, _, _ in seats]
+    with open_tracker(
+        report_to,
+        Path(out_path).parent / "tensorboard_warmup",
+        project=experiment,
+        name=f"{run}-warmup",
+        tags=[experiment, settings.method, "warmup", Path(dataset_path).parent.name],
+        config={"run": run, "participants": list(participants), "settings": settings.to_dict()},
+    ) as tracker:
+        for round_, turns in frame.groupby("round", sort=True):
+            row = {"accuracy": turns["correct"].mean(), "debates": turns["question_id"].nunique()}
+            row.update({f"accuracy_{seat}": t["correct"].mean() for seat, t in turns.groupby("seat")})
+            tracker.log_metrics(row, int(round_), labels, prefix="warmup")
     log.info(
         "udpo warm-up: %d debates of %d seats, %d rounds -> %s", len(states), len(seats), settings.udpo.rounds, out_path
     )
@@ -193,10 +213,13 @@ def train_agents_job(
     limit: int | None = None,
     device: str | None = None,
     heldout_path=None,
+    report_to: str | list[str] = "tensorboard",
+    experiment: str = "debatelab",
 ) -> pd.DataFrame:
     """UDPO on the training questions (the warm-up's held out), or UMAD, MAPPO or RMAAC on all of them; then every
     agent's folder, the metrics, the curves and the settings. `heldout_path`: a dataset file each agent's
-    held-out accuracy is measured on as the run trains (`core/heldout.py`)."""
+    held-out accuracy is measured on as the run trains (`core/heldout.py`). `report_to`: the trackers each
+    step's metrics go to (`tracking.TRACKERS`), in project `experiment`."""
     spec = training_method(settings.method)
     if not spec.multi_agent:
         raise ValueError(f"train_agents: method {settings.method!r} trains one policy (rule train)")
@@ -230,8 +253,29 @@ def train_agents_job(
         heldout=read_dataset(heldout_path) if heldout_path else None,
         **own,
     )
+    info = {
+        "run": run,
+        "method": settings.method,
+        "participants": list(participants),
+        "bases": dict(bases),
+        "dataset": str(dataset_path),
+        "questions": len(questions),
+        "device": device,
+        "processes": trainer.world,
+        "heldout": {"dataset": str(heldout_path), "questions": len(trainer.heldout_rows)} if heldout_path else None,
+        "coefficients": {s: c.to_dict() for s, c in coefficients.items()},
+        "settings": settings.to_dict(),
+    }
+    tracking = {
+        "report_to": report_to,
+        "directory": Path(metrics_path).parent / "tensorboard",
+        "project": experiment,
+        "name": run,
+        "tags": [experiment, settings.method, Path(dataset_path).parent.name],
+        "config": info,
+    }
     try:
-        metrics = trainer.train()
+        metrics = trainer.train(tracking)
     finally:
         policies.close()
     if trainer.rank == 0:  # data parallel: every process holds the same adapters
@@ -244,22 +288,5 @@ def train_agents_job(
             ),
             curves_path,
         )
-        write_json_atomic(
-            {
-                "run": run,
-                "method": settings.method,
-                "participants": list(participants),
-                "bases": dict(bases),
-                "dataset": str(dataset_path),
-                "questions": len(questions),
-                "device": device,
-                "processes": trainer.world,
-                "heldout": {"dataset": str(heldout_path), "questions": len(trainer.heldout_rows)}
-                if heldout_path
-                else None,
-                "coefficients": {s: c.to_dict() for s, c in coefficients.items()},
-                "settings": settings.to_dict(),
-            },
-            settings_path,
-        )
+        write_json_atomic(info, settings_path)
     return metrics

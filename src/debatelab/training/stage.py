@@ -12,7 +12,9 @@ Outputs (`results/{experiment}/train/{run}/`):
   with a held-out dataset (`heldout_path`) the held-out accuracy of the base model and after every
   `heldout_every` steps (`core.heldout.HELDOUT_COLUMNS`, documented in `core/heldout.py`);
 - ``curves.png``: reward, accuracy (and held-out accuracy), response length and where time goes, per step;
-- ``settings.json``: the run's resolved settings, policy agent, dataset and base model.
+- ``settings.json``: the run's resolved settings, policy agent, dataset and base model;
+- ``tensorboard/``: each step's metrics row as the run trains (`report_to`, `debatelab.tracking`; not
+  an output: a resumed job continues it), with `tracker_runs.json`, the W&B / MLflow run ids.
 
 Checkpoints live in ``checkpoint/`` beside them (not a Snakemake output, so a failed job's rerun
 finds them): a killed job continues from its last finished step and, on a CPU, ends with the same
@@ -80,9 +82,12 @@ def train_job(
     device: str | None = None,
     reward=None,
     heldout_path: str | Path | None = None,
+    report_to: str | list[str] = "tensorboard",
+    experiment: str = "debatelab",
 ) -> pd.DataFrame:
     """The `train` rule: train, then write the model folder, metrics, curves and settings.
-    `heldout_path`: a dataset file whose held-out accuracy the run measures as it trains."""
+    `heldout_path`: a dataset file whose held-out accuracy the run measures as it trains.
+    `report_to`: the trackers each step's metrics go to (`tracking.TRACKERS`), in project `experiment`."""
     import torch
 
     from .core.policy import Policy
@@ -105,8 +110,27 @@ def train_job(
         fingerprint=run_fingerprint(settings, str(model_path), str(dataset_path), policy, zero.layout(world)),
         heldout=read_dataset(heldout_path) if heldout_path else None,
     )
+    info = {
+        "run": run,
+        "policy": policy.name,
+        "base_model": str(model_path),
+        "dataset": str(dataset_path),
+        "questions": len(questions),
+        "processes": world,
+        "heldout": {"dataset": str(heldout_path), "questions": len(trainer.heldout_rows)} if heldout_path else None,
+        "device": device,
+        "settings": settings.to_dict(),
+    }
+    tracking = {
+        "report_to": report_to,
+        "directory": Path(metrics_path).parent / "tensorboard",
+        "project": experiment,
+        "name": run,
+        "tags": [experiment, settings.method, Path(dataset_path).parent.name],
+        "config": info,
+    }
     try:
-        metrics = trainer.train()
+        metrics = trainer.train(tracking)
     finally:
         trainer.policy.close()
     if rank == 0:
@@ -118,22 +142,7 @@ def train_job(
             ),
             curves_path,
         )
-        write_json_atomic(
-            {
-                "run": run,
-                "policy": policy.name,
-                "base_model": str(model_path),
-                "dataset": str(dataset_path),
-                "questions": len(questions),
-                "processes": world,
-                "heldout": {"dataset": str(heldout_path), "questions": len(trainer.heldout_rows)}
-                if heldout_path
-                else None,
-                "device": device,
-                "settings": settings.to_dict(),
-            },
-            settings_path,
-        )
+        write_json_atomic(info, settings_path)
         log.info(
             "trained %s: %d steps, final reward %.3f -> %s",
             run,

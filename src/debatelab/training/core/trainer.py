@@ -1,7 +1,7 @@
 """The trainers' shared loop and update (every method's trainer derives from `BaseTrainer`).
 
 * `BaseTrainer`: the run's seeded question order (`draw`), the loop of rollout steps (`train`:
-  resume, `train_step`, held-out accuracy, log line, checkpoint), and the clipped update of one
+  resume, `train_step`, held-out accuracy, log line, the tracker's row, checkpoint), and the clipped update of one
   policy or one agent's view of it (`update_policy`): π_old's log-probabilities first (no gradient),
   then `epochs` passes over the shuffled sequences in mini-batches of `mini_batch_size`, each one
   optimizer step on the clipped loss (`loss.policy_loss`), accumulated over micro-batches with the
@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 
 from ...llm.base import stable_hash
 from ...llm.chat import chat_prompt_ids
+from ...tracking import Tracker, open_tracker
 from . import heldout as held
 from . import zero
 from .checkpoint import TrainState, load_checkpoint, save_checkpoint
@@ -116,9 +117,16 @@ class BaseTrainer:
         return out
 
     # -- the loop -------------------------------------------------------------------------
-    def train(self) -> pd.DataFrame:
-        s = self.settings
+    def train(self, tracking: dict | None = None) -> pd.DataFrame:
+        """`tracking`: `tracking.open_tracker`'s arguments but `resumed_at`; rank 0 streams each step's
+        metrics row to those trackers before the step's checkpoint (a resumed run redoes no logged step)."""
         self.resume()
+        tracker = open_tracker(resumed_at=self.state.step, **tracking) if tracking and self.rank == 0 else Tracker()
+        with tracker:
+            return self._loop(tracker)
+
+    def _loop(self, tracker: Tracker) -> pd.DataFrame:
+        s = self.settings
         # step 0 (the base model): evaluated before the first step, recorded on its row
         base = self.evaluate_heldout(0) if self.heldout_rows and self.state.step == 0 else {}
         bar = tqdm(
@@ -135,6 +143,7 @@ class BaseTrainer:
                 metrics.update(self._heldout_metrics(self.state.step + 1, base if self.state.step == 0 else {}))
                 self.state.metrics.append(metrics)
                 self.state.step += 1
+                tracker.log_metrics(metrics, self.state.step, self.heldout_agents())
                 bar.update(1)
                 bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", acc=f"{metrics['accuracy']:.2f}")
                 log.info(
