@@ -235,9 +235,14 @@ class AgentSpec:
             known["system_prompt"] = attack_prompt or prompts.ATTACK_SYSTEM_PROMPT
         return cls(name=name, backend_options=dict(cfg.get("backend_options") or {}), **known)
 
-    def sampling(self, seed: int = 0, logprobs: bool = False) -> SamplingParams:
+    def sampling(self, seed: int = 0, logprobs: bool = False, top_logprobs: int = 0) -> SamplingParams:
         return SamplingParams(
-            temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens, seed=seed, logprobs=logprobs
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=self.max_tokens,
+            seed=seed,
+            logprobs=logprobs,
+            top_logprobs=top_logprobs,
         )
 
 
