@@ -761,7 +761,7 @@ def question_token_entropy(turns: pd.DataFrame, protocol: str, units: pd.MultiIn
         return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
 
-def _token_entropy_claims(outputs: RunOutputs) -> list[Claim]:
+def token_entropy_claims(outputs: RunOutputs) -> list[Claim]:
     """§10.7 (Fig. 1): per question, the mean token entropy of its replies in the last round minus
     round 0 (the zero-shot answers), paired over questions, bootstrapped over questions."""
     statement = "mean token entropy rises over rounds"
@@ -945,7 +945,7 @@ def _claims(cells: pd.DataFrame, flips: pd.DataFrame, states: pd.DataFrame, outp
     claims += _weaker_gain_claims(cells, states, outputs)
     claims += _flip_claims(flips, states, outputs)
     claims.append(_au_accuracy_claim(states, outputs))
-    claims += _token_entropy_claims(outputs)
+    claims += token_entropy_claims(outputs)
     claims.append(
         Claim.untestable(
             "§10.8",
