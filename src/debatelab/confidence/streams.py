@@ -185,7 +185,8 @@ def build_streams(
                 if estimator in TOKEN_ESTIMATORS:
                     raise DataFileError(
                         f"{turns_path}: column {TOKEN_ESTIMATORS[estimator][0]} is empty, which estimator "
-                        f"{estimator!r} reads; set debate.top_logprobs >= 1 (and use a backend that returns top-k)"
+                        f"{estimator!r} reads (entropy and maxprob need debate.top_logprobs >= 1 and a backend that "
+                        "returns top-k log-probabilities)"
                     )
                 raise DataFileError(
                     f"{turns_path}: column {column} is empty; the pair's debate protocol must elicit "
