@@ -16,6 +16,7 @@ rule debate:
         settings=lambda wc: {
             "seed": config["seed"],
             "batch_size": config["debate"]["batch_size"],
+            "top_logprobs": config["debate"]["top_logprobs"],
             **{k: v for k, v in config["zero_shot"].items() if k.startswith("verbal_") or k == "seqprob_target"},
         },
     log:

@@ -135,7 +135,17 @@ BAD_CONFIGS = [
         lambda c: c["training"]["runs"]["udpo"].update(parallelism="model", rollout_backend="vllm"),
         ["training.runs.udpo.parallelism", "'vllm'"],
     ),
+    (
+        lambda c: (c["calibration"].update(estimators=["perplexity", "entropy"]), c["debate"].update(top_logprobs=0)),
+        ["calibration.estimators ['entropy']", "debate.top_logprobs >= 1 (is 0)"],
+    ),
 ]
+
+
+def test_token_estimators_need_no_elicitation_in_the_pairs_debate():
+    # the pair's debate elicits verbal and seqprob only: the token-level ones are read off its generations
+    config = _mutated(lambda c: c["calibration"].update(estimators=["seqprob", "entropy", "maxprob", "perplexity"]))
+    assert Experiment(validate_config(config)).calibration["estimators"][1:] == ["entropy", "maxprob", "perplexity"]
 
 
 def test_model_parallel_multi_agent_runs_need_no_share_of_questions_per_process():

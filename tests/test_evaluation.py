@@ -500,13 +500,17 @@ def test_fig5_draws_one_series_per_method_and_n():
 
 
 def test_run_outputs_read_only_the_columns_they_use_and_name_a_missing_one(tmp_path):
-    from debatelab.evaluation.run import TURN_COLUMNS
+    from debatelab.evaluation.run import TURN_COLUMNS, TURN_OPTIONAL_COLUMNS
     from debatelab.io import DataFileError, write_parquet_atomic
 
     turns = pd.DataFrame([{c: 0 for c in TURN_COLUMNS} | {"response": "x" * 100}])
     write_parquet_atomic(turns, tmp_path / "turns.parquet")
-    outputs = RunOutputs("fixture", {}, {}, {}, turn_paths=[tmp_path / "turns.parquet"])
-    assert list(outputs.turns.columns) == TURN_COLUMNS  # the responses stay on disk
+    write_parquet_atomic(turns.assign(mean_token_entropy=0.25), tmp_path / "newer.parquet")
+    outputs = RunOutputs("fixture", {}, {}, {}, turn_paths=[tmp_path / "turns.parquet", tmp_path / "newer.parquet"])
+    assert list(outputs.turns.columns) == TURN_COLUMNS + TURN_OPTIONAL_COLUMNS  # the responses stay on disk
+    # an optional column a file lacks (written before it existed) reads NaN, the other file's value stays
+    assert outputs.turns["mean_token_entropy"].isna().tolist() == [True, False]
+    assert outputs.turns["mean_token_entropy"].iloc[1] == 0.25
     write_parquet_atomic(turns.drop(columns="round"), tmp_path / "broken.parquet")
     with pytest.raises(DataFileError, match=r"broken\.parquet: missing required column\(s\) \['round'\]"):
         RunOutputs("fixture", {}, {}, {}, turn_paths=[tmp_path / "broken.parquet"]).turns  # noqa: B018 (reading it raises)

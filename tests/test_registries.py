@@ -22,7 +22,7 @@ from debatelab.config import (
     multi_agent_methods,
 )
 from debatelab.debate import protocols
-from debatelab.estimators import ESTIMATORS, SEQPROB_TARGETS
+from debatelab.estimators import CONFIDENCE_ESTIMATORS, ESTIMATORS, SEQPROB_TARGETS
 
 SCHEMA = yaml.safe_load(SCHEMA_PATH.read_text())
 PROTOCOL = ("definitions", "protocol", "properties")
@@ -32,13 +32,16 @@ TOP = ("properties",)
 REGISTRIES = {
     "debate.protocols.PROTOCOLS (kinds)": (list(protocols.PROTOCOLS), [PROTOCOL + ("kind", "enum")]),
     "prompts.TEMPLATES (debate templates)": (list(prompts.TEMPLATES), [PROTOCOL + ("template", "enum")]),
-    "estimators.ESTIMATORS": (
+    "estimators.ESTIMATORS (elicited)": (
         list(ESTIMATORS),
         [
             PROTOCOL + ("confidence", "items", "enum"),
             TOP + ("zero_shot", "properties", "estimators", "items", "enum"),
-            TOP + ("calibration", "properties", "estimators", "items", "enum"),
         ],
+    ),
+    "estimators.CONFIDENCE_ESTIMATORS (elicited + token-level)": (
+        list(CONFIDENCE_ESTIMATORS),
+        [TOP + ("calibration", "properties", "estimators", "items", "enum")],
     ),
     "estimators.SEQPROB_TARGETS": (
         list(SEQPROB_TARGETS),

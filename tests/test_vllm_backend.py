@@ -182,3 +182,27 @@ def test_reset_prefix_cache_keeps_seeded_outputs(backend):
     warm = backend.generate([request])[0][0].text
     assert backend.reset_prefix_cache()
     assert backend.generate([request])[0][0].text == warm
+
+
+def test_token_entropies_agree_with_transformers(backend, tiny_model_dir):
+    """Same prompt, greedy: both backends sample the same tokens, and their top-20 entropies and max
+    log-probabilities (one formula, debatelab.probability) agree; vLLM's (k+1)-th entry for a sampled
+    token outside the top 20 is left out. Runs on this module's engine (no second start-up)."""
+    from debatelab.llm.transformers_backend import TransformersBackend
+
+    k = 20
+    requests = [
+        GenerationRequest(chat, SamplingParams(temperature=0.0, max_tokens=8, seed=0, logprobs=True, top_logprobs=k))
+        for chat in (USER, WITH_SYSTEM)
+    ]
+    hf_backend = TransformersBackend(tiny_model_dir, device="cpu", dtype="float32", batch_size=2)
+    for v, t in zip(backend.generate(requests), hf_backend.generate(requests)):
+        v, t = v[0], t[0]
+        assert v.token_ids == t.token_ids
+        assert len(v.token_entropies) == len(v.token_max_logprobs) == v.completion_tokens
+        # relative: H_20 of this flat random model is ~0.005 nats, where 1e-2 nats would say nothing
+        assert v.token_entropies == pytest.approx(t.token_entropies, rel=1e-3)
+        assert max(abs(a - b) for a, b in zip(v.token_max_logprobs, t.token_max_logprobs)) < 1e-2
+        # the random model spreads its mass over 49k tokens: the top 20 hold little of it, and H_20 (the
+        # remainder one outcome) is a small positive lower bound of the full ~ln 49152 = 10.8 nats
+        assert all(0 < h < 1 for h in v.token_entropies)

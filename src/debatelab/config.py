@@ -236,9 +236,14 @@ class AgentSpec:
             known["system_prompt"] = attack_prompt or prompts.ATTACK_SYSTEM_PROMPT
         return cls(name=name, backend_options=dict(cfg.get("backend_options") or {}), **known)
 
-    def sampling(self, seed: int = 0, logprobs: bool = False) -> SamplingParams:
+    def sampling(self, seed: int = 0, logprobs: bool = False, top_logprobs: int = 0) -> SamplingParams:
         return SamplingParams(
-            temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens, seed=seed, logprobs=logprobs
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=self.max_tokens,
+            seed=seed,
+            logprobs=logprobs,
+            top_logprobs=top_logprobs,
         )
 
 
@@ -874,7 +879,19 @@ class Experiment:
                 raise ConfigError(
                     f"config: {where}.debate = {debate!r} must debate at least one round (kind {protocol['kind']!r})"
                 )
-            missing = [e for e in self.calibration["estimators"] if e not in protocol["confidence"]]
+            from .estimators import TOKEN_ESTIMATORS
+
+            # token-level estimators are read off the generations: nothing to elicit, but k > 0 to record
+            asked = [e for e in self.calibration["estimators"] if e not in TOKEN_ESTIMATORS]
+            needs_k = [e for e in self.calibration["estimators"] if e in ("entropy", "maxprob")]
+            for section in ("zero_shot", "debate"):
+                k = self.config[section]["top_logprobs"]
+                if needs_k and k < 1:
+                    raise ConfigError(
+                        f"config: calibration.estimators {needs_k} need {section}.top_logprobs >= 1 (is {k}): "
+                        f"the token entropy and max probability come from each position's top-k"
+                    )
+            missing = [e for e in asked if e not in protocol["confidence"]]
             if missing:
                 raise ConfigError(
                     f"config: debate.protocols.{debate}.confidence = {protocol['confidence']} lacks {missing}, "

@@ -40,7 +40,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from .. import metrics
-from ..estimators import ESTIMATORS
+from ..estimators import CONFIDENCE_ESTIMATORS, ESTIMATORS
 from ..io import (
     DataFileError,
     read_json_checked,
@@ -87,7 +87,7 @@ class CalibrationSettings:
             raise ValueError(f"calibration runs and ece_bins must be >= 1, got {self.runs} and {self.ece_bins}")
         if not 0 < self.val_fraction < 1:
             raise ValueError(f"calibration val_fraction must be in (0, 1), got {self.val_fraction}")
-        for name, allowed in (("estimators", ESTIMATORS), ("calibrators", CALIBRATORS)):
+        for name, allowed in (("estimators", CONFIDENCE_ESTIMATORS), ("calibrators", CALIBRATORS)):
             unknown = [v for v in getattr(self, name) if v not in allowed]
             if unknown or not getattr(self, name):
                 raise ValueError(f"calibration {name} must be some of {allowed}, got {list(getattr(self, name))}")

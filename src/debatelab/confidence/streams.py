@@ -15,6 +15,9 @@ gold            str       reference answer
 correct         bool      answer == gold
 conf_verbal     float     raw self-report confidence (null: not elicited / not available)
 conf_seqprob    float     raw bias-corrected sequence probability σ(C)
+conf_entropy    float     exp(−mean_token_entropy) of the answer's own generation (no extra call)
+conf_maxprob    float     max_token_prob, the mean max-softmax probability of its tokens
+conf_perplexity float     1 / perplexity = exp(mean_logprob)
 n_samples       int       stream 0: zero-shot samples aggregated (self-consistency); stream 1: 1
 debated         bool      stream 1 came from a debate call (false: carried over from stream 0)
 task_type       str
@@ -25,7 +28,8 @@ split           str|null  "val" / "test" with a fixed validation dataset; null: 
 Stream 0 aggregates an agent's zero-shot samples as spec 004 §3c decides: the answer is the
 plurality of the valid samples (a tie goes to the tied answer whose best sample is the most
 confident), the self-report is the mean over all samples, the sequence probability the mean over
-the samples that agree with the answer. Stream 1 is the agent's last call of debate round 1 of the
+the samples that agree with the answer, and so are the token-level confidences
+(`debatelab.estimators.tokens`). Stream 1 is the agent's last call of debate round 1 of the
 pair's debate protocol; questions the protocol did not debate carry stream 0 over.
 
 Splits: the confidence paper fits on validation and reports on test. A pair may name a fixed
@@ -50,6 +54,7 @@ import pandas as pd
 
 from ..data import read_dataset
 from ..data.schema import answer_set_size, parse_meta
+from ..estimators import TOKEN_ESTIMATORS, token_confidence
 from ..grading import INVALID, plurality
 from ..io import DataFileError, read_parquet_checked, write_parquet_atomic
 
@@ -67,6 +72,9 @@ STREAM_COLUMNS = [
     "correct",
     "conf_verbal",
     "conf_seqprob",
+    "conf_entropy",
+    "conf_maxprob",
+    "conf_perplexity",
     "n_samples",
     "debated",
     "task_type",
@@ -74,7 +82,30 @@ STREAM_COLUMNS = [
     "split",
 ]
 
-ESTIMATOR_COLUMNS = {"verbal": "conf_verbal", "seqprob": "conf_seqprob"}
+ESTIMATOR_COLUMNS = {
+    "verbal": "conf_verbal",
+    "seqprob": "conf_seqprob",
+    **{name: f"conf_{name}" for name in TOKEN_ESTIMATORS},
+}
+#: the confidences averaged over the samples that agree with stream 0's answer (the self-report: over all)
+_AGREEING_MEAN = [c for e, c in ESTIMATOR_COLUMNS.items() if e != "verbal"]
+
+
+def with_token_confidences(frame: pd.DataFrame, estimators: Sequence[str], path) -> pd.DataFrame:
+    """`frame` (zero-shot samples or debate turns read from `path`) with the `conf_{name}` column of
+    each token-level estimator asked for, mapped from its recorded column (estimators.tokens)."""
+    frame = frame.copy()
+    for name in estimators:
+        if name not in TOKEN_ESTIMATORS:
+            continue
+        source = TOKEN_ESTIMATORS[name][0]
+        if source not in frame.columns:
+            raise DataFileError(
+                f"{path}: no column {source}, which estimator {name!r} reads; the file predates token-level "
+                "uncertainty: rerun the stage that wrote it"
+            )
+        frame[ESTIMATOR_COLUMNS[name]] = [token_confidence(name, v) for v in frame[source]]
+    return frame
 
 
 def label_space_size(row: pd.Series) -> int:
@@ -105,7 +136,10 @@ def aggregate_samples(rows: pd.DataFrame) -> dict:
         "answer": answer,
         "correct": bool(agreeing["correct"].iloc[0]) if answer is not None else False,
         "conf_verbal": float(rows["conf_verbal"].mean()) if rows["conf_verbal"].notna().any() else np.nan,
-        "conf_seqprob": float(agreeing["conf_seqprob"].mean()) if agreeing["conf_seqprob"].notna().any() else np.nan,
+        **{
+            c: float(agreeing[c].mean()) if c in agreeing and agreeing[c].notna().any() else np.nan
+            for c in _AGREEING_MEAN
+        },
         "n_samples": len(rows),
     }
 
@@ -128,9 +162,11 @@ def build_streams(
     turns = read_parquet_checked(
         turns_path, ["question_id", "round", "agent", "agent_config", "call", "answer", "correct"]
     )
+    turns = with_token_confidences(turns, estimators, turns_path)
     rows = []
     for index, (agent, path) in enumerate(zip(agents, zero_shot_paths)):
         zero = read_parquet_checked(path, ["question_id", "agent", "sample", "answer", "correct", "gold", "task_type"])
+        zero = with_token_confidences(zero, estimators, path)
         if not (zero["agent"] == agent).all():
             raise DataFileError(f"{path}: expected agent {agent!r}, found {sorted(zero['agent'].unique())}")
         if not (turns["agent"] == agent).any():
@@ -146,9 +182,15 @@ def build_streams(
             # an unparseable answer has no sequence probability to score, so judge by the parsed ones
             scored = debate[debate["answer"].notna()] if estimator == "seqprob" else debate
             if len(scored) and scored[column].isna().all():
+                if estimator in TOKEN_ESTIMATORS:
+                    raise DataFileError(
+                        f"{turns_path}: column {TOKEN_ESTIMATORS[estimator][0]} is empty, which estimator "
+                        f"{estimator!r} reads (entropy and maxprob need debate.top_logprobs >= 1 and a backend that "
+                        "returns top-k log-probabilities)"
+                    )
                 raise DataFileError(
                     f"{turns_path}: column {column} is empty; the pair's debate protocol must elicit "
-                    f"`confidence: [{', '.join(estimators)}]`"
+                    f"`confidence: [{', '.join(e for e in estimators if e not in TOKEN_ESTIMATORS)}]`"
                 )
         last_call = debate.sort_values("call").groupby("question_id").tail(1).set_index("question_id")
         for question_id, samples in zero.groupby("question_id", sort=False):
@@ -174,8 +216,7 @@ def build_streams(
                         "debated": True,
                         "answer": turn["answer"],
                         "correct": bool(turn["correct"]),
-                        "conf_verbal": turn["conf_verbal"],
-                        "conf_seqprob": turn["conf_seqprob"],
+                        **{c: turn[c] if c in turn.index else np.nan for c in ESTIMATOR_COLUMNS.values()},
                         "n_samples": 1,
                     }
                 )
@@ -338,6 +379,7 @@ def synthetic_streams(
                         "correct": ok,
                         "conf_verbal": round(c * 10) / 10,
                         "conf_seqprob": c,
+                        **{ESTIMATOR_COLUMNS[name]: np.nan for name in TOKEN_ESTIMATORS},
                         "n_samples": 1,
                         "debated": stream == 1,
                         "task_type": "multiple_choice",

@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import grading
 from ..data.schema import answer_set_size
-from ..estimators.tokens import mean_logprob, min_logprob
+from ..estimators.tokens import token_summaries
 from ..grading import INVALID, answer_keys
 from ..llm.base import Generation, GenerationRequest, SamplingParams, stable_hash
 
@@ -62,6 +62,9 @@ class Turn:
     finish_reason: str = "stop"
     min_logprob: float = float("nan")
     mean_logprob: float = float("nan")
+    mean_token_entropy: float = float("nan")
+    max_token_prob: float = float("nan")
+    perplexity: float = float("nan")
     conf_verbal: float = float("nan")
     conf_seqprob: float = float("nan")
     confidence_tokens: int = 0
@@ -223,8 +226,7 @@ def to_turn(state: QuestionState, ask: Ask, g: Generation) -> Turn:
         prompt_tokens=g.prompt_tokens,
         completion_tokens=g.completion_tokens,
         finish_reason=g.finish_reason,
-        min_logprob=min_logprob(g.token_logprobs),
-        mean_logprob=mean_logprob(g.token_logprobs),
+        **token_summaries(g),
         rating=rating,
         token_ids=tuple(g.token_ids) if g.token_ids is not None else None,
     )
@@ -236,12 +238,17 @@ def call_seed(seed: int, participant: Participant, sample: int, purpose: str) ->
 
 
 def request_for(
-    state: QuestionState, ask: Ask, *, confidence_sampling: SamplingParams | None = None
+    state: QuestionState, ask: Ask, *, confidence_sampling: SamplingParams | None = None, top_logprobs: int = 0
 ) -> GenerationRequest:
+    """An ask's request; an answer asks for its tokens' log-probabilities (and the top `top_logprobs` of each position)."""
     participant = state.participants[ask.agent]
-    base = participant.sampling if ask.purpose == "answer" else (confidence_sampling or participant.sampling)
+    answer = ask.purpose == "answer"
+    base = participant.sampling if answer else (confidence_sampling or participant.sampling)
     sampling = replace(
-        base, seed=call_seed(state.seed, participant, ask.sample, ask.purpose), logprobs=ask.purpose == "answer"
+        base,
+        seed=call_seed(state.seed, participant, ask.sample, ask.purpose),
+        logprobs=answer,
+        top_logprobs=top_logprobs if answer else 0,
     )
     return GenerationRequest(messages=list(ask.messages), sampling=sampling, n=1)
 

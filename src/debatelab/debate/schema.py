@@ -31,6 +31,11 @@ completion_tokens    int         reply length
 finish_reason        str         stop / length
 min_logprob          float       minimum token log-probability of the reply
 mean_logprob         float       mean token log-probability of the reply
+mean_token_entropy   float       mean over the reply's tokens of the top-k entropy H_k, nats
+                                 (k = `debate.top_logprobs`, round 0: `zero_shot.top_logprobs`;
+                                 a lower bound of the full entropy; null: k = 0)
+max_token_prob       float       mean over the reply's tokens of max_v p(v | prefix)
+perplexity           float       exp(−mean_logprob)
 conf_verbal          float       self-report / 10 (null unless elicited)
 conf_seqprob         float       bias-corrected sequence probability (null unless elicited)
 confidence_tokens    int         tokens spent eliciting this row's confidences
@@ -100,6 +105,9 @@ TURN_COLUMNS = [
     "finish_reason",
     "min_logprob",
     "mean_logprob",
+    "mean_token_entropy",
+    "max_token_prob",
+    "perplexity",
     "conf_verbal",
     "conf_seqprob",
     "confidence_tokens",

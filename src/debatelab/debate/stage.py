@@ -47,6 +47,8 @@ _ZERO_SHOT_NEEDED = [
     "conf_verbal",
     "conf_seqprob",
 ]
+#: read when there (zero-shot outputs from before token entropies were recorded lack them: NaN)
+_ZERO_SHOT_OPTIONAL = ["mean_token_entropy", "max_token_prob", "perplexity"]
 
 
 @dataclass(frozen=True)
@@ -56,12 +58,15 @@ class DebateSettings:
 
     seed: int = 0
     batch_size: int = 64  # generations per backend call and per cache flush
+    top_logprobs: int = 20  # k of the answer turns' token entropy and max token probability (0: not recorded)
     elicitation: ElicitationSettings = ElicitationSettings()
     show_progress: bool = True
 
     def __post_init__(self):
         if self.batch_size < 1:
             raise ValueError(f"debate batch_size must be >= 1, got {self.batch_size}")
+        if self.top_logprobs < 0:
+            raise ValueError(f"debate top_logprobs must be >= 0, got {self.top_logprobs}")
 
     @classmethod
     def from_config(cls, settings: dict) -> DebateSettings:
@@ -140,6 +145,7 @@ def build_states(
                         finish_reason=z["finish_reason"],
                         min_logprob=_float(z["min_logprob"]),
                         mean_logprob=_float(z["mean_logprob"]),
+                        **{c: _float(z.get(c)) for c in _ZERO_SHOT_OPTIONAL},
                         conf_verbal=_float(z["conf_verbal"]),
                         conf_seqprob=_float(z["conf_seqprob"]),
                         zero_shot_sample=sample,
@@ -177,7 +183,10 @@ class ModelPool:
             by_model[state.participants[ask.agent].model].append(k)
         out = [None] * len(state_asks)
         for model, positions in by_model.items():
-            requests = [request_for(*state_asks[k], confidence_sampling=confidence_sampling) for k in positions]
+            requests = [
+                request_for(*state_asks[k], confidence_sampling=confidence_sampling, top_logprobs=settings.top_logprobs)
+                for k in positions
+            ]
             gens = generate_cached(
                 self.backends[model],
                 requests,
@@ -275,6 +284,9 @@ def result_frames(states: list[QuestionState], dataset: str, protocol: Protocol)
                     "finish_reason": turn.finish_reason,
                     "min_logprob": turn.min_logprob,
                     "mean_logprob": turn.mean_logprob,
+                    "mean_token_entropy": turn.mean_token_entropy,
+                    "max_token_prob": turn.max_token_prob,
+                    "perplexity": turn.perplexity,
                     "conf_verbal": turn.conf_verbal if turn.round > 0 else float("nan"),
                     "conf_seqprob": turn.conf_seqprob if turn.round > 0 else float("nan"),
                     "confidence_tokens": turn.confidence_tokens,

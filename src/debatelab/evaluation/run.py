@@ -53,6 +53,8 @@ TURN_COLUMNS = [
     "completion_tokens",
     "finish_reason",
 ]
+#: read when a turns file has it, NaN otherwise (turns written before token entropies were recorded)
+TURN_OPTIONAL_COLUMNS = ["mean_token_entropy"]
 ZERO_SHOT_COLUMNS = ["question_id", "dataset", "agent", "sample", "answer", "correct", "completion_tokens"]
 UNCERTAINTY_COLUMNS = ["question_id", "dataset", "protocol", "thread", "correct", "u_intra", "u_inter", "u_sys"]
 STREAM_COLUMNS = ["question_id", "agent", "stream", "correct", "conf_verbal", "conf_seqprob", "debated"]
@@ -139,9 +141,21 @@ def _trained_run(source: str) -> str | None:
     return trained[0] if trained else None
 
 
-def _concat(paths: Sequence[str | Path], columns: Sequence[str]) -> pd.DataFrame:
-    frames = [read_parquet_checked(p, columns, only_required=True) for p in paths]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(columns))
+def _concat(paths: Sequence[str | Path], columns: Sequence[str], optional: Sequence[str] = ()) -> pd.DataFrame:
+    """The files' `columns` (each must have them) and `optional` ones (NaN where a file lacks them)."""
+    import pyarrow.parquet as pq
+
+    every = [*columns, *optional]
+    frames = []
+    for p in paths:
+        try:
+            names = pq.read_schema(p).names
+        except Exception:  # missing or corrupt: read_parquet_checked names the file
+            names = []
+        there = [c for c in optional if c in names]
+        frame = read_parquet_checked(p, [*columns, *there], only_required=True)
+        frames.append(frame.reindex(columns=every))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=every)
 
 
 def _read_csvs(paths: Sequence[str | Path], tag_dataset_and_pair: bool = False) -> pd.DataFrame:
@@ -209,7 +223,7 @@ class RunOutputs:
 
     @cached_property
     def turns(self) -> pd.DataFrame:
-        return _concat(self.turn_paths, TURN_COLUMNS)
+        return _concat(self.turn_paths, TURN_COLUMNS, TURN_OPTIONAL_COLUMNS)
 
     @cached_property
     def zero_shot(self) -> pd.DataFrame:

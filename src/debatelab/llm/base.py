@@ -25,9 +25,22 @@ class SamplingParams:
     max_tokens: int = 256
     seed: int = 0
     logprobs: bool = False  # return the log-probability of every sampled token
+    # k > 0 (with logprobs): also summarise each position's top-k log-probabilities into the
+    # generation's token_entropies / token_max_logprobs (debatelab.estimators.tokens)
+    top_logprobs: int = 0
+
+    def __post_init__(self):
+        if self.top_logprobs < 0:
+            raise ValueError(f"SamplingParams.top_logprobs must be >= 0, got {self.top_logprobs}")
+        if self.top_logprobs and not self.logprobs:
+            raise ValueError(f"SamplingParams.top_logprobs={self.top_logprobs} needs logprobs=True")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The cache-key payload: `top_logprobs` only when set, so keys of k = 0 stay those from before it existed."""
+        payload = asdict(self)
+        if not payload["top_logprobs"]:
+            del payload["top_logprobs"]
+        return payload
 
 
 @dataclass(frozen=True)
@@ -60,19 +73,31 @@ class Generation:
     # The reply's token ids (end-of-turn token included) when the backend has them: what RL updates
     # on. Not cached: the cache serves stages that need the text only.
     token_ids: list[int] | None = field(default=None, compare=False, repr=False)
+    # Per generated token, from the top-k log-probabilities of its position (sampling.top_logprobs
+    # > 0): the entropy H_k and log max_v p (debatelab.estimators.tokens). None when not asked for,
+    # or when the server returned no top-k. Only these summaries are cached, never the top-k lists.
+    token_entropies: list[float] | None = None
+    token_max_logprobs: list[float] | None = None
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k != "token_ids"}
 
     @classmethod
     def from_dict(cls, d: dict) -> Generation:
-        lp = d.get("token_logprobs")
+        """From a cache row; a row of a part written before a field existed reads it as None."""
+
+        def floats(name):
+            values = d.get(name)
+            return None if values is None else [float(x) for x in values]
+
         return cls(
             text=d["text"],
             completion_tokens=int(d["completion_tokens"]),
             prompt_tokens=int(d["prompt_tokens"]),
-            token_logprobs=None if lp is None else [float(x) for x in lp],
+            token_logprobs=floats("token_logprobs"),
             finish_reason=d.get("finish_reason") or "stop",
+            token_entropies=floats("token_entropies"),
+            token_max_logprobs=floats("token_max_logprobs"),
         )
 
 

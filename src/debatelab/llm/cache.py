@@ -29,6 +29,11 @@ Storage
   weights, messages, sampling settings, seed, sample index); the unit id hashes its member keys.
   Parts of the earlier per-request format (no `unit` column) are still read, counted and logged,
   but never served: their generations depended on which requests shared their batch.
+  Parts written before `token_entropies` / `token_max_logprobs` existed read them as None. Their
+  entries are never asked for with top-k summaries: a request with `top_logprobs` = k > 0 has the
+  k in its key (keys of k = 0 are those from before), so it is generated anew, with them. An entry
+  of a k > 0 key without them (a server that returned no top-k) is served as it is, and its
+  entropy and max-probability columns read NaN.
 """
 
 from __future__ import annotations
@@ -57,6 +62,8 @@ _PART_SCHEMA = pa.schema(
         ("prompt_tokens", pa.int64()),
         ("token_logprobs", pa.list_(pa.float64())),
         ("finish_reason", pa.string()),
+        ("token_entropies", pa.list_(pa.float64())),
+        ("token_max_logprobs", pa.list_(pa.float64())),
     ]
 )
 

@@ -16,6 +16,10 @@ covers all `n` choices of a request, so per choice:
   * if the server returns no logprobs: the re-tokenised choice text when a tokenizer is
     available, else the usage total spread evenly over the choices (remainder to the first).
 
+With `top_logprobs` = k > 0 the chat request asks for `top_logprobs=k` (the OpenAI API allows at
+most 20) and each reply's per-token entropy and max probability come from them
+(`debatelab.probability.topk_summaries`); a server that returns no top-k leaves them None (NaN).
+
 Scoring (`score`) uses the legacy completions endpoint: the chat template is rendered and
 tokenised on the client, the token ids are sent as the prompt with `echo=True, logprobs=0,
 max_tokens=1`, and the echoed prompt logprobs of the reply's tokens are returned (OpenAI
@@ -40,6 +44,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from ..probability import topk_summaries
 from .base import Backend, Generation, GenerationRequest, Message, ProgressCallback, ScoredText
 from .chat import encode_text, normalise_finish_reason, paired_score_inputs, reply_token_ids
 
@@ -65,6 +70,17 @@ def run_coroutine(make_coro: Callable[[], Awaitable[T]]) -> T:
 def _split_evenly(total: int, parts: int) -> list[int]:
     base, extra = divmod(max(total, 0), parts)
     return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def _top_summaries(content, k: int) -> tuple[list[float] | None, list[float] | None]:
+    """Per-token (H_k, log max p) from a chat choice's `logprobs.content` entries' `top_logprobs`;
+    (None, None) when k = 0 or the server left any position's top-k out (its columns then read NaN)."""
+    if not k or not content:
+        return None, None
+    positions = [[float(t.logprob) for t in (entry.top_logprobs or [])] for entry in content]
+    if not all(positions):
+        return None, None
+    return topk_summaries(positions, k)
 
 
 class ServerUnavailableError(RuntimeError):
@@ -202,7 +218,8 @@ class OpenAIBackend(Backend):
             seed=s.seed,
         )
         if s.logprobs or request.n > 1:  # n > 1: the logprobs give each choice's exact token count
-            kwargs.update(logprobs=True, top_logprobs=0)
+            # top_logprobs = k: the OpenAI API allows at most 20, `vllm serve` its --max-logprobs
+            kwargs.update(logprobs=True, top_logprobs=s.top_logprobs if s.logprobs else 0)
         if self.extra_body:
             kwargs["extra_body"] = dict(self.extra_body)
         async with semaphore:
@@ -215,10 +232,11 @@ class OpenAIBackend(Backend):
         prompt_tokens = int(usage.prompt_tokens) if usage is not None else 0
         total_completion = int(usage.completion_tokens) if usage is not None else 0
 
-        token_lists = []
+        token_lists, top_summaries = [], []
         for c in choices:
             content = c.logprobs.content if c.logprobs is not None else None
             token_lists.append(None if content is None else [float(t.logprob) for t in content])
+            top_summaries.append(_top_summaries(content, s.top_logprobs))
 
         if request.n == 1 and usage is not None:
             counts = [total_completion]
@@ -230,7 +248,7 @@ class OpenAIBackend(Backend):
             counts = _split_evenly(total_completion, request.n)
 
         gens = []
-        for c, lps, count in zip(choices, token_lists, counts):
+        for c, lps, count, (entropies, max_logprobs) in zip(choices, token_lists, counts, top_summaries):
             if s.logprobs and lps is None:
                 raise RuntimeError(f"{self.model_id}: logprobs were requested but the server returned none")
             gens.append(
@@ -240,6 +258,8 @@ class OpenAIBackend(Backend):
                     prompt_tokens=prompt_tokens,
                     token_logprobs=lps if s.logprobs else None,
                     finish_reason=normalise_finish_reason(c.finish_reason),
+                    token_entropies=entropies,
+                    token_max_logprobs=max_logprobs,
                 )
             )
         if progress is not None:

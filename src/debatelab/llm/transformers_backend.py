@@ -12,6 +12,7 @@ import os
 from collections import defaultdict
 from collections.abc import Sequence
 
+from ..probability import topk_entropy
 from .base import (
     Backend,
     Generation,
@@ -176,15 +177,15 @@ class TransformersBackend(Backend):
         groups: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
         for ri, j in units:
             s = requests[ri].sampling
-            groups[(s.temperature, s.top_p, s.max_tokens, s.logprobs)].append((ri, j))
+            groups[(s.temperature, s.top_p, s.max_tokens, s.logprobs, s.top_logprobs)].append((ri, j))
         out: list[list[Generation | None]] = [[None] * r.n for r in requests]
-        for (temperature, top_p, max_tokens, want_logprobs), members in groups.items():
+        for (temperature, top_p, max_tokens, want_logprobs, top_k), members in groups.items():
             members.sort(key=lambda u: len(prompts[u[0]]))
             for start in range(0, len(members), self.batch_size):
                 chunk = members[start : start + self.batch_size]
                 seeds = [row_seed(requests[ri], j) for ri, j in chunk]
                 gens = self._generate_chunk(
-                    [prompts[ri] for ri, _ in chunk], seeds, temperature, top_p, max_tokens, want_logprobs
+                    [prompts[ri] for ri, _ in chunk], seeds, temperature, top_p, max_tokens, want_logprobs, top_k
                 )
                 for (ri, j), g in zip(chunk, gens):
                     out[ri][j] = g
@@ -192,7 +193,11 @@ class TransformersBackend(Backend):
                     progress(len(chunk))
         return out  # type: ignore[return-value]
 
-    def _generate_chunk(self, prompt_ids, seeds, temperature, top_p, max_tokens, want_logprobs) -> list[Generation]:
+    def _generate_chunk(
+        self, prompt_ids, seeds, temperature, top_p, max_tokens, want_logprobs, top_k: int = 0
+    ) -> list[Generation]:
+        """`top_k` > 0: each position's entropy and max probability from the top-k of the raw
+        log-softmax, the formula the other backends apply to what they return (estimators.tokens)."""
         import torch
         from transformers import LogitsProcessorList
 
@@ -219,13 +224,16 @@ class TransformersBackend(Backend):
         with torch.inference_mode():
             result = self.model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
         new_tokens = result.sequences[:, width:]
-        logprobs = None
+        logprobs = entropies = max_logprobs = None
         if want_logprobs:
             # Raw model log-probabilities of the sampled tokens (before temperature / top-p), as vLLM reports.
             logits = torch.stack(result.logits, dim=1).float()
-            logprobs = (
-                torch.log_softmax(logits, dim=-1).gather(-1, new_tokens[:, : logits.shape[1]].unsqueeze(-1)).squeeze(-1)
-            )
+            log_softmax = torch.log_softmax(logits, dim=-1)
+            logprobs = log_softmax.gather(-1, new_tokens[:, : logits.shape[1]].unsqueeze(-1)).squeeze(-1)
+            if top_k:
+                top = log_softmax.topk(min(top_k, log_softmax.shape[-1]), dim=-1).values.cpu().double().numpy()
+                entropies, max_logprobs = topk_entropy(top), top[..., 0]
+            del log_softmax
         gens = []
         for b, prompt in enumerate(prompt_ids):
             tokens = new_tokens[b].tolist()
@@ -243,6 +251,8 @@ class TransformersBackend(Backend):
                     token_logprobs=None if logprobs is None else [float(x) for x in logprobs[b, :length].tolist()],
                     finish_reason=finish,
                     token_ids=tokens[:length],
+                    token_entropies=None if entropies is None else [float(x) for x in entropies[b, :length]],
+                    token_max_logprobs=None if max_logprobs is None else [float(x) for x in max_logprobs[b, :length]],
                 )
             )
         return gens

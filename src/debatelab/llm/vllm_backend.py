@@ -19,7 +19,10 @@ Seeds: vLLM gives the i-th of a request's n samples the seed `seed + i`, so samp
 equals sample 0 of seed s + i. Requests whose seeds differ by less than n share samples.
 
 Log-probabilities are those vLLM reports by default (`logprobs_mode="raw_logprobs"`): the
-log-softmax of the model's raw logits, i.e. *not* rescaled by temperature or top_p.
+log-softmax of the model's raw logits, i.e. *not* rescaled by temperature or top_p. With
+`top_logprobs` = k > 0 each position returns its k most likely tokens as well (and the sampled
+token when it is not among them, a (k+1)-th entry); the entropy and max probability use the k
+largest only (`debatelab.probability.topk_summaries`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..probability import topk_summaries
 from .base import Backend, Generation, GenerationRequest, Message, ProgressCallback, ScoredText, model_fingerprint
 from .chat import (  # noqa: F401
     chat_prompt_ids,
@@ -166,7 +170,9 @@ class VLLMBackend(Backend):
             top_p=s.top_p,
             max_tokens=s.max_tokens,
             seed=s.seed,  # vLLM gives the i-th of the n samples the seed `seed + i`
-            logprobs=0 if s.logprobs else None,  # 0: just the sampled token's log-probability
+            # 0: just the sampled token's log-probability; k: the top k too (plus the sampled token
+            # when it is outside them); k must not exceed the engine's max_logprobs (vLLM's default 20)
+            logprobs=s.top_logprobs if s.logprobs else None,
         )
 
     def generate(
@@ -203,11 +209,16 @@ class VLLMBackend(Backend):
             gens = []
             for c in completions:
                 token_ids = list(c.token_ids)
-                logprobs = None
+                logprobs = entropies = max_logprobs = None
                 if request.sampling.logprobs:
                     if c.logprobs is None or len(c.logprobs) != len(token_ids):
                         raise RuntimeError("vLLM returned no (or misaligned) logprobs for a completion")
                     logprobs = [float(step[tok].logprob) for tok, step in zip(token_ids, c.logprobs)]
+                    if request.sampling.top_logprobs:
+                        entropies, max_logprobs = topk_summaries(
+                            [[entry.logprob for entry in step.values()] for step in c.logprobs],
+                            request.sampling.top_logprobs,
+                        )
                 gens.append(
                     Generation(
                         text=c.text,
@@ -216,6 +227,8 @@ class VLLMBackend(Backend):
                         token_logprobs=logprobs,
                         finish_reason=normalise_finish_reason(c.finish_reason),
                         token_ids=token_ids,
+                        token_entropies=entropies,
+                        token_max_logprobs=max_logprobs,
                     )
                 )
             results.append(gens)

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..probability import topk_summaries
 from .base import Generation, GenerationRequest, ProgressCallback, model_fingerprint
 from .chat import chat_prompt_ids, normalise_finish_reason
 from .openai_backend import OpenAIBackend, run_coroutine
@@ -247,7 +248,7 @@ class VLLMServerBackend(OpenAIBackend):
             extra_body={"return_token_ids": True},
         )
         if s.logprobs:
-            kwargs["logprobs"] = 0
+            kwargs["logprobs"] = s.top_logprobs  # k: the top k per position too (at most --max-logprobs)
         async with semaphore:
             response = await client.completions.create(**kwargs)
         choices = sorted(response.choices, key=lambda c: c.index)
@@ -260,6 +261,12 @@ class VLLMServerBackend(OpenAIBackend):
             logprobs = [float(v) for v in c.logprobs.token_logprobs] if s.logprobs and c.logprobs is not None else None
             if s.logprobs and logprobs is None:
                 raise RuntimeError(f"{self.model_id}: logprobs were requested but the server returned none")
+            entropies = max_logprobs = None
+            top = c.logprobs.top_logprobs if s.top_logprobs and c.logprobs is not None else None
+            # {token text: log p} per position (the sampled token added when outside the top k); two ids
+            # that decode alike share one entry, so a position may list fewer than k
+            if top and all(top):
+                entropies, max_logprobs = topk_summaries([list(d.values()) for d in top], s.top_logprobs)
             count = (
                 len(token_ids)
                 if token_ids is not None
@@ -273,6 +280,8 @@ class VLLMServerBackend(OpenAIBackend):
                     token_logprobs=logprobs,
                     finish_reason=normalise_finish_reason(c.finish_reason),
                     token_ids=list(token_ids) if token_ids is not None else None,
+                    token_entropies=entropies,
+                    token_max_logprobs=max_logprobs,
                 )
             )
         if progress is not None:

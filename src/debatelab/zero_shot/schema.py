@@ -21,6 +21,10 @@ completion_tokens  int       reply length
 finish_reason      str       stop / length
 mean_logprob       float     mean token log-probability of the reply
 min_logprob        float     minimum token log-probability of the reply (SID-ET, SVR-MAD prior)
+mean_token_entropy float     mean over the reply's tokens of the top-k entropy H_k, nats (k =
+                             `zero_shot.top_logprobs`; a lower bound of the full entropy; null: k = 0)
+max_token_prob     float     mean over the reply's tokens of max_v p(v | prefix) (null: k = 0)
+perplexity         float     exp(−mean_logprob)
 conf_verbal        float     self-report, mean of k 0-10 ratings / 10 (0.5 if none parsed)
 verbal_parsed      int       how many of the k ratings parsed
 conf_seqprob       float     σ(C), C = log P(ŷ|x) − log P(ŷ|x_null), length-normalised
@@ -30,7 +34,8 @@ seqprob_c          float     C
 extra_tokens       int       prompt + completion tokens spent on confidence estimation
 =================  ========  ==========================================================
 
-Estimators that are switched off leave their columns null.
+Estimators that are switched off leave their columns null. The token-level columns
+(`debatelab.estimators.tokens`) are read off the answer's own generation: no extra calls.
 """
 
 from __future__ import annotations
@@ -53,6 +58,9 @@ ZERO_SHOT_COLUMNS = [
     "finish_reason",
     "mean_logprob",
     "min_logprob",
+    "mean_token_entropy",
+    "max_token_prob",
+    "perplexity",
     "conf_verbal",
     "verbal_parsed",
     "conf_seqprob",

@@ -18,8 +18,7 @@ from ..estimators import (
     AnsweredChat,
     ElicitationSettings,
     elicit_confidences,
-    mean_logprob,
-    min_logprob,
+    token_summaries,
 )
 from ..io import write_parquet_atomic
 from ..llm import GenerationCache, GenerationRequest, generate_cached
@@ -37,6 +36,7 @@ class ZeroShotSettings:
     samples: int = 1
     seed: int = 0
     batch_size: int = 64  # samples per backend call and per cache flush: a kill loses at most one
+    top_logprobs: int = 20  # k of the token entropy and max token probability (0: not recorded)
     limit: int | None = None  # questions per dataset (seeded subset); None = all
     estimators: tuple[str, ...] = ESTIMATORS
     elicitation: ElicitationSettings = ElicitationSettings()
@@ -46,6 +46,8 @@ class ZeroShotSettings:
         object.__setattr__(self, "estimators", tuple(self.estimators))
         if self.samples < 1 or self.batch_size < 1:
             raise ValueError(f"zero_shot samples and batch_size must be >= 1, got {self.samples} and {self.batch_size}")
+        if self.top_logprobs < 0:
+            raise ValueError(f"zero_shot top_logprobs must be >= 0, got {self.top_logprobs}")
         if self.limit is not None and self.limit < 1:
             raise ValueError(f"a dataset's limit must be >= 1 or null, got {self.limit}")
         unknown = [e for e in self.estimators if e not in ESTIMATORS]
@@ -79,7 +81,7 @@ def run_zero_shot(
     """Sample every question `settings.samples` times and estimate confidences, all in batches."""
     rows = questions.to_dict("records")
     chats = [prompts.question_messages(r, agent.system_prompt) for r in rows]
-    sampling = agent.sampling(seed=settings.seed, logprobs=True)
+    sampling = agent.sampling(seed=settings.seed, logprobs=True, top_logprobs=settings.top_logprobs)
     requests = [GenerationRequest(messages=chat, sampling=sampling, n=settings.samples) for chat in chats]
     tag = f"{dataset_name}/{agent.name}"
     generations = generate_cached(
@@ -114,8 +116,7 @@ def run_zero_shot(
                     "prompt_tokens": g.prompt_tokens,
                     "completion_tokens": g.completion_tokens,
                     "finish_reason": g.finish_reason,
-                    "mean_logprob": mean_logprob(g.token_logprobs),
-                    "min_logprob": min_logprob(g.token_logprobs),
+                    **token_summaries(g),
                 }
             )
             answered.append(

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ...reporting.figures import subplots
-from ..claims import Claim, Estimate, bootstrap, finite, slope
+from ..claims import Claim, Estimate, bootstrap, finite, paired_difference, slope
 from ..paper_numbers import long_table
 from ..run import SEAT_KEYS, ProtocolInfo, RunOutputs, protocol_method, seat_rounds
 from ..stage import PaperEvaluation
@@ -749,6 +749,59 @@ def _flip_claims(flips: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs)
     return claims
 
 
+def question_token_entropy(turns: pd.DataFrame, protocol: str, units: pd.MultiIndex, at_round: int) -> np.ndarray:
+    """Per question of `units`: the mean over its replies in one round of `protocol` (every thread, seat
+    and call) of their mean token entropy; NaN where it has no reply there or none with an entropy."""
+    part = turns[(turns["protocol"] == protocol) & (turns["round"] == at_round)]
+    sums, counts = np.zeros(len(units)), np.zeros(len(units))
+    values = part["mean_token_entropy"].to_numpy(float)
+    at = _unit_positions(part, units)
+    keep = (at >= 0) & np.isfinite(values)
+    np.add.at(sums, at[keep], values[keep])
+    np.add.at(counts, at[keep], 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def token_entropy_claims(outputs: RunOutputs) -> list[Claim]:
+    """§10.7 (Fig. 1): per question, the mean token entropy of its replies in the last round minus
+    round 0 (the zero-shot answers), paired over questions, bootstrapped over questions."""
+    statement = "mean token entropy rises over rounds"
+    if not row_labels(outputs):
+        return [Claim.untestable("§10.7", statement, "no pair protocol (two agents, all-to-all) in this config")]
+    turns = outputs.turns
+    claims = []
+    for protocol, (setting, method) in row_labels(outputs).items():
+        part = turns[turns["protocol"] == protocol]
+        if part.empty or part["round"].max() < 1:
+            claims.append(Claim.untestable("§10.7", statement, "no debate round after round 0", protocol))
+            continue
+        last_round = int(part["round"].max())
+        units = _question_units(part)
+        first = question_token_entropy(part, protocol, units, 0)
+        last = question_token_entropy(part, protocol, units, last_round)
+        detail = ""
+        if not (np.isfinite(first) & np.isfinite(last)).any():
+            detail = (
+                "no question has a mean token entropy in both rounds (turns.parquet's mean_token_entropy is "
+                "empty: zero_shot.top_logprobs / debate.top_logprobs 0, a backend without top-k, or turns written "
+                "before it was recorded)"
+            )
+        claims.append(
+            Claim.measured(
+                "§10.7",
+                statement,
+                f"{protocol} ({setting}, {method})",
+                f"mean token entropy(round {last_round}) − (round 0), per question over its replies, "
+                "mean over questions, nats (top-k entropy: a lower bound of the full one)",
+                paired_difference(last, first),
+                expect=">",
+                detail=detail,
+            )
+        )
+    return claims
+
+
 def _clustered_pearson(x: np.ndarray, y: np.ndarray, cluster: np.ndarray, n_clusters: int) -> Estimate:
     """Pearson r over rows with a bootstrap over clusters (questions): a resample weights each row by how
     often its question was drawn, so rows of one question (several protocols) move together."""
@@ -894,14 +947,7 @@ def _claims(cells: pd.DataFrame, flips: pd.DataFrame, states: pd.DataFrame, outp
     claims += _weaker_gain_claims(cells, states, outputs)
     claims += _flip_claims(flips, states, outputs)
     claims.append(_au_accuracy_claim(states, outputs))
-    claims.append(
-        Claim.untestable(
-            "§10.7",
-            "mean token entropy rises over rounds",
-            "no per-token entropy is recorded (turns.parquet keeps mean and min token "
-            "log-probabilities of the sampled tokens only)",
-        )
-    )
+    claims += token_entropy_claims(outputs)
     claims.append(
         Claim.untestable(
             "§10.8",
