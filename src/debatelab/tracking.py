@@ -245,6 +245,22 @@ class Tracker:
         self.close()
 
 
+def training_tracking(
+    report_to, metrics_path: str | Path, *, experiment: str, run: str, method: str, dataset_path: str | Path, config
+) -> dict:
+    """A training job's `open_tracker` arguments but `resumed_at` (what `BaseTrainer.train` takes): the
+    folder `tensorboard/` beside its metrics, the experiment as project, the run as name, experiment,
+    method and dataset as tags, the job's settings (`config`) as the tracker run's config."""
+    return {
+        "report_to": report_to,
+        "directory": Path(metrics_path).parent / "tensorboard",
+        "project": experiment,
+        "name": run,
+        "tags": [experiment, method, Path(dataset_path).parent.name],
+        "config": config,
+    }
+
+
 def open_tracker(
     report_to: str | Sequence[str] | None,
     directory: str | Path,

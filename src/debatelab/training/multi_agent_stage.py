@@ -30,7 +30,7 @@ from ..data import read_dataset
 from ..io import read_parquet_checked, save_figure_atomic, write_json_atomic, write_parquet_atomic
 from ..llm.base import model_fingerprint
 from ..reporting.training import plot_training_curves
-from ..tracking import open_tracker
+from ..tracking import open_tracker, training_tracking
 from ..zero_shot import select_questions
 from .core.checkpoint import resumable_settings
 from .core.distributed import default_device, rank_and_world
@@ -266,14 +266,15 @@ def train_agents_job(
         "coefficients": {s: c.to_dict() for s, c in coefficients.items()},
         "settings": settings.to_dict(),
     }
-    tracking = {
-        "report_to": report_to,
-        "directory": Path(metrics_path).parent / "tensorboard",
-        "project": experiment,
-        "name": run,
-        "tags": [experiment, settings.method, Path(dataset_path).parent.name],
-        "config": info,
-    }
+    tracking = training_tracking(
+        report_to,
+        metrics_path,
+        experiment=experiment,
+        run=run,
+        method=settings.method,
+        dataset_path=dataset_path,
+        config=info,
+    )
     try:
         metrics = trainer.train(tracking)
     finally:

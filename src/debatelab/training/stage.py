@@ -36,6 +36,7 @@ from ..data import read_dataset
 from ..io import read_parquet_checked, save_figure_atomic, write_json_atomic, write_parquet_atomic
 from ..llm.base import model_fingerprint, stable_hash
 from ..reporting.training import plot_training_curves
+from ..tracking import training_tracking
 from ..zero_shot import select_questions
 from .core import zero
 from .core.checkpoint import resumable_settings
@@ -121,14 +122,15 @@ def train_job(
         "device": device,
         "settings": settings.to_dict(),
     }
-    tracking = {
-        "report_to": report_to,
-        "directory": Path(metrics_path).parent / "tensorboard",
-        "project": experiment,
-        "name": run,
-        "tags": [experiment, settings.method, Path(dataset_path).parent.name],
-        "config": info,
-    }
+    tracking = training_tracking(
+        report_to,
+        metrics_path,
+        experiment=experiment,
+        run=run,
+        method=settings.method,
+        dataset_path=dataset_path,
+        config=info,
+    )
     try:
         metrics = trainer.train(tracking)
     finally:
