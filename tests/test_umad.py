@@ -94,6 +94,11 @@ def test_mean_nll():
 
 
 def _umad(char_model_dir, checkpoint_dir, steps, **umad):
+    trainer = _umad_trainer(char_model_dir, checkpoint_dir, steps, **umad)
+    return trainer, trainer.train()
+
+
+def _umad_trainer(char_model_dir, checkpoint_dir, steps, **umad):
     import torch
 
     from debatelab.data.schema import frame_from_rows
@@ -139,7 +144,7 @@ def _umad(char_model_dir, checkpoint_dir, steps, **umad):
         participants=["solver", "critic"],
         checkpoint_dir=checkpoint_dir,
     )
-    return trainer, trainer.train()
+    return trainer
 
 
 @pytest.mark.slow
@@ -164,6 +169,49 @@ def test_umad_steps_update_turn_by_turn_and_resume_to_the_same_weights(char_mode
     assert all(torch.equal(whole[k], split[k]) for k in whole)
     timing = ["rollout_seconds", "update_seconds", "tokens_per_second"]
     pd.testing.assert_frame_equal(metrics.drop(columns=timing), resumed_metrics.drop(columns=timing))
+
+
+def test_the_update_scores_every_debate_turn_as_the_rollout_sampled_it(char_model_dir):
+    """π_old of every turn of both agents, computed by the update's pass from the turn's messages and
+    token ids, equals the log-probabilities the rollout sampled it with (temperature 1): the update
+    trains the policy that acted, on the prompt it saw, also on turn 1, whose prompt carries the
+    peer's reply. Each agent's adapter is perturbed differently first, so a pass under the wrong
+    agent's adapter, or on another prompt, would differ."""
+    import torch
+
+    from debatelab.training.core.debate_rollouts import rollout_debates
+
+    trainer = _umad_trainer(char_model_dir, None, steps=1)
+    policies = trainer.policy
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for agent in policies.agents:
+            for name, p in policies.adapter_parameters(agent).items():
+                if "lora_B" in name:
+                    p.copy_(torch.randn(p.shape, generator=generator) * 0.5)
+    states = rollout_debates(
+        policies, trainer.draw(2), trainer.participants, trainer.settings, step=0, rounds=1, threads=2, logprobs=True
+    )
+    compared = {}
+    for state in states:
+        for turn in state.pre + state.turns:
+            agent = trainer.seat_agent[trainer.seats[turn.agent]]
+            rollout = trainer.turn_rollout(state, turn, group="g", sample=0)
+            if not rollout.length:
+                continue
+            with policies.acting(agent) as view:
+                old, _, _ = trainer.logprob_pass([[rollout]], view)
+            assert float(old[id(rollout)].mean()) == pytest.approx(turn.mean_logprob, abs=1e-4), (agent, turn.round)
+            compared[agent, turn.round] = compared.get((agent, turn.round), 0) + 1
+    assert set(compared) == {(a, t) for a in ("solver", "critic") for t in (0, 1)}
+    # the other agent's adapter scores the same reply differently: the comparison can fail
+    state = states[0]
+    turn = state.pre[0]
+    rollout = trainer.turn_rollout(state, turn, group="g", sample=0)
+    other = next(a for a in policies.agents if a != trainer.seat_agent[trainer.seats[turn.agent]])
+    with policies.acting(other) as view:
+        old, _, _ = trainer.logprob_pass([[rollout]], view)
+    assert abs(float(old[id(rollout)].mean()) - turn.mean_logprob) > 1e-2
 
 
 @pytest.mark.slow
