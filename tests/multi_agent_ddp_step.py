@@ -15,6 +15,7 @@ import sys
 
 def _trainer(method: str, model_dir: str):
     import torch
+    from toy_questions import alternating_gold, toy_rows
 
     from debatelab.data.schema import frame_from_rows
     from debatelab.training.core.agents import AgentPolicies
@@ -39,30 +40,9 @@ def _trainer(method: str, model_dir: str):
             method="umad", steps=1, **common, umad={"threads": 3, "turns": 2, "questions_per_step": 2}
         )
         policies = AgentPolicies({"solver": model_dir, "critic": model_dir}, settings, device="cpu")
-        # golds the random character model often writes, so that some groups have mixed rewards
-        rows = [
-            {
-                "id": f"q{i}",
-                "question": f"question {i}: answer {i % 2 * 2}.",
-                "choices": None,
-                "answer": str(i % 2 * 2),
-                "task_type": "math",
-                "meta": {"source": "toy"},
-            }
-            for i in range(4)
-        ]
+        rows = toy_rows(4, alternating_gold)
         return UmadTrainer(frame_from_rows(rows), policies, settings, run="umad", participants=["solver", "critic"])
-    rows = [
-        {
-            "id": f"q{i}",
-            "question": f"question {i}: answer 7.",
-            "choices": None,
-            "answer": "7",
-            "task_type": "math",
-            "meta": {"source": "toy"},
-        }
-        for i in range(6)
-    ]
+    rows = toy_rows(6)
     if method == "rmaac":
         from debatelab.training.methods.mappo import MappoTrainer
 

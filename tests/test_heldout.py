@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from toy_questions import toy_rows
 from workflow_helpers import REPO_ROOT
 
 from debatelab import grading, prompts
@@ -40,17 +41,7 @@ TOY = dict(
 
 
 def _rows(prefix: str, n: int) -> list[dict]:
-    return [
-        {
-            "id": f"{prefix}{i}",
-            "question": f"question {prefix}{i}: answer with the number 7.",
-            "choices": None,
-            "answer": "7",
-            "task_type": "math",
-            "meta": {"source": "toy"},
-        }
-        for i in range(n)
-    ]
+    return toy_rows(n, wording="question {id}: answer with the number {gold}.", prefix=prefix)
 
 
 def _dataset(path, prefix: str, n: int):

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import torch
 from distributed_helpers import assert_same_update, run_multi_agent_steps
+from toy_questions import toy_rows
 
 from debatelab.debate.engine import Participant, QuestionState, Turn
 from debatelab.llm import SamplingParams
@@ -149,17 +150,7 @@ def _mappo(char_model_dir, checkpoint_dir, steps, method="mappo", **mappo):
     torch.manual_seed(0)
     settings = replace(SETTINGS, method=method, steps=steps, mappo={"rounds": 2, "questions_per_step": 4, **mappo})
     policies = AgentPolicies({"alice": char_model_dir, "bob": char_model_dir}, settings, device="cpu")
-    rows = [
-        {
-            "id": f"q{i}",
-            "question": f"question {i}: answer 7.",
-            "choices": None,
-            "answer": "7",
-            "task_type": "math",
-            "meta": {"source": "toy"},
-        }
-        for i in range(6)
-    ]
+    rows = toy_rows(6)
     trainer = MappoTrainer(
         frame_from_rows(rows),
         policies,

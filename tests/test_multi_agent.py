@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import torch
 from distributed_helpers import assert_same_update, run_multi_agent_steps
+from toy_questions import toy_rows
 
 from debatelab.training.core.agents import AgentPolicies
 from debatelab.training.core.debate_rollouts import answers_by_round, rollout_debates
@@ -25,17 +26,7 @@ SETTINGS = TrainSettings(
     warmup_steps=0,
     show_progress=False,
 )
-ROWS = [
-    {
-        "id": f"q{i}",
-        "question": f"What is {i} + 1?",
-        "choices": None,
-        "answer": str(i + 1),
-        "task_type": "math",
-        "meta": {"source": "toy"},
-    }
-    for i in range(3)
-]
+ROWS = toy_rows(3, lambda i: str(i + 1), wording="What is {i} + 1?")
 
 
 @pytest.fixture
@@ -139,17 +130,7 @@ def _udpo(char_model_dir, checkpoint_dir, steps, **options):
 
     torch.manual_seed(0)
     policies = AgentPolicies({"alice": char_model_dir, "bob": char_model_dir}, SETTINGS, device="cpu")
-    rows = [
-        {
-            "id": f"q{i}",
-            "question": f"question {i}: answer 7.",
-            "choices": None,
-            "answer": "7",
-            "task_type": "math",
-            "meta": {"source": "toy"},
-        }
-        for i in range(6)
-    ]
+    rows = toy_rows(6)
     coefficients = {
         "alice": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01),
         "bob": AgentCoefficients(0.5, 0.2, 0.3, 0.8, 0.02),
@@ -263,17 +244,7 @@ def test_udpo_jobs_warm_up_calibrate_train_and_write_every_agent(char_model_dir,
         udpo_warmup_job,
     )
 
-    rows = [
-        {
-            "id": f"q{i}",
-            "question": f"question {i}: answer 7.",
-            "choices": None,
-            "answer": "7",
-            "task_type": "math",
-            "meta": {"source": "toy"},
-        }
-        for i in range(10)
-    ]
+    rows = toy_rows(10)
     dataset = tmp_path / "toy.parquet"
     write_parquet_atomic(frame_from_rows(rows), dataset)
     warm, train = split_warmup(frame_from_rows(rows), 0.2, seed=0)
@@ -400,17 +371,7 @@ def test_agents_on_different_bases_train_separate_models(char_model_dir, tmp_pat
         for agent in ("alice", "bob")
     }
     assert not torch.equal(*(next(iter(f.values())) for f in frozen.values()))  # two different bases
-    rows = [
-        {
-            "id": f"q{i}",
-            "question": f"question {i}: answer 7.",
-            "choices": None,
-            "answer": "7",
-            "task_type": "math",
-            "meta": {"source": "toy"},
-        }
-        for i in range(4)
-    ]
+    rows = toy_rows(4)
     coefficients = {a: AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01) for a in ("alice", "bob")}
     trainer = UdpoTrainer(
         frame_from_rows(rows),

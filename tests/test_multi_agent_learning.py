@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from toy_questions import toy_rows
 
 from debatelab.data.schema import frame_from_rows
 from debatelab.grading import extract_answer, is_correct
@@ -17,17 +18,7 @@ from debatelab.training.core.agents import AgentPolicies
 from debatelab.training.settings import TrainSettings
 
 AGENTS = ("solver", "critic")
-ROWS = [
-    {
-        "id": f"q{i}",
-        "question": f"question {i}: answer with the number 7.",
-        "choices": None,
-        "answer": "7",
-        "task_type": "math",
-        "meta": {"source": "toy"},
-    }
-    for i in range(24)
-]
+ROWS = toy_rows(24, wording="question {i}: answer with the number {gold}.")
 TOY = dict(
     lora={"r": 16, "alpha": 64},
     dtype="float32",

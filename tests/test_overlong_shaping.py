@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from toy_questions import alternating_gold, toy_rows
 
 from debatelab.training.core.rewards import overlong_penalty
 
@@ -42,17 +43,7 @@ def _trainer(method: str, char_model_dir, shaping: bool):
     )
     torch.manual_seed(0)
     policies = AgentPolicies({"alice": char_model_dir, "bob": char_model_dir}, settings, device="cpu")
-    rows = [
-        {
-            "id": f"q{i}",
-            "question": f"question {i}: answer {i % 2 * 2}.",
-            "choices": None,
-            "answer": str(i % 2 * 2),
-            "task_type": "math",
-            "meta": {"source": "toy"},
-        }
-        for i in range(4)
-    ]
+    rows = toy_rows(4, alternating_gold)
     common = dict(run=method, participants=["alice", "bob"])
     if method == "umad":
         from debatelab.training.methods.umad import UmadTrainer

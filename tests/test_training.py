@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 from distributed_helpers import tests_path
+from toy_questions import toy_rows
 
 from debatelab.config import AgentSpec
 from debatelab.data.schema import frame_from_rows
@@ -292,17 +293,7 @@ class NoPolicy:
 
 
 def _questions(n):
-    rows = [
-        {
-            "id": f"q{i}",
-            "question": f"What is item q{i}?",
-            "choices": None,
-            "answer": "1",
-            "task_type": "math",
-            "meta": {"source": "toy"},
-        }
-        for i in range(n)
-    ]
+    rows = toy_rows(n, "1", wording="What is item {id}?")
     return frame_from_rows(rows)
 
 
@@ -494,17 +485,7 @@ def test_reward_dapo_math_grades_rollouts_with_dapos_verifier():
 
 def _toy_dataset(path: Path, n: int = 24) -> Path:
     """A toy verifiable task: every question asks for the number 7 (graded by `grading.is_correct`)."""
-    rows = [
-        {
-            "id": f"q{i}",
-            "question": f"question {i}: answer with the number 7.",
-            "choices": None,
-            "answer": "7",
-            "task_type": "math",
-            "meta": {"source": "toy"},
-        }
-        for i in range(n)
-    ]
+    rows = toy_rows(n, wording="question {i}: answer with the number {gold}.")
     write_parquet_atomic(frame_from_rows(rows), path)
     return path
 

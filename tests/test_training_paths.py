@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from toy_questions import alternating_gold, toy_rows
 
 from debatelab.config import ConfigError, load_experiment
 from debatelab.training.core.loss import token_logprobs
@@ -234,17 +235,7 @@ def test_umad_recomputes_pi_old_for_each_turn_after_the_previous_turns_update(ch
     )
     torch.manual_seed(0)
     policies = AgentPolicies({"solver": char_model_dir, "critic": char_model_dir}, settings, device="cpu")
-    rows = [
-        {
-            "id": f"q{i}",
-            "question": f"question {i}: answer {i % 2 * 2}.",
-            "choices": None,
-            "answer": str(i % 2 * 2),
-            "task_type": "math",
-            "meta": {"source": "toy"},
-        }
-        for i in range(4)
-    ]
+    rows = toy_rows(4, alternating_gold)
     trainer = UmadTrainer(frame_from_rows(rows), policies, settings, run="umad", participants=["solver", "critic"])
     seen = []
     original = trainer.update_policy

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from toy_questions import toy_rows
 
 from debatelab.training.methods.udpo import (
     AgentCoefficients,
@@ -236,17 +237,7 @@ def test_a_priority_weight_multiplies_the_whole_sequence_loss_by_hand():
     assert float(ones.loss) == float(plain.loss) == pytest.approx(1.5 * k / 3)
 
 
-QUESTIONS = [
-    {
-        "id": f"q{i}",
-        "question": f"question {i}: answer 7.",
-        "choices": None,
-        "answer": "7",
-        "task_type": "math",
-        "meta": {"source": "toy"},
-    }
-    for i in range(4)
-]
+QUESTIONS = toy_rows(4)
 
 
 def _udpo_trainer(char_model_dir, questions_per_step: int, steps: int):

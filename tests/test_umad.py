@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from distributed_helpers import assert_same_update, run_multi_agent_steps
+from toy_questions import alternating_gold, toy_rows
 
 from debatelab.training.core.rewards import group_advantages
 from debatelab.training.methods.umad import (
@@ -124,18 +125,7 @@ def _umad_trainer(char_model_dir, checkpoint_dir, steps, **umad):
     )
     torch.manual_seed(0)
     policies = AgentPolicies({"solver": char_model_dir, "critic": char_model_dir}, settings, device="cpu")
-    # golds the random character model often writes, so that some groups have mixed rewards
-    rows = [
-        {
-            "id": f"q{i}",
-            "question": f"question {i}: answer {i % 2 * 2}.",
-            "choices": None,
-            "answer": str(i % 2 * 2),
-            "task_type": "math",
-            "meta": {"source": "toy"},
-        }
-        for i in range(5)
-    ]
+    rows = toy_rows(5, alternating_gold)
     trainer = UmadTrainer(
         frame_from_rows(rows),
         policies,
