@@ -27,15 +27,15 @@ import pandas as pd
 
 from ..config import AgentSpec, training_method
 from ..data import read_dataset
-from ..io import read_parquet_checked, save_figure_atomic, write_json_atomic, write_parquet_atomic
+from ..io import read_parquet_checked, write_json_atomic, write_parquet_atomic
 from ..llm.base import model_fingerprint
-from ..reporting.training import plot_training_curves
-from ..tracking import open_tracker, training_tracking
+from ..tracking import open_tracker
 from ..zero_shot import select_questions
 from .core.checkpoint import resumable_settings
 from .core.distributed import default_device, rank_and_world
 from .methods.udpo import ablated, calibrate_coefficients, reward_ranking, split_warmup
 from .settings import TrainSettings
+from .stage import train_and_record
 
 log = logging.getLogger(__name__)
 
@@ -266,28 +266,19 @@ def train_agents_job(
         "coefficients": {s: c.to_dict() for s, c in coefficients.items()},
         "settings": settings.to_dict(),
     }
-    tracking = training_tracking(
-        report_to,
-        metrics_path,
-        experiment=experiment,
-        run=run,
-        method=settings.method,
-        dataset_path=dataset_path,
-        config=info,
-    )
-    try:
-        metrics = trainer.train(tracking)
-    finally:
-        policies.close()
-    if trainer.rank == 0:  # data parallel: every process holds the same adapters
+
+    def save() -> None:  # data parallel: every process holds the same adapters
         for agent, out in out_dirs.items():
             policies.save(agent, out)
-        write_parquet_atomic(metrics, metrics_path)
-        save_figure_atomic(
-            plot_training_curves(
-                metrics, f"{run}: {settings.method}, {len(participants)} agents on {Path(dataset_path).parent.name}"
-            ),
-            curves_path,
-        )
-        write_json_atomic(info, settings_path)
+
+    metrics = train_and_record(
+        trainer,
+        info,
+        report_to=report_to,
+        experiment=experiment,
+        paths=(metrics_path, curves_path, settings_path),
+        title=f"{run}: {settings.method}, {len(participants)} agents on {Path(dataset_path).parent.name}",
+        close=policies.close,
+        save=save,
+    )
     return metrics

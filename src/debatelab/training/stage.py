@@ -122,29 +122,17 @@ def train_job(
         "device": device,
         "settings": settings.to_dict(),
     }
-    tracking = training_tracking(
-        report_to,
-        metrics_path,
+    metrics = train_and_record(
+        trainer,
+        info,
+        report_to=report_to,
         experiment=experiment,
-        run=run,
-        method=settings.method,
-        dataset_path=dataset_path,
-        config=info,
+        paths=(metrics_path, curves_path, settings_path),
+        title=f"{run}: {settings.method} on {Path(dataset_path).parent.name}, {Path(model_path).name}",
+        close=trainer.policy.close,
+        save=lambda: trainer.policy.save(out_dir),
     )
-    try:
-        metrics = trainer.train(tracking)
-    finally:
-        trainer.policy.close()
     if rank == 0:
-        trainer.policy.save(out_dir)
-        write_parquet_atomic(metrics, metrics_path)
-        save_figure_atomic(
-            plot_training_curves(
-                metrics, f"{run}: {settings.method} on {Path(dataset_path).parent.name}, {Path(model_path).name}"
-            ),
-            curves_path,
-        )
-        write_json_atomic(info, settings_path)
         log.info(
             "trained %s: %d steps, final reward %.3f -> %s",
             run,
@@ -152,4 +140,33 @@ def train_job(
             metrics["reward_mean"].iloc[-1] if len(metrics) else float("nan"),
             out_dir,
         )
+    return metrics
+
+
+def train_and_record(
+    trainer, info: dict, *, report_to, experiment: str, paths, title: str, close, save
+) -> pd.DataFrame:
+    """A training job's run and outputs, for `train_job` and `multi_agent_stage.train_agents_job`:
+    `trainer.train` with the job's trackers (`tracking.training_tracking`, `info` its settings record:
+    run, dataset, settings), `close()` the rollout engines whatever happens, then on rank 0 `save()`
+    the trained model(s) and write `paths` = (metrics.parquet, curves.png titled `title`, settings.json)."""
+    metrics_path, curves_path, settings_path = paths
+    tracking = training_tracking(
+        report_to,
+        metrics_path,
+        experiment=experiment,
+        run=info["run"],
+        method=info["settings"]["method"],
+        dataset_path=info["dataset"],
+        config=info,
+    )
+    try:
+        metrics = trainer.train(tracking)
+    finally:
+        close()
+    if trainer.rank == 0:
+        save()
+        write_parquet_atomic(metrics, metrics_path)
+        save_figure_atomic(plot_training_curves(metrics, title), curves_path)
+        write_json_atomic(info, settings_path)
     return metrics
