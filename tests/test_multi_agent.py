@@ -293,6 +293,13 @@ def test_udpo_jobs_warm_up_calibrate_train_and_write_every_agent(char_model_dir,
         **common,
     )
     assert list(metrics["step"]) == [1] and (metrics["debates"] == 3).all()
+    per_agent = ["accuracy_first_alice", "accuracy_last_alice", "accuracy_first_bob", "accuracy_last_bob"]
+    assert list(metrics.columns[-4:]) == per_agent
+    assert metrics[per_agent].notna().all().all()  # both agents answered in both rounds
+    replies = {"alice": 2 * 3, "bob": 3}  # per round: her two seats' and his one in each of the 3 debates
+    for column in per_agent:
+        right = metrics[column].iloc[0] * replies[column.rsplit("_", 1)[1]]
+        assert right == pytest.approx(round(right)) and 0 <= right <= replies[column.rsplit("_", 1)[1]]
     for agent in bases:
         assert (tmp_path / "agents" / agent / "config.json").exists()
     assert (tmp_path / "curves.png").stat().st_size > 1000
@@ -418,3 +425,27 @@ def test_an_agent_saved_in_place_equals_its_merged_copy(policies, tmp_path):
     after = dict(policies.model_of("bob").named_parameters())
     assert all(torch.allclose(after[n], w, atol=1e-6) for n, w in before.items())  # unmerged again
     assert policies.model_of("bob").active_adapter == active
+
+
+def test_each_agent_s_first_and_last_round_accuracy_by_hand():
+    """`DebateTrainer.agent_accuracy`: the share of an agent's own replies that were right in round 0
+    and in the debate's last round, whichever seats it holds; NaN for an agent without replies."""
+    from types import SimpleNamespace
+
+    from debatelab.training.core.debate_trainer import DebateBatch, DebateTrainer
+    from debatelab.training.core.rollouts import Rollout
+
+    def reply(turn, correct):
+        return Rollout("q", "g", turn, 0, (), "", [1], "stop", None, correct, 0.0)
+
+    batch = DebateBatch(step=0, rows=[], states=[])
+    batch.by_agent = {
+        "alice": [reply(0, True), reply(0, False), reply(1, False), reply(2, True), reply(2, True)],
+        "bob": [reply(0, False), reply(1, True), reply(2, True), reply(2, False), reply(2, False), reply(2, False)],
+    }
+    trainer = SimpleNamespace(policy=SimpleNamespace(agents=["alice", "bob", "carol"]))
+    out = DebateTrainer.agent_accuracy(trainer, batch)
+    assert out["accuracy_first_alice"] == 0.5 and out["accuracy_last_alice"] == 1.0  # round 1 is not the last
+    assert out["accuracy_first_bob"] == 0.0 and out["accuracy_last_bob"] == 0.25
+    assert np.isnan(out["accuracy_first_carol"]) and np.isnan(out["accuracy_last_carol"])
+    assert len(out) == 6

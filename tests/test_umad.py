@@ -147,6 +147,10 @@ def test_umad_steps_update_turn_by_turn_and_resume_to_the_same_weights(char_mode
     assert (metrics["updates"] == 2 * 2).all()  # turns in sequence × agents, one mini-batch each
     assert np.isfinite(metrics["loss"]).all() and (metrics["weight_mean"] > 0).all()
     assert (metrics["reward_std"] > 0).all() and (metrics["accuracy_first"] > 0).any()  # some rewards to learn from
+    # each agent's own accuracy (its replies only): both answer equally often, so their mean is the pooled value
+    for pooled_column, prefix in {"accuracy_first": "accuracy_first", "accuracy": "accuracy_last"}.items():
+        per_agent = metrics[[f"{prefix}_{agent}" for agent in ("solver", "critic")]].mean(axis=1)
+        np.testing.assert_allclose(per_agent, metrics[pooled_column])
     for agent in ("solver", "critic"):
         assert any(
             float(p.detach().abs().max()) > 0
@@ -252,6 +256,7 @@ def test_two_processes_make_the_same_umad_step_as_one_on_all_questions(tmp_path,
         "weight_mean",
         "loss",
         "response_length",
+        *(f"{column}_{agent}" for column in ("accuracy_first", "accuracy_last") for agent in ("solver", "critic")),
     ):
         assert m2[key] == pytest.approx(m1[key], rel=1e-5, abs=1e-7), key
 

@@ -19,8 +19,9 @@ def heldout_curve(metrics: pd.DataFrame, column: str = "heldout_accuracy") -> pd
 
 
 def plot_training_curves(metrics: pd.DataFrame, title: str):
-    """Four panels per rollout step: reward (± std), rollout accuracy and, when measured, held-out
-    accuracy (from step 0, the base model; a multi-agent run: the agents' mean and each agent's);
+    """Four panels per rollout step: reward (± std), rollout accuracy (a multi-agent run: also each
+    agent's last round) and, when measured, held-out accuracy (from step 0, the base model; a
+    multi-agent run: the agents' mean and each agent's);
     response length; groups kept by dynamic sampling and SDRL's kept debate groups, or UDPO's
     stability rewards (r_intra, r_inter, r_sys), UMAD's terms, or MAPPO's critic and consensus;
     rollout and update seconds."""
@@ -36,6 +37,15 @@ def plot_training_curves(metrics: pd.DataFrame, title: str):
             alpha=0.2,
         )
         reward.plot(steps, metrics["accuracy"], marker="s", markersize=3, label="rollout accuracy")
+        for column in metrics.columns:  # a multi-agent run: each agent's own last-round training replies
+            if column.startswith("accuracy_last_"):
+                reward.plot(
+                    steps,
+                    metrics[column],
+                    linestyle=":",
+                    linewidth=1,
+                    label=f"rollout accuracy, {column.removeprefix('accuracy_last_')}",
+                )
         heldout = heldout_curve(metrics)
         if len(heldout):
             n = int(metrics["heldout_questions"].max())

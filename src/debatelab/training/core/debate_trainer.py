@@ -18,7 +18,8 @@ One step, written once (`DebateTrainer.train_step`), each part a hook a method o
 6. every agent's learning-rate schedule one step on (`step_schedules`), `after_update(batch)`
    (UDPO: the replay priorities' refresh at an epoch's end);
 7. `metrics(batch, updates)`: the method's columns, over the columns every method shares
-   (`common_metrics`: loss, KL, clip fraction, entropy, lengths, counts, time).
+   (`common_metrics`: loss, KL, clip fraction, entropy, lengths, counts, time, and each agent's
+   first- and last-round accuracy, `AGENT_ACCURACY_COLUMNS`).
 
 Data parallel (`data_parallel = True`): every process debates its share of the step's questions,
 each agent's gradients are averaged over the processes by hand (`distributed.average_gradients`,
@@ -38,7 +39,7 @@ import pandas as pd
 from . import zero
 from .debate_rollouts import rollout_debates
 from .distributed import all_reduce, pooled
-from .heldout import answer_heldout
+from .heldout import agent_column, answer_heldout
 from .rewards import overlong_penalty
 from .rollouts import Rollout, workflow_grade
 from .trainer import BaseTrainer
@@ -60,6 +61,11 @@ COMMON_METRIC_COLUMNS = [
     "update_seconds",
     "tokens_per_second",
 ]
+
+#: Per agent, after the held-out columns: how often the agent's own training replies were right in
+#: its first (round 0) and in its last debate round, e.g. `accuracy_last_base_a`. A seat that learns
+#: while its peer doesn't shows here, where the method's pooled accuracy averages them.
+AGENT_ACCURACY_COLUMNS = ("accuracy_first", "accuracy_last")
 
 
 @dataclass
@@ -228,6 +234,7 @@ class DebateTrainer(BaseTrainer):
         lengths = [r.length for rollouts in batch.by_agent.values() for r in rollouts]
         seconds = batch.rollout_seconds + batch.update_seconds
         return {
+            **self.agent_accuracy(batch),
             "step": batch.step + 1,
             "loss": self.update_mean(updates, "loss"),
             "kl": self.update_mean(updates, "kl"),
@@ -242,6 +249,24 @@ class DebateTrainer(BaseTrainer):
             "update_seconds": batch.update_seconds,
             "tokens_per_second": all_reduce(sum(lengths) + batch.extra_tokens) / max(seconds, 1e-9),
         }
+
+    def agent_accuracy(self, batch: DebateBatch) -> dict:
+        """`AGENT_ACCURACY_COLUMNS` of every agent, over every process's debates (NaN for an agent
+        without a reply in that round)."""
+        rollouts = [r for agent_rollouts in batch.by_agent.values() for r in agent_rollouts]
+        last = int(all_reduce(max((r.turn for r in rollouts), default=0), op="max"))
+        out = {}
+        for agent in self.policy.agents:
+            own = batch.by_agent.get(agent, [])
+            for column, round_ in zip(AGENT_ACCURACY_COLUMNS, (0, last)):
+                out[agent_column(column, agent)] = pooled([float(r.correct) for r in own if r.turn == round_])
+        return out
+
+    def columns(self) -> list[str]:
+        """The method's and the held-out columns (`BaseTrainer.columns`), then each agent's
+        `AGENT_ACCURACY_COLUMNS`."""
+        per_agent = [agent_column(c, agent) for agent in self.policy.agents for c in AGENT_ACCURACY_COLUMNS]
+        return [*super().columns(), *per_agent]
 
     @staticmethod
     def update_mean(updates: list[dict], key: str) -> float:
