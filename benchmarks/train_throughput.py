@@ -34,6 +34,10 @@ vLLM): `--method sdrl --random-shape smollm2-1.7b --dtype bfloat16 --prompts 8 -
 update 2.2 s, 845 generated tokens/s, 4 debate groups a step, peak 103 GiB allocated (the update takes all
 80 sequences in one micro-batch). The same at qwen2.5-7b (6.9 B) ran out of the 140 GB in the update's
 forward: use --micro-batch 16 (or training's micro_batch_size / micro_batch_tokens) at that size.
+Measured (2026-11-26, 2 CPU cores, alone on the machine, torch 2.13): UMAD at the size that learnt on a GPU,
+`--method umad --agents 2 --prompts 8 --group 8 --max-tokens 32 --steps 1 --threads 2 --micro-batch 16
+--questions <learning_cpu's chain_train>`: float32 537 s/step (rollout 133 s, update 405 s), peak RSS 18.6 GiB;
+`--dtype bfloat16` 442 s/step (rollout 118 s, update 324 s), 12.0 GiB: one timed step each, no KL pass.
 """
 
 from __future__ import annotations
