@@ -293,9 +293,11 @@ def test_udpo_jobs_warm_up_calibrate_train_and_write_every_agent(char_model_dir,
         **common,
     )
     assert list(metrics["step"]) == [1] and (metrics["debates"] == 3).all()
-    per_agent = ["accuracy_first_alice", "accuracy_last_alice", "accuracy_first_bob", "accuracy_last_bob"]
-    assert list(metrics.columns[-4:]) == per_agent
-    assert metrics[per_agent].notna().all().all()  # both agents answered in both rounds
+    per_agent = [f"{c}_{a}" for a in ("alice", "bob") for c in ("accuracy_first", "accuracy_last", "loss", "kl")]
+    assert list(metrics.columns[-8:]) == per_agent
+    assert metrics[per_agent].notna().all().all()  # both agents answered in both rounds and were updated
+    assert metrics[["loss_alice", "loss_bob"]].mean(axis=1).iloc[0] == pytest.approx(metrics["loss"].iloc[0])
+    per_agent = [c for c in per_agent if c.startswith("accuracy")]
     replies = {"alice": 2 * 3, "bob": 3}  # per round: her two seats' and his one in each of the 3 debates
     for column in per_agent:
         right = metrics[column].iloc[0] * replies[column.rsplit("_", 1)[1]]
@@ -427,9 +429,10 @@ def test_an_agent_saved_in_place_equals_its_merged_copy(policies, tmp_path):
     assert policies.model_of("bob").active_adapter == active
 
 
-def test_each_agent_s_first_and_last_round_accuracy_by_hand():
-    """`DebateTrainer.agent_accuracy`: the share of an agent's own replies that were right in round 0
-    and in the debate's last round, whichever seats it holds; NaN for an agent without replies."""
+def test_each_agent_s_first_and_last_round_accuracy_loss_and_kl_by_hand():
+    """`DebateTrainer.agent_metrics`: the share of an agent's own replies that were right in round 0
+    and in the debate's last round, whichever seats it holds, and the mean loss and KL of its updates;
+    NaN for an agent without replies or updates."""
     from types import SimpleNamespace
 
     from debatelab.training.core.debate_trainer import DebateBatch, DebateTrainer
@@ -443,9 +446,18 @@ def test_each_agent_s_first_and_last_round_accuracy_by_hand():
         "alice": [reply(0, True), reply(0, False), reply(1, False), reply(2, True), reply(2, True)],
         "bob": [reply(0, False), reply(1, True), reply(2, True), reply(2, False), reply(2, False), reply(2, False)],
     }
-    trainer = SimpleNamespace(policy=SimpleNamespace(agents=["alice", "bob", "carol"]))
-    out = DebateTrainer.agent_accuracy(trainer, batch)
+    updates = [  # UMAD's two turn phases: alice updated twice, bob once
+        {"agent": "alice", "loss": 1.0, "kl": 0.1},
+        {"agent": "bob", "loss": -1.0, "kl": 0.0},
+        {"agent": "alice", "loss": 3.0, "kl": 0.3},
+    ]
+    trainer = SimpleNamespace(
+        policy=SimpleNamespace(agents=["alice", "bob", "carol"]), update_mean=DebateTrainer.update_mean
+    )
+    out = DebateTrainer.agent_metrics(trainer, batch, updates)
     assert out["accuracy_first_alice"] == 0.5 and out["accuracy_last_alice"] == 1.0  # round 1 is not the last
     assert out["accuracy_first_bob"] == 0.0 and out["accuracy_last_bob"] == 0.25
-    assert np.isnan(out["accuracy_first_carol"]) and np.isnan(out["accuracy_last_carol"])
-    assert len(out) == 6
+    assert out["loss_alice"] == 2.0 and out["kl_alice"] == pytest.approx(0.2)
+    assert out["loss_bob"] == -1.0 and out["kl_bob"] == 0.0
+    assert all(np.isnan(out[f"{c}_carol"]) for c in ("accuracy_first", "accuracy_last", "loss", "kl"))
+    assert len(out) == 12

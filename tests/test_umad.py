@@ -256,7 +256,7 @@ def test_two_processes_make_the_same_umad_step_as_one_on_all_questions(tmp_path,
         "weight_mean",
         "loss",
         "response_length",
-        *(f"{column}_{agent}" for column in ("accuracy_first", "accuracy_last") for agent in ("solver", "critic")),
+        *(f"{c}_{a}" for c in ("accuracy_first", "accuracy_last", "loss", "kl") for a in ("solver", "critic")),
     ):
         assert m2[key] == pytest.approx(m1[key], rel=1e-5, abs=1e-7), key
 

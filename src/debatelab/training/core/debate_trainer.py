@@ -19,7 +19,7 @@ One step, written once (`DebateTrainer.train_step`), each part a hook a method o
    (UDPO: the replay priorities' refresh at an epoch's end);
 7. `metrics(batch, updates)`: the method's columns, over the columns every method shares
    (`common_metrics`: loss, KL, clip fraction, entropy, lengths, counts, time, and each agent's
-   first- and last-round accuracy, `AGENT_ACCURACY_COLUMNS`).
+   first- and last-round accuracy, loss and KL, `AGENT_METRIC_COLUMNS`).
 
 Data parallel (`data_parallel = True`): every process debates its share of the step's questions,
 each agent's gradients are averaged over the processes by hand (`distributed.average_gradients`,
@@ -63,9 +63,10 @@ COMMON_METRIC_COLUMNS = [
 ]
 
 #: Per agent, after the held-out columns: how often the agent's own training replies were right in
-#: its first (round 0) and in its last debate round, e.g. `accuracy_last_base_a`. A seat that learns
-#: while its peer doesn't shows here, where the method's pooled accuracy averages them.
-AGENT_ACCURACY_COLUMNS = ("accuracy_first", "accuracy_last")
+#: its first (round 0) and in its last debate round, e.g. `accuracy_last_base_a`, and its update's
+#: loss and KL (the mean over its updates of the step). A seat that learns while its peer doesn't
+#: shows here, where the method's pooled columns average them.
+AGENT_METRIC_COLUMNS = ("accuracy_first", "accuracy_last", "loss", "kl")
 
 
 @dataclass
@@ -197,14 +198,15 @@ class DebateTrainer(BaseTrainer):
 
     def update(self, batch: DebateBatch) -> list[dict]:
         """Every update phase in order: `before_phase`, then each agent's update on its rollouts of the
-        phase (agents in the phase's order). Returns every agent update's statistics."""
+        phase (agents in the phase's order). Returns every agent update's statistics, each with its
+        `agent`."""
         updates = []
         for index, phase in enumerate(self.update_phases(batch)):
             self.before_phase(batch, index, phase)
             self.policy.train(True)
             for agent, rollouts in phase.items():
                 with self.policy.acting(agent) as view:
-                    updates.append(self.update_agent(batch, agent, rollouts, view))
+                    updates.append({**self.update_agent(batch, agent, rollouts, view), "agent": agent})
         return updates
 
     def update_phases(self, batch: DebateBatch) -> list[dict[str, list[Rollout]]]:
@@ -234,7 +236,7 @@ class DebateTrainer(BaseTrainer):
         lengths = [r.length for rollouts in batch.by_agent.values() for r in rollouts]
         seconds = batch.rollout_seconds + batch.update_seconds
         return {
-            **self.agent_accuracy(batch),
+            **self.agent_metrics(batch, updates),
             "step": batch.step + 1,
             "loss": self.update_mean(updates, "loss"),
             "kl": self.update_mean(updates, "kl"),
@@ -250,22 +252,25 @@ class DebateTrainer(BaseTrainer):
             "tokens_per_second": all_reduce(sum(lengths) + batch.extra_tokens) / max(seconds, 1e-9),
         }
 
-    def agent_accuracy(self, batch: DebateBatch) -> dict:
-        """`AGENT_ACCURACY_COLUMNS` of every agent, over every process's debates (NaN for an agent
-        without a reply in that round)."""
+    def agent_metrics(self, batch: DebateBatch, updates: list[dict]) -> dict:
+        """`AGENT_METRIC_COLUMNS` of every agent: its replies' accuracy over every process's debates, its
+        updates' mean loss and KL (`update`'s statistics carry their agent); NaN for an agent without
+        a reply in that round or without an update."""
         rollouts = [r for agent_rollouts in batch.by_agent.values() for r in agent_rollouts]
         last = int(all_reduce(max((r.turn for r in rollouts), default=0), op="max"))
         out = {}
         for agent in self.policy.agents:
             own = batch.by_agent.get(agent, [])
-            for column, round_ in zip(AGENT_ACCURACY_COLUMNS, (0, last)):
+            for column, round_ in (("accuracy_first", 0), ("accuracy_last", last)):
                 out[agent_column(column, agent)] = pooled([float(r.correct) for r in own if r.turn == round_])
+            for key in ("loss", "kl"):
+                out[agent_column(key, agent)] = self.update_mean([u for u in updates if u.get("agent") == agent], key)
         return out
 
     def columns(self) -> list[str]:
         """The method's and the held-out columns (`BaseTrainer.columns`), then each agent's
-        `AGENT_ACCURACY_COLUMNS`."""
-        per_agent = [agent_column(c, agent) for agent in self.policy.agents for c in AGENT_ACCURACY_COLUMNS]
+        `AGENT_METRIC_COLUMNS`."""
+        per_agent = [agent_column(c, agent) for agent in self.policy.agents for c in AGENT_METRIC_COLUMNS]
         return [*super().columns(), *per_agent]
 
     @staticmethod
