@@ -1,7 +1,8 @@
-"""config/experiments/learning_cpu.yaml: each trainer against its base on held-out questions.
+"""config/experiments/learning_cpu.yaml and learning_gpu.yaml: each trainer against its base on
+held-out questions (the single-policy trainers on a CPU, the multi-agent ones on GPUs).
 
-The experiment itself takes about 2 hours on 2 cores and is not run here (its config dry-runs in
-test_experiment_configs). A tiny version of its DAPO part runs through the real Snakemake: train
+The experiments take hours and are not run here (their configs dry-run in test_experiment_configs).
+A tiny version of learning_cpu's DAPO part runs through the real Snakemake: train
 one step, answer the same held-out questions with the base and the trained model, alone and in a
 pair debate, and compare them with paired intervals.
 """
@@ -18,12 +19,24 @@ from workflow_helpers import REPO_ROOT, snakemake
 from debatelab.config import load_experiment
 
 CONFIG = REPO_ROOT / "config/experiments/learning_cpu.yaml"
+GPU_CONFIG = REPO_ROOT / "config/experiments/learning_gpu.yaml"
 
 
-def test_every_method_is_compared_with_its_base_alone_and_in_its_debate():
-    experiment = load_experiment(CONFIG)
+def test_the_two_experiments_train_every_method_once():
+    cpu, gpu = (load_experiment(c).training_runs for c in (CONFIG, GPU_CONFIG))
+    assert {r["method"] for r in cpu.values()} == {"dapo", "sdrl"}
+    assert {r["method"] for r in gpu.values()} == {"udpo", "mappo", "rmaac", "umad"}
+    assert gpu["ippo"]["umad"]["eta"] == gpu["ippo"]["umad"]["alpha_au"] == 0.0  # IPPO: UMAD without its terms
+    # the multi-agent runs learn from DAPO's count of replies to one prompt a step: 8 x 8 per agent and turn
+    assert cpu["dapo"]["prompts_per_step"] == cpu["dapo"]["rollouts_per_prompt"] == 8
+    for run in ("umad", "ippo"):
+        assert gpu[run]["umad"]["threads"] == gpu[run]["umad"]["questions_per_step"] == 8
+
+
+@pytest.mark.parametrize("config", [CONFIG, GPU_CONFIG], ids=lambda p: p.stem)
+def test_every_method_is_compared_with_its_base_alone_and_in_its_debate(config):
+    experiment = load_experiment(config)
     runs = experiment.training_runs
-    assert {runs[r]["method"] for r in runs} == {"dapo", "sdrl", "udpo", "mappo", "rmaac", "umad"}
     comparisons = experiment.comparisons
     debates = {c["treatment"] for c in comparisons.values() if c["treatment"] in experiment.protocols}
     for run in runs:
@@ -44,7 +57,7 @@ def _tiny(tmp_path: Path) -> Path:
     config["agents"] = {
         k: {**v, "max_tokens": 16} for k, v in config["agents"].items() if k in ("base_a", "base_b", "dapo_a", "dapo_b")
     }
-    pair = config["debate"]["protocols"]["base_pair"]
+    pair = {**config["debate"]["protocols"]["base_mad"], "participants": ["base_a", "base_b"]}
     config["debate"]["protocols"] = {"base_pair": pair, "dapo_pair": {**pair, "participants": ["dapo_a", "dapo_b"]}}
     dapo = {
         **config["training"]["runs"]["dapo"],
