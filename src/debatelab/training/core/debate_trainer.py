@@ -66,7 +66,9 @@ COMMON_METRIC_COLUMNS = [
 #: its first (round 0) and in its last debate round, e.g. `accuracy_last_base_a`, and its update's
 #: loss and KL (the mean over its updates of the step). A seat that learns while its peer doesn't
 #: shows here, where the method's pooled columns average them.
-AGENT_METRIC_COLUMNS = ("accuracy_first", "accuracy_last", "loss", "kl")
+AGENT_ACCURACY_COLUMNS = ("accuracy_first", "accuracy_last")
+AGENT_UPDATE_COLUMNS = ("loss", "kl")
+AGENT_METRIC_COLUMNS = (*AGENT_ACCURACY_COLUMNS, *AGENT_UPDATE_COLUMNS)
 
 
 @dataclass
@@ -261,10 +263,11 @@ class DebateTrainer(BaseTrainer):
         out = {}
         for agent in self.policy.agents:
             own = batch.by_agent.get(agent, [])
-            for column, round_ in (("accuracy_first", 0), ("accuracy_last", last)):
+            for column, round_ in zip(AGENT_ACCURACY_COLUMNS, (0, last)):
                 out[agent_column(column, agent)] = pooled([float(r.correct) for r in own if r.turn == round_])
-            for key in ("loss", "kl"):
-                out[agent_column(key, agent)] = self.update_mean([u for u in updates if u.get("agent") == agent], key)
+            own_updates = [u for u in updates if u.get("agent") == agent]
+            for column in AGENT_UPDATE_COLUMNS:
+                out[agent_column(column, agent)] = self.update_mean(own_updates, column)
         return out
 
     def columns(self) -> list[str]:
