@@ -148,3 +148,23 @@ def test_no_module_imports_a_private_name_of_another():
                 if private:
                     found.append(f"{path.relative_to(REPO)}:{node.lineno} imports {private} from {node.module}")
     assert not found, "\n".join(found)
+
+
+def test_no_tracked_file_points_outside_the_repository_to_the_private_specs_or_notes():
+    """A clone of the repository has no shared folder beside it (the specs, notes and paper texts this
+    project was written from): docs, configs and code cite the papers themselves (title, arXiv id,
+    section / table / equation) and, for code facts, the authors' repository and file."""
+    # built from parts so that this file does not match itself
+    shared = "shared"
+    needles = ("../" + shared, shared + "/specs", shared + "/notes", shared + "/papers")
+    files = subprocess.run(["git", "ls-files", "-z"], capture_output=True, text=True, cwd=REPO, check=True).stdout
+    hits = []
+    for name in filter(None, files.split("\0")):
+        path = REPO / name
+        if not path.is_file():
+            continue
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        for number, line in enumerate(text.splitlines(), 1):
+            if any(needle in line for needle in needles):
+                hits.append(f"{name}:{number}: {line.strip()[:120]}")
+    assert not hits, "\n".join(hits)

@@ -62,7 +62,7 @@ class TrainingMethod:
     module: str  # the module of its trainer and settings class: debatelab.training.methods.<module>
     trainer: str  # its trainer class in `module`
     description: str  # one line
-    spec: str  # where it is specified (../shared/specs/)
+    spec: str  # where its paper specifies it (section / appendix of `paper`)
     paper: str
     settings: str | None = None  # its settings dataclass in `module`; None: its knobs are TrainSettings fields
     block: str | None = None  # the key of that block in `training.runs.<run>` (a preset shares its base's)

@@ -4,7 +4,7 @@ the comparison of a run's values with them.
 File layout (one file per paper)::
 
     paper: sdrl
-    source: "../shared/specs/003_sdrl.md §7"
+    source: "Liu et al., Prepare Reasoning Language Models for ... (SDRL), arXiv:2601.22297, Tables 1-6"
     backbones: [Q2.5-3B, Q3-4B-Base]  # the paper's models, as its tables spell them
     tables:
       table1:                       # a table the evaluation builds (tables/<paper>/table1.csv)
