@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from debatelab.confidence import fusion as P
+from debatelab.probability import EPSILON
 
 
 def _streams(pred, conf):
@@ -81,6 +82,31 @@ def test_a_low_confidence_stream_counts_against_its_label():
     pred, conf = _streams([[[0, 0], [0, 1]]], [[[0.3, 0.3], [0.3, 0.9]]])
     answer, _ = P.wsv(pred, conf, np.array([2]), [1, 1, 1, 1])
     assert answer[0] == 1
+
+
+@pytest.mark.parametrize("support", ["all", "present"])
+def test_wsv_never_selects_the_invalid_label(support):
+    """The paper's WSV (arXiv:2606.13591 §3.1) scores "every candidate label y_k that appears among
+    the four predictions", labels of 𝒴: an unparseable stream (-1) predicts none, so it neither
+    wins nor enters the softmax, however large the weighted logit it would carry."""
+    logit = lambda p: math.log(p / (1 - p))  # noqa: E731
+    # agent 1's zero-shot answer is unparseable with a confident self-report: S(-1) = 2.94 > S(A) = 1.22
+    pred, conf = _streams([[[-1, 0], [0, 0]]], [[[0.95, 0.6], [0.6, 0.6]]])
+    answer, c = P.wsv(pred, conf, np.array([2]), [1, 1, 1, 1], support)
+    s_a = 3 * logit(0.6)
+    assert answer[0] == 0
+    assert c[0] == pytest.approx(1.0 if support == "present" else 1 / (1 + math.exp(-s_a)))
+    # every valid label scores below 0 and the invalid one (no evidence, p = 0.5) scores 0
+    pred, conf = _streams([[[0, 0], [-1, 1]]], [[[0.3, 0.2], [0.5, 0.4]]])
+    answer, c = P.wsv(pred, conf, np.array([3]), [1, 1, 1, 1], support)
+    s_a, s_b = logit(0.3) + logit(0.2), logit(0.4)
+    assert answer[0] == 1
+    others = math.exp(s_a) + (1 if support == "all" else 0)  # "all": one absent label of 3 scores 0
+    assert c[0] == pytest.approx(math.exp(s_b) / (math.exp(s_b) + others))
+    # no stream has a valid label: no candidate, so the system has no answer, at the lowest confidence
+    pred, conf = _streams([[[-1, -1], [-1, -1]]], [[[0.9, 0.9], [0.9, 0.9]]])
+    answer, c = P.wsv(pred, conf, np.array([0]), [1, 1, 1, 1], support)
+    assert answer[0] == -1 and c[0] == pytest.approx(EPSILON)
 
 
 @pytest.mark.parametrize("protocol", P.SEARCHED_PROTOCOLS)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..probability import logit, sigmoid
+from ..probability import EPSILON, logit, sigmoid
 
 
 def bayesian_fusion(c1, c2, agree) -> np.ndarray:
@@ -66,6 +66,12 @@ def wsv(pred, conf, n_labels, weights, softmax_support: str = "all") -> tuple[np
     gets ĉ = 1); ``"all"`` adds every absent label of the label space with score 0 (an
     open-ended task counts one absent "other" answer). Weights are ordered
     (w_{1,0}, w_{2,0}, w_{1,1}, w_{2,1}).
+
+    An unparseable stream (-1) is no candidate: the paper (arXiv:2606.13591 §3.1) scores "every
+    candidate label y_k that appears among the four predictions", labels of 𝒴, so such a stream
+    casts no vote, whatever its weighted logit, and is not in the softmax. [CHOICE] When no stream
+    has a valid label there is no candidate: the answer is -1 (never correct) at confidence ε
+    (`probability.EPSILON`), the system saying it has no answer rather than a softmax over nothing.
     """
     if softmax_support not in ("all", "present"):
         raise ValueError(f"wsv softmax_support must be 'all' or 'present', got {softmax_support!r}")
@@ -73,19 +79,21 @@ def wsv(pred, conf, n_labels, weights, softmax_support: str = "all") -> tuple[np
     scores = np.asarray(weights, dtype=float)[None, :] * logit(conf[:, [0, 1, 0, 1], [0, 0, 1, 1]])
     same = labels[:, :, None] == labels[:, None, :]  # (N, 4, 4)
     label_score = (same * scores[:, None, :]).sum(-1)  # S of each stream's label
-    first = ~np.tril(same, k=-1).any(-1)  # first stream carrying its label: count each label once
+    # the first stream carrying each valid label: count each candidate once, the invalid one never
+    first = ~np.tril(same, k=-1).any(-1) & (labels >= 0)
+    any_valid = first.any(1)
     best = np.argmax(np.where(first, label_score, -np.inf), axis=1)
     rows = np.arange(len(labels))
-    answer = labels[rows, best]
-    top = label_score[rows, best]
-    # log-sum-exp over present labels, stabilised by the winning score
+    answer = np.where(any_valid, labels[rows, best], -1)
+    top = np.where(any_valid, label_score[rows, best], 0.0)
+    # log-sum-exp over the present candidates, stabilised by the winning score
     denominator = np.where(first, np.exp(label_score - top[:, None]), 0.0).sum(1)
     if softmax_support == "all":
-        present_valid = (first & (labels >= 0)).sum(1)
         n_labels = np.asarray(n_labels)
-        absent = np.where(n_labels > 0, np.maximum(n_labels - present_valid, 0), 1)
+        absent = np.where(n_labels > 0, np.maximum(n_labels - first.sum(1), 0), 1)
         denominator = denominator + absent * np.exp(-top)
-    return answer, 1.0 / denominator
+    confidence = np.where(any_valid, 1.0 / np.where(any_valid, denominator, 1.0), EPSILON)
+    return answer, confidence
 
 
 def cga(pred, conf, tau1: float, tau2: float, tie_agent: int = 0) -> tuple[np.ndarray, np.ndarray]:
