@@ -4,8 +4,9 @@ import re
 
 from snakemake.utils import validate
 
-from debatelab.config import Experiment, check_no_secrets
+from debatelab.config import Experiment, check_config_files, check_no_secrets
 
+check_config_files(workflow.configfiles)  # a key given twice is an error, not last-wins
 check_no_secrets(config)  # keys come from the environment: a config (and so the jobs' params) never holds one
 validate(config, schema="../config/schema.yaml", set_default=True)
 

@@ -223,7 +223,7 @@ def test_an_agent_is_sampled_zero_shot_where_its_protocols_run():
 def test_every_shipped_config_validates():
     # (test_experiment_configs and test_slurm_profile dry-run each of them through Snakemake)
     for path in SHIPPED:
-        Experiment(validate_config(yaml.safe_load(path.read_text())))
+        load_experiment(path)  # duplicate keys refused too
 
 
 def test_experiment_answers_the_workflows_questions():
@@ -409,3 +409,43 @@ def test_an_adapter_served_model_is_a_multi_agent_runs_agent_on_vllm():
         Experiment(validate_config(_mutated(lambda cfg: served(cfg, source="trained:sdrl"))))
     with pytest.raises(ConfigError, match=r"served on a vLLM engine; agents \['dave'\] use another backend"):
         Experiment(validate_config(_mutated(lambda cfg: served(cfg, backend="transformers"))))
+
+
+DUPLICATE_AGENT = """\
+experiment: twice
+agents:
+  alice: {model: smollm2-135m-instruct, temperature: 0.5}
+  bob: {model: smollm2-135m-instruct}
+  alice: {model: smollm2-135m-instruct, temperature: 0.9}
+"""
+
+
+def test_a_key_given_twice_is_an_error_naming_the_key_and_its_lines(tmp_path):
+    path = tmp_path / "twice.yaml"
+    path.write_text(DUPLICATE_AGENT)
+    with pytest.raises(ConfigError, match=r"twice\.yaml: line 5: the key 'alice' is given twice in one mapping \(first on line 3\)"):
+        load_experiment(path)
+
+
+def test_a_merge_may_override_the_keys_it_brings_in(tmp_path):
+    from debatelab.config import load_yaml_config
+
+    path = tmp_path / "merge.yaml"
+    path.write_text("seat: &seat {model: m, temperature: 0.5}\nother: {<<: *seat, temperature: 0.9}\n")
+    assert load_yaml_config(path)["other"] == {"model": "m", "temperature": 0.9}
+    path.write_text("agents: {alice: 1, alice: 2}\n")  # twice on one line, in a flow mapping
+    with pytest.raises(ConfigError, match=r"line 1: the key 'alice' is given twice"):
+        load_yaml_config(path)
+
+
+def test_snakemake_refuses_a_config_with_a_key_given_twice_at_dry_run(tmp_path):
+    base = (REPO_ROOT / "config/config.yaml").read_text()
+    first_agent = base.index("\nagents:\n") + len("\nagents:\n")
+    line = base[first_agent:].splitlines()[0]  # the first agent's line, given again right after it
+    path = tmp_path / "twice.yaml"
+    path.write_text(base[:first_agent] + line + "\n" + base[first_agent:])
+    proc = snakemake(tmp_path, "--configfile", str(path), "-n", check=False, timeout=300)
+    assert proc.returncode != 0
+    key = line.strip().split(":")[0]
+    assert f"the key '{key}' is given twice in one mapping" in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()

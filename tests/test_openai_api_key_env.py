@@ -5,6 +5,8 @@ files for a secret is in test_openai_backend, beside the real server it talks to
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 from workflow_helpers import REPO_ROOT, snakemake
@@ -96,3 +98,36 @@ def test_snakemake_refuses_a_config_with_a_key_before_any_job(tmp_path):
     assert "backends.openai.api_key holds a credential" in proc.stdout + proc.stderr
     assert "sk-proj-abcdefghijklmnopqrstu" not in proc.stdout + proc.stderr
     assert not (tmp_path / ".snakemake/metadata").exists() or not any((tmp_path / ".snakemake/metadata").iterdir())
+
+
+@pytest.mark.parametrize(
+    "field, value, kind",
+    [
+        (("backends", "openai", "base_url"), "https://me:sk-proj-abcdefghijklmnopqrstu@api.example.com/v1", "a password in a URL"),
+        (("backends", "openai", "base_url"), "https://alice:hunter2secret@api.example.com/v1", "a password in a URL"),
+        (("agents", "alice", "backend_options", "extra_headers", "x-note"), "key=sk-abcdefghijklmnopqrstuv;", "sk-..."),
+        (("models", "tiny", "source"), "hf://org/model?auth=hf_abcdefghijklmnopqrstuvwxyz", "hf_..."),
+        (("agents", "alice", "backend_options", "extra_headers", "x-auth"), "header Bearer abcdefghijkl", "Bearer ..."),
+    ],
+)
+def test_a_credential_inside_a_longer_string_or_a_url_is_refused_without_repeating_it(field, value, kind):
+    config = yaml.safe_load((REPO_ROOT / "config/config.yaml").read_text())
+    node = config
+    for key in field[:-1]:
+        node = node.setdefault(key, {})
+    node[field[-1]] = value
+    with pytest.raises(ConfigError, match=rf"^config: {re.escape('.'.join(field))} looks like a key or token") as error:
+        check_no_secrets(config)
+    message = str(error.value)
+    assert f"({kind})" in message
+    secret = re.search(r"(sk-|hf_)\w[\w-]+|hunter2secret|abcdefghijkl", value).group(0)
+    assert secret not in message and secret[3:9] not in message  # not a piece of it either
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["task-abcdefghijklmnopqrstuvwxyz", "https://api.example.com:8443/v1", "risk-abcdefghijklmnopqrstuvwxyz",
+     "file:///home/me/models/x", "user@example.com"],
+)
+def test_strings_that_only_resemble_a_credential_pass(value):
+    check_no_secrets({"backends": {"openai": {"base_url": value}}})

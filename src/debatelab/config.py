@@ -263,8 +263,15 @@ SECRET_FIELDS = {
     "secret_key",
     "authorization",
 }
-#: values shaped like the credentials of OpenAI-style APIs (sk-...), the Hub (hf_...) or a bearer header
-SECRET_VALUE = re.compile(r"^(sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{20,}|Bearer\s+\S{8,})$")
+#: credentials of OpenAI-style APIs (sk-...), the Hub (hf_...), a bearer header or a URL's password
+#: (scheme://user:password@host), found anywhere inside a string: a key pasted into a URL or a longer
+#: value ends up in .snakemake/metadata and the logs as surely as a bare one
+SECRET_VALUE = re.compile(
+    r"(?<![A-Za-z0-9])(?P<kind>sk-)[A-Za-z0-9_-]{16,}"
+    r"|(?<![A-Za-z0-9])(?P<hub>hf_)[A-Za-z0-9]{20,}"
+    r"|(?P<bearer>Bearer)\s+\S{8,}"
+    r"|(?P<userinfo>[A-Za-z][A-Za-z0-9+.-]*://)[^\s/@:]*:[^\s/@]+@"
+)
 
 
 def check_no_secrets(config, where: str = "") -> None:
@@ -279,10 +286,13 @@ def check_no_secrets(config, where: str = "") -> None:
                 f"config: {path} holds a credential; keys and tokens never go in a config (Snakemake "
                 f"stores job params in plain text under .snakemake/metadata). {_secret_hint(path)}"
             )
-        if isinstance(value, str) and SECRET_VALUE.match(value.strip()):
+        found = SECRET_VALUE.search(value) if isinstance(value, str) else None
+        if found:  # the error names the kind of credential, never a character of its value
+            kind = {"kind": "sk-...", "hub": "hf_...", "bearer": "Bearer ...", "userinfo": "a password in a URL"}[
+                found.lastgroup
+            ]
             raise ConfigError(
-                f"config: {path} looks like a key or token ({value.strip()[:3]}...); keys never go in a "
-                f"config. {_secret_hint(path)}"
+                f"config: {path} looks like a key or token ({kind}); keys never go in a config. {_secret_hint(path)}"
             )
         check_no_secrets(value, path)
 
@@ -322,9 +332,53 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     return filled
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml's safe loader, refusing a key given twice in one mapping (plain YAML keeps the last one
+    silently, so a second `agents: alice:` would replace the first without a word). Keys that a
+    merge (`<<: *anchor`) brings in may be overridden: that is what a merge is for."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.get(key)
+                except TypeError:  # an unhashable key: the safe loader refuses it itself
+                    continue
+                if first is not None:
+                    raise ConfigError(
+                        f"{key_node.start_mark.name}: line {key_node.start_mark.line + 1}: the key {key!r} is "
+                        f"given twice in one mapping (first on line {first}); YAML would keep only the last"
+                    )
+                seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml_config(path: str | Path) -> dict:
+    """A config file read as YAML, refusing duplicate keys (`_UniqueKeyLoader`) and naming the file
+    when it doesn't parse."""
+    path = Path(path)
+    try:
+        with path.open(encoding="utf-8") as stream:
+            return yaml.load(stream, Loader=_UniqueKeyLoader) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML: {error}") from None
+
+
+def check_config_files(paths) -> None:
+    """Each config file given to Snakemake (`--configfile`), read again with duplicate keys refused:
+    Snakemake's own reading keeps the last of two equal keys silently."""
+    for path in paths:
+        if Path(path).suffix in (".yaml", ".yml") and Path(path).is_file():
+            load_yaml_config(path)
+
+
 def load_experiment(path: str | Path) -> Experiment:
     """An experiment from a YAML config file, validated and checked as the workflow does."""
-    return Experiment(validate_config(yaml.safe_load(Path(path).read_text())))
+    return Experiment(validate_config(load_yaml_config(path)))
 
 
 # --------------------------------------------------------------------------- the experiment
