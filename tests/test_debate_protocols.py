@@ -314,9 +314,81 @@ def test_templates_mask_boxed_answers_and_umad_gives_everyone_the_same_prompt():
     fa, _ = run("all_to_all", [a], rounds=1, template="umad", mask_peer_boxed=False)
     first, second = (ask.messages[-1]["content"] for _, ask in fa.batches[0])
     assert first == second and "agent 0 response is" in first and "agent 1 response is" in first
+    assert "\\boxed{2}" in first and "\\boxed{3}" in first  # unmasked: both boxes stay
     fb, _ = run("all_to_all", [b], rounds=1, template="choi", mask_peer_boxed=True)
     text = fb.batches[0][0][1].messages[-1]["content"]
     assert "<answer>" in text and "\\boxed{2}" in text  # the peer's box is masked, the agent's own is not
+
+
+# The UMAD authors' code (qiaodan-cuhk/UMAD, marl/runners/multi_turn_traj_grpo.py), the lines the
+# `umad` template follows:
+#   rollout_traj_grpo:
+#     responses_text = [f"agent {agent_idx} response is: {t}" for t in texts]
+#     texts = [agent_batchs['agent_0'].non_tensor_batch['prompt'][i][0]['content'] ...]
+#     original_prompts = [self.remove_template(t) for t in texts]
+#     new_prompts = self.merge_prompt_response(original_prompts, all_agent_responses_text, template=None, turn_idx=turn_idx)
+#     new_prompt_messages = [[{"role": "user", "content": p}] for p in new_prompts]
+#   merge_prompt_response:
+#     instruction_following = 'Let\'s think step by step and output the final answer within \\boxed{}.'
+#     template = "Given the following problem: {original_prompt} \\n We have two answers: \\n {responses} \\n
+#       Please carefully review these answers and recognize which one is right. If one or all of them are right,
+#       please summarize the reasoning process of right ones and give the final answer. If both of them are wrong,
+#       please correct their mistakes and provide a novel and complete solution to the problem and give the final
+#       answer. {instruction_following}"
+#     cleaned_response = self.clean_response_for_next_turn(response, dataset_type=...("dataset_type", "math"))
+#     responses_text = "\\n".join(clean_responses.values())        # (ego_id is None)
+#   _replace_boxed_with_answer (clean_response_for_next_turn, "math"):
+#     idx = string.rfind("\\boxed") ... boxed_content = string[idx : right_brace_idx + 1]
+#     return string.replace(boxed_content, "<answer>")
+UMAD_AUTHORS_INSTRUCTION = (
+    "Please carefully review these answers and recognize which one is right. If one or all of them are right, "
+    "please summarize the reasoning process of right ones and give the final answer. If both of them are wrong, "
+    "please correct their mistakes and provide a novel and complete solution to the problem and give the final answer."
+)
+
+
+def test_umad_mask_is_the_authors_replace_boxed_with_answer():
+    """`_replace_boxed_with_answer`: the last \\boxed (else \\fbox) with its brace-matched argument,
+    every copy of that text replaced (`str.replace`); a bare "\\boxed 5" runs to the next "$"; an
+    unclosed box stays."""
+    mask = prompts.umad_mask_answer
+    assert mask("so \\boxed{3} then \\boxed{\\frac{1}{2}} end") == "so \\boxed{3} then <answer> end"
+    assert mask("first \\boxed{2}, again \\boxed{2}") == "first <answer>, again <answer>"  # str.replace: both
+    assert mask("it is $\\boxed 5$.") == "it is $<answer>$."
+    assert mask("an \\fbox{7} here") == "an <answer> here"
+    assert mask("cut off \\boxed{\\frac{1}{") == "cut off \\boxed{\\frac{1}{"
+    assert mask("no box") == "no box"
+
+
+def test_umad_template_is_the_authors_merge_prompt_response():
+    """Round 1 of a two-agent `template: umad` debate sends both agents the one user turn the
+    authors' `merge_prompt_response` builds (lines quoted above): the question without its
+    instruction, then each agent's previous reply labelled "agent k response is: ", its last box
+    masked (the agent's own too), joined by a newline, then their closing sentence."""
+    st = state(["2", "3"])
+    parts = [Participant(i, f"a{i}", "a", "m", "", SamplingParams()) for i in range(2)]
+    st = QuestionState(row=st.row, thread=0, participants=parts, pre=st.pre, seed=0)
+    st.pre[0].response = "1+1 = 2, so the answer is $\\boxed{2}$."
+    st.pre[1].response = "I get \\boxed{3} at first, but recheck: \\boxed{\\frac{4}{2}}"
+    fake, _ = run("all_to_all", [st], rounds=1, template="umad", mask_peer_boxed=True)
+    responses = (
+        "agent 0 response is: 1+1 = 2, so the answer is $<answer>$."
+        + "\n"
+        + "agent 1 response is: I get \\boxed{3} at first, but recheck: <answer>"
+    )
+    expected = (
+        "Given the following problem: What is 1+1? \n We have two answers: \n "
+        + responses
+        + " \n "
+        + UMAD_AUTHORS_INSTRUCTION
+        + " Let's think step by step and output the final answer within \\boxed{}."
+    )
+    asks = [ask for _, ask in fake.batches[0]]
+    assert [ask.agent for ask in asks] == [0, 1]
+    for ask in asks:  # no system prompt of ours (""): the authors' [{"role": "user", "content": p}]
+        assert list(ask.messages) == [{"role": "user", "content": expected}], ask.agent
+    with pytest.raises(ValueError, match="two"):
+        run("all_to_all", [state(["2", "3", "4"])], rounds=1, template="umad")
 
 
 def test_null_messages_blank_every_content_slot():

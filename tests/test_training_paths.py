@@ -13,6 +13,7 @@ import pytest
 import torch
 from toy_questions import alternating_gold, toy_rows
 
+from debatelab import prompts
 from debatelab.config import ConfigError, load_experiment
 from debatelab.training.core.loss import token_logprobs
 from debatelab.training.settings import TrainSettings
@@ -206,6 +207,19 @@ def test_a_training_rollout_sends_the_messages_the_evaluation_debate_sends(char_
     assert set(training_round1) == set(evaluation_round1) == {0, 1}
     for seat in (0, 1):
         assert training_round1[seat] == evaluation_round1[seat], seat
+    # ... and it is the UMAD authors' prompt (tests/test_debate_protocols.py quotes their code): one user
+    # turn, the same for both seats, the replies labelled and masked (every one), in agent order
+    replies = {t.agent: t.response for t in state.pre}
+    responses = "\n".join(prompts.umad_mask_answer(f"agent {k} response is: {replies[k]}") for k in (0, 1))
+    expected = (
+        f"Given the following problem: {row['question']} \n We have two answers: \n {responses} \n "
+        "Please carefully review these answers and recognize which one is right. If one or all of them are right, "
+        "please summarize the reasoning process of right ones and give the final answer. If both of them are wrong, "
+        "please correct their mistakes and provide a novel and complete solution to the problem and give the final "
+        "answer. Let's think step by step and output the final answer within \\boxed{}."
+    )
+    for seat in (0, 1):
+        assert training_round1[seat][-1] == {"role": "user", "content": expected}, seat
 
 
 # -- 3. UMAD: π_old per turn ------------------------------------------------------------------

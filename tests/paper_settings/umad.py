@@ -70,7 +70,7 @@ _COMMON = [
 _UMAD = _COMMON + [
     ("method", "umad", "§4.3 Algorithm 2"),
     ("protocol.template", "umad", "§3: the paired debate prompt"),
-    ("protocol.mask_peer_boxed", True, "§3: peers' \\boxed{} masked [code]"),
+    ("protocol.mask_peer_boxed", True, "§3: every reply's \\boxed{} masked [code: merge_prompt_response]"),
     ("kl_estimator", "k1", "§4.3 step 7: per-token k1 in the reward [code]"),
     ("umad.kl_mode", "reward", "§4.3 step 7: use_kl_in_reward [code]"),
     ("loss_aggregation", "token_mean", "§4.3 step 7: token-mean [code]"),
@@ -133,7 +133,7 @@ _EVALUATION = [
     Setting("agents.qwen3_4b_t1.temperature", 1.0, "App. D.5: uncertainty analysis at temperature 1.0"),
     Setting("protocols.umad.rounds", 4, "§6: T_test = 5 turns = round 0 + 4 debate rounds"),
     Setting("protocols.umad.template", "umad", "§3: the paired debate prompt"),
-    Setting("protocols.umad.mask_peer_boxed", True, "§3: peers' \\boxed{} masked [code]"),
+    Setting("protocols.umad.mask_peer_boxed", True, "§3: every reply's \\boxed{} masked [code: merge_prompt_response]"),
     Setting("protocols.umad.participants", ["qwen25_3b", "qwen3_4b"], "§7: heterogeneous pair A0, A1"),
     Setting("protocols.umad_homo.participants", ["qwen25_3b", "qwen25_3b"], "§7: Qwen2.5-3B-Instruct x 2"),
     Setting("protocols.umad.threads", 5, "§8: 5 evaluation seeds"),

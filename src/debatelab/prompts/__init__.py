@@ -1,7 +1,15 @@
 """Every prompt an agent sees: the question in its task type's format (`questions`), the debate
 turn in each paper's template (`debate`), and their content-free twins for sequence probability."""
 
-from .debate import SELF_DEBATE_STYLES, TEMPLATES, PeerView, debate_turn, mask_last_boxed, self_debate_messages
+from .debate import (
+    SELF_DEBATE_STYLES,
+    TEMPLATES,
+    PeerView,
+    debate_turn,
+    mask_last_boxed,
+    self_debate_messages,
+    umad_mask_answer,
+)
 from .questions import (
     ATTACK_SYSTEM_PROMPT,
     CONFIDENCE_PROMPT,
@@ -12,6 +20,7 @@ from .questions import (
     confidence_messages,
     final_answer_text,
     format_options,
+    question_body,
     question_messages,
 )
 
@@ -22,6 +31,7 @@ __all__ = [
     "debate_turn",
     "mask_last_boxed",
     "self_debate_messages",
+    "umad_mask_answer",
     "ATTACK_SYSTEM_PROMPT",
     "CONFIDENCE_PROMPT",
     "FINAL_ANSWER_TEMPLATES",
@@ -31,5 +41,6 @@ __all__ = [
     "confidence_messages",
     "final_answer_text",
     "format_options",
+    "question_body",
     "question_messages",
 ]

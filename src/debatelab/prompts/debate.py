@@ -10,8 +10,13 @@ Styles (config `template`):
   appended as a new user turn to the agent's own conversation, which keeps growing.
 * ``choi``: Choi et al.'s `get_new_message` (spec 003 §4): a fresh single user turn with the
   peers' and the agent's own most recent responses.
-* ``umad``: UMAD's debate prompt (spec 001 §3): a fresh single user turn rebuilt from the
-  previous round only, the same text for every agent, every response labelled "agent k".
+* ``umad``: UMAD's debate prompt as the authors' code builds it (`qiaodan-cuhk/UMAD`,
+  `marl/runners/multi_turn_traj_grpo.py`: `rollout_traj_grpo` labels each reply, then
+  `merge_prompt_response`, called without `ego_id`, joins them): one fresh user turn, the same
+  text for both agents, rebuilt from the question and the previous round's replies in agent order,
+  each "agent k response is: ..." with its last \\boxed{} masked (`mask_boxed`: every reply, the
+  agent's own too), and the authors' closing instruction. Two agents only (their text says "two
+  answers", "both of them").
 * ``pairwise``: the confidence paper's debate turn (spec 004 §7): a fresh user turn with the
   agent's own and the peer's earlier answers.
 """
@@ -22,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..grading import last_boxed_span
-from .questions import NULL_SLOT, final_answer_text, question_messages
+from .questions import NULL_SLOT, final_answer_text, question_body, question_messages
 
 TEMPLATES = ("du", "choi", "umad", "pairwise")
 
@@ -35,7 +40,7 @@ INSTRUCTIONS = {
     "choi": "Use these opinions carefully as additional advice to revise your recent opinion to give your final "
     "answer to the question:",
     "umad": "Please carefully review these answers and recognize which one is right. If one or all of them are right, "
-    "please summarize the reasoning process of the right one and give the final answer. If all of them are wrong, "
+    "please summarize the reasoning process of right ones and give the final answer. If both of them are wrong, "
     "please correct their mistakes and provide a novel and complete solution to the problem and give the final answer.",
     "pairwise": "Evaluate the other agent's reasoning carefully and decide whether to keep your original answer, "
     "adopt theirs, or propose a new one.",
@@ -61,6 +66,48 @@ def mask_last_boxed(text: str) -> str:
     start, content_start, end = span
     braced = text[content_start - 1] == "{"  # else a bare "\\boxed 5"
     return text[:start] + MASKED + text[end + 1 if braced else end :]
+
+
+#: The sentence the UMAD authors' debate prompt ends with (`merge_prompt_response`'s
+#: `instruction_following`), the same their dataset appends to every question.
+UMAD_INSTRUCTION_FOLLOWING = "Let's think step by step and output the final answer within \\boxed{}."
+#: `merge_prompt_response`'s default template (`template=None`), verbatim.
+UMAD_TEMPLATE = (
+    "Given the following problem: {original_prompt} \n We have two answers: \n {responses} \n "
+    + INSTRUCTIONS["umad"]
+    + " {instruction_following}"
+)
+
+
+def umad_mask_answer(string: str) -> str:
+    """The UMAD authors' `_replace_boxed_with_answer` (`marl/runners/multi_turn_traj_grpo.py`), line
+    for line: find the last "\\boxed" (else "\\fbox"), take it with its brace-matched argument (or a
+    bare "\\boxed 123" up to a "$"), and replace *every* occurrence of that text by <answer>
+    (`str.replace`); an unclosed box is left as it is. `mask_last_boxed` differs on repeated boxes and
+    bare ones, so the `umad` template uses this one."""
+    idx = string.rfind("\\boxed")
+    if idx < 0:
+        idx = string.rfind("\\fbox")
+        if idx < 0:
+            return string
+    if "\\boxed " in string and idx == string.rfind("\\boxed "):
+        boxed_content = "\\boxed " + string.split("\\boxed ")[-1].split("$")[0]
+        return string.replace(boxed_content, MASKED)
+    i = idx
+    right_brace_idx = None
+    num_left_braces_open = 0
+    while i < len(string):
+        if string[i] == "{":
+            num_left_braces_open += 1
+        if string[i] == "}":
+            num_left_braces_open -= 1
+            if num_left_braces_open == 0:
+                right_brace_idx = i
+                break
+        i += 1
+    if right_brace_idx is not None:
+        return string.replace(string[idx : right_brace_idx + 1], MASKED)
+    return string
 
 
 def _peer_text(peer: PeerView, task_type: str, mask_boxed: bool, null: bool) -> str:
@@ -118,7 +165,9 @@ def debate_turn(
         if style == "choi":
             user = _choi_message(peer_texts, own, question)
         elif style == "umad":
-            user = _umad_message(peer_texts, own, own_index, question)
+            peer_texts = [(p, _peer_text(p, task_type, False, null)) for p in peers]
+            body = question_body(row, null=null)
+            user = _umad_message(peer_texts, own, own_index, body, mask_boxed)
         else:
             user = _pairwise_message(peer_texts, own, question)
         out.append([*_system(row, system_prompt), {"role": "user", "content": user}])
@@ -150,10 +199,22 @@ def _choi_message(peer_texts, own: str, question: str) -> str:
     return f"{head}\n\nThis was your most recent opinion:\n{own}\n\n\n{INSTRUCTIONS['choi']}\n{question}"
 
 
-def _umad_message(peer_texts, own: str, own_index: int, question: str) -> str:
+def _umad_message(peer_texts, own: str, own_index: int, question: str, mask_boxed: bool) -> str:
+    """The authors' `merge_prompt_response(original_prompts, all_agent_responses_text, template=None)`:
+    `original_prompt` the problem without its instruction (`remove_template`), the replies labelled
+    "agent {agent_idx} response is: {t}" (`rollout_traj_grpo`), each masked as a whole
+    (`clean_response_for_next_turn`, dataset_type "math"), joined by "\\n" in agent order."""
     responses = sorted([(own_index, own), *[(p.index, text) for p, text in peer_texts]])
-    listed = " ".join(f"agent {i} response is: {text}." for i, text in responses)
-    return f"Given the following problem: {question}\n\nWe have {len(responses)} answers: {listed}\n\n{INSTRUCTIONS['umad']}"
+    if len(responses) != 2:
+        raise ValueError(
+            f"template umad is the UMAD authors' two-agent prompt ('We have two answers'); got {len(responses)} agents"
+        )
+    labelled = [f"agent {i} response is: {text}" for i, text in responses]
+    if mask_boxed:
+        labelled = [umad_mask_answer(text) for text in labelled]
+    return UMAD_TEMPLATE.format(
+        original_prompt=question, responses="\n".join(labelled), instruction_following=UMAD_INSTRUCTION_FOLLOWING
+    )
 
 
 def _pairwise_message(peer_texts, own: str, question: str) -> str:

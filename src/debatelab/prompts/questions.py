@@ -101,6 +101,43 @@ def question_messages(row: dict, system_prompt: str | None = None, null: bool = 
     return messages
 
 
+#: The answer-format sentences the UMAD authors' `remove_template` strips from a question
+#: (`qiaodan-cuhk/UMAD`, `marl/runners/multi_turn_traj_grpo.py`): their datasets' suffixes.
+UMAD_QUESTION_SUFFIXES = (
+    'Let\'s think step by step and output the final answer after "####".',
+    "Let's think step by step and output the final answer within \\boxed{}.",
+)
+
+
+def question_body(row: dict, null: bool = False) -> str:
+    """The problem as the UMAD authors' debate prompt quotes it (`remove_template`): the question
+    without the answer-format instruction, stripped. A row with its own `meta["prompt"]`: that
+    prompt with one of the authors' suffixes removed; else the task type's user template without its
+    last paragraph (the instruction): for math, the question itself."""
+    meta = parse_meta(row.get("meta"))
+    own_prompt = meta.get("prompt")
+    if isinstance(own_prompt, str) and own_prompt.strip():
+        text = own_prompt.replace(row["question"], NULL_SLOT) if null and row["question"] else own_prompt
+        text = text.strip()
+        for suffix in UMAD_QUESTION_SUFFIXES:
+            if text.endswith(suffix):
+                text = text[: -len(suffix)].rstrip()
+                break
+        return text
+    slot = (lambda text: NULL_SLOT) if null else (lambda text: text)
+    context = meta.get("context")
+    choices = row.get("choices")
+    labels = meta.get("labels") or []
+    body = USER_TEMPLATES[row["task_type"]].rsplit("\n\n", 1)[0]
+    return body.format(
+        question=slot(row["question"]),
+        options=format_options([slot(c) for c in (list(choices) if choices is not None else [])]),
+        context_block=f"Context: {slot(context)}\n" if context else "",
+        labels=", ".join(labels),
+        first_label=labels[0] if labels else "",
+    ).strip()
+
+
 def confidence_messages(question_chat: list[dict], response: str) -> list[dict]:
     """The self-report follow-up: the agent's own answer, then the 0-10 question."""
     return [*question_chat, {"role": "assistant", "content": response}, {"role": "user", "content": CONFIDENCE_PROMPT}]
