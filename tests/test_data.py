@@ -684,3 +684,37 @@ def test_library_imports_neither_snakemake_nor_data_packages():
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_an_empty_split_is_refused_where_it_is_read_naming_dataset_and_split(tmp_path):
+    path = tmp_path / "data/asdiv/test.parquet"
+    path.parent.mkdir(parents=True)
+    good_frame().iloc[:0].to_parquet(path)
+    with pytest.raises(DataFileError, match=r"data/asdiv/test\.parquet: dataset asdiv, split test, has no rows"):
+        read_dataset(path)
+    with pytest.raises(DataFileError, match="has no rows"):
+        validate_dataset_frame(good_frame().iloc[:0], "mem.parquet")
+
+
+@pytest.mark.slow
+def test_snakemake_stops_at_the_empty_split_naming_it_before_any_generation(tmp_path):
+    from workflow_helpers import REPO_ROOT, snakemake
+
+    path = tmp_path / "data/asdiv/test.parquet"
+    path.parent.mkdir(parents=True)
+    good_frame().iloc[:0].to_parquet(path)  # a user's own empty file where the split goes
+    config = tmp_path / "one.yaml"
+    config.write_text(
+        "experiment: empty\ndatasets:\n  asdiv: {split: test, limit: 3}\n"
+        "models:\n  tiny-random-llama: {source: 'bundled:tiny-random-llama'}\n"
+        "agents:\n  alice: {model: tiny-random-llama, max_tokens: 4}\n"
+        "backends:\n  transformers: {num_threads: 1}\n"
+    )
+    proc = snakemake(
+        tmp_path, "--configfile", str(config), "--cores", "1", "results/empty/zero_shot/asdiv/alice.parquet",
+        check=False, timeout=600,
+    )
+    log = (tmp_path / "logs/empty/zero_shot/asdiv/alice.log").read_text()
+    assert proc.returncode != 0
+    assert "data/asdiv/test.parquet: dataset asdiv, split test, has no rows" in log
+    assert not (tmp_path / "results/empty/zero_shot/asdiv/alice.parquet").exists()

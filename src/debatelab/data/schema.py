@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import os
 import string
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -120,12 +121,23 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
+def _dataset_and_split(name: str) -> str:
+    """'dataset chain_sum, split test' for the workflow's data/<dataset>/<split>.parquet, else 'the dataset'."""
+    parts = Path(name).parts
+    if len(parts) >= 3 and parts[-3] == "data" and parts[-1].endswith(".parquet"):
+        return f"dataset {parts[-2]}, split {parts[-1].removesuffix('.parquet')},"
+    return "the dataset"
+
+
 def validate_dataset_frame(df: pd.DataFrame, path_or_name: str | os.PathLike) -> None:
     """Check a frame against the schema; raise DataFileError naming the file, the field and the value."""
     name = str(path_or_name)
     missing = [c for c in SCHEMA_COLUMNS if c not in df.columns]
     if missing:
         raise DataFileError(f"{name}: missing required column(s) {missing}; has {list(df.columns)}")
+
+    if df.empty:  # caught here, not two stages later as too few samples or an empty plot
+        raise DataFileError(f"{name}: {_dataset_and_split(name)} has no rows; every stage needs at least one question")
 
     seen: dict[str, int] = {}
     for pos, row in enumerate(df[list(SCHEMA_COLUMNS)].itertuples(index=False, name=None)):
