@@ -442,3 +442,84 @@ def test_svr_mad_clusters_and_fallback_votes_by_equivalence():
     st = state(["3", "3", SQRT2_HALF, ONE_OVER_SQRT2, SQRT2_HALF])
     run("svr_mad", [st], policy=keep_own, challenges=1, accept_after=10)
     assert st.outcome.ended_by == "fallback" and st.outcome.final_answer == SQRT2_HALF
+
+
+# --------------------------------------------------------------------------- one equivalence for every protocol
+
+# The same answer written two ways: canonical keys differ, the grader's math equivalence merges them.
+POW, POW_BARE = "2^{n}-1", "2^n-1"
+BASELINES = [
+    ("all_to_all", {}),
+    ("group_debate", {"group_size": 3}),
+    ("sid_et", {"skip_rate": 0.0}),  # every contested question debates
+    ("s2_mad", {}),
+]
+
+
+def scripted(answers_by_agent):
+    return lambda s, ask: answers_by_agent[ask.agent]
+
+
+def test_every_protocol_compares_answers_through_the_one_grading_implementation():
+    from debatelab.grading import AnswerClasses
+
+    st = state([POW, POW_BARE, "3", SQRT2_HALF, ONE_OVER_SQRT2])
+    assert isinstance(st.classes, AnswerClasses)
+    keys = [t.key for t in st.pre]
+    assert keys[0] != keys[1] and keys[3] != keys[4]  # canonical keys alone would split them
+    assert [st.classes(k) for k in keys] == answer_keys(
+        [t.answer for t in st.pre], task_type="math", merge_equivalent=True
+    )
+    assert st.classes(keys[1]) == st.classes(keys[0]) and st.classes(keys[4]) == st.classes(keys[3])
+
+
+def test_self_consistency_votes_by_answer_class():
+    # Pre-debate 3, 3, 2^{n}-1, 2^n-1, 2^{n}-1: by string 3 and 2^{n}-1 tie at 2 and the first agent's
+    # 3 wins; by class 2^{n}-1 has 3 votes (the protocol's answer and the stage's pre_majority).
+    from debatelab.debate.stage import result_frames
+
+    st = state(["3", "3", POW, POW_BARE, POW])
+    protocol = make_protocol("sc", {"kind": "self_consistency"})
+    protocol.prepare([st])
+    run_engine([st], protocol.run, Scripted(keep_own))
+    assert st.outcome.final_answer == POW
+    _, questions = result_frames([st], "d", protocol)
+    assert questions["pre_majority"].tolist() == [POW]
+
+
+@pytest.mark.parametrize("kind, options", BASELINES)
+def test_baselines_final_vote_counts_equivalent_forms_as_one_answer(kind, options):
+    # After the debate: 3, 3, 2^{n}-1, 2^n-1, 2^{n}-1, 7. By string 3 and 2^{n}-1 tie at 2 and the
+    # first agent's 3 wins; by class 2^{n}-1 has 3 votes.
+    st = state(["1", "2", "3", "4", "5", "6"])
+    run(kind, [st], policy=scripted(["3", "3", POW, POW_BARE, POW, "7"]), rounds=1, **options)
+    assert st.outcome.ended_by == "rounds" and st.outcome.final_answer == POW
+
+
+@pytest.mark.parametrize("kind, options", BASELINES)
+def test_baselines_early_stop_counts_equivalent_forms_as_agreeing(kind, options):
+    # "≥ 5 agree" after round 1: five agents hold 2^{n}-1 in two spellings, one says 3. By string the
+    # largest agreement is 3 and the debate goes on to round 2.
+    st = state(["1", "2", "3", "4", "5", "6"])
+    policy = scripted([POW, POW_BARE, POW, POW_BARE, POW, "3"])
+    run(kind, [st], policy=policy, rounds=2, early_stop_agree=5, **options)
+    assert st.outcome.ended_by == "consensus" and st.outcome.rounds_used == 1
+    assert st.outcome.final_answer == POW
+
+
+def test_s2_mad_prunes_links_between_equivalent_forms():
+    # Agents 0 and 1 hold one answer written two ways, 2 and 3 hold 3: every agent hears only the two
+    # agents of the other answer (8 links; by string agents 0 and 1 would hear each other too: 10).
+    st = state([POW, POW_BARE, "3", "3"])
+    fake, _ = run("s2_mad", [st], rounds=1)
+    sources = {ask.agent: set(ask.sources) for _, ask in fake.batches[0]}
+    assert sources == {0: {2, 3}, 1: {2, 3}, 2: {0, 1}, 3: {0, 1}}
+    assert accounting(st)["ncomm"] == 8
+    # once everyone holds the answer in either form, nobody has a differing peer: no call in round 2
+    agree = state([POW, "3", "3"])
+    fake, _ = run("s2_mad", [agree], policy=scripted([POW_BARE, POW, POW_BARE]), rounds=2)
+    assert len(fake.batches) == 1 and agree.outcome.ended_by == "consensus"
+    # and a question whose pre-debate answers differ only in form never debates
+    same = state([POW, POW_BARE, POW])
+    fake, _ = run("s2_mad", [same], rounds=2)
+    assert fake.batches == [] and same.outcome.final_answer == POW

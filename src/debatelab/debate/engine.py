@@ -15,6 +15,7 @@ completion tokens count towards its question, plus the pre-debate calls the outc
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Generator, Sequence
@@ -25,7 +26,7 @@ import numpy as np
 from .. import grading
 from ..data.schema import answer_set_size
 from ..estimators.tokens import token_summaries
-from ..grading import INVALID, answer_keys
+from ..grading import INVALID, AnswerClasses, answer_keys
 from ..llm.base import Generation, GenerationRequest, SamplingParams, stable_hash
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ class Turn:
     round: int
     response: str
     answer: str | None
-    key: str  # canonical answer, INVALID when unparseable: equal keys = same answer
+    key: str  # canonical answer, INVALID when unparseable; the same answer = the same `QuestionState.classes`
     correct: bool
     messages: tuple[dict, ...] = ()
     null_messages: tuple[dict, ...] | None = None
@@ -135,6 +136,14 @@ class QuestionState:
     @property
     def n(self) -> int:
         return len(self.participants)
+
+    @functools.cached_property
+    def classes(self) -> AnswerClasses:
+        """The question's answer classes (`grading.AnswerClasses`): `classes(turn.key)` is equal for
+        two turns exactly when they are the same answer. Every protocol compares answers through it;
+        seeded with the pre-debate keys in agent order, so the classes do not depend on the order in
+        which a protocol asks."""
+        return AnswerClasses(self.task_type, [t.key for t in self.pre])
 
     @property
     def n_options(self) -> int | None:

@@ -22,14 +22,16 @@ Votes are `grading.plurality`: invalid answers never vote; ties go to the first 
 (`first_agent`, Du et al. and UDPO) or to the answer with more pre-debate votes, then the first
 agent (`pre_debate_count`, SVR-MAD spec §2.0).
 
-"The same answer" is `same_answer` (canonical keys, then the grader's math equivalence, so
-"\\frac{\\sqrt2}{2}" and "\\frac{1}{\\sqrt2}" agree) for unanimity and everywhere in SVR-MAD, whose
-spec (002 §2.0) defines clusters, disagreement, retention and votes by `eq`.
+"The same answer" is one rule for every protocol: the question's `QuestionState.classes`
+(`grading.AnswerClasses`: canonical keys, then the grader's math equivalence, so "2^{n}-1" and
+"2^n-1", or "\\frac{\\sqrt2}{2}" and "\\frac{1}{\\sqrt2}", are one answer). Votes (self-consistency's
+too), early-stop agreement counts, unanimity (MAD-D, SID-ET), S2-MAD's link pruning and SVR-MAD's
+clusters, disagreement, retention and votes (spec 002 §2.0 `eq`) all compare answer classes, so no
+baseline counts one answer written two ways as two.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -37,7 +39,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import prompts
-from ..grading import INVALID, answers_equivalent, plurality, vote_answer
+from ..grading import AnswerClasses, plurality, vote_answer
 from .engine import Ask, Outcome, ProtocolRun, QuestionState, Turn
 
 DEFAULTS = {
@@ -68,57 +70,24 @@ DEFAULTS = {
 # --------------------------------------------------------------------------- votes
 
 
-def vote_turns(turns: Sequence[Turn], tie_break: str, pre: Sequence[Turn]) -> str | None:
-    """The plurality answer of `turns`, ties settled by `tie_break` (with the pre-debate answers `pre`)."""
+def vote_turns(q: QuestionState, turns: Sequence[Turn], tie_break: str) -> str | None:
+    """The plurality answer of `turns` by answer class, ties settled by `tie_break` (with the
+    pre-debate answers `q.pre`)."""
+    eq = q.classes
     return vote_answer(
-        [t.answer for t in turns], [t.key for t in turns], tie_break=tie_break, pre_keys=[t.key for t in pre]
+        [t.answer for t in turns], [eq(t.key) for t in turns], tie_break=tie_break, pre_keys=[eq(t.key) for t in q.pre]
     )
 
 
-def largest_agreement(turns: Sequence[Turn]) -> int:
-    counts = Counter(t.key for t in turns if t.valid)
+def largest_agreement(q: QuestionState, turns: Sequence[Turn]) -> int:
+    """How many valid answers of `turns` share the largest answer class."""
+    counts = Counter(q.classes(t.key) for t in turns if t.valid)
     return max(counts.values(), default=0)
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _equivalent_keys(a: str, b: str, task_type: str) -> bool:
-    return answers_equivalent(a, b, task_type)
-
-
-def same_answer(a: str, b: str, task_type: str) -> bool:
-    """Whether two answer keys are the same answer: equal keys, or valid math keys the grader
-    proves equivalent. Other task types' keys are already their normal forms, and INVALID is one
-    value (equal only to itself). math-verify is slow: called only on differing keys, and cached."""
-    if a == b:
-        return True
-    if task_type != "math" or a == INVALID or b == INVALID:
-        return False
-    return _equivalent_keys(*sorted((a, b)), task_type)  # symmetric, so one cache entry per pair
-
-
-class AnswerClasses:
-    """Answer keys of one question merged by `same_answer`: each new key joins the first earlier
-    class it is the same answer as (as `grading.answer_keys(merge_equivalent=True)`), so plain
-    key comparisons and Counters then mean `eq`."""
-
-    def __init__(self, task_type: str):
-        self.task_type = task_type
-        self._representatives: list[str] = []
-        self._class_of: dict[str, str] = {INVALID: INVALID}
-
-    def __call__(self, key: str) -> str:
-        if key not in self._class_of:
-            match = next((rep for rep in self._representatives if same_answer(rep, key, self.task_type)), None)
-            if match is None:
-                self._representatives.append(key)
-            self._class_of[key] = key if match is None else match
-        return self._class_of[key]
-
-
-def unanimous(turns: Sequence[Turn], task_type: str) -> bool:
-    """Every answer is the same answer (`same_answer`; INVALID is one value, as in `pre_unanimous`)."""
-    first = turns[0].key if turns else INVALID
-    return all(same_answer(first, t.key, task_type) for t in turns)
+def unanimous(q: QuestionState, turns: Sequence[Turn]) -> bool:
+    """Every answer is in one answer class (INVALID is one value, as in `pre_unanimous`)."""
+    return len({q.classes(t.key) for t in turns}) <= 1
 
 
 # --------------------------------------------------------------------------- protocols
@@ -143,7 +112,7 @@ class Protocol:
         raise NotImplementedError
 
     def _pre_vote(self, q: QuestionState) -> str | None:
-        return vote_turns(q.pre, self.options["tie_break"], q.pre)
+        return vote_turns(q, q.pre, self.options["tie_break"])
 
 
 class SelfConsistency(Protocol):
@@ -172,7 +141,7 @@ class RoundDebate(Protocol):
         current = list(q.pre)
         by_round = [[t.answer for t in current]]
         skip_unanimous = o["skip_if_unanimous"] or self.kind in ("mad_d", "sid_et")
-        if skip_unanimous and unanimous(current, q.task_type):
+        if skip_unanimous and unanimous(q, current):
             return Outcome(self._final(q, current), "unanimous", 0, by_round, stopped_early=o["rounds"] > 0)
         if o["rounds"] == 0 or q.n < 2:
             return Outcome(self._final(q, current), "no_debate", 0, by_round)
@@ -195,7 +164,7 @@ class RoundDebate(Protocol):
             rounds_used = t
             by_round.append([c.answer for c in current])
             k = o["early_stop_agree"]
-            if k is not None and t < o["rounds"] and largest_agreement(current) >= k:
+            if k is not None and t < o["rounds"] and largest_agreement(q, current) >= k:
                 ended_by = "consensus"
                 break
         stopped = ended_by != "rounds"
@@ -204,7 +173,7 @@ class RoundDebate(Protocol):
     def _final(self, q: QuestionState, current: list[Turn]) -> str | None:
         if self.options["final"] == "hub":
             return current[0].answer
-        return vote_turns(current, self.options["tie_break"], q.pre)
+        return vote_turns(q, current, self.options["tie_break"])
 
     def peer_views(self, q, i, t, current, full, answer_only) -> list[prompts.PeerView]:
         """What agent i is shown of its peers in round t (a training protocol may perturb it)."""
@@ -299,12 +268,14 @@ class GroupDebate(RoundDebate):
 
 
 class S2Mad(RoundDebate):
-    """S2-MAD (Zeng et al. 2025), answer-equivalence mode (spec 002 §2.4)."""
+    """S2-MAD (Zeng et al. 2025), answer-equivalence mode (spec 002 §2.4): a link is pruned when
+    both ends hold the same answer class."""
 
     kind = "s2_mad"
 
     def peers(self, q, i, current, t):
-        differing = [j for j in range(q.n) if j != i and current[j].key != current[i].key]
+        eq = q.classes
+        differing = [j for j in range(q.n) if j != i and eq(current[j].key) != eq(current[i].key)]
         if not differing:
             return None  # conditional participation: keeps its answer, makes no call
         return (differing, []) if self.options["peer_content"] == "full" else ([], differing)
@@ -328,7 +299,7 @@ class SidEt(RoundDebate):
             raise ValueError(f"protocol {self.name!r}: signal_agent {a} but only {states[0].n} participants")
         self.skipped: set[tuple[str, int]] = set()
         for thread in sorted({s.thread for s in states}):
-            contested = [s for s in states if s.thread == thread and not unanimous(s.pre, s.task_type)]
+            contested = [s for s in states if s.thread == thread and not unanimous(s, s.pre)]
             signal = [self.signal(s) for s in contested]
             order = sorted(range(len(contested)), key=lambda k: -signal[k])
             n_skip = int(round(self.options["skip_rate"] * len(contested)))
@@ -375,7 +346,7 @@ class SvrMad(Protocol):
         o = self.options
         S, C, tau = o["challenges"], o["accept_after"], o["posterior_threshold"]
         pre, n = q.pre, q.n
-        eq = AnswerClasses(q.task_type)  # spec §2.0: clusters, Dis, retention and votes all use eq
+        eq = q.classes  # spec §2.0: clusters, Dis, retention and votes all use eq
         y = [eq(t.key) for t in pre]
         prior = [self.prior(t) for t in pre]
         valid = [i for i in range(n) if pre[i].valid]

@@ -293,7 +293,7 @@ def result_frames(states: list[QuestionState], dataset: str, protocol: Protocol)
                 }
             )
         outcome = state.outcome
-        pre_keys = [t.key for t in state.pre]
+        pre_keys = [state.classes(t.key) for t in state.pre]  # the protocols' answer classes
         pre_majority = vote_answer([t.answer for t in state.pre], pre_keys)
         question_rows.append(
             {
@@ -312,7 +312,7 @@ def result_frames(states: list[QuestionState], dataset: str, protocol: Protocol)
                 **accounting(state),
                 "pre_majority": pre_majority,
                 "pre_correct": state.is_correct(pre_majority),
-                "pre_unanimous": unanimous(state.pre, state.task_type),
+                "pre_unanimous": unanimous(state, state.pre),
                 "pre_n_correct": sum(t.correct for t in state.pre),
                 "answers_by_round": json.dumps(outcome.answers_by_round),
                 "n_options": state.n_options,

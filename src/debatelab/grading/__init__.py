@@ -5,7 +5,8 @@ evaluation) agrees on the same parse and the same vote:
 
 * `answers`: `extract_answer`, `normalize_answer`, `is_correct`, `answers_equivalent`,
   `extract_confidence` (a 0-10 self-report) per task type;
-* `votes`: `answer_keys` (INVALID for unparseable answers), the plurality vote and its tie rules.
+* `votes`: `answer_keys` (INVALID for unparseable answers), `same_answer` / `AnswerClasses` (when two
+  answers are the same answer), the plurality vote and its tie rules.
 """
 
 from .answers import (
@@ -19,7 +20,17 @@ from .answers import (
     last_boxed_span,
     normalize_answer,
 )
-from .votes import INVALID, TIE_BREAKS, Vote, answer_keys, majority_vote, plurality, vote_answer
+from .votes import (
+    INVALID,
+    TIE_BREAKS,
+    AnswerClasses,
+    Vote,
+    answer_keys,
+    majority_vote,
+    plurality,
+    same_answer,
+    vote_answer,
+)
 
 __all__ = [
     "DEFAULT_LABELS",
@@ -33,9 +44,11 @@ __all__ = [
     "normalize_answer",
     "INVALID",
     "TIE_BREAKS",
+    "AnswerClasses",
     "Vote",
     "answer_keys",
     "majority_vote",
     "plurality",
+    "same_answer",
     "vote_answer",
 ]

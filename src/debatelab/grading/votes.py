@@ -9,9 +9,19 @@ Answer keys
   comparable key each: `INVALID` ("<none>") for None; without `task_type` the answer string
   itself; with it `normalize_answer(answer, task_type)` ("1/2", "0.50" and "\\frac{1}{2}" are all
   "0.5"), a string with no canonical form being INVALID. `merge_equivalent=True` also merges
-  canonical forms that `answers_equivalent` accepts as equal (spec 001 §4.1 step 2b: "use
-  strip_string, or math_verify, to build equivalence classes"); each distinct form joins the
-  first earlier class whose representative is equivalent. It may call math-verify (slow).
+  canonical forms that are the same answer (`AnswerClasses`, below).
+
+The same answer (one implementation for every stage)
+  `same_answer(a, b, task_type)` on two keys: equal keys, or valid math keys that the grader's
+  `answers_equivalent` (exact numbers, then math-verify) proves equal, so "2^{n}-1" = "2^n-1" and
+  "\\frac{\\sqrt2}{2}" = "\\frac{1}{\\sqrt2}". Other task types' keys are already their normal
+  forms. `AnswerClasses` merges one question's keys into classes (spec 001 §4.1 step 2b: "use
+  strip_string, or math_verify, to build equivalence classes"): each distinct key joins the first
+  earlier class whose representative is the same answer, so plain comparisons and Counters of
+  class keys then mean "the same answer". `answer_keys(merge_equivalent=True)` (uncertainty
+  measures) and every debate protocol's votes, agreement counts, unanimity and link pruning
+  (`debate.engine.QuestionState.classes`) use it. math-verify is slow: it runs only on differing
+  valid math keys, cached per pair.
 
   INVALID is one answer value wherever answers are compared (spec 000 §4 "INVALID counts as a
   distinct value"; spec 001 §4.1 "one bucket <none>, kept in the support"): two invalid agents
@@ -31,6 +41,7 @@ The vote (spec 000 §3, Du et al. `most_frequent`, spec 002 §2.0)
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -73,20 +84,48 @@ def answer_keys(
             canonical = normalize_answer(answer, task_type)
             keys.append(INVALID if canonical is None else canonical)
     if merge_equivalent:
-        keys = _merge_equivalent(keys, task_type)  # type: ignore[arg-type]
+        classes = AnswerClasses(task_type)  # type: ignore[arg-type]
+        keys = [classes(key) for key in keys]
     return keys
 
 
-def _merge_equivalent(keys: list[str], task_type: str) -> list[str]:
-    representatives: list[str] = []
-    mapping: dict[str, str] = {INVALID: INVALID}
-    for key in keys:
-        if key in mapping:
-            continue
-        mapping[key] = next((rep for rep in representatives if answers_equivalent(rep, key, task_type)), key)
-        if mapping[key] == key:
-            representatives.append(key)
-    return [mapping[key] for key in keys]
+@functools.lru_cache(maxsize=1 << 16)
+def _equivalent_keys(a: str, b: str, task_type: str) -> bool:
+    return answers_equivalent(a, b, task_type)
+
+
+def same_answer(a: str, b: str, task_type: str) -> bool:
+    """Whether two answer keys (`answer_keys` with `task_type`) are the same answer: equal keys, or
+    valid math keys the grader proves equivalent. INVALID is one value, equal only to itself."""
+    if a == b:
+        return True
+    if task_type != "math" or a == INVALID or b == INVALID:
+        return False
+    return _equivalent_keys(*sorted((a, b)), task_type)  # symmetric, so one cache entry per pair
+
+
+class AnswerClasses:
+    """One question's answer keys merged by `same_answer`: `classes(key)` is the key's class, the
+    first earlier key it is the same answer as (the key itself when none is). Feed every key that
+    will be compared to one instance, in a fixed order, so that all comparisons share one set of
+    classes."""
+
+    def __init__(self, task_type: str, keys: Sequence[str] = ()):
+        if task_type not in TASK_TYPES:
+            raise ValueError(f"unknown task_type {task_type!r}; expected one of {TASK_TYPES}")
+        self.task_type = task_type
+        self._representatives: list[str] = []
+        self._class_of: dict[str, str] = {INVALID: INVALID}
+        for key in keys:
+            self(key)
+
+    def __call__(self, key: str) -> str:
+        if key not in self._class_of:
+            match = next((rep for rep in self._representatives if same_answer(rep, key, self.task_type)), None)
+            if match is None:
+                self._representatives.append(key)
+            self._class_of[key] = key if match is None else match
+        return self._class_of[key]
 
 
 @dataclass(frozen=True)
