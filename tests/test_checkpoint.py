@@ -118,3 +118,36 @@ def test_raising_steps_of_a_finished_run_resumes_from_its_last_checkpoint(tmp_pa
     with caplog.at_level("INFO", logger="debatelab.training.core.checkpoint"):
         train_job(**_job(tmp_path, char_model_dir, dataset, settings(steps=4, learning_rate=1e-3), "raised"))
     assert "learning_rate 0.003 -> 0.001" in caplog.text and "resuming from" not in caplog.text
+
+
+class _RunsCode:
+    """A pickle that runs code when loaded (what a planted optimizer.pt could hold)."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+@pytest.mark.parametrize("planted", ["optimizer.pt", "rng.pt"])
+def test_a_checkpoint_that_would_run_code_is_never_unpickled_but_set_aside(policy, tmp_path, planted, caplog):
+    checkpoints, marker = tmp_path / "ckpt", tmp_path / "ran"
+    save_checkpoint(checkpoints, policy, TrainState(step=1), "hash")
+    torch.save({"optimizer": _RunsCode(marker), "scheduler": {}, "python": _RunsCode(marker)}, checkpoints / "step-00001" / planted)
+    with caplog.at_level("WARNING"):
+        assert load_checkpoint(checkpoints, policy, "hash") is None
+    assert not marker.exists()  # weights_only: the planted object was never built
+    assert (checkpoints / "corrupt-step-00001").is_dir() and "does not load" in caplog.text
+
+
+def test_a_checkpoint_restores_numpy_and_python_random_state_under_weights_only(policy, tmp_path):
+    import random
+
+    import numpy as np
+
+    save_checkpoint(tmp_path, policy, TrainState(step=1), "hash")
+    expected = (random.random(), np.random.rand(), torch.rand(1).item())
+    random.random(), np.random.rand(), torch.rand(1)  # move every generator on
+    assert load_checkpoint(tmp_path, policy, "hash").step == 1
+    assert (random.random(), np.random.rand(), torch.rand(1).item()) == expected

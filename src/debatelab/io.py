@@ -17,10 +17,20 @@ class DataFileError(RuntimeError):
     """A data file is missing, unreadable, or lacks required columns."""
 
 
+def current_umask() -> int:
+    """The process's umask (read by setting it and setting it back: os has no getter before 3.14)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _atomic_target(path: str | os.PathLike) -> tuple[Path, str]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # mkstemp makes 0600 files: an output gets the mode any file the user writes gets (0644 under
+    # umask 022, group-readable or -writable under a shared group's umask)
+    os.fchmod(fd, 0o666 & ~current_umask())
     os.close(fd)
     return path, tmp
 

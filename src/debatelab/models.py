@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from .data.offline import SourceUnavailable, package_dir
+from .io import current_umask
 
 log = logging.getLogger(__name__)
 
@@ -125,25 +126,58 @@ def _save_atomically(model, tokenizer, out_dir: str | os.PathLike, state_dict: d
             tokenizer.pad_token = tokenizer.eos_token
         model.save_pretrained(tmp, state_dict=state_dict)
         tokenizer.save_pretrained(tmp)
-        _make_readable(tmp)
-        _replace_dir(tmp, out_dir)
+        publish_folder(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 
+def publish_folder(tmp: Path, out_dir: Path) -> None:
+    """A folder finished under a temporary name, made readable as the user's files are and moved into
+    place in one step (`_replace_dir`)."""
+    _make_readable(tmp)
+    _replace_dir(tmp, out_dir)
+
+
 def _replace_dir(tmp: Path, out_dir: Path) -> None:
-    """Move a finished folder into place: readers see the old folder or the new one, never half."""
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
+    """Move a finished folder into place: readers see the old folder or the new one, never half,
+    never none. The two are swapped in one step (renameat2's RENAME_EXCHANGE) where the system has
+    it; elsewhere the old one is renamed aside first, so a kill between the renames keeps it
+    (as `.<name>.old-*`) rather than losing both."""
+    if not out_dir.exists():
+        os.replace(tmp, out_dir)
+        return
+    if _exchange(tmp, out_dir):  # tmp now holds the old folder
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    aside = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
+    os.replace(out_dir, aside / out_dir.name)
     os.replace(tmp, out_dir)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux renameat2 with RENAME_EXCHANGE); False where unsupported."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    done = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+    return done
 
 
 def _make_readable(folder: Path) -> None:
-    # mkdtemp creates 0700 folders: other users and SLURM job accounts on a cluster need to read models.
-    os.chmod(folder, 0o755)
+    # mkdtemp creates 0700 folders: other users and SLURM job accounts on a cluster need to read
+    # models, with the modes the user's umask gives any file (group-writable under umask 002)
+    mask = current_umask()
+    os.chmod(folder, 0o777 & ~mask)
     for p in folder.rglob("*"):
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+        os.chmod(p, (0o777 if p.is_dir() else 0o666) & ~mask)
 
 
 def download_hub_model(repo_id: str, out_dir: str | os.PathLike, revision: str | None = None) -> None:
@@ -154,8 +188,7 @@ def download_hub_model(repo_id: str, out_dir: str | os.PathLike, revision: str |
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
         snapshot_download(repo_id=repo_id, revision=revision, local_dir=tmp)
-        _make_readable(tmp)
-        _replace_dir(tmp, out_dir)
+        publish_folder(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -180,8 +213,7 @@ def prepare_model(name: str, source: str, out_dir: str | os.PathLike, dtype: str
         tmp = Path(tempfile.mkdtemp(prefix=f".{Path(out_dir).name}.", dir=Path(out_dir).parent))
         shutil.rmtree(tmp)
         shutil.copytree(source, tmp)
-        _make_readable(tmp)
-        _replace_dir(tmp, Path(out_dir))
+        publish_folder(tmp, Path(out_dir))
     else:
         raise ModelSourceError(
             f"model {name!r}: unknown source {source!r}; use bundled:<name>, hf:<repo id>, or a local folder"

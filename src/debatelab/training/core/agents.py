@@ -339,15 +339,15 @@ class AgentPolicies:
         import shutil
         import tempfile
 
+        from ...models import publish_folder
+
         out_dir = Path(out_dir)
         tmp = Path(tempfile.mkdtemp(prefix=".adapter.", dir=out_dir.parent))
         try:
             self.model_of(name).save_pretrained(tmp, selected_adapters=[name])
             folder = tmp if (tmp / "adapter_config.json").exists() else tmp / name  # PEFT: a named adapter's subfolder
             _sort_target_modules(folder / "adapter_config.json")
-            target = out_dir / "adapter"
-            shutil.rmtree(target, ignore_errors=True)
-            shutil.move(str(folder), str(target))
+            publish_folder(folder, out_dir / "adapter")  # readable by the group, swapped in whole
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 

@@ -236,8 +236,13 @@ def _read_checkpoint(path: Path, device, step: int):
     from safetensors.torch import load_file
 
     trainable = load_file(path / "trainable.safetensors", device=str(device))
-    states = torch.load(path / "optimizer.pt", map_location=device, weights_only=False)
-    rng = torch.load(path / "rng.pt", weights_only=False)
+    # weights_only: a checkpoint folder is data, never code to run; numpy's RNG state is an array,
+    # whose three constructors are the only globals allowed beyond tensors and plain containers
+    states = torch.load(path / "optimizer.pt", map_location=device, weights_only=True)
+    with torch.serialization.safe_globals(
+        [np._core.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+    ):
+        rng = torch.load(path / "rng.pt", weights_only=True)
     metrics = pd.read_parquet(path / "metrics.parquet").to_dict("records") if step else []
     return trainable, states, rng, metrics
 

@@ -27,6 +27,42 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
+#: the adapters' scratch folders, `<prefix><pid>-<rank>-<random>` in the temp folder: the pid lets a
+#: later run remove the folders of a run that was killed (SIGKILL, OOM, SLURM) before its `close`
+ADAPTERS_PREFIX = "debatelab-adapters-"
+
+
+def adapters_folder(rank: int, root: str | Path | None = None) -> Path:
+    """A fresh scratch folder for served adapters, after removing those of dead processes."""
+    root = Path(root or tempfile.gettempdir())
+    remove_orphaned_adapters(root)
+    return Path(tempfile.mkdtemp(prefix=f"{ADAPTERS_PREFIX}{os.getpid()}-{rank}-", dir=root))
+
+
+def remove_orphaned_adapters(root: str | Path) -> list[Path]:
+    """Remove this user's adapter folders whose process is gone; returns them."""
+    removed = []
+    for folder in Path(root).glob(f"{ADAPTERS_PREFIX}*"):
+        pid = folder.name[len(ADAPTERS_PREFIX) :].split("-", 1)[0]
+        try:
+            mine = folder.stat().st_uid == os.getuid()
+        except OSError:
+            continue
+        if mine and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
 
 def resolve_rollout_backend(choice: str) -> str:
     """`auto`: vLLM when a GPU and vLLM are both there, else transformers."""
@@ -69,7 +105,7 @@ class VLLMRollouts:
         if world > 1:  # one engine per training process, on that process's GPU
             kwargs["distributed_executor_backend"] = "external_launcher"
         self.engine = VLLMBackend(str(model_path), **kwargs)
-        self._adapters = Path(tempfile.mkdtemp(prefix=f"debatelab-adapters-{rank}-"))
+        self._adapters = adapters_folder(rank)
         self._served: dict[str, Path] = {}  # adapter name -> the version folder it is served from now
         self._asleep = False
         self._version = 0
