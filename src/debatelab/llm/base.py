@@ -78,6 +78,11 @@ class Generation:
     # or when the server returned no top-k. Only these summaries are cached, never the top-k lists.
     token_entropies: list[float] | None = None
     token_max_logprobs: list[float] | None = None
+    # A reasoning model's chain of thought, kept apart from `text` (gpt-oss's analysis channel,
+    # `chat.split_harmony`; an OpenAI-compatible server's `reasoning_content`): `text` is only what
+    # the model answers (its final channel), the one text graded, stored and shown to peers; the
+    # token counts include the reasoning. None for a model that does not reason apart.
+    reasoning: str | None = None
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k != "token_ids"}
@@ -98,6 +103,7 @@ class Generation:
             finish_reason=d.get("finish_reason") or "stop",
             token_entropies=floats("token_entropies"),
             token_max_logprobs=floats("token_max_logprobs"),
+            reasoning=d.get("reasoning"),
         )
 
 

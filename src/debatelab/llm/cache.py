@@ -33,7 +33,7 @@ Storage
   entries are never asked for with top-k summaries: a request with `top_logprobs` = k > 0 has the
   k in its key (keys of k = 0 are those from before), so it is generated anew, with them. An entry
   of a k > 0 key without them (a server that returned no top-k) is served as it is, and its
-  entropy and max-probability columns read NaN.
+  entropy and max-probability columns read NaN. Parts written before `reasoning` existed read it as None.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ _PART_SCHEMA = pa.schema(
         ("finish_reason", pa.string()),
         ("token_entropies", pa.list_(pa.float64())),
         ("token_max_logprobs", pa.list_(pa.float64())),
+        ("reasoning", pa.string()),
     ]
 )
 

@@ -79,3 +79,52 @@ def paired_score_inputs(prompts: Sequence[Sequence[Message]], replies: Sequence[
     if len(prompts) != len(replies):
         raise ValueError(f"score: {len(prompts)} prompts but {len(replies)} replies")
     return prompts, replies
+
+
+#: gpt-oss's harmony format (github.com/openai/harmony): a reply is a sequence of assistant messages
+#: `<|start|>assistant<|channel|>{analysis|commentary|final}<|message|>...<|end|>`, the first one
+#: without its `<|start|>assistant` (the generation prompt supplies it), the last ended by
+#: `<|return|>` (end of turn) or `<|call|>`. The tokens are special, so a decode that skips special
+#: tokens (vLLM's and transformers' default) runs them together ("analysis...assistantfinal...").
+HARMONY_MARKERS = ("<|channel|>", "<|message|>", "<|start|>", "<|end|>")
+_HARMONY_ENDS = ("<|end|>", "<|return|>", "<|call|>")
+
+
+def is_harmony(tokenizer) -> bool:
+    """Whether the tokenizer speaks harmony (gpt-oss): its markers are added special tokens."""
+    added = getattr(tokenizer, "added_tokens_encoder", None) or {}
+    return all(marker in added for marker in HARMONY_MARKERS)
+
+
+def split_harmony(raw: str) -> tuple[str, str]:
+    """(final, analysis) of a harmony-format reply decoded with its special tokens.
+
+    `final` is the text of the final-channel message(s), what a reader (and a peer) is shown: vLLM's
+    OpenAI server returns it as `content`, the analysis as `reasoning_content`. `analysis` joins the
+    analysis-channel messages (the chain of thought) with blank lines. A reply cut off before its
+    final channel (max_tokens spent reasoning) has final "": no answer, as the SVR-MAD paper
+    (arXiv:2605.23099, App. A) says of replies that "exhaust the maximum token cap before outputting
+    a valid answer"."""
+    final, analysis = [], []
+    for message in raw.split("<|start|>"):
+        header, sep, body = message.partition("<|message|>")
+        if not sep:
+            continue
+        for end in _HARMONY_ENDS:
+            body = body.split(end, 1)[0]
+        channel = header.partition("<|channel|>")[2].split("<|", 1)[0].split()
+        channel = channel[0] if channel else ""
+        recipient = " to=" in header or header.strip().startswith("assistant to=")
+        if channel == "final":
+            final.append(body)
+        elif channel == "analysis" and not recipient:
+            analysis.append(body)
+    return "".join(final), "\n\n".join(analysis)
+
+
+def reply_text(tokenizer, token_ids: Sequence[int] | None, text: str) -> tuple[str, str | None]:
+    """(text, reasoning) of a generated reply: for a harmony tokenizer (gpt-oss) the final channel
+    and the analysis channel of its tokens (`split_harmony`); otherwise `text` as decoded, no reasoning."""
+    if token_ids is None or tokenizer is None or not is_harmony(tokenizer):
+        return text, None
+    return split_harmony(tokenizer.decode(list(token_ids), skip_special_tokens=False))

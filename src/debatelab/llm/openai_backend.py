@@ -67,6 +67,18 @@ def run_coroutine(make_coro: Callable[[], Awaitable[T]]) -> T:
         return pool.submit(lambda: asyncio.run(make_coro())).result()
 
 
+def _reasoning(message) -> str | None:
+    """A reasoning model's chain of thought, which OpenAI-compatible servers return beside `content`
+    (vLLM: `reasoning_content`, newer `reasoning`; gpt-oss's analysis channel); None when absent.
+    `content`, the final answer, stays the generation's text."""
+    extra = getattr(message, "model_extra", None) or {}
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(message, name, None) or extra.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
 def _split_evenly(total: int, parts: int) -> list[int]:
     base, extra = divmod(max(total, 0), parts)
     return [base + (1 if i < extra else 0) for i in range(parts)]
@@ -260,6 +272,7 @@ class OpenAIBackend(Backend):
                     finish_reason=normalise_finish_reason(c.finish_reason),
                     token_entropies=entropies,
                     token_max_logprobs=max_logprobs,
+                    reasoning=_reasoning(c.message),
                 )
             )
         if progress is not None:

@@ -23,7 +23,7 @@ from .base import (
     model_fingerprint,
     stable_hash,
 )
-from .chat import chat_prompt_ids, paired_score_inputs, reply_token_ids
+from .chat import chat_prompt_ids, paired_score_inputs, reply_text, reply_token_ids
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +242,9 @@ class TransformersBackend(Backend):
                 if tok in self.eos_ids:
                     length, finish = t + 1, "stop"
                     break
-            text = self.tokenizer.decode(tokens[:length], skip_special_tokens=True)
+            text, reasoning = reply_text(
+                self.tokenizer, tokens[:length], self.tokenizer.decode(tokens[:length], skip_special_tokens=True)
+            )
             gens.append(
                 Generation(
                     text=text,
@@ -253,6 +255,7 @@ class TransformersBackend(Backend):
                     token_ids=tokens[:length],
                     token_entropies=None if entropies is None else [float(x) for x in entropies[b, :length]],
                     token_max_logprobs=None if max_logprobs is None else [float(x) for x in max_logprobs[b, :length]],
+                    reasoning=reasoning,
                 )
             )
         return gens

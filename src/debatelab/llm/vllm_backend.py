@@ -44,6 +44,7 @@ from .chat import (  # noqa: F401
     normalise_finish_reason,
     paired_score_inputs,
     render_chat,
+    reply_text,
     reply_token_ids,
 )
 
@@ -219,9 +220,10 @@ class VLLMBackend(Backend):
                             [[entry.logprob for entry in step.values()] for step in c.logprobs],
                             request.sampling.top_logprobs,
                         )
+                text, reasoning = reply_text(self.tokenizer, token_ids, c.text)
                 gens.append(
                     Generation(
-                        text=c.text,
+                        text=text,
                         completion_tokens=len(token_ids),
                         prompt_tokens=prompt_tokens,
                         token_logprobs=logprobs,
@@ -229,6 +231,7 @@ class VLLMBackend(Backend):
                         token_ids=token_ids,
                         token_entropies=entropies,
                         token_max_logprobs=max_logprobs,
+                        reasoning=reasoning,
                     )
                 )
             results.append(gens)

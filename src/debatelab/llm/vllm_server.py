@@ -37,7 +37,7 @@ from typing import Any
 
 from ..probability import topk_summaries
 from .base import Generation, GenerationRequest, ProgressCallback, model_fingerprint
-from .chat import chat_prompt_ids, normalise_finish_reason
+from .chat import chat_prompt_ids, is_harmony, normalise_finish_reason, split_harmony
 from .openai_backend import OpenAIBackend, run_coroutine
 
 log = logging.getLogger(__name__)
@@ -247,6 +247,10 @@ class VLLMServerBackend(OpenAIBackend):
             seed=s.seed,
             extra_body={"return_token_ids": True},
         )
+        # gpt-oss: keep harmony's channel tokens in the text, to split the final channel from the analysis
+        harmony = is_harmony(self.tokenizer)
+        if harmony:
+            kwargs["extra_body"]["skip_special_tokens"] = False
         if s.logprobs:
             kwargs["logprobs"] = s.top_logprobs  # k: the top k per position too (at most --max-logprobs)
         async with semaphore:
@@ -272,9 +276,10 @@ class VLLMServerBackend(OpenAIBackend):
                 if token_ids is not None
                 else (len(logprobs) if logprobs is not None else int(response.usage.completion_tokens) // request.n)
             )
+            text, reasoning = split_harmony(c.text or "") if harmony else (c.text or "", None)
             gens.append(
                 Generation(
-                    text=c.text or "",
+                    text=text,
                     completion_tokens=count,
                     prompt_tokens=len(prompt_ids),
                     token_logprobs=logprobs,
@@ -282,6 +287,7 @@ class VLLMServerBackend(OpenAIBackend):
                     token_ids=list(token_ids) if token_ids is not None else None,
                     token_entropies=entropies,
                     token_max_logprobs=max_logprobs,
+                    reasoning=reasoning,
                 )
             )
         if progress is not None:
