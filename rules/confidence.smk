@@ -1,4 +1,4 @@
-# The confidence paper's stages (spec 004): streams → calibration fitting → protocol search → test
+# The confidence paper's stages (Elahi & Di Eugenio, arXiv:2606.13591): streams → calibration fitting → protocol search → test
 # split. Pure computation on cached generations: no model is called, everything runs on CPU. The
 # experiment summary is `summarize_confidence` in reporting.smk.
 

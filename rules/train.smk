@@ -39,7 +39,7 @@ rule train:
         "../workflow_scripts/train/train.py"
 
 
-# -- UDPO and UMAD: every agent of a debate trained at once (spec 000 §5, spec 001 §4.3) ---------
+# -- UDPO and UMAD: every agent of a debate trained at once (Tang et al., arXiv:2602.07186 §4, App. A, Qiao et al., arXiv:2603.01221 §4.2, App. C.2, Algorithm 2) ---------
 rule udpo_warmup:
     """Algorithm B step 1: the untrained agents debate the held-out warm-up questions (GPU)."""
     input:

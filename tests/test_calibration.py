@@ -1,4 +1,4 @@
-"""Post-hoc calibrators (spec 004 §4) on synthetic (confidence, correct) pairs."""
+"""Post-hoc calibrators (Elahi & Di Eugenio, arXiv:2606.13591 §3.3) on synthetic (confidence, correct) pairs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""WSV, CGA, HID, Bayesian fusion and the baselines on hand-worked cases (spec 004 §5)."""
+"""WSV, CGA, HID, Bayesian fusion and the baselines on hand-worked cases (Elahi & Di Eugenio, arXiv:2606.13591 §3.1)."""
 
 from __future__ import annotations
 

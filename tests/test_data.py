@@ -389,7 +389,7 @@ def test_dapo_normaliser_strips_the_instruction_and_drops_repeats():
 
 
 def test_dapo_rows_are_asked_with_the_datasets_own_prompt():
-    """Spec 003 §4: training on DAPO-Math-17k uses its own prompt ("Answer:" line), not our \\boxed{} one."""
+    """Liu et al., arXiv:2601.22297 §6.1, App. B-C: training on DAPO-Math-17k uses its own prompt ("Answer:" line), not our \\boxed{} one."""
     from debatelab.prompts import NULL_SLOT, question_messages
 
     fx = fixture("dapo_math")
@@ -574,7 +574,7 @@ def test_boolq_confidence_paper_split_is_1000_seeded_rows_and_the_rest():
     assert (len(val), len(test)) == (1000, len(validation) - 1000)
     assert set(val["id"]).isdisjoint(test["id"])
     assert set(val["id"]) | set(test["id"]) == set(validation["id"])
-    # the spec: 1,000 random items with random_state=42 drawn from the split in source order
+    # our [CHOICE]: 1,000 random items with random_state=42 drawn from the split in source order
     expected = validation.sort_values("id").reset_index(drop=True).sample(n=1000, random_state=42)
     assert set(val["id"]) == set(expected["id"])
 

@@ -1,4 +1,4 @@
-"""The confidence paper's evaluation (spec 004 §9-§10) on small hand-made stage outputs: Table 1
+"""The confidence paper's evaluation (Elahi & Di Eugenio, arXiv:2606.13591 §4.1, §5; §5) on small hand-made stage outputs: Table 1
 cells next to the published ones, the calibration table and the claims, each checked against
 values worked out by hand."""
 

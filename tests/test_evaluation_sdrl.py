@@ -1,4 +1,4 @@
-"""SDRL's evaluation (spec 003 §7-§9) on hand-made stage outputs: every value below is worked out by
+"""SDRL's evaluation (Liu et al., arXiv:2601.22297 §6, Tables 1-6; §6) on hand-made stage outputs: every value below is worked out by
 hand from the fixture, so a wrong vote, average, K or method mapping fails."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SVR-MAD's claims (spec 002 §9): each a Table 1 cell difference with a paired bootstrap interval
+"""SVR-MAD's claims (Jiang et al., arXiv:2605.23099 §5.1): each a Table 1 cell difference with a paired bootstrap interval
 over questions, n = questions, and a verdict read from the interval. Fixtures are small question
 frames whose intervals follow from the numbers in the comments."""
 

@@ -1,4 +1,4 @@
-"""UDPO's claims (spec 000 §11) with their 95 % intervals and verdicts, on hand-made uncertainty-stage
+"""UDPO's claims (Tang et al., arXiv:2602.07186 §3.2, §5) with their 95 % intervals and verdicts, on hand-made uncertainty-stage
 outputs: a large fixture where the claims hold, few questions where the point value points the
 claimed way but the interval can't tell, and intervals checked against their formulas worked by hand."""
 

@@ -1,4 +1,4 @@
-"""UMAD evaluation (spec 001 §8, §10) on hand-made stage outputs whose cells are worked out by hand:
+"""UMAD evaluation (Qiao et al., arXiv:2603.01221 §5.2, Table 1; §3, §5) on hand-made stage outputs whose cells are worked out by hand:
 two questions, two threads, one debate round, a heterogeneous and a homogeneous untrained pair,
 a UMAD- and an IPPO-trained pair, and a three-agent debate that is not the paper's. The claims'
 intervals (bootstrap over the two questions, the slope's t interval) are worked out by hand too;

@@ -102,7 +102,7 @@ KEPT_OPTIONS = (
     "confidence",
 )
 
-#: The confidence paper's Table 3 (spec 004 §8): six (M1, M2) pairs per dataset, by agent name.
+#: The confidence paper's Table 3 (Elahi & Di Eugenio, arXiv:2606.13591 §4, App. A.2, Table 3): six (M1, M2) pairs per dataset, by agent name.
 CONFIDENCE_PAIRS = {
     "mmlu_college": {
         ("llama3.2-3b", "mistral-7b"),
@@ -424,7 +424,7 @@ def test_udpo_attacks_compromise_the_last_m_agents():
 
 
 def test_confidence_pairs_are_table_3():
-    """Six pairs per dataset, exactly spec 004 §8's, each debating on its own dataset."""
+    """Six pairs per dataset, exactly Elahi & Di Eugenio, arXiv:2606.13591 §4, App. A.2, Table 3's, each debating on its own dataset."""
     cfg = _load("confidence")
     # every benchmark is reported on its test entry and fitted on its `<name>_dev` entry (spec §8)
     assert set(cfg["datasets"]) == set(CONFIDENCE_PAIRS) | {f"{d}_dev" for d in CONFIDENCE_PAIRS}

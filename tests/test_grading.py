@@ -281,7 +281,7 @@ YES_NO_EXTRACTION = [
     ("True", "yes"),
     ("FALSE", "no"),
     ("**False**", "no"),
-    # the first label token, as spec 004 says
+    # the first label token, our [CHOICE] for the confidence paper (its App. E gives no parser)
     ("True. The passage says it is false that he left.", "yes"),
     ("Based on the context, the statement is false.", "no"),
     # but an explicit answer or a box comes first

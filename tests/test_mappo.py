@@ -1,4 +1,4 @@
-"""MAPPO and RMAAC, UDPO's actor-critic baselines (spec 000 §8): the shared reward, the critic's
+"""MAPPO and RMAAC, UDPO's actor-critic baselines (Tang et al., arXiv:2602.07186 §5.1 Baselines): the shared reward, the critic's
 features and advantages by hand, RMAAC's peer swaps, and whole training steps with resume."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Shared metrics (spec 004 §9) against hand-worked values."""
+"""Shared metrics (Elahi & Di Eugenio, arXiv:2606.13591 §4.1, §5) against hand-worked values."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from debatelab.probability import EPSILON
 
 
 def _naive_auarc(confidence, correct, seed):
-    """Loop version of spec 004 §9 for cross-checking the cumsum one."""
+    """Loop version of Elahi & Di Eugenio, arXiv:2606.13591 §4.1, §5 for cross-checking the cumsum one."""
     c, z = np.asarray(confidence, float), np.asarray(correct, float)
     idx = np.arange(c.size)
     if seed is not None:

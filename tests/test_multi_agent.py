@@ -364,7 +364,7 @@ def test_without_several_gpus_model_parallelism_keeps_every_base_on_the_one_devi
 
 @pytest.mark.slow
 def test_agents_on_different_bases_train_separate_models(char_model_dir, tmp_path):
-    """Heterogeneous agents (spec 000 §5.3: separate models): each base is its own PeftModel with its
+    """Heterogeneous agents (Tang et al., arXiv:2602.07186 §4.3: separate models): each base is its own PeftModel with its
     agent's adapter; a UDPO step moves both adapters and leaves both bases' weights as they were."""
     from conftest import build_char_model
 

@@ -1,4 +1,4 @@
-"""debatelab.diagnostics: failure-vs-success statistics and selective prediction (spec 000 §9).
+"""debatelab.diagnostics: failure-vs-success statistics and selective prediction (Tang et al., arXiv:2602.07186 §3, §5, App. B).
 
 Expected numbers are worked out by hand in the comment next to them; p-values come from
 the t distribution (scipy.stats.t) with hand-computed t and degrees of freedom, not from

@@ -377,7 +377,7 @@ class LongDebateReplies(ScriptedRollouts):
 def test_sdrl_drops_an_all_correct_debate_group_even_when_one_reply_is_overlong():
     # max_tokens 8, buffer 4: the overlong penalty is 0 up to 4 tokens and −(8 − 4)/4 = −1 at 8 tokens.
     # q0's debate replies are all right, of 3, 3 and 8 tokens: rewards 1, 1, 1 − 1 = 0. Not all equal,
-    # but all correct: the paper drops the group (spec 003 §2). q1's are all wrong: −1, −1, −2, dropped.
+    # but all correct: the paper drops the group (Liu et al., arXiv:2601.22297 §5). q1's are all wrong: −1, −1, −2, dropped.
     right = {"q0": 2, "q1": 2}
     settings = TrainSettings(
         method="sdrl",

@@ -118,13 +118,13 @@ def test_a_multi_agent_run_without_a_protocol_is_a_config_error(tmp_path):
 def test_paper_runs_train_on_the_protocol_their_agents_are_evaluated_on():
     umad = load_experiment(ROOT / "config/experiments/umad.yaml")
     options = umad.train_settings("umad")["protocol"]
-    assert options["template"] == "umad" and options["mask_peer_boxed"] is True  # spec 001 §3
+    assert options["template"] == "umad" and options["mask_peer_boxed"] is True  # Qiao et al., arXiv:2603.01221 §2.1, App. D.3, App. F
     assert "participants" not in options and "rounds" not in options and "threads" not in options
     for run in umad.multi_agent_runs():
         assert umad.train_settings(run)["protocol"]["template"] == "umad", run
     udpo = load_experiment(ROOT / "config/experiments/udpo.yaml")
     for run in udpo.multi_agent_runs():
-        assert udpo.train_settings(run)["protocol"]["template"] == "du", run  # spec 000 §6: Du et al.
+        assert udpo.train_settings(run)["protocol"]["template"] == "du", run  # Tang et al., arXiv:2602.07186 §5.4, App. C.3.1: Du et al.
 
 
 @pytest.mark.slow
@@ -270,9 +270,9 @@ def test_umad_recomputes_pi_old_for_each_turn_after_the_previous_turns_update(ch
 
 # -- 4. UMAD mini-batches in verl's units -----------------------------------------------------
 def test_umad_paper_runs_take_the_papers_optimizer_steps_per_training_step():
-    """verl counts ppo_mini_batch_size in prompts: 16 prompts × n responses. UMAD (spec 001 §4.3):
+    """verl counts ppo_mini_batch_size in prompts: 16 prompts × n responses. UMAD (Qiao et al., arXiv:2603.01221 §4.2, App. C.2, Algorithm 2):
     256 questions × G = 5 threads per (agent, turn), mini-batch 16 questions -> 16 optimizer steps;
-    the Single-GRPO pair (spec 001 §5): 1,024 prompts × 5, mini-batch 256 prompts -> 4 steps."""
+    the Single-GRPO pair (Qiao et al., arXiv:2603.01221 §3.2, §4.2): 1,024 prompts × 5, mini-batch 256 prompts -> 4 steps."""
     umad = load_experiment(ROOT / "config/experiments/umad.yaml")
     for run in ("umad", "ippo", "intrinsic_only", "nll_only", "umad_homo", "ippo_homo"):
         s = umad.train_settings(run)

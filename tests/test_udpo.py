@@ -1,4 +1,4 @@
-"""UDPO's formulas (spec 000 §5) on fixture debates, every value worked by hand in the comments."""
+"""UDPO's formulas (Tang et al., arXiv:2602.07186 §4, App. A) on fixture debates, every value worked by hand in the comments."""
 
 from __future__ import annotations
 
@@ -200,7 +200,7 @@ def test_the_preparation_jobs_read_only_the_settings_they_use(config_name):
 
 
 def test_a_priority_weight_multiplies_the_whole_sequence_loss_by_hand():
-    """Spec 000 §5.5 step 5: loss = −mean[w·(ℓ_clip − η·KL)]: w weighs the KL anchor too, not only
+    """Tang et al., arXiv:2602.07186 App. A.4, Algorithm 1 step 5: loss = −mean[w·(ℓ_clip − η·KL)]: w weighs the KL anchor too, not only
     the advantage; the normaliser stays the token count."""
     import torch
 
@@ -283,7 +283,7 @@ def _udpo_trainer(char_model_dir, questions_per_step: int, steps: int):
 
 @pytest.mark.slow
 def test_every_training_question_gets_a_fresh_priority_after_each_epoch(char_model_dir):
-    """Spec 000 §5.4: U is recomputed for every training question after each epoch (4 questions, M = 2:
+    """Tang et al., arXiv:2602.07186 App. A.3: U is recomputed for every training question after each epoch (4 questions, M = 2:
     an epoch is 2 steps), from a fresh debate of the current agents; before that the draws are uniform."""
     from debatelab.training.core.debate_rollouts import answers_by_round, rollout_debates
 

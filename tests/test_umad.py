@@ -1,4 +1,4 @@
-"""UMAD's advantages (spec 001 §4.3, Eqs 4-5) on a fixture, values worked by hand in the comments."""
+"""UMAD's advantages (Qiao et al., arXiv:2603.01221 §4.2, App. C.2, Algorithm 2, Eqs 4-5) on a fixture, values worked by hand in the comments."""
 
 from __future__ import annotations
 

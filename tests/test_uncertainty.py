@@ -1,7 +1,7 @@
-"""debatelab.uncertainty: UDPO debate uncertainty (spec 000 §4) and the UMAD
-epistemic/aleatoric decomposition (spec 001 §4.1, §5).
+"""debatelab.uncertainty: UDPO debate uncertainty (Tang et al., arXiv:2602.07186 §2, App. D) and the UMAD
+epistemic/aleatoric decomposition (Qiao et al., arXiv:2603.01221 App. C.1, Algorithm 1; §3.2, §4.2).
 
-Every expected number is worked out by hand from the spec formulas in the comment next
+Every expected number is worked out by hand from the papers' formulas in the comment next
 to it (ln = natural log), never copied from the code's output.
 """
 
@@ -42,7 +42,7 @@ def approx(x: float, tol: float = 1e-5):
     return pytest.approx(x, abs=tol)
 
 
-# --------------------------------------------------------------------------- UDPO, spec 000 §4
+# --------------------------------------------------------------------------- UDPO, Tang et al., arXiv:2602.07186 §2, App. D
 
 
 def test_four_to_one_split_known_values():
@@ -299,7 +299,7 @@ def test_udpo_measures_lie_in_unit_interval(answers, normaliser):
         assert u["disagreement"] == u["entropy"] == u["leave_one_out"] == 0.0
 
 
-# --------------------------------------------------------------------------- UMAD, spec 001
+# --------------------------------------------------------------------------- UMAD, Qiao et al., arXiv:2603.01221
 
 
 def test_answer_distribution_invalid_bucket():

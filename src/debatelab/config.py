@@ -40,11 +40,11 @@ TRAINING_PROTOCOL_OWN_KEYS = ("participants", "datasets", "threads", "rounds", "
 #: schema's paper enums list the same names (tests/test_registries.py checks all three).
 PAPER_TITLES = {
     # short: the report's menu widens to the longest breadcrumb, narrowing the pane that shows tables
-    "udpo": "UDPO: uncertainty against debate collapse (spec 000)",
-    "umad": "UMAD: epistemic gain, aleatoric cost (spec 001)",
-    "svr_mad": "SVR-MAD: posterior-guided sparse debate (spec 002)",
-    "sdrl": "SDRL: self-debate reinforcement learning (spec 003)",
-    "confidence": "Calibrated confidence protocols (spec 004)",
+    "udpo": "UDPO: uncertainty against debate collapse (arXiv:2602.07186)",
+    "umad": "UMAD: epistemic gain, aleatoric cost (arXiv:2603.01221)",
+    "svr_mad": "SVR-MAD: posterior-guided sparse debate (arXiv:2605.23099)",
+    "sdrl": "SDRL: self-debate reinforcement learning (arXiv:2601.22297)",
+    "confidence": "Calibrated confidence protocols (arXiv:2606.13591)",
 }
 PAPERS = tuple(PAPER_TITLES)
 
@@ -108,15 +108,15 @@ TRAINING_METHODS: dict[str, TrainingMethod] = {
             False,
             "DapoTrainer",
             "DAPO: group advantages, clip-higher, token-mean loss, dynamic sampling, soft overlong punishment",
-            "spec 003 §2-3, §6",
-            "DAPO, the RL algorithm SDRL builds on (spec 003)",
+            "§3-5, §6.1.1, App. A.1",
+            "DAPO, the RL algorithm SDRL builds on (Liu et al., arXiv:2601.22297)",
         ),
         _training_method(
             "sdrl",
             False,
             "SdrlTrainer",
             "SDRL: DAPO plus a second turn debating two of the prompt's own rollouts, updated together",
-            "spec 003 §2-3, §6",
+            "§3-5, §6.1.1, App. A.1",
             "Liu et al., arXiv 2601.22297 (SDRL)",
         ),
         _training_method(
@@ -124,8 +124,8 @@ TRAINING_METHODS: dict[str, TrainingMethod] = {
             True,
             "UdpoTrainer",
             "UDPO: uncertainty-weighted trajectory rewards per seat, batch-mean advantages, uncertainty-driven replay",
-            "spec 000 §5",
-            "Tang et al., The Value of Variance (UDPO)",
+            "§4, App. A",
+            "Tang et al., arXiv 2602.07186 (UDPO)",
             settings="UdpoSettings",
             block="udpo",
             protocol_kinds=SYNCHRONOUS_PROTOCOL_KINDS,
@@ -136,7 +136,7 @@ TRAINING_METHODS: dict[str, TrainingMethod] = {
             "UmadTrainer",
             "UMAD: team reward, epistemic-influence reward, group advantages over G threads, aleatoric "
             "weights, turns updated in sequence; eta = alpha_au = 0 is IPPO",
-            "spec 001 §4.3",
+            "§4.2, App. C.2 (Algorithm 2)",
             "Qiao et al., arXiv 2603.01221 (UMAD)",
             settings="UmadSettings",
             block="umad",
@@ -148,7 +148,7 @@ TRAINING_METHODS: dict[str, TrainingMethod] = {
             "MappoTrainer",
             "MAPPO (approximation): shared terminal reward r_task + w_c (1 - D), a centralized critic over "
             "agreement features",
-            "spec 000 §8",
+            "Tang et al., arXiv 2602.07186 §5.1 (UDPO's baselines, approximated)",
             "Yu et al. 2022, MAPPO",
             settings="MappoSettings",
             block="mappo",
@@ -160,7 +160,7 @@ TRAINING_METHODS: dict[str, TrainingMethod] = {
             True,
             "MappoTrainer",
             "RMAAC (approximation): MAPPO's trainer on r_task alone, shown peers swapped for wrong replies",
-            "spec 000 §8",
+            "Tang et al., arXiv 2602.07186 §5.1 (UDPO's baselines, approximated)",
             "He et al. 2023, RMAAC",
             module="mappo",
             settings="MappoSettings",

@@ -1,6 +1,6 @@
 """Metrics and statistics shared by every stage; numpy, scipy and scikit-learn only.
 
-Confidence metrics (spec 004 §9):
+Confidence metrics (Elahi & Di Eugenio, arXiv:2606.13591 §4.1, §5):
 
 `correct` is z_n ∈ {0, 1} (bool or 0/1), `confidence` is c_n ∈ [0, 1], N items:
 
@@ -17,13 +17,13 @@ lengths, confidences outside [0, 1] (NaN included) and correctness other than 0/
 ValueError. ECE bins are [i/B, (i+1)/B), the last one closed so that 1.0 falls in it.
 
 One ranking serves both selective curves: `accuracy_rejection_curve` (acc@k of the k most
-confident items) and `selective_prediction` (accuracy of the least uncertain fraction, spec 000
+confident items) and `selective_prediction` (accuracy of the least uncertain fraction, Tang et al., arXiv:2602.07186
 §9) sort by the same `ranked_order`.
 
-Statistics relating a per-question measure to correctness (spec 000 §9) and comparing methods:
-`welch_t` (failed vs correct, Welch [spec CHOICE]), `cohens_d`, `point_biserial`,
+Statistics relating a per-question measure to correctness (Tang et al., arXiv:2602.07186 §3, §5, App. B) and comparing methods:
+`welch_t` (failed vs correct, Welch [CHOICE]), `cohens_d`, `point_biserial`,
 `failure_diagnostics` (all three per measure), and `paired_t_greater` (one-sided paired t-test
-over runs, spec 004 §9). A statistic that is undefined for the data at hand (too few values,
+over runs, Elahi & Di Eugenio, arXiv:2606.13591 §4.1, §5). A statistic that is undefined for the data at hand (too few values,
 zero variance, a constant input) is NaN, never an exception, so a run where every question is
 correct still reports.
 """
@@ -140,7 +140,7 @@ _CEIL_SLACK = 1e-9
 def selective_prediction(
     uncertainty: Sequence[float], correct: Sequence[bool], fractions: Sequence[float]
 ) -> pd.DataFrame:
-    """Accuracy of the least uncertain questions (spec 000 §9, Fig 4/8): (fraction, kept, accuracy).
+    """Accuracy of the least uncertain questions (Tang et al., arXiv:2602.07186 §3, §5, App. B, Fig 4/8): (fraction, kept, accuracy).
 
     Questions are ranked by uncertainty ascending (`ranked_order` of −uncertainty: ties keep
     input order, NaN last); each fraction f keeps the lowest ceil(f·n) (at least 1). Fraction
@@ -292,7 +292,7 @@ def welch_t(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
 
 def cohens_d(failed: Sequence[float], succeeded: Sequence[float]) -> float:
     """(μ_fail − μ_succ)/s_pooled, s_pooled = sqrt(((n1−1)s1² + (n2−1)s2²)/(n1+n2−2)) with
-    sample variances (spec 000 §9). NaN when a group is empty, n1 + n2 ≤ 2, or s_pooled = 0."""
+    sample variances (Tang et al., arXiv:2602.07186 §3, §5, App. B). NaN when a group is empty, n1 + n2 ≤ 2, or s_pooled = 0."""
     failed, succeeded = np.asarray(failed, dtype=float), np.asarray(succeeded, dtype=float)
     n1, n2 = len(failed), len(succeeded)
     if n1 == 0 or n2 == 0 or n1 + n2 <= 2:

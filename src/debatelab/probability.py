@@ -1,6 +1,6 @@
 """Probabilities and log-odds: the one clip, logit and sigmoid every stage uses.
 
-Spec 004 numerics: a confidence is clipped to [ε, 1−ε] before any log or logit (a self-report
+Our numerics for the confidence paper (arXiv:2606.13591): a confidence is clipped to [ε, 1−ε] before any log or logit (a self-report
 of 10/10 is exactly 1.0), ε = 1e-4.
 
 * ``clip_probability(p)`` = min(max(p, ε), 1 − ε)
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.special import expit
 
-#: Spec 004 numerics: the clip applied before any log or logit.
+#: Our numerics for the confidence paper (arXiv:2606.13591): the clip applied before any log or logit.
 EPSILON = 1e-4
 
 

@@ -1,4 +1,4 @@
-"""The confidence paper's method (spec 004), in DAG order (the raw confidences it calibrates
+"""The confidence paper's method (Elahi & Di Eugenio, arXiv:2606.13591), in DAG order (the raw confidences it calibrates
 come from `debatelab.estimators`, elicited by the zero-shot and debate stages):
 
 * `streams`: a pair of agents' four (agent, stream) answers and confidences, the val/test split;

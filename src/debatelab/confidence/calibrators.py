@@ -1,7 +1,7 @@
-"""Post-hoc calibrators (spec 004 §4), fitted on validation pairs (raw confidence c, correct z).
+"""Post-hoc calibrators (Elahi & Di Eugenio, arXiv:2606.13591 §3.3), fitted on validation pairs (raw confidence c, correct z).
 
 * raw:        p = clip(c); nothing is fitted.
-* beta:       p = σ(a·ln c − b·ln(1−c) + c0), c clipped, a, b ≥ 0 (c0 is "c" in the spec and
+* beta:       p = σ(a·ln c − b·ln(1−c) + c0), c clipped, a, b ≥ 0 (c0 is the Beta calibrator's "c" and
               in `to_dict`); mean NLL by L-BFGS-B from the identity a=b=1, c0=0.
 * polynomial: p = σ(t0·c³ + t1·c² + t2·c + t3), c clipped; mean NLL by L-BFGS from the
               constant predictor t3 = logit(clip(mean z)), so it never fits worse than that.

@@ -1,4 +1,4 @@
-"""Confidence protocols of the confidence paper (spec 004 §5): one answer and one system confidence
+"""Confidence protocols of the confidence paper (Elahi & Di Eugenio, arXiv:2606.13591 §3.1): one answer and one system confidence
 from a two-agent debate's four calibrated streams, and the baselines they are compared with.
 
 Every function works on whole arrays of questions at once, because the protocol search evaluates
@@ -108,7 +108,7 @@ def hid(pred, conf, delta1: float, delta2: float, tau1: float, tau2: float, tie_
 
     Both confident and agreeing: fuse the zero-shot answers (no debate). Disagreeing with exactly
     one confident agent H: H keeps its zero-shot answer, the other applies CGS to its debate output
-    (which saw H's reasoning), then fuse. Otherwise (the spec's default for the unassigned "agree,
+    (which saw H's reasoning), then fuse. Otherwise (our default for the unassigned "agree,
     one confident" case too): both apply CGS, then fuse.
     """
     confident = np.stack([conf[:, 0, 0] > delta1, conf[:, 1, 0] > delta2], axis=1)
@@ -151,7 +151,7 @@ class Parameter:
     neutral: float
 
 
-#: Search spaces and neutral θ0 (spec 004 §5-6): w ∈ [0, 3] (θ0 = 1), τ ∈ [−3, 3] logits (θ0 = 0),
+#: Search spaces and neutral θ0 (Elahi & Di Eugenio, arXiv:2606.13591 §3.1; §3.4): w ∈ [0, 3] (θ0 = 1), τ ∈ [−3, 3] logits (θ0 = 0),
 #: δ ∈ [0.05, 0.95] (θ0 = 0.5).
 SEARCH_SPACES: dict[str, tuple[Parameter, ...]] = {
     "wsv": tuple(Parameter(f"w_{i}_{s}", 0.0, 3.0, 1.0) for s in (0, 1) for i in (1, 2)),

@@ -1,4 +1,4 @@
-"""Optuna TPE search of a confidence protocol's parameters θ on the validation split (spec 004 §6).
+"""Optuna TPE search of a confidence protocol's parameters θ on the validation split (Elahi & Di Eugenio, arXiv:2606.13591 §3.4).
 
     θ̂ = argmin_θ  L(θ) + λ_ECE·ECE(θ) + λ_anchor·‖θ − θ0‖²
     L = NLL of the system confidence against z = 1[ŷ_P = y]       (objective "nll", the paper's)

@@ -1,5 +1,5 @@
 """The confidence paper's stage jobs on cached streams: calibration fitting, protocol search and
-the test-split evaluation (spec 004 §4-6, §9). No model is called here; the experiment summary
+the test-split evaluation (Elahi & Di Eugenio, arXiv:2606.13591 §3.3; §3.4; §4.1, §5). No model is called here; the experiment summary
 (lift table, Table 1 layout, plots) is `debatelab.reporting.confidence`.
 
 Files (per dataset and pair of agents):

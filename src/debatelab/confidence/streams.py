@@ -1,4 +1,4 @@
-"""The confidence paper's four streams of a pair of agents (spec 004 §2-3), and the val/test splits.
+"""The confidence paper's four streams of a pair of agents (Elahi & Di Eugenio, arXiv:2606.13591 §3; §3.2), and the val/test splits.
 
 `results/{experiment}/streams/{dataset}/{pair}.parquet`: one row per (question, agent, stream):
 
@@ -25,7 +25,7 @@ n_labels        int       size of the label space (options, labels; 0 = open-end
 split           str|null  "val" / "test" with a fixed validation dataset; null: cut per run
 ==============  ========  ================================================================
 
-Stream 0 aggregates an agent's zero-shot samples as spec 004 §3c decides: the answer is the
+Stream 0 aggregates an agent's zero-shot samples as we decide for the paper's self-consistency (Elahi & Di Eugenio, arXiv:2606.13591 §3.2): the answer is the
 plurality of the valid samples (a tie goes to the tied answer whose best sample is the most
 confident), the self-report is the mean over all samples, the sequence probability the mean over
 the samples that agree with the answer, and so are the token-level confidences
@@ -114,7 +114,7 @@ def label_space_size(row: pd.Series) -> int:
 
 
 def aggregate_samples(rows: pd.DataFrame) -> dict:
-    """Self-consistency over one agent's zero-shot samples of one question (spec 004 §3c): the
+    """Self-consistency over one agent's zero-shot samples of one question (Elahi & Di Eugenio, arXiv:2606.13591 §3.2): the
     plurality answer, a tie going to the answer of the most confident sample (sequence probability,
     else self-report), then the earliest such sample."""
     rows = rows.sort_values("sample")

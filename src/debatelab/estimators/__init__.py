@@ -1,8 +1,8 @@
 """Confidence estimators, shared by the zero-shot, debate and confidence stages (none of which
 imports another's stage for them):
 
-* `verbal`: verbalised self-report (spec 004 §3a);
-* `seqprob`: bias-corrected sequence probability (spec 004 §3b);
+* `verbal`: verbalised self-report (Elahi & Di Eugenio, arXiv:2606.13591 §3.2);
+* `seqprob`: bias-corrected sequence probability (Elahi & Di Eugenio, arXiv:2606.13591 §3.2);
 * `tokens`: token-level summaries of a reply's own log-probabilities (mean, minimum), recorded
   with every generation;
 * `tokens` also: the token-level uncertainty of a reply (mean token entropy, max token probability,

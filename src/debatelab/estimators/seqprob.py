@@ -1,4 +1,4 @@
-"""Bias-corrected sequence probability (spec 004 §3b, Zhao et al. 2021): C = log P(ŷ|x) − log P(ŷ|x_null),
+"""Bias-corrected sequence probability (Elahi & Di Eugenio, arXiv:2606.13591 §3.2, Zhao et al. 2021): C = log P(ŷ|x) − log P(ŷ|x_null),
 each log-probability length-normalised (mean per token), x_null the content-free twin of the prompt;
 conf_seqprob = σ(C). ŷ is the rendered final answer ("The answer is (B).", `seqprob_target: answer`)
 or the whole reply (`seqprob_target: response`)."""

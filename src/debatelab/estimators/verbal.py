@@ -1,4 +1,4 @@
-"""Verbalised self-report (spec 004 §3a): after its answer, the agent is asked for a 0-10 rating
+"""Verbalised self-report (Elahi & Di Eugenio, arXiv:2606.13591 §3.2): after its answer, the agent is asked for a 0-10 rating
 k times at a low temperature; conf_verbal = mean of the parsed ratings / 10 (0.5 if none parsed)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def verbal_confidence(ratings: Sequence[float | None], fallback: float = 0.5) ->
     """Mean of the parseable 0-10 self-reports, scaled to [0, 1].
 
     Returns (confidence, number of parsed ratings); with none parsed the confidence is
-    `fallback` (spec 004 §3a) and the count 0 lets reports say how often that happened.
+    `fallback` (Elahi & Di Eugenio, arXiv:2606.13591 §3.2) and the count 0 lets reports say how often that happened.
     """
     parsed = [float(r) for r in ratings if r is not None and not math.isnan(r)]
     if not parsed:

@@ -30,7 +30,7 @@ TASK_TYPES = ("math", "multiple_choice", "yes_no", "label")
 DEFAULT_LABELS = ("against", "support", "neutral", "hateful", "not hateful")
 
 # Synonyms per canonical label (after lowercasing and turning punctuation into spaces).
-# Spec 004 §7: support/supporting/favor → support, none → neutral, yes/no → true/false.
+# Elahi & Di Eugenio, arXiv:2606.13591 App. E: support/supporting/favor → support, none → neutral, yes/no → true/false.
 _LABEL_SYNONYMS: dict[str, tuple[str, ...]] = {
     "support": (
         "support",
@@ -63,7 +63,7 @@ _PHRASE_CHARS = 200  # how much text after "Answer:" can hold the answer
 _MAX_CUES = 100  # answer cues examined per reply (keeps pathological text fast)
 _MAX_MATH_VERIFY_CHARS = 300  # longer strings are not answers; sympy time grows fast
 _MATH_VERIFY_SECONDS = 5.0
-_NUMERIC_TOL = Fraction(1, 10**6)  # spec 000: float compare, tol 1e-6
+_NUMERIC_TOL = Fraction(1, 10**6)  # [CHOICE] (UDPO's paper gives no parser): float compare, tol 1e-6
 _MAX_NUMBER_CHARS = 200  # keep exact rational arithmetic cheap
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _DEFAULT_MC_LETTERS = _LETTERS[:10]  # A–J when the choices are unknown
@@ -148,7 +148,7 @@ _CONF_CUE = re.compile(r"(?i)\bconfidence\b")
 
 
 def extract_confidence(text: str) -> float | None:
-    """A 0–10 self-reported confidence (spec 004 §3a), unscaled; None if there is none.
+    """A 0–10 self-reported confidence (Elahi & Di Eugenio, arXiv:2606.13591 §3.2), unscaled; None if there is none.
 
     The first number in [0, 10] after a "Confidence" cue, else the first in the text:
     "Confidence: 8" → 8.0, "7/10" → 7.0, "15 ... 8" → 8.0, "eleven" → None. Decimals
@@ -650,7 +650,7 @@ def _first_yes_no(text: str) -> str | None:
 
 
 def _extract_yes_no(text: str) -> str | None:
-    """Boxed, then the last explicit "answer: X", then the first yes/no token (spec 004)."""
+    """Boxed, then the last explicit "answer: X", then the first yes/no token (our [CHOICE] for the confidence paper, arXiv:2606.13591, which gives no parser)."""
     boxed = last_boxed(text)
     if boxed is not None and (answer := _first_yes_no(boxed)):
         return answer

@@ -15,7 +15,7 @@ The same answer (one implementation for every stage)
   `same_answer(a, b, task_type)` on two keys: equal keys, or valid math keys that the grader's
   `answers_equivalent` (exact numbers, then math-verify) proves equal, so "2^{n}-1" = "2^n-1" and
   "\\frac{\\sqrt2}{2}" = "\\frac{1}{\\sqrt2}". Other task types' keys are already their normal
-  forms. `AnswerClasses` merges one question's keys into classes (spec 001 §4.1 step 2b: "use
+  forms. `AnswerClasses` merges one question's keys into classes (Qiao et al., arXiv:2603.01221 App. C.1, Algorithm 1 step 2b: "use
   strip_string, or math_verify, to build equivalence classes"): each distinct key joins the first
   earlier class whose representative is the same answer, so plain comparisons and Counters of
   class keys then mean "the same answer". `answer_keys(merge_equivalent=True)` (uncertainty
@@ -23,11 +23,11 @@ The same answer (one implementation for every stage)
   (`debate.engine.QuestionState.classes`) use it. math-verify is slow: it runs only on differing
   valid math keys, cached per pair.
 
-  INVALID is one answer value wherever answers are compared (spec 000 §4 "INVALID counts as a
-  distinct value"; spec 001 §4.1 "one bucket <none>, kept in the support"): two invalid agents
+  INVALID is one answer value wherever answers are compared (our reading of Tang et al., arXiv:2602.07186 §2, App. D, where an
+  unparseable answer is one more value, and of Qiao et al., arXiv:2603.01221 App. C.1, Algorithm 1, one bucket kept in the support): two invalid agents
   agree, and valid → invalid is a flip.
 
-The vote (spec 000 §3, Du et al. `most_frequent`, spec 002 §2.0)
+The vote (Tang et al., arXiv:2602.07186 §3.1, Du et al. `most_frequent`, Jiang et al., arXiv:2605.23099 §5)
   The plurality of the valid keys; INVALID never votes and a vote with no valid key has no
   winner (INVALID). Ties among the leading keys:
 
@@ -144,7 +144,7 @@ def plurality(
     pre_keys: Sequence[str] | None = None,
     rank: Callable[[str], Any] | None = None,
 ) -> Vote:
-    """The spec 000 §3 vote over `keys`, ties settled by `tie_break` or `rank` (module docstring)."""
+    """The Tang et al., arXiv:2602.07186 §3.1 vote over `keys`, ties settled by `tie_break` or `rank` (module docstring)."""
     if tie_break not in TIE_BREAKS:
         raise ValueError(f"unknown tie_break {tie_break!r}; expected one of {TIE_BREAKS}")
     keys = list(keys)
@@ -167,7 +167,7 @@ def vote_answer(answers: Sequence[str | None], keys: Sequence[str], **rules) -> 
 
 
 def majority_vote(answers: Sequence[str | None], *, task_type: str | None = None) -> str | None:
-    """ŷ of spec 000 §3: the plurality answer with ties to the first agent, or None.
+    """ŷ of Tang et al., arXiv:2602.07186 §3.1: the plurality answer with ties to the first agent, or None.
 
     With `task_type` answers are grouped by `normalize_answer`, and the first agent's own
     string of the winning group is returned.

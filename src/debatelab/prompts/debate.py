@@ -2,13 +2,13 @@
 
 Every builder returns the chat (a list of messages) and its content-free twin (every content
 slot — question, own and peer responses — set to "N/A") for bias-corrected sequence
-probability (spec 004 §3b).
+probability (Elahi & Di Eugenio, arXiv:2606.13591 §3.2).
 
 Styles (config `template`):
 
-* ``du``: Du et al.'s reference code (spec 000 §6, spec 002 §4): the peers' responses are
+* ``du``: Du et al.'s reference code (Tang et al., arXiv:2602.07186 §5.4, App. C.3.1, Jiang et al., arXiv:2605.23099 §5, App. A): the peers' responses are
   appended as a new user turn to the agent's own conversation, which keeps growing.
-* ``choi``: Choi et al.'s `get_new_message` (spec 003 §4): a fresh single user turn with the
+* ``choi``: Choi et al.'s `get_new_message` (Liu et al., arXiv:2601.22297 §6.1, App. B-C): a fresh single user turn with the
   peers' and the agent's own most recent responses.
 * ``umad``: UMAD's debate prompt as the authors' code builds it (`qiaodan-cuhk/UMAD`,
   `marl/runners/multi_turn_traj_grpo.py`: `rollout_traj_grpo` labels each reply, then
@@ -17,7 +17,7 @@ Styles (config `template`):
   each "agent k response is: ..." with its last \\boxed{} masked (`mask_boxed`: every reply, the
   agent's own too), and the authors' closing instruction. Two agents only (their text says "two
   answers", "both of them").
-* ``pairwise``: the confidence paper's debate turn (spec 004 §7): a fresh user turn with the
+* ``pairwise``: the confidence paper's debate turn (Elahi & Di Eugenio, arXiv:2606.13591 App. E): a fresh user turn with the
   agent's own and the peer's earlier answers.
 """
 
@@ -225,7 +225,7 @@ def _pairwise_message(peer_texts, own: str, question: str) -> str:
     )
 
 
-#: SDRL's training debate prompt (spec 003 §4, reconstructed: the paper shows it as an image).
+#: SDRL's training debate prompt (Liu et al., arXiv:2601.22297 §6.1, App. B-C, reconstructed: the paper shows it as an image).
 SELF_DEBATE_STYLES = ("two_turn", "one_message")
 SELF_DEBATE_INSTRUCTION = (
     "Carefully compare both solutions, check each step, and give your final answer to the question:"

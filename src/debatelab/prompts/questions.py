@@ -1,7 +1,7 @@
 """Question prompts, one set per task type, in the papers' answer formats.
 
 Math asks for `\\boxed{}`, multiple choice for a letter, yes/no and label tasks for one word.
-A row whose meta holds `prompt` (the dataset's own full user turn: DAPO-Math-17k, spec 003 §4) is
+A row whose meta holds `prompt` (the dataset's own full user turn: DAPO-Math-17k, Liu et al., arXiv:2601.22297 §6.1, App. B-C) is
 asked with that text verbatim instead, and without the task type's default system prompt (verl
 renders DAPO prompts with none); an agent's own `system_prompt` still applies.
 Every template has a content-free twin (`null=True`): the same text with each content slot set
@@ -30,14 +30,14 @@ USER_TEMPLATES = {
     "label": "{context_block}{question}\n\nChoose one label from {{{labels}}}, for example: The answer is {first_label}.",
 }
 
-#: Spec 004 §7: the self-report turn that follows the agent's answer.
+#: Elahi & Di Eugenio, arXiv:2606.13591 App. E: the self-report turn that follows the agent's answer.
 CONFIDENCE_PROMPT = (
     "Rate your confidence in this final answer on a scale from 0 to 10, where 0 means you are "
     "guessing randomly, 5 means you are somewhat confident but unsure, and 10 means you are "
     "almost certain it is correct. Only output one integer in the [0, 10] range. Confidence:"
 )
 
-#: Spec 000 §6: the AutoTransform-style attack (Huang et al. 2024) given to compromised agents.
+#: Tang et al., arXiv:2602.07186 §5.4, App. C.3.1: the AutoTransform-style attack (Huang et al. 2024) given to compromised agents.
 #: The fixed "vicious" system prompt listing concrete error types (offline default); with
 #: `attack.rewriter` set, `debatelab.attack` has a model write one per dataset instead.
 #: Compromised agents still answer in the task's format and vote.

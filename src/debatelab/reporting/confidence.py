@@ -78,7 +78,7 @@ def plot_accuracy_rejection(predictions: pd.DataFrame, title: str):
 
 
 def runs_greater_p(a: Sequence[float], b: Sequence[float]) -> float:
-    """p-value of the paired one-sided t-test "a > b" over runs (spec 004 §9), or NaN where the test
+    """p-value of the paired one-sided t-test "a > b" over runs (Elahi & Di Eugenio, arXiv:2606.13591 §4.1, §5), or NaN where the test
     is undefined: fewer than 2 runs, or differences a − b without variance. A constant non-zero
     difference gives t = ±inf (scipy's ttest_rel: p = 0 or nan), which measures no noise at all, so
     it is reported untestable rather than significant; all-zero differences are "not greater" (1)."""

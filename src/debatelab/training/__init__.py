@@ -1,4 +1,4 @@
-"""The RL fine-tuning stage (TRL helpers + PEFT): one policy (DAPO, SDRL; spec 003) or every agent
+"""The RL fine-tuning stage (TRL helpers + PEFT): one policy (DAPO, SDRL; Liu et al., arXiv:2601.22297) or every agent
 of a debate (UDPO, MAPPO, RMAAC, UMAD; specs 000, 001). `README.md` beside this file is the map.
 
 * `settings`: `TrainSettings` (config `training.runs.<run>`); the methods' registry is

@@ -1,5 +1,5 @@
 """The multi-agent jobs of the `train` stage: what rules `udpo_warmup`, `udpo_coefficients` and
-`train_agents` call. UDPO (spec 000 §5.2, §5.5) has all three; UMAD (spec 001 §4.3) only the last.
+`train_agents` call. UDPO (Tang et al., arXiv:2602.07186 App. A.2; App. A.4, Algorithm 1) has all three; UMAD (Qiao et al., arXiv:2603.01221 §4.2, App. C.2, Algorithm 2) only the last.
 
 1. `udpo_warmup_job` (GPU): the untrained agents debate the held-out `warmup_fraction` of the
    training questions (Algorithm B step 1). Writes `warmup.parquet`, one row per (question, round,

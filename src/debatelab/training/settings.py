@@ -1,4 +1,4 @@
-"""Settings of a training run (config `training.runs.<run>`): defaults are spec 003 §6's values
+"""Settings of a training run (config `training.runs.<run>`): defaults are Liu et al., arXiv:2601.22297 §6.1.1, App. A.1's values
 (DAPO / SDRL on Qwen2.5-3B) and match config/schema.yaml (a test checks it)."""
 
 from __future__ import annotations
@@ -71,12 +71,12 @@ class TrainSettings:
     # `Experiment.train_protocol`: the evaluation protocol's template, peer masking, ...); null: all_to_all
     # with the debate defaults.
     protocol: dict | None = None
-    # SDRL's second turn (spec 003 §2 steps 3-4).
+    # SDRL's second turn (Liu et al., arXiv:2601.22297 §5 steps 3-4).
     debate_prompts_per_step: int = 128  # M_d
     debate_rollouts: int = 4  # n_d
     pair_mode: str = "rand"
     debate_template: str = "two_turn"
-    # The update (spec 003 §3, Eq. 7).
+    # The update (Liu et al., arXiv:2601.22297 §3-5, Eq. 7).
     learning_rate: float = 1e-6
     warmup_steps: int = 10  # linear warm-up over the first rollout steps, ...
     lr_schedule: str = "constant"  # ... then constant, or cosine decay to 0 at `steps` (UDPO App. A.1)

@@ -2,11 +2,11 @@
 
 Two families, one per spec:
 
-* **UDPO** (spec 000 §4, paper Eqs 16–19 / App. D): per-question uncertainty of one
+* **UDPO** (Tang et al., arXiv:2602.07186 §2, App. D, paper Eqs 16–19 / App. D): per-question uncertainty of one
   debate trajectory from every agent's parsed answer after every round —
   `debate_uncertainty` (system-wide) and `per_agent_uncertainty` (the per-agent forms
-  of spec 000 §5.2 used to calibrate the asymmetric coefficients).
-* **UMAD** (spec 001 §4.1 / §5, Proposition 3.2): with K sampled answers per agent and
+  of Tang et al., arXiv:2602.07186 App. A.2 used to calibrate the asymmetric coefficients).
+* **UMAD** (Qiao et al., arXiv:2603.01221 App. C.1, Algorithm 1 / §5, Proposition 3.2): with K sampled answers per agent and
   round, total uncertainty H(p̄) splits exactly into a generalised Jensen–Shannon
   divergence (system epistemic, Sys-EU) and the mean agent entropy (system aleatoric,
   Sys-AU) — `answer_distribution`, `decompose`, `decompose_samples`.
@@ -16,7 +16,7 @@ Answers
   could be parsed. They are compared by their `grading.answer_keys` (with `task_type`,
   canonical forms: "1/2" = "0.5"; `merge_equivalent` merges math-verify classes, slow), and
   every unparseable answer is the one extra value `INVALID` (both specs): two invalid agents
-  agree and valid → invalid is a flip. The majority vote is `grading.plurality` (spec 000 §3):
+  agree and valid → invalid is a flip. The majority vote is `grading.plurality` (Tang et al., arXiv:2602.07186 §3.1):
   invalid answers do not vote and a vote with no valid answer is INVALID, so leave-one-out
   treats "INVALID before and after" as no change. `answer_distribution` can drop invalid
   samples instead (`include_invalid=False`).
@@ -32,14 +32,14 @@ import numpy as np
 
 from ..grading import INVALID, answer_keys, plurality
 
-#: Spec 000 §4 config `entropy_norm`: K in H̃ = H / log K.
+#: Tang et al., arXiv:2602.07186 §2, App. D config `entropy_norm`: K in H̃ = H / log K.
 ENTROPY_NORMALISERS = ("observed", "n_agents", "n_options")
-#: Spec 000 §4 leave-one-out tie rule: first-in-agent-order (default) or "a tie is a change".
+#: Tang et al., arXiv:2602.07186 §2, App. D leave-one-out tie rule: first-in-agent-order (default) or "a tie is a change".
 LOO_TIE_RULES = ("first", "change")
 
-#: Spec 000 §4 [CHOICE]: λ in U_intra = λF + (1−λ)M is not given by the paper → 0.5.
+#: Tang et al., arXiv:2602.07186 §2, App. D [CHOICE]: λ in U_intra = λF + (1−λ)M is not given by the paper → 0.5.
 DEFAULT_LAMBDA = 0.5
-#: Spec 000 §4 [CHOICE]: K = number of distinct final answers.
+#: Tang et al., arXiv:2602.07186 §2, App. D [CHOICE]: K = number of distinct final answers.
 DEFAULT_ENTROPY_NORMALISER = "observed"
 
 # JSD below this many nats is floating-point noise (identical agents give ~1e-17).
@@ -58,7 +58,7 @@ UDPO_KEYS = (
 )
 
 
-# --------------------------------------------------------------------------- UDPO (spec 000)
+# --------------------------------------------------------------------------- UDPO (Tang et al., arXiv:2602.07186)
 
 
 def _trajectory_keys(
@@ -111,7 +111,7 @@ def _normalised_entropy(keys: Sequence[str], normaliser: str, n_options: int | N
 
 
 def _leave_one_out(keys: Sequence[str], tie_rule: str) -> list[float]:
-    """1[ŷ(τ) ≠ ŷ(τ^{−i})] per agent i (spec 000 §4 Eq 18); with the "change" rule a
+    """1[ŷ(τ) ≠ ŷ(τ^{−i})] per agent i (Tang et al., arXiv:2602.07186 §2, App. D Eq 18); with the "change" rule a
     tied leave-one-out vote counts as a change. One agent: no vote left to compare → 0."""
     if len(keys) < 2:
         return [0.0] * len(keys)
@@ -144,7 +144,7 @@ def debate_uncertainty(
     loo_tie: str = "first",
     merge_equivalent: bool = False,
 ) -> dict[str, float]:
-    """UDPO uncertainty of one debate trajectory (spec 000 §4; paper §3, App. D).
+    """UDPO uncertainty of one debate trajectory (Tang et al., arXiv:2602.07186 §2, App. D; paper §3, App. D).
 
     `answers[t][i]` is agent i's parsed answer after round t: t = 0 is the independent
     (zero-shot) answer, t = 1..T the debate rounds, so T = len(answers) − 1; every round
@@ -154,28 +154,28 @@ def debate_uncertainty(
     Keys (all in [0, 1]):
 
     * ``flip_rate`` F = 1/(N(T−1)) Σ_i Σ_{t=1}^{T−1} 1[a_t^(i) ≠ a_{t+1}^(i)]
-      (spec 000 §4, paper Eq. for F(q)): transitions between debate rounds only, 0→1
+      (Tang et al., arXiv:2602.07186 §2, App. D, paper Eq. for F(q)): transitions between debate rounds only, 0→1
       excluded. [our choice] With T < 2 there is no such transition and F = 0.
-    * ``belief_revision`` M = (1/N) Σ_i 1[a_0^(i) ≠ a_T^(i)] (spec 000 §4). T = 0 → 0.
-    * ``u_intra`` = λF + (1−λ)M (spec 000 §4), λ = `lam`, default 0.5 [spec CHOICE].
+    * ``belief_revision`` M = (1/N) Σ_i 1[a_0^(i) ≠ a_T^(i)] (Tang et al., arXiv:2602.07186 §2, App. D). T = 0 → 0.
+    * ``u_intra`` = λF + (1−λ)M (Tang et al., arXiv:2602.07186 §2, App. D), λ = `lam`, default 0.5 [CHOICE].
     * ``u_inter`` = 1/(T+1) Σ_{t=0}^{T} C_t, C_t = 2/(N(N−1)) Σ_{i<j} 1[a_t^(i) ≠ a_t^(j)]
-      (spec 000 §4); C_t = 0 when N = 1.
+      (Tang et al., arXiv:2602.07186 §2, App. D); C_t = 0 when N = 1.
     * ``entropy`` H̃ = −(1/log K) Σ_y p(y) log p(y) over the **final round** only,
-      p(y) = (1/N) Σ_i 1[a_T^(i) = y] (spec 000 §4, Eq 16, App. D rather than §2's "all
-      rounds"). K by `entropy_normaliser`: "observed" (default [spec CHOICE]) = number of
+      p(y) = (1/N) Σ_i 1[a_T^(i) = y] (Tang et al., arXiv:2602.07186 §2, App. D, Eq 16, App. D rather than §2's "all
+      rounds"). K by `entropy_normaliser`: "observed" (default [CHOICE]) = number of
       distinct final answers (INVALID included); "n_agents" = N; "n_options" =
       max(`n_options`, distinct final answers) — [our choice] the max keeps H̃ ≤ 1 when
       INVALID or an out-of-set answer adds a value. H̃ = 0 when K ≤ 1.
-    * ``disagreement`` D = 1[max_y p(y) < 1] (spec 000 §4, Eq 17), binary. All-INVALID
+    * ``disagreement`` D = 1[max_y p(y) < 1] (Tang et al., arXiv:2602.07186 §2, App. D, Eq 17), binary. All-INVALID
       final rounds are unanimous (D = 0) because INVALID is one value.
-    * ``leave_one_out`` L = (1/N) Σ_i 1[ŷ(τ) ≠ ŷ(τ^{−i})] (spec 000 §4, Eq 18), ŷ the
-      spec 000 §3 majority vote of the final round (`grading.plurality`: INVALID does not
+    * ``leave_one_out`` L = (1/N) Σ_i 1[ŷ(τ) ≠ ŷ(τ^{−i})] (Tang et al., arXiv:2602.07186 §2, App. D, Eq 18), ŷ the
+      Tang et al., arXiv:2602.07186 §3.1 majority vote of the final round (`grading.plurality`: INVALID does not
       vote, ties → first in agent order, no valid vote → INVALID). `loo_tie="first"`
       (default) applies the same tie rule to the N−1 remaining votes; `"change"` (the
-      spec's variant) counts a tied leave-one-out vote as a change. N = 1 → 0.
-    * ``u_sys`` = (H̃ + D + L)/3 (spec 000 §4, Eq 19). It uses the final round only.
+      other reading) counts a tied leave-one-out vote as a change. N = 1 → 0.
+    * ``u_sys`` = (H̃ + D + L)/3 (Tang et al., arXiv:2602.07186 §2, App. D, Eq 19). It uses the final round only.
 
-    Example (spec 000 §11.7): final round A,A,A,A,B (N = 5, observed K = 2):
+    Example (Tang et al., arXiv:2602.07186 §3.2, §5): final round A,A,A,A,B (N = 5, observed K = 2):
     H̃ = 0.722, D = 1, L = 0, u_sys = 0.574.
 
     `task_type` groups answers with `grading.normalize_answer` first ("1/2" = "0.5");
@@ -219,7 +219,7 @@ def per_agent_uncertainty(
     loo_tie: str = "first",
     merge_equivalent: bool = False,
 ) -> list[dict[str, float]]:
-    """Per-agent parts of one trajectory, for warm-up calibration (spec 000 §5.2 step 2).
+    """Per-agent parts of one trajectory, for warm-up calibration (Tang et al., arXiv:2602.07186 App. A.2 step 2).
 
     One dict per agent i (same answers layout and grouping as `debate_uncertainty`):
 
@@ -231,7 +231,7 @@ def per_agent_uncertainty(
 
     The means over agents of flip_rate, belief_revision, u_intra, u_inter and
     leave_one_out equal the system values of `debate_uncertainty`. Ū_sys^(i) is left to
-    the calibration stage (spec 000 §5.2: undefined in the paper, default L̄^(i)).
+    the calibration stage (Tang et al., arXiv:2602.07186 App. A.2: undefined in the paper, default L̄^(i)).
     """
     _check_options(lam, DEFAULT_ENTROPY_NORMALISER, None, loo_tie)
     rounds = _trajectory_keys(answers, task_type, merge_equivalent)
@@ -258,7 +258,7 @@ def per_agent_uncertainty(
     return out
 
 
-# --------------------------------------------------------------------------- UMAD (spec 001)
+# --------------------------------------------------------------------------- UMAD (Qiao et al., arXiv:2603.01221)
 
 
 def answer_distribution(
@@ -268,10 +268,10 @@ def answer_distribution(
     include_invalid: bool = True,
     merge_equivalent: bool = False,
 ) -> dict[str, float]:
-    """p̂(y) = count(y)/K over one agent's K sampled answers (spec 001 §4.1 step 2d).
+    """p̂(y) = count(y)/K over one agent's K sampled answers (Qiao et al., arXiv:2603.01221 App. C.1, Algorithm 1 step 2d).
 
     Answers are grouped as in `answer_keys`. Invalid samples (None, or no canonical form)
-    go to one bucket `INVALID` ("<none>") that stays in the support (spec 001 §4.1 step
+    go to one bucket `INVALID` ("<none>") that stays in the support (Qiao et al., arXiv:2603.01221 App. C.1, Algorithm 1 step
     2b, the default). With `include_invalid=False` they are dropped and the distribution
     is over the valid samples only (K = number of valid samples); if none is valid the
     result is {}. Keys appear in first-sample order.
@@ -322,12 +322,12 @@ def _as_matrix(distributions: Sequence[Mapping[str, float]] | np.ndarray) -> np.
 
 
 def decompose(distributions: Sequence[Mapping[str, float]] | np.ndarray) -> dict[str, float]:
-    """Total = epistemic + aleatoric for N agents' answer distributions (spec 001 §4.1 step
-    2e, §5 Proposition 3.2), in **nats** (natural log; spec 001 §5 [amb]: JSD ≤ log N).
+    """Total = epistemic + aleatoric for N agents' answer distributions (Qiao et al., arXiv:2603.01221 App. C.1, Algorithm 1 step
+    2e, §5 Proposition 3.2), in **nats** (natural log; Qiao et al., arXiv:2603.01221 §3.2, §4.2 [amb]: JSD ≤ log N).
 
     `distributions`: one distribution per agent, either mappings answer → probability
     (the common support is the union of their keys; a missing answer has probability 0,
-    spec 001 §4.1 step 2c–d) or an agents × answers array. Each must sum to 1 (±1e-6;
+    Qiao et al., arXiv:2603.01221 App. C.1, Algorithm 1 step 2c–d) or an agents × answers array. Each must sum to 1 (±1e-6;
     it is then renormalised). Agents are weighted equally (π_i = 1/N).
 
     * ``aleatoric`` Sys-AU = (1/N) Σ_i H(p_i)
@@ -355,13 +355,13 @@ def decompose_samples(
     merge_equivalent: bool = False,
 ) -> dict[str, float]:
     """TU / Sys-EU / Sys-AU of one debate round from K sampled answers per agent
-    (spec 001 Algorithm 1, §4.1 steps 2a–2e).
+    (Qiao et al., arXiv:2603.01221 App. C.1, Algorithm 1).
 
     `samples[i]` holds agent i's sampled answers at this round (None = no answer). All
     agents' answers are canonicalised together, each agent's `answer_distribution` is
     built over the common support of the round, and `decompose` splits it. An agent
     whose samples are all dropped (`include_invalid=False`) makes this raise ValueError.
-    Call once per round for the per-round curves of spec 001 §4.1 step 4.
+    Call once per round for the per-round curves of Qiao et al., arXiv:2603.01221 App. C.1, Algorithm 1 step 4.
     """
     if isinstance(samples, (str, bytes)) or len(samples) == 0:
         raise ValueError("samples must be a non-empty sequence of per-agent sample lists")

@@ -15,23 +15,23 @@ correct           bool   the protocol's final answer is correct
 rounds_used       int    debate rounds run
 n_agents          int    participants
 k_threads         int    threads of this question (UMAD's K)
-u_intra ...       float  `measures.UDPO_KEYS` of this thread (`debate_uncertainty`, spec 000
+u_intra ...       float  `measures.UDPO_KEYS` of this thread (`debate_uncertainty`, Tang et al., arXiv:2602.07186
                          §4): u_intra, u_inter, u_sys, flip_rate, belief_revision, entropy,
                          disagreement, leave_one_out
 tu                float  UMAD total uncertainty H(p̄) of the final round across the K threads
-                         (nats; spec 001 §4.1), the same on every thread row of a question
+                         (nats; Qiao et al., arXiv:2603.01221 App. C.1, Algorithm 1), the same on every thread row of a question
 epistemic         float  Sys-EU (JSD) of the final round
 aleatoric         float  Sys-AU (mean agent entropy) of the final round
 ================  =====  ==================================================================
 
 `.rounds.parquet`: one row per (question_id, round) — question_id, dataset, protocol,
 round (0 = pre-debate), k_threads, n_agents, total, epistemic, aleatoric. At round t agent
-i's distribution is the empirical distribution of its answers over the K threads (spec 001
+i's distribution is the empirical distribution of its answers over the K threads (Qiao et al., arXiv:2603.01221
 §4.1 step 3, `parallel_threads`), all agents canonicalised together with the question's
 task_type, invalid answers one bucket `<none>` kept in the support (`decompose_samples`).
 Threads that stopped early carry their last round forward to the question's last round.
 With K = 1 every agent's distribution is a point mass: aleatoric = 0 and total = epistemic
-= the entropy of the agents' answers. Agent accuracy (spec 001 §4.1 step 4) needs each
+= the entropy of the agents' answers. Agent accuracy (Qiao et al., arXiv:2603.01221 App. C.1, Algorithm 1 step 4) needs each
 answer graded against gold and is not computed here.
 
 `.diagnostics.csv`: dataset, protocol and `metrics.FAILURE_DIAGNOSTIC_COLUMNS` for

@@ -1,4 +1,4 @@
-"""Confidence protocols (spec 004 §9-§10): Table 1 (F1 / AUARC lift over zs* with k significant
+"""Confidence protocols (Elahi & Di Eugenio, arXiv:2606.13591 §4.1, §5; §5): Table 1 (F1 / AUARC lift over zs* with k significant
 pairs), the raw-vs-calibrated test ECE of every stream, the lift plot and the claims of §10.
 
 Sources, all written by the confidence stage: the experiment summary's lift table

@@ -1,4 +1,4 @@
-"""SDRL (spec 003 §7-§9): Tables 1-6 and Fig. 1 (accuracy by debate round) from the debate stage's
+"""SDRL (Liu et al., arXiv:2601.22297 §6, Tables 1-6; §6): Tables 1-6 and Fig. 1 (accuracy by debate round) from the debate stage's
 questions and turns, the zero-shot samples and the training metrics, and the claims of §9.
 
 Which protocol fills which cell follows from the config: the topology = its kind (all_to_all is the

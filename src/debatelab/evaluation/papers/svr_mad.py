@@ -1,4 +1,4 @@
-"""SVR-MAD (spec 002 §6, §9): Table 1 (NComm, Tok, Acc over the non-unanimous questions for every
+"""SVR-MAD (Jiang et al., arXiv:2605.23099 §5, Table 1; §5.1): Table 1 (NComm, Tok, Acc over the non-unanimous questions for every
 baseline) and the cost–accuracy Pareto plot. A protocol's cells are on the backbone its seats' models
 stand for (`llm`, `RunOutputs.backbone`), and meet that backbone's published rows only.
 

@@ -1,4 +1,4 @@
-"""UDPO (spec 000 §9-§11): Tables 1-7 and Fig. 5, from the uncertainty stage's per-trajectory
+"""UDPO (Tang et al., arXiv:2602.07186 §3, §5, App. B; §3.2, §5): Tables 1-7 and Fig. 5, from the uncertainty stage's per-trajectory
 measures of every all-to-all protocol, and the claims of §11.
 
 Which protocol fills which cell follows from the config: N = its participants, T = its rounds,
@@ -48,7 +48,7 @@ from ..stage import PaperEvaluation
 MEASURES = ["u_intra", "u_inter", "u_sys"]
 U_SYS_BINS = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0 + 1e-9]
 BIN_LABELS = ["[0,.2)", "[.2,.4)", "[.4,.6)", "[.6,.8)", "[.8,1]"]
-PAPER_ORDER = ["UDPO", "RMAAC", "MAPPO", "MAD"]  # Table 1's accuracy order, best first (spec 000 §11, GPU)
+PAPER_ORDER = ["UDPO", "RMAAC", "MAPPO", "MAD"]  # Table 1's accuracy order, best first (Tang et al., arXiv:2602.07186 §3.2, §5, GPU)
 ABLATION_NAMES = {
     "UDPO": "Full",
     "UDPO w/o intra": "w/o intra",

@@ -1,4 +1,4 @@
-"""UMAD (spec 001 §3, §8, §10): Table 1 (each agent's own accuracy A0 / A1 at turns T = 1, 2, 5),
+"""UMAD (Qiao et al., arXiv:2603.01221 §2.1, App. D.3, App. F; §5.2, Table 1; §3, §5): Table 1 (each agent's own accuracy A0 / A1 at turns T = 1, 2, 5),
 the Table 3 ablations, Sys-EU / Sys-AU per round, the answer-flip transitions of App. D.4, and
 the claims of §10.
 

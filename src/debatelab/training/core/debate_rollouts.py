@@ -2,7 +2,7 @@
 engine (`debate.engine.run_engine`) exactly as the debate stage runs them.
 
 Round 0: every seat answers the question prompt; rounds 1..T: the protocol's asks (all-to-all by
-default, spec 000 §3). At every engine step the asks of all questions and threads are gathered and
+default, Tang et al., arXiv:2602.07186 §3.1). At every engine step the asks of all questions and threads are gathered and
 sent as one batch per agent (that agent's adapter active), never one call per question. Rollouts are
 never served from the generation cache; each call's seed derives from (run seed, step, question,
 thread, seat, round), so a rerun of a step repeats its debates whatever the batch.

@@ -9,7 +9,7 @@ the rollout policy (π_old) and advantages A (one per sequence, or one per token
              = exp(ℓ_ref,t − ℓ_t) − (ℓ_ref,t − ℓ_t) − 1       (k3, Schulman's estimator)
 
 and, with per-sequence weights w (`weights`), each sequence's loss_t times its w: UDPO's replay
-importance weight on the whole objective, w·(ℓ_clip − η·KL) (spec 000 §5.4–5.5).
+importance weight on the whole objective, w·(ℓ_clip − η·KL) (Tang et al., arXiv:2602.07186 App. A.3; App. A.4, Algorithm 1).
 
 Only tokens with mask 1 count (completion tokens; a debate prompt's candidate solutions are
 context and never in the mask). Aggregation:
@@ -20,7 +20,7 @@ context and never in the mask). Aggregation:
 * ``sequence_mean`` (GRPO): each sequence's masked mean, summed and divided by `normaliser`
   (the mini-batch's number of sequences).
 
-Ratio level (UDPO, spec 000 §5.3): ``token`` (above); ``sequence`` (GSPO-style): one ratio per
+Ratio level (UDPO, Tang et al., arXiv:2602.07186 §4.3): ``token`` (above); ``sequence`` (GSPO-style): one ratio per
 sequence, exp of the mean over its masked tokens of ℓ − ℓ_old; ``trajectory`` (the paper's): one
 ratio per group of sequences (`groups`, e.g. an agent's turns of one debate), exp of the *sum* over
 all their masked tokens. The log-ratio of the last two is clamped to ±20 (a literal trajectory

@@ -21,7 +21,7 @@ def resolve_dtype(dtype: str, device: str):
 def learning_rate_factor(settings):
     """The multiplier of `learning_rate` at rollout step k (the schedule steps once per rollout step):
     a linear warm-up over `warmup_steps`, starting at 1/warmup so that step 0 already learns, then
-    constant (`lr_schedule: constant`, spec 003 §6) or a cosine decay to 0 at step `steps`
+    constant (`lr_schedule: constant`, Liu et al., arXiv:2601.22297 §6.1.1, App. A.1) or a cosine decay to 0 at step `steps`
     (`lr_schedule: cosine`, UDPO App. A.1)."""
     import math
 

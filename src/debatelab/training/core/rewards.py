@@ -1,13 +1,13 @@
-"""Rewards and group advantages of RL with verifiable rewards (spec 003 §3), shared by the methods.
+"""Rewards and group advantages of RL with verifiable rewards (Liu et al., arXiv:2601.22297 §3-5), shared by the methods.
 
 * verifiable reward: r = +1 if the parsed answer is correct (`grading.is_correct`), else −1;
-* DAPO-Math's verifier (spec 003 §4; verl's `math_dapo.compute_score`, the grader DAPO and the SDRL
+* DAPO-Math's verifier (Liu et al., arXiv:2601.22297 §6.1, App. B-C; verl's `math_dapo.compute_score`, the grader DAPO and the SDRL
   paper train with): the last 300 characters of the reply, the last "Answer: ..." line in them
   ("[INVALID]" without one), Minerva's `normalize_final_answer` on it and on the ground truth, and
   correct iff the two strings are equal; no \\boxed{} fallback, no numeric or symbolic equivalence;
 * DAPO's soft overlong punishment (verl): r += min(−(|o| − (L_max − L_cache)) / L_cache · factor, 0),
   0 up to L_max − L_cache tokens, −factor at L_max;
-* the task reward of a debate (spec 000 §3; UDPO's r_task, MAPPO's and RMAAC's return): 1 when
+* the task reward of a debate (Tang et al., arXiv:2602.07186 §3.1; UDPO's r_task, MAPPO's and RMAAC's return): 1 when
   the final round's majority vote is right;
 * group advantage (Eq. 6): Â_i = (r_i − mean(r)) / (std(r) + ε), std unbiased (torch's, as TRL and
   verl), ε = 1e-6 (verl), the same for every token of response i; over one axis of an array, so
@@ -38,7 +38,7 @@ def overlong_penalty(length: int, max_tokens: int, buffer: int, factor: float = 
 def task_reward(
     answers: Sequence[Sequence[str | None]], gold: str, task_type: str, labels: list[str] | None = None
 ) -> float:
-    """r_task = 1[ŷ(τ) = y*], ŷ the final round's majority vote (spec 000 §3)."""
+    """r_task = 1[ŷ(τ) = y*], ŷ the final round's majority vote (Tang et al., arXiv:2602.07186 §3.1)."""
     final = majority_vote(list(answers[-1]), task_type=task_type)
     return float(is_correct(final, gold, task_type, labels=labels))
 

@@ -79,7 +79,7 @@ def rollout_seed(run_seed: int, step: int, question_id: str, turn: int, sample: 
 
 
 def default_reward(settings) -> RewardFunction:
-    """±1 by verified correctness plus DAPO's soft overlong punishment (spec 003 §3)."""
+    """±1 by verified correctness plus DAPO's soft overlong punishment (Liu et al., arXiv:2601.22297 §3-5)."""
 
     def reward(row, text, answer, correct, length):
         return verifiable_reward(correct) + overlong_penalty(

@@ -1,4 +1,4 @@
-"""DAPO (spec 003 §2-3, §6): the single-policy method SDRL builds on, and its trainer.
+"""DAPO (Liu et al., arXiv:2601.22297 §5; §3-5; §6.1.1, App. A.1): the single-policy method SDRL builds on, and its trainer.
 
 DAPO's choices, as this package makes them:
 * the loss: clip-higher (asymmetric ε_low 0.2, ε_high 0.28) and the token-mean aggregation

@@ -1,9 +1,9 @@
-"""MAPPO and RMAAC, UDPO's actor-critic baselines (spec 000 §8), adapted to debate as the spec
-sketches them; both are approximations of the original algorithms and are labelled so.
+"""MAPPO and RMAAC, UDPO's actor-critic baselines (Tang et al., arXiv:2602.07186 §5.1 Baselines), adapted to debate as
+we sketch them (the paper names them only); both are approximations of the original algorithms and are labelled so.
 
 * MAPPO (Yu et al. 2022): PPO with a centralized critic. Every agent's turn in round t is an
   action taken in the debate's state before that round; the reward is shared and terminal:
-  R(τ) = r_task + w_c · (1 − D(τ)), D the final round's disagreement flag (spec 000 §4, Eq 17),
+  R(τ) = r_task + w_c · (1 − D(τ)), D the final round's disagreement flag (Tang et al., arXiv:2602.07186 §2, App. D, Eq 17),
   w_c = `consensus_weight` ("optimizing for consensus"). The critic V(s) is a small MLP over
   answer-agreement features of the state (`agreement_features`); with γ = 1 and one terminal
   reward, the advantage of a turn is R − V(s) (GAE with λ = 1), standardised over the batch.
@@ -66,7 +66,7 @@ FEATURES = (
 @dataclass(frozen=True)
 class MappoSettings:
     """MAPPO's and RMAAC's own settings (config `training.runs.<run>.mappo`); null = the method's
-    default (its preset in `config.TRAINING_METHODS`). UDPO's learning rate and batch (spec 000 §8) are the run's."""
+    default (its preset in `config.TRAINING_METHODS`). UDPO's learning rate and batch (Tang et al., arXiv:2602.07186 §5.1 Baselines) are the run's."""
 
     rounds: int = 5  # T: debate rounds after the independent answer
     questions_per_step: int = 32  # debates per update (UDPO's M)
@@ -94,12 +94,12 @@ class MappoSettings:
 
 
 def final_disagreement(answers: Sequence[Sequence[str | None]], task_type: str) -> float:
-    """D(τ) = 1[the final answers are not unanimous] (spec 000 §4, Eq 17; INVALID is one value)."""
+    """D(τ) = 1[the final answers are not unanimous] (Tang et al., arXiv:2602.07186 §2, App. D, Eq 17; INVALID is one value)."""
     return debate_uncertainty(answers, task_type=task_type)["disagreement"]
 
 
 def shared_reward(r_task: float, disagreement: float, consensus_weight: float) -> float:
-    """R(τ) = r_task + w_c · (1 − D(τ)), shared by every agent (spec 000 §8 [CHOICE])."""
+    """R(τ) = r_task + w_c · (1 − D(τ)), shared by every agent (Tang et al., arXiv:2602.07186 §5.1 Baselines [CHOICE])."""
     return float(r_task) + consensus_weight * (1.0 - float(disagreement))
 
 
@@ -174,7 +174,7 @@ class PeerSwapDebate(AllToAll):
     """All-to-all rounds in which each peer response shown to an agent is, with probability `p`,
     swapped for a response with a wrong (parsed, incorrect) answer from the same debate: another
     peer's of this round if there is one, else any earlier wrong turn of the debate not by the
-    receiver (RMAAC's adversarial state perturbation, spec 000 §8 [CHOICE]). With no wrong turn in
+    receiver (RMAAC's adversarial state perturbation, Tang et al., arXiv:2602.07186 §5.1 Baselines [CHOICE]). With no wrong turn in
     the debate yet, the peer is shown as it is. Each draw is seeded by (seed, step, question,
     thread, receiver, peer, round). `swaps` and `offered` count what happened."""
 

@@ -1,4 +1,4 @@
-"""SDRL (spec 003 §2-3): DAPO (`methods/dapo.py`) plus a second turn in which the policy debates two
+"""SDRL (Liu et al., arXiv:2601.22297 §5; §3-5): DAPO (`methods/dapo.py`) plus a second turn in which the policy debates two
 of a prompt's own rollouts; both turns' sequences are updated together.
 
 The second turn (`SdrlTrainer.debate_turn`, step 3 of a DAPO step): a seeded random
@@ -7,7 +7,7 @@ rollouts (`pair_mode`, `debate_template`), n_d second-turn rollouts each (`debat
 groups whose rollouts are all correct or all wrong are dropped; advantages within each debate
 group. Its knobs are `TrainSettings` fields (config keys of the run itself).
 
-The debate pairs (`choose_pair`, spec 003 §2 step 3): which two of a prompt's own rollouts its debate prompt shows.
+The debate pairs (`choose_pair`, Liu et al., arXiv:2601.22297 §5 step 3): which two of a prompt's own rollouts its debate prompt shows.
 
 * ``rand``: two distinct rollouts drawn uniformly;
 * ``freq``: one rollout of the most frequent answer and one of the second most frequent, each drawn
@@ -87,7 +87,7 @@ class SdrlTrainer(DapoTrainer):
         )
         kept_groups, all_correct, all_wrong = [], 0, 0
         for group in groups:
-            # All correct or all wrong: dropped, decided on correctness as the paper's filter (spec 003
+            # All correct or all wrong: dropped, decided on correctness as the paper's filter (Liu et al., arXiv:2601.22297
             # §2), not on rewards, which the overlong penalty makes unequal; SDRL does not resample.
             if not mixed([r.correct for r in group]):
                 all_correct += all(r.correct for r in group)

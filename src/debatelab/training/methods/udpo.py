@@ -1,11 +1,11 @@
-"""UDPO (spec 000 §5): its settings (`UdpoSettings`), its formulas (trajectory rewards, per-agent
+"""UDPO (Tang et al., arXiv:2602.07186 §4, App. A): its settings (`UdpoSettings`), its formulas (trajectory rewards, per-agent
 asymmetric coefficients, batch-mean advantages, uncertainty-driven replay of questions), the
 warm-up split and coefficients file of Algorithm B, and its trainer (`UdpoTrainer`).
 
 Answers layout as in `uncertainty.measures`: `answers[t][i]` is agent i's parsed answer after
 round t (t = 0 the independent answer, t = 1..T the debate rounds), None when unparseable.
 
-The training step (spec 000 §5.5, Algorithm 1; `UdpoTrainer`, on `core.debate_trainer`'s step):
+The training step (Tang et al., arXiv:2602.07186 App. A.4, Algorithm 1; `UdpoTrainer`, on `core.debate_trainer`'s step):
 1. Draw M questions: uniformly, or with `replay` half by replay priority and half uniformly (spec
    000 §5.4; priority draws carry importance weights w, `replay_draw`).
 2. Run one debate per question with the current agents (`core.debate_rollouts.rollout_debates`).
@@ -18,7 +18,7 @@ The training step (spec 000 §5.5, Algorithm 1; `UdpoTrainer`, on `core.debate_t
    weighted by the agent's η^(i) (k3).
 5. With `replay`, when the step ends an epoch: the priority refresh below.
 
-Replay priorities (spec 000 §5.4: "recompute U per training question after each epoch"). An epoch
+Replay priorities (Tang et al., arXiv:2602.07186 App. A.3: "recompute U per training question after each epoch"). An epoch
 is ceil(len(questions) / M) steps (`steps_per_epoch`: as many debates as training questions, rounded
 up to whole steps); steps are counted from 0, so the refresh follows steps e·steps_per_epoch − 1,
 e = 1, 2, …, after that step's update. It re-runs one debate per training question with the current
@@ -26,7 +26,7 @@ agents (no update; one `rollout_debates` batch, seeded with step tag −e, which
 uses) and sets every question's priority to U(τ) = α(1 − r_intra) + β(1 − r_inter) + γ(1 − r_sys)
 + 10⁻³ with the base weights (`replay_priority`). Between refreshes the training debates do
 not move the priorities. [CHOICE] Before the first refresh every priority is 1: the first epoch's
-priority draws are uniform with weight 1 (the spec does not say; an unseen question pinned at the
+priority draws are uniform with weight 1 (the paper does not say; an unseen question pinned at the
 largest priority over-drew the questions nobody had debated). The priorities live in the
 checkpointed `state.extra`, so a resumed run draws what an uninterrupted one would. Cost: a refresh
 is one more debate per training question, no update: about as many debates again as the epoch's
@@ -39,7 +39,7 @@ count in the step's `rollout_seconds` and `tokens_per_second`.
 An agent sitting in several seats trains one adapter on all its seats' turns, with the mean of its
 seats' η. The ratio is per token, per sequence or per trajectory (`settings.ratio_level`; a
 trajectory is an agent's turns of one debate). The KL anchor is the frozen base, or with
-`ref_sync_steps` a copy of each agent's adapter re-synced every that many steps (spec 000 §5.3).
+`ref_sync_steps` a copy of each agent's adapter re-synced every that many steps (Tang et al., arXiv:2602.07186 §4.3).
 
 Data parallel (`gpus` > 1): every process draws the same M questions (the replay priorities are
 the same everywhere) and debates every world-th of them; the debates' rewards are gathered, so the
@@ -68,18 +68,18 @@ from ..core.distributed import gathered
 from ..core.rewards import task_reward
 from ..core.rollouts import Rollout
 
-#: Spec 000 §5.2 step 2: Ū_sys^(i) is undefined in the paper; "loo" (default) = L̄^(i), "mean" =
+#: Tang et al., arXiv:2602.07186 App. A.2 step 2: Ū_sys^(i) is undefined in the paper; "loo" (default) = L̄^(i), "mean" =
 #: mean(Ū_intra^(i), Ū_inter^(i), L̄^(i)).
 SYS_MODES = ("loo", "mean")
-#: Spec 000 §5.2 step 3: α/β/γ_base from Cohen's d of each measure (failure vs success), or 1/3 each.
+#: Tang et al., arXiv:2602.07186 App. A.2 step 3: α/β/γ_base from Cohen's d of each measure (failure vs success), or 1/3 each.
 BASE_WEIGHTS = ("cohens_d", "uniform")
-#: Spec 000 §5.1 ablations "w/o L_intra / L_inter / L_sys": that term's coefficient is 0 for every agent.
+#: Tang et al., arXiv:2602.07186 §4.2 ablations "w/o L_intra / L_inter / L_sys": that term's coefficient is 0 for every agent.
 ABLATIONS = {"intra": "alpha", "inter": "beta", "sys": "gamma"}
 
 
 @dataclass(frozen=True)
 class UdpoSettings:
-    """UDPO's own settings (config `training.runs.<run>.udpo`; spec 000 §5, §7 defaults)."""
+    """UDPO's own settings (config `training.runs.<run>.udpo`; Tang et al., arXiv:2602.07186 §4, App. A; §5.1, App. A.1 defaults)."""
 
     rounds: int = 5  # T: debate rounds after the independent answer
     questions_per_step: int = 32  # M: debates per update
@@ -114,12 +114,12 @@ def trajectory_rewards(
     labels: list[str] | None = None,
     **uncertainty_options,
 ) -> dict[str, float]:
-    """The four system-wide rewards of one debate (spec 000 §5.1, Eqs 1–3):
+    """The four system-wide rewards of one debate (Tang et al., arXiv:2602.07186 §4.2, Eqs 1–3):
 
-    * r_intra = 1 − (1/(N·T)) Σ_i Σ_{t=0}^{T−1} 1[a_t^(i) ≠ a_{t+1}^(i)] — the spec's correction of
+    * r_intra = 1 − (1/(N·T)) Σ_i Σ_{t=0}^{T−1} 1[a_t^(i) ≠ a_{t+1}^(i)] — our correction of
       Eq 1, whose N(T−1) denominator under T transitions can go negative; in [0, 1];
     * r_inter = 1 − U_inter, r_sys = 1 − U_sys (`uncertainty.debate_uncertainty`);
-    * r_task = 1[ŷ(τ) = y*], ŷ the final round's majority vote (spec 000 §3).
+    * r_task = 1[ŷ(τ) = y*], ŷ the final round's majority vote (Tang et al., arXiv:2602.07186 §3.1).
     """
     measures = debate_uncertainty(answers, lam=lam, task_type=task_type, **uncertainty_options)
     rounds = [answer_keys(r, task_type=task_type) for r in answers]
@@ -149,14 +149,14 @@ class AgentCoefficients:
 
 
 def ablated(c: AgentCoefficients, ablate: Sequence[str]) -> AgentCoefficients:
-    """The coefficients with the ablated terms' weights set to 0 (spec 000 §5.1)."""
+    """The coefficients with the ablated terms' weights set to 0 (Tang et al., arXiv:2602.07186 §4.2)."""
     from dataclasses import replace
 
     return replace(c, **{ABLATIONS[term]: 0.0 for term in ablate})
 
 
 def agent_reward(rewards: Mapping[str, float], c: AgentCoefficients) -> float:
-    """r^(i)(τ) (spec 000 §5.1, Eq 4)."""
+    """r^(i)(τ) (Tang et al., arXiv:2602.07186 §4.2, Eq 4)."""
     return (
         c.alpha * rewards["r_intra"]
         + c.beta * rewards["r_inter"]
@@ -172,7 +172,7 @@ def base_weights(
     correct: Sequence[bool],
     mode: str = "cohens_d",
 ) -> dict[str, float]:
-    """α/β/γ_base (spec 000 §5.2 step 3 [CHOICE]): each measure's Cohen's d (failed vs succeeded
+    """α/β/γ_base (Tang et al., arXiv:2602.07186 App. A.2 step 3 [CHOICE]): each measure's Cohen's d (failed vs succeeded
     questions of the warm-up) over their sum. Falls back to 1/3 each when a d is undefined or not
     positive (no failures or no successes, or a measure that does not separate them)."""
     if mode not in BASE_WEIGHTS:
@@ -205,7 +205,7 @@ def calibrate_coefficients(
     labels: Sequence[list[str] | None] | None = None,
     **uncertainty_options,
 ) -> tuple[list[AgentCoefficients], dict]:
-    """Algorithm B (spec 000 §5.2): per-agent coefficients from a warm-up of untrained debates.
+    """Algorithm B (Tang et al., arXiv:2602.07186 App. A.2): per-agent coefficients from a warm-up of untrained debates.
 
     `warmup[q]` is question q's trajectory (answers layout of the module docstring), `golds[q]` its
     gold answer. Per agent i, averaged over the warm-up: Ū_intra^(i), Ū_inter^(i), L̄^(i)
@@ -261,7 +261,7 @@ def calibrate_coefficients(
 
 
 def batch_advantages(rewards: np.ndarray) -> np.ndarray:
-    """Â^(i)(τ_m) = r^(i)(τ_m) − b^(i), b^(i) the mean over the batch's M debates (spec 000 §5.3;
+    """Â^(i)(τ_m) = r^(i)(τ_m) − b^(i), b^(i) the mean over the batch's M debates (Tang et al., arXiv:2602.07186 §4.3;
     no std scaling). `rewards` is (M debates, N agents)."""
     rewards = np.asarray(rewards, dtype=float)
     return rewards - rewards.mean(axis=0, keepdims=True)
@@ -269,7 +269,7 @@ def batch_advantages(rewards: np.ndarray) -> np.ndarray:
 
 def replay_priority(rewards: Mapping[str, float], weights: Mapping[str, float], floor: float = 1e-3) -> float:
     """U(τ) = α(1 − r_intra) + β(1 − r_inter) + γ(1 − r_sys) with the base weights (Eq 15), plus a
-    floor so that no question's priority is zero (spec 000 §5.4 [CHOICE])."""
+    floor so that no question's priority is zero (Tang et al., arXiv:2602.07186 App. A.3 [CHOICE])."""
     return (
         weights["alpha"] * (1 - rewards["r_intra"])
         + weights["beta"] * (1 - rewards["r_inter"])
@@ -281,7 +281,7 @@ def replay_priority(rewards: Mapping[str, float], weights: Mapping[str, float], 
 def replay_draw(
     priorities: np.ndarray, size: int, rng: np.random.Generator, *, exponent: float = 1.0, priority_share: float = 0.5
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Question indices for one batch (spec 000 §5.4 [CHOICE]) and their loss weights: a
+    """Question indices for one batch (Tang et al., arXiv:2602.07186 App. A.3 [CHOICE]) and their loss weights: a
     `priority_share` of the batch drawn with p ∝ U^exponent (with replacement), the rest uniformly
     without replacement. Priority draws get importance weights w = 1/(|B|·p) over max w; uniform
     draws weigh 1."""

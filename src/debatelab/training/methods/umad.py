@@ -1,4 +1,4 @@
-"""UMAD (spec 001 §4.3, §5 Eqs 4-5) and its IPPO preset: its settings (`UmadSettings`), its
+"""UMAD (Qiao et al., arXiv:2603.01221 §4.2, App. C.2, Algorithm 2; §3.2, §4.2 Eqs 4-5) and its IPPO preset: its settings (`UmadSettings`), its
 advantages (team reward, epistemic-influence intrinsic reward, group advantages over the G paired
 threads, aleatoric weighting) and its trainer (`UmadTrainer`). IPPO is UMAD with η = α_au = 0
 (`umad: {eta: 0, alpha_au: 0}`: plain per-agent GRPO on the team reward).
@@ -47,7 +47,7 @@ KL_MODES = ("reward", "loss")
 
 @dataclass(frozen=True)
 class UmadSettings:
-    """UMAD's own settings (config `training.runs.<run>.umad`; spec 001 §4.3, §6 defaults). The KL
+    """UMAD's own settings (config `training.runs.<run>.umad`; Qiao et al., arXiv:2603.01221 §4.2, App. C.2, Algorithm 2; App. D.2, Table 2 defaults). The KL
     weight β is the run's `kl_coef` (0.001 in the paper)."""
 
     threads: int = 5  # G: paired debate threads per question
