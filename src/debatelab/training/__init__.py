@@ -1,5 +1,5 @@
 """The RL fine-tuning stage (TRL helpers + PEFT): one policy (DAPO, SDRL; Liu et al., arXiv:2601.22297) or every agent
-of a debate (UDPO, MAPPO, RMAAC, UMAD; specs 000, 001). `README.md` beside this file is the map.
+of a debate (UDPO, MAPPO, RMAAC, UMAD; arXiv:2602.07186, arXiv:2603.01221). `README.md` beside this file is the map.
 
 * `settings`: `TrainSettings` (config `training.runs.<run>`); the methods' registry is
   `config.TRAINING_METHODS`;
