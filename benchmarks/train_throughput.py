@@ -12,7 +12,7 @@ ratio TRL / ours (> 1: ours is faster).
 
 With `--method udpo|umad|mappo|rmaac --agents N`: N agents, one LoRA adapter each on one copy of the base,
 debate `--prompts` questions (UMAD: `--group` paired threads each, 2 turns; UDPO: one round, fixed
-coefficients, as Algorithm B needs a warm-up debate). Prints the step time split into rollout
+coefficients, as UDPO's App. A.2 needs a warm-up debate). Prints the step time split into rollout
 (whole debates through the engine) and update (every agent on its own turns), and the memory of
 the N adapters on one base against N full copies of the model (parameter bytes, and the peak
 memory of the run: CUDA's max allocated, or the process's peak RSS on CPU).

@@ -41,7 +41,7 @@ rule train:
 
 # -- UDPO and UMAD: every agent of a debate trained at once (Tang et al., arXiv:2602.07186 §4, App. A, Qiao et al., arXiv:2603.01221 §4.2, App. C.2, Algorithm 2) ---------
 rule udpo_warmup:
-    """Algorithm B step 1: the untrained agents debate the held-out warm-up questions (GPU)."""
+    """App. A.2 step 1: the untrained agents debate the held-out warm-up questions (GPU)."""
     input:
         dataset=lambda wc: EXP.dataset_path(TRAINING_RUNS[wc.run]["dataset"]),
         models=lambda wc: list(multi_agent_job(wc.run)["bases"].values()),
@@ -70,7 +70,7 @@ rule udpo_warmup:
 
 
 rule udpo_coefficients:
-    """Algorithm B steps 2-5: per-agent coefficients from the warm-up debates (CPU)."""
+    """App. A.2 steps 2-5: per-agent coefficients from the warm-up debates (CPU)."""
     input:
         warmup=f"{RESULTS}/train/{{run}}/warmup.parquet",
     output:

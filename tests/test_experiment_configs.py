@@ -426,7 +426,7 @@ def test_udpo_attacks_compromise_the_last_m_agents():
 def test_confidence_pairs_are_table_3():
     """Six pairs per dataset, exactly Elahi & Di Eugenio, arXiv:2606.13591 §4, App. A.2, Table 3's, each debating on its own dataset."""
     cfg = _load("confidence")
-    # every benchmark is reported on its test entry and fitted on its `<name>_dev` entry (spec §8)
+    # every benchmark is reported on its test entry and fitted on its `<name>_dev` entry (the confidence paper's §4, App. A.2)
     assert set(cfg["datasets"]) == set(CONFIDENCE_PAIRS) | {f"{d}_dev" for d in CONFIDENCE_PAIRS}
     per_dataset: dict[str, list[tuple[str, str]]] = {d: [] for d in CONFIDENCE_PAIRS}
     for name, pair in cfg["calibration"]["pairs"].items():

@@ -1,4 +1,4 @@
-"""AutoTransform-style attack prompts (UDPO spec §6; Huang et al. 2024).
+"""AutoTransform-style attack prompts (UDPO, Tang et al., arXiv:2602.07186 §5.4, App. C.3.1; Huang et al. 2024).
 
 A compromised agent gets a "vicious" system prompt: still on task, but slipping subtle errors
 into its reasoning and arguing for the wrong answer. Two sources:

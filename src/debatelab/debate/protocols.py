@@ -20,7 +20,7 @@ svr_mad            SVR-MAD Algorithm 1: posterior-guided pairwise challenges (Ji
 
 Votes are `grading.plurality`: invalid answers never vote; ties go to the first agent in order
 (`first_agent`, Du et al. and UDPO) or to the answer with more pre-debate votes, then the first
-agent (`pre_debate_count`, SVR-MAD spec §2.0).
+agent (`pre_debate_count`, as SVR-MAD's fallback vote, arXiv:2605.23099 §4).
 
 "The same answer" is one rule for every protocol: the question's `QuestionState.classes`
 (`grading.AnswerClasses`: canonical keys, then the grader's math equivalence, so "2^{n}-1" and
@@ -317,7 +317,7 @@ class SidEt(RoundDebate):
 
 
 class SvrMad(Protocol):
-    """SVR-MAD, Algorithm 1 of Jiang et al. (Jiang et al., arXiv:2605.23099 §4, Algorithm 1, with its [infer] defaults)."""
+    """SVR-MAD, Algorithm 1 of Jiang et al. (arXiv:2605.23099 §4, Algorithm 1, with our defaults where it is silent)."""
 
     kind = "svr_mad"
 
@@ -346,7 +346,7 @@ class SvrMad(Protocol):
         o = self.options
         S, C, tau = o["challenges"], o["accept_after"], o["posterior_threshold"]
         pre, n = q.pre, q.n
-        eq = q.classes  # spec §2.0: clusters, Dis, retention and votes all use eq
+        eq = q.classes  # clusters, Dis, retention and votes all use one equivalence (SVR-MAD, §4)
         y = [eq(t.key) for t in pre]
         prior = [self.prior(t) for t in pre]
         valid = [i for i in range(n) if pre[i].valid]

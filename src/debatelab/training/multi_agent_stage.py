@@ -2,10 +2,10 @@
 `train_agents` call. UDPO (Tang et al., arXiv:2602.07186 App. A.2; App. A.4, Algorithm 1) has all three; UMAD (Qiao et al., arXiv:2603.01221 §4.2, App. C.2, Algorithm 2) only the last.
 
 1. `udpo_warmup_job` (GPU): the untrained agents debate the held-out `warmup_fraction` of the
-   training questions (Algorithm B step 1). Writes `warmup.parquet`, one row per (question, round,
+   training questions (App. A.2 step 1). Writes `warmup.parquet`, one row per (question, round,
    seat): the parsed answer, whether it is right, the gold answer; and to the run's trackers
    (`report_to`, in `tensorboard_warmup/`) each round's accuracy, overall and per seat.
-2. `udpo_coefficients_job` (CPU): Algorithm B on those debates. Writes `coefficients.json`: α, β,
+2. `udpo_coefficients_job` (CPU): App. A.2's calibration on those debates. Writes `coefficients.json`: α, β,
    γ, λ, η per seat, and the warm-up profile they came from.
 3. `train_agents_job` (GPU): the run's method's trainer (`config.TRAINING_METHODS`): UDPO on the other
    questions (`methods.udpo.UdpoTrainer`), or UMAD (`methods.umad.UmadTrainer`) or UDPO's baselines
@@ -73,7 +73,7 @@ def udpo_warmup_job(
     experiment: str = "debatelab",
     run: str = "udpo",
 ) -> pd.DataFrame:
-    """Algorithm B step 1: one debate per held-out question by the untrained agents. Each round's
+    """App. A.2 step 1: one debate per held-out question by the untrained agents. Each round's
     accuracy (overall and per seat) goes to the trackers `report_to` names, as step = round."""
     from ..debate.stage import participant_labels
     from .core.debate_rollouts import rollout_debates
@@ -151,7 +151,7 @@ def warmup_trajectories(frame: pd.DataFrame, path="warm-up") -> tuple[list, list
 
 
 def udpo_coefficients_job(*, warmup_path, out_path, settings: TrainSettings) -> dict:
-    """Algorithm B steps 2-5: per-seat coefficients from the warm-up debates, as JSON."""
+    """App. A.2 steps 2-5: per-seat coefficients from the warm-up debates, as JSON."""
     frame = read_parquet_checked(warmup_path, WARMUP_COLUMNS)
     trajectories, golds, seats, task_type = warmup_trajectories(frame, warmup_path)
     u = settings.udpo

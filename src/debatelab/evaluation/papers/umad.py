@@ -2,7 +2,7 @@
 the Table 3 ablations, Sys-EU / Sys-AU per round, the answer-flip transitions of App. D.4, and
 the claims of §10.
 
-Turns: the paper's T counts generation turns including the initial answer (spec §3: T = 1 is the
+Turns: the paper's T counts generation turns including the initial answer (Table 1: T = 1 is the
 zero-shot answer, T = 2 follows one debate round, T = 5 four), so turn T is the debate stage's
 round T − 1, round 0 being the pre-debate answers. A protocol with R rounds fills the turns of
 {1, 2, 5} up to R + 1; the CPU twin's 2-round debates have T = 1, 2 only.
@@ -49,7 +49,7 @@ NO_ANSWER = "<none>"  # an unparseable answer: one answer of its own, as the unc
 CELL_KEYS = ["setting", "method", "dataset", "turn"]
 STATE_KEYS = SEAT_KEYS
 IDENTITY_TOLERANCE = 1e-9
-WEIGHT_BOUND = 0.5  # |ln W| ≤ α_au·max|Ū| = 0.25 · 2 at the paper's defaults (spec §10.9)
+WEIGHT_BOUND = 0.5  # |ln W| ≤ α_au·max|Ū| = 0.25 · 2 at the paper's defaults (claim §10.9)
 
 
 # --------------------------------------------------------------------------- which protocol is which row

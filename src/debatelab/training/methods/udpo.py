@@ -1,6 +1,6 @@
 """UDPO (Tang et al., arXiv:2602.07186 §4, App. A): its settings (`UdpoSettings`), its formulas (trajectory rewards, per-agent
 asymmetric coefficients, batch-mean advantages, uncertainty-driven replay of questions), the
-warm-up split and coefficients file of Algorithm B, and its trainer (`UdpoTrainer`).
+warm-up split and coefficients file of App. A.2, and its trainer (`UdpoTrainer`).
 
 Answers layout as in `uncertainty.measures`: `answers[t][i]` is agent i's parsed answer after
 round t (t = 0 the independent answer, t = 1..T the debate rounds), None when unparseable.
@@ -91,7 +91,7 @@ class UdpoSettings:
     sys_mode: str = "loo"
     base_weights: str = "cohens_d"
     intra_lambda: float = DEFAULT_LAMBDA  # λ in U_intra = λF + (1−λ)M
-    warmup_fraction: float = 0.1  # training questions held out for Algorithm B's warm-up debate
+    warmup_fraction: float = 0.1  # training questions held out for App. A.2's warm-up debate
     ablate: tuple = ()  # terms whose coefficient is 0 for every agent: intra, inter, sys
 
     def __post_init__(self):
@@ -205,7 +205,7 @@ def calibrate_coefficients(
     labels: Sequence[list[str] | None] | None = None,
     **uncertainty_options,
 ) -> tuple[list[AgentCoefficients], dict]:
-    """Algorithm B (Tang et al., arXiv:2602.07186 App. A.2): per-agent coefficients from a warm-up of untrained debates.
+    """The asymmetric coefficients (Tang et al., arXiv:2602.07186 App. A.2): per-agent coefficients from a warm-up of untrained debates.
 
     `warmup[q]` is question q's trajectory (answers layout of the module docstring), `golds[q]` its
     gold answer. Per agent i, averaged over the warm-up: Ū_intra^(i), Ū_inter^(i), L̄^(i)
@@ -340,7 +340,7 @@ def reward_ranking(
     return out
 
 
-# --------------------------------------------------------------------------- Algorithm B's files
+# --------------------------------------------------------------------------- App. A.2's files
 
 
 def split_warmup(questions: pd.DataFrame, fraction: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -437,7 +437,7 @@ class UdpoTrainer(DebateTrainer):
 
     @classmethod
     def prepare_job(cls, questions: pd.DataFrame, settings, *, coefficients_path=None) -> tuple[pd.DataFrame, dict]:
-        """The training questions (the warm-up's held out) and the coefficients of Algorithm B."""
+        """The training questions (the warm-up's held out) and the coefficients of App. A.2."""
         _, training = split_warmup(questions, settings.udpo.warmup_fraction, settings.seed)
         coefficients, base_weights = read_coefficients(coefficients_path)
         return training, {"coefficients": coefficients, "base_weights": base_weights}
