@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from scipy import stats
 
 from debatelab.config import ConfigError, load_experiment
 from debatelab.evaluation.comparisons import comparison_table, summarize_comparisons
@@ -23,8 +24,9 @@ def _zero_shot(correct_by_agent: dict[str, list[bool]], dataset: str = "arith") 
 
 
 def test_a_trained_agent_that_answers_many_more_questions_right_is_better():
-    # 200 questions: trained alone right on 60, base alone on 10, both on 50 -> +25 points,
-    # paired SE sqrt(70/200 − 0.25²)/sqrt(200) = 3.91 points; McNemar: 60 vs 10 discordant
+    # 200 questions: trained alone right on 60, base alone on 10, both on 50 -> +25 points; the
+    # interval is exact conditional on the 70 discordant questions (Clopper-Pearson of 60/70 mapped by
+    # 100 · (70/200)(2p − 1)), p the exact McNemar p of 60 vs 10
     trained = [True] * 60 + [False] * 10 + [True] * 50 + [False] * 80
     base = [False] * 60 + [True] * 10 + [True] * 50 + [False] * 80
     table = comparison_table(
@@ -34,10 +36,9 @@ def test_a_trained_agent_that_answers_many_more_questions_right_is_better():
     assert (row["kind"], row["n"]) == ("single agent", 200)
     assert (row["acc_treatment"], row["acc_control"]) == pytest.approx((55.0, 30.0))
     assert row["difference"] == pytest.approx(25.0)
-    assert row["low"] == pytest.approx(25 - 1.96 * 3.91, abs=1.2) and row["high"] == pytest.approx(
-        25 + 1.96 * 3.91, abs=1.2
-    )
-    assert row["mcnemar_p"] < 1e-9 and row["verdict"] == "better"
+    ci = stats.binomtest(60, 70).proportion_ci(0.95, method="exact")
+    assert (row["low"], row["high"]) == pytest.approx((35 * (2 * ci.low - 1), 35 * (2 * ci.high - 1)))
+    assert row["p"] == pytest.approx(stats.binomtest(60, 70, 0.5).pvalue) and row["verdict"] == "better"
 
 
 def test_a_small_difference_on_few_questions_is_inconclusive():
@@ -69,10 +70,11 @@ def test_debate_comparisons_pair_questions_and_average_threads(tmp_path):
         {"debate": {"treatment": "p", "control": "base"}}, [z_path], [q_path], tmp_path / "c.csv", tmp_path / "c.png"
     )
     row = table.iloc[0]
-    # shared questions q0, q1: p 75 %, base 50 %; per-question differences (0.5, 0): resamples give 0, 25 or 50
+    # shared questions q0, q1: p 75 %, base 50 %; two threads a question, so not one 0/1 outcome: the
+    # BCa bootstrap over questions, which 2 questions are too few for (claims.MIN_UNITS)
     assert (row["kind"], row["n"], row["acc_treatment"], row["acc_control"]) == ("debate", 2, 75.0, 50.0)
-    assert (row["low"], row["high"]) == (0.0, 50.0) and np.isnan(row["mcnemar_p"])
-    assert pd.read_csv(tmp_path / "c.csv")["verdict"].tolist() == ["inconclusive"]
+    assert np.isnan(row["low"]) and np.isnan(row["high"]) and np.isnan(row["p"]) and "fewer than" in row["test"]
+    assert pd.read_csv(tmp_path / "c.csv")["verdict"].tolist() == ["n/a (too few)"]
     assert (tmp_path / "c.png").stat().st_size > 1000
 
 

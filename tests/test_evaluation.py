@@ -336,25 +336,29 @@ def test_udpo_tables_from_fixture_trajectories():
 def test_udpo_claims_measure_the_directions():
     claims = build_paper("udpo", _udpo_outputs()).claims
     by = {(c.claim, c.statement): c for c in claims}
-    # standard MAD pools mad_n3 and mad_n3_t1 (8 trajectories of 4 questions, resampled by question):
-    # every failure has a higher U_sys than every success, in every resample that has both
+    # the fixture has 4 questions, fewer than claims.MIN_UNITS: bootstrapped claims keep their value
+    # without an interval ("n/a (too few)"; the old percentile intervals on 4 questions let §11.1 and
+    # §11.6 hold); accuracy differences with one trajectory a question get the exact interval
+    too_few = "n/a (too few)"
+    # standard MAD pools mad_n3 and mad_n3_t1 (8 trajectories of 4 questions, resampled by question)
     d = by[("§11.1", "failures have higher u_sys than successes")]
-    assert d.verdict == "holds" and d.n == 4 and d.low > 0 and "cluster bootstrap" in d.interval
+    assert d.verdict == too_few and d.n == 4 and d.value > 0 and "cluster bootstrap" in d.interval
     fall = [c for c in claims if c.claim == "§11.5" and c.statement.startswith("accuracy falls")][0]
-    # 50 % at m = 0, 0 % at m = 2: per question −1, 0, −1, 0, so a resample of q1, q3 only gives 0
-    assert fall.value == -50.0 and fall.high == 0.0 and fall.verdict == "inconclusive" and fall.n == 4
+    # 50 % at m = 0, 0 % at m = 2: 2 discordant questions, both lost; Clopper-Pearson of 0/2 is
+    # [0, 1 − 0.025^(1/2)], mapped by 100 · (2/4)(2p − 1); McNemar p = 0.5
+    assert fall.value == -50.0 and fall.verdict == "inconclusive" and fall.n == 4 and fall.p == pytest.approx(0.5)
+    assert (fall.low, fall.high) == pytest.approx((-50.0, 50 * (2 * (1 - 0.025**0.5) - 1)))
     rounds = [c for c in claims if c.claim == "§11.6"][0]
-    # T = 1: mean U_sys 0.6125, T = 2: 0.5; per question −0.1, −0.2, −0.1, −0.05: all below 0
-    assert rounds.verdict == "holds" and rounds.value == pytest.approx(0.5 - 0.6125)
-    assert -0.2 <= rounds.low <= rounds.high <= -0.05  # a resample's mean lies between the extremes
+    # T = 1: mean U_sys 0.6125, T = 2: 0.5; per question −0.1, −0.2, −0.1, −0.05
+    assert rounds.verdict == too_few and rounds.value == pytest.approx(0.5 - 0.6125)
     train = [c for c in claims if c.claim == "§11.8"][0]
-    # three steps: the slope's t interval (1 df) is −0.15 ± 0.367, which covers 0
-    assert train.verdict == "inconclusive" and train.value == pytest.approx(-0.15) and train.n == 3
+    assert train.verdict == too_few and train.value == pytest.approx(-0.15) and train.n == 3
     gpu = [c for c in claims if c.claim == "§11 (GPU)"]
-    # UDPO − MAD: +25 points on 4 questions (only q2 differs): the interval reaches 0
-    assert len(gpu) == 2 and gpu[0].value == 25.0 and gpu[0].low == 0.0 and gpu[0].verdict == "inconclusive"
+    # UDPO − MAD: +25 points on 4 questions (only q2 differs): Clopper-Pearson of 1/1 mapped, [−23.75, 25]
+    assert len(gpu) == 2 and gpu[0].value == 25.0 and gpu[0].low == pytest.approx(-23.75)
+    assert gpu[0].verdict == "inconclusive" and gpu[0].p == 1.0
     assert gpu[1].statement.startswith("UDPO collapses less") and gpu[1].value == pytest.approx(100 / 3 - 50)
-    assert gpu[1].verdict == "inconclusive" and gpu[1].n == 4
+    assert gpu[1].verdict == too_few and gpu[1].n == 4
     # with the baselines trained: each step of UDPO > RMAAC > MAPPO > MAD, and UDPO against MAD
     outputs = _udpo_outputs()
     outputs.protocols.update(
@@ -379,12 +383,12 @@ def test_udpo_claims_measure_the_directions():
         "UDPO is more accurate than MAD",
         "UDPO collapses less often than MAD",
     ]
-    # RMAAC is right on every question UDPO is: no resample puts UDPO ahead, the claim fails
-    assert (
-        order["UDPO is more accurate than RMAAC"].value == -25.0
-        and order["UDPO is more accurate than RMAAC"].high == 0.0
-    )
-    assert order["UDPO is more accurate than RMAAC"].verdict == "fails"
+    # RMAAC is right on every question UDPO is and on one more: one discordant question, McNemar p = 1,
+    # so the exact interval [−25, 23.75] can't say UDPO is behind (the old bootstrap's [−25, 0] "failed")
+    assert order["UDPO is more accurate than RMAAC"].value == -25.0 and order[
+        "UDPO is more accurate than RMAAC"
+    ].high == pytest.approx(23.75)
+    assert order["UDPO is more accurate than RMAAC"].verdict == "inconclusive"
     assert (
         order["RMAAC is more accurate than MAPPO"].value == 50.0
         and order["MAPPO is more accurate than MAD"].value == 0.0
@@ -402,12 +406,12 @@ def test_evaluate_paper_writes_tables_comparisons_claims_and_plots(tmp_path):
     assert row["difference"].item() == pytest.approx(-1.2) and row["run_dataset"].item() == "gsm_symbolic"
     assert vs[vs["method"] == "MAPPO"]["run_value"].isna().all()  # no mappo run in this fixture
     claims = pd.read_csv(tmp_path / "claims.csv")
-    assert (
-        set(claims["verdict"]) <= {"holds", "fails", "inconclusive", "n/a"}
-        and (claims["verdict"] == "holds").sum() >= 5
-    )
-    measured = claims[claims["verdict"] != "n/a"]
-    assert (measured["low"] <= measured["value"]).all() and (measured["value"] <= measured["high"]).all()
+    # 4 questions: the bootstrapped claims are "n/a (too few)", the exact accuracy ones inconclusive
+    assert set(claims["verdict"]) <= {"holds", "fails", "inconclusive", "n/a", "n/a (too few)"}
+    assert (claims["verdict"] == "n/a (too few)").sum() >= 5 and "verdict_holm" in claims
+    measured = claims[~claims["verdict"].isin(["n/a", "n/a (too few)"])]
+    assert len(measured) and (measured["low"] <= measured["value"]).all()
+    assert (measured["value"] <= measured["high"]).all()
     assert (measured["n"] > 0).all() and measured["interval"].notna().all()
     assert (tmp_path / "fig5_delta_by_usys.png").stat().st_size > 0
     assert {
@@ -459,10 +463,12 @@ def test_svr_mad_table1_counts_the_non_unanimous_questions_only():
     assert t1.loc["SVR-MAD", "gsm_symbolic NComm"] == 3.0 and t1.loc["SVR-MAD", "gsm_symbolic Tok"] == 1.3
     assert t1.loc["S2-MAD", "gsm_symbolic Acc"] == 50.0 and t1.loc["Self Consistency", "gsm_symbolic Acc"] == 50.0
     by = {c.statement: c for c in result.claims}
-    # the claims are paired over the two non-unanimous questions q1, q2 (intervals: test_evaluation_svr_mad.py)
-    assert by["NComm: SVR-MAD < S2-MAD"].verdict == "holds" and by["NComm: SVR-MAD < S2-MAD"].value == -8.0
+    # the claims are paired over the two non-unanimous questions q1, q2 (intervals: test_evaluation_svr_mad.py):
+    # fewer than claims.MIN_UNITS, so the bootstrapped ones have no interval; accuracy is exact
+    assert by["NComm: SVR-MAD < S2-MAD"].verdict == "n/a (too few)" and by["NComm: SVR-MAD < S2-MAD"].value == -8.0
     assert by["SVR-MAD accuracy ≥ Self Consistency"].value == 50.0
-    assert by["Tokens: Self Consistency < SVR-MAD"].verdict == "holds" and by["Tokens: SVR-MAD < S2-MAD"].holds is True
+    assert by["SVR-MAD accuracy ≥ Self Consistency"].verdict == "inconclusive"
+    assert by["Tokens: Self Consistency < SVR-MAD"].verdict == "n/a (too few)"
     assert {c.n for c in result.claims} == {2}
 
 

@@ -12,6 +12,8 @@ from debatelab.evaluation import RunOutputs, evaluate_paper
 from debatelab.evaluation.claims import claims_frame
 from debatelab.evaluation.papers import confidence
 
+RUNS = 10  # calibration runs of the fixture: claims.MIN_UNITS, the fewest that get an interval
+
 # lift rows of the beta calibrator: method -> (lift_f1, k_f1, lift_auarc, k_auarc), in points
 BETA = {
     "mad": (-3.0, 0, -1.0, 0),
@@ -52,7 +54,7 @@ def _calibration() -> pd.DataFrame:
     auarc = {"raw": 0.70, "beta": 0.71, "isotonic": 0.75}
     rows = []
     for pair in ("p1", "p2"):
-        for run in (0, 1):
+        for run in range(RUNS):
             for kind in ece:
                 for agent in ("a", "b"):
                     for stream in (0, 1):
@@ -98,7 +100,7 @@ METRICS = {
 def _metrics() -> pd.DataFrame:
     rows = []
     for pair, wobble in (("p1", 0.01), ("p2", -0.01)):  # cancels in the mean over pairs
-        for run in range(3):
+        for run in range(RUNS):
             for kind, methods in METRICS.items():
                 for method, (f1, auarc) in methods.items():
                     rows.append(
@@ -223,7 +225,7 @@ def test_calibration_table_uses_the_test_split_only(result):
     assert [c for c in table.columns if c.startswith("ece_")] == ["ece_raw", "ece_beta", "ece_isotonic"]
     assert row["ece_raw"] == pytest.approx(0.2) and row["ece_beta"] == pytest.approx(0.1)
     assert row["ece_isotonic"] == pytest.approx(0.21) and row["auarc_isotonic"] == pytest.approx(0.75)
-    assert row["n"] == 200  # 50 test questions × 2 runs × 2 pairs
+    assert row["n"] == 50 * RUNS * 2  # 50 test questions × runs × 2 pairs
 
 
 def test_calibration_reports_get_dataset_and_pair_from_their_path(tmp_path):
@@ -238,7 +240,7 @@ def test_calibration_reports_get_dataset_and_pair_from_their_path(tmp_path):
     read = confidence.calibration_frame(outputs)
     assert set(read["dataset"]) == {"tiny_boolq"} and sorted(set(read["pair"])) == ["p1", "p2"]
     cells = confidence.calibration_cells(read).set_index("calibrator")
-    assert cells.loc["beta", "ece"] == pytest.approx(0.1) and cells.loc["beta", "n"] == 200
+    assert cells.loc["beta", "ece"] == pytest.approx(0.1) and cells.loc["beta", "n"] == 50 * RUNS * 2
 
 
 def test_streams_get_dataset_and_pair_from_their_path(tmp_path):
@@ -257,10 +259,10 @@ def test_claims_hold_or_fail_as_computed_by_hand(result):
     """The fixture's runs repeat the same values, so every bootstrap resample of runs gives the point
     value: the intervals are points and each verdict follows from the sign worked out by hand."""
     claims = _claims(result)
-    # §10.1: beta lowers ECE by .1; isotonic's .1 and .32 average above raw's .2; units: the 2 runs
+    # §10.1: beta lowers ECE by .1; isotonic's .1 and .32 average above raw's .2; units: the runs
     beta = _claim(claims, "§10.1", "tiny_boolq, seqprob, beta")
     assert (beta["value"], beta["low"], beta["high"]) == pytest.approx((-0.1, -0.1, -0.1))
-    assert beta["verdict"] == "holds" and beta["n"] == 2 and beta["expect"] == "< 0"
+    assert beta["verdict"] == "holds" and beta["n"] == RUNS and beta["expect"] == "< 0"
     assert beta["interval"].startswith("paired bootstrap over calibration runs, each averaged over pairs")
     iso = _claim(claims, "§10.1", "tiny_boolq, seqprob, isotonic")
     assert iso["value"] == pytest.approx(0.01) and iso["verdict"] == "fails"
@@ -269,10 +271,10 @@ def test_claims_hold_or_fail_as_computed_by_hand(result):
     assert kept["value"] == pytest.approx(0.01) and kept["verdict"] == "holds" and kept["expect"] == "<= 0.02"
     assert _claim(claims, "§10.2", "tiny_boolq, seqprob, isotonic")["verdict"] == "fails"
     # §10.3 on the BoolQ stand-in only (MMLU is not a stance / BoolQ task), from the beta test metrics:
-    # MAD .57 − zs* .60 = −3 points over each of the 3 runs; MAD-D .59 − MAD .57 = +2
+    # MAD .57 − zs* .60 = −3 points over each run; MAD-D .59 − MAD .57 = +2
     assert set(claims.loc[claims["claim"] == "§10.3", "scope"]) == {"tiny_boolq"}
     mad = _claim(claims, "§10.3", "tiny_boolq", "MAD F1")
-    assert (mad["value"], mad["high"]) == pytest.approx((-3.0, -3.0)) and mad["verdict"] == "holds" and mad["n"] == 3
+    assert (mad["value"], mad["high"]) == pytest.approx((-3.0, -3.0)) and mad["verdict"] == "holds" and mad["n"] == RUNS
     assert _claim(claims, "§10.3", "tiny_boolq", "MAD-D")["value"] == pytest.approx(2.0)
     # §10.4: CGA .74 is +9 over zs* .65 and +10 over MAD .64; HID .72 is +7 over zs*
     assert _claim(claims, "§10.4", "tiny_boolq, seqprob, cga", "≥ MAD")["value"] == pytest.approx(10.0)
@@ -281,23 +283,25 @@ def test_claims_hold_or_fail_as_computed_by_hand(result):
     # §10.5: beta vs raw F1 of the protocols, in points, from the test metrics
     assert _claim(claims, "§10.5", "tiny_boolq, seqprob, beta, wsv")["value"] == pytest.approx(2.0)
     cga = _claim(claims, "§10.5", "tiny_boolq, seqprob, beta, cga")
-    assert cga["value"] == pytest.approx(-1.0) and cga["verdict"] == "fails" and cga["n"] == 3
+    assert cga["value"] == pytest.approx(-1.0) and cga["verdict"] == "fails" and cga["n"] == RUNS
+    # HID's F1 is .61 calibrated and raw: a tie is not "≥" with margin 0 (the old verdict let it hold)
+    tie = _claim(claims, "§10.5", "tiny_boolq, seqprob, beta, hid")
+    assert tie["value"] == pytest.approx(0.0) and tie["verdict"] == "inconclusive" and tie["margin"] == 0.0
     best_f1 = _claim(claims, "§10.5", "tiny_boolq, seqprob, beta", "WSV")
     assert best_f1["value"] == pytest.approx(1.0) and best_f1["verdict"] == "holds"  # zero_shot:a's .90 is no method
     assert best_f1["detail"] == "best other: cga"
     best_auarc = _claim(claims, "§10.5", "tiny_boolq, seqprob, beta", "AUARC")
     assert best_auarc["value"] == pytest.approx(4.0) and best_auarc["detail"] == "best: cga; best other: wsv"
     # §10.7: mean seqprob after − before per transition; q3/b was not debated; q1/a counts once. The
-    # c→i flips are q1/b +.3 and q2/b −.1: resampling the 2 questions gives means .3, .1 or −.1, so
-    # the interval is [−.1, .3] and the rise is inconclusive on 2 questions
+    # c→i flips are q1/b +.3 and q2/b −.1: the mean .1 on 2 questions, too few for an interval
     flips = _claim(claims, "§10.7", "tiny_boolq, c→i")
-    assert (flips["value"], flips["low"], flips["high"]) == pytest.approx((0.1, -0.1, 0.3))
-    assert flips["verdict"] == "inconclusive" and flips["n"] == 2
+    assert flips["value"] == pytest.approx(0.1) and pd.isna(flips["low"])
+    assert flips["verdict"] == "n/a (too few)" and flips["n"] == 2
     assert flips["interval"].startswith("bootstrap over questions")
-    assert flips["detail"] == "2 answers; self-report after − before: -0.1"
+    assert flips["detail"] == "2 questions: an interval needs at least 10; 2 answers; self-report after − before: -0.1"
     same = _claim(claims, "§10.7", "tiny_boolq, c→c")
-    assert same["value"] == pytest.approx(0.1) and same["n"] == 1 and same["verdict"] == "n/a"
-    assert "1 question: an interval needs at least 2" in same["detail"]
+    assert same["value"] == pytest.approx(0.1) and same["n"] == 1 and same["verdict"] == "n/a (too few)"
+    assert "1 question: an interval needs at least 10" in same["detail"]
     assert _claim(claims, "§10.7", "tiny_boolq, i→c")["value"] == pytest.approx(0.1)
     missing = _claim(claims, "§10.7", "tiny_mmlu, c→i")
     assert missing["verdict"] == "n/a" and missing["detail"] == "no c→i answer among 1 debated"
@@ -330,13 +334,18 @@ def _run_outputs(f1: dict[str, list[float]], auarc: dict[str, list[float]] | Non
     return outputs
 
 
-def test_a_lift_on_two_runs_is_inconclusive_where_its_mean_alone_would_hold():
-    """MAD − zs* F1 is −4 points in run 0 and +1 in run 1: the mean −1.5 is ≤ 0 (the old point-value
-    claim held), but resampling the two runs gives −4 (1/4), −1.5 (1/2) or +1 (1/4): [−4, 1]."""
-    outputs = _run_outputs({"zero_shot": [0.60, 0.60], "mad": [0.56, 0.61]})
+def test_a_lift_that_swings_over_runs_is_inconclusive_where_its_mean_alone_would_hold():
+    """MAD − zs* F1 is −4 points in even runs and +1 in odd ones (10 runs): the mean −1.5 is ≤ 0 (the
+    old point-value claim held), but the runs' SD is 2.6 points, the mean's SE 0.83, so the interval
+    (about −1.5 ± 1.6) covers 0. On 2 runs there would be no interval at all (claims.MIN_UNITS)."""
+    outputs = _run_outputs({"zero_shot": [0.60] * 10, "mad": [0.56, 0.61] * 5})
     mad = _claim(claims_frame(confidence.evaluate(outputs).claims), "§10.3", "tiny_boolq", "MAD F1")
-    assert (mad["value"], mad["low"], mad["high"]) == pytest.approx((-1.5, -4.0, 1.0))
-    assert mad["verdict"] == "inconclusive" and mad["n"] == 2
+    assert mad["value"] == pytest.approx(-1.5) and mad["low"] < 0 < mad["high"] and mad["low"] >= -4
+    assert mad["verdict"] == "inconclusive" and mad["n"] == 10
+    two = _run_outputs({"zero_shot": [0.60, 0.60], "mad": [0.56, 0.61]})
+    assert _claim(claims_frame(confidence.evaluate(two).claims), "§10.3", "tiny_boolq", "MAD F1")["verdict"] == (
+        "n/a (too few)"
+    )
 
 
 def test_a_large_auarc_lift_over_many_runs_holds():
@@ -354,10 +363,11 @@ def test_a_large_auarc_lift_over_many_runs_holds():
 
 
 def test_auarc_about_unchanged_takes_the_absolute_mean_shift_on_each_resample():
-    """Beta moves AUARC by +.03 in run 0 and −.01 in run 1: |mean| is .01, and the resamples' |mean|
-    are .03 (1/4), .01 (1/2) and .01 (1/4), so the interval [.01, .03] covers the .02 tolerance."""
+    """Beta moves AUARC by +.03 in even runs and −.01 in odd ones (10 runs): |mean| is .01, but a
+    resample's mean reaches .03 when it draws mostly even runs (the shifts' SE is about .0067), so
+    the interval's upper end is above the .02 tolerance and the claim is inconclusive."""
     rows = []
-    for run, shift in ((0, 0.03), (1, -0.01)):
+    for run, shift in enumerate([0.03, -0.01] * 5):
         for kind, auarc in (("raw", 0.70), ("beta", 0.70 + shift)):
             rows.append(
                 {
@@ -379,8 +389,8 @@ def test_auarc_about_unchanged_takes_the_absolute_mean_shift_on_each_resample():
         outputs.__dict__[name] = pd.DataFrame()
     outputs.__dict__["calibration"] = pd.DataFrame(rows)
     kept = _claim(claims_frame(confidence.evaluate(outputs).claims), "§10.2", "tiny_boolq, seqprob, beta")
-    assert (kept["value"], kept["low"], kept["high"]) == pytest.approx((0.01, 0.01, 0.03))
-    assert kept["verdict"] == "inconclusive" and kept["n"] == 2
+    assert kept["value"] == pytest.approx(0.01) and kept["low"] < 0.02 < kept["high"]
+    assert kept["verdict"] == "inconclusive" and kept["n"] == 10
 
 
 def test_claims_say_why_without_the_inputs():
@@ -428,5 +438,6 @@ def test_evaluate_paper_writes_the_tables_and_the_comparison(tmp_path):
     ].iloc[0]
     assert selfrep["paper_value"] == pytest.approx(9.58) and pd.isna(selfrep["run_value"])  # no VAST in the run
     claims = pd.read_csv(out / "claims.csv", keep_default_na=False)  # "n/a" is a value here
-    assert set(claims["verdict"]) == {"holds", "fails", "inconclusive", "n/a"}
+    assert set(claims["verdict"]) == {"holds", "fails", "inconclusive", "n/a", "n/a (too few)"}
     assert claims.loc[claims["verdict"] != "n/a", "interval"].str.contains("bootstrap").all()
+    assert {"margin", "p", "p_holm", "verdict_holm"} <= set(claims.columns)

@@ -4,6 +4,8 @@ frames whose intervals follow from the numbers in the comments."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -60,19 +62,21 @@ def _claims(outputs: RunOutputs) -> dict[str, pd.Series]:
 
 
 def test_a_constant_per_question_difference_has_a_point_interval():
-    """NComm is 2 for SVR-MAD and 6 for MAD on every question: every resample's difference is −4."""
-    claims = _claims(_outputs({"svr": [(2, 1000, True)] * 5, "mad": [(6, 1500, True)] * 5}))
+    """NComm is 2 for SVR-MAD and 6 for MAD on every one of 12 questions: every resample's difference
+    is −4 (BCa is undefined without spread: the percentile interval, a point)."""
+    claims = _claims(_outputs({"svr": [(2, 1000, True)] * 12, "mad": [(6, 1500, True)] * 12}))
     fewer = claims["SVR-MAD sends fewer messages than all-to-all MAD"]
     assert (fewer["value"], fewer["low"], fewer["high"]) == (-4.0, -4.0, -4.0)
-    assert fewer["verdict"] == "holds" and fewer["n"] == 5 and fewer["expect"] == "< 0"
+    assert fewer["verdict"] == "holds" and fewer["n"] == 12 and fewer["expect"] == "< 0"
     assert fewer["interval"].startswith("paired bootstrap over questions")
 
 
-def test_two_questions_give_the_bootstrap_interval_by_hand():
-    """NComm differences −10 and −6 on two questions: a resample's mean is −10 (p 1/4), −8 (1/2) or
-    −6 (1/4), so the 2.5 % and 97.5 % percentiles of 2000 resamples are −10 and −6. Accuracy on one
-    row per question is the McNemar-backed paired difference: SVR-MAD right on both, SC on q1 only:
-    +50 points, resamples 0 (1/4), 50, 100 (1/4), so [0, 100] and "≥ 0" holds (0 is allowed)."""
+def test_two_questions_decide_nothing():
+    """NComm differences −10 and −6 on two questions: fewer than claims.MIN_UNITS, so no bootstrap
+    interval ("n/a (too few)"; the percentile bootstrap of old gave [−10, −6] and "holds"). Accuracy
+    on one row per question is paired correctness: SVR-MAD right on both, SC on q1 only: +50 points
+    from one discordant question; Clopper-Pearson of 1/1 is [0.025, 1], mapped by 100 · (1/2)(2p − 1)
+    to [−47.5, 50], McNemar p = 1, so "≥ 0" is inconclusive (the old [0, 100] let it hold)."""
     claims = _claims(
         _outputs(
             {
@@ -83,14 +87,13 @@ def test_two_questions_give_the_bootstrap_interval_by_hand():
         )
     )
     ncomm = claims["NComm: SVR-MAD < S2-MAD"]
-    assert (ncomm["value"], ncomm["low"], ncomm["high"]) == (-8.0, -10.0, -6.0)
-    assert ncomm["verdict"] == "holds" and ncomm["n"] == 2
+    assert ncomm["value"] == -8.0 and math.isnan(ncomm["low"]) and math.isnan(ncomm["high"])
+    assert ncomm["verdict"] == "n/a (too few)" and ncomm["n"] == 2
     acc = claims["SVR-MAD accuracy ≥ Self Consistency"]
-    assert (acc["value"], acc["low"], acc["high"]) == (50.0, 0.0, 100.0)
-    assert acc["verdict"] == "holds" and "McNemar exact p = 1" in acc["interval"]
-    tokens = claims["Tokens: Self Consistency < SVR-MAD"]  # (0.2 − 1.2, 0.3 − 1.4) ×10³: both below 0
-    assert tokens["value"] == pytest.approx(-1.05) and tokens["high"] == pytest.approx(-1.0)
-    assert tokens["verdict"] == "holds"
+    assert (acc["value"], acc["low"], acc["high"]) == pytest.approx((50.0, -47.5, 50.0))
+    assert acc["verdict"] == "inconclusive" and "McNemar exact p = 1" in acc["interval"] and acc["p"] == 1.0
+    tokens = claims["Tokens: Self Consistency < SVR-MAD"]  # (0.2 − 1.2, 0.3 − 1.4) ×10³
+    assert tokens["value"] == pytest.approx(-1.05) and tokens["verdict"] == "n/a (too few)"
 
 
 def test_a_large_difference_on_many_questions_holds():
@@ -104,10 +107,9 @@ def test_a_large_difference_on_many_questions_holds():
         assert claims[statement]["high"] < 0
 
 
-def test_a_small_difference_on_few_questions_is_inconclusive():
+def test_a_small_difference_on_few_questions_is_not_decided():
     """NComm differences −6, −6, +4 on three questions: the mean −2.7 is below 0 (the old point-value
-    claim said it holds), but a resample drawing +4 twice has mean +0.7 (p 7/27 with +4 three times),
-    so the interval covers 0."""
+    claim said it holds), but three questions are fewer than claims.MIN_UNITS: no interval, no verdict."""
     claims = _claims(
         _outputs(
             {
@@ -117,8 +119,8 @@ def test_a_small_difference_on_few_questions_is_inconclusive():
         )
     )
     ncomm = claims["NComm: SVR-MAD < S2-MAD"]
-    assert ncomm["value"] == pytest.approx(-8 / 3) and ncomm["low"] < 0 < ncomm["high"]
-    assert ncomm["verdict"] == "inconclusive" and ncomm["n"] == 3
+    assert ncomm["value"] == pytest.approx(-8 / 3) and math.isnan(ncomm["low"])
+    assert ncomm["verdict"] == "n/a (too few)" and ncomm["n"] == 3
 
 
 def test_threads_of_a_question_resample_together_and_count_as_one_unit():
@@ -129,4 +131,4 @@ def test_threads_of_a_question_resample_together_and_count_as_one_unit():
     )
     acc = claims["SVR-MAD accuracy ≥ Self Consistency"]
     assert acc["n"] == 2 and acc["value"] == 0.0 and "McNemar" not in acc["interval"]
-    assert (acc["low"], acc["high"]) == (-100.0, 100.0) and acc["verdict"] == "inconclusive"
+    assert math.isnan(acc["low"]) and acc["verdict"] == "n/a (too few)"

@@ -102,34 +102,32 @@ def test_large_effects_hold_with_closed_form_intervals_worked_by_hand():
     outputs, u_sys, correct = _large()
     claims = build_paper("udpo", outputs).claims
 
-    # §11.1: Cohen's d of U_sys, failures over successes, with the Hedges-Olkin normal interval
+    # §11.1: Cohen's d of U_sys, failures over successes, with a BCa bootstrap over the trajectories
+    # (one a question; the interval itself is checked against scipy in tests/test_verdicts.py)
     fail, ok = u_sys[~correct], u_sys[correct]
     pooled = math.sqrt((((fail - fail.mean()) ** 2).sum() + ((ok - ok.mean()) ** 2).sum()) / (200 - 2))
     d = (fail.mean() - ok.mean()) / pooled  # (0.7 − 0.2) / 0.0888 ≈ 5.6
-    half = Z * math.sqrt(200 / (100 * 100) + d * d / (2 * 200))
     gap = _claim(claims, "§11.1", "failures have higher u_sys")
-    assert gap.value == pytest.approx(d) and (gap.low, gap.high) == pytest.approx((d - half, d + half))
-    assert gap.verdict == "holds" and gap.n == 200 and gap.expect == "> 0" and "Hedges" in gap.interval
+    assert gap.value == pytest.approx(d) and gap.low < d < gap.high and gap.low > 3
+    assert gap.verdict == "holds" and gap.n == 200 and gap.expect == "> 0" and "BCa" in gap.interval
 
-    # §11.2: point-biserial r with Fisher's z interval tanh(atanh r ± z / sqrt(n − 3))
+    # §11.2: point-biserial r, BCa bootstrap over trajectories (not Fisher's z: a 0/1 variable)
     r = stats.pearsonr(u_sys, correct.astype(float)).statistic
-    fisher = _claim(claims, "§11.2", "u_sys correlates")
-    assert fisher.value == pytest.approx(r) and r < -0.9
-    assert (fisher.low, fisher.high) == pytest.approx(
-        (math.tanh(math.atanh(r) - Z / math.sqrt(197)), math.tanh(math.atanh(r) + Z / math.sqrt(197)))
-    )
-    assert fisher.verdict == "holds" and fisher.expect == "< 0" and fisher.n == 200
+    pb = _claim(claims, "§11.2", "u_sys correlates")
+    assert pb.value == pytest.approx(r) and r < -0.9 and pb.low < r < pb.high < -0.8
+    assert pb.verdict == "holds" and pb.expect == "< 0" and pb.n == 200 and pb.p < 0.001
 
     # §11.4: the least uncertain half is the 100 successes: 100 % against 50 % overall
     selective = _claim(claims, "§11.4")
     assert selective.value == pytest.approx(50.0) and selective.verdict == "holds" and selective.low > 30
 
-    # §11 (GPU): UDPO − MAD = +25 points, paired: the per-question SE is sqrt(.25 · .75 / 200) = 3.06
-    # points, so the percentile interval is close to 25 ± 6.0
+    # §11 (GPU): UDPO − MAD = +25 points, paired correctness: 50 discordant questions, all UDPO's;
+    # the exact interval maps Clopper-Pearson of 50/50, [0.025^(1/50), 1], by 100 · (50/200)(2p − 1)
     better = _claim(claims, "§11 (GPU)", "UDPO is more accurate than MAD")
     assert better.value == pytest.approx(25.0) and better.n == 200 and better.verdict == "holds"
-    assert better.low == pytest.approx(25 - Z * 3.06, abs=1.5) and better.high == pytest.approx(25 + Z * 3.06, abs=1.5)
-    assert "paired" in better.interval and "McNemar" in better.interval
+    assert (better.low, better.high) == pytest.approx((25 * (2 * 0.025 ** (1 / 50) - 1), 25.0))
+    assert "discordant" in better.interval and "McNemar" in better.interval
+    assert better.p == pytest.approx(2 * 0.5**50)
     # every debate had a right honest agent in round 0: MAD collapsed on its 100 failures (50 %),
     # UDPO on its 50 (25 %): −25 points, paired over the same 200 questions
     collapse = _claim(claims, "§11 (GPU)", "UDPO collapses less")
@@ -147,33 +145,33 @@ def test_few_questions_point_the_claimed_way_but_are_inconclusive():
     claims = build_paper("udpo", outputs).claims
 
     better = _claim(claims, "§11 (GPU)", "UDPO is more accurate than MAD")
-    # per-question differences 0, 0, +1, 0: a resample's mean is 0 whenever it misses q2 (p = (3/4)^4 = 0.32)
-    assert better.value == pytest.approx(25.0) and better.low == 0.0 and better.verdict == "inconclusive"
+    # one discordant question (q2, UDPO's): Clopper-Pearson of 1/1 is [0.025, 1], mapped by
+    # 100 · (1/4)(2p − 1) to [−23.75, 25]; McNemar p = 1
+    assert better.value == pytest.approx(25.0) and better.verdict == "inconclusive" and better.p == 1.0
+    assert (better.low, better.high) == pytest.approx((-23.75, 25.0))
     assert better.holds is None and better.n == 4
 
-    # U = 0.8, 0.6, 0.5 at steps 1, 2, 3: slope −0.15; residuals 1/60, −1/30, 1/60 give
-    # s² = (1/600) / 1 and SE = sqrt(s² / Σ(x − x̄)²) = sqrt(1/1200); t_.975(1 df) = 12.706
+    # U = 0.8, 0.6, 0.5 at steps 1, 2, 3: slope −0.15, but 3 steps are fewer than claims.MIN_UNITS
     trend = _claim(claims, "§11.8")
-    half = stats.t.ppf(0.975, 1) * math.sqrt(1 / 1200)
-    assert trend.value == pytest.approx(-0.15) and half == pytest.approx(0.3667, abs=1e-3)
-    assert (trend.low, trend.high) == pytest.approx((-0.15 - half, -0.15 + half))
-    assert trend.verdict == "inconclusive" and trend.n == 3 and trend.expect == "< 0"
+    assert trend.value == pytest.approx(-0.15) and math.isnan(trend.low)
+    assert trend.verdict == "n/a (too few)" and trend.n == 3 and trend.expect == "< 0"
 
 
 def test_a_difference_the_same_on_every_question_has_a_zero_width_paired_interval():
-    """§11.6: standard MAD at T = 1 and T = 2 on the same three questions, U_sys lower by exactly 0.1
-    on each: every paired resample gives −0.1, so even three questions decide the claim. Both
-    protocols pool into the §11.1-3 rows: two trajectories per question, resampled together."""
-    rows = _rows("mad_t1", [True, False, False], [0.5, 0.6, 0.9]) + _rows(
-        "mad_t2", [True, True, False], [0.4, 0.5, 0.8]
+    """§11.6: standard MAD at T = 1 and T = 2 on the same twelve questions, U_sys lower by exactly 0.1
+    on each: every paired resample gives −0.1, so twelve questions (≥ claims.MIN_UNITS) decide the
+    claim. Both protocols pool into the §11.1-3 rows: two trajectories per question, resampled
+    together."""
+    rows = _rows("mad_t1", [True, False, False] * 4, [0.5, 0.6, 0.9] * 4) + _rows(
+        "mad_t2", [True, True, False] * 4, [0.4, 0.5, 0.8] * 4
     )
     claims = build_paper("udpo", _outputs([_protocol("mad_t1", rounds=1), _protocol("mad_t2")], rows)).claims
     fewer = _claim(claims, "§11.6")
-    assert fewer.statistic == "U_sys(T=2) − U_sys(T=1)" and fewer.n == 3
+    assert fewer.statistic == "U_sys(T=2) − U_sys(T=1)" and fewer.n == 12
     assert (fewer.value, fewer.low, fewer.high) == pytest.approx((-0.1, -0.1, -0.1))
     assert fewer.verdict == "holds" and "paired" in fewer.interval
     gap = _claim(claims, "§11.1", "failures have higher u_sys")
-    assert gap.n == 3 and "cluster bootstrap over questions" in gap.interval
+    assert gap.n == 12 and "cluster bootstrap over questions" in gap.interval
 
 
 def test_methods_on_different_questions_are_compared_over_the_union_of_their_questions():
@@ -187,18 +185,20 @@ def test_methods_on_different_questions_are_compared_over_the_union_of_their_que
 
 
 def test_attack_claims_compare_the_ends_of_m_on_the_same_questions():
-    """§11.5: m = 0, 1, 2 on four questions; accuracy 75 → 50 → 0 %, U_sys up by 0.3 on every question."""
+    """§11.5: m = 0, 1, 2 on twelve questions; accuracy 75 → 50 → 0 %, U_sys up by 0.3 on every question."""
     rows = (
-        _rows("mad_n3", [True, True, True, False], [0.1, 0.2, 0.3, 0.4])
-        + _rows("attack_m1", [True, True, False, False], [0.2, 0.3, 0.4, 0.5])
-        + _rows("attack_m2", [False] * 4, [0.4, 0.5, 0.6, 0.7])
+        _rows("mad_n3", [True, True, True, False] * 3, [0.1, 0.2, 0.3, 0.4] * 3)
+        + _rows("attack_m1", [True, True, False, False] * 3, [0.2, 0.3, 0.4, 0.5] * 3)
+        + _rows("attack_m2", [False] * 12, [0.4, 0.5, 0.6, 0.7] * 3)
     )
     protocols = [_protocol("mad_n3"), _protocol("attack_m1", adversarial=1), _protocol("attack_m2", adversarial=2)]
     claims = build_paper("udpo", _outputs(protocols, rows)).claims
     falls = _claim(claims, "§11.5", "accuracy falls")
-    # per-question differences −1, −1, −1, 0: the largest resample mean is 0 (all four draws on q3)
+    # 9 discordant questions, all lost under m = 2: Clopper-Pearson of 0/9 is [0, 1 − 0.025^(1/9)],
+    # mapped by 100 · (9/12)(2p − 1); McNemar p = 2 · 0.5⁹
     assert falls.statistic == "acc(m=2) − acc(m=0), points" and falls.value == pytest.approx(-75.0)
-    assert falls.high <= 0 and falls.n == 4 and "m=1: acc 50.0" in falls.detail
+    assert (falls.low, falls.high) == pytest.approx((-75.0, 75 * (2 * (1 - 0.025 ** (1 / 9)) - 1)))
+    assert falls.high < 0 and falls.n == 12 and "m=1: acc 50.0" in falls.detail and falls.verdict == "holds"
     rises = _claim(claims, "§11.5", "U_sys rises")
     assert (rises.value, rises.low, rises.high) == pytest.approx((0.3, 0.3, 0.3)) and rises.verdict == "holds"
 

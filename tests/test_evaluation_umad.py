@@ -1,8 +1,9 @@
 """UMAD evaluation (Qiao et al., arXiv:2603.01221 §5.2, Table 1; §3, §5) on hand-made stage outputs whose cells are worked out by hand:
 two questions, two threads, one debate round, a heterogeneous and a homogeneous untrained pair,
 a UMAD- and an IPPO-trained pair, and a three-agent debate that is not the paper's. The claims'
-intervals (bootstrap over the two questions, the slope's t interval) are worked out by hand too;
-a generated pair on 40 and on 4 questions shows one effect holding and the same effect inconclusive."""
+values are worked out by hand too (two questions are fewer than claims.MIN_UNITS, so the bootstrapped
+claims have no interval there); a generated pair on 40 and on 4 questions shows one effect holding and
+the same effect undecided."""
 
 from __future__ import annotations
 
@@ -267,61 +268,52 @@ def test_claims(result):
     bound = claim("§10.1", "log N")
     # largest excess: Sys-EU − log 2 at the hetero pair's 0.6 nats
     assert bound["verdict"] == "holds" and bound["value"] == pytest.approx(0.6 - math.log(2)) and bound["n"] == 8
-    # both questions fall by 0.3 nats: every resample of the paired difference is −0.3
+    # the bootstrapped claims below have two questions, fewer than claims.MIN_UNITS: each keeps its
+    # value (worked out by hand) without an interval, "n/a (too few)"; the old percentile intervals on
+    # two questions let "Sys-EU falls" and "initial Sys-EU" hold
+    too_few = "n/a (too few)"
+    # both questions fall by 0.3 nats
     falls = claim("§10.2", "Sys-EU falls", "pair (hetero")
-    assert falls["verdict"] == "holds" and falls["n"] == 2 and falls["expect"] == "< 0"
-    assert (falls["value"], falls["low"], falls["high"]) == pytest.approx((-0.3, -0.3, -0.3))
-    assert "paired bootstrap over questions" in falls["interval"]
+    assert falls["verdict"] == too_few and falls["n"] == 2 and falls["expect"] == "< 0"
+    assert falls["value"] == pytest.approx(-0.3) and math.isnan(falls["low"]) and math.isnan(falls["high"])
+    assert "paired bootstrap over questions" in falls["interval"] and "at least 10" in falls["detail"]
     assert claim("§10.2", "Sys-EU falls", "umad_pair")["verdict"] == "n/a"
-    initial = claim("§10.3", "initial Sys-EU")  # 0.6 vs 0.2 on both questions: 0.4 in every resample
-    assert initial["verdict"] == "holds" and initial["n"] == 2
-    assert (initial["value"], initial["low"], initial["high"]) == pytest.approx((0.4, 0.4, 0.4))
-    # the weak seat gains 50 points on q1 (1 of 2 threads right -> 2 of 2) and 0 on q2: a resample of the
-    # two questions has mean 0, 25 or 50, each end with probability 1/4 > 2.5 %, so the interval is
-    # [0, 50]: the point value (+25, "yes" before intervals) can't be told from 0 on two questions
+    initial = claim("§10.3", "initial Sys-EU")  # 0.6 vs 0.2 on both questions
+    assert initial["verdict"] == too_few and initial["n"] == 2 and initial["value"] == pytest.approx(0.4)
+    # the weak seat gains 50 points on q1 (1 of 2 threads right -> 2 of 2) and 0 on q2: +25
     gain = claim("§10.4", "raises the weaker agent")
     assert gain["value"] == pytest.approx(25.0) and "A0 (weak)" in gain["statistic"]
-    assert (gain["low"], gain["high"]) == (0.0, 50.0)
-    assert gain["verdict"] == "inconclusive" and gain["n"] == 2
+    assert gain["verdict"] == too_few and gain["n"] == 2
     versus = claim("§10.4", "by more in the hetero pair")  # the homo pair gains 0 on each question
-    assert versus["value"] == pytest.approx(25.0) and (versus["low"], versus["high"]) == (0.0, 50.0)
-    assert versus["verdict"] == "inconclusive"
+    assert versus["value"] == pytest.approx(25.0) and versus["verdict"] == too_few
     flips = claim("§10.5", "weaker agent flips more", scope="pair")  # flips 1 of 2 on q1, 0 of 2 on q2
-    assert flips["value"] == pytest.approx(25.0) and (flips["low"], flips["high"]) == (0.0, 50.0)
-    assert flips["verdict"] == "inconclusive" and flips["n"] == 2
+    assert flips["value"] == pytest.approx(25.0) and flips["verdict"] == too_few and flips["n"] == 2
     assert claim("§10.5", "lies between", scope="pair")["verdict"] == "n/a"  # no homo pair of the strong agent
     assert claim("§10.5", "weaker agent flips more", scope="pair_unmasked")["verdict"] == "n/a"  # no outputs
     # per (protocol, question) point (Δacc points, ΔSys-AU): hetero q1 (25, -0.1), q2 (0, 0.2); homo q1, q2
-    # (0, 0). A question's two points move together: resampling {q1, q1} gives r = −1, {q2, q2} a
-    # constant Δacc (undefined, dropped), {q1, q2} the point value, so the interval is [−1, r]
+    # (0, 0); a question's two points move together, so the units are the 2 questions: too few
     au = claim("§10.6", "Δaccuracy")
     expected = np.corrcoef([25, 0, 0, 0], [-0.1, 0.2, 0, 0])[0, 1]
     assert au["value"] == pytest.approx(expected) and au["n"] == 2 and au["expect"] == "< 0"
-    assert au["low"] == pytest.approx(-1.0) and au["high"] == pytest.approx(expected)
-    assert au["verdict"] == "holds" and "4 (protocol, question) points" in au["detail"]
+    assert au["verdict"] == too_few and "4 (protocol, question) points" in au["detail"]
     # the fixture's turns have no mean_token_entropy column (written before it was recorded): n/a, saying why
     entropy = claim("§10.7", "token entropy", "pair (hetero, Zero-Shot)")
     assert entropy["verdict"] == "n/a" and "mean_token_entropy is empty" in entropy["detail"]
-    # reward 0.5, 0.7, 0.6, 0.9, 1.0 at steps 0..4: slope 1.2 / 10 = 0.12; residuals 0, .08, −.14, .04, .02,
-    # SSE = 0.028, SE = sqrt(0.028 / 3 / 10) = 0.030551, t(.975, 3) = 3.182446
+    # reward 0.5, 0.7, 0.6, 0.9, 1.0 at steps 0..4: slope 1.2 / 10 = 0.12, on 5 steps: too few for the
+    # bootstrap over steps (the old t interval said "holds")
     rises = claim("§10.9", "team reward rises", "umad_run")
-    half = 3.182446 * math.sqrt(0.028 / 3 / 10)
-    assert rises["value"] == pytest.approx(0.12) and rises["n"] == 5 and rises["verdict"] == "holds"
-    assert (rises["low"], rises["high"]) == pytest.approx((0.12 - half, 0.12 + half), abs=1e-6)
-    # reward 1.0, 0.6, 0.7, 0.2: slope −0.23, SSE 0.063, SE = sqrt(0.063 / 2 / 5) = 0.0794, t(.975, 2) = 4.303:
-    # [−0.57, 0.11]; four steps can't tell the fall from noise (the point value said "no")
+    assert rises["value"] == pytest.approx(0.12) and rises["n"] == 5 and rises["verdict"] == too_few
+    # reward 1.0, 0.6, 0.7, 0.2: slope −0.23 on four steps
     falling = claim("§10.9", "team reward rises", "ippo_run")
-    assert falling["value"] == pytest.approx(-0.23) and falling["verdict"] == "inconclusive"
-    assert (falling["low"], falling["high"]) == pytest.approx(
-        (-0.23 - 4.303 * math.sqrt(0.0063), -0.23 + 4.303 * math.sqrt(0.0063)), abs=1e-3
-    )
+    assert falling["value"] == pytest.approx(-0.23) and falling["verdict"] == too_few
     weight = claim("§10.9", "confidence weight", "umad_run")
     assert weight["verdict"] == "holds" and weight["value"] == pytest.approx(math.log(1.1)) and weight["n"] == 5
     assert weight["low"] == weight["high"] == weight["value"] and weight["expect"] == "<= 0.5"
-    gpu = claim("§10 (GPU)", "UMAD > IPPO")  # A0 right everywhere under UMAD, wrong under IPPO
-    assert (gpu["value"], gpu["low"], gpu["high"]) == pytest.approx((100.0, 100.0, 100.0))
-    assert gpu["verdict"] == "holds" and gpu["n"] == 2
-    assert set(claims["verdict"]) <= {"holds", "fails", "inconclusive", "n/a"}
+    # A0 right everywhere under UMAD, wrong under IPPO; two threads a question, so pooled shares
+    # bootstrapped over the 2 questions: too few
+    gpu = claim("§10 (GPU)", "UMAD > IPPO")
+    assert gpu["value"] == pytest.approx(100.0) and gpu["verdict"] == too_few and gpu["n"] == 2
+    assert set(claims["verdict"]) <= {"holds", "fails", "inconclusive", "n/a", too_few}
 
 
 def _gain_outputs(tmp_path, n_questions: int) -> RunOutputs:
@@ -409,15 +401,14 @@ def test_a_large_gain_on_many_questions_holds(tmp_path):
     assert between["verdict"] == "holds" and "homo pairs 0.0% to 50.0%" in between["detail"]
 
 
-def test_the_same_gain_on_four_questions_is_inconclusive(tmp_path):
-    """Questions 0..3 gain 0, 100, 100, 0 points: the point value is +50 (the old yes/no said "yes"), but a
-    resample drawing only questions 0 and 3 (probability 2^4 / 4^4 = 6.25 % > 2.5 %) gains 0, so the
-    interval reaches 0; likewise 100."""
+def test_the_same_gain_on_four_questions_is_not_decided(tmp_path):
+    """Questions 0..3 gain 0, 100, 100, 0 points: the point value is +50 (the old yes/no said "yes"), but
+    four questions are fewer than claims.MIN_UNITS: no interval, "n/a (too few)"."""
     gain, versus, flips, _ = _gain_claims(tmp_path, 4)
     for row in (gain, versus, flips):
         assert row["value"] == pytest.approx(50.0) and row["n"] == 4
-        assert (row["low"], row["high"]) == (0.0, 100.0)
-        assert row["verdict"] == "inconclusive"
+        assert math.isnan(row["low"]) and math.isnan(row["high"])
+        assert row["verdict"] == "n/a (too few)"
 
 
 def test_claims_without_threads_or_training_are_untestable(outputs):

@@ -104,15 +104,23 @@ def test_grouped_columns_get_one_header_above_them():
 
 
 def test_claims_page_leads_with_verdict_value_and_interval():
+    names = ["claim", "statement", "scope", "statistic", "value", "low", "high", "expect", "verdict", "n"]
+    names += ["interval", "detail", "margin", "p", "p_holm", "verdict_holm"]
     claims = pd.DataFrame(
         [
-            ["§1", "x rises", "mad", "mean Δx", 0.2, 0.05, 0.35, "> 0", "holds", 50, "paired bootstrap", ""],
-            ["§2", "y falls", "", "", np.nan, np.nan, np.nan, "", "n/a", 0, "", "needs a trained pair"],
+            ["§1", "x rises", "mad", "mean Δx", 0.2, 0.05, 0.35, ">= 0", "holds", 50, "paired bootstrap", ""]
+            + [0.5, 0.01, 0.06, "inconclusive (Holm)"],
+            ["§2", "y falls", "", "", np.nan, np.nan, np.nan, "", "n/a", 0, "", "needs a trained pair"]
+            + [np.nan, np.nan, np.nan, "n/a"],
         ],
-        columns=CLAIM_COLUMNS,
-    )
+        columns=names,
+    )[CLAIM_COLUMNS]
     view, sublines = claims_view(claims)
     assert list(view.columns)[:5] == ["claim", "statement", "verdict", "value", "95 % interval"]
     assert view["95 % interval"].tolist() == ["[0.05, 0.35]", ""]
-    assert sublines["statement"] == ["mad · mean Δx · paired bootstrap", "needs a trained pair"]
+    assert view["expect"].tolist() == [">= 0, margin 0.5", ""]
+    assert sublines["statement"] == [
+        "mad · mean Δx · paired bootstrap · p = 0.01, Holm p = 0.06: inconclusive (Holm)",
+        "needs a trained pair",
+    ]
     assert len(view.columns) <= 7  # the rest rides under the statement: the table fits the pane

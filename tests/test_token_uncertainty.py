@@ -438,10 +438,14 @@ def test_entropy_rising_clearly_holds_and_falling_clearly_fails(tmp_path):
     assert claim["value"] == pytest.approx(-np.mean(rises)) and claim["verdict"] == "fails"
 
 
-def test_a_small_change_on_three_questions_is_inconclusive(tmp_path):
-    # +0.3, −0.2, +0.05: mean 0.05; a resample of q1 three times (1/27 = 3.7 % > 2.5 %) gives −0.2
+def test_a_small_change_on_few_questions_is_not_decided(tmp_path):
+    # +0.3, −0.2, +0.05: mean 0.05 on three questions, fewer than claims.MIN_UNITS: no interval
     claim = _entropy_claim(_entropy_outputs(tmp_path, [1.0, 1.0, 1.0], [0.3, -0.2, 0.05]))
     assert claim["value"] == pytest.approx(0.05) and claim["n"] == 3
+    assert np.isnan(claim["low"]) and claim["verdict"] == "n/a (too few)"
+    # the same changes on 12 questions: the mean 0.05 against an SD of 0.2 (SE 0.06) covers 0
+    claim = _entropy_claim(_entropy_outputs(tmp_path, [1.0] * 12, [0.3, -0.2, 0.05] * 4))
+    assert claim["value"] == pytest.approx(0.05) and claim["n"] == 12
     assert claim["low"] < 0 < claim["high"] and claim["verdict"] == "inconclusive"
 
 

@@ -1,36 +1,60 @@
 """Checkable claims: each claim a spec lists as testable on CPU, measured on this run with its
 uncertainty.
 
-A claim is a statistic (a difference of accuracies, a correlation, a slope, ...) with a 95 %
-interval and an expected direction against a threshold (``expect`` "> 0", "< 0", ">= 0", ...).
-The verdict reads the interval, never the point value alone:
+A claim is a statistic (a difference of accuracies, a correlation, a slope, ...) with a 95 % interval,
+a two-sided p-value and an expected direction against a threshold (``expect`` "> 0", "< 0", ">= 0",
+...), with a margin for "≥" / "≤" claims. The verdict reads the interval and the p-value of the test
+the interval inverts, never the point value alone (`verdict`, docs/evaluation.md "Verdicts"):
 
-- ``holds``: the whole interval is on the claimed side of the threshold;
-- ``fails``: the whole interval is on the other side;
-- ``inconclusive``: the interval covers the threshold (the run can't tell);
-- ``n/a``: the run can't test the claim (its protocols or runs are not in the config, too few
-  questions); ``detail`` says why. Such a claim is a row, never left out.
+- ``holds``: the whole interval is strictly on the claimed side of the boundary (the threshold; for
+  "≥ t" with margin δ, t − δ; for "≤ t", t + δ) and the matching test rejects the boundary
+  (p < 0.05): both are required, so an interval and a test that disagree by rounding give no verdict;
+- ``fails``: the whole interval is strictly on the other side (and p < 0.05);
+- ``inconclusive``: the interval covers the boundary (the run can't tell);
+- ``n/a``: the run can't test the claim (its protocols or runs are not in the config); ``detail``
+  says why. Such a claim is a row, never left out;
+- ``n/a (too few)``: a bootstrapped statistic on fewer than `MIN_UNITS` units (questions, runs,
+  steps): the value is shown, no interval.
 
-Intervals come from the test that fits the statistic (`Estimate` constructors below): a bootstrap
-over questions for means and differences of per-question quantities (paired when two methods answer
-the same questions), Fisher's z for a correlation, the large-sample normal interval of Cohen's d,
-the t interval of an OLS slope, and no interval at all for quantities that are computed, not
-sampled (an identity that must hold on every row: ``Estimate.exact``).
+`claims_frame` adds ``p_holm`` (Holm's step-down adjustment over the paper's claims that have a
+p-value) and ``verdict_holm``: a holds / fails whose adjusted p is ≥ 0.05 reads
+``inconclusive (Holm)``.
+
+Estimators, one per statistic family, each returning an `Estimate` whose ``p_value(null)`` is the
+test its interval inverts:
+
+- paired correctness (accuracy of a and b on the same questions, one 0/1 outcome each):
+  `paired_accuracy_difference`, the exact interval conditional on the discordant questions, which
+  agrees with the exact McNemar test;
+- a single proportion: `proportion`, Clopper-Pearson (the exact binomial test);
+- means, paired differences of non-binary per-unit quantities, correlations, Cohen's d, slopes and
+  any statistic of resampled units (`bootstrap`): the BCa bootstrap (`scipy.stats.bootstrap`),
+  clustered where rows are not independent (a question's rows are drawn together), percentile where
+  BCa is undefined (the method string says so);
+- `Estimate.exact`: quantities computed on every row, with no sampling error (an identity's largest
+  violation): no interval, no p, the verdict compares the value itself.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 CONFIDENCE = 0.95
+ALPHA = 1 - CONFIDENCE  # the level every p-value is read at (two-sided, as the 95 % interval)
 BOOTSTRAP_RESAMPLES = 2000
-VERDICTS = ("holds", "fails", "inconclusive", "n/a")
+BOOTSTRAP_BATCH = 250  # resamples (and jackknife replicates) computed at once: bounds the memory
+MIN_UNITS = 10  # fewer bootstrap units than this: no interval, verdict "n/a (too few)" (docs/evaluation.md)
+TOO_FEW = "n/a (too few)"
+HOLM_INCONCLUSIVE = "inconclusive (Holm)"
+VERDICTS = ("holds", "fails", "inconclusive", "n/a", TOO_FEW)
 EXPECTATIONS = (">", ">=", "<", "<=")
 CLAIM_COLUMNS = [
     "claim",
@@ -41,7 +65,11 @@ CLAIM_COLUMNS = [
     "low",
     "high",
     "expect",
+    "margin",
     "verdict",
+    "p",
+    "p_holm",
+    "verdict_holm",
     "n",
     "interval",
     "detail",
@@ -53,33 +81,57 @@ CLAIM_COLUMNS = [
 
 @dataclass(frozen=True)
 class Estimate:
-    """A statistic measured on `n` units (questions, trajectories, steps) with its 95 % interval."""
+    """A statistic measured on `n` units (questions, trajectories, steps) with its 95 % interval and,
+    through `test`, the two-sided p-value of "statistic = null" by the test the interval inverts."""
 
     value: float
     low: float
     high: float
     n: int
-    method: str  # how the interval was made, e.g. "paired bootstrap over questions"
+    method: str  # how the interval was made, e.g. "exact conditional (McNemar) interval"
+    test: Callable[[float], float] | None = field(default=None, compare=False, repr=False)
+    too_few: bool = False  # fewer than MIN_UNITS units: no interval (verdict "n/a (too few)")
+    exact_value: bool = False  # computed on every row, no sampling (Estimate.exact)
 
     @property
     def finite(self) -> bool:
         return all(math.isfinite(v) for v in (self.value, self.low, self.high))
+
+    def p_value(self, null: float = 0.0) -> float:
+        """Two-sided p-value of "the statistic equals `null`"; NaN without a test."""
+        if self.test is None or not self.finite:
+            return math.nan
+        return float(min(1.0, max(0.0, self.test(float(null)))))
+
+    @property
+    def p(self) -> float:
+        return self.p_value(0.0)
 
     @classmethod
     def missing(cls, n: int = 0, method: str = "") -> Estimate:
         return cls(math.nan, math.nan, math.nan, int(n), method)
 
     @classmethod
+    def few(cls, value: float, n: int, method: str) -> Estimate:
+        """Fewer than MIN_UNITS units: the value without an interval."""
+        return cls(float(value), math.nan, math.nan, int(n), f"{method}; fewer than {MIN_UNITS} units", too_few=True)
+
+    @classmethod
     def exact(cls, value: float, n: int) -> Estimate:
         """A computed quantity with no sampling error (e.g. the largest violation of an identity over
-        all rows): the interval is the value itself."""
+        all rows): the interval is the value itself, and there is no p-value."""
         value = float(value)
-        return cls(value, value, value, int(n), "exact (computed on every row, no sampling)")
+        return cls(value, value, value, int(n), "exact (computed on every row, no sampling)", exact_value=True)
 
     def scaled(self, factor: float) -> Estimate:
         """The same estimate in other units (e.g. a share as points: factor 100)."""
         lo, hi = sorted((self.low * factor, self.high * factor))
-        return Estimate(self.value * factor, lo, hi, self.n, self.method)
+        test = None if self.test is None else (lambda null, t=self.test: t(null / factor))
+        return dataclasses.replace(self, value=self.value * factor, low=lo, high=hi, test=test)
+
+    def described(self, method: str) -> Estimate:
+        """The same estimate, its method string replaced."""
+        return dataclasses.replace(self, method=method)
 
 
 def percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[float, float]:
@@ -92,6 +144,149 @@ def percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[floa
     return float(low), float(high)
 
 
+def _binomial_central_p(k: int, m: int, p0: float) -> float:
+    """The two-sided binomial p-value that inverts the Clopper-Pearson interval: twice the smaller
+    tail of Binomial(m, p0) at k, capped at 1 (for p0 = 1/2 it equals scipy's binomtest)."""
+    if m == 0:
+        return 1.0
+    if p0 <= 0.0 or p0 >= 1.0:
+        return 1.0 if k == round(p0 * m) else 0.0
+    lower, upper = stats.binom.cdf(k, m, p0), stats.binom.sf(k - 1, m, p0)
+    return float(min(1.0, 2 * min(lower, upper)))
+
+
+def proportion(successes: int, n: int) -> Estimate:
+    """A share k/n with its exact (Clopper-Pearson) interval; p: the exact binomial test."""
+    method = "exact binomial (Clopper-Pearson) interval"
+    if n <= 0:
+        return Estimate.missing(0, method)
+    k, n = int(successes), int(n)
+    ci = stats.binomtest(k, n).proportion_ci(CONFIDENCE, method="exact")
+    return Estimate(k / n, float(ci.low), float(ci.high), n, method, lambda null: _binomial_central_p(k, n, null))
+
+
+def discordant_counts(correct_a: Sequence[bool], correct_b: Sequence[bool]) -> tuple[int, int, int]:
+    """(b, c, n): questions only a got right, only b got right, and all questions."""
+    a, b = np.asarray(correct_a, dtype=bool), np.asarray(correct_b, dtype=bool)
+    if a.shape != b.shape:
+        raise ValueError(f"paired correctness: a and b differ in length ({a.size} vs {b.size})")
+    return int(np.sum(a & ~b)), int(np.sum(~a & b)), int(a.size)
+
+
+def mcnemar_p(correct_a: Sequence[bool], correct_b: Sequence[bool]) -> float:
+    """Two-sided exact McNemar p-value for paired correctness: a binomial test on the discordant
+    pairs (a right, b wrong vs a wrong, b right)."""
+    only_a, only_b, _ = discordant_counts(correct_a, correct_b)
+    if only_a + only_b == 0:
+        return 1.0
+    return float(stats.binomtest(only_a, only_a + only_b, 0.5).pvalue)
+
+
+PAIRED_EXACT = (
+    "exact interval conditional on the {m} discordant of {n} questions (Clopper-Pearson on b/m; exact McNemar)"
+)
+
+
+def paired_counts_difference(only_a: int, only_b: int, n: int, *, confidence: float = CONFIDENCE) -> Estimate:
+    """acc(a) − acc(b) as a share, from the discordant counts of n paired questions: b = only_a,
+    c = only_b, m = b + c. Conditional on m, b ~ Binomial(m, π) and the difference is
+    (m/n)(2π − 1); the Clopper-Pearson interval [πL, πU] of b/m maps to the interval of the
+    difference, and its test at 0 (π = 1/2) is the exact McNemar test, so the interval excludes 0
+    exactly when McNemar's p < 1 − confidence (tests/test_verdicts.py checks a grid of (b, c))."""
+    b, c, n = int(only_a), int(only_b), int(n)
+    m = b + c
+    method = PAIRED_EXACT.format(m=m, n=n)
+    if n <= 0:
+        return Estimate.missing(0, method)
+    value = (b - c) / n
+    if m == 0:  # no discordant question: conditionally the difference is exactly 0
+        return Estimate(0.0, 0.0, 0.0, n, method, lambda null: 1.0 if null == 0 else 0.0)
+    ci = stats.binomtest(b, m).proportion_ci(confidence, method="exact")
+    low, high = (m / n) * (2 * float(ci.low) - 1), (m / n) * (2 * float(ci.high) - 1)
+
+    def test(null: float) -> float:
+        if null == 0:
+            return float(stats.binomtest(b, m, 0.5).pvalue)  # exact McNemar
+        return _binomial_central_p(b, m, (1 + null * n / m) / 2)
+
+    return Estimate(value, low, high, n, method, test)
+
+
+def paired_accuracy_difference(correct_a: Sequence[bool], correct_b: Sequence[bool]) -> Estimate:
+    """acc(a) − acc(b) as a share, a and b one 0/1 outcome per question on the same questions: the
+    exact conditional interval of `paired_counts_difference`, p the exact McNemar test."""
+    return paired_counts_difference(*discordant_counts(correct_a, correct_b))
+
+
+def accuracy_difference(correct_a: Sequence[bool], correct_b: Sequence[bool], *, seed: int = 0) -> Estimate:
+    """`paired_accuracy_difference` in points (`seed` is unused: the interval is exact)."""
+    del seed
+    est = paired_accuracy_difference(correct_a, correct_b).scaled(100)
+    return est.described(f"{est.method}; McNemar exact p = {est.p:.3g}")
+
+
+def is_binary(*arrays: np.ndarray) -> bool:
+    """Every value 0 or 1 (one correctness outcome per unit)."""
+    return all(np.isin(np.asarray(x, dtype=float), (0.0, 1.0)).all() for x in arrays)
+
+
+# --------------------------------------------------------------------------- bootstrap
+
+
+def _batched(statistic: Callable, vectorized: bool) -> Callable[[np.ndarray], np.ndarray]:
+    """The statistic of a 2-D int array of unit indices (one resample a row), one value a row."""
+    if vectorized:
+        return lambda index: np.asarray(statistic(index), dtype=float).reshape(index.shape[0])
+    return lambda index: np.array([statistic(row) for row in index], dtype=float)
+
+
+def _jackknife(batch: Callable[[np.ndarray], np.ndarray], n_units: int) -> np.ndarray:
+    """The statistic with each unit left out in turn."""
+    units = np.arange(n_units)
+    values = []
+    for start in range(0, n_units, BOOTSTRAP_BATCH):
+        rows = np.array([np.delete(units, i) for i in range(start, min(n_units, start + BOOTSTRAP_BATCH))])
+        values.append(batch(rows))
+    return np.concatenate(values)
+
+
+def _share_below(replicates: np.ndarray, point: float) -> float:
+    """(#below + #at-or-below) / 2B: scipy's mid-rank percentile of `point` among the replicates."""
+    return float((np.sum(replicates < point) + np.sum(replicates <= point)) / (2 * replicates.size))
+
+
+def _beyond_p(null: float, value: float, replicates: np.ndarray) -> float:
+    """p for a null outside every replicate: below the bootstrap's resolution 1/B, so the normal
+    tail with the bootstrap standard error, capped at 1/B."""
+    se = float(np.std(replicates, ddof=1)) if replicates.size > 1 else 0.0
+    if se == 0:
+        return 1.0 if null == value else 0.0
+    return min(1.0 / replicates.size, float(2 * stats.norm.sf(abs(value - null) / se)))
+
+
+def _percentile_p(null: float, value: float, replicates: np.ndarray) -> float:
+    """The p-value the percentile interval inverts: twice the share of replicates beyond the null."""
+    q = _share_below(replicates, null)
+    if q <= 0 or q >= 1:
+        return _beyond_p(null, value, replicates)
+    return min(1.0, 2 * min(q, 1 - q))
+
+
+def _bca_p(null: float, value: float, replicates: np.ndarray, z0: float, accel: float) -> float:
+    """The p-value the BCa interval inverts: the level 1 − p whose BCa interval has `null` as an
+    endpoint. With q the mid-rank share of replicates below null and w = Φ⁻¹(q) − z0, the endpoint's
+    normal quantile is z = w / (1 + a·w) − z0 (Efron & Tibshirani 1993, eq. 14.10 solved for α);
+    p = 2·min(Φ(z), 1 − Φ(z)). With z0 = a = 0 it is the percentile p."""
+    q = _share_below(replicates, null)
+    if q <= 0 or q >= 1:
+        return _beyond_p(null, value, replicates)
+    w = stats.norm.ppf(q) - z0
+    if 1 + accel * w <= 0:  # outside the range where the BCa map is monotone: as far as beyond
+        return _beyond_p(null, value, replicates)
+    z = w / (1 + accel * w) - z0
+    return float(min(1.0, 2 * min(stats.norm.cdf(z), stats.norm.sf(z))))
+
+
 def bootstrap(
     statistic: Callable[[np.ndarray], float],
     n_units: int,
@@ -100,155 +295,260 @@ def bootstrap(
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = 0,
     confidence: float = CONFIDENCE,
+    vectorized: bool = False,
+    paired: bool = False,
 ) -> Estimate:
-    """Percentile bootstrap over units: `statistic(index)` computes the statistic on the units at
-    `index` (an int array, with repeats); the point value is `statistic(arange(n_units))`.
+    """BCa bootstrap over units (`scipy.stats.bootstrap`, method "BCa"): `statistic(index)` computes
+    the statistic on the units at `index` (an int array, with repeats); with `vectorized` it takes a
+    2-D array (one resample a row) and returns one value a row. The point value is the statistic on
+    every unit.
 
-    Units are what was sampled (questions, or debates); everything measured on one unit (all its
-    agents, rounds, protocols) moves together, which makes a comparison on shared questions paired.
-    Replicates where the statistic is undefined (NaN: e.g. a resample with no failures) are dropped.
-    The seed is fixed so a claims file is repeatable.
+    Units are what was sampled (questions, or debates, runs, steps); everything measured on one unit
+    (all its agents, rounds, threads, protocols) moves together: a comparison on shared units is
+    paired (`paired` only names it so) and rows of one question are clustered. Fewer than
+    `MIN_UNITS` units: the value without an interval (`Estimate.few`). Where BCa is undefined (a
+    constant statistic: no acceleration; or resamples where the statistic is undefined, NaN) the
+    interval is the percentile one over the finite replicates, and the method says so. The p-value
+    (`Estimate.p_value`) inverts the interval that was used. The seed is fixed so a claims file is
+    repeatable.
     """
     n_units = int(n_units)
-    method = f"bootstrap over {unit} ({resamples} resamples, percentile)"
-    if n_units < 2:
-        return Estimate.missing(n_units, method)
-    value = float(statistic(np.arange(n_units)))
-    rng = np.random.default_rng(seed)
-    replicates = np.array([statistic(rng.integers(0, n_units, n_units)) for _ in range(resamples)], dtype=float)
-    low, high = percentile_interval(replicates, confidence)
-    return Estimate(value, low, high, n_units, method)
+    name = f"{'paired ' if paired else ''}bootstrap over {unit} ({resamples} resamples"
+    if n_units < 1:
+        return Estimate.missing(0, f"{name})")
+    batch = _batched(statistic, vectorized)
+    value = float(batch(np.arange(n_units)[None, :])[0])
+    if n_units < MIN_UNITS:
+        return Estimate.few(value, n_units, f"{name})")
+    if not math.isfinite(value):
+        return Estimate.missing(n_units, f"{name}; the statistic is undefined on these units)")
+
+    def on_indices(index: np.ndarray, axis: int = -1) -> np.ndarray:
+        index = np.asarray(index).astype(int)
+        return batch(index.reshape(-1, index.shape[-1])).reshape(index.shape[:-1])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a degenerate BCa falls back below, named in the method
+        result = stats.bootstrap(
+            (np.arange(n_units),),
+            on_indices,
+            n_resamples=resamples,
+            batch=BOOTSTRAP_BATCH,
+            vectorized=True,
+            confidence_level=confidence,
+            method="BCa",
+            rng=np.random.default_rng(seed),
+        )
+    replicates = np.asarray(result.bootstrap_distribution, dtype=float)
+    low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
+    if np.isfinite(replicates).all() and math.isfinite(low) and math.isfinite(high):
+        jack = _jackknife(batch, n_units)
+        spread = jack.mean() - jack
+        accel = float(np.sum(spread**3) / (6 * np.sum(spread**2) ** 1.5)) if np.any(spread) else math.nan
+        z0 = float(stats.norm.ppf(_share_below(replicates, value)))
+        if math.isfinite(accel) and math.isfinite(z0):
+            return Estimate(
+                value,
+                low,
+                high,
+                n_units,
+                f"{name}, BCa)",
+                lambda null: _bca_p(null, value, replicates, z0, accel),
+            )
+    finite = replicates[np.isfinite(replicates)]
+    why = (
+        f"{replicates.size - finite.size} resamples undefined, dropped"
+        if finite.size < replicates.size
+        else "BCa undefined (no spread in the jackknife)"
+    )
+    low, high = percentile_interval(finite, confidence)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return Estimate.missing(n_units, f"{name}; no resample defines the statistic)")
+    return Estimate(
+        value, low, high, n_units, f"{name}, percentile: {why})", lambda null: _percentile_p(null, value, finite)
+    )
 
 
-def mean_estimate(values: Sequence[float], *, unit: str = "questions", seed: int = 0) -> Estimate:
-    """The mean of one value per unit, bootstrapped over units."""
-    x = np.asarray(values, dtype=float)
-    x = x[np.isfinite(x)]
-    return bootstrap(lambda i: float(np.mean(x[i])), len(x), unit=unit, seed=seed)
+def cluster_codes(n_rows: int, clusters: Sequence | None) -> tuple[np.ndarray, int]:
+    """Each row's unit as an int 0..k−1 and k: the rows themselves without `clusters`, else one unit
+    per distinct cluster label (e.g. the question a trajectory answered)."""
+    if clusters is None:
+        return np.arange(n_rows), n_rows
+    labels = list(clusters) if not isinstance(clusters, (np.ndarray, pd.Series, pd.Index)) else clusters
+    codes, uniques = pd.factorize(pd.Index(labels))
+    if len(codes) != n_rows:
+        raise ValueError(f"clusters: {len(codes)} labels for {n_rows} rows")
+    return codes.astype(int), len(uniques)
 
 
-def paired_difference(a: Sequence[float], b: Sequence[float], *, unit: str = "questions", seed: int = 0) -> Estimate:
-    """mean(a) − mean(b) where a[i] and b[i] are measured on the same unit (e.g. correctness of two
-    methods on question i), bootstrapped over units: a paired comparison."""
+def sums_bootstrap(
+    columns: np.ndarray,
+    statistic_of_sums: Callable[[np.ndarray], np.ndarray],
+    *,
+    clusters: Sequence | None = None,
+    unit: str = "questions",
+    paired: bool = False,
+) -> Estimate:
+    """The bootstrap of a statistic of column sums over rows (a mean, Pearson r, Cohen's d, an OLS
+    slope: each a function of a few sums): each unit's sums are taken once, a resample adds up its
+    units' sums. `statistic_of_sums` maps (..., c) sums to (...) values. With `clusters` the unit is
+    the cluster (a question's rows drawn together), else the row."""
+    columns = np.asarray(columns, dtype=float)
+    codes, k = cluster_codes(len(columns), clusters)
+    per_unit = np.zeros((k, columns.shape[1]))
+    np.add.at(per_unit, codes, columns)
+    if clusters is not None:
+        unit = f"{unit}, each one's rows drawn together"
+    return bootstrap(
+        lambda index: statistic_of_sums(per_unit[index].sum(axis=-2)), k, unit=unit, vectorized=True, paired=paired
+    )
+
+
+def _spread(count, total, squares):
+    """Σ(x − x̄)² from n, Σx, Σx²; 0 for a constant (float residue far below 1e-12 · n)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        spread = squares - total * total / count
+    return np.where(spread > 1e-12 * count, spread, 0.0)
+
+
+def _mean_of_sums(sums):
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(sums[..., 0] > 0, sums[..., 1] / sums[..., 0], np.nan)
+
+
+def _r_of_sums(sums):
+    n, sx, sy, sxx, syy, sxy = (sums[..., j] for j in range(6))
+    vx, vy = _spread(n, sx, sxx), _spread(n, sy, syy)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = (sxy - sx * sy / n) / np.sqrt(vx * vy)
+    return np.where((vx > 0) & (vy > 0), np.clip(r, -1.0, 1.0), np.nan)
+
+
+def _d_of_sums(sums):
+    n1, s1, q1, n0, s0, q0 = (sums[..., j] for j in range(6))
+    pooled = _spread(n1, s1, q1) + _spread(n0, s0, q0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = (s1 / n1 - s0 / n0) / np.sqrt(pooled / (n1 + n0 - 2))
+    return np.where((n1 > 0) & (n0 > 0) & (n1 + n0 > 2) & (pooled > 0), d, np.nan)
+
+
+def _slope_of_sums(sums):
+    n, sx, sy, sxx, sxy = (sums[..., j] for j in range(5))
+    vx = _spread(n, sx, sxx)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        b = (sxy - sx * sy / n) / vx
+    return np.where(vx > 0, b, np.nan)
+
+
+def _finite_rows(*arrays, clusters=None):
+    arrays = [np.asarray(a, dtype=float) for a in arrays]
+    keep = np.logical_and.reduce([np.isfinite(a) for a in arrays])
+    kept = [a[keep] for a in arrays]
+    if clusters is not None:
+        clusters = np.asarray(pd.Index(list(clusters) if not hasattr(clusters, "__array__") else clusters))[keep]
+    return kept, clusters
+
+
+def mean_estimate(values: Sequence[float], *, clusters: Sequence | None = None, unit: str = "questions") -> Estimate:
+    """The mean over rows (one value per unit, or several per cluster with `clusters`), BCa bootstrap."""
+    (x,), clusters = _finite_rows(values, clusters=clusters)
+    return sums_bootstrap(np.column_stack([np.ones_like(x), x]), _mean_of_sums, clusters=clusters, unit=unit)
+
+
+def paired_difference(
+    a: Sequence[float], b: Sequence[float], *, clusters: Sequence | None = None, unit: str = "questions"
+) -> Estimate:
+    """mean(a) − mean(b) where a[i] and b[i] are measured on the same unit (e.g. a per-question mean
+    over threads of two methods), BCa bootstrap over units: a paired comparison. For one 0/1
+    correctness outcome per question use `paired_accuracy_difference` (exact, McNemar)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.shape != b.shape:
         raise ValueError(f"paired_difference: a and b differ in length ({a.size} vs {b.size})")
-    keep = np.isfinite(a) & np.isfinite(b)
-    d = a[keep] - b[keep]
-    est = bootstrap(lambda i: float(np.mean(d[i])), len(d), unit=unit, seed=seed)
-    return Estimate(est.value, est.low, est.high, est.n, est.method.replace("bootstrap", "paired bootstrap", 1))
-
-
-def independent_difference(
-    a: Sequence[float], b: Sequence[float], *, unit: str = "questions", seed: int = 0
-) -> Estimate:
-    """mean(a) − mean(b) for two independent samples (different questions), each resampled on its own."""
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
-    method = f"bootstrap over {unit}, each sample on its own ({BOOTSTRAP_RESAMPLES} resamples, percentile)"
-    if len(a) < 2 or len(b) < 2:
-        return Estimate.missing(len(a) + len(b), method)
-    rng = np.random.default_rng(seed)
-    reps = np.array(
-        [
-            a[rng.integers(0, len(a), len(a))].mean() - b[rng.integers(0, len(b), len(b))].mean()
-            for _ in range(BOOTSTRAP_RESAMPLES)
-        ]
+    (a, b), clusters = _finite_rows(a, b, clusters=clusters)
+    d = a - b
+    return sums_bootstrap(
+        np.column_stack([np.ones_like(d), d]), _mean_of_sums, clusters=clusters, unit=unit, paired=True
     )
-    low, high = percentile_interval(reps, CONFIDENCE)
-    return Estimate(float(a.mean() - b.mean()), low, high, len(a) + len(b), method)
 
 
-def correlation(x: Sequence[float], y: Sequence[float]) -> Estimate:
-    """Pearson r (point-biserial when one variable is 0/1) with Fisher's z interval:
-    tanh(atanh(r) ± z_.975 / sqrt(n − 3)). Undefined for n < 4 or a constant variable."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    keep = np.isfinite(x) & np.isfinite(y)
-    x, y = x[keep], y[keep]
-    n = len(x)
-    method = "Fisher z interval"
-    if n < 4 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return Estimate.missing(n, method)
-    r = float(np.clip(np.corrcoef(x, y)[0, 1], -1.0, 1.0))
-    if abs(r) == 1.0:
-        return Estimate(r, r, r, n, method)
-    z, half = math.atanh(r), stats.norm.ppf(0.5 + CONFIDENCE / 2) / math.sqrt(n - 3)
-    return Estimate(r, math.tanh(z - half), math.tanh(z + half), n, method)
+def correlation(x: Sequence[float], y: Sequence[float], *, clusters: Sequence | None = None) -> Estimate:
+    """Pearson r (point-biserial when one variable is 0/1), BCa bootstrap over rows, or over
+    clusters (questions) whose rows move together. Fisher's z is not used: it assumes bivariate
+    normal, independent rows, and neither a 0/1 variable nor a question's trajectories are that."""
+    (x, y), clusters = _finite_rows(x, y, clusters=clusters)
+    columns = np.column_stack([np.ones_like(x), x, y, x * x, y * y, x * y])
+    est = sums_bootstrap(columns, _r_of_sums, clusters=clusters, unit="questions" if clusters is not None else "rows")
+    return est
 
 
-def cohens_d(group_1: Sequence[float], group_0: Sequence[float]) -> Estimate:
-    """Cohen's d of group_1 over group_0 (pooled SD) with the large-sample normal interval
-    d ± z_.975 · sqrt((n1 + n0)/(n1·n0) + d² / (2(n1 + n0))) (Hedges & Olkin 1985)."""
-    from debatelab import metrics
-
+def cohens_d(
+    group_1: Sequence[float],
+    group_0: Sequence[float],
+    *,
+    clusters_1: Sequence | None = None,
+    clusters_0: Sequence | None = None,
+) -> Estimate:
+    """Cohen's d of group_1 over group_0 (pooled SD), BCa bootstrap over rows (the groups are
+    outcomes, e.g. failures and successes, so a resample draws rows and their group with them), or
+    over clusters shared by both groups (`clusters_1`, `clusters_0`: a question's rows together)."""
     a, b = np.asarray(group_1, dtype=float), np.asarray(group_0, dtype=float)
-    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
-    n1, n0 = len(a), len(b)
-    method = "normal interval of Cohen's d (Hedges & Olkin)"
-    d = metrics.cohens_d(a, b) if n1 and n0 else math.nan
-    if not math.isfinite(d):
-        return Estimate.missing(n1 + n0, method)
-    se = math.sqrt((n1 + n0) / (n1 * n0) + d * d / (2 * (n1 + n0)))
-    half = stats.norm.ppf(0.5 + CONFIDENCE / 2) * se
-    return Estimate(float(d), d - half, d + half, n1 + n0, method)
+    values = np.concatenate([a, b])
+    first = np.concatenate([np.ones(a.size, bool), np.zeros(b.size, bool)])
+    clusters = None
+    if clusters_1 is not None or clusters_0 is not None:
+        clusters = np.concatenate(
+            [np.asarray(list(clusters_1), dtype=object), np.asarray(list(clusters_0), dtype=object)]
+        )
+    (values, first_f), clusters = _finite_rows(values, first.astype(float), clusters=clusters)
+    f, s = first_f, 1 - first_f
+    columns = np.column_stack([f, f * values, f * values**2, s, s * values, s * values**2])
+    return sums_bootstrap(columns, _d_of_sums, clusters=clusters, unit="questions" if clusters is not None else "rows")
 
 
-def slope(x: Sequence[float], y: Sequence[float], *, unit: str = "steps") -> Estimate:
-    """The OLS slope of y on x with its t interval (n − 2 degrees of freedom)."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    keep = np.isfinite(x) & np.isfinite(y)
-    x, y = x[keep], y[keep]
-    n = len(x)
-    method = f"t interval of the OLS slope over {unit}"
-    if n < 3 or np.ptp(x) == 0:
-        return Estimate.missing(n, method)
-    fit = stats.linregress(x, y)
-    half = stats.t.ppf(0.5 + CONFIDENCE / 2, n - 2) * fit.stderr
-    return Estimate(float(fit.slope), float(fit.slope - half), float(fit.slope + half), n, method)
-
-
-def proportion(successes: int, n: int) -> Estimate:
-    """A share k/n with its exact (Clopper-Pearson) interval."""
-    method = "exact binomial (Clopper-Pearson) interval"
-    if n <= 0:
-        return Estimate.missing(0, method)
-    ci = stats.binomtest(int(successes), int(n)).proportion_ci(CONFIDENCE, method="exact")
-    return Estimate(successes / n, float(ci.low), float(ci.high), int(n), method)
-
-
-def mcnemar_p(correct_a: Sequence[bool], correct_b: Sequence[bool]) -> float:
-    """Two-sided exact McNemar p-value for paired correctness: a binomial test on the discordant
-    pairs (a right, b wrong vs a wrong, b right)."""
-    a, b = np.asarray(correct_a, dtype=bool), np.asarray(correct_b, dtype=bool)
-    only_a, only_b = int(np.sum(a & ~b)), int(np.sum(~a & b))
-    if only_a + only_b == 0:
-        return 1.0
-    return float(stats.binomtest(only_a, only_a + only_b, 0.5).pvalue)
-
-
-def accuracy_difference(correct_a: Sequence[bool], correct_b: Sequence[bool], *, seed: int = 0) -> Estimate:
-    """Accuracy of a minus accuracy of b on the same questions, in points, with a paired bootstrap
-    interval; the exact McNemar p-value is in `method`."""
-    est = paired_difference(np.asarray(correct_a, float), np.asarray(correct_b, float), seed=seed).scaled(100)
-    p = mcnemar_p(correct_a, correct_b)
-    return Estimate(est.value, est.low, est.high, est.n, f"{est.method}; McNemar exact p = {p:.3g}")
+def slope(x: Sequence[float], y: Sequence[float], *, unit: str = "steps", clusters: Sequence | None = None) -> Estimate:
+    """The OLS slope of y on x, BCa bootstrap of (x, y) pairs over `unit` (or clusters)."""
+    (x, y), clusters = _finite_rows(x, y, clusters=clusters)
+    columns = np.column_stack([np.ones_like(x), x, y, x * x, x * y])
+    return sums_bootstrap(columns, _slope_of_sums, clusters=clusters, unit=unit)
 
 
 # --------------------------------------------------------------------------- claims
 
 
-def verdict(estimate: Estimate, expect: str, threshold: float = 0.0) -> str:
-    """holds / fails / inconclusive from where the interval lies against the threshold (module doc)."""
+def boundary(expect: str, threshold: float = 0.0, margin: float = 0.0) -> float:
+    """The value a claim's interval must clear: the threshold for "> t" / "< t"; for "≥ t" with
+    margin δ, t − δ (at least t, within δ: non-inferiority); for "≤ t", t + δ."""
     if expect not in EXPECTATIONS:
         raise ValueError(f"expect must be one of {EXPECTATIONS}, got {expect!r}")
+    if not (margin >= 0):
+        raise ValueError(f"margin must be ≥ 0, got {margin!r}")
+    if margin and expect in (">", "<"):
+        raise ValueError(f"a margin belongs to '>=' / '<=' claims, not {expect!r}")
+    return threshold - margin if expect == ">=" else threshold + margin if expect == "<=" else threshold
+
+
+def verdict(estimate: Estimate, expect: str, threshold: float = 0.0, margin: float = 0.0, alpha: float = ALPHA) -> str:
+    """holds / fails / inconclusive / n/a / n/a (too few) (module doc). The interval must lie
+    strictly on one side of the boundary (`boundary`) and, where the estimate has a test, its
+    p-value at the boundary must be < alpha: a verdict never holds while the matching test doesn't
+    reject. An exact estimate (no sampling) compares its value: ">=" holds at equality."""
+    bound = boundary(expect, threshold, margin)
+    if estimate.too_few:
+        return TOO_FEW
     if not estimate.finite:
         return "n/a"
-    low, high = estimate.low - threshold, estimate.high - threshold
-    if expect in ("<", "<="):  # mirror: a claim that the statistic is below the threshold
-        low, high, expect = -high, -low, expect.replace("<", ">")
-    if (low > 0) if expect == ">" else (low >= 0):
+    above = expect in (">", ">=")
+    if estimate.exact_value:
+        v = estimate.value - bound if above else bound - estimate.value
+        return "holds" if (v > 0 if expect in (">", "<") else v >= 0) else "fails"
+    low, high = estimate.low - bound, estimate.high - bound
+    if not above:
+        low, high = -high, -low
+    p = estimate.p_value(bound)
+    rejected = not math.isfinite(p) or p < alpha
+    if low > 0 and rejected:
         return "holds"
-    if (high <= 0) if expect == ">" else (high < 0):
+    if high < 0 and rejected:
         return "fails"
     return "inconclusive"
 
@@ -263,10 +563,12 @@ class Claim:
     low: float = math.nan  # the 95 % interval of value
     high: float = math.nan
     expect: str = ""  # what the claim says of value, e.g. "> 0"
-    verdict: str = "n/a"  # holds / fails / inconclusive / n/a
+    verdict: str = "n/a"  # holds / fails / inconclusive / n/a / n/a (too few)
     n: int = 0  # questions, trajectories or steps behind the value
     interval: str = ""  # how the interval was made
     detail: str = ""
+    margin: float = math.nan  # for ">=" / "<=": how far past the threshold still counts (`boundary`)
+    p: float = math.nan  # two-sided p-value of "value = the boundary" (the test the interval inverts)
 
     @classmethod
     def measured(
@@ -279,11 +581,16 @@ class Claim:
         expect: str = ">",
         threshold: float = 0.0,
         detail: str = "",
+        margin: float = 0.0,
     ) -> Claim:
-        """A claim that `statistic` `expect`s `threshold`, decided by `estimate`'s interval."""
-        decided = verdict(estimate, expect, threshold)
+        """A claim that `statistic` `expect`s `threshold` (within `margin` for ">=" / "<="), decided
+        by `estimate`'s interval and test."""
+        decided = verdict(estimate, expect, threshold, margin)
         if decided == "n/a" and not detail:
             detail = f"the statistic or its interval is undefined on these {estimate.n} units"
+        if decided == TOO_FEW and "needs at least" not in detail:
+            few = f"{estimate.n} units: an interval needs at least {MIN_UNITS}"
+            detail = f"{few}; {detail}" if detail else few
         return cls(
             claim,
             statement,
@@ -297,6 +604,8 @@ class Claim:
             estimate.n,
             estimate.method,
             detail,
+            float(margin) if expect in (">=", "<=") else math.nan,
+            estimate.p_value(boundary(expect, threshold, margin)),
         )
 
     @classmethod
@@ -309,18 +618,51 @@ class Claim:
         return {"holds": True, "fails": False}.get(self.verdict)
 
 
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm's step-down adjusted p-values (NaN stays NaN and is not counted): the i-th smallest of
+    m p-values times (m − i + 1), made non-decreasing, capped at 1."""
+    p = np.asarray(pvalues, dtype=float)
+    out = np.full(p.shape, np.nan)
+    where = np.flatnonzero(np.isfinite(p))
+    order = where[np.argsort(p[where], kind="stable")]
+    m = len(order)
+    adjusted = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    out[order] = adjusted
+    return out
+
+
+def holm_verdict(verdict_: str, p_holm: float, alpha: float = ALPHA) -> str:
+    """A holds / fails whose Holm-adjusted p is ≥ alpha does not survive the paper's multiplicity."""
+    if verdict_ in ("holds", "fails") and math.isfinite(p_holm) and p_holm >= alpha:
+        return HOLM_INCONCLUSIVE
+    return verdict_
+
+
 def claims_frame(claims: list[Claim]) -> pd.DataFrame:
-    return pd.DataFrame([{c: getattr(claim, c) for c in CLAIM_COLUMNS} for claim in claims], columns=CLAIM_COLUMNS)
+    """One row per claim (CLAIM_COLUMNS); p_holm and verdict_holm over these claims (one paper's):
+    the family is every claim with a p-value (exact and untestable ones have none)."""
+    rows = [{c: getattr(claim, c, None) for c in CLAIM_COLUMNS} for claim in claims]
+    frame = pd.DataFrame(rows, columns=CLAIM_COLUMNS)
+    frame["p"] = frame["p"].astype(float)
+    frame["margin"] = frame["margin"].astype(float)
+    frame["p_holm"] = holm(frame["p"].to_numpy(float)) if len(frame) else np.zeros(0)
+    frame["verdict_holm"] = [holm_verdict(v, p) for v, p in zip(frame["verdict"], frame["p_holm"])]
+    return frame
 
 
 def verdict_counts(frame: pd.DataFrame) -> str:
     """'3 hold, 1 fails, 5 inconclusive, 2 n/a' for a claims frame."""
     counts = frame["verdict"].value_counts()
-    return (
+    text = (
         f"{counts.get('holds', 0)} hold, {counts.get('fails', 0)} fail, "
         f"{counts.get('inconclusive', 0)} inconclusive (the interval covers the threshold), "
-        f"{counts.get('n/a', 0)} can't be tested in this run (detail says why)"
+        f"{counts.get('n/a', 0)} can't be tested in this run (detail says why), "
+        f"{counts.get(TOO_FEW, 0)} on too few units for an interval"
     )
+    if "verdict_holm" in frame:
+        lost = int((frame["verdict_holm"] == HOLM_INCONCLUSIVE).sum())
+        text += f"; {lost} of the holds / fails don't survive Holm's adjustment over the paper's claims"
+    return text
 
 
 def finite(value: float) -> bool:

@@ -14,9 +14,17 @@ n                       questions
 acc_treatment           accuracy in points: mean over the question's samples (single agent) or
 acc_control             threads (debate), then over questions
 difference              acc_treatment − acc_control, points
-low, high               its 95 % interval: paired bootstrap over questions
-mcnemar_p               exact McNemar p (one sample / thread per question; else empty)
-verdict                 better / worse when the interval is above / below 0, else inconclusive
+low, high               its 95 % interval: with one sample / thread per question on both sides,
+                        the exact interval conditional on the discordant questions
+                        (`claims.paired_accuracy_difference`); else (per-question means over
+                        several samples) the paired BCa bootstrap over questions
+p                       the two-sided p-value of "difference = 0" by the test that interval
+                        inverts: exact McNemar, or the BCa bootstrap's; p < 0.05 exactly when the
+                        interval excludes 0
+test                    which of the two (the interval's method)
+verdict                 better / worse when the interval is above / below 0 and p < 0.05, else
+                        inconclusive; n/a (too few) for a bootstrap on fewer than
+                        `claims.MIN_UNITS` questions
 ======================  ======================================================================
 """
 
@@ -30,7 +38,7 @@ import pandas as pd
 
 from ..io import read_parquet_checked, save_figure_atomic, write_text_atomic
 from ..reporting.figures import subplots
-from .claims import mcnemar_p, paired_difference
+from .claims import ALPHA, TOO_FEW, Estimate, paired_accuracy_difference, paired_difference
 
 COMPARISON_COLUMNS = [
     "comparison",
@@ -44,16 +52,22 @@ COMPARISON_COLUMNS = [
     "difference",
     "low",
     "high",
-    "mcnemar_p",
+    "p",
+    "test",
     "verdict",
 ]
 
 
-def two_sided_verdict(low: float, high: float) -> str:
-    """better / worse only when the whole interval is above / below 0 (a tie is neither)."""
-    if not (np.isfinite(low) and np.isfinite(high)):
+def two_sided_verdict(estimate: Estimate) -> str:
+    """better / worse only when the whole interval is above / below 0 (a tie is neither) and the
+    matching test rejects 0 (p < 0.05)."""
+    if estimate.too_few:
+        return TOO_FEW
+    if not estimate.finite:
         return "n/a"
-    return "better" if low > 0 else "worse" if high < 0 else "inconclusive"
+    p = estimate.p
+    rejected = not np.isfinite(p) or p < ALPHA
+    return "better" if estimate.low > 0 and rejected else "worse" if estimate.high < 0 and rejected else "inconclusive"
 
 
 def _per_question(frame: pd.DataFrame, key: str, name: str, dataset: str) -> pd.DataFrame:
@@ -69,8 +83,11 @@ def compare_pair(frame: pd.DataFrame, key: str, treatment: str, control: str, da
     b = _per_question(frame, key, control, dataset)
     shared = a.index.intersection(b.index)
     a, b = a.loc[shared], b.loc[shared]
-    estimate = paired_difference(a["mean"].to_numpy(float), b["mean"].to_numpy(float)).scaled(100)
     single = len(shared) > 0 and bool((a["size"] == 1).all() and (b["size"] == 1).all())
+    if single:  # one 0/1 outcome per question and side: paired correctness, exact
+        estimate = paired_accuracy_difference(a["mean"].to_numpy() > 0.5, b["mean"].to_numpy() > 0.5).scaled(100)
+    else:
+        estimate = paired_difference(a["mean"].to_numpy(float), b["mean"].to_numpy(float)).scaled(100)
     return {
         "dataset": dataset,
         "treatment": treatment,
@@ -81,8 +98,9 @@ def compare_pair(frame: pd.DataFrame, key: str, treatment: str, control: str, da
         "difference": estimate.value,
         "low": estimate.low,
         "high": estimate.high,
-        "mcnemar_p": mcnemar_p(a["mean"] > 0.5, b["mean"] > 0.5) if single else np.nan,
-        "verdict": two_sided_verdict(estimate.low, estimate.high),
+        "p": estimate.p,
+        "test": estimate.method,
+        "verdict": two_sided_verdict(estimate),
     }
 
 

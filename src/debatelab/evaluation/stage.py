@@ -9,8 +9,10 @@ Outputs of `evaluate_paper` (results/{experiment}/tables/{paper}/):
   the cell's keys, paper_value, run_value (empty where this run has no such cell), difference
   (run − paper), run_dataset (the run's dataset standing in for the paper's), n, paper_where;
 - ``claims.csv``: one row per checkable claim of the spec: claim, statement, scope, statistic,
-  value, its 95 % interval (low, high), expect (what the claim says of value), verdict (holds /
-  fails / inconclusive / n/a, `evaluation.claims`), n, interval (how it was made), detail;
+  value, its 95 % interval (low, high), expect (what the claim says of value), margin (of a ">=" /
+  "<=" claim), verdict (holds / fails / inconclusive / n/a / n/a (too few), `evaluation.claims`),
+  p (the test the interval inverts, at the claim's boundary), p_holm and verdict_holm (after
+  Holm's adjustment over the paper's claims), n, interval (how it was made), detail;
 - ``<figure>.png``: the paper's plots;
 - ``<name>.html`` beside every CSV: the same table rendered for the report (a CSV can only be
   downloaded from a Snakemake report, an HTML file opens in it);
@@ -75,10 +77,24 @@ def claims_view(claims: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[str]
     def bounds(low, high) -> str:
         return "" if pd.isna(low) or pd.isna(high) else f"[{low:.4g}, {high:.4g}]"
 
+    def expectation(expect, margin) -> str:
+        return f"{expect}, margin {margin:g}" if isinstance(margin, (int, float)) and np.isfinite(margin) else expect
+
+    def tests(row) -> str:
+        """p at the boundary and, where Holm's adjustment over the paper's claims changes the verdict, that."""
+        p, p_holm, holm = row.get("p", np.nan), row.get("p_holm", np.nan), row.get("verdict_holm", "")
+        if not isinstance(p, (int, float)) or not np.isfinite(p):
+            return ""
+        text = f"p = {p:.3g}, Holm p = {p_holm:.3g}" if np.isfinite(p_holm) else f"p = {p:.3g}"
+        return f"{text}: {holm}" if holm and holm != row["verdict"] else text
+
     view = claims.assign(**{"95 % interval": [bounds(lo, hi) for lo, hi in zip(claims["low"], claims["high"])]})
+    if "margin" in claims:
+        view["expect"] = [expectation(e, m) for e, m in zip(claims["expect"], claims["margin"])]
     view = view[["claim", "statement", "verdict", "value", "95 % interval", "n", "expect"]]
     parts = claims[["scope", "statistic", "interval", "detail"]].fillna("").astype(str).to_numpy()
-    return view, {"statement": [" · ".join(p for p in row if p) for row in parts]}
+    held = [tests(row) for _, row in claims.iterrows()]
+    return view, {"statement": [" · ".join(p for p in [*row, h] if p) for row, h in zip(parts, held)]}
 
 
 def html_table(frame: pd.DataFrame, heading: str, note: str = "", sublines: dict[str, list[str]] | None = None) -> str:

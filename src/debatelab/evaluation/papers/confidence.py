@@ -17,19 +17,17 @@ runs is not significant, and k is "–" (NaN) where no pair could be tested
 Claims (§10): F1, AUARC and ECE are statistics of a run's whole test part, and the files read here
 hold them per run, not per question; so §10.1-§10.5 take each calibration run (averaged over pairs,
 which share the run's questions) as the unit and bootstrap runs, paired where both sides are one
-run's (`calibration.runs` ≥ 2 for an interval). §10.7 is a mean over debated answers, bootstrapped
+run's (`calibration.runs` ≥ `claims.MIN_UNITS` for an interval; fewer give "n/a (too few)"). §10.7 is a mean over debated answers, bootstrapped
 over questions (`question_mean`).
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
 from ...reporting.confidence import paper_layout, plot_lift
-from ..claims import BOOTSTRAP_RESAMPLES, CONFIDENCE, Claim, Estimate, finite, percentile_interval
+from ..claims import MIN_UNITS, Claim, Estimate, bootstrap, finite
 from ..paper_numbers import long_table
 from ..run import RunOutputs
 from ..stage import PaperEvaluation
@@ -147,10 +145,12 @@ QUESTION_UNIT = "questions, every pair and agent of a question together"
 
 
 def _few_units_detail(estimate: Estimate, unit: str) -> str:
-    if estimate.n >= 2:
+    if estimate.n >= MIN_UNITS:
         return ""
-    what = "calibration run (`calibration.runs`)" if unit == RUN_UNIT else "question"
-    return f"{estimate.n} {what}: an interval needs at least 2"
+    what = "calibration run" if unit == RUN_UNIT else "question"
+    plural = "" if estimate.n == 1 else "s"
+    knob = " (`calibration.runs`)" if unit == RUN_UNIT else ""
+    return f"{estimate.n} {what}{plural}{knob}: an interval needs at least {MIN_UNITS}"
 
 
 def _measured(
@@ -163,27 +163,18 @@ def _measured(
     threshold: float = 0.0,
     detail: str = "",
     unit: str = RUN_UNIT,
+    margin: float = 0.0,
 ) -> Claim:
     detail = "; ".join(d for d in (_few_units_detail(estimate, unit), detail) if d)
-    return Claim.measured(number, statement, scope, statistic, estimate, expect, threshold, detail)
+    return Claim.measured(number, statement, scope, statistic, estimate, expect, threshold, detail, margin)
 
 
 def resample_all(statistic, n_units: int, unit: str, *, paired: bool = False, seed: int = 0) -> Estimate:
-    """`claims.bootstrap` with every resample drawn at once (a few hundred claims stay fast):
+    """`claims.bootstrap` (BCa) with the resamples drawn in batches (a few hundred claims stay fast):
     `statistic(index)` takes an (R, n_units) int array of resampled units and returns R values; the
-    point value is the statistic on all units, the interval the percentiles of the finite replicates.
-    Without at least 2 units the value is kept and the interval is undefined (verdict n/a)."""
-    method = f"{'paired ' if paired else ''}bootstrap over {unit} ({BOOTSTRAP_RESAMPLES} resamples, percentile)"
-    if n_units < 1:
-        return Estimate.missing(0, method)
-    value = float(statistic(np.arange(n_units)[None, :])[0])
-    if n_units < 2:
-        return Estimate(value, math.nan, math.nan, n_units, method)
-    replicates = np.asarray(
-        statistic(np.random.default_rng(seed).integers(0, n_units, (BOOTSTRAP_RESAMPLES, n_units))), dtype=float
-    )
-    low, high = percentile_interval(replicates, CONFIDENCE)
-    return Estimate(value, low, high, n_units, method)
+    point value is the statistic on all units. Below `claims.MIN_UNITS` units the value is kept
+    without an interval (verdict "n/a (too few)")."""
+    return bootstrap(statistic, n_units, unit=unit, vectorized=True, paired=paired, seed=seed)
 
 
 def _paired_runs(a: pd.Series, b: pd.Series) -> Estimate:
@@ -251,6 +242,8 @@ def _calibration_claims(runs: pd.DataFrame) -> list[Claim]:
                     "<=",
                     AUARC_TOLERANCE,
                     f"tolerance {AUARC_TOLERANCE}: isotonic steps tie confidences, so AUARC can move",
+                    # [CHOICE] margin 0: the tolerance AUARC_TOLERANCE is already the threshold
+                    margin=0.0,
                 )
             )
     if not any(c.claim == "§10.2" for c in claims):
@@ -298,7 +291,15 @@ def _lift_claims(runs: pd.DataFrame, calibrator: str | None, outputs: RunOutputs
             continue
         claims.append(
             _measured(
-                "§10.3", s3a, dataset, "F1(MAD) − F1(zs*), points", _paired_runs(f1["mad"], f1["zero_shot"]), "<="
+                "§10.3",
+                s3a,
+                dataset,
+                "F1(MAD) − F1(zs*), points",
+                _paired_runs(f1["mad"], f1["zero_shot"]),
+                "<=",
+                # [CHOICE] margin 0: the paper (arXiv:2606.13591, Table 1) reports MAD lowering F1 on
+                # stance and BoolQ, a loss, so the interval must lie below 0
+                margin=0.0,
             )
         )
         if "mad_d" in f1:
@@ -310,6 +311,8 @@ def _lift_claims(runs: pd.DataFrame, calibrator: str | None, outputs: RunOutputs
                     "F1 lift(MAD-D) − F1 lift(MAD), points",
                     _paired_runs(f1["mad_d"], f1["mad"]),
                     ">=",
+                    # [CHOICE] margin 0: "loses less" is a strict comparison; the paper states no margin
+                    margin=0.0,
                 )
             )
     found = False
@@ -329,6 +332,9 @@ def _lift_claims(runs: pd.DataFrame, calibrator: str | None, outputs: RunOutputs
                         "AUARC lift over zs*, points",
                         _paired_runs(auarc[protocol], auarc["zero_shot"]),
                         ">=",
+                        # [CHOICE] margin 0: the paper (arXiv:2606.13591, Table 1) reports AUARC lifts
+                        # of the gated protocols, gains rather than "no worse within δ"
+                        margin=0.0,
                     )
                 )
             if "mad" in auarc:
@@ -340,6 +346,7 @@ def _lift_claims(runs: pd.DataFrame, calibrator: str | None, outputs: RunOutputs
                         f"AUARC({name}) − AUARC(MAD), points",
                         _paired_runs(auarc[protocol], auarc["mad"]),
                         ">=",
+                        margin=0.0,  # [CHOICE] as against zs* above
                     )
                 )
     if not found:
@@ -391,6 +398,8 @@ def _metric_claims(runs: pd.DataFrame, calibrator: str | None) -> list[Claim]:
                             f"F1({kind}) − F1(raw), points",
                             _paired_runs(wide[method], f1["raw"][method]),
                             ">=",
+                            # [CHOICE] margin 0: calibration "raises" protocol F1 (a gain); no margin stated
+                            margin=0.0,
                         )
                     )
     shown = runs[runs["calibrator"] == calibrator]
@@ -410,6 +419,7 @@ def _metric_claims(runs: pd.DataFrame, calibrator: str | None) -> list[Claim]:
                     estimate,
                     ">=",
                     detail=f"best other: {other}",
+                    margin=0.0,  # [CHOICE] "the best": strictly above every other method
                 )
             )
         gated = [p for p in ("cga", "hid") if p in auarc]
@@ -424,6 +434,7 @@ def _metric_claims(runs: pd.DataFrame, calibrator: str | None) -> list[Claim]:
                     estimate,
                     ">=",
                     detail=f"best: {best}; best other: {other}",
+                    margin=0.0,  # [CHOICE] "the best": strictly above every other method
                 )
             )
     return claims

@@ -11,8 +11,10 @@ natural debate); the heterogeneous tables (1, 2, 3, 5, Fig. 5) leave it out. A s
 heterogeneous ensemble (udpo_cpu's SmolLM2 agents) names no backbone.
 
 Claims (§11) carry a 95 % interval over questions, the unit of sampling (see "claims" below): a
-bootstrap that moves every trajectory of a question together, paired where two protocols answered
-the same questions; monotone-in-m / T claims compare the two ends; §11.8 is an OLS slope over steps.
+BCa bootstrap that moves every trajectory of a question together, paired where two protocols answered
+the same questions, and for an accuracy difference with one trajectory per question on both sides
+the exact interval conditional on the discordant questions (McNemar, `claims.paired_accuracy_difference`);
+monotone-in-m / T claims compare the two ends; §11.8 is an OLS slope over steps (bootstrap over steps).
 
 The collapse rate (%, not in the paper's tables) [CHOICE]: of the debates in which some honest
 (not adversarial) agent answered correctly in round 0, the share that ended on a wrong answer. The paper defines debate
@@ -21,7 +23,6 @@ collapse as the group's final decision "compromised on erroneous reasoning" but 
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 
@@ -31,14 +32,13 @@ import pandas as pd
 from ... import metrics
 from ...reporting.figures import subplots
 from ..claims import (
-    BOOTSTRAP_RESAMPLES,
     Claim,
     Estimate,
     bootstrap,
     cohens_d,
     correlation,
     finite,
-    mcnemar_p,
+    paired_accuracy_difference,
     slope,
 )
 from ..paper_numbers import long_table
@@ -272,14 +272,20 @@ def _layout(cells: pd.DataFrame, index: list[str], columns: list[str]) -> pd.Dat
 
 # --------------------------------------------------------------------------- claims
 #
-# Every claim's unit of sampling is the question (run dataset, question id): a bootstrap resamples
-# questions, and all the trajectories of a resampled question (its threads, and each protocol's
-# debate of it) move together, so two protocols on the same questions are compared paired. The
-# Cohen's d and correlation claims use their closed-form intervals (claims.cohens_d, Fisher z) when
-# each question has one trajectory, and resample questions when there are several (the rows are
-# then not independent, which the closed forms assume).
+# Every claim's unit of sampling is the question (run dataset, question id): a (BCa) bootstrap
+# resamples questions, and all the trajectories of a resampled question (its threads, and each
+# protocol's debate of it) move together, so two protocols on the same questions are compared
+# paired. The Cohen's d and correlation claims resample trajectories when each question has one
+# (claims.cohens_d, claims.correlation), and questions when there are several (the rows are then
+# not independent).
 
-CLUSTERED = "cluster bootstrap over questions (a question's trajectories together; {} resamples, percentile)"
+
+def _named_clustered(estimate: Estimate) -> Estimate:
+    return estimate.described(
+        estimate.method.replace(
+            "bootstrap over questions (", "cluster bootstrap over questions (a question's trajectories together; ", 1
+        )
+    )
 
 
 def _question_codes(frame: pd.DataFrame) -> tuple[np.ndarray, int]:
@@ -295,8 +301,7 @@ def _clustered(statistic_of_weights, codes: np.ndarray, n_units: int) -> Estimat
     def statistic(index: np.ndarray) -> float:
         return statistic_of_weights(np.bincount(index, minlength=n_units)[codes].astype(float))
 
-    estimate = bootstrap(statistic, n_units)
-    return dataclasses.replace(estimate, method=CLUSTERED.format(BOOTSTRAP_RESAMPLES))
+    return _named_clustered(bootstrap(statistic, n_units))
 
 
 def _clustered_sums(columns: np.ndarray, codes: np.ndarray, n_units: int, statistic_of_sums) -> Estimate:
@@ -304,8 +309,7 @@ def _clustered_sums(columns: np.ndarray, codes: np.ndarray, n_units: int, statis
     the sums are taken per question once, and a resample adds up its questions' sums."""
     per_question = np.zeros((n_units, columns.shape[1]))
     np.add.at(per_question, codes, columns)
-    estimate = bootstrap(lambda index: statistic_of_sums(per_question[index].sum(axis=0)), n_units)
-    return dataclasses.replace(estimate, method=CLUSTERED.format(BOOTSTRAP_RESAMPLES))
+    return _named_clustered(bootstrap(lambda index: statistic_of_sums(per_question[index].sum(axis=0)), n_units))
 
 
 def _variance_sum(count: float, total: float, squares: float) -> float:
@@ -389,7 +393,9 @@ def _ratio_difference(
     """scale · (Σ num / Σ den of rows_a − the same of rows_b), where den counts the rows with a
     numerator unless `denominator` names a column: a cell mean of the tables (accuracy, mean U) or
     the collapse rate. Bootstrapped over the union of both sides' questions: paired when both
-    sides answered every question, as a resample then draws the same questions for both."""
+    sides answered every question, as a resample then draws the same questions for both. An
+    accuracy with one trajectory per question on both sides, on the same questions, is paired
+    correctness: the exact interval conditional on the discordant questions (McNemar)."""
     both = pd.concat([rows_a.assign(_side=0), rows_b.assign(_side=1)], ignore_index=True)
     codes, n_units = _question_codes(both)
     side = both["_side"].to_numpy()
@@ -409,16 +415,21 @@ def _ratio_difference(
         da, db = den_a[index].sum(), den_b[index].sum()
         return scale * (num_a[index].sum() / da - num_b[index].sum() / db) if da > 0 and db > 0 else np.nan
 
-    estimate = bootstrap(difference, n_units)
     rows_per_question = (sums[0][2], sums[1][2])
     shared = int(np.sum((rows_per_question[0] > 0) & (rows_per_question[1] > 0)))
+    if (
+        shared == n_units
+        and numerator == "correct"
+        and denominator is None
+        and all(np.all(r == 1) for r in rows_per_question)
+    ):
+        return paired_accuracy_difference(sums[0][0] > 0, sums[1][0] > 0).scaled(scale)
+    estimate = bootstrap(difference, n_units)
     if shared == n_units:
         method = estimate.method.replace("bootstrap", "paired bootstrap", 1)
-        if numerator == "correct" and denominator is None and all(np.all(r == 1) for r in rows_per_question):
-            method += f"; McNemar exact p = {mcnemar_p(sums[0][0] > 0, sums[1][0] > 0):.3g}"
     else:
         method = estimate.method.replace("questions", f"the union of both sides' questions ({shared} shared)", 1)
-    return dataclasses.replace(estimate, method=method)
+    return estimate.described(method)
 
 
 def _rows_of(frame: pd.DataFrame, protocols, run_dataset: str) -> pd.DataFrame:
@@ -480,6 +491,10 @@ def _claims(frame: pd.DataFrame, t3: pd.DataFrame, outputs: RunOutputs) -> list[
                 _selective_gain(mad),
                 ">=",
                 detail=pooled,
+                # [CHOICE] margin 0: the paper's selective-prediction figure ("The Value of Variance ...",
+                # Fig. 4, Fig. 8: "uncertainty-guided abstention consistently improves accuracy"), a gain, not
+                # "no worse within δ"
+                margin=0.0,
             )
         )
     # §11.5: attack, the ends of m at each N (paired: the same questions under m = min and m = max)

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ...reporting.figures import subplots
-from ..claims import Claim, Estimate, bootstrap, finite, paired_difference, slope
+from ..claims import Claim, Estimate, bootstrap, finite, paired_accuracy_difference, paired_difference, slope
 from ..paper_numbers import long_table
 from ..run import SEAT_KEYS, ProtocolInfo, RunOutputs, protocol_method, seat_rounds
 from ..stage import PaperEvaluation
@@ -419,9 +419,17 @@ def _nanmean(values: np.ndarray) -> float:
 
 
 def _paired_bootstrap(statistic, n_units: int) -> Estimate:
-    """`bootstrap` over questions, named paired: every side of the statistic is computed on the same resample."""
-    est = bootstrap(statistic, n_units)
-    return Estimate(est.value, est.low, est.high, est.n, est.method.replace("bootstrap", "paired bootstrap", 1))
+    """`bootstrap` (BCa) over questions, named paired: every side of the statistic is computed on the same resample."""
+    return bootstrap(statistic, n_units, paired=True)
+
+
+def _one_outcome_difference(hits_a: np.ndarray, counts_a: np.ndarray, hits_b: np.ndarray, counts_b: np.ndarray):
+    """Paired correctness when every question has exactly one answer on each side (K = 1 thread):
+    acc(a) − acc(b) in points with the exact interval conditional on the discordant questions
+    (exact McNemar); None otherwise (several threads: the pooled shares are bootstrapped)."""
+    if len(counts_a) and np.all(counts_a == 1) and np.all(counts_b == 1):
+        return paired_accuracy_difference(hits_a > 0, hits_b > 0).scaled(100)
+    return None
 
 
 def _correct_counts(
@@ -636,13 +644,14 @@ def _weaker_gain_claims(cells: pd.DataFrame, states: pd.DataFrame, outputs: RunO
             """Points gained by `seat` from round 0 (T = 1) to round 1 (T = 2) on questions i."""
             return 100 * (_share(hits[i, seat, 1], counts[i, seat, 1]) - _share(hits[i, seat, 0], counts[i, seat, 0]))
 
+        exact = _one_outcome_difference(hits[:, weak, 1], counts[:, weak, 1], hits[:, weak, 0], counts[:, weak, 0])
         claims.append(
             Claim.measured(
                 "§10.4",
                 statement,
                 scope,
                 f"{SEATS[weak]} ({weak_agent}) acc(T=2) − acc(T=1), points",
-                _paired_bootstrap(gain, len(units)),
+                exact if exact is not None else _paired_bootstrap(gain, len(units)),
                 expect=">",
             )
         )
@@ -743,6 +752,10 @@ def _flip_claims(flips: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs)
                 "flip of a pair = mean of its seats",
                 _paired_bootstrap(margin, len(units)),
                 expect=">=",
+                # [CHOICE] margin 0 points: "between" means inside both homo pairs' flip ratios (the
+                # paper, "Epistemic Gain, Aleatoric Cost", arXiv:2603.01221, App. D.4), so the interval
+                # must clear both ends; the paper states no tolerance
+                margin=0.0,
                 detail=f"hetero {mixed:.1f}%; homo pairs {ends[0]:.1f}% to {ends[1]:.1f}%",
             )
         )
@@ -928,13 +941,19 @@ def _gpu_claim(cells: pd.DataFrame, states: pd.DataFrame) -> list[Claim]:
             by_protocol.append(_nanmean(np.divide(h, n, out=np.full(len(datasets), np.nan), where=n > 0)))
         return 100 * (by_protocol[0] - by_protocol[1])
 
+    (hits_u, counts_u), (hits_i, counts_i) = seat_a0
+    exact = (
+        _one_outcome_difference(hits_u[:, 0, t - 1], counts_u[:, 0, t - 1], hits_i[:, 0, t - 1], counts_i[:, 0, t - 1])
+        if len(datasets) == 1
+        else None
+    )
     return [
         Claim.measured(
             "§10 (GPU)",
             f"hetero A0 (weaker) Avg: UMAD > IPPO at T = {t} (not expected on CPU)",
             f"hetero: {trained[0]} vs {trained[1]}",
             "Avg A0(UMAD) − Avg A0(IPPO), points",
-            _paired_bootstrap(avg_difference, len(units)),
+            exact if exact is not None else _paired_bootstrap(avg_difference, len(units)),
             expect=">",
         )
     ]
