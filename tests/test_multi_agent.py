@@ -229,7 +229,7 @@ def test_udpo_with_trajectory_ratios_and_a_resynced_reference(char_model_dir, tm
 
 @pytest.mark.slow
 def test_udpo_jobs_warm_up_calibrate_train_and_write_every_agent(char_model_dir, tmp_path):
-    """The three UDPO jobs the rules call: the warm-up debate on the held-out questions, Algorithm B's
+    """The three UDPO jobs the rules call: the warm-up debate on the held-out questions, App. A.2's
     coefficients as JSON, then training on the other questions and one model folder per agent."""
     import json
 

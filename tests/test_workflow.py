@@ -107,7 +107,7 @@ def test_training_runs_before_the_agents_that_use_its_policy(finished_run):
 
 
 def test_udpo_trains_every_agent_of_the_debate_and_a_trained_agent_debates(finished_run):
-    """The udpo run: a warm-up debate on 1 of asdiv's 3 questions, Algorithm B's coefficients, 2 steps
+    """The udpo run: a warm-up debate on 1 of asdiv's 3 questions, App. A.2's coefficients, 2 steps
     on the other 2; bob's trained folder is dave's model (`trained:udpo/bob`). Beside it, the umad run
     and the rmaac baseline (its critic's settings in settings.json)."""
     run = finished_run / "results/tiny/train/udpo"

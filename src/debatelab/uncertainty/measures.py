@@ -323,7 +323,7 @@ def _as_matrix(distributions: Sequence[Mapping[str, float]] | np.ndarray) -> np.
 
 def decompose(distributions: Sequence[Mapping[str, float]] | np.ndarray) -> dict[str, float]:
     """Total = epistemic + aleatoric for N agents' answer distributions (Qiao et al., arXiv:2603.01221 App. C.1, Algorithm 1 step
-    2e, §5 Proposition 3.2), in **nats** (natural log; Qiao et al., arXiv:2603.01221 §3.2, §4.2 [amb]: JSD ≤ log N).
+    2e, §5 Proposition 3.2), in **nats** (natural log; Qiao et al., arXiv:2603.01221 §3.2, §4.2: JSD ≤ log N).
 
     `distributions`: one distribution per agent, either mappings answer → probability
     (the common support is the union of their keys; a missing answer has probability 0,
