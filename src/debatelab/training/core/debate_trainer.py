@@ -91,6 +91,9 @@ class DebateTrainer(BaseTrainer):
     schedules). A method that shards its questions among processes says so (`data_parallel`)."""
 
     data_parallel = False
+    #: Callables (trainer, batch) run after every step's update, in every process: e.g. a sample of the
+    #: step's replies (`replies.recording_replies`). Process-wide; empty unless a job registers one.
+    step_hooks: list = []
 
     def __init__(
         self,
@@ -153,6 +156,8 @@ class DebateTrainer(BaseTrainer):
         batch.update_seconds = time.perf_counter() - update_start
         learning_rate = self.step_schedules()
         self.after_update(batch)
+        for hook in self.step_hooks:
+            hook(self, batch)
         return {**self.common_metrics(batch, updates, learning_rate), **self.metrics(batch, updates)}
 
     def before_step(self, step: int) -> None:
