@@ -698,7 +698,7 @@ def test_an_empty_split_is_refused_where_it_is_read_naming_dataset_and_split(tmp
 
 @pytest.mark.slow
 def test_snakemake_stops_at_the_empty_split_naming_it_before_any_generation(tmp_path):
-    from workflow_helpers import REPO_ROOT, snakemake
+    from workflow_helpers import snakemake
 
     path = tmp_path / "data/asdiv/test.parquet"
     path.parent.mkdir(parents=True)
