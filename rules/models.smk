@@ -5,6 +5,7 @@ rule prepare_model:
     params:
         source=lambda wc: MODELS[wc.model]["source"],
         dtype=lambda wc: MODELS[wc.model]["dtype"],
+        include=lambda wc: MODELS[wc.model].get("include"),
         seed=config["seed"],
     log:
         "logs/models/{model}.log",

@@ -139,6 +139,24 @@ BAD_CONFIGS = [
         lambda c: (c["calibration"].update(estimators=["perplexity", "entropy"]), c["debate"].update(top_logprobs=0)),
         ["calibration.estimators ['entropy']", "debate.top_logprobs >= 1 (is 0)"],
     ),
+    # an agent's backend options are its backend's settings, checked at dry run (issue 44 item 7)
+    (
+        lambda c: c["agents"]["alice"].update(backend_options={"batch_sise": 4}),
+        ["agents.alice.backend_options", "'batch_sise'", "takes: ['batch_size'"],
+    ),
+    (
+        lambda c: c["agents"]["alice"].update(backend_options={"batch_size": "big"}),
+        ["agents.alice.backend_options.batch_size", "'big'"],
+    ),
+    (
+        lambda c: c["agents"]["alice"].update(backend="vllm", backend_options={"gpu_memory_utilization": 1.5}),
+        ["agents.alice.backend_options.gpu_memory_utilization", "1.5"],
+    ),
+    (lambda c: c["models"]["tiny-random-llama"].update(source="/no/such/model"), ["models.tiny-random-llama.source", "'/no/such/model'", "no such folder"]),
+    (lambda c: c["models"]["tiny-random-llama"].update(source="bundled:smollm3"), ["'bundled:smollm3'", "no such bundled model"]),
+    (lambda c: c["models"]["tiny-random-llama"].update(include=["*.json"]), ["models.tiny-random-llama.include", "hf: sources only"]),
+    (lambda c: c.update(seed=-1), ["seed", "-1"]),
+    (lambda c: c.update(seed=2**32), ["seed", "4294967296"]),
 ]
 
 

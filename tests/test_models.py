@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -43,3 +44,21 @@ def test_smollm2_is_dequantised_into_a_plain_model_that_knows_paris(tmp_path):
     )
     assert paris.mean_logprob > berlin.mean_logprob + 0.2
     assert any(p.requires_grad for p in backend.model.parameters())
+
+
+def test_a_hub_model_can_be_just_its_config_and_tokenizer(tmp_path, monkeypatch):
+    """`include` reaches the Hub download as its allow patterns (the download itself needs a network)."""
+    import huggingface_hub
+
+    from debatelab.models import prepare_model
+
+    asked = {}
+
+    def snapshot_download(repo_id, revision, local_dir, allow_patterns):
+        asked.update(repo_id=repo_id, revision=revision, allow_patterns=allow_patterns)
+        (Path(local_dir) / "config.json").write_text("{}")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    prepare_model("ds", "hf:org/model@v1", tmp_path / "models/ds", include=["*.json", "*.py"])
+    assert asked == {"repo_id": "org/model", "revision": "v1", "allow_patterns": ["*.json", "*.py"]}
+    assert (tmp_path / "models/ds/config.json").exists()

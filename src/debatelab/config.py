@@ -357,6 +357,76 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+#: the bundled model sources `models.prepare_model` builds
+BUNDLED_MODELS = ("smollm2-135m-instruct", "tiny-random-llama")
+
+
+def check_model_source(where: str, source: str) -> None:
+    """A model source a job can build: bundled:<known>, hf:<repo>, trained:<run>, or a local Hugging
+    Face folder that exists now (relative to the working directory), so a typo stops the dry run
+    rather than the model job."""
+    if source.startswith(("hf:", "trained:")):
+        return
+    if source.startswith("bundled:"):
+        if source[len("bundled:") :] not in BUNDLED_MODELS:
+            raise ConfigError(f"config: {where} = {source!r}: no such bundled model (known: {list(BUNDLED_MODELS)})")
+        return
+    folder = Path(source).expanduser()
+    if not folder.is_dir():
+        raise ConfigError(
+            f"config: {where} = {source!r}: no such folder (from {Path.cwd()}); a local model is a Hugging "
+            "Face folder, else use bundled:<name>, hf:<repo id> or trained:<run>"
+        )
+    if not (folder / "config.json").is_file():
+        raise ConfigError(f"config: {where} = {source!r} has no config.json: not a Hugging Face model folder")
+
+
+def _without_defaults(schema):
+    """A schema with its `default`s removed: an agent's backend options override the backend's
+    settings only where the agent sets them, so validating them must not fill any in."""
+    if isinstance(schema, dict):
+        return {k: _without_defaults(v) for k, v in schema.items() if k != "default"}
+    if isinstance(schema, list):
+        return [_without_defaults(v) for v in schema]
+    return schema
+
+
+#: options an agent may give its backend beyond the backend's shared settings under `backends`
+AGENT_ONLY_BACKEND_OPTIONS = {
+    "openai": {
+        "served_model_name": {"type": "string", "description": "the model's name at the endpoint (default: its path)"},
+        "extra_body": {"type": "object", "description": "fields added to every request (e.g. reasoning_effort)"},
+        "tokenizer_path": {"type": "string", "description": "a local tokenizer to count prompt tokens with"},
+    },
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _backend_option_schemas() -> dict:
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    schemas = {name: _without_defaults(sub) for name, sub in schema["properties"]["backends"]["properties"].items()}
+    for name, extra in AGENT_ONLY_BACKEND_OPTIONS.items():
+        schemas[name]["properties"].update(extra)
+    return schemas
+
+
+def check_backend_options(where: str, backend: str, options: dict) -> None:
+    """An agent's `backend_options` against its backend's settings under `backends` (same names and
+    types): a typo is an error at dry run naming the key, not a TypeError inside the job."""
+    import jsonschema
+
+    schema = _backend_option_schemas().get(backend)
+    if schema is None:
+        return
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(options))
+    if error is not None:
+        key = ".".join(str(p) for p in error.absolute_path)
+        if error.validator == "additionalProperties":
+            known = sorted(schema.get("properties", {}))
+            raise ConfigError(f"config: {where}: {error.message} (backend {backend!r} takes: {known})")
+        raise ConfigError(f"config: {where}{'.' + key if key else ''}: {error.message}")
+
+
 def load_yaml_config(path: str | Path) -> dict:
     """A config file read as YAML, refusing duplicate keys (`_UniqueKeyLoader`) and naming the file
     when it doesn't parse."""
@@ -719,6 +789,14 @@ class Experiment:
             if spec["model"] not in self.models:
                 raise ConfigError(
                     f"config: agents.{agent}.model = {spec['model']!r} is not a key of `models` (known: {sorted(self.models)})"
+                )
+            check_backend_options(f"agents.{agent}.backend_options", spec.get("backend", "transformers"),
+                                  spec.get("backend_options") or {})
+        for name, spec in self.models.items():
+            check_model_source(f"models.{name}.source", spec["source"])
+            if spec.get("include") and not spec["source"].startswith("hf:"):
+                raise ConfigError(
+                    f"config: models.{name}.include applies to hf: sources only (source is {spec['source']!r})"
                 )
         for name, spec in self.models.items():
             trained = trained_source(spec["source"])

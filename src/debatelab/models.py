@@ -180,25 +180,36 @@ def _make_readable(folder: Path) -> None:
         os.chmod(p, (0o777 if p.is_dir() else 0o666) & ~mask)
 
 
-def download_hub_model(repo_id: str, out_dir: str | os.PathLike, revision: str | None = None) -> None:
-    """Fetch a Hugging Face Hub model (needs network) into a plain folder."""
+def download_hub_model(
+    repo_id: str, out_dir: str | os.PathLike, revision: str | None = None, include: list[str] | None = None
+) -> None:
+    """Fetch a Hugging Face Hub model (needs network) into a plain folder; `include`: only the files
+    matching these patterns (e.g. the config and tokenizer of a model served behind an API)."""
     from huggingface_hub import snapshot_download
 
     out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
-        snapshot_download(repo_id=repo_id, revision=revision, local_dir=tmp)
+        snapshot_download(repo_id=repo_id, revision=revision, local_dir=tmp, allow_patterns=include or None)
         publish_folder(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 
-def prepare_model(name: str, source: str, out_dir: str | os.PathLike, dtype: str = "float32", seed: int = 0) -> None:
+def prepare_model(
+    name: str,
+    source: str,
+    out_dir: str | os.PathLike,
+    dtype: str = "float32",
+    seed: int = 0,
+    include: list[str] | None = None,
+) -> None:
     """Materialise model `name` into `out_dir` from `source`.
 
     source: "bundled:smollm2-135m-instruct", "bundled:tiny-random-llama", "hf:<repo id>[@revision]",
-    or a local folder path (copied as is).
+    or a local folder path (copied as is). `include`: for a Hub model, only these files.
     """
     if source == "bundled:smollm2-135m-instruct":
         convert_gguf(smollm2_gguf_path(), out_dir, dtype=dtype)
@@ -206,7 +217,7 @@ def prepare_model(name: str, source: str, out_dir: str | os.PathLike, dtype: str
         build_tiny_random_llama(out_dir, seed=seed)
     elif source.startswith("hf:"):
         repo, _, revision = source[3:].partition("@")
-        download_hub_model(repo, out_dir, revision or None)
+        download_hub_model(repo, out_dir, revision or None, include)
     elif Path(source).is_dir():
         if not (Path(source) / "config.json").exists():
             raise ModelSourceError(f"model {name!r}: {source} has no config.json; not a Hugging Face model folder")

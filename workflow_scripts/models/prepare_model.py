@@ -8,4 +8,5 @@ with job_log(snakemake.log[0]):
         snakemake.output[0],
         dtype=snakemake.params.dtype,
         seed=snakemake.params.seed,
+        include=snakemake.params.include,
     )
