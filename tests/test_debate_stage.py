@@ -253,3 +253,29 @@ def test_debate_confidence_scores_what_seqprob_target_names(workspace, target):
     # each reply is scored under its chat and under the content-free chat (distinct pairs once)
     assert set(backend.scored_replies) == set(expected)
     assert last["conf_seqprob"].notna().all()
+
+
+class BudgetRecordingBackend(CountingBackend):
+    """CountingBackend that keeps every request's reply budget."""
+
+    def __init__(self):
+        super().__init__()
+        self.budgets: list[int] = []
+
+    def generate(self, requests, progress=None):
+        self.budgets += [r.sampling.max_tokens for r in requests]
+        return super().generate(requests, progress)
+
+
+def test_debate_max_tokens_is_the_reply_budget_of_the_debate_rounds(workspace):
+    """Round 0 is the agents' zero-shot samples (their own max_tokens, 32 here); the protocol's
+    `debate_max_tokens` is the budget of every debate call, and without it the agent's own."""
+    capped = BudgetRecordingBackend()
+    _, turns, *_ = run_job(
+        workspace, "capped", {"kind": "all_to_all", "rounds": 2, "debate_max_tokens": 7}, backend=capped
+    )
+    assert capped.budgets and set(capped.budgets) == {7}
+    assert (turns["round"] > 0).sum() == len(capped.budgets)
+    plain = BudgetRecordingBackend()
+    run_job(workspace, "plain", {"kind": "all_to_all", "rounds": 2}, backend=plain, cache="other")
+    assert set(plain.budgets) == {32}

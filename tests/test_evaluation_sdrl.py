@@ -254,6 +254,26 @@ def test_table2_mean_and_maj_at_k_with_the_paper_k_and_first_sample_ties(result)
     assert layout.loc["DAPO", f"{TOY} mean@4"] == 62.5 and layout.loc["DAPO", f"{TOY2} maj@3"] == 100
 
 
+def test_table2_reads_each_methods_full_budget_agents_not_its_debate_seats():
+    """A debate seat of the same model with a budget cut to fit the window (sdrl.yaml's "_n5" /
+    "_n7") is not Table 2's single-agent evaluation: only the largest-budget agents are read."""
+    outputs = make_outputs()
+    seat = pd.DataFrame(
+        [
+            {"question_id": q, "dataset": TOY, "agent": "dapo_n5", "sample": k, "answer": "0", "correct": False}
+            for q in ("q1", "q2")
+            for k in range(4)
+        ]
+    ).reindex(columns=ZERO_SHOT_COLUMNS)
+    outputs.__dict__["zero_shot"] = pd.concat([outputs.zero_shot, seat], ignore_index=True)
+    outputs.agent_runs["dapo_n5"] = "dapo"
+    outputs.agent_models["dapo_n5"] = AGENT_MODELS["dapo"]
+    outputs.agent_max_tokens.update({"base": 8192, "dapo": 8192, "sdrl": 8192, "dapo_n5": 5248})
+    t2 = sdrl.evaluate(outputs)
+    assert cell(t2, "table2", "mean_at_k", dataset="math500", method="DAPO")["value"] == pytest.approx(62.5)
+    assert "dapo_n5" not in set(sdrl.single_agent_questions(outputs)["agent"])
+
+
 def test_agents_map_to_the_method_of_the_run_that_trained_their_model():
     outputs = make_outputs()
     assert sdrl.agent_methods(outputs) == {"base": "Base", "dapo": "DAPO", "sdrl": "SDRL-freq"}

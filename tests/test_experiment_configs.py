@@ -39,6 +39,13 @@ CUT_ON_CPU = {
         "udpo_n5_t3",
         "udpo_n5_t10",
         *(f"{run}_{cut}" for run in ("mappo", "rmaac") for cut in ("n3", "n10", "attack_m1", "attack_m2", "attack_m3")),
+        # every debate of the agents trained on TruthfulQA / CommonsenseQA (the GSM8K runs' code on
+        # another dataset; neither training split is offline)
+        *(
+            p
+            for p in yaml.safe_load((EXPERIMENTS / "udpo.yaml").read_text())["debate"]["protocols"]
+            if "_tqa_" in p or "_csqa_" in p
+        ),
     },
     # one more training run of the same code each: the one-term ablations, homo pair, Single-GRPO
     "umad": {
@@ -412,7 +419,11 @@ def test_udpo_attacks_compromise_the_last_m_agents():
     protocols = cfg["debate"]["protocols"]
     natural = {
         "attack": cfg["debate"]["participants"],
-        **{f"{run}_attack": _participants(cfg, protocols[f"{run}_n5"]) for run in ("udpo", "mappo", "rmaac")},
+        **{
+            f"{run}{on}_attack": _participants(cfg, protocols[f"{run}{on}_n5"])
+            for run in ("udpo", "mappo", "rmaac")
+            for on in ("", "_tqa", "_csqa")  # trained on GSM8K, TruthfulQA, CommonsenseQA
+        },
     }
     for prefix, base in natural.items():
         for m in (1, 2, 3):
@@ -421,6 +432,66 @@ def test_udpo_attacks_compromise_the_last_m_agents():
             for honest, seat in zip(base, seats):
                 spec, twin = cfg["agents"][honest], cfg["agents"][seat]
                 assert spec["model"] == twin["model"] and spec["temperature"] == twin["temperature"], seat
+
+
+#: UDPO's trained methods and the (N, m, T) at which each debates on GSM8K (Tables 1, 2, 3, 5).
+UDPO_TRAINED_CELLS = {
+    *{(m, n, 0, 5) for m in ("UDPO", "MAPPO", "RMAAC") for n in (3, 5, 10)},
+    *{(m, 5, k, 5) for m in ("UDPO", "MAPPO", "RMAAC") for k in (1, 2, 3)},
+    *{(f"UDPO w/o {part}", 5, 0, 5) for part in ("intra", "inter", "sys")},
+    ("UDPO", 5, 0, 3),
+    ("UDPO", 5, 0, 10),
+}
+
+
+def test_udpo_trained_cells_are_filled_on_every_dataset_by_agents_trained_on_it():
+    """§5.1 ("the same datasets and LLMs as Section 3") and Tables 1, 2, 3, 5 report every trained method on
+    GSM8K, TruthfulQA and CSQA. The evaluation's own table builders, fed one trajectory per (protocol,
+    dataset) of udpo.yaml, find each trained cell on each dataset, filled by a protocol whose agents were
+    trained on that dataset's training questions (never on the questions it is scored on)."""
+    import pandas as pd
+
+    from debatelab.config import load_experiment
+    from debatelab.evaluation.papers import udpo
+    from debatelab.evaluation.run import RunOutputs
+
+    exp = load_experiment(EXPERIMENTS / "udpo.yaml")
+    outputs = RunOutputs.from_experiment(exp)
+    rows = [
+        {
+            "question_id": "q",
+            "dataset": d,
+            "protocol": p,
+            "thread": 0,
+            "correct": True,
+            "u_intra": 0.1,
+            "u_inter": 0.1,
+            "u_sys": 0.1,
+        }
+        for p in exp.protocols
+        for d in exp.protocol_datasets(p)
+    ]
+    outputs.uncertainty = pd.DataFrame(rows)  # the cached frame the stage would read
+    frame = udpo.heterogeneous(udpo.trajectories(outputs))
+    t1, t3, t5 = udpo.table1(frame, outputs.protocols), udpo.table3(frame, outputs.protocols), udpo.table5(frame)
+    datasets = ("gsm8k", "truthfulqa", "commonsense_qa")
+    for dataset in datasets:
+        cells = {(r.method, r.n_agents, 0, 5) for r in t1[t1["dataset"] == dataset].itertuples()}
+        cells |= {(r.method, r.n_agents, r.m, 5) for r in t3[t3["dataset"] == dataset].itertuples()}
+        cells |= {(r.method, r.n_agents, 0, r.rounds) for r in t5[t5["dataset"] == dataset].itertuples()}
+        assert UDPO_TRAINED_CELLS <= cells, (dataset, sorted(UDPO_TRAINED_CELLS - cells))
+        ablations = udpo.table2(t1[t1["dataset"] == dataset])
+        assert set(ablations["method"]) == {"Full", "w/o intra", "w/o inter", "w/o sys"}, dataset
+    # every trained cell's agents learnt on the dataset it is scored on, and on other questions
+    trained = pd.concat([t1, t3, t5])
+    trained = trained[trained["method"] != "MAD"]
+    assert set(trained["dataset"]) == set(datasets)
+    for protocol, run_dataset in set(zip(trained["protocol"], trained["run_dataset"])):
+        for run in outputs.protocols[protocol].trained_runs:
+            training_set = exp.training_runs[run]["dataset"]
+            assert exp.benchmark_of(training_set) == exp.benchmark_of(run_dataset), (protocol, run, run_dataset)
+            assert exp.dataset_path(training_set) != exp.dataset_path(run_dataset), (protocol, run)
+            assert exp.datasets[training_set]["split"] != exp.datasets[run_dataset]["split"], (protocol, run)
 
 
 def test_confidence_pairs_are_table_3():

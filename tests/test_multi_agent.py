@@ -461,3 +461,36 @@ def test_each_agent_s_first_and_last_round_accuracy_loss_and_kl_by_hand():
     assert out["loss_bob"] == -1.0 and out["kl_bob"] == 0.0
     assert all(np.isnan(out[f"{c}_carol"]) for c in ("accuracy_first", "accuracy_last", "loss", "kl"))
     assert len(out) == 12
+
+
+def test_a_training_debate_caps_its_rounds_at_the_protocols_debate_max_tokens():
+    """Round 0 samples at the run's max_tokens, the rounds after it at the protocol's
+    `debate_max_tokens` (the debate stage's budgets for the same protocol)."""
+    from contextlib import nullcontext
+
+    from debatelab.llm.base import Generation
+
+    budgets: dict[int, set] = {}
+
+    class Backend:
+        def generate(self, requests, progress=None):
+            for r in requests:
+                round_ = 0 if len(r.messages) and "agent" not in r.messages[-1]["content"] else 1
+                budgets.setdefault(round_, set()).add(r.sampling.max_tokens)
+            return [
+                [Generation(text="\\boxed{2}", completion_tokens=1, prompt_tokens=3, token_ids=[5])] for _ in requests
+            ]
+
+    class Policies:
+        agents = ["alice", "bob"]
+        base_of = {"alice": "m", "bob": "m"}
+
+        def acting(self, agent):
+            return nullcontext()
+
+        def backend(self, agent, label):
+            return Backend()
+
+    protocol = {"kind": "all_to_all", "template": "umad", "debate_max_tokens": 4}
+    rollout_debates(Policies(), ROWS[:1], ["alice", "bob"], SETTINGS, step=0, rounds=1, protocol=protocol)
+    assert budgets == {0: {SETTINGS.max_tokens}, 1: {4}}

@@ -212,3 +212,26 @@ def test_the_model_loads_on_first_use_only(tiny_model_dir, tmp_path):
     second.close()
     with pytest.raises(RuntimeError, match="closed"):
         second.generate([request])
+
+
+def test_a_reply_budget_past_the_context_window_is_clipped_and_counted(tiny_model_dir, caplog):
+    """prompt + max_tokens > max_model_len: the budget becomes the room the prompt leaves (vLLM
+    would cut the reply there unannounced; `llm.budget`), the request is counted and logged; a
+    prompt with no room is refused before anything is generated."""
+    from debatelab.llm.budget import PromptTooLong
+
+    backend = TransformersBackend(tiny_model_dir, device="cpu", dtype="float32", batch_size=3, max_model_len=10_000)
+    chat = _chat("Count to one hundred.")
+    prompt = len(backend.prompt_ids(chat))
+    room = 6
+    backend.max_model_len = prompt + room
+    fits = GenerationRequest(chat, SamplingParams(temperature=1.0, max_tokens=room, seed=3))
+    asks_more = GenerationRequest(chat, SamplingParams(temperature=1.0, max_tokens=200, seed=3))
+    with caplog.at_level("WARNING", logger="debatelab.llm.budget"):
+        [[within]], [[clipped]] = backend.generate([fits]), backend.generate([asks_more])
+    assert backend.budget_clips == 1 and "1 of 1 requests' max_tokens clipped" in caplog.text
+    assert clipped.completion_tokens <= room and clipped.prompt_tokens == prompt
+    assert clipped.token_ids == within.token_ids  # the same seed, the same budget: the same reply
+    backend.max_model_len = prompt
+    with pytest.raises(PromptTooLong, match=f"prompt is {prompt} tokens, the context window {prompt}"):
+        backend.generate([fits])

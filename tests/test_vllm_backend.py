@@ -206,3 +206,36 @@ def test_token_entropies_agree_with_transformers(backend, tiny_model_dir):
         # the random model spreads its mass over 49k tokens: the top 20 hold little of it, and H_20 (the
         # remainder one outcome) is a small positive lower bound of the full ~ln 49152 = 10.8 nats
         assert all(0 < h < 1 for h in v.token_entropies)
+
+
+def test_vllm_cuts_a_reply_at_max_model_len_unannounced_and_the_backend_clips_and_counts(backend):
+    """vLLM itself (engine max_model_len 512): a prompt + max_tokens past the window is accepted and
+    the reply stops at the window with finish reason "length", as if max_tokens were reached; a
+    prompt past the window fails the call. The backend (`llm.budget`) clips the budget to the room
+    the prompt leaves and counts it, and refuses the long prompt with its own error."""
+    from debatelab.llm.budget import PromptTooLong
+    from debatelab.llm.vllm_backend import chat_prompt_ids
+
+    ids = chat_prompt_ids(backend.tokenizer, USER)
+    room = backend.max_model_len - len(ids)
+    assert backend.max_model_len == 512 and room > 0
+    native = backend._llm.generate(
+        [{"prompt_token_ids": ids}],
+        backend._vllm.SamplingParams(temperature=0.0, max_tokens=2 * room, ignore_eos=True),
+        use_tqdm=False,
+    )[0].outputs[0]
+    assert len(native.token_ids) == room and native.finish_reason == "length"  # cut at 512, not 2 x room
+    before = backend.budget_clips
+    [[g]] = backend.generate([GenerationRequest(USER, SamplingParams(temperature=0.0, max_tokens=2 * room))])
+    assert backend.budget_clips == before + 1 and g.completion_tokens <= room
+    long_chat = [{"role": "user", "content": "apples " * 600}]
+    with pytest.raises(PromptTooLong, match="context window 512"):
+        backend.generate([GenerationRequest(long_chat, SamplingParams(max_tokens=4))])
+    from vllm.exceptions import VLLMValidationError
+
+    with pytest.raises(VLLMValidationError, match="maximum context length is 512 tokens"):
+        backend._llm.generate(
+            [{"prompt_token_ids": chat_prompt_ids(backend.tokenizer, long_chat)}],
+            backend._vllm.SamplingParams(max_tokens=4),
+            use_tqdm=False,
+        )

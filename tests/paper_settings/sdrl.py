@@ -33,11 +33,31 @@ def _updates_per_rollout_step(exp, run):
 
 
 def _n7_budget_cut(exp):
-    """Every N = 7 agent ("<agent>_n7") replies with fewer tokens than its N = 5 twin "<agent>" (§6.4)."""
+    """Every N = 7 agent ("<agent>_n7") replies with fewer tokens than its single-agent twin "<agent>" (§6.4)."""
     pairs = [(a, a.removesuffix("_n7")) for a in exp.agents if a.endswith("_n7")]
     return bool(pairs) and all(
         exp.agent_settings(n7)["max_tokens"] < exp.agent_settings(n5)["max_tokens"] for n7, n5 in pairs
     )
+
+
+PROMPT_ALLOWANCE = 1024  # the question and Choi's template around the replies
+
+
+def _debates_fit_window(exp):
+    """Every Choi debate's longest round fits the vLLM window: its prompt holds all N replies of the
+    round before (round 0: the seats' zero-shot budget), plus ~1k of question and template, plus the
+    round's reply (`debate_max_tokens`, else the seat's budget)."""
+    window = exp.config["backends"]["vllm"]["max_model_len"]
+    fits = []
+    for name, options in exp.protocols.items():
+        if options["kind"] == "self_consistency":
+            continue
+        seats = exp.protocol_participants(name)
+        first = max(exp.agent_settings(a)["max_tokens"] for a in seats)
+        later = options.get("debate_max_tokens") or first
+        before = max(first, later) if options.get("rounds", 2) > 1 else first
+        fits.append(len(seats) * before + PROMPT_ALLOWANCE + later <= window)
+    return bool(fits) and all(fits)
 
 
 DERIVED = {
@@ -50,6 +70,7 @@ DERIVED = {
         for run in RUNS
     },
     "n7_reply_budget_cut": _n7_budget_cut,
+    "debates_fit_window": _debates_fit_window,
 }
 
 _A1 = "App. A.1"
@@ -102,7 +123,8 @@ def _agents(names):
 
 
 def _budgets(names):
-    """N <= 5 agents: the paper's length (evaluation budget unstated; N = 7 is cut, `n7_reply_budget_cut`)."""
+    """Single agents and N <= 5 seats: the paper's length (evaluation budget unstated; N = 7 is cut,
+    `n7_reply_budget_cut`; the N = 5 seats are declared cut to fit the window)."""
     return [
         Setting(
             f"agents.{a}.max_tokens",
@@ -148,22 +170,25 @@ def _maj(name, agent):
     ]
 
 
-def _ablations(prefix, agent, agent_n7, t4=None):
-    """Tables 3 and 4 (and Fig. 1 / Table 6 with `t4`) for one model: `prefix` + the protocol suffix."""
+def _ablations(prefix, agent, agent_n5, agent_n7, t4=None):
+    """Tables 3 and 4 (and Fig. 1 / Table 6 with `t4`) for one model: `prefix` + the protocol suffix;
+    N = 3 seats the single agent (`agent`), N = 5 its "_n5" seats, N = 7 its "_n7" ones."""
+    n3 = f"{prefix}mad_n3" if prefix else "decentralized_n3"
     rows = [
-        *_mad(f"{prefix}mad_n3" if prefix else "decentralized_n3", agent, n=3, source="Table 3: N = 3, T = 1"),
+        *_mad(n3, agent, n=3, source="Table 3: N = 3, T = 1"),
+        Setting(f"protocols.{n3}.debate_max_tokens", 8192, "App. A.1's length for the debate round too"),
         *_mad(f"{prefix}mad_n7" if prefix else "decentralized_n7", agent_n7, n=7, source="Table 3: N = 7, T = 1"),
-        *_mad(f"{prefix}sparse", agent, kind="ring", source="Table 4 / §6.4: sparse MAD, N = 5, T = 1"),
+        *_mad(f"{prefix}sparse", agent_n5, kind="ring", source="Table 4 / §6.4: sparse MAD, N = 5, T = 1"),
         *_mad(
             f"{prefix}centralized",
-            agent,
+            agent_n5,
             kind="centralized",
             final="hub",
             source="Table 4 / §6.4: centralized MAD, N = 5, T = 1",
         ),
     ]
     if t4:
-        rows += _mad(t4, agent, rounds=4, source="Fig. 1 / Table 6: rounds 1 to 4, N = 5")
+        rows += _mad(t4, agent_n5, rounds=4, source="Fig. 1 / Table 6: rounds 1 to 4, N = 5")
     return rows
 
 
@@ -178,22 +203,15 @@ _CHECKPOINTS = {
     "qwen3-4b-base-sdrl-freq": "q3_sdrl_freq",
     "qwen3-4b-base-sdrl-freq-125": "q3_sdrl_freq_125",
 }
-_SDRL_AGENTS = (
-    "base",
-    "dapo",
-    "sdrl_rand",
-    "sdrl_freq",
-    "q3_base",
-    "q3_dapo",
-    "q3_sdrl_rand",
-    "q3_sdrl_freq",
-    "q3_sdrl_freq_125",
-)
+# the single agents (Table 2, N = 3) and the N = 5 seats ("<agent>_n5": Tables 1, 4, 5, Fig. 1)
+_SDRL_AGENTS = ("base", "dapo", "sdrl_rand", "sdrl_freq", "q3_base", "q3_dapo", "q3_sdrl_rand", "q3_sdrl_freq")
+_SDRL_N5_AGENTS = (*(f"{a}_n5" for a in _TABLE1), "base_n5", "q3_sdrl_freq_125_n5")
 _SDRL_N7_AGENTS = ("dapo_n7", "sdrl_freq_n7", "q3_dapo_n7", "q3_sdrl_freq_n7")
 
 _EVAL_COMMON = [
     *_DATASETS,
     Setting("derived.n7_reply_budget_cut", True, "§6.4: N = 7's max response tokens reduced to fit the context window"),
+    Setting("derived.debates_fit_window", True, "§6.4: the debate sequence kept within the model context window"),
     Setting("zero_shot.samples", at_least(32), "§6.1.2: K = 32 samples (AMC, AIME; K = 4 on MATH500)"),
     Setting("evaluation.seeds", 5, "§6.1.2: mean of 5 independent runs"),
 ]
@@ -240,28 +258,28 @@ TABLES = {
             )
             for m, run in _CHECKPOINTS.items()
         ],
-        *_agents((*_SDRL_AGENTS, *_SDRL_N7_AGENTS)),
-        *_budgets(_SDRL_AGENTS),
-        *[row for a in _TABLE1 for row in _maj(f"{a}_maj", a) + _mad(f"{a}_mad", a)],
-        *_mad("q3_sdrl_freq_125_mad", "q3_sdrl_freq_125", source="Table 5: SDRL-125, decentralized, N = 5, T = 1"),
-        *_ablations("dapo_", "dapo", "dapo_n7"),
-        *_ablations("sdrl_freq_", "sdrl_freq", "sdrl_freq_n7"),
-        *_ablations("q3_dapo_", "q3_dapo", "q3_dapo_n7", t4="q3_dapo_mad_t4"),
-        *_ablations("q3_sdrl_freq_", "q3_sdrl_freq", "q3_sdrl_freq_n7", t4="q3_sdrl_freq_mad_t4"),
+        *_agents((*_SDRL_AGENTS, *_SDRL_N5_AGENTS, *_SDRL_N7_AGENTS)),
+        *_budgets((*_SDRL_AGENTS, *_SDRL_N5_AGENTS)),
+        *[row for a in _TABLE1 for row in _maj(f"{a}_maj", f"{a}_n5") + _mad(f"{a}_mad", f"{a}_n5")],
+        *_mad("q3_sdrl_freq_125_mad", "q3_sdrl_freq_125_n5", source="Table 5: SDRL-125, decentralized, N = 5, T = 1"),
+        *_ablations("dapo_", "dapo", "dapo_n5", "dapo_n7"),
+        *_ablations("sdrl_freq_", "sdrl_freq", "sdrl_freq_n5", "sdrl_freq_n7"),
+        *_ablations("q3_dapo_", "q3_dapo", "q3_dapo_n5", "q3_dapo_n7", t4="q3_dapo_mad_t4"),
+        *_ablations("q3_sdrl_freq_", "q3_sdrl_freq", "q3_sdrl_freq_n5", "q3_sdrl_freq_n7", t4="q3_sdrl_freq_mad_t4"),
         *_EVAL_COMMON,
     ],
     "sdrl_eval": [
         Setting("models.qwen3-4b-base.source", QWEN3, "§6.1.1: Qwen3-4B-Base"),
-        *_agents(("qwen3_4b_base", "qwen3_4b_base_n7")),
-        *_budgets(("qwen3_4b_base",)),
-        *_maj("self_consistency", "qwen3_4b_base"),
-        *_mad("decentralized", "qwen3_4b_base"),
-        *_ablations("", "qwen3_4b_base", "qwen3_4b_base_n7", t4="decentralized_t4"),
+        *_agents(("qwen3_4b_base", "qwen3_4b_base_n5", "qwen3_4b_base_n7")),
+        *_budgets(("qwen3_4b_base", "qwen3_4b_base_n5")),
+        *_maj("self_consistency", "qwen3_4b_base_n5"),
+        *_mad("decentralized", "qwen3_4b_base_n5"),
+        *_ablations("", "qwen3_4b_base", "qwen3_4b_base_n5", "qwen3_4b_base_n7", t4="decentralized_t4"),
         *_EVAL_COMMON,
     ],
 }
 
 DECLARED = {
-    "sdrl": {"training.*.max_tokens", "agents.*.max_tokens", "protocols.*.tie_break"},
-    "sdrl_eval": {"agents.*.max_tokens", "protocols.*.tie_break"},
+    "sdrl": {"training.*.max_tokens", "agents.*.max_tokens", "protocols.*.debate_max_tokens", "protocols.*.tie_break"},
+    "sdrl_eval": {"agents.*.max_tokens", "protocols.*.debate_max_tokens", "protocols.*.tie_break"},
 }

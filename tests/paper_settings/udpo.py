@@ -7,22 +7,37 @@ import math
 
 from . import Check, Setting, runs_rows
 
-GSM8K_TRAIN = 7473  # openai/gsm8k main train (spec 000 §7)
-UDPO_RUNS = ("udpo", "udpo_wo_intra", "udpo_wo_inter", "udpo_wo_sys")
-BASELINE_RUNS = ("mappo", "rmaac")
+#: Training questions per training dataset: openai/gsm8k main train, TruthfulQA's seeded train half
+#: (408 of 817; the registry's `train` split), tau/commonsense_qa train.
+TRAIN_QUESTIONS = {"gsm8k_train": 7473, "truthfulqa_train": 408, "commonsense_qa_train": 9741}
+#: The run-name suffix of each dataset's runs and the dataset they train on (§5.1: every method is
+#: trained and reported on each of Section 3's datasets, Tables 1, 2, 3, 5).
+SUFFIXES = {"": "gsm8k_train", "_tqa": "truthfulqa_train", "_csqa": "commonsense_qa_train"}
+UDPO_RUNS = tuple(f"{r}{x}" for x in SUFFIXES for r in ("udpo", "udpo_wo_intra", "udpo_wo_inter", "udpo_wo_sys"))
+BASELINE_RUNS = tuple(f"{r}{x}" for x in SUFFIXES for r in ("mappo", "rmaac"))
 FIVE = ["llama4", "qwen3", "gemma3n", "mixtral", "phi4"]
+
+
+def _runs(base: str) -> list[str]:
+    """`base` on every dataset: udpo, udpo_tqa, udpo_csqa."""
+    return [f"{base}{x}" for x in SUFFIXES]
+
+
+def _trains_on(run: str) -> str:
+    return SUFFIXES["_" + run.rsplit("_", 1)[1] if run.endswith(("_tqa", "_csqa")) else ""]
 
 
 def _epochs(exp, run):
     """Passes over the training questions (UDPO: the warm-up's held-out share is not trained on)."""
     s = exp.train_settings(run)
+    total = TRAIN_QUESTIONS[exp.training_runs[run]["dataset"]]
     if s["method"] == "udpo":
         per_step, questions = (
             s["udpo"]["questions_per_step"],
-            GSM8K_TRAIN - math.ceil(s["udpo"]["warmup_fraction"] * GSM8K_TRAIN),
+            total - math.ceil(s["udpo"]["warmup_fraction"] * total),
         )
     else:
-        per_step, questions = s["mappo"]["questions_per_step"], GSM8K_TRAIN
+        per_step, questions = s["mappo"]["questions_per_step"], total
     return round(s["steps"] * per_step / questions, 1)
 
 
@@ -37,7 +52,6 @@ DERIVED = {
 
 _A1 = "App. A.1 (spec §7)"
 _TRAINING = [
-    ("dataset", "gsm8k_train", "§7: GSM8K train (7,473)"),
     ("participants", FIVE, "§7: the heterogeneous ensemble, one model per agent"),
     ("learning_rate", 1e-5, f"{_A1}: AdamW, LR 1e-5"),
     ("warmup_steps", 500, f"{_A1}: linear warm-up 500 steps"),
@@ -62,17 +76,27 @@ _BASELINES = _TRAINING + [
 TABLES = {
     "udpo": [
         *runs_rows(UDPO_RUNS, _UDPO),
-        *runs_rows(["udpo"], [("udpo.ablate", [], "Table 2: full UDPO")]),
-        *runs_rows(["udpo_wo_intra"], [("udpo.ablate", ["intra"], "Table 2: w/o intra")]),
-        *runs_rows(["udpo_wo_inter"], [("udpo.ablate", ["inter"], "Table 2: w/o inter")]),
-        *runs_rows(["udpo_wo_sys"], [("udpo.ablate", ["sys"], "Table 2: w/o sys")]),
-        *runs_rows(["mappo"], [("method", "mappo", "§8: MAPPO")]),
-        *runs_rows(["rmaac"], [("method", "rmaac", "§8: RMAAC")]),
+        *runs_rows(_runs("udpo"), [("udpo.ablate", [], "Table 2: full UDPO")]),
+        *runs_rows(_runs("udpo_wo_intra"), [("udpo.ablate", ["intra"], "Table 2: w/o intra")]),
+        *runs_rows(_runs("udpo_wo_inter"), [("udpo.ablate", ["inter"], "Table 2: w/o inter")]),
+        *runs_rows(_runs("udpo_wo_sys"), [("udpo.ablate", ["sys"], "Table 2: w/o sys")]),
+        *runs_rows(_runs("mappo"), [("method", "mappo", "§8: MAPPO")]),
+        *runs_rows(_runs("rmaac"), [("method", "rmaac", "§8: RMAAC")]),
+        # §5.1 "We use the same datasets and LLMs as Section 3", and Tables 1, 2, 3, 5 report every trained
+        # method on GSM8K, TruthfulQA and CSQA: each dataset's runs train on its training questions
+        *[
+            Setting(f"training.{run}.dataset", _trains_on(run), "§5.1 / Tables 1-3, 5: trained on each dataset")
+            for run in (*UDPO_RUNS, *BASELINE_RUNS)
+        ],
+        Setting("datasets.gsm8k_train.split", "train", "§7: GSM8K train (7,473)"),
+        Setting("datasets.commonsense_qa_train.split", "train", "§7: CommonsenseQA train (9,741)"),
         *runs_rows(BASELINE_RUNS, _BASELINES),
         *[Setting(f"derived.{run}.epochs", 10.0, f"{_A1}: 10 epochs") for run in (*UDPO_RUNS, *BASELINE_RUNS)],
         Setting("datasets.gsm8k.split", "test", "§7: GSM8K test (1,319)"),
         Setting("datasets.commonsense_qa.split", "validation", "§7: CommonsenseQA validation (test has no labels)"),
         Setting("datasets.truthfulqa.split", "validation", "§7: TruthfulQA, validation split only (817)"),
+        # the paper's only TruthfulQA split: a seeded half trains the TruthfulQA runs (declared: the other half is evaluated)
+        Setting("datasets.truthfulqa_train.split", "train", "§5.1: TruthfulQA's runs train on TruthfulQA"),
         Setting(
             "models.llama-4-scout-17b-16e-instruct.source",
             Check(lambda v: "Llama-4-Scout-17B-16E" in v, "Llama-4-Scout 17B-16E"),
@@ -103,5 +127,5 @@ TABLES = {
 }
 
 DECLARED = {
-    "udpo": {"training.udpo*.ratio_level"},
+    "udpo": {"training.udpo*.ratio_level", "datasets.truthfulqa.split", "training.*_tqa.warmup_steps"},
 }

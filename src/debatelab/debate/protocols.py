@@ -52,6 +52,7 @@ DEFAULTS = {
     "final": "vote",
     "tie_break": "first_agent",
     "threads": None,
+    "debate_max_tokens": None,
     "confidence": [],
     "group_size": 3,
     "cross_group_ncomm": "agent_pair",

@@ -12,7 +12,7 @@ import logging
 import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -96,14 +96,19 @@ def build_states(
     threads: int,
     seed: int,
     zero_shot_files: dict[str, str] | None = None,
+    max_tokens: int | None = None,
 ) -> list[QuestionState]:
-    """One state per (question, thread); thread k of copy c starts from zero-shot sample c·threads + k."""
+    """One state per (question, thread); thread k of copy c starts from zero-shot sample c·threads + k.
+    `max_tokens`: the reply budget of the debate calls (the protocol's `debate_max_tokens`; None: each
+    agent's own, which its zero-shot samples, round 0, were drawn with)."""
     seats = []
     for index, (label, name, copy) in enumerate(participant_labels(participants)):
         if name not in agents:
             raise ValueError(f"participant {name!r} is not an agent (known: {sorted(agents)})")
         spec = agents[name]
         sampling = spec.sampling()  # the seed is filled per call
+        if max_tokens is not None:
+            sampling = replace(sampling, max_tokens=int(max_tokens))
         seats.append((Participant(index, label, name, spec.model, spec.system_prompt, sampling), copy))
     lookup: dict[str, dict[tuple[str, int], dict]] = {}
     for name in {p.agent for p, _ in seats}:
@@ -361,6 +366,7 @@ def debate_job(
         threads=protocol.options["threads"],
         seed=settings.seed,
         zero_shot_files=zero_shot_paths,
+        max_tokens=protocol.options["debate_max_tokens"],
     )
     models = sorted({specs[name].model for name in set(participants)})
     backends = dict(backends or {})

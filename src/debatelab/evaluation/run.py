@@ -197,6 +197,7 @@ class RunOutputs:
     # paper -> model -> the paper backbone it stands for (`Experiment.paper_backbone`; None: none)
     model_backbones: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)
     agent_models: Mapping[str, str] = field(default_factory=dict)  # agent -> its model
+    agent_max_tokens: Mapping[str, int] = field(default_factory=dict)  # agent -> its reply budget (zero-shot)
 
     @classmethod
     def from_experiment(cls, exp: Experiment, **paths) -> RunOutputs:
@@ -214,6 +215,7 @@ class RunOutputs:
             agent_runs=agent_runs,
             model_backbones=backbones,
             agent_models={a: spec["model"] for a, spec in exp.agents.items()},
+            agent_max_tokens={a: int(spec.get("max_tokens") or 0) for a, spec in exp.agents.items()},
             **paths,
         )
 

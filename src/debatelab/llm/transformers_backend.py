@@ -92,9 +92,12 @@ class TransformersBackend(Backend):
         batch_size: int | None = None,
         num_threads: int | None = None,
         devices: list[str] | None = None,
+        max_model_len: int | None = None,
     ):
         """`devices`: the job's GPU this model runs on when a job holds several models
-        (`gpu_plan.engine_slices`, CUDA names); its first one."""
+        (`gpu_plan.engine_slices`, CUDA names); its first one. `max_model_len`: the context window
+        (prompt + reply) replies are clipped to (`llm.budget`); None: the model's
+        `max_position_embeddings`."""
         import torch
 
         if num_threads:
@@ -110,6 +113,8 @@ class TransformersBackend(Backend):
         self.model_path = str(model_path)
         self.model_id = f"transformers::{model_fingerprint(model_path)}"
         self._dtype = dtype
+        self.max_model_len = max_model_len
+        self.budget_clips = 0  # requests whose max_tokens the context window clipped (`llm.budget`)
         # The model loads on first use: a job whose generations are all cached never imports
         # transformers' generation code (~10 s on 2 CPU cores) nor reads the weights.
 
@@ -143,6 +148,7 @@ class TransformersBackend(Backend):
             torch.device(backend.device).type, DEFAULT_BATCH_SIZE["cpu"]
         )
         backend.model_path, backend.model_id = model_id, model_id
+        backend.max_model_len, backend.budget_clips = None, 0
         backend._attach(model, tokenizer, eval_mode=False)
         return backend
 
@@ -164,6 +170,14 @@ class TransformersBackend(Backend):
                 self.eos_ids.add(tid)
 
     # -- prompts -------------------------------------------------------------------------
+    def context_window(self) -> int | None:
+        """Prompt + reply tokens the model takes: `max_model_len`, else its config's
+        `max_position_embeddings` (None when it has none)."""
+        if self.max_model_len is not None:
+            return int(self.max_model_len)
+        positions = getattr(self.model.config, "max_position_embeddings", None)
+        return int(positions) if positions else None
+
     def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
         return chat_prompt_ids(self.tokenizer, messages)
 
@@ -171,13 +185,22 @@ class TransformersBackend(Backend):
     def generate(
         self, requests: Sequence[GenerationRequest], progress: ProgressCallback | None = None
     ) -> list[list[Generation]]:
+        from .budget import fit_max_tokens
+
         units = [(ri, j) for ri, r in enumerate(requests) for j in range(r.n)]
         prompts = {ri: self.prompt_ids(r.messages) for ri, r in enumerate(requests)}
+        budgets, clipped = fit_max_tokens(
+            [len(prompts[ri]) for ri in range(len(requests))],
+            [r.sampling.max_tokens for r in requests],
+            self.context_window(),
+            model=self.model_id,
+        )
+        self.budget_clips += clipped
         # One generate() call needs one sampling setting; group, then sort by length to cut padding.
         groups: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
         for ri, j in units:
             s = requests[ri].sampling
-            groups[(s.temperature, s.top_p, s.max_tokens, s.logprobs, s.top_logprobs)].append((ri, j))
+            groups[(s.temperature, s.top_p, budgets[ri], s.logprobs, s.top_logprobs)].append((ri, j))
         out: list[list[Generation | None]] = [[None] * r.n for r in requests]
         for (temperature, top_p, max_tokens, want_logprobs, top_k), members in groups.items():
             members.sort(key=lambda u: len(prompts[u[0]]))

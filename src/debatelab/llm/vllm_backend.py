@@ -161,15 +161,17 @@ class VLLMBackend(Backend):
             **engine_kwargs,
         )
         self.tokenizer = self._llm.get_tokenizer()
+        self.max_model_len = int(self._llm.model_config.max_model_len)
+        self.budget_clips = 0  # requests whose max_tokens the context window clipped (`llm.budget`)
 
     # -- generation -------------------------------------------------------------------------
-    def _sampling_params(self, request: GenerationRequest):
+    def _sampling_params(self, request: GenerationRequest, max_tokens: int | None = None):
         s = request.sampling
         return self._vllm.SamplingParams(
             n=request.n,
             temperature=s.temperature,
             top_p=s.top_p,
-            max_tokens=s.max_tokens,
+            max_tokens=s.max_tokens if max_tokens is None else max_tokens,
             seed=s.seed,  # vLLM gives the i-th of the n samples the seed `seed + i`
             # 0: just the sampled token's log-probability; k: the top k too (plus the sampled token
             # when it is outside them); k must not exceed the engine's max_logprobs (vLLM's default 20)
@@ -195,7 +197,18 @@ class VLLMBackend(Backend):
             return []
         llm = self.require_engine()
         prompts = [{"prompt_token_ids": chat_prompt_ids(self.tokenizer, r.messages)} for r in requests]
-        params = [self._sampling_params(r) for r in requests]
+        # vLLM would refuse a prompt past max_model_len (the whole batch) and cut a reply at the window
+        # unannounced: clip each budget to the room the prompt leaves, counted (`llm.budget`)
+        from .budget import fit_max_tokens
+
+        budgets, clipped = fit_max_tokens(
+            [len(p["prompt_token_ids"]) for p in prompts],
+            [r.sampling.max_tokens for r in requests],
+            self.max_model_len,
+            model=self.model_id,
+        )
+        self.budget_clips += clipped
+        params = [self._sampling_params(r, b) for r, b in zip(requests, budgets)]
         use_tqdm = _progress_tqdm(progress) if progress is not None else False
         outputs = llm.generate(prompts, params, use_tqdm=use_tqdm, lora_request=lora_request)
         if len(outputs) != len(requests):

@@ -219,6 +219,11 @@ class VLLMServerBackend(OpenAIBackend):
             tokenizer_path=path,
         )
         self.model_id = f"vllm::{model_fingerprint(path)}"
+        from .vllm_backend import _context_length
+
+        # the server's window: its --max-model-len, else the model's positions (vLLM's default)
+        self.max_model_len = int(options.get("max_model_len") or _context_length(Path(path)))
+        self.budget_clips = 0  # requests whose max_tokens the context window clipped (`llm.budget`)
 
     def generate(
         self, requests: Sequence[GenerationRequest], progress: ProgressCallback | None = None
@@ -226,16 +231,29 @@ class VLLMServerBackend(OpenAIBackend):
         requests = list(requests)
         if not requests:
             return []
-        tokenizer = self.tokenizer
+        from .budget import fit_max_tokens
+
+        prompt_ids = [chat_prompt_ids(self.tokenizer, r.messages) for r in requests]
+        # the server clips max_tokens to its window unannounced (`llm.budget`): clip here, counted
+        budgets, clipped = fit_max_tokens(
+            [len(ids) for ids in prompt_ids],
+            [r.sampling.max_tokens for r in requests],
+            self.max_model_len,
+            model=self.model_id,
+        )
+        self.budget_clips += clipped
 
         def calls(client, semaphore):
             return [
-                self._complete(client, semaphore, r, chat_prompt_ids(tokenizer, r.messages), progress) for r in requests
+                self._complete(client, semaphore, r, ids, progress, max_tokens=b)
+                for r, ids, b in zip(requests, prompt_ids, budgets)
             ]
 
         return run_coroutine(lambda: self._gather(calls))
 
-    async def _complete(self, client, semaphore, request: GenerationRequest, prompt_ids: list[int], progress):
+    async def _complete(
+        self, client, semaphore, request: GenerationRequest, prompt_ids: list[int], progress, max_tokens=None
+    ):
         s = request.sampling
         kwargs: dict[str, Any] = dict(
             model=self.model,
@@ -243,7 +261,7 @@ class VLLMServerBackend(OpenAIBackend):
             n=request.n,
             temperature=s.temperature,
             top_p=s.top_p,
-            max_tokens=s.max_tokens,
+            max_tokens=s.max_tokens if max_tokens is None else max_tokens,
             seed=s.seed,
             extra_body={"return_token_ids": True},
         )

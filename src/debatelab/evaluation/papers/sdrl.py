@@ -473,13 +473,26 @@ def agent_methods(outputs: RunOutputs) -> dict[str, str]:
     return {agent: BASE if run is None else run_label(outputs.runs[run]) for agent, run in outputs.agent_runs.items()}
 
 
+def single_agent_agents(outputs: RunOutputs, methods: dict[str, str]) -> dict[str, str]:
+    """The agents of Table 2 (agent -> method): per (backbone, method), those with the largest reply
+    budget. A config keeps the single-agent evaluation at the paper's budget and gives its debate
+    seats smaller ones, cut to fit N replies into the window (sdrl.yaml's "_n5" / "_n7" agents):
+    those samples are the debates' round 0, not Table 2's."""
+    budget = {a: int(outputs.agent_max_tokens.get(a, 0)) for a in methods}
+    key = {a: (outputs.agent_backbone(PAPER, a), m) for a, m in methods.items()}
+    best: dict[tuple, int] = {}
+    for a, k in key.items():
+        best[k] = max(best.get(k, 0), budget[a])
+    return {a: m for a, m in methods.items() if budget[a] == best[key[a]]}
+
+
 def single_agent_questions(outputs: RunOutputs) -> pd.DataFrame:
     """Per (dataset, agent, question): `mean` = the share right of the first K samples, `maj` = their
     plurality is right, `k` = samples kept, with the agent's method and backbone; K = 4 on MATH500,
-    32 elsewhere (fewer where the run sampled fewer)."""
+    32 elsewhere (fewer where the run sampled fewer). Only the agents of `single_agent_agents`."""
     columns = ["dataset", "agent", "question_id", "mean", "k", "maj", "method", "model"]
     zs = outputs.zero_shot
-    methods = agent_methods(outputs)
+    methods = single_agent_agents(outputs, agent_methods(outputs))
     zs = zs[zs["agent"].isin(list(methods))]
     if zs.empty:
         return pd.DataFrame(columns=columns)

@@ -94,13 +94,15 @@ def rollout_debates(
                 seed = debate_seed(
                     settings.seed, step, state.question_id, state.thread, state.participants[ask.agent].label, ask.round
                 )
+                # the debate rounds' budget of the protocol (`debate_max_tokens`), as the debate stage's
+                cap = debate.options.get("debate_max_tokens") if ask.round > 0 else None
                 requests.append(
                     GenerationRequest(
                         messages=list(ask.messages),
                         sampling=SamplingParams(
                             temperature=settings.temperature,
                             top_p=settings.top_p,
-                            max_tokens=settings.max_tokens,
+                            max_tokens=settings.max_tokens if cap is None else int(cap),
                             seed=seed,
                             logprobs=logprobs,
                         ),
