@@ -570,3 +570,30 @@ def test_math500_grading_takes_math_verify_s_verdict_where_strings_differ():
     assert verify(parse("\\boxed{" + gold + "}"), parse(reply))  # Math-Verify's own verdict on the reply
     assert is_correct(answer, gold, "math")
     assert not is_correct(extract_answer("so $\\boxed{\\sqrt{2}}$", "math"), gold, "math")
+
+
+def test_answer_classes_are_the_one_same_answer_rule():
+    from debatelab.grading import INVALID, AnswerClasses, answer_keys, same_answer
+
+    # canonical keys differ, the grader's math equivalence merges them (both orders, one cache entry)
+    assert answer_keys(["2^{n}-1", "2^n-1"], task_type="math") == ["2^{n}-1", "2^n-1"]
+    assert same_answer("2^{n}-1", "2^n-1", "math") and same_answer("2^n-1", "2^{n}-1", "math")
+    assert not same_answer("2^{n}-1", "2^{n}+1", "math")
+    # INVALID is one value, equal only to itself; other task types compare their normal forms
+    assert same_answer(INVALID, INVALID, "math") and not same_answer(INVALID, "0", "math")
+    assert not same_answer("A", "B", "multiple_choice") and same_answer("A", "A", "multiple_choice")
+    # each key joins the first earlier class it is the same answer as; merge_equivalent is the same classes
+    classes = AnswerClasses("math", ["3", "2^n-1"])
+    assert [classes(k) for k in ["2^{n}-1", "3", INVALID, "\\frac{\\sqrt{2}}{2}", "\\frac{1}{\\sqrt{2}}"]] == [
+        "2^n-1",
+        "3",
+        INVALID,
+        "\\frac{\\sqrt{2}}{2}",
+        "\\frac{\\sqrt{2}}{2}",
+    ]
+    answers = ["3", "2^n-1", "2^{n}-1", None, "\\frac{\\sqrt2}{2}", "\\frac{1}{\\sqrt2}"]
+    keys = answer_keys(answers, task_type="math")
+    merged = AnswerClasses("math")
+    assert answer_keys(answers, task_type="math", merge_equivalent=True) == [merged(k) for k in keys]
+    with pytest.raises(ValueError):
+        AnswerClasses("essay")
