@@ -250,3 +250,24 @@ def test_holm_adjusts_over_the_papers_claims():
     assert frame["p_holm"].iloc[:4].tolist() == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert math.isnan(frame["p_holm"].iloc[4])
     assert frame["verdict_holm"].tolist() == ["holds", HOLM_INCONCLUSIVE, HOLM_INCONCLUSIVE, "holds", "n/a"]
+
+
+def test_sdrl_single_agent_accuracy_with_one_sample_is_paired_correctness():
+    """SDRL §9.5 "no single-agent drop against DAPO" with one agent and one sample per question on
+    each side is paired correctness. The toy run's sample 0: SDRL right on q1 only, DAPO on q2 only,
+    so b = c = 1 of n = 2: Clopper-Pearson of 1/2 mapped by 100 · (2/2)(2p − 1), McNemar p = 1 (the
+    old bootstrap resampled the two per-question differences, +100 and −100)."""
+    from test_evaluation_sdrl import TOY, claims_of, make_outputs
+
+    from debatelab.evaluation.papers import sdrl
+
+    outputs = make_outputs()
+    zero_shot = outputs.zero_shot
+    outputs.__dict__["zero_shot"] = zero_shot[zero_shot["sample"] == 0].reset_index(drop=True)
+    single = [c for c in claims_of(sdrl.evaluate(outputs), "§9.5") if "single-agent" in c.statement and c.scope == TOY][
+        0
+    ]
+    ci = stats.binomtest(1, 2).proportion_ci(0.95, method="exact")
+    assert single.value == pytest.approx(0.0) and "discordant" in single.interval
+    assert (single.low, single.high) == pytest.approx((100 * (2 * ci.low - 1), 100 * (2 * ci.high - 1)))
+    assert single.p == pytest.approx(1.0) and single.verdict == "inconclusive" and single.margin == 2.0
