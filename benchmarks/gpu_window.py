@@ -204,7 +204,7 @@ def prepare(args, work: Path, configs: dict[int, dict], log) -> None:
                 seed=exp.seed,
             )
             log(f"prepared {path} ({time.perf_counter() - start:.1f} s)")
-        for run in args.runs:
+        for run in [] if args.no_model else args.runs:
             for agent in exp.run_agents(run):
                 folder = model_path(work, exp, agent)
                 if folder.exists():
@@ -423,30 +423,44 @@ class Job:
         return f"{self.seed}/{self.run}"
 
 
-def run_window(jobs: list[Job], deadline: float, grace_s: float, log, poll_s: float = 2.0, started=None) -> None:
-    """Start every job's process at once; report new steps; SIGTERM those still running at `deadline`
-    (time.monotonic), SIGKILL after `grace_s`. Returns when all have ended."""
+def run_window(
+    jobs: list[Job], deadline: float, grace_s: float, log, poll_s: float = 2.0, started=None, max_procs: int = 0
+) -> None:
+    """Start the jobs' processes (all at once, or at most `max_procs` at a time, the next as one ends);
+    report new steps; at `deadline` (time.monotonic) SIGTERM those running, start no more, and SIGKILL
+    after `grace_s`. Returns when every started one has ended."""
     started = time.monotonic() if started is None else started
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    for job in jobs:
+    pending = list(jobs)
+
+    def start(job: Job) -> None:
         job.folder.mkdir(parents=True, exist_ok=True)
         (job.folder / "logs").mkdir(exist_ok=True)
         out = open(job.folder / "logs" / "worker.out", "ab")
         job.proc = subprocess.Popen(job.argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         out.close()
         log(f"started {job.key} (pid {job.proc.pid})")
+
     term_at, last_smi = None, 0.0
     while True:
         now = time.monotonic()
+        while pending and term_at is None and now < deadline:
+            if max_procs and sum(1 for j in jobs if j.proc is not None and j.returncode is None) >= max_procs:
+                break
+            start(pending.pop(0))
         for job in jobs:
+            if job.proc is None:
+                continue
             _report(job, log, now - started)
-            if job.proc is not None and job.returncode is None:
+            if job.returncode is None:
                 job.returncode = job.proc.poll()
                 if job.returncode is not None:
                     _report(job, log, now - started)
                     log(f"ended {job.key}: exit {job.returncode}{' (stopped)' if job.stopped else ''}")
-        running = [job for job in jobs if job.returncode is None]
-        if not running:
+        running = [job for job in jobs if job.proc is not None and job.returncode is None]
+        if not running and (not pending or term_at is not None or now >= deadline):
+            for job in pending:
+                log(f"not started {job.key}: no time left")
             return
         if now - last_smi > 10:
             last_smi = now
@@ -458,7 +472,8 @@ def run_window(jobs: list[Job], deadline: float, grace_s: float, log, poll_s: fl
             for job in running:
                 job.stopped = True
                 _signal(job, signal.SIGTERM)
-            log(f"budget: SIGTERM to {', '.join(j.key for j in running)}")
+            if running:
+                log(f"budget: SIGTERM to {', '.join(j.key for j in running)}")
         elif term_at is not None and now >= term_at + grace_s:
             for job in running:
                 _signal(job, signal.SIGKILL)
@@ -617,7 +632,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", metavar="A.B.C=YAML", help="any config key ('*': every key)")
     p.add_argument("--replies-per-agent", type=int, default=8, help="replies kept per agent and step")
     p.add_argument("--torch-threads", type=int, help="OMP/MKL threads per worker (CPU runs)")
+    p.add_argument("--max-procs", type=int, default=0, help="workers at a time (0: every run and seed at once)")
     p.add_argument("--prepare-only", action="store_true", help="write configs and inputs, train nothing")
+    p.add_argument("--no-model", action="store_true", help="with --prepare-only: configs and datasets only")
     p.add_argument("--pack-only", action="store_true", help="summarise and pack --work, train nothing")
     # a worker (started by the window)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -669,8 +686,11 @@ def main(argv: list[str] | None = None) -> int:
             for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
                 os.environ[name] = str(args.torch_threads)
         deadline = started + args.budget_s - args.grace_s - PACK_RESERVE_S
-        log(f"{len(jobs)} runs at once, SIGTERM at {max(0.0, deadline - started):.0f} s of {args.budget_s:.0f} s")
-        run_window(jobs, deadline, args.grace_s, log, started=started)
+        at_once = min(len(jobs), args.max_procs) if args.max_procs else len(jobs)
+        log(
+            f"{len(jobs)} runs, {at_once} at once, SIGTERM at {max(0.0, deadline - started):.0f} s of {args.budget_s:.0f} s"
+        )
+        run_window(jobs, deadline, args.grace_s, log, started=started, max_procs=args.max_procs)
         for job in jobs:  # what nvidia-smi saw, beside torch's own peak in the session's line
             sessions = job.folder / "sessions.jsonl"
             if job.peak_smi_mib and sessions.exists():

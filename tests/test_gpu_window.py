@@ -264,3 +264,26 @@ def test_size_options_reach_every_runs_settings_through_the_configs_validation(t
     udpo = exp.train_settings("udpo")["udpo"]
     assert (udpo["rounds"], udpo["questions_per_step"], udpo["warmup_fraction"]) == (1, 2, 0.05)
     assert exp.train_settings("mappo")["mappo"]["questions_per_step"] == 2
+
+
+def test_at_most_max_procs_workers_run_at_once_and_none_starts_after_the_deadline(tmp_path):
+    gw = _window()
+    script = tmp_path / "worker.py"
+    script.write_text(FAKE_WORKER)
+    lines = []
+    jobs = [
+        gw.Job(1, run, tmp_path / run, 2, [sys.executable, str(script), str(tmp_path / run), "2", "0"])
+        for run in ("a", "b", "c")
+    ]
+    gw.run_window(jobs, deadline=time.monotonic() + 60, grace_s=1.0, log=lines.append, poll_s=0.05, max_procs=2)
+    events = [
+        line.split()[0] + " " + line.split()[1].rstrip(":") for line in lines if line.startswith(("started", "ended"))
+    ]
+    running, most = 0, 0
+    for event in events:
+        running += 1 if event.startswith("started") else -1
+        most = max(most, running)
+    assert most == 2 and all(job.returncode == 0 for job in jobs), events
+    late = [gw.Job(1, "d", tmp_path / "d", 2, [sys.executable, str(script), str(tmp_path / "d"), "2", "0"])]
+    gw.run_window(late, deadline=time.monotonic() - 1, grace_s=1.0, log=lines.append, poll_s=0.05)
+    assert late[0].proc is None and lines[-1] == "not started 1/d: no time left"
