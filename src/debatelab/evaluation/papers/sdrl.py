@@ -822,7 +822,7 @@ def _versus_dapo(q: pd.DataFrame, t1: pd.DataFrame, per_question: pd.DataFrame, 
                     ">=",
                     detail="on the questions both protocols answered, each question's Δ the mean over its threads",
                     # [CHOICE] margin 0 points: the paper claims SDRL improves debate over its
-                    # RLVR baseline (Self-Debate RL, Table 1's Δ), a gain, not "no worse within δ"
+                    # RLVR baseline (Liu et al., arXiv:2601.22297, Table 1's Δ), a gain, not "no worse within δ"
                     margin=0.0,
                 )
             )
