@@ -11,8 +11,9 @@ import pytest
 import yaml
 from workflow_helpers import REPO_ROOT, snakemake
 
-from debatelab.config import ConfigError, check_no_secrets, validate_config
+from debatelab.config import ConfigError, Experiment, check_no_secrets, validate_config
 from debatelab.llm import make_backend
+from debatelab.llm.openai_backend import ServerUnavailableError
 
 REMOTE = "https://api.example.org/v1"
 
@@ -30,12 +31,70 @@ def test_the_key_comes_from_the_variable_the_config_names(monkeypatch):
     assert "sk-from-env" not in backend.model_id  # the cache key names the server and model only
 
 
-def test_openai_api_key_is_the_default_variable(monkeypatch):
+def test_no_variable_is_read_unless_the_config_names_one(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-default-variable")
-    assert make_backend("openai", "/nonexistent/model", base_url=REMOTE).api_key == "sk-default-variable"
-    # the schema fills the same default into every config
+    with pytest.raises(ValueError, match=r"name the environment variable that holds its key with backend_options.api_key_env"):
+        make_backend("openai", "/nonexistent/model", base_url=REMOTE)
+    assert make_backend("openai", "/nonexistent/model", base_url="http://127.0.0.1:8000/v1").api_key == "EMPTY"
+    named = make_backend("openai", "/nonexistent/model", base_url=REMOTE, api_key_env="OPENAI_API_KEY")
+    assert named.api_key == "sk-default-variable"
     config = validate_config(yaml.safe_load((REPO_ROOT / "config/config.yaml").read_text()))
-    assert config["backends"]["openai"]["api_key_env"] == "OPENAI_API_KEY"
+    assert config["backends"]["openai"]["api_key_env"] is None  # the schema names no variable by default
+
+
+def test_a_remote_server_without_a_named_key_is_refused_at_dry_run():
+    config = yaml.safe_load((REPO_ROOT / "config/config.yaml").read_text())
+    agent = next(iter(config["agents"]))
+    config["agents"][agent].update(backend="openai", backend_options={"base_url": REMOTE})
+    with pytest.raises(ConfigError, match=rf"agents.{agent}: its server {REMOTE} is not on this machine"):
+        Experiment(validate_config(config))
+    config["agents"][agent]["backend_options"]["api_key_env"] = "MY_KEY"
+    Experiment(validate_config(config))
+
+
+class _RecordingListener:
+    """Whoever else binds a loopback port on a shared node: records every request's headers and
+    answers 500 (the client gives up at once: max_retries 0)."""
+
+    def __enter__(self):
+        import http.server
+        import threading
+
+        seen = self.headers = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                seen.append(dict(self.headers))
+                self.send_response(500)
+                self.end_headers()
+
+            do_GET = do_POST
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_listener_on_loopback_never_receives_the_users_key(monkeypatch):
+    from debatelab.llm import GenerationRequest, SamplingParams
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-users-own-key-abcdefghij")
+    with _RecordingListener() as listener:
+        backend = make_backend("openai", "/nonexistent/model", base_url=listener.url, max_retries=0, timeout=5)
+        request = GenerationRequest(messages=[{"role": "user", "content": "hi"}], sampling=SamplingParams(max_tokens=4))
+        with pytest.raises(ServerUnavailableError):
+            backend.generate([request])
+    assert listener.headers, "the backend sent nothing: the test proves nothing"
+    sent = " ".join(f"{k}: {v}" for h in listener.headers for k, v in h.items())
+    assert "sk-users-own-key" not in sent and "Bearer EMPTY" in sent
 
 
 def test_an_unset_variable_is_an_error_naming_it_for_a_remote_server(monkeypatch):

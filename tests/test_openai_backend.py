@@ -423,7 +423,7 @@ def test_a_run_with_a_key_in_the_environment_writes_it_nowhere(server, tmp_path)
             "models: {tiny-random-llama: {source: 'bundled:tiny-random-llama'}}\n"
             "agents:\n"
             f"  alice: &api {{model: tiny-random-llama, backend: openai, max_tokens: 8, backend_options: "
-            f"{{base_url: '{proxy.url}/v1', served_model_name: {SERVED_NAME}}}}}\n"
+            f"{{base_url: '{proxy.url}/v1', served_model_name: {SERVED_NAME}, api_key_env: OPENAI_API_KEY}}}}\n"
             "  bob: {<<: *api, temperature: 1.0}\n"
             "zero_shot: {samples: 2, verbal_samples: 1}\n"
             "debate: {protocols: {mad: {kind: all_to_all, rounds: 1, participants: [alice, bob]}}}\n"
@@ -431,7 +431,7 @@ def test_a_run_with_a_key_in_the_environment_writes_it_nowhere(server, tmp_path)
         env = {"OPENAI_API_KEY": secret}
         snakemake(tmp_path, "--configfile", str(config), "--cores", "2", env=env, timeout=900)
         snakemake(tmp_path, "--configfile", str(config), "--report", "report.html", env=env, timeout=600)
-    assert f"Bearer {secret}" in proxy.authorizations  # the key from the environment was sent
+    assert f"Bearer {secret}" in proxy.authorizations  # the key named for this endpoint was sent to it
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert any(p.suffix == ".parquet" and "cache" in p.parts for p in files)  # the generation cache was written
     assert any(".snakemake" in p.parts and "metadata" in p.parts for p in files)

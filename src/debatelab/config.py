@@ -782,6 +782,18 @@ class Experiment:
                         f"backbone of the published numbers (config/paper_numbers `backbones`, {listed})"
                     )
 
+    def _check_api_key_named(self, agent: str) -> None:
+        """A server off this machine gets a key only from the variable named for it (`api_key_env`)."""
+        from .llm.openai_backend import DEFAULT_API_KEY_ENV, is_loopback
+
+        options = self.agent_settings(agent)["backend_options"]
+        if not options.get("api_key_env") and not is_loopback(options["base_url"]):
+            raise ConfigError(
+                f"config: agents.{agent}: its server {options['base_url']} is not on this machine and no "
+                f"api_key_env names the variable holding its key: set backend_options.api_key_env (e.g. "
+                f"{DEFAULT_API_KEY_ENV}); a key is sent only to the endpoint it is named for"
+            )
+
     def _check_models_and_datasets(self) -> None:
         from .data import BENCHMARKS
 
@@ -792,6 +804,8 @@ class Experiment:
                 )
             check_backend_options(f"agents.{agent}.backend_options", spec.get("backend", "transformers"),
                                   spec.get("backend_options") or {})
+            if spec.get("backend") == "openai":
+                self._check_api_key_named(agent)
         for name, spec in self.models.items():
             check_model_source(f"models.{name}.source", spec["source"])
             if spec.get("include") and not spec["source"].startswith("hf:"):

@@ -99,8 +99,11 @@ class ServerUnavailableError(RuntimeError):
     """An OpenAI-compatible server that stopped answering (connection refused, 5xx, 429) after every retry."""
 
 
-#: the variable the API key is read from unless a config names another, as the `openai` client does
+#: the variable a hosted OpenAI API's key usually lives in (named in error messages; never read unless
+#: a config names it with `api_key_env`)
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+#: what a client sends where no user key may go (vLLM without --api-key accepts any)
+NO_KEY = "EMPTY"
 
 
 def is_loopback(url: str) -> bool:
@@ -110,19 +113,26 @@ def is_loopback(url: str) -> bool:
 
 
 def api_key_from_environment(base_url: str, variable: str | None) -> str:
-    """The API key for `base_url`, from the environment variable `variable` (never from a config:
-    Snakemake stores every job's params in plain text under .snakemake/metadata). A server on this
-    machine takes any key, so there an unset variable sends "EMPTY"; elsewhere it is an error."""
-    value = os.environ.get(variable) if variable else None
-    if value:
-        return value
+    """The API key for `base_url`: the value of the environment variable `variable`, which the config
+    names for this endpoint (`api_key_env`), never a config value (Snakemake stores job params in
+    plain text). Without `variable` no user key is sent: to a server on this machine "EMPTY" (any
+    user of a shared node can bind a loopback port, so it gets no key it wasn't given), and for any
+    other server it is an error asking to name the variable."""
+    if variable:
+        value = os.environ.get(variable)
+        if value:
+            return value
+        raise ValueError(
+            f"OpenAIBackend: no API key for {base_url}: the environment variable {variable!r} (its api_key_env) "
+            f"is not set. Export it before running snakemake (e.g. `export {variable}=...`; on SLURM the job "
+            "inherits it); keys never go in a config"
+        )
     if is_loopback(base_url):
-        return "EMPTY"
-    name = variable or DEFAULT_API_KEY_ENV
+        return NO_KEY
     raise ValueError(
-        f"OpenAIBackend: no API key for {base_url}: the environment variable {name!r} is not set. Export it before "
-        f"running snakemake (e.g. `export {name}=...`; on SLURM the job inherits it), or name another variable with "
-        "backend_options.api_key_env; keys never go in a config"
+        f"OpenAIBackend: no API key for {base_url}: name the environment variable that holds its key with "
+        f"backend_options.api_key_env (e.g. `api_key_env: {DEFAULT_API_KEY_ENV}`, then `export "
+        f"{DEFAULT_API_KEY_ENV}=...`); a key is sent only to the endpoint it is named for, and never goes in a config"
     )
 
 
@@ -135,7 +145,7 @@ class OpenAIBackend(Backend):
         model: str,
         *,
         api_key: str | None = None,
-        api_key_env: str | None = DEFAULT_API_KEY_ENV,
+        api_key_env: str | None = None,
         max_concurrency: int = 16,
         timeout: float = 120.0,
         max_retries: int = 5,
