@@ -251,11 +251,17 @@ def test_a_server_that_dies_before_it_is_healthy_is_an_error_quoting_its_log(tmp
 
 # A stand-in for `vllm serve` in the lifecycle test below: it answers /health and prints a line.
 FAKE_SERVER = """
-import http.server, sys
+import http.server, os, sys
 port = int(sys.argv[sys.argv.index("--port") + 1])
+key = os.environ["VLLM_API_KEY"]  # as vLLM's AuthenticationMiddleware: /v1 routes need the key
 class Health(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        self.send_response(200 if self.path == "/health" else 404); self.end_headers()
+        if self.path.startswith("/v1"):
+            ok = self.headers.get("Authorization") == "Bearer " + key
+            self.send_response(200 if ok else 401)
+        else:
+            self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
     def log_message(self, *args):
         pass
 print("fake server listening", flush=True)
@@ -379,3 +385,60 @@ def test_an_adapter_served_model_answers_as_its_merged_weights(tiny_model_dir, a
         for (text, got), (want_text, want), (plain_text, plain) in zip(served, expected, base):
             assert text == want_text and np.allclose(got, want, atol=2e-3), (options, text, want_text, got, want)
             assert plain_text != want_text or not np.allclose(plain, want, atol=2e-3)  # the adapter changes it
+
+
+def test_a_managed_server_gets_its_own_key_in_its_environment_and_the_client_sends_it(monkeypatch):
+    from debatelab.llm import vllm_server
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-users-own-key-abcdefghij")
+    started = {}
+    real_popen = subprocess.Popen
+
+    def popen(cmd, env=None, **kwargs):
+        started.update(cmd=cmd, env=env)
+        return real_popen(cmd, env=env, **kwargs)
+
+    monkeypatch.setattr(vllm_server.subprocess, "Popen", popen)
+    monkeypatch.setattr(
+        vllm_server, "serve_command", lambda path, name, port, options: [sys.executable, "-c", FAKE_SERVER, "--port", str(port)]
+    )
+    server = vllm_server.VLLMServer("/unused", "fake", {}, startup_timeout=60)
+    try:
+        key = server.api_key
+        assert len(key) >= 32 and started["env"]["VLLM_API_KEY"] == key
+        assert not any(key in arg for arg in started["cmd"])  # no process list shows it
+        assert server._status("/v1/models", None) == 401 and server._status("/v1/models", key) == 200
+    finally:
+        server.stop()
+
+
+def test_a_port_taken_by_another_process_is_refused_before_any_prompt(monkeypatch):
+    """The port race of free_port(): another process binds the chosen port first and answers
+    everything. The job must stop, not send it prompts."""
+    import http.server
+    import threading
+
+    from debatelab.llm import vllm_server
+
+    class Anything(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    impostor = http.server.HTTPServer(("127.0.0.1", 0), Anything)
+    threading.Thread(target=impostor.serve_forever, daemon=True).start()
+    monkeypatch.setattr(vllm_server, "free_port", lambda: impostor.server_port)
+    # our "server" never binds: whatever answers on the port is someone else
+    monkeypatch.setattr(
+        vllm_server, "serve_command", lambda path, name, port, options: [sys.executable, "-c", "import time; time.sleep(60)"]
+    )
+    try:
+        with pytest.raises(vllm_server.PortTakenError, match=rf"port {impostor.server_port} .* held by another process"):
+            vllm_server.VLLMServer("/unused", "fake", {}, startup_timeout=60)
+    finally:
+        impostor.shutdown()
+        impostor.server_close()
+    assert vllm_server.listening_pids(impostor.server_port) == set()

@@ -9,6 +9,11 @@ vLLM models starts one server per model, each with its GPU slice from the job's 
 127.0.0.1; the agents talk to it through `VLLMServerBackend`.
 
 - Health: the job waits for `GET /health` (the process dying first is an error quoting its log).
+- Its own key: each server gets a random API key for this job (`VLLM_API_KEY` in its environment,
+  so no process list shows it), and the client sends that key, never a user's. Before any prompt
+  the job checks that the socket listening on the port belongs to its server's process group
+  (`/proc`) and that the server refuses a request without the key: another process that took the
+  port between `free_port()` and the server's bind is an error, not a peer to send prompts to.
 - Log: the server's output goes into the job's log, each line prefixed with the model's name.
 - Stop: `close()` (the job's `finally`), and at interpreter exit, terminates the server's process
   group, then kills it if it has not exited within 30 s.
@@ -23,12 +28,14 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections import deque
 from collections.abc import Sequence
@@ -54,6 +61,54 @@ FLAGS = {
     "max_loras": "--max-loras",
     "max_lora_rank": "--max-lora-rank",
 }
+
+
+class PortTakenError(RuntimeError):
+    """The port chosen for a `vllm serve` is held by a process other than that server."""
+
+
+def listening_pids(port: int) -> set[int] | None:
+    """The processes (of those this user may inspect) holding a socket that listens on 127.0.0.1 or
+    any address at `port`, from /proc; None where /proc can't tell (not Linux)."""
+    inodes = set()
+    try:
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            if not os.path.exists(table):
+                continue
+            with open(table) as handle:
+                next(handle)
+                for line in handle:
+                    fields = line.split()
+                    if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                        inodes.add(fields[9])
+    except (OSError, ValueError, IndexError):
+        return None
+    if not inodes:
+        return set()
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    pids = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if any(os.readlink(fd) in wanted for fd in (proc / "fd").iterdir()):
+                pids.add(int(proc.name))
+        except OSError:  # gone, or another user's: not ours either way
+            continue
+    return pids
+
+
+def process_group(pgid: int) -> set[int]:
+    """The pids of process group `pgid` (the server and the workers it forked)."""
+    members = set()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (proc / "stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[2]) == pgid:  # field 5: pgrp
+                members.add(int(proc.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return members
 
 
 def free_port() -> int:
@@ -118,7 +173,9 @@ class VLLMServer:
     ):
         self.name, self.port = name, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.api_key = secrets.token_urlsafe(32)  # this job's alone; in the environment, not on the command line
         env = dict(os.environ)
+        env["VLLM_API_KEY"] = self.api_key
         if devices:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in devices)
         self.command = serve_command(model_path, name, self.port, options)
@@ -166,12 +223,39 @@ class VLLMServer:
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=5) as response:
                     if response.status == 200:
+                        self._check_it_is_ours()
                         log.info("vllm serve for %s is healthy", self.name)
                         return
             except OSError:
                 pass
             time.sleep(1.0)
         raise TimeoutError(f"vllm serve for {self.name} was not healthy within {timeout:.0f} s")
+
+    def _status(self, path: str, key: str | None) -> int:
+        request = urllib.request.Request(self.url + path)
+        if key is not None:
+            request.add_header("Authorization", f"Bearer {key}")
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                return response.status
+        except urllib.error.HTTPError as error:
+            return error.code
+
+    def _check_it_is_ours(self) -> None:
+        """The server on our port is the one we started (module doc), else PortTakenError."""
+        owners = listening_pids(self.port)
+        if owners is not None and not owners & process_group(self.process.pid):
+            raise PortTakenError(
+                f"port {self.port} chosen for vllm serve {self.name} is held by another process "
+                f"({sorted(owners) or 'another user'}), not the server this job started: stopping rather than "
+                "sending it prompts; rerun the job"
+            )
+        if self._status("/v1/models", None) != 401 or self._status("/v1/models", self.api_key) != 200:
+            raise PortTakenError(
+                f"the server on port {self.port} does not hold this job's key for vllm serve {self.name} "
+                "(it should refuse a request without it and accept one with it): stopping rather than "
+                "sending it prompts; rerun the job"
+            )
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -209,11 +293,11 @@ class VLLMServerBackend(OpenAIBackend):
         path = str(Path(model_path).expanduser().resolve())
         name = Path(path).name
         self.server = VLLMServer(path, name, options, devices)
-        # our own server has no --api-key: send none (never the user's OPENAI_API_KEY)
+        # our own server's own key for this job (never the user's OPENAI_API_KEY)
         super().__init__(
             f"{self.server.url}/v1",
             name,
-            api_key="EMPTY",
+            api_key=self.server.api_key,
             max_concurrency=max_concurrency,
             timeout=3600.0,
             tokenizer_path=path,
