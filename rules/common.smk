@@ -4,10 +4,11 @@ import re
 
 from snakemake.utils import validate
 
-from debatelab.config import Experiment, check_config_files, check_no_secrets
+from debatelab.config import Experiment, check_config_files, check_no_secrets, validate_config
 
 check_config_files(workflow.configfiles)  # a key given twice is an error, not last-wins
 check_no_secrets(config)  # keys come from the environment: a config (and so the jobs' params) never holds one
+validate_config(config)  # a one-line error naming the key and value (Snakemake's `validate` dumps the schema)
 validate(config, schema="../config/schema.yaml", set_default=True)
 
 EXP = Experiment(config)  # raises ConfigError naming the key and value of a config that doesn't hold together

@@ -155,6 +155,8 @@ BAD_CONFIGS = [
     (lambda c: c["models"]["tiny-random-llama"].update(source="/no/such/model"), ["models.tiny-random-llama.source", "'/no/such/model'", "no such folder"]),
     (lambda c: c["models"]["tiny-random-llama"].update(source="bundled:smollm3"), ["'bundled:smollm3'", "no such bundled model"]),
     (lambda c: c["models"]["tiny-random-llama"].update(include=["*.json"]), ["models.tiny-random-llama.include", "hf: sources only"]),
+    (lambda c: c["models"]["tiny-random-llama"].update(source="hf:"), ["'hf:'", "not a Hub repo id"]),
+    (lambda c: c["models"]["tiny-random-llama"].update(source="hf:../../etc@main"), ["not a Hub repo id"]),
     (lambda c: c.update(seed=-1), ["seed", "-1"]),
     (lambda c: c.update(seed=2**32), ["seed", "4294967296"]),
 ]
@@ -467,3 +469,11 @@ def test_snakemake_refuses_a_config_with_a_key_given_twice_at_dry_run(tmp_path):
     key = line.strip().split(":")[0]
     assert f"the key '{key}' is given twice in one mapping" in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_a_bad_command_line_override_is_one_line_naming_key_and_value(tmp_path):
+    proc = snakemake(tmp_path, "-n", "--config", "seed=abc", check=False, timeout=300)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "config: seed: 'abc' is not of type 'integer'" in output
+    assert "On instance" not in output  # not jsonschema's dump of the whole schema

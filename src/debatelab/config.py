@@ -365,7 +365,12 @@ def check_model_source(where: str, source: str) -> None:
     """A model source a job can build: bundled:<known>, hf:<repo>, trained:<run>, or a local Hugging
     Face folder that exists now (relative to the working directory), so a typo stops the dry run
     rather than the model job."""
-    if source.startswith(("hf:", "trained:")):
+    if source.startswith("hf:"):
+        repo = source[len("hf:") :].partition("@")[0]
+        if not re.fullmatch(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?", repo):
+            raise ConfigError(f"config: {where} = {source!r}: not a Hub repo id (hf:<org>/<name>[@revision])")
+        return
+    if source.startswith("trained:"):
         return
     if source.startswith("bundled:"):
         if source[len("bundled:") :] not in BUNDLED_MODELS:
