@@ -157,6 +157,7 @@ BAD_CONFIGS = [
     (lambda c: c["models"]["tiny-random-llama"].update(include=["*.json"]), ["models.tiny-random-llama.include", "hf: sources only"]),
     (lambda c: c["models"]["tiny-random-llama"].update(source="hf:"), ["'hf:'", "not a Hub repo id"]),
     (lambda c: c["models"]["tiny-random-llama"].update(source="hf:../../etc@main"), ["not a Hub repo id"]),
+    (lambda c: c["backends"]["transformers"].update(device="cdua"), ["backends.transformers.device", "'cdua'"]),
     (lambda c: c.update(seed=-1), ["seed", "-1"]),
     (lambda c: c.update(seed=2**32), ["seed", "4294967296"]),
 ]
