@@ -2,16 +2,20 @@
 baseline) and the cost–accuracy Pareto plot. A protocol's cells are on the backbone its seats' models
 stand for (`llm`, `RunOutputs.backbone`), and meet that backbone's published rows only.
 
-Claims (§9.1-3) are differences of Table 1 cells between SVR-MAD and a baseline on one (backbone,
-dataset), each with a paired bootstrap interval over questions (`cell_difference`)."""
+Claims (§9.1-3, `SPECS`, computed by `claim_engine`) are differences of Table 1 cells between
+SVR-MAD and a baseline on one (backbone, dataset), paired over questions (`cell_shares`)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pandas as pd
 
 from ...reporting.figures import subplots
-from ..claims import Claim, Estimate, accuracy_difference, bootstrap
+from ..claim_engine import DIFFERENCE, PAIRED_ACCURACY, Case, ClaimSpec, Shares, Untestable, evaluate_claims
+from ..claims import Claim, Estimate
 from ..paper_numbers import long_table
 from ..run import NO_BACKBONE, RunOutputs, protocol_method
 from ..stage import PaperEvaluation
@@ -184,111 +188,121 @@ def question_totals(outputs: RunOutputs) -> pd.DataFrame:
     return per_row.groupby(["dataset", "protocol", "question_id"], sort=False)[["rows", *METRICS]].sum().reset_index()
 
 
-def cell_difference(totals: pd.DataFrame, dataset: str, protocol_a: str, protocol_b: str, metric: str) -> Estimate:
-    """Table 1 cell of `protocol_a` minus that of `protocol_b` for `metric` on one dataset, with a
-    paired bootstrap over questions: both protocols debate the same questions, so each resample
-    draws question ids once and recomputes both cells (sum / rows over the drawn questions, all
-    threads of a question moving together). A question valid for one protocol only counts on its
-    side. Accuracy on one row per question on both sides is paired correctness: `accuracy_difference`,
-    the exact interval conditional on the discordant questions (exact McNemar)."""
+def cell_shares(totals: pd.DataFrame, dataset: str, protocol_a: str, protocol_b: str, metric: str) -> Shares:
+    """Per question of either protocol on one dataset: the sums of `metric` (Acc in points) and the
+    rows (threads) of each side, 0 where a question was valid for one protocol only (it counts on
+    its side). A Table 1 cell is sum / rows over the questions, so both cells are recomputed on the
+    questions a resample draws (all threads of a question together, paired)."""
     part = totals[totals["dataset"] == dataset]
     a = part[part["protocol"] == protocol_a].set_index("question_id")
     b = part[part["protocol"] == protocol_b].set_index("question_id")
     ids = a.index.union(b.index, sort=False)
     a, b = a.reindex(ids, fill_value=0), b.reindex(ids, fill_value=0)
-    rows_a, rows_b = a["rows"].to_numpy(float), b["rows"].to_numpy(float)
-    sums_a, sums_b = a[metric].to_numpy(float), b[metric].to_numpy(float)
-    if metric == "Acc" and len(ids) and (rows_a == 1).all() and (rows_b == 1).all():
-        return accuracy_difference(sums_a > 0, sums_b > 0)
-
-    def difference(index: np.ndarray) -> float:
-        n_a, n_b = rows_a[index].sum(), rows_b[index].sum()
-        if n_a == 0 or n_b == 0:
-            return np.nan
-        return sums_a[index].sum() / n_a - sums_b[index].sum() / n_b
-
-    return bootstrap(difference, len(ids), unit="questions", paired=True)
+    return Shares(
+        a[metric].to_numpy(float),
+        a["rows"].to_numpy(float),
+        b[metric].to_numpy(float),
+        b["rows"].to_numpy(float),
+        hit=100,
+    )
 
 
-def _claims(cells: pd.DataFrame, totals: pd.DataFrame) -> list[Claim]:
-    claims = []
+def _mcnemar_named(estimate: Estimate) -> str:
+    """The exact interval's method with its McNemar p (`claims.accuracy_difference`'s words)."""
+    return (
+        f"{estimate.method}; McNemar exact p = {estimate.p:.3g}"
+        if estimate.method.startswith("exact")
+        else estimate.method
+    )
+
+
+@dataclass(frozen=True)
+class Block:
+    """One (backbone, dataset) block of Table 1: the claims' context."""
+
+    scope: str
+    run_dataset: str
+    protocol: dict  # row name -> protocol
+    totals: pd.DataFrame
+
+
+def _versus(first: str, second: str, metric: str, fields: dict | None = None):
+    """Cases of `first`'s cell minus `second`'s for `metric` where both rows are in the block; a
+    "{baseline}" in either name is each baseline of `fields["baselines"]` in turn."""
+
+    def cases(block: Block):
+        for baseline in (fields or {}).get("baselines", [None]):
+            a, b = (name.format(baseline=baseline) for name in (first, second))
+            if a in block.protocol and b in block.protocol:
+                data = cell_shares(block.totals, block.run_dataset, block.protocol[a], block.protocol[b], metric)
+                yield Case(block.scope, data, {"baseline": baseline}, describe=_mcnemar_named)
+
+    return cases
+
+
+# §9.1-3: differences of Table 1 cells on one (backbone, dataset), paired over questions
+SPECS = [
+    ClaimSpec(
+        "§9.1",
+        "SVR-MAD sends fewer messages than all-to-all MAD",
+        DIFFERENCE,
+        _versus("SVR-MAD", "MAD", "NComm"),
+        "NComm(SVR-MAD) − NComm(MAD)",
+        "<",
+    ),
+    ClaimSpec(
+        "§9.2",
+        "NComm: SVR-MAD < {baseline}",
+        DIFFERENCE,
+        _versus("SVR-MAD", "{baseline}", "NComm", {"baselines": ["SID-ET", "GroupDebate", "S2-MAD"]}),
+        "NComm(SVR-MAD) − NComm({baseline})",
+        "<",
+    ),
+    ClaimSpec(
+        "§9.2",
+        "Tokens: Self Consistency < SVR-MAD",
+        DIFFERENCE,
+        _versus("Self Consistency", "SVR-MAD", "Tok"),
+        "Tok(SC) − Tok(SVR-MAD), ×10³",
+        "<",
+    ),
+    ClaimSpec(
+        "§9.3",
+        "SVR-MAD accuracy ≥ Self Consistency",
+        PAIRED_ACCURACY,
+        _versus("SVR-MAD", "Self Consistency", "Acc"),
+        "Acc(SVR-MAD) − Acc(SC), points",
+        ">=",
+        margin=0.0,
+        margin_reason="[CHOICE] margin 0 points: the paper (SVR-MAD, arXiv:2605.23099, Table 1) reports "
+        "SVR-MAD above Self Consistency on every benchmark, a gain, not 'no worse within δ'",
+    ),
+    ClaimSpec(
+        "§9.2",
+        "Tokens: SVR-MAD < {baseline}",
+        DIFFERENCE,
+        _versus("SVR-MAD", "{baseline}", "Tok", {"baselines": ["S2-MAD", "GroupDebate"]}),
+        "Tok(SVR-MAD) − Tok({baseline}), ×10³",
+        "<",
+    ),
+]
+
+
+def blocks(cells: pd.DataFrame, totals: pd.DataFrame) -> list[Block | Untestable]:
+    """The claims' contexts: each (backbone, dataset) block of Table 1, or why it can't be tested."""
+    out = []
     backbones = cells["llm"] if "llm" in cells else pd.Series("", index=cells.index)
     for (llm, run_dataset), g in cells.groupby([backbones, "run_dataset"], sort=False):
         dataset = f"{run_dataset} ({llm})" if llm and backbones.nunique() > 1 else run_dataset
         protocol = dict(zip(g["method"], g["protocol"]))
+        untestable = partial(Untestable, scope=dataset, claim="§9.1-3", statement="SVR-MAD against the baselines")
         if "SVR-MAD" not in protocol:
-            claims.append(Claim.untestable("§9.1-3", "SVR-MAD against the baselines", "no svr_mad protocol", dataset))
-            continue
-        if int(g.set_index("method").loc["SVR-MAD", "n"]) == 0:
-            claims.append(
-                Claim.untestable(
-                    "§9.1-3",
-                    "SVR-MAD against the baselines",
-                    "no non-unanimous question (every debate starts in agreement)",
-                    dataset,
-                )
-            )
-            continue
-
-        def measured(number, statement, statistic, first, second, metric, expect, margin=0.0):
-            estimate = cell_difference(totals, run_dataset, protocol[first], protocol[second], metric)
-            claims.append(Claim.measured(number, statement, dataset, statistic, estimate, expect=expect, margin=margin))
-
-        if "MAD" in protocol:
-            measured(
-                "§9.1",
-                "SVR-MAD sends fewer messages than all-to-all MAD",
-                "NComm(SVR-MAD) − NComm(MAD)",
-                "SVR-MAD",
-                "MAD",
-                "NComm",
-                "<",
-            )
-        for baseline in ("SID-ET", "GroupDebate", "S2-MAD"):
-            if baseline in protocol:
-                measured(
-                    "§9.2",
-                    f"NComm: SVR-MAD < {baseline}",
-                    f"NComm(SVR-MAD) − NComm({baseline})",
-                    "SVR-MAD",
-                    baseline,
-                    "NComm",
-                    "<",
-                )
-        if "Self Consistency" in protocol:
-            measured(
-                "§9.2",
-                "Tokens: Self Consistency < SVR-MAD",
-                "Tok(SC) − Tok(SVR-MAD), ×10³",
-                "Self Consistency",
-                "SVR-MAD",
-                "Tok",
-                "<",
-            )
-            measured(
-                "§9.3",
-                "SVR-MAD accuracy ≥ Self Consistency",
-                "Acc(SVR-MAD) − Acc(SC), points",
-                "SVR-MAD",
-                "Self Consistency",
-                "Acc",
-                ">=",
-                # [CHOICE] margin 0 points: the paper (SVR-MAD, arXiv:2605.23099, Table 1) reports
-                # SVR-MAD above Self Consistency on every benchmark, a gain, not "no worse within δ"
-                0.0,
-            )
-        for baseline in ("S2-MAD", "GroupDebate"):
-            if baseline in protocol:
-                measured(
-                    "§9.2",
-                    f"Tokens: SVR-MAD < {baseline}",
-                    f"Tok(SVR-MAD) − Tok({baseline}), ×10³",
-                    "SVR-MAD",
-                    baseline,
-                    "Tok",
-                    "<",
-                )
-    return claims
+            out.append(untestable("no svr_mad protocol"))
+        elif int(g.set_index("method").loc["SVR-MAD", "n"]) == 0:
+            out.append(untestable("no non-unanimous question (every debate starts in agreement)"))
+        else:
+            out.append(Block(dataset, run_dataset, protocol, totals))
+    return out
 
 
 def evaluate(outputs: RunOutputs) -> PaperEvaluation:
@@ -297,7 +311,7 @@ def evaluate(outputs: RunOutputs) -> PaperEvaluation:
     result.tables["table1"] = table1_layout(cells)
     result.cells["table1"] = long_table(cells, ["dataset", "llm", "method"], METRICS) if not cells.empty else cells
     result.claims = (
-        _claims(cells, question_totals(outputs))
+        evaluate_claims(SPECS, blocks(cells, question_totals(outputs)))
         if not cells.empty
         else [Claim.untestable("§9", "SVR-MAD against the baselines", "no debate protocol in this experiment")]
     )
