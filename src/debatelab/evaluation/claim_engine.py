@@ -138,9 +138,10 @@ class Exact:
 
 @dataclass(frozen=True)
 class Missing:
-    """Nothing to estimate on `n` units."""
+    """Nothing to estimate on `n` units (`method`: the interval it would have had)."""
 
     n: int = 0
+    method: str = ""
 
 
 UnitData = Outcomes | Shares | Rows | Resampled | Exact | Missing
@@ -158,7 +159,7 @@ class Case:
     scope: str
     data: UnitData
     fields: Mapping[str, Any] = field(default_factory=dict)
-    detail: str = ""
+    detail: str | Callable[[Estimate], str] = ""  # text, or made from the estimate
     describe: Callable[[Estimate], str] | None = None
 
 
@@ -250,7 +251,7 @@ FAMILIES: dict[str, dict[type, Callable[[Any, str], Estimate]]] = {
 def estimate(spec: ClaimSpec, data: UnitData) -> Estimate:
     """The estimate of `data` by `spec`'s family, in the spec's scale."""
     if isinstance(data, Missing):
-        return Estimate.missing(data.n)
+        return Estimate.missing(data.n, data.method)
     estimators = FAMILIES[spec.family]
     if type(data) not in estimators:
         raise TypeError(f"{spec.id}: a {spec.family} claim takes {[c.__name__ for c in estimators]}, not {data!r}")
@@ -274,7 +275,7 @@ def measure(spec: ClaimSpec, case: Case | Untestable) -> Claim:
         result,
         spec.expect,
         spec.threshold,
-        case.detail,
+        case.detail(result) if callable(case.detail) else case.detail,
         spec.margin,
     )
 
