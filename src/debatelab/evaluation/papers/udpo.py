@@ -25,22 +25,28 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ... import metrics
 from ...reporting.figures import subplots
-from ..claims import (
-    Claim,
-    Estimate,
-    bootstrap,
-    cohens_d,
-    correlation,
-    finite,
-    paired_accuracy_difference,
-    slope,
+from ..claim_engine import (
+    COHENS_D,
+    CORRELATION,
+    DIFFERENCE,
+    PAIRED_ACCURACY,
+    SLOPE,
+    Case,
+    ClaimSpec,
+    Resampled,
+    Rows,
+    Shares,
+    Untestable,
+    evaluate_claims,
 )
+from ..claims import Claim, Estimate, finite
 from ..paper_numbers import long_table
 from ..run import NO_BACKBONE, ProtocolInfo, RunOutputs, protocol_method
 from ..stage import PaperEvaluation
@@ -48,7 +54,12 @@ from ..stage import PaperEvaluation
 MEASURES = ["u_intra", "u_inter", "u_sys"]
 U_SYS_BINS = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0 + 1e-9]
 BIN_LABELS = ["[0,.2)", "[.2,.4)", "[.4,.6)", "[.6,.8)", "[.8,1]"]
-PAPER_ORDER = ["UDPO", "RMAAC", "MAPPO", "MAD"]  # Table 1's accuracy order, best first (Tang et al., arXiv:2602.07186 §3.2, §5, GPU)
+PAPER_ORDER = [
+    "UDPO",
+    "RMAAC",
+    "MAPPO",
+    "MAD",
+]  # Table 1's accuracy order, best first (Tang et al., arXiv:2602.07186 §3.2, §5, GPU)
 ABLATION_NAMES = {
     "UDPO": "Full",
     "UDPO w/o intra": "w/o intra",
@@ -280,11 +291,9 @@ def _layout(cells: pd.DataFrame, index: list[str], columns: list[str]) -> pd.Dat
 # not independent).
 
 
-def _named_clustered(estimate: Estimate) -> Estimate:
-    return estimate.described(
-        estimate.method.replace(
-            "bootstrap over questions (", "cluster bootstrap over questions (a question's trajectories together; ", 1
-        )
+def _named_clustered(estimate: Estimate) -> str:
+    return estimate.method.replace(
+        "bootstrap over questions (", "cluster bootstrap over questions (a question's trajectories together; ", 1
     )
 
 
@@ -294,22 +303,22 @@ def _question_codes(frame: pd.DataFrame) -> tuple[np.ndarray, int]:
     return codes, int(codes.max()) + 1 if len(codes) else 0
 
 
-def _clustered(statistic_of_weights, codes: np.ndarray, n_units: int) -> Estimate:
-    """Bootstrap over questions where the statistic is computed on rows: a resample weighs each row
-    by how often its question was drawn (the same as repeating the rows, without copying them)."""
+def _clustered(statistic_of_weights, codes: np.ndarray, n_units: int) -> Resampled:
+    """Resampled questions where the statistic is computed on rows: a resample weighs each row by
+    how often its question was drawn (the same as repeating the rows, without copying them)."""
 
     def statistic(index: np.ndarray) -> float:
         return statistic_of_weights(np.bincount(index, minlength=n_units)[codes].astype(float))
 
-    return _named_clustered(bootstrap(statistic, n_units))
+    return Resampled(statistic, n_units)
 
 
-def _clustered_sums(columns: np.ndarray, codes: np.ndarray, n_units: int, statistic_of_sums) -> Estimate:
-    """A cluster bootstrap of a statistic of column sums over rows (`_d_columns`, `_r_columns`):
+def _clustered_sums(columns: np.ndarray, codes: np.ndarray, n_units: int, statistic_of_sums) -> Resampled:
+    """Resampled questions for a statistic of column sums over rows (`_d_columns`, `_r_columns`):
     the sums are taken per question once, and a resample adds up its questions' sums."""
     per_question = np.zeros((n_units, columns.shape[1]))
     np.add.at(per_question, codes, columns)
-    return _named_clustered(bootstrap(lambda index: statistic_of_sums(per_question[index].sum(axis=0)), n_units))
+    return Resampled(lambda index: statistic_of_sums(per_question[index].sum(axis=0)), n_units)
 
 
 def _variance_sum(count: float, total: float, squares: float) -> float:
@@ -349,27 +358,33 @@ def _finite_rows(rows: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return rows[np.isfinite(rows[columns].to_numpy(float)).all(axis=1)]
 
 
-def _failure_gap(rows: pd.DataFrame, measure: str) -> Estimate:
-    """Cohen's d of `measure`, failures over successes."""
+def _case(scope: str, data, clustered: bool = False, **fields) -> Case:
+    detail = fields.pop("detail", "")
+    return Case(scope, data, fields, detail, _named_clustered if clustered else None)
+
+
+def _failure_gap(rows: pd.DataFrame, measure: str) -> tuple:
+    """Cohen's d of `measure`, failures over successes: rows resampled where each question has one
+    trajectory, else questions; and whether clustered."""
     rows = _finite_rows(rows, [measure])
     values, correct = rows[measure].to_numpy(float), rows["correct"].to_numpy(bool)
     codes, n_units = _question_codes(rows)
     if n_units == len(rows):
-        return cohens_d(values[~correct], values[correct])
-    return _clustered_sums(_d_columns(values, ~correct), codes, n_units, _cohens_d_of_sums)
+        return Rows(values, ~correct), False
+    return _clustered_sums(_d_columns(values, ~correct), codes, n_units, _cohens_d_of_sums), True
 
 
-def _correlation(rows: pd.DataFrame, a: str, b: str) -> Estimate:
-    """Pearson r of columns a and b (point-biserial where one is correctness)."""
+def _correlation(rows: pd.DataFrame, a: str, b: str) -> tuple:
+    """Pearson r of columns a and b (point-biserial where one is correctness), and whether clustered."""
     rows = _finite_rows(rows, [a, b])
     x, y = rows[a].to_numpy(float), rows[b].to_numpy(float)
     codes, n_units = _question_codes(rows)
     if n_units == len(rows):
-        return correlation(x, y)
-    return _clustered_sums(_r_columns(x, y), codes, n_units, _r_of_sums)
+        return Rows(x, y), False
+    return _clustered_sums(_r_columns(x, y), codes, n_units, _r_of_sums), True
 
 
-def _selective_gain(rows: pd.DataFrame, fraction: float = 0.5) -> Estimate:
+def _selective_gain(rows: pd.DataFrame, fraction: float = 0.5) -> Resampled:
     """acc(the least uncertain `fraction` by U_sys) − acc(all), points (metrics.selective_prediction:
     ranked by U_sys ascending, ties in row order, the lowest ceil(fraction · n) kept)."""
     order = metrics.ranked_order(-rows["u_sys"].to_numpy(float), seed=None)
@@ -388,14 +403,13 @@ def _weighted_selective_gain(ranked_correct: np.ndarray, w: np.ndarray, fraction
 
 
 def _ratio_difference(
-    rows_a: pd.DataFrame, rows_b: pd.DataFrame, numerator: str, denominator: str | None = None, scale: float = 1.0
-) -> Estimate:
+    scope: str, rows_a: pd.DataFrame, rows_b: pd.DataFrame, numerator: str, denominator: str | None = None, scale=1.0
+) -> Case:
     """scale · (Σ num / Σ den of rows_a − the same of rows_b), where den counts the rows with a
     numerator unless `denominator` names a column: a cell mean of the tables (accuracy, mean U) or
-    the collapse rate. Bootstrapped over the union of both sides' questions: paired when both
-    sides answered every question, as a resample then draws the same questions for both. An
-    accuracy with one trajectory per question on both sides, on the same questions, is paired
-    correctness: the exact interval conditional on the discordant questions (McNemar)."""
+    the collapse rate. Resampled over the union of both sides' questions: paired when both sides
+    answered every question, as a resample then draws the same questions for both (an accuracy
+    with one trajectory per question on both sides is paired correctness: exact, McNemar)."""
     both = pd.concat([rows_a.assign(_side=0), rows_b.assign(_side=1)], ignore_index=True)
     codes, n_units = _question_codes(both)
     side = both["_side"].to_numpy()
@@ -405,208 +419,218 @@ def _ratio_difference(
         (
             np.bincount(codes[side == s], np.nan_to_num(num)[side == s], n_units),
             np.bincount(codes[side == s], den[side == s], n_units),
-            np.bincount(codes[side == s], minlength=n_units),
         )
         for s in (0, 1)
     ]
+    rows = [np.bincount(codes[side == s], minlength=n_units) for s in (0, 1)]
+    shared = int(np.sum((rows[0] > 0) & (rows[1] > 0)))
 
-    def difference(index: np.ndarray) -> float:
-        (num_a, den_a, _), (num_b, den_b, _) = sums
-        da, db = den_a[index].sum(), den_b[index].sum()
-        return scale * (num_a[index].sum() / da - num_b[index].sum() / db) if da > 0 and db > 0 else np.nan
+    def describe(estimate: Estimate) -> str:
+        if estimate.method.startswith("exact"):
+            return estimate.method
+        if shared == n_units:
+            return estimate.method.replace("bootstrap", "paired bootstrap", 1)
+        return estimate.method.replace("questions", f"the union of both sides' questions ({shared} shared)", 1)
 
-    rows_per_question = (sums[0][2], sums[1][2])
-    shared = int(np.sum((rows_per_question[0] > 0) & (rows_per_question[1] > 0)))
-    if (
-        shared == n_units
-        and numerator == "correct"
-        and denominator is None
-        and all(np.all(r == 1) for r in rows_per_question)
-    ):
-        return paired_accuracy_difference(sums[0][0] > 0, sums[1][0] > 0).scaled(scale)
-    estimate = bootstrap(difference, n_units)
-    if shared == n_units:
-        method = estimate.method.replace("bootstrap", "paired bootstrap", 1)
-    else:
-        method = estimate.method.replace("questions", f"the union of both sides' questions ({shared} shared)", 1)
-    return estimate.described(method)
+    data = Shares(sums[0][0], sums[0][1], sums[1][0], sums[1][1], paired=False, scale=scale)
+    return Case(scope, data, describe=describe)
 
 
 def _rows_of(frame: pd.DataFrame, protocols, run_dataset: str) -> pd.DataFrame:
     return frame[frame["protocol"].isin(list(protocols)) & (frame["run_dataset"] == run_dataset)]
 
 
-def _claims(frame: pd.DataFrame, t3: pd.DataFrame, outputs: RunOutputs) -> list[Claim]:
-    claims = []
-    mad = standard_mad(frame)
-    scope = "standard MAD, all datasets"
-    if mad.empty:
-        claims.append(
-            Claim.untestable("§11.1-4", "the U's flag failures", "no untrained, unattacked all-to-all protocol")
-        )
-    else:
-        pooled = f"{len(mad)} trajectories of {_question_codes(mad)[1]} questions"
-        for measure in MEASURES:
-            claims.append(
-                Claim.measured(
-                    "§11.1",
-                    f"failures have higher {measure} than successes",
-                    scope,
-                    "Cohen's d",
-                    _failure_gap(mad, measure),
-                    ">",
-                    detail=pooled,
-                )
-            )
-        for measure in MEASURES:
-            claims.append(
-                Claim.measured(
-                    "§11.2",
-                    f"{measure} correlates negatively with correctness",
-                    scope,
-                    "Pearson r",
-                    _correlation(mad, measure, "correct"),
-                    "<",
-                    detail=pooled,
-                )
-            )
-        for a, b in itertools.combinations(MEASURES, 2):
-            claims.append(
-                Claim.measured(
-                    "§11.3",
-                    f"{a} and {b} correlate positively",
-                    scope,
-                    "Pearson r",
-                    _correlation(mad, a, b),
-                    ">",
-                    detail=pooled,
-                )
-            )
-        claims.append(
-            Claim.measured(
-                "§11.4",
-                "the least uncertain half (U_sys) is at least as accurate as all",
-                scope,
-                "acc(lowest 50% U_sys) − acc(all), points",
-                _selective_gain(mad),
-                ">=",
-                detail=pooled,
-                # [CHOICE] margin 0: the paper's selective-prediction figure ("The Value of Variance ...",
-                # Fig. 4, Fig. 8: "uncertainty-guided abstention consistently improves accuracy"), a gain, not
-                # "no worse within δ"
-                margin=0.0,
-            )
-        )
-    # §11.5: attack, the ends of m at each N (paired: the same questions under m = min and m = max)
+# --------------------------------------------------------------------------- the claims as rows
+
+MAD_SCOPE = "standard MAD, all datasets"
+
+
+def _pooled(mad: pd.DataFrame) -> str:
+    return f"{len(mad)} trajectories of {_question_codes(mad)[1]} questions"
+
+
+MEASURE_SPECS = [  # §11.1-4, on standard MAD (context: its trajectories)
+    ClaimSpec(
+        "§11.1",
+        "failures have higher {measure} than successes",
+        COHENS_D,
+        lambda mad: [_case(MAD_SCOPE, *_failure_gap(mad, m), measure=m, detail=_pooled(mad)) for m in MEASURES],
+        "Cohen's d",
+    ),
+    ClaimSpec(
+        "§11.2",
+        "{measure} correlates negatively with correctness",
+        CORRELATION,
+        lambda mad: [
+            _case(MAD_SCOPE, *_correlation(mad, m, "correct"), measure=m, detail=_pooled(mad)) for m in MEASURES
+        ],
+        "Pearson r",
+        "<",
+    ),
+    ClaimSpec(
+        "§11.3",
+        "{a} and {b} correlate positively",
+        CORRELATION,
+        lambda mad: [
+            _case(MAD_SCOPE, *_correlation(mad, a, b), a=a, b=b, detail=_pooled(mad))
+            for a, b in itertools.combinations(MEASURES, 2)
+        ],
+        "Pearson r",
+    ),
+    ClaimSpec(
+        "§11.4",
+        "the least uncertain half (U_sys) is at least as accurate as all",
+        DIFFERENCE,
+        lambda mad: [_case(MAD_SCOPE, _selective_gain(mad), True, detail=_pooled(mad))],
+        "acc(lowest 50% U_sys) − acc(all), points",
+        ">=",
+        margin_reason="[CHOICE] margin 0: the paper's selective-prediction figure ('The Value of Variance ...', "
+        "Fig. 4, Fig. 8: 'uncertainty-guided abstention consistently improves accuracy'), a gain, not "
+        "'no worse within δ'",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Ends:
+    """Two protocols' trajectories on one dataset (the ends of m, T or Table 1's order)."""
+
+    scope: str
+    low: pd.DataFrame  # the rows at the smaller m / T, or the worse method
+    high: pd.DataFrame
+    fields: dict
+    detail: str = ""
+
+
+def _ends(column: str, denominator: str | None = None, scale: float = 1.0, kind: str = ""):
+    def cases(ends):
+        if not isinstance(ends, Ends) or ends.fields.get("kind", "") != kind:
+            return []
+        case = _ratio_difference(ends.scope, ends.high, ends.low, column, denominator, scale)
+        return [Case(case.scope, case.data, ends.fields, ends.detail, case.describe)]
+
+    return cases
+
+
+def _under_attack(g: tuple[str, pd.DataFrame]):
+    if isinstance(g, Ends):
+        return []
+    dataset, rows = g
+    return [_case(dataset, *_correlation(rows, "u_sys", "correct"), detail=_pooled(rows))]
+
+
+ATTACK_SPECS = [  # §11.5: the ends of m at each N (paired: the same questions under m = min and m = max)
+    ClaimSpec(
+        "§11.5",
+        "accuracy falls as m grows (m = {ms})",
+        PAIRED_ACCURACY,
+        _ends("correct", scale=100, kind="m"),
+        "acc(m={high}) − acc(m={low}), points",
+        "<",
+    ),
+    ClaimSpec(
+        "§11.5",
+        "U_sys rises as m grows (m = {ms})",
+        DIFFERENCE,
+        _ends("u_sys", kind="m"),
+        "U_sys(m={high}) − U_sys(m={low})",
+    ),
+    ClaimSpec(
+        "§11.5",
+        "U_sys correlates negatively with correctness under attack",
+        CORRELATION,
+        _under_attack,
+        "Pearson r",
+        "<",
+    ),
+    ClaimSpec(  # §11.6: more rounds, less uncertainty (standard MAD, same seats; paired over the questions)
+        "§11.6",
+        "standard MAD: U_sys falls as T grows (T = {ts})",
+        DIFFERENCE,
+        _ends("u_sys", kind="T"),
+        "U_sys(T={high}) − U_sys(T={low})",
+        "<",
+    ),
+]
+
+
+def attack_contexts(frame: pd.DataFrame, t3: pd.DataFrame, mad: pd.DataFrame, outputs: RunOutputs) -> list:
+    contexts = []
     attacked = t3[t3["method"] == "MAD"] if not t3.empty else t3
     groups = [
         (key, g.sort_values("m")) for key, g in attacked.groupby(["run_dataset", "n_agents"]) if g["m"].nunique() >= 2
     ]
     if not groups:
-        claims.append(
-            Claim.untestable(
-                "§11.5",
-                "compromised agents lower accuracy and raise U",
-                "needs untrained protocols with 0 and ≥ 1 adversarial seats at one N",
-            )
-        )
+        reason = "needs untrained protocols with 0 and ≥ 1 adversarial seats at one N"
+        contexts.append(Untestable(reason, claim="§11.5", statement="compromised agents lower accuracy and raise U"))
     for (dataset, n_agents), g in groups:
         low, high = g.iloc[0], g.iloc[-1]
-        ends = _rows_of(frame, [low["protocol"]], dataset), _rows_of(frame, [high["protocol"]], dataset)
-        ms = ", ".join(str(int(m)) for m in g["m"])
-        where = f"{dataset}, N={n_agents}"
         by_m = "; ".join(f"m={int(r.m)}: acc {r.accuracy:.1f}, U_sys {r.u_sys:.3f}" for r in g.itertuples())
-        claims.append(
-            Claim.measured(
-                "§11.5",
-                f"accuracy falls as m grows (m = {ms})",
-                where,
-                f"acc(m={int(high['m'])}) − acc(m={int(low['m'])}), points",
-                _ratio_difference(ends[1], ends[0], "correct", scale=100),
-                "<",
-                detail=by_m,
-            )
-        )
-        claims.append(
-            Claim.measured(
-                "§11.5",
-                f"U_sys rises as m grows (m = {ms})",
-                where,
-                f"U_sys(m={int(high['m'])}) − U_sys(m={int(low['m'])})",
-                _ratio_difference(ends[1], ends[0], "u_sys"),
-                ">",
-                detail=by_m,
-            )
-        )
-    under_attack = frame[frame["m"] > 0]
-    for dataset, g in under_attack.groupby("run_dataset", sort=False):
-        claims.append(
-            Claim.measured(
-                "§11.5",
-                "U_sys correlates negatively with correctness under attack",
-                dataset,
-                "Pearson r",
-                _correlation(g, "u_sys", "correct"),
-                "<",
-                detail=f"{len(g)} trajectories of {_question_codes(g)[1]} questions",
-            )
-        )
-    # §11.6: more rounds, less uncertainty (standard MAD, same seats; paired over the questions)
+        fields = {
+            "kind": "m",
+            "ms": ", ".join(str(int(m)) for m in g["m"]),
+            "low": int(low["m"]),
+            "high": int(high["m"]),
+        }
+        ends = _rows_of(frame, [low["protocol"]], dataset), _rows_of(frame, [high["protocol"]], dataset)
+        contexts.append(Ends(f"{dataset}, N={n_agents}", *ends, fields, by_m))
+    contexts += list(frame[frame["m"] > 0].groupby("run_dataset", sort=False))
     tested = False
     for (dataset, _), g in _with_seats(mad, outputs).groupby(["run_dataset", "seats"]):
         rounds = sorted(g["rounds"].unique())
         if len(rounds) < 2:
             continue
         tested = True
-        ends = g[g["rounds"] == rounds[0]], g[g["rounds"] == rounds[-1]]
         by_t = "; ".join(f"T={t}: U_sys {u:.3f}" for t, u in g.groupby("rounds")["u_sys"].mean().items())
-        claims.append(
-            Claim.measured(
-                "§11.6",
-                f"standard MAD: U_sys falls as T grows (T = {', '.join(map(str, rounds))})",
-                dataset,
-                f"U_sys(T={rounds[-1]}) − U_sys(T={rounds[0]})",
-                _ratio_difference(ends[1], ends[0], "u_sys"),
-                "<",
-                detail=by_t,
-            )
-        )
+        fields = {"kind": "T", "ts": ", ".join(map(str, rounds)), "low": rounds[0], "high": rounds[-1]}
+        contexts.append(Ends(dataset, g[g["rounds"] == rounds[0]], g[g["rounds"] == rounds[-1]], fields, by_t))
     if not tested:
-        claims.append(
-            Claim.untestable(
-                "§11.6",
-                "standard MAD: U_sys falls as T grows",
-                "needs two untrained protocols with the same seats and different rounds",
-            )
-        )
-    # §11.8: training-set U's trend down during UDPO (rewards r = 1 − U trend up): OLS slope over logged steps
-    udpo_runs = [r for r, info in outputs.runs.items() if info.method == "udpo"]
-    if not udpo_runs:
-        claims.append(Claim.untestable("§11.8", "UDPO training lowers the training-set U's", "no udpo training run"))
-    for run in udpo_runs:
-        steps = outputs.training.get(run)
-        if steps is None or len(steps) < 3 or "r_sys" not in steps:
-            claims.append(
-                Claim.untestable(
-                    "§11.8",
-                    "UDPO training lowers the training-set U_sys",
-                    "needs r_sys at 3 or more logged steps (a slope's interval)",
-                    run,
-                )
-            )
-            continue
-        claims.append(
-            Claim.measured(
-                "§11.8",
-                "UDPO training lowers the training-set U_sys",
-                run,
-                "slope of U_sys = 1 − r_sys per step",
-                slope(steps["step"].to_numpy(float), 1 - steps["r_sys"].to_numpy(float)),
-                "<",
-            )
-        )
-    # the GPU claim, measured anyway: UDPO > RMAAC > MAPPO > MAD at the same N, each step of the order
-    # between the methods the run has, and UDPO against MAD; per question, paired on shared questions
+        reason = "needs two untrained protocols with the same seats and different rounds"
+        contexts.append(Untestable(reason, claim="§11.6", statement="standard MAD: U_sys falls as T grows"))
+    return contexts
+
+
+def _training_slope(context: tuple[str, pd.DataFrame | None]):
+    run, steps = context
+    if steps is None or len(steps) < 3 or "r_sys" not in steps:
+        return [Untestable("needs r_sys at 3 or more logged steps (a slope's interval)", run)]
+    return [Case(run, Rows(steps["step"].to_numpy(float), 1 - steps["r_sys"].to_numpy(float)))]
+
+
+TRAINING_SPEC = ClaimSpec(  # §11.8: training-set U's trend down during UDPO (rewards r = 1 − U trend up)
+    "§11.8",
+    "UDPO training lowers the training-set U_sys",
+    SLOPE,
+    _training_slope,
+    "slope of U_sys = 1 − r_sys per step",
+    "<",
+    unit="steps",
+)
+
+
+GPU_SPECS = [  # UDPO > RMAAC > MAPPO > MAD at the same N, and UDPO against MAD; UDPO collapses less
+    ClaimSpec(
+        "§11 (GPU)",
+        "{better} is more accurate than {worse} (Table 1; not expected on CPU)",
+        PAIRED_ACCURACY,
+        _ends("correct", scale=100, kind="order"),
+        "acc({better}) − acc({worse}), points",
+    ),
+    ClaimSpec(  # "UDPO effectively reduces debate collapse" (§1), as the collapse rate of the module docstring
+        "§11 (GPU)",
+        "UDPO collapses less often than MAD (§1; not expected on CPU)",
+        DIFFERENCE,
+        _ends("collapsed", "had_correct", 100, kind="collapse"),
+        "collapse(UDPO) − collapse(MAD), points",
+        "<",
+    ),
+]
+
+
+def gpu_contexts(frame: pd.DataFrame, outputs: RunOutputs) -> list:
+    """Each step of Table 1's order between the methods the run has (per dataset and N), UDPO
+    against MAD, and UDPO's collapse rate against MAD's; per question, paired on shared questions."""
+    contexts = []
     table1_rows = natural(heterogeneous(frame))
     t1 = table1(heterogeneous(frame), outputs.protocols)
     for (dataset, n_agents), g in t1.groupby(["run_dataset", "n_agents"]):
@@ -616,30 +640,30 @@ def _claims(frame: pd.DataFrame, t3: pd.DataFrame, outputs: RunOutputs) -> list[
         if "UDPO" in present and "MAD" in present and ("UDPO", "MAD") not in pairs:
             pairs.append(("UDPO", "MAD"))
         rows = {m: _rows_of(table1_rows, [by.loc[m, "protocol"]], dataset) for m in present}
-        for better, worse in pairs:
-            claims.append(
-                Claim.measured(
-                    "§11 (GPU)",
-                    f"{better} is more accurate than {worse} (Table 1; not expected on CPU)",
-                    f"{dataset}, N={n_agents}",
-                    f"acc({better}) − acc({worse}), points",
-                    _ratio_difference(rows[better], rows[worse], "correct", scale=100),
-                    ">",
-                )
-            )
-        # "UDPO effectively reduces debate collapse" (§1), as the collapse rate of the module docstring
+        scope = f"{dataset}, N={n_agents}"
+        contexts += [Ends(scope, rows[w], rows[b], {"kind": "order", "better": b, "worse": w}) for b, w in pairs]
         if {"UDPO", "MAD"} <= set(present) and finite(by.loc["UDPO", "collapse"]) and finite(by.loc["MAD", "collapse"]):
-            claims.append(
-                Claim.measured(
-                    "§11 (GPU)",
-                    "UDPO collapses less often than MAD (§1; not expected on CPU)",
-                    f"{dataset}, N={n_agents}",
-                    "collapse(UDPO) − collapse(MAD), points",
-                    _ratio_difference(rows["UDPO"], rows["MAD"], "collapsed", "had_correct", 100),
-                    "<",
-                )
-            )
-    return claims
+            contexts.append(Ends(scope, rows["MAD"], rows["UDPO"], {"kind": "collapse"}))
+    return contexts
+
+
+def _claims(frame: pd.DataFrame, t3: pd.DataFrame, outputs: RunOutputs) -> list[Claim]:
+    mad = standard_mad(frame)
+    measures = (
+        [Untestable("no untrained, unattacked all-to-all protocol", claim="§11.1-4", statement="the U's flag failures")]
+        if mad.empty
+        else [mad]
+    )
+    udpo_runs = [r for r, info in outputs.runs.items() if info.method == "udpo"]
+    training = [(run, outputs.training.get(run)) for run in udpo_runs] or [
+        Untestable("no udpo training run", claim="§11.8", statement="UDPO training lowers the training-set U's")
+    ]
+    return [
+        *evaluate_claims(MEASURE_SPECS, measures),
+        *evaluate_claims(ATTACK_SPECS, attack_contexts(frame, t3, mad, outputs)),
+        *evaluate_claims([TRAINING_SPEC], training),
+        *evaluate_claims(GPU_SPECS, gpu_contexts(frame, outputs)),
+    ]
 
 
 def _with_seats(frame: pd.DataFrame, outputs: RunOutputs) -> pd.DataFrame:
