@@ -17,8 +17,8 @@ What it does, in order (docs/experiments.md, "One GPU window", has the device co
    `download_dataset`: per seed, since the data's seed is the experiment's) into
    `<work>/inputs/<seed>/data/` (beside the seed's config.json; the datasets need reasoning_gym, so
    on a machine without it `--prepare-only` makes them elsewhere and `<work>/inputs` travels),
-   and the base model (`models.prepare_model`, as rule `prepare_model`; with `--gguf FILE`
-   `models.convert_gguf` of that file, which is what the bundled source converts) into
+   and the base model (`models.prepare_model`, as rule `prepare_model`; with `--gguf FILE` the bundled
+   source converts that file, its package being missing) into
    `<work>/resources/models/`. `--prepare-only` stops here.
 3. Every (run, seed) not finished as its own OS process (`worker`), all at once, on the GPU the
    environment gives (CUDA_VISIBLE_DEVICES as it is). A worker calls what the rules call: for a UDPO
@@ -178,6 +178,31 @@ def run_inputs(work: Path, seed: int, exp, run: str) -> dict:
 
 
 # -- step 2: inputs -----------------------------------------------------------------------------
+def dataset_build(exp, dataset: str) -> tuple[str, str, str, int]:
+    """(benchmark, split, source, seed) that rule download_dataset builds `exp.dataset_path(dataset)`
+    with: read back from the file's name where the library names splits by what their rows depend on
+    (`data.registry.parse_split_variant`), else the first entry's source and the experiment's seed."""
+    benchmark, split = exp.benchmark_of(dataset), exp.datasets[dataset]["split"]
+    try:
+        from debatelab.data.registry import parse_split_variant
+    except ImportError:
+        return benchmark, split, exp.download_source(benchmark), exp.seed
+    source, seed = parse_split_variant(Path(exp.dataset_path(dataset)).stem)
+    return benchmark, split, source, seed
+
+
+def model_build(exp, model: str, folder: Path) -> tuple[str, dict]:
+    """(name, keyword arguments) of `models.prepare_model` as rule prepare_model calls it for `model`."""
+    if hasattr(exp, "prepared_model_settings"):  # folders named by what they are built from
+        settings = exp.prepared_model_settings(model)
+        kwargs = {"dtype": settings.get("dtype", "float32"), "seed": settings.get("seed", 0)}
+        if settings.get("include"):
+            kwargs["include"] = settings["include"]
+        return folder.name, {"source": settings["source"], **kwargs}
+    spec = exp.models[model]
+    return model, {"source": spec["source"], "dtype": spec["dtype"], "seed": exp.seed}
+
+
 def prepare(args, work: Path, configs: dict[int, dict], log) -> None:
     from debatelab.config import Experiment
 
@@ -194,33 +219,24 @@ def prepare(args, work: Path, configs: dict[int, dict], log) -> None:
                 continue
             from debatelab.data import write_benchmark
 
-            benchmark = exp.benchmark_of(dataset)
+            benchmark, split, source, data_seed = dataset_build(exp, dataset)
             start = time.perf_counter()
-            write_benchmark(
-                benchmark,
-                exp.datasets[dataset]["split"],
-                path,
-                source=exp.download_source(benchmark),
-                seed=exp.seed,
-            )
+            write_benchmark(benchmark, split, path, source=source, seed=data_seed)
             log(f"prepared {path} ({time.perf_counter() - start:.1f} s)")
         for run in [] if args.no_model else args.runs:
             for agent in exp.run_agents(run):
                 folder = model_path(work, exp, agent)
                 if folder.exists():
                     continue
-                name = exp.agents[agent]["model"]
-                spec = exp.models[name]
+                import debatelab.models as models
+
+                if args.gguf:  # the bundled GGUF where its package is missing: the same conversion of that file
+                    gguf = Path(args.gguf).resolve()
+                    models.smollm2_gguf_path = lambda: gguf
+                name, kwargs = model_build(exp, exp.agents[agent]["model"], folder)
                 start = time.perf_counter()
                 folder.parent.mkdir(parents=True, exist_ok=True)
-                if args.gguf and spec["source"] == "bundled:smollm2-135m-instruct":
-                    from debatelab.models import convert_gguf
-
-                    convert_gguf(args.gguf, folder, dtype=spec["dtype"])
-                else:
-                    from debatelab.models import prepare_model
-
-                    prepare_model(name, spec["source"], folder, dtype=spec["dtype"], seed=exp.seed)
+                models.prepare_model(name, out_dir=folder, **kwargs)
                 log(f"prepared {folder} ({time.perf_counter() - start:.1f} s)")
 
 

@@ -69,7 +69,9 @@ join_model() {
     done
     [ -f "$MODEL_DIR/part-$part" ] || { echo "model part $part missing: call 1 carries .gpu_model/a, call 2 .gpu_model/b" >&2; exit 2; }
   done
-  cp .gpu_model/*/SHA256 "$MODEL_DIR/SHA256" 2>/dev/null || true
+  for f in .gpu_model/b/SHA256 .gpu_model/a/SHA256; do
+    if [ -f "$f" ]; then cp "$f" "$MODEL_DIR/SHA256"; break; fi
+  done
   cat "$MODEL_DIR/part-0" "$MODEL_DIR/part-1" > "$MODEL_DIR/$NAME"
   (cd "$MODEL_DIR" && sha256sum -c SHA256)
 }
@@ -88,6 +90,7 @@ case "${1:-}" in
     [ -d "$SITE" ] || install_wheels
     join_model
     OUT=${OUT:-.gpu_work/out}
+    export TQDM_DISABLE=1  # the GGUF conversion's and the trainers' bars: the progress lines are the window's
     PYTHONPATH=src:$SITE exec "$PY" benchmarks/gpu_window.py --work .gpu_work --gguf "$MODEL_DIR/$NAME" --out "$OUT" "$@"
     ;;
   *)
