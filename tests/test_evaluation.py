@@ -672,3 +672,17 @@ def test_svr_mad_table1_keeps_a_method_whose_questions_all_start_unanimous_and_a
     )
     table = svr_mad.table1_layout(two)
     assert list(zip(table["llm"], table["method"])) == [("A", "SVR-MAD"), ("B", "S2-MAD")]
+
+
+def test_the_evaluation_reads_only_columns_its_writers_write():
+    """run.py's column lists are taken from the writers' schemas (issue 43 part 2): a column the
+    writer doesn't write fails when the list is made, not when a run's files are read."""
+    from debatelab.debate import schema as debate_schema
+    from debatelab.evaluation import run
+    from debatelab.zero_shot.schema import ZERO_SHOT_COLUMNS
+
+    assert set(run.QUESTION_COLUMNS) <= set(debate_schema.QUESTION_COLUMNS)
+    assert set(run.TURN_COLUMNS + run.TURN_OPTIONAL_COLUMNS) <= set(debate_schema.TURN_COLUMNS)
+    assert set(run.ZERO_SHOT_COLUMNS) <= set(ZERO_SHOT_COLUMNS)
+    with pytest.raises(ImportError, match="final_answers"):
+        run.writers_columns(debate_schema.QUESTION_COLUMNS, "question_id", "final_answers")

@@ -16,10 +16,29 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..confidence.streams import STREAM_COLUMNS as STREAM_SCHEMA
 from ..config import PAPERS, Experiment, trained_source
+from ..debate import schema as debate_schema
 from ..io import read_parquet_checked
+from ..uncertainty.stage import MEASURE_COLUMNS
+from ..uncertainty.stage import ROUND_COLUMNS as UNCERTAINTY_ROUNDS
+from ..zero_shot import schema as zero_shot_schema
 
-QUESTION_COLUMNS = [
+
+def writers_columns(schema: Sequence[str], *used: str) -> list[str]:
+    """The columns of a writer's schema that the evaluation reads (`used`, in this order): each must
+    be one the writer writes, so the reader's lists can't drift from the writers' (a renamed or
+    dropped column fails on import, not on a run's files)."""
+    unknown = [c for c in used if c not in schema]
+    if unknown:
+        raise ImportError(f"evaluation reads {unknown}, which the writer's schema {list(schema)} lacks")
+    return list(used)
+
+
+# the writers' schemas: debate.schema (questions, turns), zero_shot.schema, the uncertainty stage's
+# measures and rounds, the confidence stage's streams
+QUESTION_COLUMNS = writers_columns(
+    debate_schema.QUESTION_COLUMNS,
     "question_id",
     "dataset",
     "protocol",
@@ -36,8 +55,9 @@ QUESTION_COLUMNS = [
     "pre_n_correct",
     "answers_by_round",
     "task_type",
-]
-TURN_COLUMNS = [
+)
+TURN_COLUMNS = writers_columns(
+    debate_schema.TURN_COLUMNS,
     "question_id",
     "dataset",
     "protocol",
@@ -52,15 +72,30 @@ TURN_COLUMNS = [
     "parse_failed",
     "completion_tokens",
     "finish_reason",
-]
+)
 #: read when a turns file has it, NaN otherwise (turns written before token entropies were recorded)
-TURN_OPTIONAL_COLUMNS = ["mean_token_entropy"]
-ZERO_SHOT_COLUMNS = ["question_id", "dataset", "agent", "sample", "answer", "correct", "completion_tokens"]
-UNCERTAINTY_COLUMNS = ["question_id", "dataset", "protocol", "thread", "correct", "u_intra", "u_inter", "u_sys"]
-STREAM_COLUMNS = ["question_id", "agent", "stream", "correct", "conf_verbal", "conf_seqprob", "debated"]
+TURN_OPTIONAL_COLUMNS = writers_columns(debate_schema.TURN_COLUMNS, "mean_token_entropy")
+ZERO_SHOT_COLUMNS = writers_columns(
+    zero_shot_schema.ZERO_SHOT_COLUMNS,
+    "question_id",
+    "dataset",
+    "agent",
+    "sample",
+    "answer",
+    "correct",
+    "completion_tokens",
+)
+UNCERTAINTY_COLUMNS = writers_columns(
+    MEASURE_COLUMNS, "question_id", "dataset", "protocol", "thread", "correct", "u_intra", "u_inter", "u_sys"
+)
+STREAM_COLUMNS = writers_columns(
+    STREAM_SCHEMA, "question_id", "agent", "stream", "correct", "conf_verbal", "conf_seqprob", "debated"
+)
 #: The backbone key of a run cell whose seats don't all stand for a paper backbone: it matches no published row.
 NO_BACKBONE = ""
-ROUND_COLUMNS = ["question_id", "dataset", "protocol", "round", "k_threads", "total", "epistemic", "aleatoric"]
+ROUND_COLUMNS = writers_columns(
+    UNCERTAINTY_ROUNDS, "question_id", "dataset", "protocol", "round", "k_threads", "total", "epistemic", "aleatoric"
+)
 
 
 @dataclass(frozen=True)
