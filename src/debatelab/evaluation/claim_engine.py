@@ -176,6 +176,20 @@ class Untestable:
 
 
 @dataclass(frozen=True)
+class For:
+    """A context meant for one spec: its case (or why not) already extracted by the paper, for the
+    spec whose `cases` is `only(key)`; every other spec yields nothing on it."""
+
+    key: str
+    case: Case | Untestable
+
+
+def only(key: str) -> Callable[[Any], list[Case | Untestable]]:
+    """A spec's `cases` that takes the `For` contexts of `key`."""
+    return lambda context: [context.case] if isinstance(context, For) and context.key == key else []
+
+
+@dataclass(frozen=True)
 class ClaimSpec:
     """One claim of a paper as a row (module doc)."""
 
