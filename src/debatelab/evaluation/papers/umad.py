@@ -30,7 +30,25 @@ import numpy as np
 import pandas as pd
 
 from ...reporting.figures import subplots
-from ..claims import Claim, Estimate, bootstrap, finite, paired_accuracy_difference, paired_difference, slope
+from ..claim_engine import (
+    CORRELATION,
+    DIFFERENCE,
+    EXACT,
+    PAIRED_ACCURACY,
+    SLOPE,
+    Case,
+    ClaimSpec,
+    Exact,
+    For,
+    Missing,
+    Resampled,
+    Rows,
+    Shares,
+    Untestable,
+    evaluate_claims,
+    only,
+)
+from ..claims import Claim, Estimate, finite
 from ..paper_numbers import long_table
 from ..run import SEAT_KEYS, ProtocolInfo, RunOutputs, protocol_method, seat_rounds
 from ..stage import PaperEvaluation
@@ -418,20 +436,6 @@ def _nanmean(values: np.ndarray) -> float:
     return float(values.mean()) if values.size else float("nan")
 
 
-def _paired_bootstrap(statistic, n_units: int) -> Estimate:
-    """`bootstrap` (BCa) over questions, named paired: every side of the statistic is computed on the same resample."""
-    return bootstrap(statistic, n_units, paired=True)
-
-
-def _one_outcome_difference(hits_a: np.ndarray, counts_a: np.ndarray, hits_b: np.ndarray, counts_b: np.ndarray):
-    """Paired correctness when every question has exactly one answer on each side (K = 1 thread):
-    acc(a) − acc(b) in points with the exact interval conditional on the discordant questions
-    (exact McNemar); None otherwise (several threads: the pooled shares are bootstrapped)."""
-    if len(counts_a) and np.all(counts_a == 1) and np.all(counts_b == 1):
-        return paired_accuracy_difference(hits_a > 0, hits_b > 0).scaled(100)
-    return None
-
-
 def _correct_counts(
     states: pd.DataFrame, protocol: str, units: pd.MultiIndex, rounds: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -473,82 +477,41 @@ def _round_values(rounds: pd.DataFrame, protocol: str, units: pd.MultiIndex, col
     return values
 
 
-def _identity_claims(outputs: RunOutputs) -> list[Claim]:
+def _identity_contexts(outputs: RunOutputs) -> list:
     rounds = outputs.uncertainty_rounds
     if rounds.empty:
-        return [Claim.untestable("§10.1", "TU = Sys-EU + Sys-AU; 0 ≤ Sys-EU ≤ log N", "no uncertainty rounds output")]
+        reason = "no uncertainty rounds output"
+        return [Untestable(reason, claim="§10.1", statement="TU = Sys-EU + Sys-AU; 0 ≤ Sys-EU ≤ log N")]
     deviation = float((rounds["total"] - rounds["epistemic"] - rounds["aleatoric"]).abs().max())
-    claims = [
-        Claim.measured(
-            "§10.1",
-            "TU = Sys-EU + Sys-AU in every (question, round)",
-            "all protocols",
-            "max |TU − Sys-EU − Sys-AU| over (question, round) rows, nats (an identity: computed "
-            "on every row, no interval)",
-            Estimate.exact(deviation, len(rounds)),
-            expect="<=",
-            threshold=IDENTITY_TOLERANCE,
-        )
-    ]
+    contexts = [For("identity", Case("all protocols", Exact(deviation, len(rounds))))]
     n_agents = rounds["protocol"].map(lambda p: outputs.protocols[p].n_agents if p in outputs.protocols else np.nan)
     known = n_agents.notna().to_numpy()
     eu = rounds["epistemic"].to_numpy(float)
     excess = np.maximum(-eu, eu - np.log(n_agents.to_numpy(float)))[known]
-    bound = "max(−Sys-EU, Sys-EU − log N) over rows, nats (a bound: computed on every row, no interval)"
     if excess.size:
-        claims.append(
-            Claim.measured(
-                "§10.1",
-                "0 ≤ Sys-EU ≤ log N",
-                "all protocols",
-                bound,
-                Estimate.exact(float(excess.max()), int(known.sum())),
-                expect="<=",
-                threshold=IDENTITY_TOLERANCE,
-            )
-        )
+        contexts.append(For("bound", Case("all protocols", Exact(float(excess.max()), int(known.sum())))))
     else:
-        claims.append(
-            Claim.measured(
-                "§10.1",
-                "0 ≤ Sys-EU ≤ log N",
-                "all protocols",
-                bound,
-                Estimate.missing(0),
-                expect="<=",
-                threshold=IDENTITY_TOLERANCE,
-                detail="no row of a protocol in this config",
-            )
-        )
-    return claims
+        contexts.append(For("bound", Case("all protocols", Missing(0), detail="no row of a protocol in this config")))
+    return contexts
 
 
-def _eu_falls_claims(outputs: RunOutputs) -> list[Claim]:
-    statement = "mean Sys-EU falls from the first to the last round"
+def _eu_falls_contexts(outputs: RunOutputs) -> list:
     rounds = outputs.uncertainty_rounds
     claims = []
     for protocol, (setting, method) in row_labels(outputs).items():
         part = rounds[rounds["protocol"] == protocol]
         if part.empty or part["round"].max() < 1:
-            claims.append(Claim.untestable("§10.2", statement, "no uncertainty rounds after round 0", protocol))
+            claims.append(For("EU falls", Untestable("no uncertainty rounds after round 0", protocol)))
             continue
         curve = part.groupby("round")["epistemic"].mean().sort_index()
         monotone = bool(np.all(np.diff(curve.to_numpy()) <= IDENTITY_TOLERANCE))
         units = _question_units(part)
         first = _round_values(part, protocol, units, "epistemic", int(curve.index[0]))
         last = _round_values(part, protocol, units, "epistemic", int(curve.index[-1]))
-        estimate = _paired_bootstrap(lambda i: _nanmean(last[i]) - _nanmean(first[i]), len(units))
-        claims.append(
-            Claim.measured(
-                "§10.2",
-                statement,
-                f"{protocol} ({setting}, {method})",
-                f"Sys-EU(round {curve.index[-1]}) − Sys-EU(round {curve.index[0]}), mean over questions, nats",
-                estimate,
-                expect="<",
-                detail=f"per round: {', '.join(f'{v:.3f}' for v in curve)}; monotone: {'yes' if monotone else 'no'}",
-            )
-        )
+        data = Resampled(lambda i, first=first, last=last: _nanmean(last[i]) - _nanmean(first[i]), len(units), True)
+        fields = {"first": curve.index[0], "last": curve.index[-1]}
+        detail = f"per round: {', '.join(f'{v:.3f}' for v in curve)}; monotone: {'yes' if monotone else 'no'}"
+        claims.append(For("EU falls", Case(f"{protocol} ({setting}, {method})", data, fields, detail)))
     return claims
 
 
@@ -569,11 +532,12 @@ def _matching_hetero(homo: ProtocolInfo, heteros: list[ProtocolInfo]) -> Protoco
     return None
 
 
-def _initial_eu_claims(outputs: RunOutputs) -> list[Claim]:
-    statement = "initial Sys-EU is higher in the heterogeneous pair than in the homogeneous one"
+def _initial_eu_contexts(outputs: RunOutputs) -> list:
+    statement = S10_3
     homos, heteros = _untrained(outputs, True), _untrained(outputs, False)
     if not homos or not heteros:
-        return [Claim.untestable("§10.3", statement, "needs an untrained homo and an untrained hetero pair protocol")]
+        reason = "needs an untrained homo and an untrained hetero pair protocol"
+        return [Untestable(reason, claim="§10.3", statement=statement)]
     rounds = outputs.uncertainty_rounds
     initial = rounds[rounds["round"] == 0]
     claims = []
@@ -584,24 +548,15 @@ def _initial_eu_claims(outputs: RunOutputs) -> list[Claim]:
             here = initial[initial["dataset"] == dataset]
             both = here[here["protocol"].isin([hetero.name, homo.name])]
             if set(both["protocol"]) != {hetero.name, homo.name}:
-                claims.append(Claim.untestable("§10.3", statement, "no round-0 uncertainty of both protocols", scope))
+                claims.append(For("initial EU", Untestable("no round-0 uncertainty of both protocols", scope)))
                 continue
             units = _question_units(both)
             mixed = _round_values(both, hetero.name, units, "epistemic", 0)
             same = _round_values(both, homo.name, units, "epistemic", 0)
-            estimate = _paired_bootstrap(lambda i: _nanmean(mixed[i]) - _nanmean(same[i]), len(units))
-            claims.append(
-                Claim.measured(
-                    "§10.3",
-                    statement,
-                    scope,
-                    "Sys-EU(hetero, round 0) − Sys-EU(homo, round 0), mean over questions, nats",
-                    estimate,
-                    expect=">",
-                    detail=f"K = {hetero.threads} vs {homo.threads} threads",
-                )
-            )
-    return claims or [Claim.untestable("§10.3", statement, "the homo and hetero pairs share no dataset")]
+            data = Resampled(lambda i, a=mixed, b=same: _nanmean(a[i]) - _nanmean(b[i]), len(units), True)
+            detail = f"K = {hetero.threads} vs {homo.threads} threads"
+            claims.append(For("initial EU", Case(scope, data, detail=detail)))
+    return claims or [Untestable("the homo and hetero pairs share no dataset", claim="§10.3", statement=statement)]
 
 
 def _cell(cells: pd.DataFrame, protocol: str, dataset: str, turn: int) -> pd.Series | None:
@@ -609,26 +564,20 @@ def _cell(cells: pd.DataFrame, protocol: str, dataset: str, turn: int) -> pd.Ser
     return hit.iloc[0] if len(hit) else None
 
 
-def _weaker_gain_claims(cells: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs) -> list[Claim]:
-    statement = "zero-shot debate raises the weaker agent's accuracy from T = 1 to T = 2"
-    versus = "... and by more in the hetero pair than in the homo pair"
+def _weaker_gain_contexts(cells: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs) -> list:
     homos, heteros = _untrained(outputs, True), _untrained(outputs, False)
     if not heteros:
-        return [Claim.untestable("§10.4", statement, "no untrained hetero pair protocol")]
+        return [Untestable("no untrained hetero pair protocol", claim="§10.4", statement=S10_4)]
     hetero = heteros[0]
     claims = []
     for dataset in hetero.datasets:
         t1, t2 = _cell(cells, hetero.name, dataset, 1), _cell(cells, hetero.name, dataset, 2)
         scope = f"{dataset}: {hetero.name}"
         if t1 is None or t2 is None:
-            claims.append(
-                Claim.untestable("§10.4", statement, "no accuracy at both T = 1 and T = 2 (rounds ≥ 1)", scope)
-            )
+            claims.append(For("gain", Untestable("no accuracy at both T = 1 and T = 2 (rounds ≥ 1)", scope)))
             continue
         if t1["A0"] == t1["A1"]:
-            claims.append(
-                Claim.untestable("§10.4", statement, f"both seats {t1['A0']:.1f}% at T = 1: no weaker agent", scope)
-            )
+            claims.append(For("gain", Untestable(f"both seats {t1['A0']:.1f}% at T = 1: no weaker agent", scope)))
             continue
         weak = SEATS.index("A0" if t1["A0"] < t1["A1"] else "A1")
         weak_agent = hetero.participants[weak]
@@ -644,64 +593,43 @@ def _weaker_gain_claims(cells: pd.DataFrame, states: pd.DataFrame, outputs: RunO
             """Points gained by `seat` from round 0 (T = 1) to round 1 (T = 2) on questions i."""
             return 100 * (_share(hits[i, seat, 1], counts[i, seat, 1]) - _share(hits[i, seat, 0], counts[i, seat, 0]))
 
-        exact = _one_outcome_difference(hits[:, weak, 1], counts[:, weak, 1], hits[:, weak, 0], counts[:, weak, 0])
-        claims.append(
-            Claim.measured(
-                "§10.4",
-                statement,
-                scope,
-                f"{SEATS[weak]} ({weak_agent}) acc(T=2) − acc(T=1), points",
-                exact if exact is not None else _paired_bootstrap(gain, len(units)),
-                expect=">",
-            )
-        )
+        data = Shares(hits[:, weak, 1], counts[:, weak, 1], hits[:, weak, 0], counts[:, weak, 0], gain, scale=100)
+        claims.append(For("gain", Case(scope, data, {"seat": SEATS[weak], "agent": weak_agent})))
         h1, h2 = (_cell(cells, homo.name, dataset, 1), _cell(cells, homo.name, dataset, 2)) if homo else (None, None)
         if h1 is None or h2 is None:
-            claims.append(Claim.untestable("§10.4", versus, "no untrained homo pair with T = 1 and T = 2 here", scope))
+            reason = "no untrained homo pair with T = 1 and T = 2 here"
+            claims.append(Untestable(reason, scope, claim="§10.4", statement=S10_4_HOMO))
             continue
         homo_hits, homo_counts = _correct_counts(here, homo.name, units, 1)
 
-        def gain_over_homo(i):
+        def gain_over_homo(i, gain=gain, homo_hits=homo_hits, homo_counts=homo_counts):
             homo_gain = np.mean([gain(i, homo_hits, homo_counts, seat) for seat in range(len(SEATS))])
             return gain(i) - homo_gain
 
         note = "" if own else f"no homo pair of {weak_agent}; compared with {homo.name} ({homo.participants[0]})"
-        claims.append(
-            Claim.measured(
-                "§10.4",
-                versus,
-                f"{dataset}: {hetero.name} vs {homo.name}",
-                "gain(hetero weaker) − gain(homo, mean of seats), points",
-                _paired_bootstrap(gain_over_homo, len(units)),
-                expect=">",
-                detail=note,
-            )
-        )
+        scope = f"{dataset}: {hetero.name} vs {homo.name}"
+        claims.append(For("gain over homo", Case(scope, Resampled(gain_over_homo, len(units), True), detail=note)))
     return claims
 
 
-def _flip_claims(flips: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs) -> list[Claim]:
-    statement = "the weaker agent flips more than the stronger one (initial answer → round 1)"
-    between = "the hetero pair's flip ratio lies between the two agents' homo pairs"
+def _flip_contexts(flips: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs) -> list:
     first = flips[flips["from_round"] == 0]
     heteros = _untrained(outputs, False)
     if first.empty or not heteros:
-        return [Claim.untestable("§10.5", statement, "needs an untrained hetero pair protocol with a debate round")]
+        reason = "needs an untrained hetero pair protocol with a debate round"
+        return [Untestable(reason, claim="§10.5", statement=S10_5)]
     initial = states[states["round"] == 0].groupby(["protocol", "agent_index"])["correct"].mean()
     homos = _untrained(outputs, True)
     claims = []
     for hetero in heteros:
         seats = set(first.loc[first["protocol"] == hetero.name, "seat"])
         if len(seats) < 2:
-            claims.append(Claim.untestable("§10.5", statement, "no round 0 → 1 transitions of both seats", hetero.name))
+            claims.append(For("flips", Untestable("no round 0 → 1 transitions of both seats", hetero.name)))
             continue
         acc = [initial.get((hetero.name, i), np.nan) for i in range(2)]
         if not all(finite(a) for a in acc) or acc[0] == acc[1]:
-            claims.append(
-                Claim.untestable(
-                    "§10.5", statement, "the seats are equally accurate at T = 1: no weaker agent", hetero.name
-                )
-            )
+            reason = "the seats are equally accurate at T = 1: no weaker agent"
+            claims.append(For("flips", Untestable(reason, hetero.name)))
             continue
         weak, strong = (0, 1) if acc[0] < acc[1] else (1, 0)
         own = {
@@ -716,23 +644,18 @@ def _flip_claims(flips: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs)
             """Flip ratio (%) of `seat` on questions i."""
             return 100 * _share(changed[i, seat], transitions[i, seat])
 
-        claims.append(
-            Claim.measured(
-                "§10.5",
-                statement,
-                hetero.name,
-                f"flip(weaker {SEATS[weak]}) − flip(stronger {SEATS[strong]}), points",
-                _paired_bootstrap(lambda i: rate(i, weak) - rate(i, strong), len(units)),
-                expect=">",
-                detail=f"weaker = lower T=1 accuracy ({100 * acc[weak]:.1f}% vs {100 * acc[strong]:.1f}%)",
-            )
+        data = Resampled(
+            lambda i, rate=rate, weak=weak, strong=strong: rate(i, weak) - rate(i, strong), len(units), True
         )
+        detail = f"weaker = lower T=1 accuracy ({100 * acc[weak]:.1f}% vs {100 * acc[strong]:.1f}%)"
+        claims.append(For("flips", Case(hetero.name, data, {"weak": SEATS[weak], "strong": SEATS[strong]}, detail)))
         homo_counts = {seat: _flip_counts(mine, name, units) for seat, name in homo_of.items()}
         if len(homo_counts) < 2 or not all(c[1].sum() > 0 for c in homo_counts.values()):
-            claims.append(Claim.untestable("§10.5", between, "needs untrained homo pairs of both agents", hetero.name))
+            reason = "needs untrained homo pairs of both agents"
+            claims.append(Untestable(reason, hetero.name, claim="§10.5", statement=S10_5_BETWEEN))
             continue
 
-        def margin(i):
+        def margin(i, rate=rate, homo_counts=homo_counts):
             """How far inside [lower, upper homo flip ratio] the hetero one lies (points; < 0: outside)."""
             mixed = np.mean([rate(i, seat) for seat in range(len(SEATS))])
             homo = [np.mean([rate(i, seat, *pair) for seat in range(len(SEATS))]) for pair in homo_counts.values()]
@@ -743,22 +666,8 @@ def _flip_claims(flips: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs)
         ends = sorted(
             np.mean([rate(everything, seat, *pair) for seat in range(len(SEATS))]) for pair in homo_counts.values()
         )
-        claims.append(
-            Claim.measured(
-                "§10.5",
-                between,
-                hetero.name,
-                "min(flip(hetero) − lower homo flip, upper homo flip − flip(hetero)), points (≥ 0: between); "
-                "flip of a pair = mean of its seats",
-                _paired_bootstrap(margin, len(units)),
-                expect=">=",
-                # [CHOICE] margin 0 points: "between" means inside both homo pairs' flip ratios (the
-                # paper, "Epistemic Gain, Aleatoric Cost", arXiv:2603.01221, App. D.4), so the interval
-                # must clear both ends; the paper states no tolerance
-                margin=0.0,
-                detail=f"hetero {mixed:.1f}%; homo pairs {ends[0]:.1f}% to {ends[1]:.1f}%",
-            )
-        )
+        detail = f"hetero {mixed:.1f}%; homo pairs {ends[0]:.1f}% to {ends[1]:.1f}%"
+        claims.append(For("between", Case(hetero.name, Resampled(margin, len(units), True), detail=detail)))
     return claims
 
 
@@ -776,18 +685,18 @@ def question_token_entropy(turns: pd.DataFrame, protocol: str, units: pd.MultiIn
         return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
 
-def token_entropy_claims(outputs: RunOutputs) -> list[Claim]:
+def token_entropy_contexts(outputs: RunOutputs) -> list:
     """§10.7 (Fig. 1): per question, the mean token entropy of its replies in the last round minus
-    round 0 (the zero-shot answers), paired over questions, bootstrapped over questions."""
-    statement = "mean token entropy rises over rounds"
+    round 0 (the zero-shot answers), paired over questions."""
     if not row_labels(outputs):
-        return [Claim.untestable("§10.7", statement, "no pair protocol (two agents, all-to-all) in this config")]
+        reason = "no pair protocol (two agents, all-to-all) in this config"
+        return [Untestable(reason, claim="§10.7", statement=S10_7)]
     turns = outputs.turns
-    claims = []
+    contexts = []
     for protocol, (setting, method) in row_labels(outputs).items():
         part = turns[turns["protocol"] == protocol]
         if part.empty or part["round"].max() < 1:
-            claims.append(Claim.untestable("§10.7", statement, "no debate round after round 0", protocol))
+            contexts.append(For("entropy", Untestable("no debate round after round 0", protocol)))
             continue
         last_round = int(part["round"].max())
         units = _question_units(part)
@@ -800,23 +709,13 @@ def token_entropy_claims(outputs: RunOutputs) -> list[Claim]:
                 "empty: zero_shot.top_logprobs / debate.top_logprobs 0, a backend without top-k, or turns written "
                 "before it was recorded)"
             )
-        claims.append(
-            Claim.measured(
-                "§10.7",
-                statement,
-                f"{protocol} ({setting}, {method})",
-                f"mean token entropy(round {last_round}) − (round 0), per question over its replies, "
-                "mean over questions, nats (top-k entropy: a lower bound of the full one)",
-                paired_difference(last, first),
-                expect=">",
-                detail=detail,
-            )
-        )
-    return claims
+        case = Case(f"{protocol} ({setting}, {method})", Rows(last, first), {"last": last_round}, detail)
+        contexts.append(For("entropy", case))
+    return contexts
 
 
-def _clustered_pearson(x: np.ndarray, y: np.ndarray, cluster: np.ndarray, n_clusters: int) -> Estimate:
-    """Pearson r over rows with a bootstrap over clusters (questions): a resample weights each row by how
+def _clustered_pearson(x: np.ndarray, y: np.ndarray, cluster: np.ndarray, n_clusters: int) -> Resampled:
+    """Pearson r over rows, resampled over clusters (questions): a resample weights each row by how
     often its question was drawn, so rows of one question (several protocols) move together."""
 
     def statistic(index):
@@ -828,19 +727,18 @@ def _clustered_pearson(x: np.ndarray, y: np.ndarray, cluster: np.ndarray, n_clus
         r = np.sum(w * dx * dy) / np.sqrt(np.sum(w * dx * dx) * np.sum(w * dy * dy))
         return float(np.clip(r, -1.0, 1.0))
 
-    return bootstrap(statistic, n_clusters)
+    return Resampled(statistic, n_clusters)
 
 
-def _au_accuracy_claim(states: pd.DataFrame, outputs: RunOutputs) -> Claim:
-    statement = "over questions, Δaccuracy (last round − round 0) correlates negatively with ΔSys-AU"
+def _au_accuracy_contexts(states: pd.DataFrame, outputs: RunOutputs) -> list:
+    """§10.6: per (protocol, question) point, Δaccuracy and ΔSys-AU from round 0 to the last round."""
     rounds = outputs.uncertainty_rounds
     if rounds.empty:
-        return Claim.untestable("§10.6", statement, "no uncertainty rounds output")
+        return [Untestable("no uncertainty rounds output", claim="§10.6", statement=S10_6)]
     rounds = rounds[rounds["protocol"].isin(list(pair_protocols(outputs))) & (rounds["k_threads"] > 1)]
     if rounds.empty:
-        return Claim.untestable(
-            "§10.6", statement, "needs a pair protocol with K > 1 threads (with K = 1 Sys-AU is 0 in every round)"
-        )
+        reason = "needs a pair protocol with K > 1 threads (with K = 1 Sys-AU is 0 in every round)"
+        return [Untestable(reason, claim="§10.6", statement=S10_6)]
     keys = ["protocol", "dataset", "question_id"]
     ends = rounds.groupby(keys)["round"].max().rename("last").reset_index()
     au = rounds.merge(ends, on=keys)
@@ -852,7 +750,7 @@ def _au_accuracy_claim(states: pd.DataFrame, outputs: RunOutputs) -> Claim:
     joined = pd.concat({"d_au": au_last - au_first, "d_acc": 100 * (acc_last - acc_first)}, axis=1).dropna()
     joined = joined.reset_index()
     units = _question_units(joined)
-    estimate = _clustered_pearson(
+    data = _clustered_pearson(
         joined["d_acc"].to_numpy(float), joined["d_au"].to_numpy(float), _unit_positions(joined, units), len(units)
     )
     scope = ", ".join(sorted(joined["protocol"].unique())) or "no question"
@@ -860,66 +758,39 @@ def _au_accuracy_claim(states: pd.DataFrame, outputs: RunOutputs) -> Claim:
         f"{len(joined)} (protocol, question) points on {len(units)} questions; a question's points are "
         "resampled together"
     )
-    if not estimate.finite:
-        detail += "; fewer than 2 questions, or Δacc or ΔSys-AU constant"
-    return Claim.measured(
-        "§10.6",
-        statement,
-        scope,
-        "Pearson r(Δacc, ΔSys-AU) over (protocol, question) points",
-        estimate,
-        expect="<",
-        detail=detail,
-    )
+
+    def described(estimate: Estimate) -> str:
+        return detail if estimate.finite else detail + "; fewer than 2 questions, or Δacc or ΔSys-AU constant"
+
+    return [For("AU", Case(scope, data, detail=described))]
 
 
-def _training_claims(outputs: RunOutputs) -> list[Claim]:
+def _training_contexts(outputs: RunOutputs) -> list:
+    """§10.9 from the trainer's step metrics: the team reward's slope over steps, and the largest
+    |ln W| over the logged steps (computed on every step)."""
     runs = [name for name, run in outputs.runs.items() if run.method == "umad"]
-    rises, bounded = (
-        "UMAD/IPPO training: the team reward rises over steps",
-        "UMAD/IPPO training: the mean confidence weight W stays within [e^-0.5, e^0.5]",
-    )
     if not runs:
-        return [Claim.untestable("§10.9", rises, "no umad training run")]
+        return [Untestable("no umad training run", claim="§10.9", statement=S10_9_RISES)]
     training = outputs.training
-    claims = []
+    contexts = []
     for run in runs:
         steps = training.get(run)
         if steps is None:
-            claims.append(Claim.untestable("§10.9", rises, "no metrics.parquet of this run", run))
+            contexts.append(For("reward", Untestable("no metrics.parquet of this run", run)))
             continue
         if len(steps) < 3 or "reward_mean" not in steps:
-            claims.append(Claim.untestable("§10.9", rises, f"needs at least 3 logged steps, has {len(steps)}", run))
+            contexts.append(For("reward", Untestable(f"needs at least 3 logged steps, has {len(steps)}", run)))
         else:
-            claims.append(
-                Claim.measured(
-                    "§10.9",
-                    rises,
-                    run,
-                    "OLS slope of reward_mean per step",
-                    slope(steps["step"], steps["reward_mean"]),
-                    expect=">",
-                )
-            )
+            contexts.append(For("reward", Case(run, Rows(steps["step"], steps["reward_mean"]))))
         if "weight_mean" not in steps or steps["weight_mean"].isna().all():
-            claims.append(Claim.untestable("§10.9", bounded, "no weight_mean logged", run))
+            contexts.append(For("weight", Untestable("no weight_mean logged", run)))
             continue
         logged = steps["weight_mean"].dropna().to_numpy(float)
-        claims.append(
-            Claim.measured(
-                "§10.9",
-                bounded,
-                run,
-                "max |ln weight_mean| over logged steps (computed on every step, no interval)",
-                Estimate.exact(float(np.abs(np.log(logged)).max()), len(logged)),
-                expect="<=",
-                threshold=WEIGHT_BOUND + IDENTITY_TOLERANCE,
-            )
-        )
-    return claims
+        contexts.append(For("weight", Case(run, Exact(float(np.abs(np.log(logged)).max()), len(logged)))))
+    return contexts
 
 
-def _gpu_claim(cells: pd.DataFrame, states: pd.DataFrame) -> list[Claim]:
+def _gpu_contexts(cells: pd.DataFrame, states: pd.DataFrame) -> list:
     """UMAD above IPPO for the weaker agent A0 of the hetero pair (Table 1's headline; not expected on CPU)."""
     avg = cells[(cells["setting"] == "hetero") & (cells["dataset"] == AVG)].set_index(["method", "turn"])
     turns = [t for t in TURNS if ("UMAD", t) in avg.index and ("IPPO", t) in avg.index]
@@ -942,41 +813,136 @@ def _gpu_claim(cells: pd.DataFrame, states: pd.DataFrame) -> list[Claim]:
         return 100 * (by_protocol[0] - by_protocol[1])
 
     (hits_u, counts_u), (hits_i, counts_i) = seat_a0
-    exact = (
-        _one_outcome_difference(hits_u[:, 0, t - 1], counts_u[:, 0, t - 1], hits_i[:, 0, t - 1], counts_i[:, 0, t - 1])
-        if len(datasets) == 1
-        else None
+    data = Shares(
+        hits_u[:, 0, t - 1],
+        counts_u[:, 0, t - 1],
+        hits_i[:, 0, t - 1],
+        counts_i[:, 0, t - 1],
+        avg_difference,
+        exact_allowed=len(datasets) == 1,
+        scale=100,
     )
-    return [
-        Claim.measured(
-            "§10 (GPU)",
-            f"hetero A0 (weaker) Avg: UMAD > IPPO at T = {t} (not expected on CPU)",
-            f"hetero: {trained[0]} vs {trained[1]}",
-            "Avg A0(UMAD) − Avg A0(IPPO), points",
-            exact if exact is not None else _paired_bootstrap(avg_difference, len(units)),
-            expect=">",
-        )
-    ]
+    return [For("GPU", Case(f"hetero: {trained[0]} vs {trained[1]}", data, {"t": t}))]
+
+
+S10_3 = "initial Sys-EU is higher in the heterogeneous pair than in the homogeneous one"
+S10_4 = "zero-shot debate raises the weaker agent's accuracy from T = 1 to T = 2"
+S10_4_HOMO = "... and by more in the hetero pair than in the homo pair"
+S10_5 = "the weaker agent flips more than the stronger one (initial answer → round 1)"
+S10_5_BETWEEN = "the hetero pair's flip ratio lies between the two agents' homo pairs"
+S10_6 = "over questions, Δaccuracy (last round − round 0) correlates negatively with ΔSys-AU"
+S10_7 = "mean token entropy rises over rounds"
+S10_9_RISES = "UMAD/IPPO training: the team reward rises over steps"
+IDENTITY = "an identity or bound computed on every row: it holds at equality, within IDENTITY_TOLERANCE"
+
+SPECS = [
+    ClaimSpec(
+        "§10.1",
+        "TU = Sys-EU + Sys-AU in every (question, round)",
+        EXACT,
+        only("identity"),
+        "max |TU − Sys-EU − Sys-AU| over (question, round) rows, nats (an identity: computed on every row, no interval)",
+        "<=",
+        IDENTITY_TOLERANCE,
+        margin_reason=IDENTITY,
+    ),
+    ClaimSpec(
+        "§10.1",
+        "0 ≤ Sys-EU ≤ log N",
+        EXACT,
+        only("bound"),
+        "max(−Sys-EU, Sys-EU − log N) over rows, nats (a bound: computed on every row, no interval)",
+        "<=",
+        IDENTITY_TOLERANCE,
+        margin_reason=IDENTITY,
+    ),
+    ClaimSpec(
+        "§10.2",
+        "mean Sys-EU falls from the first to the last round",
+        DIFFERENCE,
+        only("EU falls"),
+        "Sys-EU(round {last}) − Sys-EU(round {first}), mean over questions, nats",
+        "<",
+    ),
+    ClaimSpec(
+        "§10.3",
+        S10_3,
+        DIFFERENCE,
+        only("initial EU"),
+        "Sys-EU(hetero, round 0) − Sys-EU(homo, round 0), mean over questions, nats",
+    ),
+    ClaimSpec("§10.4", S10_4, PAIRED_ACCURACY, only("gain"), "{seat} ({agent}) acc(T=2) − acc(T=1), points"),
+    ClaimSpec(
+        "§10.4",
+        S10_4_HOMO,
+        DIFFERENCE,
+        only("gain over homo"),
+        "gain(hetero weaker) − gain(homo, mean of seats), points",
+    ),
+    ClaimSpec("§10.5", S10_5, DIFFERENCE, only("flips"), "flip(weaker {weak}) − flip(stronger {strong}), points"),
+    ClaimSpec(
+        "§10.5",
+        S10_5_BETWEEN,
+        DIFFERENCE,
+        only("between"),
+        "min(flip(hetero) − lower homo flip, upper homo flip − flip(hetero)), points (≥ 0: between); "
+        "flip of a pair = mean of its seats",
+        ">=",
+        margin_reason="[CHOICE] margin 0 points: 'between' means inside both homo pairs' flip ratios (the paper, "
+        "'Epistemic Gain, Aleatoric Cost', arXiv:2603.01221, App. D.4), so the interval must clear both ends; the "
+        "paper states no tolerance",
+    ),
+    ClaimSpec(
+        "§10.6", S10_6, CORRELATION, only("AU"), "Pearson r(Δacc, ΔSys-AU) over (protocol, question) points", "<"
+    ),
+    ClaimSpec(
+        "§10.7",
+        S10_7,
+        DIFFERENCE,
+        only("entropy"),
+        "mean token entropy(round {last}) − (round 0), per question over its replies, "
+        "mean over questions, nats (top-k entropy: a lower bound of the full one)",
+    ),
+    ClaimSpec("§10.9", S10_9_RISES, SLOPE, only("reward"), "OLS slope of reward_mean per step", unit="steps"),
+    ClaimSpec(
+        "§10.9",
+        "UMAD/IPPO training: the mean confidence weight W stays within [e^-0.5, e^0.5]",
+        EXACT,
+        only("weight"),
+        "max |ln weight_mean| over logged steps (computed on every step, no interval)",
+        "<=",
+        WEIGHT_BOUND + IDENTITY_TOLERANCE,
+        margin_reason=IDENTITY,
+    ),
+    ClaimSpec(
+        "§10 (GPU)",
+        "hetero A0 (weaker) Avg: UMAD > IPPO at T = {t} (not expected on CPU)",
+        PAIRED_ACCURACY,
+        only("GPU"),
+        "Avg A0(UMAD) − Avg A0(IPPO), points",
+    ),
+]
 
 
 def _claims(cells: pd.DataFrame, flips: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs) -> list[Claim]:
-    claims = _identity_claims(outputs)
-    claims += _eu_falls_claims(outputs)
-    claims += _initial_eu_claims(outputs)
-    claims += _weaker_gain_claims(cells, states, outputs)
-    claims += _flip_claims(flips, states, outputs)
-    claims.append(_au_accuracy_claim(states, outputs))
-    claims += token_entropy_claims(outputs)
-    claims.append(
-        Claim.untestable(
-            "§10.8",
-            "reward shaping: W falls in Ū, mean Ū = 0, r^eu ∈ {−η, 0, η}, IPPO = UMAD at α = η = 0",
-            "unit tests of the trainer (tests/test_umad.py), not a run output",
-        )
+    reward_shaping = Untestable(
+        "unit tests of the trainer (tests/test_umad.py), not a run output",
+        claim="§10.8",
+        statement="reward shaping: W falls in Ū, mean Ū = 0, r^eu ∈ {−η, 0, η}, IPPO = UMAD at α = η = 0",
     )
-    claims += _training_claims(outputs)
-    claims += _gpu_claim(cells, states)
-    return claims
+    contexts = [
+        *_identity_contexts(outputs),
+        *_eu_falls_contexts(outputs),
+        *_initial_eu_contexts(outputs),
+        *_weaker_gain_contexts(cells, states, outputs),
+        *_flip_contexts(flips, states, outputs),
+        *_au_accuracy_contexts(states, outputs),
+        *token_entropy_contexts(outputs),
+        reward_shaping,
+        *_training_contexts(outputs),
+        *_gpu_contexts(cells, states),
+    ]
+    return evaluate_claims(SPECS, contexts)
 
 
 # --------------------------------------------------------------------------- the paper
