@@ -72,10 +72,10 @@ EXACT = "exact identity"
 
 @dataclass(frozen=True)
 class Outcomes:
-    """One 0/1 outcome per unit for side a and side b, on the same units."""
+    """One 0/1 outcome per unit for side a and side b, on the same units (a proportion: a alone)."""
 
     a: Sequence[bool]
-    b: Sequence[bool]
+    b: Sequence[bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -273,9 +273,16 @@ def estimate(spec: ClaimSpec, data: UnitData) -> Estimate:
     return result.scaled(spec.scale) if spec.scale != 1.0 else result
 
 
+def _text(spec: ClaimSpec, template: str, fields: Mapping[str, Any]) -> str:
+    try:
+        return template.format(**fields)
+    except KeyError as missing:
+        raise ValueError(f"{spec.id}: {template!r} needs the case's field {missing}; it has {dict(fields)}") from None
+
+
 def measure(spec: ClaimSpec, case: Case | Untestable) -> Claim:
     """One row of the claims file."""
-    statement = spec.statement.format(**case.fields)
+    statement = _text(spec, spec.statement, case.fields)
     if isinstance(case, Untestable):
         return Claim.untestable(spec.id, statement, case.reason, case.scope)
     result = estimate(spec, case.data)
@@ -285,7 +292,7 @@ def measure(spec: ClaimSpec, case: Case | Untestable) -> Claim:
         spec.id,
         statement,
         case.scope,
-        spec.statistic.format(**case.fields),
+        _text(spec, spec.statistic, case.fields),
         result,
         spec.expect,
         spec.threshold,
