@@ -37,7 +37,8 @@ What it does, in order (docs/experiments.md, "One GPU window", has the device co
 5. Into `--out` (at most 8 files, each < 16 MB): `summary.json` (per run and seed: steps done,
    mean step, rollout and update seconds, first and last rewards, the last held-out accuracies,
    GPU name, peak GPU memory per process: torch's and nvidia-smi's), `runs.tar.gz` (each run's
-   metrics, replies, settings, warm-up, coefficients, curves, sessions and logs; no weights, no
+   metrics, replies, settings, job.json (the job's arguments, `launch.write_job_spec`), warm-up,
+   coefficients, curves, sessions and logs; no weights, no
    checkpoints), `progress.txt` (the table) and `nvidia-smi.txt`.
 
 The summary is assembled from `--work` alone, so `--budget-s 0`-like reruns (`--pack-only`) re-pack.
@@ -272,7 +273,7 @@ def worker(args) -> int:
         from debatelab.config import AgentSpec, Experiment
         from debatelab.runlog import job_log
         from debatelab.training import TrainSettings
-        from debatelab.training.core.launch import launch_or_train
+        from debatelab.training.core.launch import launch_or_train, write_job_spec
         from debatelab.training.core.replies import recording_replies
         from debatelab.training.multi_agent_stage import udpo_coefficients_job, udpo_warmup_job
         from debatelab.training.settings import udpo_job_settings
@@ -311,28 +312,34 @@ def worker(args) -> int:
         if not (out / "metrics.parquet").exists():
             settings = TrainSettings.from_config(spec)
             log_path = str(out / "logs" / "train.log")
+            train_job = dict(
+                dataset_path=job["dataset"],
+                heldout_path=job["heldout"],
+                bases=job["bases"],
+                participants=job["participants"],
+                agents=agents,
+                coefficients_path=str(coefficients) if coefficients else None,
+                out_dirs={name: str(out / "agents" / name) for name in job["bases"]},
+                metrics_path=str(out / "metrics.parquet"),
+                curves_path=str(out / "curves.png"),
+                settings_path=str(out / "settings.json"),
+                checkpoint_dir=str(out / "checkpoint"),
+                run=run,
+                settings=settings,
+                limit=job["limit"],
+                report_to=exp.report_to(run),
+                experiment=exp.name,
+            )
+            # the job's arguments as the library writes them for its processes: what ran, even where
+            # settings.json (written after curves.png) is missing
+            write_job_spec(out / "job.json", job_kind="train_agents", **train_job)
             with job_log(log_path), recording_replies(out / "replies.parquet", args.replies_per_agent):
                 launch_or_train(
                     job_kind="train_agents",
                     processes=settings.processes(1),
                     accelerate_config=None,
                     log_path=log_path,
-                    dataset_path=job["dataset"],
-                    heldout_path=job["heldout"],
-                    bases=job["bases"],
-                    participants=job["participants"],
-                    agents=agents,
-                    coefficients_path=str(coefficients) if coefficients else None,
-                    out_dirs={name: str(out / "agents" / name) for name in job["bases"]},
-                    metrics_path=str(out / "metrics.parquet"),
-                    curves_path=str(out / "curves.png"),
-                    settings_path=str(out / "settings.json"),
-                    checkpoint_dir=str(out / "checkpoint"),
-                    run=run,
-                    settings=settings,
-                    limit=job["limit"],
-                    report_to=exp.report_to(run),
-                    experiment=exp.name,
+                    **train_job,
                 )
         status = "finished"
         return 0
@@ -584,6 +591,7 @@ def pack(work: Path, out: Path, summary: dict, keys: list[tuple[int, str]]) -> l
                 "metrics.parquet",
                 "replies.parquet",
                 "settings.json",
+                "job.json",
                 "warmup.parquet",
                 "coefficients.json",
                 "curves.png",
