@@ -13,7 +13,7 @@ from scipy import stats
 
 from debatelab import metrics
 from debatelab.evaluation import ProtocolInfo, RunInfo, RunOutputs, build_paper
-from debatelab.evaluation.papers import udpo
+from debatelab.evaluation.papers import udpo_claims
 
 Z = 1.959963984540054  # z_.975
 
@@ -212,20 +212,20 @@ def test_row_weights_equal_repeating_the_rows_a_resample_draws():
     weights = rng.integers(0, 4, 12).astype(float)
     repeated = np.repeat(np.arange(12), weights.astype(int))
     # Cohen's d and r from per-row sums: weighted sums are the sums over the repeated rows
-    d_sums = (udpo._d_columns(values, ~correct) * weights[:, None]).sum(axis=0)
-    assert udpo._cohens_d_of_sums(d_sums) == pytest.approx(
+    d_sums = (udpo_claims._d_columns(values, ~correct) * weights[:, None]).sum(axis=0)
+    assert udpo_claims._cohens_d_of_sums(d_sums) == pytest.approx(
         metrics.cohens_d(values[repeated][~correct[repeated]], values[repeated][correct[repeated]])
     )
     other = rng.random(12)
-    r_sums = (udpo._r_columns(values, other) * weights[:, None]).sum(axis=0)
-    assert udpo._r_of_sums(r_sums) == pytest.approx(np.corrcoef(values[repeated], other[repeated])[0, 1])
-    constant = udpo._r_columns(np.full(12, 0.1), other).sum(axis=0)  # Σx² − (Σx)²/n is float residue, not spread
-    assert math.isnan(udpo._r_of_sums(constant))
+    r_sums = (udpo_claims._r_columns(values, other) * weights[:, None]).sum(axis=0)
+    assert udpo_claims._r_of_sums(r_sums) == pytest.approx(np.corrcoef(values[repeated], other[repeated])[0, 1])
+    constant = udpo_claims._r_columns(np.full(12, 0.1), other).sum(axis=0)  # Σx² − (Σx)²/n is float residue, not spread
+    assert math.isnan(udpo_claims._r_of_sums(constant))
     # selective prediction on ranked rows: the lowest half of the repeated rows against all of them
     ranked = np.array([1.0, 1.0, 0.0, 1.0, 0.0, 0.0])
     w = np.array([2.0, 0.0, 1.0, 3.0, 1.0, 2.0])  # repeated: 1 1 0 1 1 1 | 0 0 0 -> the lowest 5 of 9
     curve = metrics.selective_prediction(np.arange(9), np.repeat(ranked, w.astype(int)).astype(bool), [0.5, 1.0])
-    assert udpo._weighted_selective_gain(ranked, w, 0.5) == pytest.approx(
+    assert udpo_claims._weighted_selective_gain(ranked, w, 0.5) == pytest.approx(
         100 * (curve["accuracy"].iloc[0] - curve["accuracy"].iloc[1])
     )
-    assert udpo._weighted_selective_gain(ranked, w, 0.5) == pytest.approx(100 * (4 / 5 - 5 / 9))
+    assert udpo_claims._weighted_selective_gain(ranked, w, 0.5) == pytest.approx(100 * (4 / 5 - 5 / 9))
