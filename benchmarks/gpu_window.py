@@ -124,8 +124,13 @@ def seed_config(args, seed: int) -> dict:
 
     # a JSON round trip: YAML anchors share nested mappings between runs; an override must touch one
     config = json.loads(json.dumps(yaml.safe_load(Path(args.configfile).read_text())))
-    config["seed"] = seed
     config["experiment"] = f"{config['experiment']}_s{seed}"
+    if args.data_seed is None:  # as `--config seed=S`: the data and every run follow the seed
+        config["seed"] = seed
+    else:  # the data of one experiment seed (learning_cpu's questions at 0); each run's own seed is S
+        config["seed"] = args.data_seed
+        for spec in (config.get("training") or {}).get("runs", {}).values():
+            spec["seed"] = seed
     config.setdefault("training", {})["report_to"] = "none"
     for keys, value in size_overrides(args, config) + [_parse_set(item) for item in args.set or []]:
         _set_path(config, keys, value)
@@ -640,6 +645,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--configfile", default=DEFAULT_CONFIG)
     p.add_argument("--runs", nargs="+", default=DEFAULT_RUNS)
     p.add_argument("--seeds", nargs="+", type=int, default=DEFAULT_SEEDS)
+    p.add_argument(
+        "--data-seed",
+        type=int,
+        default=None,
+        help="keep the experiment seed (its data: 0 is learning_cpu's questions) and vary only each run's "
+        "seed (training.runs.*.seed = S); default: the seed sets both, as --config seed=S does",
+    )
     p.add_argument("--budget-s", type=float, default=480.0, help="wall-clock budget of the whole command")
     p.add_argument("--grace-s", type=float, default=20.0, help="SIGTERM to SIGKILL")
     p.add_argument("--work", default=".gpu_work", help="checkpoints and results (kept between calls)")

@@ -287,3 +287,16 @@ def test_at_most_max_procs_workers_run_at_once_and_none_starts_after_the_deadlin
     late = [gw.Job(1, "d", tmp_path / "d", 2, [sys.executable, str(script), str(tmp_path / "d"), "2", "0"])]
     gw.run_window(late, deadline=time.monotonic() - 1, grace_s=1.0, log=lines.append, poll_s=0.05)
     assert late[0].proc is None and lines[-1] == "not started 1/d: no time left"
+
+
+def test_data_seed_keeps_the_experiments_questions_and_varies_only_the_runs_seeds():
+    gw = _window()
+    from debatelab.config import Experiment
+
+    fixed = [Experiment(gw.seed_config(gw.parser().parse_args(["--data-seed", "0"]), s)) for s in (1, 2)]
+    assert [e.seed for e in fixed] == [0, 0]  # learning_cpu's data
+    assert [e.dataset_path("chain_train") for e in fixed] == [fixed[0].dataset_path("chain_train")] * 2
+    assert [e.train_settings("umad")["seed"] for e in fixed] == [1, 2]
+    assert [e.name for e in fixed] == ["learning_gpu_s1", "learning_gpu_s2"]
+    followed = Experiment(gw.seed_config(gw.parser().parse_args([]), 2))
+    assert followed.seed == 2 and followed.train_settings("umad")["seed"] == 2
