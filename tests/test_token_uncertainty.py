@@ -28,7 +28,7 @@ from debatelab.estimators.tokens import (
     topk_summaries,
 )
 from debatelab.evaluation.claims import claims_frame
-from debatelab.evaluation.papers import umad
+from debatelab.evaluation.papers import umad_claims
 from debatelab.evaluation.run import ProtocolInfo, RunOutputs
 from debatelab.io import DataFileError, write_parquet_atomic
 from debatelab.llm import GenerationCache, GenerationRequest, SamplingParams, generate_cached
@@ -422,7 +422,7 @@ def _entropy_outputs(tmp_path, first_round, differences) -> RunOutputs:
 
 
 def _entropy_claim(outputs):
-    claims = claims_frame(umad.token_entropy_claims(outputs))
+    claims = claims_frame(umad_claims.token_entropy_claims(outputs))
     assert list(claims["claim"]) == ["§10.7"]
     return claims.iloc[0]
 

@@ -553,6 +553,11 @@ SPECS = [
 ]
 
 
+def token_entropy_claims(outputs: RunOutputs) -> list[Claim]:
+    """§10.7's rows alone."""
+    return evaluate_claims(SPECS, token_entropy_contexts(outputs))
+
+
 def paper_claims(cells: pd.DataFrame, flips: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs) -> list[Claim]:
     reward_shaping = Untestable(
         "unit tests of the trainer (tests/test_umad.py), not a run output",
