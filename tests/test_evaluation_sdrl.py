@@ -13,7 +13,7 @@ from workflow_helpers import REPO_ROOT
 
 from debatelab.config import Experiment, validate_config
 from debatelab.evaluation import stage
-from debatelab.evaluation.papers import sdrl
+from debatelab.evaluation.papers import sdrl, sdrl_claims
 from debatelab.evaluation.run import (
     QUESTION_COLUMNS,
     TURN_COLUMNS,
@@ -360,7 +360,7 @@ def _dropped_share_claim(kept: list[int], groups: int = 4):
             )
         }
     )
-    return [c for c in sdrl._training_claims(outputs) if "dropped" in c.statement][0]
+    return [c for c in sdrl_claims.training_claims(outputs) if "dropped" in c.statement][0]
 
 
 def test_dropped_share_trend_is_the_ols_slope_bootstrapped_over_steps():
@@ -393,7 +393,7 @@ def test_training_claims_use_the_pairs_accuracy_and_the_all_correct_share_when_l
             )
         }
     )
-    claims = sdrl._training_claims(outputs)
+    claims = sdrl_claims.training_claims(outputs)
     gap = [c for c in claims if c.statement.startswith("debate-turn")][0]
     assert (gap.value, gap.verdict) == (pytest.approx(25), "n/a (too few)")
     assert "the two first-turn answers each debate prompt shows" in gap.detail
@@ -435,7 +435,7 @@ def test_a_rise_with_n_on_three_questions_is_inconclusive():
 
 def test_training_claims_say_why_when_untestable():
     outputs = make_outputs(training={"sdrl_freq": pd.DataFrame({"step": [1, 2], "accuracy": [0.1, 0.2]})})
-    training = [c for c in sdrl._training_claims(outputs) if c.statement.startswith("debate-turn")][0]
+    training = [c for c in sdrl_claims.training_claims(outputs) if c.statement.startswith("debate-turn")][0]
     assert training.verdict == "n/a" and training.holds is None and math.isnan(training.value)
     assert "debate_accuracy" in training.detail
 
