@@ -10,7 +10,7 @@ import pytest
 
 from debatelab.evaluation import RunOutputs, evaluate_paper
 from debatelab.evaluation.claims import claims_frame
-from debatelab.evaluation.papers import confidence
+from debatelab.evaluation.papers import confidence, confidence_claims
 
 RUNS = 10  # calibration runs of the fixture: claims.MIN_UNITS, the fewest that get an interval
 
@@ -251,7 +251,7 @@ def test_streams_get_dataset_and_pair_from_their_path(tmp_path):
     frame[frame["dataset"] == "tiny_boolq"].assign(dataset="tiny_boolq_dev").to_parquet(path)
     streams = RunOutputs("t", {}, {}, {}, confidence_stream_paths=[path]).confidence_streams
     assert set(streams["dataset"]) == {"tiny_boolq"} and set(streams["pair"]) == {"m1__m2"}
-    transitions = confidence.debate_transitions(streams)
+    transitions = confidence_claims.debate_transitions(streams)
     assert sorted(transitions["transition"]) == ["c→c", "c→i", "c→i", "i→c", "i→i"]
 
 
