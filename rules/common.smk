@@ -5,6 +5,7 @@ import re
 from snakemake.utils import validate
 
 from debatelab.config import Experiment, check_config_files, check_no_secrets, validate_config
+from debatelab.data.registry import SOURCE_CHOICES, parse_split_variant
 
 check_config_files(workflow.configfiles)  # a key given twice is an error, not last-wins
 check_no_secrets(config)  # keys come from the environment: a config (and so the jobs' params) never holds one
@@ -15,6 +16,7 @@ EXP = Experiment(config)  # raises ConfigError naming the key and value of a con
 EXPERIMENT = EXP.name
 DATASETS = EXP.datasets
 MODELS = EXP.models
+PREPARED_MODELS = EXP.prepared_models()  # resources/models/<folder>: what it is built from
 AGENTS = EXP.agents
 PROTOCOLS = EXP.protocols
 PAIRS = EXP.pairs
@@ -32,9 +34,11 @@ def _alternatives(names):
 
 wildcard_constraints:
     experiment=re.escape(EXPERIMENT),
-    dataset=_alternatives(set(DATASETS) | {EXP.benchmark_of(d) for d in DATASETS}),
+    dataset=_alternatives(DATASETS),
+    benchmark=_alternatives({EXP.benchmark_of(d) for d in DATASETS}),
+    variant=f"(?:{_alternatives(SOURCE_CHOICES)})(?:-seed[0-9]+)?",
     agent=_alternatives(AGENTS),
-    model=_alternatives(MODELS),
+    model_folder=_alternatives(PREPARED_MODELS) if PREPARED_MODELS else "(?!)",
     protocol=_alternatives(PROTOCOLS) if PROTOCOLS else "(?!)",
     pair=_alternatives(PAIRS) if PAIRS else "(?!)",
     confidence_protocol="wsv|cga|hid",
@@ -113,10 +117,6 @@ def planned_gpus(rule):
 
 def dataset_file(wildcards):
     return EXP.dataset_path(wildcards.dataset)
-
-
-def download_source(wildcards):
-    return EXP.download_source(wildcards.dataset)
 
 
 def agent_model_dir(wildcards):

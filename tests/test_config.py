@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 
 import pytest
 import yaml
@@ -253,8 +254,8 @@ def test_experiment_answers_the_workflows_questions():
     assert exp.protocol_agents("mad") == ["alice", "bob"]
     assert exp.protocol_participants("mad_pair") == ["alice", "bob"]  # its own participants
     assert exp.protocol_models("sc") == [] and exp.protocol_models("mad") == ["tiny-random-llama"]
-    assert exp.model_dir("tiny-random-llama") == "resources/models/tiny-random-llama"
-    assert exp.dataset_path("commonsense_qa") == "data/commonsense_qa/validation.parquet"
+    assert re.fullmatch(r"resources/models/tiny-random-llama-[0-9a-f]{8}", exp.model_dir("tiny-random-llama"))
+    assert exp.dataset_path("commonsense_qa") == "data/commonsense_qa/validation/auto.parquet"
     assert exp.agent_samples("alice") == 2
     assert exp.agent_settings("bob")["backend_options"] == {"batch_size": 8, "num_threads": 1, "device": "auto"}
     assert exp.pair_datasets("ab") == ["asdiv", "commonsense_qa"]
@@ -420,10 +421,11 @@ def test_an_adapter_served_model_is_a_multi_agent_runs_agent_on_vllm():
     exp = Experiment(validate_config(_mutated(served)))
     assert exp.adapter_base("tiny-udpo-bob") == "tiny-random-llama"  # bob's own model, which the run trained
     assert exp.model_serving("tiny-udpo-bob") == {
-        "base": "resources/models/tiny-random-llama",
+        "base": exp.model_dir("tiny-random-llama"),
         "adapter": "results/tiny/train/udpo/models/bob/adapter",
     }
-    assert exp.model_serving("tiny-random-llama") == "resources/models/tiny-random-llama"
+    assert exp.model_serving("tiny-random-llama") == exp.model_dir("tiny-random-llama")
+    assert exp.model_dir("tiny-random-llama").startswith("resources/models/tiny-random-llama-")
     with pytest.raises(
         ConfigError, match=r"models\.tiny-udpo-bob\.adapter = true needs a source trained:<run>/<agent>"
     ):

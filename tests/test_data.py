@@ -687,12 +687,16 @@ def test_library_imports_neither_snakemake_nor_data_packages():
 
 
 def test_an_empty_split_is_refused_where_it_is_read_naming_dataset_and_split(tmp_path):
-    path = tmp_path / "data/asdiv/test.parquet"
+    path = tmp_path / "data/asdiv/test/offline.parquet"  # data/<dataset>/<split>/<source>.parquet
     path.parent.mkdir(parents=True)
     good_frame().iloc[:0].to_parquet(path)
-    with pytest.raises(DataFileError, match=r"data/asdiv/test\.parquet: dataset asdiv, split test, has no rows"):
+    with pytest.raises(DataFileError, match=r"test/offline\.parquet: dataset asdiv, split test, has no rows"):
         read_dataset(path)
-    with pytest.raises(DataFileError, match="has no rows"):
+    with pytest.raises(DataFileError, match=r"dataset chain_sum, split train, has no rows"):
+        validate_dataset_frame(good_frame().iloc[:0], "data/chain_sum/train/auto-seed3.parquet")
+    with pytest.raises(DataFileError, match=r"dataset asdiv, split test, has no rows"):  # the layout before
+        validate_dataset_frame(good_frame().iloc[:0], "data/asdiv/test.parquet")
+    with pytest.raises(DataFileError, match="mem.parquet: the dataset has no rows"):
         validate_dataset_frame(good_frame().iloc[:0], "mem.parquet")
 
 
@@ -700,7 +704,7 @@ def test_an_empty_split_is_refused_where_it_is_read_naming_dataset_and_split(tmp
 def test_snakemake_stops_at_the_empty_split_naming_it_before_any_generation(tmp_path):
     from workflow_helpers import snakemake
 
-    path = tmp_path / "data/asdiv/test.parquet"
+    path = tmp_path / "data/asdiv/test/auto.parquet"
     path.parent.mkdir(parents=True)
     good_frame().iloc[:0].to_parquet(path)  # a user's own empty file where the split goes
     config = tmp_path / "one.yaml"
@@ -716,5 +720,5 @@ def test_snakemake_stops_at_the_empty_split_naming_it_before_any_generation(tmp_
     )
     log = (tmp_path / "logs/empty/zero_shot/asdiv/alice.log").read_text()
     assert proc.returncode != 0
-    assert "data/asdiv/test.parquet: dataset asdiv, split test, has no rows" in log
+    assert "data/asdiv/test/auto.parquet: dataset asdiv, split test, has no rows" in log
     assert not (tmp_path / "results/empty/zero_shot/asdiv/alice.parquet").exists()

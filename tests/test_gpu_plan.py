@@ -103,7 +103,8 @@ def test_training_jobs_place_their_bases_with_the_same_packing():
     # parallelism: model over the run's 8 GPUs: weights at most 70 % of each (56 GiB)
     plan = gp.experiment_job_plan(exp, "train_agents", {"run": "udpo"}, H800)
     assert plan.gpus == exp.training_runs["udpo"]["gpus"] == 8
-    assert plan.placement["llama-4-scout-17b-16e-instruct"] == [0, 1, 2, 3]
+    scout = exp.model_dir("llama-4-scout-17b-16e-instruct").rsplit("/", 1)[1]  # placed by base folder
+    assert plan.placement[scout] == [0, 1, 2, 3]
     # the same bases on 80 GB GPUs of a node with 6: the job cannot hold them
     with pytest.raises(gp.GpuPlanError, match="do not fit on 8 GPU"):
         gp.experiment_job_plan(exp, "train_agents", {"run": "udpo"}, gp.GpuType("a40", 48 * GIB, 8))

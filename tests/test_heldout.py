@@ -284,5 +284,5 @@ def test_the_train_rules_read_the_heldout_dataset_only_when_a_run_has_one(tmp_pa
 
     with_heldout, without = train_inputs(True), train_inputs(False)
     for rule in ("train", "train_agents"):
-        assert "data/commonsense_qa/validation.parquet" in with_heldout[rule], with_heldout[rule]
+        assert "data/commonsense_qa/validation/auto.parquet" in with_heldout[rule], with_heldout[rule]
         assert "commonsense_qa" not in without[rule], without[rule]

@@ -109,8 +109,10 @@ def test_a_tiny_learning_run_compares_the_trained_model_with_its_base(tmp_path):
     assert single["acc_control"] == pytest.approx(100 * base["correct"].mean())
     assert single["difference"] == pytest.approx(100 * (trained["correct"].mean() - base["correct"].mean()))
     # the trained model's questions are the held-out split, none of them a training question
-    train_questions = set(pd.read_parquet(tmp_path / "data/chain_sum/train.parquet")["question"])
-    test_questions = set(pd.read_parquet(tmp_path / "data/chain_sum/test.parquet")["question"])
+    (train_file,) = (tmp_path / "data/chain_sum/train").glob("*.parquet")  # <source>-seed<n>.parquet
+    (test_file,) = (tmp_path / "data/chain_sum/test").glob("*.parquet")
+    train_questions = set(pd.read_parquet(train_file)["question"])
+    test_questions = set(pd.read_parquet(test_file)["question"])
     assert test_questions and not test_questions & train_questions
     assert (results / "summary/comparisons.png").stat().st_size > 1000
     # the training curve's held-out accuracy: the base before the step, the policy after it

@@ -108,7 +108,7 @@ def test_an_input_cut_short_is_an_error_naming_the_file_not_a_pyarrow_traceback(
 
     workdir = tmp_path / "run"
     shutil.copytree(uninterrupted, workdir, symlinks=True)
-    data = workdir / "data/asdiv/test.parquet"
+    data = workdir / "data/asdiv/test/auto.parquet"
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
     target = f"{RESULTS}/zero_shot/asdiv/alice.parquet"
     proc = snakemake(
@@ -126,6 +126,6 @@ def test_an_input_cut_short_is_an_error_naming_the_file_not_a_pyarrow_traceback(
     assert proc.returncode != 0
     log_path = workdir / "logs/trainkill/zero_shot/asdiv/alice.log"
     log = log_path.read_text() if log_path.stat().st_mtime >= data.stat().st_mtime else "(the job did not run)"
-    assert "data/asdiv/test.parquet: not a readable Parquet file" in log, proc.stderr[-6000:]
+    assert "data/asdiv/test/auto.parquet: not a readable Parquet file" in log, proc.stderr[-6000:]
     assert "delete it and rerun the rule that writes it" in log
     assert "site-packages/pyarrow" not in log

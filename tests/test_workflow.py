@@ -46,8 +46,9 @@ def test_default_dag_outputs(finished_run):
     assert len(summary) == 6  # alice, bob on both datasets; carol, dave (trained models) on asdiv, where they debate
     assert summary["accuracy"].between(0, 1).all() and set(summary["agent"]) == {"alice", "bob", "carol", "dave"}
     assert (results / "summary/zero_shot.png").stat().st_size > 1000
-    assert (finished_run / "data/asdiv/test.parquet").exists()
-    assert (finished_run / "resources/models/tiny-random-llama/config.json").exists()
+    assert (finished_run / "data/asdiv/test/auto.parquet").exists()
+    (model,) = (finished_run / "resources/models").glob("tiny-random-llama-*")
+    assert (model / "config.json").exists()
     assert list((finished_run / "logs/tiny/zero_shot/asdiv").glob("*.log"))
     assert (results / "benchmarks/zero_shot/asdiv/alice.tsv").exists()
 
@@ -214,7 +215,7 @@ def test_forcerun_zero_shot_reruns_it_and_only_what_depends_on_it(finished_run):
     )
     assert _planned_jobs(until.stdout + until.stderr) == {"zero_shot": 6}
 
-    data = finished_run / "data/asdiv/test.parquet"
+    data = finished_run / "data/asdiv/test/auto.parquet"
     zs = finished_run / "results/tiny/zero_shot/asdiv/alice.parquet"
     data_mtime, zs_mtime = data.stat().st_mtime_ns, zs.stat().st_mtime_ns
     before = pd.read_parquet(zs)

@@ -24,14 +24,14 @@ from pathlib import Path
 import yaml
 
 from . import prompts
+from .data.registry import split_file
 from .llm import SamplingParams
+from .models import MODELS_DIR, model_folder_name, model_settings
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
 #: The papers' published numbers, one YAML per paper; its `backbones:` are what `paper_backbone` may name.
 PAPER_NUMBERS_DIR = Path(__file__).resolve().parents[2] / "config" / "paper_numbers"
 
-#: Where `prepare_model` writes a model's folder; trained models live under their run instead.
-MODELS_DIR = "resources/models"
 TRAINED_PREFIX = "trained:"
 #: Protocol keys a training run sets itself (seats, datasets, threads, rounds), not taken from its protocol.
 TRAINING_PROTOCOL_OWN_KEYS = ("participants", "datasets", "threads", "rounds", "confidence")
@@ -491,21 +491,38 @@ class Experiment:
         return self.datasets[dataset].get("benchmark") or dataset
 
     def dataset_path(self, dataset: str) -> str:
-        return f"data/{self.benchmark_of(dataset)}/{self.datasets[dataset]['split']}.parquet"
-
-    def download_source(self, benchmark: str) -> str:
-        """`source` of the first dataset entry reading this benchmark."""
-        return next(spec["source"] for name, spec in self.datasets.items() if self.benchmark_of(name) == benchmark)
+        """`data/<benchmark>/<split>/<source>[-seed<n>].parquet` (`data.registry.split_file`): named by
+        what its rows depend on, so that experiments of one working directory share it when they read
+        the split alike and never rewrite each other's."""
+        spec = self.datasets[dataset]
+        return split_file(self.benchmark_of(dataset), spec["split"], spec["source"], self.seed)
 
     # -- models and agents ----------------------------------------------------------------
     def model_dir(self, model: str) -> str:
-        """The Hugging Face folder of a model: `resources/models/<name>` as `prepare_model` builds it,
-        or the trained policy of a training run (source `trained:<run>`)."""
+        """The Hugging Face folder of a model: `resources/models/<label>-<key>` as `prepare_model`
+        builds it (`prepared_model_settings`), or the trained policy of a training run (source
+        `trained:<run>`), which stays under this experiment's results."""
         trained = trained_source(self.models[model]["source"])
         if trained:
             run, agent = trained
             return f"{self.results}/train/{run}/models/{agent}" if agent else f"{self.results}/train/{run}/model"
-        return f"{MODELS_DIR}/{model}"
+        return f"{MODELS_DIR}/{model_folder_name(self.prepared_model_settings(model))}"
+
+    def prepared_model_settings(self, model: str) -> dict:
+        """What `prepare_model`'s folder of a (not trained) model depends on (`models.model_settings`):
+        the folder's name comes from these, and rule prepare_model's params are these, so that
+        experiments sharing the folder agree on its params too."""
+        spec = self.models[model]
+        return model_settings(spec["source"], spec.get("dtype", "float32"), self.seed, spec.get("include"))
+
+    def prepared_models(self) -> dict[str, dict]:
+        """{folder name under resources/models: its `prepared_model_settings`} of the models this
+        experiment prepares (every one but the trained); models built alike are one folder."""
+        return {
+            self.model_dir(m).rsplit("/", 1)[1]: self.prepared_model_settings(m)
+            for m, spec in self.models.items()
+            if not trained_source(spec["source"])
+        }
 
     def agent_model_dir(self, agent: str) -> str:
         return self.model_dir(self.agents[agent]["model"])

@@ -1,20 +1,26 @@
 """Model folders: the bundled models, and Hugging Face ids or local paths used as they are.
 
-Every model the workflow runs is a plain Hugging Face folder under `resources/models/{name}/`
-(config.json, safetensors weights, tokenizer files, chat template), so one loader serves
-inference and training alike.
+Every model the workflow runs is a plain Hugging Face folder (config.json, safetensors weights,
+tokenizer files, chat template), so one loader serves inference and training alike. A prepared one
+lies under `resources/models/<label>-<key>/` (`model_folder_name`): named by what it is built from,
+not by the config's name for it, so experiments of one working directory that prepare a model alike
+share its folder and those that prepare it otherwise never rewrite it. Its `debatelab-source.json`
+says what it was prepared from.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 
 from .data.offline import SourceUnavailable, package_dir
-from .io import current_umask
+from .io import current_umask, write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +30,40 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 class ModelSourceError(RuntimeError):
     pass
+
+
+#: Where the workflow prepares models (rule prepare_model); trained ones live under their run instead.
+MODELS_DIR = "resources/models"
+#: The file in a prepared folder that says what it was prepared from (`model_settings`).
+SOURCE_FILE = "debatelab-source.json"
+
+
+def model_settings(source: str, dtype: str = "float32", seed: int = 0, include: list[str] | None = None) -> dict:
+    """The settings a prepared folder's content depends on, and only those, as `prepare_model` reads
+    them for `source`: the dtype a GGUF is dequantised to, the seed of the random model, the files a
+    Hub download keeps. A local folder is named by its path as written (relative ones from the working
+    directory). Models that agree on these are one folder, whatever the configs call them."""
+    if source == "bundled:smollm2-135m-instruct":
+        return {"source": source, "dtype": dtype}
+    if source == "bundled:tiny-random-llama":
+        return {"source": source, "seed": int(seed)}
+    if source.startswith("hf:"):
+        return {"source": source, **({"include": sorted(set(include))} if include else {})}
+    if source.startswith("bundled:"):
+        return {"source": source}  # unknown: prepare_model says so
+    return {"source": os.path.normpath(os.path.expanduser(source))}
+
+
+def model_folder_name(settings: dict) -> str:
+    """`<label>-<key>`: the source's last name (bundled name, Hub repo, local folder) and 8 hex digits
+    of a hash of `model_settings`, e.g. `Qwen2.5-7B-Instruct-1f0c9a2e`: readable in `ls`, and two
+    folders never share a name unless they are built alike."""
+    source = settings["source"]
+    label = source.split(":", 1)[1] if source.startswith(("bundled:", "hf:")) else source
+    label = Path(label.partition("@")[0] if source.startswith("hf:") else label).name
+    label = re.sub(r"[^A-Za-z0-9._-]+", "-", label).lstrip(".-") or "model"
+    key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{label}-{key}"
 
 
 def smollm2_gguf_path() -> Path:
@@ -206,11 +246,18 @@ def prepare_model(
     seed: int = 0,
     include: list[str] | None = None,
 ) -> None:
-    """Materialise model `name` into `out_dir` from `source`.
+    """Materialise model `name` into `out_dir` from `source`, with `SOURCE_FILE` saying what it is.
 
     source: "bundled:smollm2-135m-instruct", "bundled:tiny-random-llama", "hf:<repo id>[@revision]",
     or a local folder path (copied as is). `include`: for a Hub model, only these files.
     """
+    _build_model(name, source, out_dir, dtype, seed, include)
+    settings = model_settings(source, dtype, seed, include)
+    write_text_atomic(json.dumps(settings, indent=2) + "\n", Path(out_dir) / SOURCE_FILE)
+
+
+def _build_model(name: str, source: str, out_dir, dtype: str, seed: int, include: list[str] | None) -> None:
+    source = source if source.startswith(("bundled:", "hf:")) else os.path.expanduser(source)
     if source == "bundled:smollm2-135m-instruct":
         convert_gguf(smollm2_gguf_path(), out_dir, dtype=dtype)
     elif source == "bundled:tiny-random-llama":

@@ -30,6 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from .config import check_no_secrets
+from .data.schema import dataset_label
 
 #: The trackers `report_to` may name (with `none`: no tracking), as TRL names them.
 TRACKERS = ("tensorboard", "wandb", "trackio", "mlflow")
@@ -256,7 +257,7 @@ def training_tracking(
         "directory": Path(metrics_path).parent / "tensorboard",
         "project": experiment,
         "name": run,
-        "tags": [experiment, method, Path(dataset_path).parent.name],
+        "tags": [experiment, method, dataset_label(dataset_path)],
         "config": config,
     }
 

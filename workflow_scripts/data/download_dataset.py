@@ -3,7 +3,7 @@ from debatelab.runlog import job_log
 
 with job_log(snakemake.log[0]):
     write_benchmark(
-        snakemake.wildcards.dataset,
+        snakemake.wildcards.benchmark,
         snakemake.wildcards.split,
         snakemake.output[0],
         source=snakemake.params.source,

@@ -2,11 +2,12 @@ from debatelab.models import prepare_model
 from debatelab.runlog import job_log
 
 with job_log(snakemake.log[0]):
+    settings = snakemake.params.settings
     prepare_model(
-        snakemake.wildcards.model,
-        snakemake.params.source,
+        snakemake.wildcards.model_folder,
+        settings["source"],
         snakemake.output[0],
-        dtype=snakemake.params.dtype,
-        seed=snakemake.params.seed,
-        include=snakemake.params.include,
+        dtype=settings.get("dtype", "float32"),
+        seed=settings.get("seed", 0),
+        include=settings.get("include"),
     )

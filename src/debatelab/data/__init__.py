@@ -7,6 +7,7 @@ from .registry import BENCHMARKS, Benchmark, DerivedSplit, get_benchmark, load_b
 from .schema import (
     SCHEMA_COLUMNS,
     TASK_TYPES,
+    dataset_label,
     frame_from_rows,
     parse_meta,
     read_dataset,
@@ -19,6 +20,7 @@ __all__ = [
     "DerivedSplit",
     "SCHEMA_COLUMNS",
     "TASK_TYPES",
+    "dataset_label",
     "frame_from_rows",
     "get_benchmark",
     "load_benchmark",

@@ -65,6 +65,7 @@ class OfflineSource:
     origin: str
     package: str  # the distribution that must be installed for the loaders to work
     loaders: dict[str, Callable[[int, int | None], Rows]] = field(default_factory=dict)
+    seeded: bool = False  # the seed picks the rows (a generator); files shipped in a package ignore it
     kind: str = field(default="offline", init=False)
 
     @property

@@ -134,7 +134,8 @@ def _reasoning_gym(task: str, description: str, notes: str, **loader) -> Benchma
     split (`offline.reasoning_gym_loader`, which `loader` configures)."""
     return Benchmark(task, "math", description, notes=notes, offline=off.OfflineSource(
         f"reasoning_gym:{task}", "reasoning_gym",
-        {split: off.reasoning_gym_loader(task, split, **loader) for split in off.GSM_SYMBOLIC_SPLIT_BASE}))
+        {split: off.reasoning_gym_loader(task, split, **loader) for split in off.GSM_SYMBOLIC_SPLIT_BASE},
+        seeded=True))
 
 
 def _build_registry() -> dict[str, Benchmark]:
@@ -366,6 +367,42 @@ def load_benchmark(
     if limit is not None and limit < len(frame):
         frame = frame.sample(n=limit, random_state=seed)
     return frame.sort_values("id", kind="stable").reset_index(drop=True)
+
+
+#: Where the workflow keeps the benchmark splits its experiments read (rule download_dataset).
+DATA_DIR = "data"
+SOURCE_CHOICES = ("auto", "offline", "online")
+
+
+def seed_picks_rows(name: str, split: str, source: SourceChoice) -> bool:
+    """Whether the experiment seed changes the rows `load_benchmark` gives for this split and source:
+    only a seeded generator's do (reasoning-gym's); files and Hub datasets ignore it (derived splits
+    are cut with their own fixed seed, and `limit` is applied later, by the stages)."""
+    offline = get_benchmark(name).sources_for(split).get("offline")
+    return source in ("auto", "offline") and offline is not None and offline.seeded
+
+
+def split_variant(name: str, split: str, source: SourceChoice, seed: int) -> str:
+    """The settings a split's file depends on, as its file name: the source it is read from, and the
+    seed where the seed picks its rows ('offline-seed3'); `parse_split_variant` reads it back."""
+    return f"{source}-seed{seed}" if seed_picks_rows(name, split, source) else source
+
+
+def parse_split_variant(variant: str) -> tuple[str, int]:
+    """(source, seed) of a `split_variant` name; seed 0 where the seed picks nothing."""
+    source, _, seed = variant.partition("-seed")
+    if source not in SOURCE_CHOICES or (seed and not seed.isdigit()):
+        raise ValueError(f"{variant!r} is no split file name: <source>[-seed<n>], source one of {SOURCE_CHOICES}")
+    return source, int(seed or 0)
+
+
+def split_file(name: str, split: str, source: SourceChoice, seed: int) -> str:
+    """`data/<benchmark>/<split>/<source>[-seed<n>].parquet`: a split's file, named by what determines
+    its rows, so experiments of one working directory that read a split alike share the file and
+    those that read it otherwise (another source, or seed of a generator) never rewrite it. An alias
+    (`val`) is named as the split it stands for (`validation`)."""
+    canonical = get_benchmark(name).aliases.get(split, split)
+    return f"{DATA_DIR}/{name}/{canonical}/{split_variant(name, canonical, source, seed)}.parquet"
 
 
 def write_benchmark(

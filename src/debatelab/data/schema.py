@@ -1,6 +1,6 @@
 """The common question schema shared by every benchmark, and its validation.
 
-A dataset file (``data/{dataset}/{split}.parquet``) holds one row per question:
+A dataset file (``data/{dataset}/{split}/{source}.parquet``) holds one row per question:
 
 ``id`` (str)
     Unique within the file and stable across reruns: built from the benchmark,
@@ -121,12 +121,29 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
+def split_of_file(path: str | os.PathLike) -> tuple[str, str] | None:
+    """(benchmark, split) of a workflow dataset file, data/<benchmark>/<split>/<source>.parquet
+    (`registry.split_file`; also the older data/<benchmark>/<split>.parquet), else None."""
+    parts = Path(path).parts
+    if not parts or not parts[-1].endswith(".parquet"):
+        return None
+    if len(parts) >= 4 and parts[-4] == "data":
+        return parts[-3], parts[-2]
+    if len(parts) >= 3 and parts[-3] == "data":
+        return parts[-2], parts[-1].removesuffix(".parquet")
+    return None
+
+
+def dataset_label(path: str | os.PathLike) -> str:
+    """The benchmark a dataset file holds, for titles and tags (its folder's name for any other file)."""
+    found = split_of_file(path)
+    return found[0] if found else Path(path).parent.name
+
+
 def _dataset_and_split(name: str) -> str:
-    """'dataset chain_sum, split test' for the workflow's data/<dataset>/<split>.parquet, else 'the dataset'."""
-    parts = Path(name).parts
-    if len(parts) >= 3 and parts[-3] == "data" and parts[-1].endswith(".parquet"):
-        return f"dataset {parts[-2]}, split {parts[-1].removesuffix('.parquet')},"
-    return "the dataset"
+    """'dataset chain_sum, split test,' for a workflow dataset file (`split_of_file`), else 'the dataset'."""
+    found = split_of_file(name)
+    return f"dataset {found[0]}, split {found[1]}," if found else "the dataset"
 
 
 def validate_dataset_frame(df: pd.DataFrame, path_or_name: str | os.PathLike) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..config import AgentSpec, training_method
-from ..data import read_dataset
+from ..data import dataset_label, read_dataset
 from ..io import read_parquet_checked, write_json_atomic, write_parquet_atomic
 from ..llm.base import model_fingerprint
 from ..tracking import open_tracker
@@ -118,7 +118,7 @@ def udpo_warmup_job(
         Path(out_path).parent / "tensorboard_warmup",
         project=experiment,
         name=f"{run}-warmup",
-        tags=[experiment, settings.method, "warmup", Path(dataset_path).parent.name],
+        tags=[experiment, settings.method, "warmup", dataset_label(dataset_path)],
         config={"run": run, "participants": list(participants), "settings": settings.to_dict()},
     ) as tracker:
         for round_, turns in frame.groupby("round", sort=True):
@@ -277,7 +277,7 @@ def train_agents_job(
         report_to=report_to,
         experiment=experiment,
         paths=(metrics_path, curves_path, settings_path),
-        title=f"{run}: {settings.method}, {len(participants)} agents on {Path(dataset_path).parent.name}",
+        title=f"{run}: {settings.method}, {len(participants)} agents on {dataset_label(dataset_path)}",
         close=policies.close,
         save=save,
     )

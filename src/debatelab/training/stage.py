@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..config import AgentSpec, training_method
-from ..data import read_dataset
+from ..data import dataset_label, read_dataset
 from ..io import read_parquet_checked, save_figure_atomic, write_json_atomic, write_parquet_atomic
 from ..llm.base import model_fingerprint, stable_hash
 from ..reporting.training import plot_training_curves
@@ -128,7 +128,7 @@ def train_job(
         report_to=report_to,
         experiment=experiment,
         paths=(metrics_path, curves_path, settings_path),
-        title=f"{run}: {settings.method} on {Path(dataset_path).parent.name}, {Path(model_path).name}",
+        title=f"{run}: {settings.method} on {dataset_label(dataset_path)}, {Path(model_path).name}",
         close=trainer.policy.close,
         save=lambda: trainer.policy.save(out_dir),
     )
