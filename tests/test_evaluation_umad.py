@@ -498,3 +498,45 @@ def test_the_umad_configs_label_every_debate_with_the_papers_setting_and_method(
         p: v for p, v in expected.items() if p in exp.protocols
     }
     assert {"umad", "umad_homo", "trained_umad", "trained_ippo"} <= set(exp.protocols)
+
+
+def test_flips_with_one_thread_are_paired_outcomes_with_the_exact_mcnemar_test(tmp_path):
+    """§10.5 with K = 1: each question has one flip outcome per seat, a paired 0/1 difference, so
+    the interval is the exact one conditional on the discordant questions (issue 43). The weaker
+    seat flips on 4 of 100 questions and the stronger never (b = 4, c = 0): exact McNemar p = 0.125,
+    inconclusive; the bootstrap over questions said it held (almost every resample keeps a flip)."""
+    import dataclasses
+
+    def right(seat, rnd, q):
+        return seat == 1 or q >= 50 or (rnd == 1 and q < 4)
+
+    rows = [
+        {
+            "question_id": f"f{q}",
+            "dataset": "ds1",
+            "protocol": "pair",
+            "thread": 0,
+            "round": rnd,
+            "agent": f"{agent}#{seat}",
+            "agent_index": seat,
+            "agent_config": agent,
+            "call": 0,
+            "answer": "1" if right(seat, rnd, q) else "2",
+            "correct": right(seat, rnd, q),
+            "parse_failed": False,
+            "completion_tokens": 10,
+            "finish_reason": "stop",
+        }
+        for q in range(100)
+        for rnd in range(2)
+        for seat, agent in enumerate(("weak", "strong"))
+    ]
+    path = tmp_path / "turns_flips.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    pair = dataclasses.replace(protocol("pair", ["weak", "strong"]), threads=1)
+    built = umad.evaluate(RunOutputs("flips", {"pair": pair}, {}, {"ds1": "gsm8k"}, turn_paths=[path]))
+    _close_figures(built)
+    flips = _claim(claims_frame(built.claims), "§10.5", "weaker agent flips more")
+    assert flips["value"] == pytest.approx(4.0) and flips["n"] == 100
+    assert flips["interval"].startswith("exact interval conditional on the 4 discordant of 100 questions")
+    assert flips["p"] == pytest.approx(0.125) and flips["verdict"] == "inconclusive"

@@ -273,8 +273,15 @@ def _flip_contexts(flips: pd.DataFrame, states: pd.DataFrame, outputs: RunOutput
             """Flip ratio (%) of `seat` on questions i."""
             return 100 * _share(changed[i, seat], transitions[i, seat])
 
-        data = Resampled(
-            lambda i, rate=rate, weak=weak, strong=strong: rate(i, weak) - rate(i, strong), len(units), True
+        # a flip is a 0/1 outcome per (question, thread) and seat: with one thread the two seats'
+        # flips are paired outcomes on the same questions (exact, McNemar), else pooled shares
+        data = Shares(
+            changed[:, weak],
+            transitions[:, weak],
+            changed[:, strong],
+            transitions[:, strong],
+            lambda i, rate=rate, weak=weak, strong=strong: rate(i, weak) - rate(i, strong),
+            scale=100,
         )
         detail = f"weaker = lower T=1 accuracy ({100 * acc[weak]:.1f}% vs {100 * acc[strong]:.1f}%)"
         claims.append(For("flips", Case(hetero.name, data, {"weak": SEATS[weak], "strong": SEATS[strong]}, detail)))
@@ -508,7 +515,7 @@ SPECS = [
         only("gain over homo"),
         "gain(hetero weaker) − gain(homo, mean of seats), points",
     ),
-    ClaimSpec("§10.5", S10_5, DIFFERENCE, only("flips"), "flip(weaker {weak}) − flip(stronger {strong}), points"),
+    ClaimSpec("§10.5", S10_5, PAIRED_ACCURACY, only("flips"), "flip(weaker {weak}) − flip(stronger {strong}), points"),
     ClaimSpec(
         "§10.5",
         S10_5_BETWEEN,
