@@ -32,7 +32,9 @@ Per-unit data, one class per kind of input (`Case.data`):
 - `Missing`: no estimate (the verdict is "n/a", the row is kept).
 
 `evaluate_claims(specs, contexts)` runs every spec on each context in turn (context-major, so the
-rows of one scope sit together), passing `Untestable` contexts through as rows.
+rows of one scope sit together), passing `Untestable` contexts through as rows. A paper that
+extracts its cases while it builds its contexts hands them over as `For(key, case)`, taken by the
+spec whose `cases` is `only(key)`.
 """
 
 from __future__ import annotations
