@@ -437,9 +437,26 @@ def _nvidia_smi_apps() -> dict[int, int]:
 
 
 # -- the window ---------------------------------------------------------------------------------
+#: peak GPU memory of one worker (GiB, nvidia-smi, the process's whole footprint) at learning_gpu's
+#: sizes, measured on one H100 on 2026-11-27 (docs/experiments.md): 15 workers at once need ~130 GiB,
+#: and on an 80 GiB card the ones started last ran out of memory
+MEASURED_PEAK_GIB = {"udpo": 13.0, "mappo": 12.0, "rmaac": 12.0, "umad": 4.1, "ippo": 4.1}
+
+
+def gpu_memory_gib() -> float:
+    """The GPU's memory (0 where there is none: no memory budget then)."""
+    try:
+        import torch
+
+        return torch.cuda.get_device_properties(0).total_memory / 2**30 if torch.cuda.is_available() else 0.0
+    except Exception:  # no driver: a CPU test
+        return 0.0
+
+
 class Job:
-    def __init__(self, seed: int, run: str, folder: Path, steps: int, argv: list[str]):
+    def __init__(self, seed: int, run: str, folder: Path, steps: int, argv: list[str], need_gib: float = 0.0):
         self.seed, self.run, self.folder, self.steps, self.argv = seed, run, folder, steps, argv
+        self.need_gib = need_gib  # GPU memory it is expected to take (MEASURED_PEAK_GIB)
         self.proc: subprocess.Popen | None = None
         self.seen_step = 0
         self.returncode: int | None = None
@@ -452,9 +469,17 @@ class Job:
 
 
 def run_window(
-    jobs: list[Job], deadline: float, grace_s: float, log, poll_s: float = 2.0, started=None, max_procs: int = 0
+    jobs: list[Job],
+    deadline: float,
+    grace_s: float,
+    log,
+    poll_s: float = 2.0,
+    started=None,
+    max_procs: int = 0,
+    memory_gib: float = 0.0,
 ) -> None:
-    """Start the jobs' processes (all at once, or at most `max_procs` at a time, the next as one ends);
+    """Start the jobs' processes (all at once, or at most `max_procs` at a time, or while their
+    expected GPU memory fits in `memory_gib`; the next as one ends);
     report new steps; at `deadline` (time.monotonic) SIGTERM those running, start no more, and SIGKILL
     after `grace_s`. Returns when every started one has ended."""
     started = time.monotonic() if started is None else started
@@ -473,8 +498,11 @@ def run_window(
     while True:
         now = time.monotonic()
         while pending and term_at is None and now < deadline:
-            if max_procs and sum(1 for j in jobs if j.proc is not None and j.returncode is None) >= max_procs:
+            alive = [j for j in jobs if j.proc is not None and j.returncode is None]
+            if max_procs and len(alive) >= max_procs:
                 break
+            if memory_gib and alive and sum(j.need_gib for j in alive) + pending[0].need_gib > memory_gib:
+                break  # waits for memory to free (the first always starts)
             start(pending.pop(0))
         for job in jobs:
             if job.proc is None:
@@ -646,6 +674,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", nargs="+", default=DEFAULT_RUNS)
     p.add_argument("--seeds", nargs="+", type=int, default=DEFAULT_SEEDS)
     p.add_argument(
+        "--gpu-memory-gib",
+        type=float,
+        default=None,
+        help="start workers while their measured peaks (MEASURED_PEAK_GIB) fit in this much GPU memory "
+        "(default: 92 %% of the GPU's; 0: no limit)",
+    )
+    p.add_argument(
         "--data-seed",
         type=int,
         default=None,
@@ -717,16 +752,19 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             argv = [sys.executable, str(Path(__file__).resolve()), "--worker", "--work", str(work)]
             argv += ["--seed", str(seed), "--run", run, "--replies-per-agent", str(args.replies_per_agent)]
-            jobs.append(Job(seed, run, run_dir(work, seed, run), steps[(seed, run)], argv))
+            need = MEASURED_PEAK_GIB.get(exps[seed].training_runs[run]["method"], 0.0)
+            jobs.append(Job(seed, run, run_dir(work, seed, run), steps[(seed, run)], argv, need))
         if args.torch_threads:
             for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
                 os.environ[name] = str(args.torch_threads)
         deadline = started + args.budget_s - args.grace_s - PACK_RESERVE_S
         at_once = min(len(jobs), args.max_procs) if args.max_procs else len(jobs)
+        memory = args.gpu_memory_gib if args.gpu_memory_gib is not None else 0.92 * gpu_memory_gib()
         log(
-            f"{len(jobs)} runs, {at_once} at once, SIGTERM at {max(0.0, deadline - started):.0f} s of {args.budget_s:.0f} s"
+            f"{len(jobs)} runs, at most {at_once} at once within {memory:.0f} GiB of GPU memory, "
+            f"SIGTERM at {max(0.0, deadline - started):.0f} s of {args.budget_s:.0f} s"
         )
-        run_window(jobs, deadline, args.grace_s, log, started=started, max_procs=args.max_procs)
+        run_window(jobs, deadline, args.grace_s, log, started=started, max_procs=args.max_procs, memory_gib=memory)
         for job in jobs:  # what nvidia-smi saw, beside torch's own peak in the session's line
             sessions = job.folder / "sessions.jsonl"
             if job.peak_smi_mib and sessions.exists():

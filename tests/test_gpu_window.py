@@ -300,3 +300,25 @@ def test_data_seed_keeps_the_experiments_questions_and_varies_only_the_runs_seed
     assert [e.name for e in fixed] == ["learning_gpu_s1", "learning_gpu_s2"]
     followed = Experiment(gw.seed_config(gw.parser().parse_args([]), 2))
     assert followed.seed == 2 and followed.train_settings("umad")["seed"] == 2
+
+
+def test_workers_start_while_their_measured_gpu_memory_fits_the_card(tmp_path):
+    """15 workers at once ran an 80 GiB H100 out of memory: admission by the measured peaks."""
+    gw = _window()
+    script = tmp_path / "worker.py"
+    script.write_text(FAKE_WORKER)
+    lines = []
+    needs = {"a": 13.0, "b": 13.0, "c": 4.0, "d": 13.0}
+    jobs = [
+        gw.Job(1, run, tmp_path / run, 2, [sys.executable, str(script), str(tmp_path / run), "2", "0"], need)
+        for run, need in needs.items()
+    ]
+    gw.run_window(jobs, deadline=time.monotonic() + 60, grace_s=1.0, log=lines.append, poll_s=0.05, memory_gib=30.0)
+    alive, most = set(), 0.0
+    for line in lines:
+        if line.startswith(("started", "ended")):
+            run = line.split()[1].rstrip(":").split("/")[1]
+            (alive.add if line.startswith("started") else alive.discard)(run)
+            most = max(most, sum(needs[r] for r in alive))
+    assert most <= 30.0 and all(job.returncode == 0 for job in jobs), lines
+    assert gw.MEASURED_PEAK_GIB["udpo"] > gw.MEASURED_PEAK_GIB["umad"]

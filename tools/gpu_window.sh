@@ -54,6 +54,8 @@ from debatelab.config import TRAINING_METHODS
 for method in ("udpo", "mappo", "rmaac", "umad"):
     TRAINING_METHODS[method].trainer_class()
 import gguf, jsonschema  # noqa: F401,E401
+from debatelab import grading  # every reward and held-out answer is graded with math-verify
+assert grading.is_correct("9", "9", "math") and not grading.is_correct("8", "9", "math")
 import torch
 print("cuda", torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else "")
 print("imports ok")

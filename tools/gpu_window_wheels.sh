@@ -9,7 +9,9 @@
 # worker without it logs that curves.png was not drawn and counts the run finished (metrics.parquet and
 # the agents are written before it); draw the curves here from the metrics brought back.
 #   gguf (models.convert_gguf: transformers reads the bundled GGUF through it);
-#   jsonschema and its own (config.validate_config).
+#   jsonschema and its own (config.validate_config);
+#   math-verify and its own (grading: every reward and held-out answer; the first window on an H100
+#   failed every worker without it: the import check below now grades one answer).
 # Versions: those of this repository's .venv (tools/setup.sh), one each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +20,9 @@ WHEELS=(
   trl==1.16.0 datasets==5.2.0 multiprocess==0.70.19 dill==0.4.1 xxhash==4.1.0
   gguf==0.19.0
   jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==2026.9.1 attrs==26.1.0
+  math-verify==0.9.0 latex2sympy2_extended==1.11.0 antlr4-python3-runtime==4.13.2
 )
+rm -f .whl/sympy-* .whl/mpmath-*  # the image has them (torch needs sympy)
 rm -f .whl/matplotlib-* .whl/contourpy-* .whl/cycler-* .whl/fonttools-* .whl/kiwisolver-* .whl/pyparsing-* .whl/pillow-*
 mkdir -p .whl
 for spec in "${WHEELS[@]}"; do
