@@ -134,7 +134,10 @@ class _RunsCode:
 def test_a_checkpoint_that_would_run_code_is_never_unpickled_but_set_aside(policy, tmp_path, planted, caplog):
     checkpoints, marker = tmp_path / "ckpt", tmp_path / "ran"
     save_checkpoint(checkpoints, policy, TrainState(step=1), "hash")
-    torch.save({"optimizer": _RunsCode(marker), "scheduler": {}, "python": _RunsCode(marker)}, checkpoints / "step-00001" / planted)
+    torch.save(
+        {"optimizer": _RunsCode(marker), "scheduler": {}, "python": _RunsCode(marker)},
+        checkpoints / "step-00001" / planted,
+    )
     with caplog.at_level("WARNING"):
         assert load_checkpoint(checkpoints, policy, "hash") is None
     assert not marker.exists()  # weights_only: the planted object was never built

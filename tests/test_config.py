@@ -153,9 +153,18 @@ BAD_CONFIGS = [
         lambda c: c["agents"]["alice"].update(backend="vllm", backend_options={"gpu_memory_utilization": 1.5}),
         ["agents.alice.backend_options.gpu_memory_utilization", "1.5"],
     ),
-    (lambda c: c["models"]["tiny-random-llama"].update(source="/no/such/model"), ["models.tiny-random-llama.source", "'/no/such/model'", "no such folder"]),
-    (lambda c: c["models"]["tiny-random-llama"].update(source="bundled:smollm3"), ["'bundled:smollm3'", "no such bundled model"]),
-    (lambda c: c["models"]["tiny-random-llama"].update(include=["*.json"]), ["models.tiny-random-llama.include", "hf: sources only"]),
+    (
+        lambda c: c["models"]["tiny-random-llama"].update(source="/no/such/model"),
+        ["models.tiny-random-llama.source", "'/no/such/model'", "no such folder"],
+    ),
+    (
+        lambda c: c["models"]["tiny-random-llama"].update(source="bundled:smollm3"),
+        ["'bundled:smollm3'", "no such bundled model"],
+    ),
+    (
+        lambda c: c["models"]["tiny-random-llama"].update(include=["*.json"]),
+        ["models.tiny-random-llama.include", "hf: sources only"],
+    ),
     (lambda c: c["models"]["tiny-random-llama"].update(source="hf:"), ["'hf:'", "not a Hub repo id"]),
     (lambda c: c["models"]["tiny-random-llama"].update(source="hf:../../etc@main"), ["not a Hub repo id"]),
     (lambda c: c["backends"]["transformers"].update(device="cdua"), ["backends.transformers.device", "'cdua'"]),
@@ -446,7 +455,9 @@ agents:
 def test_a_key_given_twice_is_an_error_naming_the_key_and_its_lines(tmp_path):
     path = tmp_path / "twice.yaml"
     path.write_text(DUPLICATE_AGENT)
-    with pytest.raises(ConfigError, match=r"twice\.yaml: line 5: the key 'alice' is given twice in one mapping \(first on line 3\)"):
+    with pytest.raises(
+        ConfigError, match=r"twice\.yaml: line 5: the key 'alice' is given twice in one mapping \(first on line 3\)"
+    ):
         load_experiment(path)
 
 

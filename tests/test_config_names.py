@@ -51,7 +51,7 @@ def test_every_map_of_names_in_the_schema_refuses_a_path_escape():
         names = node.get("propertyNames")
         assert names == NAME_REF or (names and "enum" in names), (
             f"schema: the keys of {path} may become a path segment but aren't checked: add "
-            f"propertyNames: {{$ref: \"#/definitions/name\"}} (or list it in KEYS_NEVER_IN_A_PATH with why)"
+            f'propertyNames: {{$ref: "#/definitions/name"}} (or list it in KEYS_NEVER_IN_A_PATH with why)'
         )
 
 
@@ -85,7 +85,9 @@ def _config_with_key(map_path: str, key: str) -> dict:
     raise AssertionError(f"no shipped config fills {map_path}: add an entry to FILLERS")
 
 
-NAME_MAPS = [path for path, node in name_maps() if path not in KEYS_NEVER_IN_A_PATH and node.get("propertyNames") == NAME_REF]
+NAME_MAPS = [
+    path for path, node in name_maps() if path not in KEYS_NEVER_IN_A_PATH and node.get("propertyNames") == NAME_REF
+]
 
 
 @pytest.mark.parametrize("map_path", NAME_MAPS)
@@ -131,6 +133,10 @@ def test_every_wildcard_of_the_rules_is_constrained_in_common_smk():
     for path in (REPO_ROOT / "rules").glob("*.smk"):
         text = path.read_text()
         used |= set(re.findall(r"\{\{(\w+)\}\}", text))  # wildcards inside f-strings
-        used |= {w for line in re.findall(r'^\s+(?:directory\()?"([^"]*)"', text, re.M) for w in re.findall(r"\{(\w+)\}", line)}
+        used |= {
+            w
+            for line in re.findall(r'^\s+(?:directory\()?"([^"]*)"', text, re.M)
+            for w in re.findall(r"\{(\w+)\}", line)
+        }
     assert used, "no wildcard found: the parser is out of step with the rules"
     assert used - {"name"} <= constrained, f"unconstrained wildcards: {sorted(used - constrained - {'name'})}"

@@ -715,8 +715,14 @@ def test_snakemake_stops_at_the_empty_split_naming_it_before_any_generation(tmp_
         "backends:\n  transformers: {num_threads: 1}\n"
     )
     proc = snakemake(
-        tmp_path, "--configfile", str(config), "--cores", "1", "results/empty/zero_shot/asdiv/alice.parquet",
-        check=False, timeout=600,
+        tmp_path,
+        "--configfile",
+        str(config),
+        "--cores",
+        "1",
+        "results/empty/zero_shot/asdiv/alice.parquet",
+        check=False,
+        timeout=600,
     )
     log = (tmp_path / "logs/empty/zero_shot/asdiv/alice.log").read_text()
     assert proc.returncode != 0

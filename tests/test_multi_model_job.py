@@ -400,7 +400,9 @@ def test_a_managed_server_gets_its_own_key_in_its_environment_and_the_client_sen
 
     monkeypatch.setattr(vllm_server.subprocess, "Popen", popen)
     monkeypatch.setattr(
-        vllm_server, "serve_command", lambda path, name, port, options: [sys.executable, "-c", FAKE_SERVER, "--port", str(port)]
+        vllm_server,
+        "serve_command",
+        lambda path, name, port, options: [sys.executable, "-c", FAKE_SERVER, "--port", str(port)],
     )
     server = vllm_server.VLLMServer("/unused", "fake", {}, startup_timeout=60)
     try:
@@ -433,10 +435,14 @@ def test_a_port_taken_by_another_process_is_refused_before_any_prompt(monkeypatc
     monkeypatch.setattr(vllm_server, "free_port", lambda: impostor.server_port)
     # our "server" never binds: whatever answers on the port is someone else
     monkeypatch.setattr(
-        vllm_server, "serve_command", lambda path, name, port, options: [sys.executable, "-c", "import time; time.sleep(60)"]
+        vllm_server,
+        "serve_command",
+        lambda path, name, port, options: [sys.executable, "-c", "import time; time.sleep(60)"],
     )
     try:
-        with pytest.raises(vllm_server.PortTakenError, match=rf"port {impostor.server_port} .* held by another process"):
+        with pytest.raises(
+            vllm_server.PortTakenError, match=rf"port {impostor.server_port} .* held by another process"
+        ):
             vllm_server.VLLMServer("/unused", "fake", {}, startup_timeout=60)
     finally:
         impostor.shutdown()

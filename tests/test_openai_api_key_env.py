@@ -33,7 +33,9 @@ def test_the_key_comes_from_the_variable_the_config_names(monkeypatch):
 
 def test_no_variable_is_read_unless_the_config_names_one(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-default-variable")
-    with pytest.raises(ValueError, match=r"name the environment variable that holds its key with backend_options.api_key_env"):
+    with pytest.raises(
+        ValueError, match=r"name the environment variable that holds its key with backend_options.api_key_env"
+    ):
         make_backend("openai", "/nonexistent/model", base_url=REMOTE)
     assert make_backend("openai", "/nonexistent/model", base_url="http://127.0.0.1:8000/v1").api_key == "EMPTY"
     named = make_backend("openai", "/nonexistent/model", base_url=REMOTE, api_key_env="OPENAI_API_KEY")
@@ -162,7 +164,11 @@ def test_snakemake_refuses_a_config_with_a_key_before_any_job(tmp_path):
 @pytest.mark.parametrize(
     "field, value, kind",
     [
-        (("backends", "openai", "base_url"), "https://me:sk-proj-abcdefghijklmnopqrstu@api.example.com/v1", "a password in a URL"),
+        (
+            ("backends", "openai", "base_url"),
+            "https://me:sk-proj-abcdefghijklmnopqrstu@api.example.com/v1",
+            "a password in a URL",
+        ),
         (("backends", "openai", "base_url"), "https://alice:hunter2secret@api.example.com/v1", "a password in a URL"),
         (("agents", "alice", "backend_options", "extra_headers", "x-note"), "key=sk-abcdefghijklmnopqrstuv;", "sk-..."),
         (("models", "tiny", "source"), "hf://org/model?auth=hf_abcdefghijklmnopqrstuvwxyz", "hf_..."),
@@ -185,8 +191,13 @@ def test_a_credential_inside_a_longer_string_or_a_url_is_refused_without_repeati
 
 @pytest.mark.parametrize(
     "value",
-    ["task-abcdefghijklmnopqrstuvwxyz", "https://api.example.com:8443/v1", "risk-abcdefghijklmnopqrstuvwxyz",
-     "file:///home/me/models/x", "user@example.com"],
+    [
+        "task-abcdefghijklmnopqrstuvwxyz",
+        "https://api.example.com:8443/v1",
+        "risk-abcdefghijklmnopqrstuvwxyz",
+        "file:///home/me/models/x",
+        "user@example.com",
+    ],
 )
 def test_strings_that_only_resemble_a_credential_pass(value):
     check_no_secrets({"backends": {"openai": {"base_url": value}}})

@@ -118,13 +118,17 @@ def test_a_multi_agent_run_without_a_protocol_is_a_config_error(tmp_path):
 def test_paper_runs_train_on_the_protocol_their_agents_are_evaluated_on():
     umad = load_experiment(ROOT / "config/experiments/umad.yaml")
     options = umad.train_settings("umad")["protocol"]
-    assert options["template"] == "umad" and options["mask_peer_boxed"] is True  # Qiao et al., arXiv:2603.01221 §2.1, App. D.3, App. F
+    assert (
+        options["template"] == "umad" and options["mask_peer_boxed"] is True
+    )  # Qiao et al., arXiv:2603.01221 §2.1, App. D.3, App. F
     assert "participants" not in options and "rounds" not in options and "threads" not in options
     for run in umad.multi_agent_runs():
         assert umad.train_settings(run)["protocol"]["template"] == "umad", run
     udpo = load_experiment(ROOT / "config/experiments/udpo.yaml")
     for run in udpo.multi_agent_runs():
-        assert udpo.train_settings(run)["protocol"]["template"] == "du", run  # Tang et al., arXiv:2602.07186 §5.4, App. C.3.1: Du et al.
+        assert udpo.train_settings(run)["protocol"]["template"] == "du", (
+            run
+        )  # Tang et al., arXiv:2602.07186 §5.4, App. C.3.1: Du et al.
 
 
 @pytest.mark.slow

@@ -824,8 +824,11 @@ class Experiment:
                 raise ConfigError(
                     f"config: agents.{agent}.model = {spec['model']!r} is not a key of `models` (known: {sorted(self.models)})"
                 )
-            check_backend_options(f"agents.{agent}.backend_options", spec.get("backend", "transformers"),
-                                  spec.get("backend_options") or {})
+            check_backend_options(
+                f"agents.{agent}.backend_options",
+                spec.get("backend", "transformers"),
+                spec.get("backend_options") or {},
+            )
             if spec.get("backend") == "openai":
                 self._check_api_key_named(agent)
         for name, spec in self.models.items():

