@@ -62,3 +62,13 @@ def test_a_hub_model_can_be_just_its_config_and_tokenizer(tmp_path, monkeypatch)
     prepare_model("ds", "hf:org/model@v1", tmp_path / "models/ds", include=["*.json", "*.py"])
     assert asked == {"repo_id": "org/model", "revision": "v1", "allow_patterns": ["*.json", "*.py"]}
     assert (tmp_path / "models/ds/config.json").exists()
+
+
+def test_dtype_auto_on_the_bundled_gguf_is_its_float32_folder():
+    """`dtype: auto` used to fail inside the model job (torch.auto); a GGUF's own dtype is what its
+    blocks dequantise to, float32, so `auto` and `float32` are one folder."""
+    from debatelab.models import model_folder_name, model_settings
+
+    auto = model_settings("bundled:smollm2-135m-instruct", "auto")
+    assert auto == {"source": "bundled:smollm2-135m-instruct", "dtype": "float32"}
+    assert model_folder_name(auto) == model_folder_name(model_settings("bundled:smollm2-135m-instruct", "float32"))

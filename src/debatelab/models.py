@@ -38,13 +38,19 @@ MODELS_DIR = "resources/models"
 SOURCE_FILE = "debatelab-source.json"
 
 
+def gguf_dtype(dtype: str) -> str:
+    """The dtype a GGUF is dequantised to: `auto` (the model's own) is float32, what its quantised
+    blocks dequantise to; float16 / bfloat16 round them."""
+    return "float32" if dtype == "auto" else dtype
+
+
 def model_settings(source: str, dtype: str = "float32", seed: int = 0, include: list[str] | None = None) -> dict:
     """The settings a prepared folder's content depends on, and only those, as `prepare_model` reads
     them for `source`: the dtype a GGUF is dequantised to, the seed of the random model, the files a
     Hub download keeps. A local folder is named by its path as written (relative ones from the working
     directory). Models that agree on these are one folder, whatever the configs call them."""
     if source == "bundled:smollm2-135m-instruct":
-        return {"source": source, "dtype": dtype}
+        return {"source": source, "dtype": gguf_dtype(dtype)}
     if source == "bundled:tiny-random-llama":
         return {"source": source, "seed": int(seed)}
     if source.startswith("hf:"):
@@ -87,7 +93,7 @@ def convert_gguf(gguf_path: str | os.PathLike, out_dir: str | os.PathLike, dtype
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf_path = Path(gguf_path)
-    torch_dtype = getattr(torch, dtype)
+    torch_dtype = getattr(torch, gguf_dtype(dtype))
     tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
     quantised = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch_dtype)
     config = quantised.config
