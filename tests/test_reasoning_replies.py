@@ -65,6 +65,8 @@ def _stub_vllm(tokenizer, raw: str, finish_reason: str = "stop") -> tuple[VLLMBa
 
     backend = object.__new__(VLLMBackend)
     backend._llm, backend._vllm, backend.tokenizer = Engine(), SimpleNamespace(SamplingParams=dict), tokenizer
+    backend.max_model_len, backend.budget_clips = 131072, 0  # gpt-oss's window: nothing here is clipped
+    backend.model_id = "vllm::stub"
     return backend, ids
 
 

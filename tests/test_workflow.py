@@ -15,6 +15,7 @@ from workflow_helpers import REPO_ROOT, snakemake
 from debatelab.config import PAPERS
 from debatelab.debate.schema import ENDINGS, QUESTION_COLUMNS, TURN_COLUMNS
 from debatelab.evaluation import PAPER_TITLES, load_paper_numbers
+from debatelab.evaluation.claims import VERDICTS
 from debatelab.zero_shot import ZERO_SHOT_COLUMNS
 
 TINY = str(REPO_ROOT / "tests/configs/tiny.yaml")
@@ -246,10 +247,11 @@ def test_every_paper_gets_its_tables_beside_the_published_numbers(finished_run):
             vs = pd.read_csv(tables / paper / f"{name}_vs_paper.csv")
             assert len(vs) == len(published[name]) and vs["paper_value"].notna().all(), (paper, name)
         claims = pd.read_csv(tables / paper / "claims.csv", keep_default_na=False)  # "n/a" is a value here
-        assert len(claims) > 0 and set(claims["verdict"]) <= {"holds", "fails", "inconclusive", "n/a"}, paper
+        assert len(claims) > 0 and set(claims["verdict"]) <= set(VERDICTS), paper
         # an untestable claim says why; a decided or inconclusive one has its n and interval
-        assert (claims.loc[claims["verdict"] == "n/a", "detail"] != "").all(), paper
-        decided = claims[claims["verdict"] != "n/a"]
+        untested = claims["verdict"].str.startswith("n/a")
+        assert (claims.loc[untested, "detail"] != "").all(), paper
+        decided = claims[~untested]
         assert (decided["n"] > 0).all() and (decided["interval"] != "").all(), paper
         low, high = decided["low"].astype(float), decided["high"].astype(float)
         assert (low <= high).all(), paper
