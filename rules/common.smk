@@ -2,15 +2,14 @@
 # the logic behind these functions live in `debatelab.config.Experiment`, unit-tested without Snakemake.
 import re
 
-from snakemake.utils import validate
-
-from debatelab.config import Experiment, check_config_files, check_no_secrets, validate_config
+from debatelab.config import Experiment, check_config_files, validate_config
 from debatelab.data.registry import SOURCE_CHOICES, parse_split_variant
 
 check_config_files(workflow.configfiles)  # a key given twice is an error, not last-wins
-check_no_secrets(config)  # keys come from the environment: a config (and so the jobs' params) never holds one
-validate_config(config)  # a one-line error naming the key and value (Snakemake's `validate` dumps the schema)
-validate(config, schema="../config/schema.yaml", set_default=True)
+# Once, against config/schema.yaml: a config holding a key is refused first (keys come from the
+# environment), a violation is one line naming the key and value (snakemake.utils.validate dumps the
+# schema), and the defaults are filled as validate(set_default=True) fills them (tests/test_config.py).
+config.update(validate_config(config))
 
 EXP = Experiment(config)  # raises ConfigError naming the key and value of a config that doesn't hold together
 EXPERIMENT = EXP.name

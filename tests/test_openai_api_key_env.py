@@ -18,6 +18,16 @@ from debatelab.llm.openai_backend import ServerUnavailableError
 REMOTE = "https://api.example.org/v1"
 
 
+def _default_config_with(field: tuple[str, ...], value: str) -> dict:
+    """The default config with `value` set at the key path `field` (made where missing)."""
+    config = yaml.safe_load((REPO_ROOT / "config/config.yaml").read_text())
+    node = config
+    for key in field[:-1]:
+        node = node.setdefault(key, {})
+    node[field[-1]] = value
+    return config
+
+
 def test_the_key_comes_from_the_variable_the_config_names(monkeypatch):
     monkeypatch.setenv("DEBATELAB_TEST_KEY", "sk-from-env")
     backend = make_backend(
@@ -130,11 +140,7 @@ def test_a_server_on_this_machine_needs_no_key(monkeypatch, url):
     ],
 )
 def test_a_config_holding_a_credential_is_refused_with_how_to_pass_it(field, value, says):
-    config = yaml.safe_load((REPO_ROOT / "config/config.yaml").read_text())
-    node = config
-    for key in field[:-1]:
-        node = node.setdefault(key, {})
-    node[field[-1]] = value
+    config = _default_config_with(field, value)
     with pytest.raises(ConfigError, match=rf"^config: {says}") as error:
         validate_config(config)
     message = str(error.value)
@@ -176,11 +182,7 @@ def test_snakemake_refuses_a_config_with_a_key_before_any_job(tmp_path):
     ],
 )
 def test_a_credential_inside_a_longer_string_or_a_url_is_refused_without_repeating_it(field, value, kind):
-    config = yaml.safe_load((REPO_ROOT / "config/config.yaml").read_text())
-    node = config
-    for key in field[:-1]:
-        node = node.setdefault(key, {})
-    node[field[-1]] = value
+    config = _default_config_with(field, value)
     with pytest.raises(ConfigError, match=rf"^config: {re.escape('.'.join(field))} looks like a key or token") as error:
         check_no_secrets(config)
     message = str(error.value)
