@@ -1,11 +1,21 @@
 """Training step throughput: debatelab's DAPO step beside stock TRL GRPOTrainer(loss_type="dapo"),
 or (`--method udpo|umad|mappo|rmaac`) a multi-agent step of N agents.
 
-Both train the same model (LoRA, the same rank) on the same prompts, with the same group size,
-token limit, clipping and learning rate, one optimizer step per rollout step, no KL, and no dynamic
-sampling (TRL has none). After a warm-up step each, `--steps` steps are timed. Prints for each:
-seconds per step (median), its split into rollout and update, generated tokens per second; and the
-ratio TRL / ours (> 1: ours is faster).
+Both train the same model (LoRA of the same rank on every linear layer, no dropout) on the same
+prompts, with the same group size, token limit, clipping and learning rate, one optimizer step per
+rollout step, no KL, and no dynamic sampling (TRL has none). TRL runs twice:
+
+* like for like: every speed setting as ours: `--gradient-checkpointing` on both sides or neither,
+  the model's `--dtype` with no mixed-precision autocast (`bf16=False`), the same micro-batch
+  (`per_device_train_batch_size` × `gradient_accumulation_steps` = one step's sequences), sampling
+  at temperature 1, top-p 1, no top-k;
+* out of the box: TRL 1.16's own defaults for what the workload leaves open: activations
+  recomputed (`gradient_checkpointing=True`), bf16 autocast (`bf16=True`), the whole step in one
+  micro-batch.
+
+After a warm-up step each, `--steps` steps are timed. Prints for each: seconds per step (median and
+the timed steps), its split into rollout and update, generated tokens per second; and the ratios
+TRL / ours (> 1: ours is faster), like for like and out of the box.
 
   python benchmarks/train_throughput.py [--model smollm2-135m-instruct|tiny-random-llama] [--device cpu|cuda]
         [--prompts 4] [--group 4] [--max-tokens 32] [--steps 3] [--threads N]
@@ -120,6 +130,7 @@ def ours(args, model_dir: Path, questions) -> dict:
         lora={"r": 16, "alpha": 32},
         dtype=args.dtype,
         rollout_backend=args.rollout_backend,
+        gradient_checkpointing=args.gradient_checkpointing,
         show_progress=False,
     )
     if args.device.startswith("cuda"):
@@ -157,10 +168,11 @@ def multi_agent(args, model_dir: Path, questions) -> dict:
         learning_rate=1e-6,
         warmup_steps=0,
         mini_batch_size=sequences,
-        micro_batch_size=min(sequences, 16),
+        micro_batch_size=args.micro_batch or min(sequences, 16),
         rollout_batch_size=sequences,
         lora={"r": 16, "alpha": 32},
         dtype=args.dtype,
+        gradient_checkpointing=args.gradient_checkpointing,
         kl_coef=0.001,
         kl_estimator="k1",
         show_progress=False,
@@ -203,13 +215,16 @@ def report(name: str, r: dict) -> None:
     step, rollout, update = (statistics.median(r[k]) for k in ("step", "rollout", "update"))
     tokens = statistics.median(r["tokens"]) if r["tokens"] else float("nan")
     print(
-        f"{name:>16}: {step:7.2f} s/step (rollout {rollout:6.2f} s = {100 * rollout / step:4.1f}%, "
+        f"{name:>24}: {step:7.2f} s/step (rollout {rollout:6.2f} s = {100 * rollout / step:4.1f}%, "
         f"update {update:6.2f} s), {tokens / step:7.1f} generated tokens/s "
-        f"(median of {len(r['step'])}: {' '.join(f'{s:.2f}' for s in r['step'])} s)"
+        f"(median of {len(r['step'])}: {' '.join(f'{s:.2f}' for s in r['step'])} s, "
+        f"spread {min(r['step']):.2f}-{max(r['step']):.2f})"
     )
 
 
-def trl(args, model_dir: Path, questions) -> dict:
+def trl(args, model_dir: Path, questions, out_of_the_box: bool = False) -> dict:
+    """Stock TRL GRPOTrainer(loss_type="dapo") on the same workload: like for like (our speed
+    settings), or with TRL's own defaults for them (`out_of_the_box`)."""
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
@@ -237,11 +252,21 @@ def trl(args, model_dir: Path, questions) -> dict:
             timings["step"].append(time.perf_counter() - self.start)
 
     with tempfile.TemporaryDirectory() as out:
+        sequences = args.prompts * args.group
+        micro = sequences if out_of_the_box else (args.micro_batch or sequences)
+        if sequences % micro:
+            raise SystemExit(f"--micro-batch {micro} must divide the step's {sequences} sequences (TRL's accumulation)")
+        speed = (
+            {}  # TRL's defaults: gradient_checkpointing=True, bf16=True
+            if out_of_the_box
+            else {"gradient_checkpointing": args.gradient_checkpointing, "bf16": False}
+        )
         config = GRPOConfig(
             output_dir=out,
-            per_device_train_batch_size=args.prompts * args.group,
+            per_device_train_batch_size=micro,
             num_generations=args.group,
-            gradient_accumulation_steps=1,
+            gradient_accumulation_steps=sequences // micro,
+            steps_per_generation=sequences // micro,  # one rollout per optimizer step, as ours
             max_completion_length=args.max_tokens,
             loss_type="dapo",
             beta=0.0,
@@ -253,10 +278,12 @@ def trl(args, model_dir: Path, questions) -> dict:
             report_to=[],
             save_strategy="no",
             use_cpu=args.device == "cpu",
-            bf16=False,
             temperature=1.0,
+            top_p=1.0,
+            top_k=0,
             seed=0,
             dataloader_num_workers=0,
+            **speed,
         )
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         model = AutoModelForCausalLM.from_pretrained(
@@ -332,10 +359,15 @@ def main() -> None:
         "--micro-batch",
         type=int,
         default=None,
-        help="ours: sequences per forward/backward "
-        "(default: the whole step's; at 7B, 64 sequences of 256 tokens overflow 140 GB)",
+        help="sequences per forward/backward, ours and TRL like for like (default: the whole step's, multi-agent "
+        "16; at 7B, 64 sequences of 256 tokens overflow 140 GB)",
     )
     ap.add_argument("--no-trl", action="store_true", help="dapo: time ours only")
+    ap.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        help="recompute activations in the backward: ours and TRL like for like (TRL out of the box always does)",
+    )
     ap.add_argument(
         "--questions",
         default=None,
@@ -393,11 +425,17 @@ def main() -> None:
             f"peak memory of the run {peak_memory(args.device):.2f} GiB"
         )
         return
-    results = {"debatelab": ours(args, model_dir, questions), "TRL GRPOTrainer": trl(args, model_dir, questions)}
+    results = {
+        "debatelab": ours(args, model_dir, questions),
+        "TRL like for like": trl(args, model_dir, questions),
+        "TRL out of the box": trl(args, model_dir, questions, out_of_the_box=True),
+    }
     for name, r in results.items():
         report(name, r)
-    ratio = statistics.median(results["TRL GRPOTrainer"]["step"]) / statistics.median(results["debatelab"]["step"])
-    print(f"TRL step time / debatelab step time = {ratio:.2f}")
+    ours_step = statistics.median(results["debatelab"]["step"])
+    for name in ("TRL like for like", "TRL out of the box"):
+        ratio = statistics.median(results[name]["step"]) / ours_step
+        print(f"{name}: TRL step time / debatelab step time = {ratio:.2f}")
 
 
 if __name__ == "__main__":
