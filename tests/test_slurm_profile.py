@@ -50,3 +50,38 @@ def test_profile_declares_a100_and_h800_for_every_gpu_heavy_rule():
         assert "gpu" not in res
         assert "--gres" not in str(res.get("slurm_extra", ""))  # plugin 2.8 rejects it
     assert profile["default-resources"]["slurm_account"]
+
+
+def test_every_job_is_submitted_requeueable(tmp_path):
+    """What sbatch receives from the profile, recorded by a stand-in sbatch on PATH: `--requeue` on every
+    call, so SLURM requeues a preempted or node-failed job even where the site's JobRequeue is 0."""
+    import os
+    import sys
+    from pathlib import Path
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "sbatch_calls"
+    # sbatch records its arguments and refuses the job: the run stops after the first submissions.
+    (bin_dir / "sbatch").write_text(f'#!/bin/sh\necho "$@" >> {calls}\necho refused >&2\nexit 1\n')
+    (bin_dir / "sacctmgr").write_text("#!/bin/sh\necho myaccount\n")  # the plugin checks the account
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    path = f"{bin_dir}:{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
+    proc = snakemake(
+        tmp_path / "work",
+        "--profile",
+        SLURM,
+        "--configfile",
+        str(REPO_ROOT / "config/config.yaml"),
+        "--retries",
+        "0",
+        check=False,
+        env={"PATH": path},
+    )
+    assert proc.returncode != 0  # every submission was refused
+    submitted = calls.read_text().splitlines() if calls.exists() else []
+    assert submitted, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for call in submitted:
+        assert " --requeue " in f" {call} " and "--no-requeue" not in call, call
+        assert "-A myaccount" in call and re.search(r"-t \d+", call), call
