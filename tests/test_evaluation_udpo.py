@@ -12,6 +12,7 @@ import pytest
 from scipy import stats
 
 from debatelab import metrics
+from debatelab.evaluation import claims as claims_module
 from debatelab.evaluation import ProtocolInfo, RunInfo, RunOutputs, build_paper
 from debatelab.evaluation.papers import udpo_claims
 
@@ -211,16 +212,22 @@ def test_row_weights_equal_repeating_the_rows_a_resample_draws():
     correct = rng.random(12) < 0.5
     weights = rng.integers(0, 4, 12).astype(float)
     repeated = np.repeat(np.arange(12), weights.astype(int))
-    # Cohen's d and r from per-row sums: weighted sums are the sums over the repeated rows
-    d_sums = (udpo_claims._d_columns(values, ~correct) * weights[:, None]).sum(axis=0)
-    assert udpo_claims._cohens_d_of_sums(d_sums) == pytest.approx(
+    # Cohen's d and r from per-row sums (claims.sums_bootstrap's statistics, which the clustered
+    # claims use): weighted sums are the sums over the repeated rows
+    f, s = (~correct).astype(float), correct.astype(float)
+    d_columns = np.column_stack([f, f * values, f * values**2, s, s * values, s * values**2])
+    assert claims_module._d_of_sums((d_columns * weights[:, None]).sum(axis=0)) == pytest.approx(
         metrics.cohens_d(values[repeated][~correct[repeated]], values[repeated][correct[repeated]])
     )
     other = rng.random(12)
-    r_sums = (udpo_claims._r_columns(values, other) * weights[:, None]).sum(axis=0)
-    assert udpo_claims._r_of_sums(r_sums) == pytest.approx(np.corrcoef(values[repeated], other[repeated])[0, 1])
-    constant = udpo_claims._r_columns(np.full(12, 0.1), other).sum(axis=0)  # Σx² − (Σx)²/n is float residue, not spread
-    assert math.isnan(udpo_claims._r_of_sums(constant))
+
+    def r_columns(x, y):
+        return np.column_stack([np.ones_like(x), x, y, x * x, y * y, x * y])
+
+    r_sums = (r_columns(values, other) * weights[:, None]).sum(axis=0)
+    assert claims_module._r_of_sums(r_sums) == pytest.approx(np.corrcoef(values[repeated], other[repeated])[0, 1])
+    constant = r_columns(np.full(12, 0.1), other).sum(axis=0)  # Σx² − (Σx)²/n is float residue, not spread
+    assert math.isnan(claims_module._r_of_sums(constant))
     # selective prediction on ranked rows: the lowest half of the repeated rows against all of them
     ranked = np.array([1.0, 1.0, 0.0, 1.0, 0.0, 0.0])
     w = np.array([2.0, 0.0, 1.0, 3.0, 1.0, 2.0])  # repeated: 1 1 0 1 1 1 | 0 0 0 -> the lowest 5 of 9

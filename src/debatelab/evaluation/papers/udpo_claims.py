@@ -48,7 +48,9 @@ from .udpo import MEASURES, PAPER_ORDER, heterogeneous, natural, standard_mad, t
 
 def _named_clustered(estimate: Estimate) -> str:
     return estimate.method.replace(
-        "bootstrap over questions (", "cluster bootstrap over questions (a question's trajectories together; ", 1
+        "bootstrap over questions, each one's rows drawn together (",
+        "cluster bootstrap over questions (a question's trajectories together; ",
+        1,
     )
 
 
@@ -68,47 +70,6 @@ def _clustered(statistic_of_weights, codes: np.ndarray, n_units: int) -> Resampl
     return Resampled(statistic, n_units)
 
 
-def _clustered_sums(columns: np.ndarray, codes: np.ndarray, n_units: int, statistic_of_sums) -> Resampled:
-    """Resampled questions for a statistic of column sums over rows (`_d_columns`, `_r_columns`):
-    the sums are taken per question once, and a resample adds up its questions' sums."""
-    per_question = np.zeros((n_units, columns.shape[1]))
-    np.add.at(per_question, codes, columns)
-    return Resampled(lambda index: statistic_of_sums(per_question[index].sum(axis=0)), n_units)
-
-
-def _variance_sum(count: float, total: float, squares: float) -> float:
-    """Σ(x − x̄)² from n, Σx, Σx²; 0 for a constant (the float residue of one is far below 1e-12 · n)."""
-    spread = squares - total * total / count
-    return spread if spread > 1e-12 * count else 0.0
-
-
-def _d_columns(values: np.ndarray, failed: np.ndarray) -> np.ndarray:
-    f, s = failed.astype(float), (~failed).astype(float)
-    return np.column_stack([f, f * values, f * values**2, s, s * values, s * values**2])
-
-
-def _cohens_d_of_sums(sums: np.ndarray) -> float:
-    """metrics.cohens_d(failures, successes) from the sums of `_d_columns` over the rows."""
-    n1, s1, q1, n0, s0, q0 = sums
-    if n1 == 0 or n0 == 0 or n1 + n0 <= 2:
-        return np.nan
-    squares = _variance_sum(n1, s1, q1) + _variance_sum(n0, s0, q0)
-    return float((s1 / n1 - s0 / n0) / np.sqrt(squares / (n1 + n0 - 2))) if squares > 0 else np.nan
-
-
-def _r_columns(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return np.column_stack([np.ones_like(x), x, y, x * x, y * y, x * y])
-
-
-def _r_of_sums(sums: np.ndarray) -> float:
-    """Pearson r from the sums of `_r_columns` over the rows; NaN where either variable is constant."""
-    n, sx, sy, sxx, syy, sxy = sums
-    if n < 2:
-        return np.nan
-    vx, vy = _variance_sum(n, sx, sxx), _variance_sum(n, sy, syy)
-    return float(np.clip((sxy - sx * sy / n) / np.sqrt(vx * vy), -1.0, 1.0)) if vx > 0 and vy > 0 else np.nan
-
-
 def _finite_rows(rows: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return rows[np.isfinite(rows[columns].to_numpy(float)).all(axis=1)]
 
@@ -122,21 +83,18 @@ def _failure_gap(rows: pd.DataFrame, measure: str) -> tuple:
     """Cohen's d of `measure`, failures over successes: rows resampled where each question has one
     trajectory, else questions; and whether clustered."""
     rows = _finite_rows(rows, [measure])
-    values, correct = rows[measure].to_numpy(float), rows["correct"].to_numpy(bool)
     codes, n_units = _question_codes(rows)
-    if n_units == len(rows):
-        return Rows(values, ~correct), False
-    return _clustered_sums(_d_columns(values, ~correct), codes, n_units, _cohens_d_of_sums), True
+    clustered = n_units != len(rows)
+    data = Rows(rows[measure].to_numpy(float), ~rows["correct"].to_numpy(bool), codes if clustered else None)
+    return data, clustered
 
 
 def _correlation(rows: pd.DataFrame, a: str, b: str) -> tuple:
     """Pearson r of columns a and b (point-biserial where one is correctness), and whether clustered."""
     rows = _finite_rows(rows, [a, b])
-    x, y = rows[a].to_numpy(float), rows[b].to_numpy(float)
     codes, n_units = _question_codes(rows)
-    if n_units == len(rows):
-        return Rows(x, y), False
-    return _clustered_sums(_r_columns(x, y), codes, n_units, _r_of_sums), True
+    clustered = n_units != len(rows)
+    return Rows(rows[a].to_numpy(float), rows[b].to_numpy(float), codes if clustered else None), clustered
 
 
 def _selective_gain(rows: pd.DataFrame, fraction: float = 0.5) -> Resampled:

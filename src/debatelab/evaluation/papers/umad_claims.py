@@ -350,22 +350,6 @@ def token_entropy_contexts(outputs: RunOutputs) -> list:
     return contexts
 
 
-def _clustered_pearson(x: np.ndarray, y: np.ndarray, cluster: np.ndarray, n_clusters: int) -> Resampled:
-    """Pearson r over rows, resampled over clusters (questions): a resample weights each row by how
-    often its question was drawn, so rows of one question (several protocols) move together."""
-
-    def statistic(index):
-        w = np.bincount(index, minlength=n_clusters)[cluster].astype(float)
-        drawn = w > 0
-        if np.ptp(x[drawn]) == 0 or np.ptp(y[drawn]) == 0:
-            return float("nan")
-        dx, dy = x - np.average(x, weights=w), y - np.average(y, weights=w)
-        r = np.sum(w * dx * dy) / np.sqrt(np.sum(w * dx * dx) * np.sum(w * dy * dy))
-        return float(np.clip(r, -1.0, 1.0))
-
-    return Resampled(statistic, n_clusters)
-
-
 def _au_accuracy_contexts(states: pd.DataFrame, outputs: RunOutputs) -> list:
     """§10.6: per (protocol, question) point, Δaccuracy and ΔSys-AU from round 0 to the last round."""
     rounds = outputs.uncertainty_rounds
@@ -386,9 +370,8 @@ def _au_accuracy_contexts(states: pd.DataFrame, outputs: RunOutputs) -> list:
     joined = pd.concat({"d_au": au_last - au_first, "d_acc": 100 * (acc_last - acc_first)}, axis=1).dropna()
     joined = joined.reset_index()
     units = _question_units(joined)
-    data = _clustered_pearson(
-        joined["d_acc"].to_numpy(float), joined["d_au"].to_numpy(float), _unit_positions(joined, units), len(units)
-    )
+    # a question's points (several protocols) are resampled together
+    data = Rows(joined["d_acc"].to_numpy(float), joined["d_au"].to_numpy(float), _unit_positions(joined, units))
     scope = ", ".join(sorted(joined["protocol"].unique())) or "no question"
     detail = (
         f"{len(joined)} (protocol, question) points on {len(units)} questions; a question's points are "
