@@ -27,6 +27,16 @@ ACCELERATE_CONFIGS = {run: EXP.accelerate_config(run, workflow.basedir) for run 
 PAPERS = EXP.evaluated_papers()
 
 
+# --- cost --------------------------------------------------------------------------------------
+from snakemake.logging import logger
+
+from debatelab.cost import estimate_message
+
+_COST_ESTIMATE = estimate_message(config)  # None unless a model has a price (debatelab.cost)
+if _COST_ESTIMATE is not None:
+    (logger.warning if _COST_ESTIMATE[1] else logger.info)(_COST_ESTIMATE[0])
+
+
 def _alternatives(names):
     return "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
 

@@ -131,6 +131,7 @@ def attack_prompt_job(
     backend: Backend,
     cache_dir: str | os.PathLike | None,
     settings: RewriteSettings = RewriteSettings(),
+    budget=None,
 ) -> dict:
     """Rewrite the dataset's task-type system prompt and write it with its provenance as JSON."""
     task_types = sorted(set(read_dataset(dataset_path)["task_type"]))
@@ -139,7 +140,12 @@ def attack_prompt_job(
     task_type = task_types[0]
     base = prompts.SYSTEM_PROMPTS[task_type]
     rewrite = rewrite_system_prompt(
-        base, task_type, backend, GenerationCache(cache_dir), settings, where=f"dataset {dataset_name}: "
+        base,
+        task_type,
+        backend,
+        GenerationCache(cache_dir, budget=budget, model=model_name),
+        settings,
+        where=f"dataset {dataset_name}: ",
     )
     record = {
         "dataset": dataset_name,

@@ -1,4 +1,5 @@
 from debatelab.attack import RewriteSettings, attack_prompt_job
+from debatelab.cost import Budget
 from debatelab.llm import SamplingParams, make_backend
 from debatelab.runlog import job_log
 
@@ -15,6 +16,7 @@ if __name__ == "__main__":
                 backend=backend,
                 cache_dir=snakemake.params.cache_dir,
                 settings=RewriteSettings(SamplingParams(**snakemake.params.sampling), snakemake.params.attempts),
+                budget=Budget.from_config(snakemake.config),
             )
         finally:
             backend.close()

@@ -1,4 +1,5 @@
 from debatelab.attack import read_attack_prompt
+from debatelab.cost import Budget
 from debatelab.debate.stage import DebateSettings, debate_job
 from debatelab.runlog import job_log
 
@@ -19,4 +20,6 @@ if __name__ == "__main__":
             cache_dirs=snakemake.params.cache_dirs,
             settings=DebateSettings.from_config(snakemake.params.settings),
             attack_prompt=read_attack_prompt(snakemake.input.get("attack")),
+            # from the config, not params: raising the cap reruns no finished job
+            budget=Budget.from_config(snakemake.config),
         )

@@ -1,5 +1,6 @@
 from debatelab.attack import read_attack_prompt
 from debatelab.config import AgentSpec
+from debatelab.cost import Budget
 from debatelab.runlog import job_log
 from debatelab.zero_shot import ZeroShotSettings, zero_shot_job
 
@@ -20,4 +21,6 @@ if __name__ == "__main__":
             ),
             settings=ZeroShotSettings.from_config(snakemake.params.settings),
             cache_dir=snakemake.params.cache_dir,
+            # from the config, not params: raising the cap reruns no finished job
+            budget=Budget.from_config(snakemake.config),
         )

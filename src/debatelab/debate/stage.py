@@ -348,10 +348,12 @@ def debate_job(
     settings: DebateSettings,
     backends: dict[str, Backend] | None = None,
     attack_prompt: str | None = None,
+    budget=None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The `debate` rule: run one protocol on one dataset and write both Parquet files atomically.
 
     `attack_prompt`: the dataset's AutoTransform rewrite for adversarial agents (None: the fixed prompt).
+    `budget`: a `debatelab.cost.Budget` every model's cache asks before each unit (None: no cap).
     """
     from ..llm.engines import open_backends
 
@@ -379,7 +381,11 @@ def debate_job(
                 {m: (a.backend, a.backend_options, model_paths[m]) for m, a in serving.items() if m not in backends}
             )
             backends.update(built)
-        caches = {model: GenerationCache(cache_dirs[model]) for model in models if model in cache_dirs}
+        caches = {
+            model: GenerationCache(cache_dirs[model], budget=budget, model=model)
+            for model in models
+            if model in cache_dirs
+        }
         steps = run_protocol(protocol, states, ModelPool(backends, caches), settings)
     finally:
         for engine in engines:

@@ -83,6 +83,10 @@ class Generation:
     # the model answers (its final channel), the one text graded, stored and shown to peers; the
     # token counts include the reasoning. None for a model that does not reason apart.
     reasoning: str | None = None
+    # Of `prompt_tokens`, those an API served from its prompt cache (OpenAI's
+    # `usage.prompt_tokens_details.cached_tokens`, billed at the cached-input price); 0 where the
+    # server says nothing and for local engines.
+    cached_tokens: int = 0
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k != "token_ids"}
@@ -104,6 +108,7 @@ class Generation:
             token_entropies=floats("token_entropies"),
             token_max_logprobs=floats("token_max_logprobs"),
             reasoning=d.get("reasoning"),
+            cached_tokens=int(d.get("cached_tokens") or 0),
         )
 
 

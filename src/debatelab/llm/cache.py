@@ -33,7 +33,14 @@ Storage
   entries are never asked for with top-k summaries: a request with `top_logprobs` = k > 0 has the
   k in its key (keys of k = 0 are those from before), so it is generated anew, with them. An entry
   of a k > 0 key without them (a server that returned no top-k) is served as it is, and its
-  entropy and max-probability columns read NaN. Parts written before `reasoning` existed read it as None.
+  entropy and max-probability columns read NaN. Parts written before `reasoning` existed read it as None,
+  and before `cached_tokens` (prompt tokens an API served from its prompt cache) as 0.
+
+Budget
+  A cache given a `debatelab.cost.Budget` asks it before every unit it would generate and tells it
+  what each unit cost (its model's price): a unit that would pass the experiment's or the job's cap
+  stops the job with `BudgetExceeded` before its requests are sent; every unit finished before is
+  on disk, so the rerun with a higher cap sends only the missing ones.
 """
 
 from __future__ import annotations
@@ -65,6 +72,7 @@ _PART_SCHEMA = pa.schema(
         ("token_entropies", pa.list_(pa.float64())),
         ("token_max_logprobs", pa.list_(pa.float64())),
         ("reasoning", pa.string()),
+        ("cached_tokens", pa.int64()),
     ]
 )
 
@@ -72,8 +80,12 @@ _PART_SCHEMA = pa.schema(
 class GenerationCache:
     """A folder of Parquet parts, one per flush unit, mapping request keys to generations (and scores)."""
 
-    def __init__(self, directory: str | os.PathLike | None):
+    def __init__(self, directory: str | os.PathLike | None, *, budget=None, model: str | None = None):
+        """`budget` (a `debatelab.cost.Budget`) and `model` (the config's name of the model whose
+        generations this folder holds: its price) make every unit ask the budget first."""
         self.directory = Path(directory) if directory is not None else None
+        self.budget = budget
+        self.model = model
         self._units: dict[str, dict[str, Generation]] = {}
         self.stale_entries = 0  # entries of the per-request format, read but never served
         if self.directory is not None:
@@ -165,6 +177,9 @@ def _run_units(units, cache: GenerationCache, produce, *, desc: str, unit_name: 
             todo.append((unit_id, members))
     total = sum(len(members) for _, members in units)
     missing = sum(len(members) for _, members in todo)
+    budget = cache.budget
+    if budget is not None:
+        budget.served(cache.model, out.values())
     if total:
         log.info(
             "%s: %d of %d %s from the cache, %d to do in %d unit(s)",
@@ -184,9 +199,20 @@ def _run_units(units, cache: GenerationCache, produce, *, desc: str, unit_name: 
         dynamic_ncols=True,
     ) as bar:
         done = total - missing
-        for unit_id, members in todo:
+        for i, (unit_id, members) in enumerate(todo):
+            if budget is not None:
+                budget.before_unit(
+                    cache.model,
+                    len(members),
+                    desc=desc,
+                    done=len(units) - len(todo) + i,
+                    total=len(units),
+                    left=total - done,
+                )
             finished = produce(members, bar.update)
             cache.put_unit(unit_id, finished)
+            if budget is not None:
+                budget.sent(cache.model, [g for _, g in finished])
             out.update(finished)
             done += len(members)
             bar.n = done

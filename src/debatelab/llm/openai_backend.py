@@ -7,7 +7,9 @@ to 2 minutes is honoured), `max_retries` times. `timeout` (seconds) bounds each 
 A batch runs its requests concurrently on one asyncio loop, at most `max_concurrency` in flight.
 
 Generation uses chat completions, so the server applies the model's chat template.
-Token counts: `prompt_tokens` is the request's `usage.prompt_tokens`. `usage.completion_tokens`
+Token counts: `prompt_tokens` is the request's `usage.prompt_tokens`, `cached_tokens` its
+`usage.prompt_tokens_details.cached_tokens` (prompt tokens served from the API's prompt cache, billed
+at the cached-input price; 0 where the server leaves it out). `usage.completion_tokens`
 covers all `n` choices of a request, so per choice:
   * n == 1: `usage.completion_tokens`;
   * n > 1: the number of entries in the choice's token logprobs (exact; the backend asks for
@@ -253,6 +255,8 @@ class OpenAIBackend(Backend):
         usage = response.usage
         prompt_tokens = int(usage.prompt_tokens) if usage is not None else 0
         total_completion = int(usage.completion_tokens) if usage is not None else 0
+        details = getattr(usage, "prompt_tokens_details", None) if usage is not None else None
+        cached_tokens = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
 
         token_lists, top_summaries = [], []
         for c in choices:
@@ -283,6 +287,7 @@ class OpenAIBackend(Backend):
                     token_entropies=entropies,
                     token_max_logprobs=max_logprobs,
                     reasoning=_reasoning(c.message),
+                    cached_tokens=cached_tokens,
                 )
             )
         if progress is not None:

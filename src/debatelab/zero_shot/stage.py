@@ -154,8 +154,12 @@ def zero_shot_job(
     settings: ZeroShotSettings,
     cache_dir: str | Path,
     backend: Backend | None = None,
+    budget=None,
 ) -> pd.DataFrame:
-    """The `zero_shot` rule: read the dataset, run the agent, write its Parquet atomically."""
+    """The `zero_shot` rule: read the dataset, run the agent, write its Parquet atomically.
+
+    `budget`: a `debatelab.cost.Budget` the cache asks before each unit (None: no cap); a unit that
+    would pass it stops the job with `BudgetExceeded`, every unit before it cached."""
     from ..llm.engines import open_backends
 
     questions = select_questions(read_dataset(dataset_path), settings.limit, settings.seed)
@@ -164,7 +168,7 @@ def zero_shot_job(
         built, engines = open_backends({agent.model: (agent.backend, agent.backend_options, model_path)})
         backend = built[agent.model]
     try:
-        cache = GenerationCache(cache_dir)
+        cache = GenerationCache(cache_dir, budget=budget, model=agent.model)
         log.info("cache %s holds %d entries", cache_dir, len(cache))
         df = run_zero_shot(questions, agent, backend, cache, settings, dataset_name)
     finally:
