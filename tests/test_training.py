@@ -823,9 +823,9 @@ def _varied_rollouts(group_sizes, prompt_lengths):
 
 @pytest.mark.parametrize("ratio_level", ["token", "trajectory"])
 def test_a_token_budget_bounds_every_pass_and_leaves_the_update_unchanged(char_model_dir, ratio_level):
-    """`micro_batch_tokens`: no pass holds more padded tokens than the budget (but a sequence or, per
-    trajectory, a group too large for it, alone), every sequence is in exactly one pass, and the
-    adapter after the update is the one of plain `micro_batch_size` passes."""
+    """`micro_batch_tokens`: no pass holds more tokens than the budget (real ones: passes are packed by
+    default; but a sequence or, per trajectory, a group too large for it, alone), every sequence is in
+    exactly one pass, and the adapter after the update is the one of plain `micro_batch_size` passes."""
     from debatelab.training.core.policy import Policy
 
     rollouts = _varied_rollouts([3, 2, 1, 3, 2, 4], [2, 30, 5, 12, 60, 8])
@@ -851,9 +851,9 @@ def test_a_token_budget_bounds_every_pass_and_leaves_the_update_unchanged(char_m
         if budget is not None:
             widths = trainer._widths(rollouts, policy)
             for m in micro:
-                padded = len(m) * (max(widths[id(r)][0] for r in m) + max(widths[id(r)][1] for r in m))
+                real = sum(sum(widths[id(r)]) for r in m)
                 single = len(m) == 1 or (ratio_level == "trajectory" and len({r.group for r in m}) == 1)
-                assert padded <= budget or single
+                assert real <= budget or single
         if ratio_level == "trajectory":
             for m in micro:
                 for group in {r.group for r in m}:

@@ -84,7 +84,9 @@ class TrainSettings:
     max_grad_norm: float = 1.0
     mini_batch_size: int = 128  # sequences per optimizer step
     micro_batch_size: int = 8  # sequences per forward/backward (gradient accumulation)
-    micro_batch_tokens: int | None = None  # and at most this many padded tokens per pass (null: no bound)
+    micro_batch_tokens: int | None = None  # and at most this many tokens a pass (real ones when packed; null: any)
+    # a pass's sequences in one row without padding (position ids restart per sequence); false: padded
+    packed_updates: bool = True
     gradient_checkpointing: bool = False  # recompute activations in the backward: far less memory, slower
     epochs: int = 1  # passes over a step's sequences
     clip_low: float = 0.2

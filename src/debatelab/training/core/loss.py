@@ -157,3 +157,43 @@ def token_logprobs(
         with torch.no_grad():
             entropy = entropy_from_logits(logits).to(input_ids.device)
     return logps.to(input_ids.device), entropy
+
+
+def packed_token_logprobs(
+    model,
+    input_ids: torch.Tensor,
+    position_ids: torch.Tensor,
+    keep: torch.Tensor,
+    rows: torch.Tensor,
+    cols: torch.Tensor,
+    shape: tuple[int, int],
+    *,
+    with_entropy: bool = False,
+    temperature: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`token_logprobs` of sequences packed into one row, no padding: `input_ids` and `position_ids`
+    (1, L) with the positions restarting at 0 for every sequence (transformers then masks attention
+    to each sequence's own tokens: `masking_utils.find_packed_sequence_indices`, which needs
+    `attention_mask=None` and no cache; flash-attention reads the same position ids as varlen
+    boundaries); `keep` (N,) the columns that predict the completion tokens (the lm_head runs there
+    only, through `logits_to_keep` as an index tensor); `rows`, `cols` (N,) where each of those
+    tokens goes in the (B, T) = `shape` result, zero elsewhere, so `policy_loss` takes it as it takes
+    the padded layout. With no completion token at all, `keep` is one column whose value is dropped."""
+    from trl.trainer.utils import entropy_from_logits, selective_log_softmax
+
+    logits = model(
+        input_ids=input_ids, position_ids=position_ids, attention_mask=None, logits_to_keep=keep, use_cache=False
+    ).logits[0]
+    logits = logits.float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    targets = input_ids[0, (keep + 1).clamp(max=input_ids.shape[1] - 1)].to(logits.device)
+    values = selective_log_softmax(logits, targets).to(input_ids.device)
+    if not len(rows):  # no completion token (`keep` holds one column then): a zero that keeps the graph
+        return values.new_zeros(shape) + 0.0 * values.sum(), values.new_zeros(shape) if with_entropy else None
+    logps = values.new_zeros(shape).index_put((rows, cols), values)
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            entropy = values.new_zeros(shape).index_put((rows, cols), entropy_from_logits(logits).to(values.device))
+    return logps, entropy

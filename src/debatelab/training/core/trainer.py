@@ -2,10 +2,11 @@
 
 * `BaseTrainer`: the run's seeded question order (`draw`), the loop of rollout steps (`train`:
   resume, `train_step`, held-out accuracy, log line, the tracker's row, checkpoint), and the clipped update of one
-  policy or one agent's view of it (`update_policy`): π_old's log-probabilities first (no gradient),
-  then `epochs` passes over the shuffled sequences in mini-batches of `mini_batch_size`, each one
-  optimizer step on the clipped loss (`loss.policy_loss`), accumulated over micro-batches with the
-  mini-batch's token count as normaliser. A method's trainer writes `train_step`.
+  policy or one agent's view of it (`update_policy`): π_old's log-probabilities first (no gradient;
+  the first mini-batch takes them from its own forward), then `epochs` passes over the shuffled
+  sequences in mini-batches of `mini_batch_size`, each one optimizer step on the clipped loss
+  (`loss.policy_loss`), accumulated over micro-batches (packed into one row each, or padded:
+  `packed_updates`) with the mini-batch's token count as normaliser. A method's trainer writes `train_step`.
 * `Trainer`: one policy (`policy.Policy`) and its reward function; data parallel through DDP or
   DeepSpeed ZeRO (`zero.py`). DAPO and SDRL (`methods/dapo.py`, `methods/sdrl.py`) derive from it.
 * The multi-agent methods derive from `debate_trainer.DebateTrainer`.
@@ -22,6 +23,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -34,7 +36,7 @@ from . import heldout as held
 from . import zero
 from .checkpoint import TrainState, load_checkpoint, save_checkpoint
 from .distributed import all_reduce, average_gradients, barrier, pooled, rank_and_world
-from .loss import policy_loss, token_logprobs
+from .loss import packed_token_logprobs, policy_loss, token_logprobs
 from .policy import release_host_memory
 from .rollouts import RewardFunction, Rollout, load_grader, load_reward
 
@@ -53,6 +55,29 @@ def _pack(units, fits) -> list[list[list]]:
     return out + ([current] if current else [])
 
 
+@dataclass
+class UpdateBatch:
+    """One micro-batch's model inputs, padded (`BaseTrainer._tensors`) or packed into one row
+    (`BaseTrainer._packed_tensors`); either way its log-probabilities come out (B, T) beside `mask`."""
+
+    mask: object  # (B, T) 1 on completion tokens
+    advantages: object  # (B,)
+    padded: tuple | None = None  # (ids, attention, completion start) for `token_logprobs`
+    packed: tuple | None = None  # (ids, position ids, keep, rows, cols) for `packed_token_logprobs`
+
+    @property
+    def device(self):
+        return self.mask.device
+
+    def logprobs(self, model, *, with_entropy: bool = False, temperature: float = 1.0):
+        """(log-probabilities, entropy or None), each (B, T), under `model`."""
+        if self.packed is not None:
+            return packed_token_logprobs(
+                model, *self.packed, tuple(self.mask.shape), with_entropy=with_entropy, temperature=temperature
+            )
+        return token_logprobs(model, *self.padded, with_entropy=with_entropy, temperature=temperature)
+
+
 def _masked_mean(values, mask) -> float:
     """Mean of `values` over the positions `mask` marks (0 when none is)."""
     return float((values * mask).sum()) / max(float(mask.sum()), 1.0)
@@ -62,7 +87,7 @@ class BaseTrainer:
     """The loop and the update shared by every method (module docstring); `train_step` is the method's."""
 
     metric_columns: list[str] = []  # metrics.parquet's columns before the held-out ones
-    reuse_policy_logprobs = True  # a fully on-policy update takes π_old from its own forward (`update_policy`)
+    reuse_policy_logprobs = True  # the first mini-batch takes π_old from its own forward (`update_policy`)
 
     def __init__(
         self,
@@ -261,6 +286,39 @@ class BaseTrainer:
         advantages = torch.tensor([r.advantage for r in rollouts], device=device, dtype=torch.float32)
         return as_tensor(ids), as_tensor(attention), as_tensor(completion), width_p, advantages
 
+    def _packed_tensors(self, rollouts: Sequence[Rollout], policy=None):
+        """The sequences (prompt + completion each) one after another in one row, no padding, position
+        ids restarting at 0 for each; `keep` the columns whose logits predict a completion token, and
+        where each goes in the (B, T) layout of `_tensors`' completion mask (`packed_token_logprobs`)."""
+        import torch
+
+        policy = policy or self.policy
+        width = max(max(r.length for r in rollouts), 1)
+        ids, positions, keep, rows, cols = [], [], [], [], []
+        for b, r in enumerate(rollouts):
+            p = chat_prompt_ids(policy.tokenizer, r.messages)
+            keep += range(len(ids) + len(p) - 1, len(ids) + len(p) + r.length - 1)
+            rows += [b] * r.length
+            cols += range(r.length)
+            ids += p + list(r.token_ids)
+            positions += range(len(p) + r.length)
+        keep = keep or [0]  # no completion token: one column keeps the graph (`packed_token_logprobs`)
+        device = policy.device
+        as_tensor = lambda x: torch.tensor(x, device=device, dtype=torch.long)  # noqa: E731
+        mask = torch.tensor(
+            [[1] * r.length + [0] * (width - r.length) for r in rollouts], device=device, dtype=torch.long
+        )
+        advantages = torch.tensor([r.advantage for r in rollouts], device=device, dtype=torch.float32)
+        packed = (as_tensor([ids]), as_tensor([positions]), as_tensor(keep), as_tensor(rows), as_tensor(cols))
+        return UpdateBatch(mask=mask, advantages=advantages, packed=packed)
+
+    def _batch(self, rollouts: Sequence[Rollout], policy=None) -> UpdateBatch:
+        """A micro-batch's inputs: packed (`packed_updates`) or padded."""
+        if self.settings.packed_updates:
+            return self._packed_tensors(rollouts, policy)
+        ids, attention, mask, start, advantages = self._tensors(rollouts, policy)
+        return UpdateBatch(mask=mask, advantages=advantages, padded=(ids, attention, start))
+
     def _plan(self, sequences: list[Rollout], step: int, epoch: int, policy=None) -> list[list[list[Rollout]]]:
         """Mini-batches (of micro-batches) of this process's sequences for one pass, in a seeded shuffle.
         Every process gets the same number of mini-batches (DDP needs one synced backward each)."""
@@ -293,9 +351,10 @@ class BaseTrainer:
     def micro_batches(self, rollouts: Sequence[Rollout], policy=None) -> list[list[Rollout]]:
         """One mini-batch's sequences as forward/backward passes: `micro_batch_size` sequences each in
         the given order or, with `micro_batch_tokens`, longest first and as many as fit that many
-        padded tokens (prompt + reply columns of `_tensors`). A budget bounds a pass's activations
-        whatever the prompts: a debate's later rounds carry every agent's earlier replies. The
-        split changes only the order in which gradients are summed, not the update."""
+        tokens (prompt + reply): real tokens when packed (`packed_updates`), else the padded block of
+        `_tensors`. A budget bounds a pass's activations (and a packed row's attention, quadratic in
+        its length) whatever the prompts: a debate's later rounds carry every agent's earlier replies.
+        The split changes only the order in which gradients are summed, not the update."""
         widths = self._widths(rollouts, policy)
         units = [[r] for r in rollouts]
         if widths:
@@ -304,7 +363,7 @@ class BaseTrainer:
 
     def _pack_micro(self, units: Sequence[Sequence[Rollout]], widths: dict) -> list[list[Rollout]]:
         """Units joined into passes of at most `micro_batch_size` sequences and, with `widths`
-        (`_widths`), at most `micro_batch_tokens` padded tokens."""
+        (`_widths`), at most `micro_batch_tokens` tokens (real ones packed, else padded)."""
         s = self.settings
 
         def fits(items) -> bool:
@@ -312,6 +371,8 @@ class BaseTrainer:
                 return False
             if not widths:
                 return True
+            if s.packed_updates:
+                return sum(sum(widths[id(r)]) for r in items) <= s.micro_batch_tokens
             return (
                 len(items) * (max(widths[id(r)][0] for r in items) + max(widths[id(r)][1] for r in items))
                 <= s.micro_batch_tokens
@@ -337,27 +398,26 @@ class BaseTrainer:
         old, ref, entropies = {}, {}, []
         with torch.no_grad():
             for micro in micro_batches:
-                ids, attention, mask, start, _ = self._tensors(micro, policy)
-                logps, entropy = token_logprobs(
-                    policy.model, ids, attention, start, with_entropy=True, temperature=temperature
-                )
-                entropies.append(_masked_mean(entropy, mask))
+                batch = self._batch(micro, policy)
+                logps, entropy = batch.logprobs(policy.model, with_entropy=True, temperature=temperature)
+                entropies.append(_masked_mean(entropy, batch.mask))
+                self._keep(micro, old, logps)
                 if with_reference:
-                    ref_logps = self._reference_logprobs(policy, ids, attention, start)
-                for k, r in enumerate(micro):
-                    old[id(r)] = logps[k, : r.length].clone()
-                    if with_reference:
-                        ref[id(r)] = ref_logps[k, : r.length].clone()
+                    self._keep(micro, ref, self._reference_logprobs(policy, batch))
         return old, ref, entropies
 
-    def _reference_logprobs(self, policy, ids, attention, start):
+    @staticmethod
+    def _keep(micro: Sequence[Rollout], stored: dict, logps) -> None:
+        """Each rollout's row of (B, T) `logps`, detached, into `stored` by id (the inverse of `_stack`)."""
+        for k, r in enumerate(micro):
+            stored[id(r)] = logps[k, : r.length].detach().clone()
+
+    def _reference_logprobs(self, policy, batch: UpdateBatch):
         """The reference policy's log-probabilities of the completion tokens, at the sampling temperature."""
         import torch
 
         with torch.no_grad():
-            return policy.reference_logprobs(
-                lambda m: token_logprobs(m, ids, attention, start, temperature=self.settings.temperature)[0]
-            )
+            return policy.reference_logprobs(lambda m: batch.logprobs(m, temperature=self.settings.temperature)[0])
 
     def update_policy(
         self, sequences: list[Rollout], step: int, policy=None, kl_coef: float | None = None, precomputed=None
@@ -381,19 +441,22 @@ class BaseTrainer:
                 "entropy": float("nan"),
                 "updates": 0,
             }
-        # One mini-batch of one epoch is fully on-policy: π_old is the policy of the update's own
-        # forward, detached (TRL's GRPOTrainer skips the pass the same way), which saves a forward.
-        on_policy = precomputed is None and self.reuse_policy_logprobs and len(plans) == 1 and len(plans[0]) == 1
-        # π_old (and the reference) on exactly the first pass's micro-batches, before any update.
-        if precomputed is None and not on_policy:
-            precomputed = self.logprob_pass([m for mb in plans[0] for m in mb], policy, with_reference=bool(kl_coef))
-        old, ref, entropies = precomputed if not on_policy else ({}, {}, [])
+        # π_old is the policy before the first optimizer step, and the first mini-batch of the first
+        # epoch runs before it: its own forward, detached, is π_old there (TRL's GRPOTrainer skips the
+        # pass the same way when fully on-policy), so the no-gradient pass (and the reference's) covers
+        # only the later mini-batches' sequences; later epochs reuse what the first stored.
+        reuse = precomputed is None and self.reuse_policy_logprobs
+        if precomputed is None:
+            rest = [m for mb in plans[0][1 if reuse else 0 :] for m in mb]
+            precomputed = self.logprob_pass(rest, policy, with_reference=bool(kl_coef))
+        old, ref, entropies = dict(precomputed[0]), dict(precomputed[1]), list(precomputed[2])
         losses, clip_fractions, kls, tokens_seen, updates = [], [], [], [], 0
         trainable = [p for p in policy.model.parameters() if p.requires_grad]
         engine = self.engine if policy is self.policy else None  # DeepSpeed steps, clips and syncs itself
         by_hand = self.world > 1 and policy is not self.policy  # a multi-agent view: no DDP wrapper to sync it
-        for plan in plans:
-            for minibatch in plan:
+        for epoch, plan in enumerate(plans):
+            for index, minibatch in enumerate(plan):
+                first = reuse and epoch == 0 and index == 0  # π_old from its own forward (above)
                 local_tokens = sum(r.length for micro in minibatch for r in micro)
                 local_sequences = sum(len(micro) for micro in minibatch)
                 if s.loss_aggregation == "token_mean":
@@ -418,24 +481,25 @@ class BaseTrainer:
                         if not micro:  # nothing of this process in this mini-batch: a zero loss keeps DDP in step
                             self._backward(sum(p.sum() for p in trainable) * 0.0, engine)
                             continue
-                        ids, attention, mask, start, advantages = self._tensors(micro, policy)
-                        logps, entropy = token_logprobs(
-                            model, ids, attention, start, with_entropy=on_policy, temperature=s.temperature
-                        )
-                        if on_policy:
+                        batch = self._batch(micro, policy)
+                        logps, entropy = batch.logprobs(model, with_entropy=first, temperature=s.temperature)
+                        if first:
                             old_logps = logps.detach()
-                            entropies.append(_masked_mean(entropy, mask))
-                            ref_logps = self._reference_logprobs(policy, ids, attention, start) if kl_coef else None
+                            self._keep(micro, old, old_logps)
+                            entropies.append(_masked_mean(entropy, batch.mask))
+                            ref_logps = self._reference_logprobs(policy, batch) if kl_coef else None
+                            if kl_coef:
+                                self._keep(micro, ref, ref_logps)
                         else:
                             old_logps = self._stack(micro, old, logps)
                             ref_logps = self._stack(micro, ref, logps) if kl_coef else None
                         group_ids = {g: k for k, g in enumerate(dict.fromkeys(r.group for r in micro))}
-                        groups = torch.tensor([group_ids[r.group] for r in micro], device=ids.device)
+                        groups = torch.tensor([group_ids[r.group] for r in micro], device=batch.device)
                         parts = policy_loss(
                             logps,
                             old_logps,
-                            advantages,
-                            mask,
+                            batch.advantages,
+                            batch.mask,
                             clip_low=s.clip_low,
                             clip_high=s.clip_high,
                             aggregation=s.loss_aggregation,
@@ -445,7 +509,7 @@ class BaseTrainer:
                             kl_estimator=s.kl_estimator,
                             ratio_level=s.ratio_level,
                             groups=groups,
-                            weights=self._sequence_weights(micro, ids.device),
+                            weights=self._sequence_weights(micro, batch.device),
                         )
                         self._backward(parts.loss, engine)
                         loss_total += float(parts.loss.detach())

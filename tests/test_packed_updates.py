@@ -1,0 +1,177 @@
+"""Packed, padding-free update passes (`packed_updates`) and the π_old pass the update skips.
+
+Packing concatenates a micro-batch's sequences into one row with position ids restarting at 0 for
+each; transformers then masks attention to each sequence's own tokens. Every test compares it with
+the padded layout on the same rollouts: per-token log-probabilities, loss and gradients within
+float32 rounding (rtol 1e-5), and the weights after whole updates alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from test_training import _questions
+
+from debatelab.training import TrainSettings
+from debatelab.training.core.loss import policy_loss
+from debatelab.training.core.rollouts import Rollout
+from debatelab.training.core.trainer import Trainer
+
+
+def _rollouts(prompt_lengths, reply_lengths):
+    """Prompts and replies of very different lengths (an empty reply among them)."""
+    return [
+        Rollout(
+            question_id=f"q{k}",
+            group=f"g{k // 2}",
+            turn=1,
+            sample=k,
+            messages=({"role": "user", "content": "ab " * p},),
+            text="",
+            token_ids=[7 + (3 * k + t) % 20 for t in range(n)],
+            finish_reason="stop",
+            answer=None,
+            correct=False,
+            reward=0.0,
+            advantage=(-1.0) ** k * (1 + k / 3),
+        )
+        for k, (p, n) in enumerate(zip(prompt_lengths, reply_lengths))
+    ]
+
+
+def _policy(model_dir, finetuning="lora", **overrides):
+    from debatelab.training.core.policy import Policy
+
+    torch.manual_seed(0)
+    settings = TrainSettings(
+        finetuning=finetuning, learning_rate=1e-2, warmup_steps=0, show_progress=False, lora={"r": 4, "alpha": 8}
+    )
+    settings = dataclasses.replace(settings, **overrides)
+    policy = Policy(model_dir, settings, device="cpu")
+    with torch.no_grad():  # a nonzero adapter, so its gradient depends on the activations
+        for name, p in policy.model.named_parameters():
+            if "lora_B" in name:
+                p.fill_(0.01)
+    return policy, Trainer(_questions(2), policy, settings, run="t")
+
+
+def _grads(policy):
+    return torch.cat([p.grad.flatten() for p in policy.model.parameters() if p.requires_grad])
+
+
+@pytest.mark.parametrize("finetuning", ["lora", "full"])
+def test_packed_and_padded_passes_give_the_same_logprobs_loss_and_gradients(char_model_dir, finetuning):
+    """Prompts of 1 to 90 words and replies of 0 to 40 tokens in one pass: the packed row's per-token
+    log-probabilities, entropy, clipped loss (with a KL term) and the trainable parameters' gradients
+    equal the padded block's within float32 rounding."""
+    rollouts = _rollouts([1, 90, 12, 40, 3], [40, 1, 0, 17, 5])
+    policy, trainer = _policy(char_model_dir, finetuning)
+    policy.model.train()
+    results = {}
+    for packed in (False, True):
+        trainer.settings = dataclasses.replace(trainer.settings, packed_updates=packed)
+        batch = trainer._batch(rollouts)
+        assert (batch.packed is not None) == packed and (batch.padded is None) == packed
+        logps, entropy = batch.logprobs(policy.model, with_entropy=True, temperature=0.8)
+        parts = policy_loss(
+            logps,
+            logps.detach() - 0.3,  # ratios e^0.3 > 1.28: positive advantages clipped
+            batch.advantages,
+            batch.mask,
+            ref_logprobs=logps.detach() + 0.05,
+            kl_coef=0.3,
+        )
+        policy.model.zero_grad(set_to_none=True)
+        parts.loss.backward()
+        mask = batch.mask.bool()
+        results[packed] = (logps.detach()[mask], entropy[mask], parts, _grads(policy), batch.mask)
+    padded, packed = results[False], results[True]
+    torch.testing.assert_close(packed[4], padded[4])
+    assert int(packed[4].sum()) == 63  # every reply token is scored, the empty reply has none
+    torch.testing.assert_close(packed[0], padded[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(packed[1], padded[1], rtol=1e-5, atol=1e-5)
+    assert packed[2].loss.item() == pytest.approx(padded[2].loss.item(), rel=1e-5)
+    assert packed[2].clip_fraction == padded[2].clip_fraction > 0
+    assert packed[3].abs().sum() > 0
+    torch.testing.assert_close(packed[3], padded[3], rtol=1e-5, atol=1e-6 * float(padded[3].abs().max()))
+
+
+def test_a_packed_row_without_reply_tokens_still_backpropagates(char_model_dir):
+    policy, trainer = _policy(char_model_dir, packed_updates=True)
+    batch = trainer._batch(_rollouts([5, 8], [0, 0]))
+    logps, _ = batch.logprobs(policy.model)
+    assert logps.shape == (2, 1) and not logps.detach().any()
+    (logps * batch.mask).sum().backward()  # a zero loss, but a graph (DDP needs every backward)
+    assert all(p.grad is not None for p in policy.model.parameters() if p.requires_grad)
+
+
+@pytest.mark.parametrize("ratio_level", ["token", "trajectory"])
+def test_packed_and_padded_updates_leave_the_same_weights(char_model_dir, ratio_level):
+    """Whole `update_policy` calls (2 epochs of mini-batches of 4, passes of 2, a KL to the reference,
+    two steps so the reference differs from the policy): the adapter and the statistics of packed
+    passes equal the padded ones'."""
+    rollouts = _rollouts([1, 90, 12, 40, 3, 25, 7, 60], [40, 1, 0, 17, 5, 30, 2, 9])
+    adapters, metrics = [], []
+    for packed in (False, True):
+        policy, trainer = _policy(
+            char_model_dir,
+            packed_updates=packed,
+            mini_batch_size=4,
+            micro_batch_size=2,
+            epochs=2,
+            kl_coef=0.5,
+            ratio_level=ratio_level,
+        )
+        policy.model.train()
+        for step in range(2):
+            out = trainer.update_policy(rollouts, step=step)
+        metrics.append(out)
+        adapters.append(torch.cat([p.detach().flatten() for p in policy.model.parameters() if p.requires_grad]))
+    assert metrics[1]["updates"] == 4 and metrics[1]["kl"] > 0
+    for key in ("loss", "kl", "entropy", "clip_fraction"):
+        assert metrics[1][key] == pytest.approx(metrics[0][key], rel=1e-4, abs=1e-7), key
+    torch.testing.assert_close(adapters[1], adapters[0], rtol=1e-5, atol=1e-6)
+
+
+def test_a_packed_token_budget_counts_real_tokens(char_model_dir):
+    """With `micro_batch_tokens`, a packed pass holds at most that many prompt + reply tokens (a longer
+    sequence alone), where the padded block would count every row at the longest prompt and reply."""
+    rollouts = _rollouts([1, 90, 12, 40, 3, 25, 7, 60], [40, 1, 0, 17, 5, 30, 2, 9])
+    counts = {}
+    for packed in (False, True):
+        _, trainer = _policy(char_model_dir, packed_updates=packed, micro_batch_size=8, micro_batch_tokens=400)
+        widths = trainer._widths(rollouts)
+        passes = trainer.micro_batches(rollouts)
+        assert sorted(id(r) for m in passes for r in m) == sorted(id(r) for r in rollouts)
+        for m in passes:
+            real = sum(sum(widths[id(r)]) for r in m)
+            padded = len(m) * (max(widths[id(r)][0] for r in m) + max(widths[id(r)][1] for r in m))
+            assert (real if packed else padded) <= 400 or len(m) == 1
+        counts[packed] = len(passes)
+    assert counts[True] < counts[False]  # real tokens fill a pass further
+
+
+def test_the_first_mini_batch_is_its_own_pi_old(char_model_dir):
+    """Several mini-batches: the π_old (and reference) pass skips the first mini-batch, whose own
+    forward runs before any optimizer step; the weights are those of the full pass."""
+    rollouts = _rollouts([1, 90, 12, 40, 3, 25, 7, 60], [40, 1, 3, 17, 5, 30, 2, 9])
+    adapters, metrics, forwards = [], [], []
+    for reuse in (False, True):
+        policy, trainer = _policy(char_model_dir, mini_batch_size=4, micro_batch_size=2, epochs=2, kl_coef=0.5)
+        trainer.reuse_policy_logprobs = reuse
+        policy.model.train()
+        calls = []
+        hook = policy.model.base_model.model.register_forward_hook(lambda *a: calls.append(1))
+        for step in range(2):
+            out = trainer.update_policy(rollouts, step=step)
+        hook.remove()
+        forwards.append(len(calls))
+        metrics.append(out)
+        adapters.append(torch.cat([p.detach().flatten() for p in policy.model.parameters() if p.requires_grad]))
+    first = len(trainer._plan(rollouts, 0, 0, policy)[0])  # passes of the first mini-batch
+    assert first == 2 and forwards[0] - forwards[1] == 2 * first  # two steps (the reference runs either way)
+    for key in ("loss", "kl", "entropy", "clip_fraction"):
+        assert metrics[1][key] == pytest.approx(metrics[0][key], rel=1e-4, abs=1e-7), key
+    torch.testing.assert_close(adapters[1], adapters[0], rtol=1e-5, atol=1e-6)
