@@ -30,7 +30,9 @@ PAPERS = EXP.evaluated_papers()
 # --- cost --------------------------------------------------------------------------------------
 from snakemake.logging import logger
 
-from debatelab.cost import estimate_message
+from debatelab.cost import config_prices, estimate_message
+
+MODEL_PRICES = config_prices(config)  # the summary rules' dollar columns (a changed price reruns only them)
 
 _COST_ESTIMATE = estimate_message(config)  # None unless a model has a price (debatelab.cost)
 if _COST_ESTIMATE is not None:

@@ -8,6 +8,8 @@ rule summarize_zero_shot:
     output:
         table=report(f"{RESULTS}/summary/zero_shot.csv", category="Zero-shot", caption="../report/zero_shot_table.rst"),
         plot=report(f"{RESULTS}/summary/zero_shot.png", category="Zero-shot", caption="../report/zero_shot_plot.rst"),
+    params:
+        prices=MODEL_PRICES,
     log:
         f"{LOGS}/summary/zero_shot.log",
     resources:
@@ -32,6 +34,8 @@ rule summarize_debate:
         plot=report(
             f"{RESULTS}/summary/debate_cost_accuracy.png", category="Debate", caption="../report/debate_plot.rst"
         ),
+    params:
+        prices=MODEL_PRICES,
     log:
         f"{LOGS}/summary/debate.log",
     resources:

@@ -239,3 +239,64 @@ def test_prices_come_from_the_config_and_default_to_free():
     prices = model_prices(_config())
     assert prices["api"] == Price(input_per_mtok=1.0, output_per_mtok=4.0)
     assert prices["local"] == Price() and not prices["local"].per_token
+
+
+def test_the_summaries_show_dollars_per_question_protocol_and_in_the_paper_table():
+    from debatelab.reporting.debate import debate_summary, debate_table_paper_layout
+    from debatelab.reporting.zero_shot import zero_shot_summary
+
+    prices = {"api": {"input_per_mtok": 1.0, "output_per_mtok": 4.0, "cached_input_per_mtok": 0.25}, "local": None}
+    zero = pd.DataFrame(
+        {
+            "dataset": "d",
+            "agent": ["a", "a", "c", "c"],
+            "model": ["api", "api", "local", "local"],
+            "question_id": ["q0", "q1", "q0", "q1"],
+            "correct": True,
+            "parse_failed": False,
+            "finish_reason": "stop",
+            "conf_verbal": 0.5,
+            "conf_seqprob": 0.5,
+            "extra_tokens": 0,
+            "prompt_tokens": 1000,
+            "completion_tokens": 100,
+            "cached_tokens": [400, 0, 0, 0],
+        }
+    )
+    summary = zero_shot_summary([zero], prices).set_index("agent")
+    # q0: 600 + 400 × 0.25 + 400 = 1,100 per million; q1: 1,000 + 400 = 1,400
+    assert summary.loc["a", "cost_usd"] == pytest.approx(2500 / 1e6)
+    assert summary.loc["a", "cost_usd_per_question"] == pytest.approx(1250 / 1e6)
+    assert summary.loc["c", "cost_usd"] == 0
+
+    def question(qid, unanimous):
+        return {
+            "question_id": qid, "dataset": "d", "protocol": "mad", "kind": "all_to_all", "thread": 0,
+            "correct": True, "parse_failed": False, "rounds_used": 1, "stopped_early": False, "ncomm": 2,
+            "debate_calls": 2, "total_tokens": 10, "pre_correct": True, "pre_unanimous": unanimous,
+        }  # fmt: skip
+
+    questions = pd.DataFrame([question("q0", False), question("q1", True)])
+    turns = pd.DataFrame(
+        {
+            "question_id": ["q0", "q0", "q1"],
+            "dataset": "d",
+            "protocol": "mad",
+            "thread": 0,
+            "round": [0, 1, 1],
+            "parse_failed": False,
+            "model": ["api", "api", "local"],
+            "prompt_tokens": [1000, 2000, 5000],
+            "completion_tokens": [100, 100, 100],
+        }
+    )
+    summary = debate_summary([questions], [turns], prices)
+    row = summary.iloc[0]
+    # q0: (1,000 + 400) + (2,000 + 400) = 3,800 per million; q1 runs on the free local model
+    assert row["cost_usd"] == pytest.approx(3800 / 1e6)
+    assert row["mean_cost_usd"] == pytest.approx(1900 / 1e6)
+    assert row["mean_cost_usd_non_unanimous"] == pytest.approx(3800 / 1e6)
+    paper = debate_table_paper_layout(summary)
+    assert paper.loc["mad", ("d", "USD")] == pytest.approx(0.0038)
+    # without prices no USD column: the paper's own layout
+    assert "USD" not in debate_table_paper_layout(debate_summary([questions], [turns])).columns.get_level_values(1)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,6 +96,28 @@ def model_prices(config: Mapping) -> dict[str, Price]:
     return {
         name: Price.from_config(spec.get("price"), f"models.{name}.price") for name, spec in config["models"].items()
     }
+
+
+def prices_of(prices: Mapping | None) -> dict[str, Price]:
+    """{model: Price} from a rule's params (each model's `price` mapping, or None) or Prices already."""
+    return {
+        name: p if isinstance(p, Price) else Price.from_config(p, f"models.{name}.price")
+        for name, p in (prices or {}).items()
+    }
+
+
+def config_prices(config: Mapping) -> dict[str, dict | None]:
+    """Each model's `price` as the summary rules' params carry it (plain data)."""
+    return {name: spec.get("price") for name, spec in config["models"].items()}
+
+
+def usd_text(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """A copy with the dollar `columns` written to 6 significant digits (a CSV's %.4f would print a
+    loopback run's cents as 0.0000)."""
+    out = frame.copy()
+    for column in columns:
+        out[column] = [("" if pd.isna(v) else f"{v:.6g}") for v in out[column]]
+    return out
 
 
 def any_price(prices: Mapping[str, Price]) -> bool:

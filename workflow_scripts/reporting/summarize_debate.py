@@ -8,4 +8,5 @@ with job_log(snakemake.log[0]):
         snakemake.output.table,
         snakemake.output.paper_table,
         snakemake.output.plot,
+        prices=snakemake.params.prices,
     )

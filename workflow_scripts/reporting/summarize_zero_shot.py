@@ -2,4 +2,6 @@ from debatelab.reporting.zero_shot import summarize_zero_shot
 from debatelab.runlog import job_log
 
 with job_log(snakemake.log[0]):
-    summarize_zero_shot(list(snakemake.input), snakemake.output.table, snakemake.output.plot)
+    summarize_zero_shot(
+        list(snakemake.input), snakemake.output.table, snakemake.output.plot, prices=snakemake.params.prices
+    )

@@ -60,6 +60,7 @@ class Turn:
     answer_sources: tuple[int, ...] = ()
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, served from the API's prompt cache
     finish_reason: str = "stop"
     min_logprob: float = float("nan")
     mean_logprob: float = float("nan")
@@ -234,6 +235,7 @@ def to_turn(state: QuestionState, ask: Ask, g: Generation) -> Turn:
         answer_sources=tuple(ask.answer_sources),
         prompt_tokens=g.prompt_tokens,
         completion_tokens=g.completion_tokens,
+        cached_tokens=g.cached_tokens,
         finish_reason=g.finish_reason,
         **token_summaries(g),
         rating=rating,

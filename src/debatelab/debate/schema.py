@@ -28,6 +28,8 @@ correct              bool        answer matches gold
 parse_failed         bool        answer is null
 prompt_tokens        int         prompt length
 completion_tokens    int         reply length
+cached_tokens        int         of prompt_tokens, those an API served from its prompt cache
+                                 (billed at the cached-input price; 0 elsewhere)
 finish_reason        str         stop / length
 min_logprob          float       minimum token log-probability of the reply
 mean_logprob         float       mean token log-probability of the reply
@@ -102,6 +104,7 @@ TURN_COLUMNS = [
     "parse_failed",
     "prompt_tokens",
     "completion_tokens",
+    "cached_tokens",
     "finish_reason",
     "min_logprob",
     "mean_logprob",

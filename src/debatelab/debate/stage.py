@@ -147,6 +147,7 @@ def build_states(
                         messages=tuple(prompts.question_messages(row, participant.system_prompt)),
                         prompt_tokens=int(z["prompt_tokens"]),
                         completion_tokens=int(z["completion_tokens"]),
+                        cached_tokens=_tokens(z.get("cached_tokens")),  # 0 in files from before it existed
                         finish_reason=z["finish_reason"],
                         min_logprob=_float(z["min_logprob"]),
                         mean_logprob=_float(z["mean_logprob"]),
@@ -172,6 +173,11 @@ def build_states(
 
 def _float(value) -> float:
     return float("nan") if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+def _tokens(value) -> int:
+    value = _float(value)
+    return 0 if math.isnan(value) else int(value)
 
 
 class ModelPool:
@@ -286,6 +292,7 @@ def result_frames(states: list[QuestionState], dataset: str, protocol: Protocol)
                     "parse_failed": turn.answer is None,
                     "prompt_tokens": turn.prompt_tokens,
                     "completion_tokens": turn.completion_tokens,
+                    "cached_tokens": turn.cached_tokens,
                     "finish_reason": turn.finish_reason,
                     "min_logprob": turn.min_logprob,
                     "mean_logprob": turn.mean_logprob,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
 
+from ..cost import prices_of, tokens_usd, usd_text
 from ..io import read_parquet_checked, save_figure_atomic, write_text_atomic
 from .figures import subplots
 
@@ -29,7 +30,11 @@ DEBATE_SUMMARY_COLUMNS = [
     "accuracy_non_unanimous",
     "mean_ncomm_non_unanimous",
     "mean_total_tokens_non_unanimous",
+    "cost_usd",
+    "mean_cost_usd",
+    "mean_cost_usd_non_unanimous",
 ]
+USD_COLUMNS = ["cost_usd", "mean_cost_usd", "mean_cost_usd_non_unanimous"]
 DEBATE_QUESTION_INPUTS = [
     "question_id",
     "dataset",
@@ -47,10 +52,14 @@ DEBATE_QUESTION_INPUTS = [
     "pre_unanimous",
 ]
 DEBATE_TURN_INPUTS = ["dataset", "protocol", "round", "parse_failed"]
+#: read for the dollar columns (cached_tokens too where the file has it)
+DEBATE_TURN_COST_INPUTS = ["question_id", "thread", "model", "prompt_tokens", "completion_tokens"]
 PAPER_METRICS = ["NComm", "Tok", "Acc"]
 
 
-def debate_summary(question_frames: Sequence[pd.DataFrame], turn_frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+def debate_summary(
+    question_frames: Sequence[pd.DataFrame], turn_frames: Sequence[pd.DataFrame], prices: Mapping | None = None
+) -> pd.DataFrame:
     """One row per (dataset, protocol), sorted by dataset then mean_total_tokens.
 
     Means run over (question, thread) rows of questions.parquet unless said otherwise:
@@ -65,9 +74,21 @@ def debate_summary(question_frames: Sequence[pd.DataFrame], turn_frames: Sequenc
     - non_unanimous_questions: distinct question ids whose pre-debate answers disagree
       (SVR-MAD's "valid" questions); accuracy_non_unanimous, mean_ncomm_non_unanimous and
       mean_total_tokens_non_unanimous are taken over those alone, NaN if there are none
+    - cost_usd: dollars of every call in total_tokens (the pre-debate answers used and the debate
+      calls; not confidence elicitation) at each call's model's price (`debatelab.cost`; no price:
+      0), summed over all (question, thread) rows; mean_cost_usd and mean_cost_usd_non_unanimous its
+      means as mean_total_tokens's. Turns without the cost columns (no `model`): NaN
     """
     questions = pd.concat(question_frames, ignore_index=True)
     turns = pd.concat(turn_frames, ignore_index=True)
+    if all(c in turns.columns for c in DEBATE_TURN_COST_INPUTS):
+        turns = turns.assign(cost_usd=tokens_usd(turns, prices_of(prices)))
+        keys = ["dataset", "protocol", "question_id", "thread"]
+        per_question = turns.groupby(keys, as_index=False)["cost_usd"].sum()
+        questions = questions.merge(per_question, on=keys, how="left", validate="many_to_one")
+        questions["cost_usd"] = questions["cost_usd"].fillna(0.0)
+    else:
+        questions = questions.assign(cost_usd=float("nan"))
     debate_turns = turns[turns["round"] >= 1]
     turn_parse_failures = debate_turns.groupby(["dataset", "protocol"])["parse_failed"].mean()
     rows = []
@@ -94,6 +115,9 @@ def debate_summary(question_frames: Sequence[pd.DataFrame], turn_frames: Sequenc
                 "accuracy_non_unanimous": valid["correct"].mean(),
                 "mean_ncomm_non_unanimous": valid["ncomm"].mean(),
                 "mean_total_tokens_non_unanimous": valid["total_tokens"].mean(),
+                "cost_usd": g["cost_usd"].sum(min_count=1),
+                "mean_cost_usd": g["cost_usd"].mean(),
+                "mean_cost_usd_non_unanimous": valid["cost_usd"].mean(),
             }
         )
     summary = pd.DataFrame(rows, columns=DEBATE_SUMMARY_COLUMNS)
@@ -101,7 +125,8 @@ def debate_summary(question_frames: Sequence[pd.DataFrame], turn_frames: Sequenc
 
 
 def debate_table_paper_layout(summary: pd.DataFrame) -> pd.DataFrame:
-    """SVR-MAD Table 1: rows = protocol, columns = (dataset, metric) for metric in NComm, Tok, Acc.
+    """SVR-MAD Table 1: rows = protocol, columns = (dataset, metric) for metric in NComm, Tok, Acc,
+    and USD (mean dollars per non-unanimous question) when a model has a price.
 
     As in the paper, all three are over the non-unanimous ("valid") questions: NComm = mean
     transfers per question, Tok = mean total tokens per question / 10³, Acc = % correct; one decimal.
@@ -114,17 +139,37 @@ def debate_table_paper_layout(summary: pd.DataFrame) -> pd.DataFrame:
             "NComm": summary["mean_ncomm_non_unanimous"],
             "Tok": summary["mean_total_tokens_non_unanimous"] / 1000,
             "Acc": summary["accuracy_non_unanimous"] * 100,
+            "USD": summary["mean_cost_usd_non_unanimous"] if "mean_cost_usd_non_unanimous" in summary else float("nan"),
         }
     )
-    table = metrics.pivot(index="protocol", columns="dataset", values=PAPER_METRICS)
+    names = PAPER_METRICS + (["USD"] if priced(summary) else [])
+    table = metrics.pivot(index="protocol", columns="dataset", values=names)
     table = table.swaplevel(axis=1).rename_axis(columns=["dataset", "metric"])
-    columns = pd.MultiIndex.from_product([summary["dataset"].unique(), PAPER_METRICS], names=["dataset", "metric"])
-    return table.reindex(index=summary["protocol"].unique(), columns=columns).round(1)
+    columns = pd.MultiIndex.from_product([summary["dataset"].unique(), names], names=["dataset", "metric"])
+    table = table.reindex(index=summary["protocol"].unique(), columns=columns).astype(float)
+    rounded = table.round(1)
+    for column in [c for c in table.columns if c[1] == "USD"]:  # dollars per question: cents matter
+        rounded[column] = table[column].map(lambda v: float(f"{v:.4g}"))
+    return rounded
+
+
+def priced(summary: pd.DataFrame) -> bool:
+    """Whether the summary has dollars to show (a model with a price ran)."""
+    return "cost_usd" in summary and bool((summary["cost_usd"].fillna(0) > 0).any())
 
 
 def plot_debate_cost_accuracy(summary: pd.DataFrame):
-    """Accuracy (%) against mean tokens per question, one panel per dataset, one marker per protocol
-    named in a shared legend (labels on the points overlapped)."""
+    """Accuracy (%) against mean tokens per question, or mean dollars per question when a model has a
+    price, one panel per dataset, one marker per protocol named in a shared legend (labels on the
+    points overlapped)."""
+    cost, cost_label = (
+        ("mean_cost_usd", "mean dollars per question")
+        if priced(summary)
+        else (
+            "mean_total_tokens",
+            "mean tokens per question",
+        )
+    )
     datasets = list(summary["dataset"].unique())
     protocols = list(dict.fromkeys(summary["protocol"]))
     markers = "osD^vP*Xh<>p"
@@ -135,14 +180,14 @@ def plot_debate_cost_accuracy(summary: pd.DataFrame):
             row = sub[sub["protocol"] == protocol]
             if len(row):
                 ax.scatter(
-                    row["mean_total_tokens"],
+                    row[cost],
                     100 * row["accuracy"],
                     marker=markers[i % len(markers)],
                     color=f"C{i % 10}",
                     s=40,
                     label=protocol,
                 )
-        ax.set_xlabel("mean tokens per question")
+        ax.set_xlabel(cost_label)
         ax.set_ylim(-3, 103)
         ax.set_title(f"{dataset} (n={int(sub['questions'].max())} questions)", fontsize="medium")
     axes[0][0].set_ylabel("accuracy (%)")
@@ -163,14 +208,15 @@ def summarize_debate(
     table_path: str | Path,
     paper_table_path: str | Path,
     plot_path: str | Path,
+    prices: Mapping | None = None,
 ) -> pd.DataFrame:
     """Write the debate summary CSV, its SVR-MAD Table 1 layout and the cost/accuracy plot; return the summary.
 
     The paper-layout CSV flattens its columns to "<dataset> <metric>"."""
     question_frames = [read_parquet_checked(p, DEBATE_QUESTION_INPUTS) for p in question_paths]
-    turn_frames = [read_parquet_checked(p, DEBATE_TURN_INPUTS) for p in turn_paths]
-    summary = debate_summary(question_frames, turn_frames)
-    write_text_atomic(summary.to_csv(index=False, float_format="%.4f"), table_path)
+    turn_frames = [read_parquet_checked(p, DEBATE_TURN_INPUTS + DEBATE_TURN_COST_INPUTS) for p in turn_paths]
+    summary = debate_summary(question_frames, turn_frames, prices)
+    write_text_atomic(usd_text(summary, USD_COLUMNS).to_csv(index=False, float_format="%.4f"), table_path)
     paper = debate_table_paper_layout(summary)
     paper.columns = [f"{dataset} {metric}" for dataset, metric in paper.columns]
     write_text_atomic(paper.to_csv(float_format="%.1f"), paper_table_path)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
 
+from ..cost import Price, prices_of, tokens_usd, usd_text
 from ..io import read_parquet_checked, save_figure_atomic, write_text_atomic
 from .figures import subplots
 
@@ -23,11 +24,19 @@ ZERO_SHOT_SUMMARY_COLUMNS = [
     "mean_conf_seqprob",
     "tokens_per_question",
     "confidence_tokens_per_question",
+    "cost_usd",
+    "cost_usd_per_question",
 ]
 
 
-def zero_shot_summary(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+def zero_shot_summary(
+    frames: Sequence[pd.DataFrame], prices: Mapping[str, Price | Mapping] | None = None
+) -> pd.DataFrame:
+    """One row per (dataset, agent). `cost_usd`: dollars of the answer calls (the tokens of
+    `tokens_per_question`) at the model's price (`debatelab.cost`; no price: 0); confidence
+    elicitation's tokens are not priced."""
     df = pd.concat(frames, ignore_index=True)
+    df["cost_usd"] = tokens_usd(df, prices_of(prices))
     rows = []
     for (dataset, agent), g in df.groupby(["dataset", "agent"], sort=True):
         questions = g["question_id"].nunique()
@@ -45,6 +54,8 @@ def zero_shot_summary(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
                 "mean_conf_seqprob": g["conf_seqprob"].mean(),
                 "tokens_per_question": (g["prompt_tokens"] + g["completion_tokens"]).sum() / questions,
                 "confidence_tokens_per_question": g["extra_tokens"].sum() / questions,
+                "cost_usd": g["cost_usd"].sum(),
+                "cost_usd_per_question": g["cost_usd"].sum() / questions,
             }
         )
     return pd.DataFrame(rows, columns=ZERO_SHOT_SUMMARY_COLUMNS)
@@ -75,9 +86,12 @@ def plot_zero_shot(summary: pd.DataFrame):
     return fig
 
 
-def summarize_zero_shot(paths: Sequence[str | Path], table_path: str | Path, plot_path: str | Path) -> pd.DataFrame:
+def summarize_zero_shot(
+    paths: Sequence[str | Path], table_path: str | Path, plot_path: str | Path, prices: Mapping | None = None
+) -> pd.DataFrame:
     frames = [read_parquet_checked(p, ["dataset", "agent", "question_id", "correct", "parse_failed"]) for p in paths]
-    summary = zero_shot_summary(frames)
-    write_text_atomic(summary.to_csv(index=False, float_format="%.4f"), table_path)
+    summary = zero_shot_summary(frames, prices)
+    text = usd_text(summary, ["cost_usd", "cost_usd_per_question"]).to_csv(index=False, float_format="%.4f")
+    write_text_atomic(text, table_path)
     save_figure_atomic(plot_zero_shot(summary), plot_path)
     return summary

@@ -18,6 +18,8 @@ correct            bool      answer matches gold
 parse_failed       bool      answer is null
 prompt_tokens      int       prompt length of the answer call
 completion_tokens  int       reply length
+cached_tokens      int       of prompt_tokens, those an API served from its prompt cache (billed at
+                             the cached-input price; 0 for local engines and servers that don't say)
 finish_reason      str       stop / length
 mean_logprob       float     mean token log-probability of the reply
 min_logprob        float     minimum token log-probability of the reply (SID-ET, SVR-MAD prior)
@@ -55,6 +57,7 @@ ZERO_SHOT_COLUMNS = [
     "parse_failed",
     "prompt_tokens",
     "completion_tokens",
+    "cached_tokens",
     "finish_reason",
     "mean_logprob",
     "min_logprob",

@@ -115,6 +115,7 @@ def run_zero_shot(
                     "parse_failed": answer is None,
                     "prompt_tokens": g.prompt_tokens,
                     "completion_tokens": g.completion_tokens,
+                    "cached_tokens": g.cached_tokens,
                     "finish_reason": g.finish_reason,
                     **token_summaries(g),
                 }
