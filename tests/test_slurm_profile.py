@@ -48,7 +48,7 @@ def test_profile_declares_a100_and_h800_for_every_gpu_heavy_rule():
         assert res["slurm_partition"].startswith("gpu_")
         # no GPU count: each job's GPU plan sets it (a count here would override the plan)
         assert "gpu" not in res
-        assert "--gres" not in str(res.get("slurm_extra", ""))  # plugin 2.8 rejects it
+        assert "--gres" not in str(res.get("slurm_extra", ""))  # the plugin rejects it
     assert profile["default-resources"]["slurm_account"]
 
 

