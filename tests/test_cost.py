@@ -1,5 +1,5 @@
 """Dollar cost (debatelab.cost): prices, the budget cap between generation units, the dry run's estimate.
-The cap's scheduling is checked with a scripted backend here; tests/test_budget_loopback.py runs the
+The cap's scheduling is checked with a scripted backend here; tests/test_openai_backend.py (its budget test) runs the
 real zero_shot rule against the loopback OpenAI-compatible server."""
 
 from __future__ import annotations
