@@ -123,6 +123,73 @@ def planned_gpus(rule):
     return lambda wildcards: max(1, job_gpu_plan(rule, wildcards).gpus)
 
 
+# --- GPU-hour prices ----------------------------------------------------------------------------
+from debatelab.cost import any_gpu_price, gpu_groups
+
+# With a `gpu_hour` price the summaries read the zero_shot and debate jobs' benchmark files (outputs of
+# those jobs) and get each job's GPU groups from its plan (`debatelab.cost.gpu_groups`); without one
+# they take neither, so the DAG and the summaries' params are what they were.
+GPU_PRICED = any_gpu_price(MODEL_PRICES)
+
+
+def gpu_cost_job(rule, dataset, key, value, agents):
+    """One job as the summaries' `gpu_jobs` params carry it: benchmark file, keys, GPU groups."""
+    plan = job_gpu_plan(rule, {"dataset": dataset, key: value})
+    local = [AGENTS[a]["model"] for a in agents if EXP.agent_settings(a, dataset)["backend"] != "openai"]
+    return {
+        "benchmark": f"{BENCH}/{rule}/{dataset}/{value}.tsv",
+        "dataset": dataset,
+        key: value,
+        "groups": gpu_groups(plan, gpu_planning.engine_models(EXP, agents), local),
+    }
+
+
+def zero_shot_gpu_jobs():
+    if not GPU_PRICED:
+        return []
+    return [
+        gpu_cost_job("zero_shot", d, "agent", a, [a])
+        for d in EXP.evaluated_datasets()
+        for a in AGENTS
+        if d in EXP.agent_datasets(a)
+    ]
+
+
+def debate_gpu_jobs():
+    if not GPU_PRICED:
+        return []
+    return [
+        gpu_cost_job("debate", d, "protocol", p, EXP.protocol_agents(p))
+        for p in PROTOCOLS
+        for d in EXP.protocol_datasets(p)
+    ]
+
+
+def zero_shot_summary_inputs(wildcards):
+    inputs = {"answers": zero_shot_files()}
+    if GPU_PRICED:
+        inputs["benchmarks"] = [job["benchmark"] for job in zero_shot_gpu_jobs()]
+    return inputs
+
+
+def debate_summary_inputs(wildcards):
+    inputs = {"questions": debate_files("questions"), "turns": debate_files("turns")}
+    if GPU_PRICED:  # the zero-shot answers the debates start from carry their jobs' GPU time
+        inputs["benchmarks"] = [job["benchmark"] for job in debate_gpu_jobs()]
+        inputs["zero_shot_benchmarks"] = [job["benchmark"] for job in zero_shot_gpu_jobs()]
+        inputs["zero_shot"] = zero_shot_files()
+    return inputs
+
+
+#: the summary rules' extra params, only with a `gpu_hour` price (a run without one keeps its params)
+ZERO_SHOT_GPU_PARAMS = {"gpu_jobs": lambda wildcards: zero_shot_gpu_jobs()} if GPU_PRICED else {}
+DEBATE_GPU_PARAMS = (
+    {"gpu_jobs": lambda wildcards: debate_gpu_jobs(), "zero_shot_gpu_jobs": lambda wildcards: zero_shot_gpu_jobs()}
+    if GPU_PRICED
+    else {}
+)
+
+
 # --- data and models ---------------------------------------------------------------------------
 
 

@@ -4,12 +4,13 @@
 rule summarize_zero_shot:
     """Accuracy, parse failures, confidence and tokens per dataset and agent, with a plot."""
     input:
-        zero_shot_files(),
+        unpack(zero_shot_summary_inputs),
     output:
         table=report(f"{RESULTS}/summary/zero_shot.csv", category="Zero-shot", caption="../report/zero_shot_table.rst"),
         plot=report(f"{RESULTS}/summary/zero_shot.png", category="Zero-shot", caption="../report/zero_shot_plot.rst"),
     params:
         prices=MODEL_PRICES,
+        **ZERO_SHOT_GPU_PARAMS,
     log:
         f"{LOGS}/summary/zero_shot.log",
     resources:
@@ -24,8 +25,7 @@ rule summarize_zero_shot:
 rule summarize_debate:
     """Accuracy, parse failures, communication and tokens per dataset and protocol; SVR-MAD Table 1; a plot."""
     input:
-        questions=debate_files("questions"),
-        turns=debate_files("turns"),
+        unpack(debate_summary_inputs),
     output:
         table=report(f"{RESULTS}/summary/debate.csv", category="Debate", caption="../report/debate_table.rst"),
         paper_table=report(
@@ -36,6 +36,7 @@ rule summarize_debate:
         ),
     params:
         prices=MODEL_PRICES,
+        **DEBATE_GPU_PARAMS,
     log:
         f"{LOGS}/summary/debate.log",
     resources:

@@ -300,3 +300,152 @@ def test_the_summaries_show_dollars_per_question_protocol_and_in_the_paper_table
     assert paper.loc["mad", ("d", "USD")] == pytest.approx(0.0038)
     # without prices no USD column: the paper's own layout
     assert "USD" not in debate_table_paper_layout(debate_summary([questions], [turns])).columns.get_level_values(1)
+
+
+# --- GPU-hours: a local model priced by the GPU-hour ------------------------------------------------
+
+
+def _benchmark(path, seconds):
+    """A Snakemake benchmark file as the `benchmark:` directive writes it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+        f"{seconds}\t0:30:00\t100\t200\t50\t60\t0\t0\t50\t10\n"
+    )
+    return str(path)
+
+
+def _plan(placement, shares, held=None):
+    from debatelab.gpu_plan import GIB, GpuType, JobPlan
+
+    return JobPlan("job", GpuType("h100", 80 * GIB, 8), 0.9, {}, placement, shares, held=held)
+
+
+def test_a_jobs_gpu_cost_is_its_seconds_times_the_gpus_its_plan_gives_each_engine(tmp_path):
+    from debatelab.cost import benchmark_seconds, engine_gpus, gpu_groups, groups_gpu_usd
+
+    assert benchmark_seconds(_benchmark(tmp_path / "b.tsv", 1800.0)) == 1800.0
+    (tmp_path / "bad.tsv").write_text("x\n1\n")
+    with pytest.raises(ValueError, match="not a Snakemake benchmark file"):
+        benchmark_seconds(tmp_path / "bad.tsv")
+    # big on GPUs 0-3 alone; small (0.6) and other (0.3) share GPU 4 by their memory shares
+    placement = {"big": [0, 1, 2, 3], "small": [4], "other": [4]}
+    held = engine_gpus(placement, {"big": 0.9, "small": 0.6, "other": 0.3})
+    assert held == pytest.approx({"big": 4.0, "small": 2 / 3, "other": 1 / 3})
+    assert sum(held.values()) == pytest.approx(5.0)  # every GPU the job holds is paid for once
+    plan = _plan(placement, {"big": 0.9, "small": 0.6, "other": 0.3})
+    groups = gpu_groups(plan, {"big": ["big"], "small": ["small"], "other": ["o1", "o2"]}, [])
+    assert groups == [[["big"], 4.0], [["small"], pytest.approx(2 / 3)], [["o1", "o2"], pytest.approx(1 / 3)]]
+    prices = {"big": Price(gpu_hour=2.0), "small": Price(gpu_hour=3.0), "o1": Price(gpu_hour=1.0)}
+    # half an hour; o1 and o2 (adapters on one engine) split theirs by tokens: 3 : 1; o2 has no price
+    usd = groups_gpu_usd(1800.0, groups, prices, {"big": 1, "small": 0, "o1": 300, "o2": 100})
+    assert usd["big"] == pytest.approx(0.5 * 4 * 2.0)  # its own engine: all its GPUs, whatever it generated
+    assert usd["small"] == pytest.approx(0.5 * 2 / 3 * 3.0)
+    assert usd["o1"] == pytest.approx(0.5 * 1 / 3 * 0.75 * 1.0) and usd["o2"] == 0
+    # the laptop fallback (no placement, one GPU held): the job's local models split it by tokens
+    assert gpu_groups(_plan({}, {}, held=1), {}, ["m", "m", "n"]) == [[["m", "n"], 1.0]]
+    assert gpu_groups(_plan({}, {}), {}, []) == []  # remote models only: no GPU of theirs
+
+
+def _zero_shot_frame(dataset="d", agent="a", model="local", n=2):
+    return pd.DataFrame(
+        {
+            "dataset": dataset,
+            "agent": agent,
+            "model": model,
+            "question_id": [f"q{i}" for i in range(n)],
+            "correct": True,
+            "parse_failed": False,
+            "finish_reason": "stop",
+            "conf_verbal": 0.5,
+            "conf_seqprob": 0.5,
+            "extra_tokens": 0,
+            "prompt_tokens": 100,
+            "completion_tokens": 50,
+        }
+    )
+
+
+def test_the_summaries_add_the_jobs_gpu_hours_where_a_model_has_a_gpu_price(tmp_path):
+    from debatelab.reporting.debate import debate_summary, gpu_job_costs
+    from debatelab.reporting.zero_shot import zero_shot_summary
+
+    prices = {"local": {"gpu_hour": 4.0}, "free": None}
+    zs_bench = _benchmark(tmp_path / "benchmarks/zero_shot/d/a.tsv", 900.0)  # a quarter hour
+    zs_jobs = [{"benchmark": zs_bench, "dataset": "d", "agent": "a", "groups": [[["local"], 2.0]]}]
+    zero = _zero_shot_frame()
+    summary = zero_shot_summary([zero, _zero_shot_frame(agent="b", model="free")], prices, zs_jobs).set_index("agent")
+    assert summary.loc["a", "gpu_cost_usd"] == pytest.approx(0.25 * 2 * 4.0)  # 2 GPUs for 900 s at $4
+    assert summary.loc["a", "cost_usd"] == pytest.approx(2.0)
+    assert summary.loc["a", "cost_usd_per_question"] == pytest.approx(1.0)
+    assert summary.loc["b", "cost_usd"] == 0  # no job of its in gpu_jobs, no price
+    # without gpu_jobs (no gpu_hour price given, the rule's default): tokens only, as before
+    assert zero_shot_summary([zero], prices)["cost_usd"].iloc[0] == 0
+
+    def question(qid):
+        return {
+            "question_id": qid, "dataset": "d", "protocol": "mad", "kind": "all_to_all", "thread": 0,
+            "correct": True, "parse_failed": False, "rounds_used": 1, "stopped_early": False, "ncomm": 2,
+            "debate_calls": 1, "total_tokens": 10, "pre_correct": True, "pre_unanimous": False,
+        }  # fmt: skip
+
+    questions = pd.DataFrame([question("q0"), question("q1")])
+    turns = pd.DataFrame(
+        {
+            "question_id": ["q0", "q0", "q1", "q1"],
+            "dataset": "d",
+            "protocol": "mad",
+            "thread": 0,
+            "round": [0, 1, 0, 1],
+            "agent_config": "a",
+            "parse_failed": False,
+            "model": "local",
+            "prompt_tokens": [100, 300, 100, 100],
+            "completion_tokens": [50, 100, 50, 0],
+        }
+    )
+    debate_bench = _benchmark(tmp_path / "benchmarks/debate/d/mad.tsv", 3600.0)
+    debate_jobs = [{"benchmark": debate_bench, "dataset": "d", "protocol": "mad", "groups": [[["local"], 1.0]]}]
+    zs_path = tmp_path / "a.parquet"
+    zero.to_parquet(zs_path)
+    gpu_usd, rates = gpu_job_costs([turns], prices, debate_jobs, zs_jobs, [zs_path])
+    assert gpu_usd == {("d", "mad"): pytest.approx(4.0)}  # an hour on one GPU
+    assert rates == {("d", "a"): pytest.approx(2.0 / 300)}  # the zero-shot job's $2 over its 300 tokens
+    row = debate_summary([questions], [turns], prices, gpu_usd, rates).iloc[0]
+    # the debate job's $4 plus each question's pre-debate answer (150 tokens × $2 / 300 = $1)
+    assert row["gpu_cost_usd"] == pytest.approx(4.0 + 2 * 1.0)
+    assert row["cost_usd"] == pytest.approx(6.0)
+    # spread by the debate calls' tokens: q0 400 of 500 -> $3.2 + $1, q1 100 -> $0.8 + $1; mean $3
+    assert row["mean_cost_usd"] == pytest.approx(3.0)
+    assert debate_summary([questions], [turns], prices).iloc[0]["cost_usd"] == 0  # no GPU jobs: tokens only
+
+
+def test_a_gpu_hour_price_makes_the_benchmark_files_the_summaries_inputs_and_no_price_leaves_the_dag(tmp_path):
+    """Dry runs of the default config: without a `gpu_hour` price the summaries read what they read
+    before (no benchmark file); with one, the zero_shot and debate jobs' benchmark files (outputs of
+    those jobs) are their inputs."""
+    from workflow_helpers import REPO_ROOT, snakemake
+
+    targets = ["results/default/summary/zero_shot.csv", "results/default/summary/debate.csv"]
+    config = str(REPO_ROOT / "config/config.yaml")
+
+    def summary_inputs(*configs):
+        out = snakemake(tmp_path, "--configfile", config, *configs, "-n", "-p", *targets).stdout
+        jobs = out.split("rule summarize_")[1:]
+        return {job.split(":")[0]: job.split("input: ")[1].split("\n")[0].split(", ") for job in jobs}
+
+    plain = summary_inputs()
+    assert not any(p.endswith(".tsv") for inputs in plain.values() for p in inputs)
+    assert plain["zero_shot"] == [
+        f"results/default/zero_shot/boolq/{a}.parquet" for a in ("smol_a", "smol_b", "smol_c", "smol_sdrl")
+    ]
+    priced = tmp_path / "gpu_price.yaml"
+    priced.write_text(
+        "models:\n  smollm2-135m-instruct: {source: 'bundled:smollm2-135m-instruct', dtype: float32, "
+        "price: {gpu_hour: 2.5}}\n  smollm2-sdrl: {source: 'trained:sdrl'}\n"
+    )
+    gpu = summary_inputs(str(priced))
+    assert "results/default/benchmarks/zero_shot/boolq/smol_a.tsv" in gpu["zero_shot"]
+    assert "results/default/benchmarks/debate/boolq/mad.tsv" in gpu["debate"]
+    assert "results/default/benchmarks/zero_shot/boolq/smol_a.tsv" in gpu["debate"]  # round 0's GPU time
+    assert set(plain["debate"]) < set(gpu["debate"])

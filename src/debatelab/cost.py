@@ -375,3 +375,95 @@ def estimate_message(config: Mapping) -> tuple[str, bool] | None:
                 "raise budget_usd and rerun to go on)"
             )
     return text, over
+
+
+# --- GPU-hours ---------------------------------------------------------------------------------
+# A local model priced by the GPU-hour costs what its jobs held GPUs for: each zero_shot / debate job's
+# measured wall seconds (its Snakemake benchmark file, `s`) × the GPUs its plan gives the model's
+# engine (`debatelab.gpu_plan`) × the model's `gpu_hour`. The summary rules receive, per job, its
+# benchmark file and its GPU groups (`gpu_job_spec`): which models share which GPUs.
+
+
+def benchmark_seconds(path: str | Path) -> float:
+    """A job's measured wall seconds: the `s` column of its Snakemake benchmark file, summed over its rows
+    (a rule with `repeat` runs the job once per row; the workflow's rules run once)."""
+    frame = pd.read_csv(path, sep="\t")
+    if "s" not in frame.columns or frame.empty:
+        raise ValueError(f"{path}: not a Snakemake benchmark file (no `s` column or no row)")
+    return float(pd.to_numeric(frame["s"], errors="raise").sum())
+
+
+def engine_gpus(placement: Mapping[str, Sequence[int]], shares: Mapping[str, float]) -> dict[str, float]:
+    """GPUs each engine of a plan holds: a GPU one engine has alone counts whole to it; a GPU several
+    engines share is split by their memory shares (`JobPlan.shares`, each engine's
+    gpu_memory_utilization; equal parts where none is known). The parts sum to the job's GPUs."""
+    on_gpu: dict[int, list[str]] = {}
+    for name, gpus in placement.items():
+        for g in gpus:
+            on_gpu.setdefault(g, []).append(name)
+    held = dict.fromkeys(placement, 0.0)
+    for names in on_gpu.values():
+        weights = {n: float(shares.get(n) or 0.0) for n in names}
+        total = sum(weights.values())
+        for n in names:
+            held[n] += weights[n] / total if total > 0 else 1.0 / len(names)
+    return held
+
+
+def gpu_groups(plan, engine_models: Mapping[str, Sequence[str]], local_models: Sequence[str]) -> list[list]:
+    """[[models, GPUs], ...] of one job: per engine of the plan, the models it serves (an engine serving
+    adapters serves several) and the GPUs it holds (`engine_gpus`). A plan without placement that still
+    holds GPUs (the laptop fallback of `rules/common.smk`, when a model's size is unknown) is one group:
+    the job's local models on all of them. A job whose models are all remote holds none for them."""
+    if plan.placement:
+        held = engine_gpus(plan.placement, plan.shares)
+        return [[sorted(engine_models.get(name) or [name]), held[name]] for name in plan.placement]
+    if plan.held and local_models:
+        return [[sorted(set(local_models)), float(plan.held)]]
+    return []
+
+
+def groups_gpu_usd(
+    seconds: float, groups: Sequence[Sequence], prices: Mapping[str, Price], tokens: Mapping[str, float] | None = None
+) -> dict[str, float]:
+    """{model: dollars} of one job of `seconds` with GPU `groups` (`gpu_groups`): each group's
+    GPU-seconds are split among its models by `tokens` ({model: tokens it generated in the job}; equal
+    parts when none has any), each part at `gpu_job_usd` with its model's `gpu_hour`. [CHOICE] A
+    group of one model (an engine of its own) pays for its GPUs whatever it generated: the plan held
+    them for the whole job. Only models on one engine (adapters on their base) or the fallback group
+    share by tokens, since there the plan gives no slice per model."""
+    tokens = tokens or {}
+    out: dict[str, float] = {}
+    for models, count in groups:
+        weights = {m: float(tokens.get(m, 0) or 0) for m in models}
+        total = sum(weights.values())
+        for m in models:
+            part = weights[m] / total if total > 0 else 1.0 / len(models)
+            out[m] = out.get(m, 0.0) + gpu_job_usd(seconds, float(count) * part, prices.get(m) or Price())
+    return out
+
+
+def any_gpu_price(prices: Mapping[str, Price | Mapping | None]) -> bool:
+    """Whether a model has a `gpu_hour` price (then the summaries read the jobs' benchmark files)."""
+    return any(p.gpu_hour for p in prices_of(prices).values())
+
+
+def jobs_gpu_usd(
+    jobs: Sequence[Mapping], key: Sequence[str], tokens: pd.DataFrame, prices: Mapping[str, Price]
+) -> dict[tuple, float]:
+    """{job key: dollars} of GPU-hour-priced jobs. `jobs`: the summary rule's `gpu_jobs` param, one
+    mapping per job with its `benchmark` file, its key columns (`key`, e.g. dataset and agent) and
+    `groups` (`gpu_groups`); `tokens`: rows with the key columns, `model`, `prompt_tokens` and
+    `completion_tokens` (the job's generations) to split a shared engine's GPUs by."""
+    out = {}
+    for job in jobs:
+        k = tuple(job[c] for c in key)
+        mine = tokens
+        for c, v in zip(key, k):
+            mine = mine[mine[c] == v]
+        per_model = (
+            (mine["prompt_tokens"].astype(float) + mine["completion_tokens"].astype(float)).groupby(mine["model"]).sum()
+        )
+        usd = groups_gpu_usd(benchmark_seconds(job["benchmark"]), job["groups"], prices, per_model.to_dict())
+        out[k] = out.get(k, 0.0) + sum(usd.values())
+    return out

@@ -541,6 +541,25 @@ def inference_needs(exp, agents: list[str], dataset: str | None) -> list[ModelNe
     return list(needs.values())
 
 
+def engine_models(exp, agents: list[str]) -> dict[str, list[str]]:
+    """The models each engine of `inference_needs(exp, agents, ...)` serves, by the engine's name in the
+    plan: a model its own engine; the adapter-served models of one base model its shared engine."""
+    served: dict[str, list[str]] = {}
+    for agent in agents:
+        model = exp.agents[agent]["model"]
+        base = exp.adapter_base(model)
+        key = model if base is None else f"{base}+adapters"
+        if model not in served.setdefault(key, []):
+            served[key].append(model)
+    out = {}
+    for key, models in served.items():
+        if key.endswith("+adapters") and exp.adapter_base(models[0]) is not None:
+            n = len(models)
+            key = f"{key[: -len('+adapters')]} with {n} adapter{'s' if n > 1 else ''}"
+        out[key] = models
+    return out
+
+
 def experiment_job_plan(exp, rule: str, wildcards: dict, gpu_type: GpuType) -> JobPlan:
     """The plan of one GPU job of the workflow, by rule and wildcards."""
     job = f"{rule} {exp.name}/" + "/".join(str(v) for v in wildcards.values())

@@ -9,4 +9,7 @@ with job_log(snakemake.log[0]):
         snakemake.output.paper_table,
         snakemake.output.plot,
         prices=snakemake.params.prices,
+        gpu_jobs=snakemake.params.get("gpu_jobs", []),
+        zero_shot_gpu_jobs=snakemake.params.get("zero_shot_gpu_jobs", []),
+        zero_shot_paths=list(snakemake.input.get("zero_shot", [])),
     )

@@ -3,5 +3,9 @@ from debatelab.runlog import job_log
 
 with job_log(snakemake.log[0]):
     summarize_zero_shot(
-        list(snakemake.input), snakemake.output.table, snakemake.output.plot, prices=snakemake.params.prices
+        list(snakemake.input.answers),
+        snakemake.output.table,
+        snakemake.output.plot,
+        prices=snakemake.params.prices,
+        gpu_jobs=snakemake.params.get("gpu_jobs", []),
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..cost import prices_of, tokens_usd, usd_text
+from ..cost import jobs_gpu_usd, prices_of, tokens_usd, usd_text
 from ..io import read_parquet_checked, save_figure_atomic, write_text_atomic
 from .figures import subplots
 
@@ -33,8 +33,9 @@ DEBATE_SUMMARY_COLUMNS = [
     "cost_usd",
     "mean_cost_usd",
     "mean_cost_usd_non_unanimous",
+    "gpu_cost_usd",
 ]
-USD_COLUMNS = ["cost_usd", "mean_cost_usd", "mean_cost_usd_non_unanimous"]
+USD_COLUMNS = ["cost_usd", "mean_cost_usd", "mean_cost_usd_non_unanimous", "gpu_cost_usd"]
 DEBATE_QUESTION_INPUTS = [
     "question_id",
     "dataset",
@@ -58,7 +59,11 @@ PAPER_METRICS = ["NComm", "Tok", "Acc"]
 
 
 def debate_summary(
-    question_frames: Sequence[pd.DataFrame], turn_frames: Sequence[pd.DataFrame], prices: Mapping | None = None
+    question_frames: Sequence[pd.DataFrame],
+    turn_frames: Sequence[pd.DataFrame],
+    prices: Mapping | None = None,
+    gpu_usd: Mapping[tuple[str, str], float] | None = None,
+    zero_shot_rates: Mapping[tuple[str, str], float] | None = None,
 ) -> pd.DataFrame:
     """One row per (dataset, protocol), sorted by dataset then mean_total_tokens.
 
@@ -77,18 +82,13 @@ def debate_summary(
     - cost_usd: dollars of every call in total_tokens (the pre-debate answers used and the debate
       calls; not confidence elicitation) at each call's model's price (`debatelab.cost`; no price:
       0), summed over all (question, thread) rows; mean_cost_usd and mean_cost_usd_non_unanimous its
-      means as mean_total_tokens's. Turns without the cost columns (no `model`): NaN
+      means as mean_total_tokens's. Turns without the cost columns (no `model`): NaN. With `gpu_hour`
+      prices it includes the GPU-hours of the calls (`question_costs`)
+    - gpu_cost_usd: of cost_usd, the GPU-hour part (0 without a `gpu_hour` price)
     """
     questions = pd.concat(question_frames, ignore_index=True)
     turns = pd.concat(turn_frames, ignore_index=True)
-    if all(c in turns.columns for c in DEBATE_TURN_COST_INPUTS):
-        turns = turns.assign(cost_usd=tokens_usd(turns, prices_of(prices)))
-        keys = ["dataset", "protocol", "question_id", "thread"]
-        per_question = turns.groupby(keys, as_index=False)["cost_usd"].sum()
-        questions = questions.merge(per_question, on=keys, how="left", validate="many_to_one")
-        questions["cost_usd"] = questions["cost_usd"].fillna(0.0)
-    else:
-        questions = questions.assign(cost_usd=float("nan"))
+    questions = question_costs(questions, turns, prices, gpu_usd, zero_shot_rates)
     debate_turns = turns[turns["round"] >= 1]
     turn_parse_failures = debate_turns.groupby(["dataset", "protocol"])["parse_failed"].mean()
     rows = []
@@ -116,12 +116,71 @@ def debate_summary(
                 "mean_ncomm_non_unanimous": valid["ncomm"].mean(),
                 "mean_total_tokens_non_unanimous": valid["total_tokens"].mean(),
                 "cost_usd": g["cost_usd"].sum(min_count=1),
+                "gpu_cost_usd": g["gpu_cost_usd"].sum(),
                 "mean_cost_usd": g["cost_usd"].mean(),
                 "mean_cost_usd_non_unanimous": valid["cost_usd"].mean(),
             }
         )
     summary = pd.DataFrame(rows, columns=DEBATE_SUMMARY_COLUMNS)
     return summary.sort_values(["dataset", "mean_total_tokens"], kind="stable", ignore_index=True)
+
+
+def question_costs(
+    questions: pd.DataFrame,
+    turns: pd.DataFrame,
+    prices: Mapping | None = None,
+    gpu_usd: Mapping[tuple[str, str], float] | None = None,
+    zero_shot_rates: Mapping[tuple[str, str], float] | None = None,
+) -> pd.DataFrame:
+    """`questions` with `cost_usd` (dollars of the calls in `total_tokens`) and `gpu_cost_usd` (its
+    GPU-hour part) per (question, thread) row.
+
+    Tokens: every turn at its model's price (`debatelab.cost.tokens_usd`; turns without the cost
+    columns: NaN). GPU-hours, where a model has a `gpu_hour` price: `gpu_usd` = {(dataset, protocol):
+    the debate job's GPU dollars} spread over its rows by their debate calls' tokens (round >= 1;
+    equal parts when it made none), plus each pre-debate answer (round 0) at `zero_shot_rates` =
+    {(dataset, agent): its zero-shot job's GPU dollars per token}: [CHOICE] the zero-shot jobs are
+    shared by every protocol, so each protocol pays for the answers it used, by their tokens, as its
+    `total_tokens` counts them."""
+    keys = ["dataset", "protocol", "question_id", "thread"]
+    if all(c in turns.columns for c in DEBATE_TURN_COST_INPUTS):
+        turns = turns.assign(cost_usd=tokens_usd(turns, prices_of(prices)))
+        per_question = turns.groupby(keys, as_index=False)["cost_usd"].sum()
+        questions = questions.merge(per_question, on=keys, how="left", validate="many_to_one")
+        questions["cost_usd"] = questions["cost_usd"].fillna(0.0)
+    else:
+        questions = questions.assign(cost_usd=float("nan"))
+    questions = questions.assign(gpu_cost_usd=0.0)
+    if not (gpu_usd or zero_shot_rates) or not all(c in turns.columns for c in DEBATE_TURN_COST_INPUTS):
+        return questions
+    tokens = turns["prompt_tokens"].astype(float) + turns["completion_tokens"].astype(float)
+    debate_tokens = tokens.where(turns["round"] >= 1, 0.0)
+    rates = zero_shot_rates or {}
+    if "agent_config" in turns.columns:
+        rate = pd.Series(
+            [rates.get((d, a), 0.0) for d, a in zip(turns["dataset"], turns["agent_config"])], index=turns.index
+        )
+    else:
+        rate = pd.Series(0.0, index=turns.index)
+    pre_usd = (tokens * rate).where(turns["round"] == 0, 0.0)
+    parts = (
+        turns.assign(_debate_tokens=debate_tokens, _pre_usd=pre_usd)
+        .groupby(keys, as_index=False)[["_debate_tokens", "_pre_usd"]]
+        .sum()
+    )
+    questions = questions.merge(parts, on=keys, how="left", validate="many_to_one")
+    questions[["_debate_tokens", "_pre_usd"]] = questions[["_debate_tokens", "_pre_usd"]].fillna(0.0)
+    job = pd.Series(0.0, index=questions.index)
+    for (dataset, protocol), usd in (gpu_usd or {}).items():
+        rows = (questions["dataset"] == dataset) & (questions["protocol"] == protocol)
+        if not rows.any():
+            continue
+        weights = questions.loc[rows, "_debate_tokens"]
+        total = weights.sum()
+        job[rows] = usd * (weights / total if total > 0 else 1.0 / rows.sum())
+    questions["gpu_cost_usd"] = job + questions["_pre_usd"]
+    questions["cost_usd"] = questions["cost_usd"] + questions["gpu_cost_usd"]
+    return questions.drop(columns=["_debate_tokens", "_pre_usd"])
 
 
 def debate_table_paper_layout(summary: pd.DataFrame) -> pd.DataFrame:
@@ -202,6 +261,34 @@ def plot_debate_cost_accuracy(summary: pd.DataFrame):
     return fig
 
 
+def gpu_job_costs(
+    turn_frames: Sequence[pd.DataFrame],
+    prices: Mapping | None,
+    gpu_jobs: Sequence[Mapping] = (),
+    zero_shot_gpu_jobs: Sequence[Mapping] = (),
+    zero_shot_paths: Sequence[str | Path] = (),
+) -> tuple[dict, dict]:
+    """({(dataset, protocol): the debate job's GPU dollars}, {(dataset, agent): the zero-shot job's GPU
+    dollars per prompt + completion token}) from the jobs' benchmark files (`debatelab.cost.jobs_gpu_usd`)."""
+    if not (gpu_jobs or zero_shot_gpu_jobs):
+        return {}, {}
+    prices = prices_of(prices)
+    turns = pd.concat(turn_frames, ignore_index=True)
+    gpu_usd = jobs_gpu_usd(gpu_jobs, ["dataset", "protocol"], turns[turns["round"] >= 1], prices)
+    rates = {}
+    if zero_shot_gpu_jobs:
+        columns = ["dataset", "agent", "model", "prompt_tokens", "completion_tokens"]
+        answers = pd.concat([read_parquet_checked(p, columns) for p in zero_shot_paths], ignore_index=True)
+        usd = jobs_gpu_usd(zero_shot_gpu_jobs, ["dataset", "agent"], answers, prices)
+        tokens = (
+            (answers["prompt_tokens"] + answers["completion_tokens"])
+            .groupby([answers["dataset"], answers["agent"]])
+            .sum()
+        )
+        rates = {k: (v / tokens[k] if tokens.get(k, 0) else 0.0) for k, v in usd.items()}
+    return gpu_usd, rates
+
+
 def summarize_debate(
     question_paths: Sequence[str | Path],
     turn_paths: Sequence[str | Path],
@@ -209,13 +296,19 @@ def summarize_debate(
     paper_table_path: str | Path,
     plot_path: str | Path,
     prices: Mapping | None = None,
+    gpu_jobs: Sequence[Mapping] = (),
+    zero_shot_gpu_jobs: Sequence[Mapping] = (),
+    zero_shot_paths: Sequence[str | Path] = (),
 ) -> pd.DataFrame:
     """Write the debate summary CSV, its SVR-MAD Table 1 layout and the cost/accuracy plot; return the summary.
 
-    The paper-layout CSV flattens its columns to "<dataset> <metric>"."""
+    The paper-layout CSV flattens its columns to "<dataset> <metric>". `gpu_jobs` /
+    `zero_shot_gpu_jobs`: the debate and zero-shot jobs of GPU-hour-priced models (the rule's params,
+    `debatelab.cost.jobs_gpu_usd`), `zero_shot_paths` the latter's answers (their tokens)."""
     question_frames = [read_parquet_checked(p, DEBATE_QUESTION_INPUTS) for p in question_paths]
     turn_frames = [read_parquet_checked(p, DEBATE_TURN_INPUTS + DEBATE_TURN_COST_INPUTS) for p in turn_paths]
-    summary = debate_summary(question_frames, turn_frames, prices)
+    gpu_usd, rates = gpu_job_costs(turn_frames, prices, gpu_jobs, zero_shot_gpu_jobs, zero_shot_paths)
+    summary = debate_summary(question_frames, turn_frames, prices, gpu_usd, rates)
     write_text_atomic(usd_text(summary, USD_COLUMNS).to_csv(index=False, float_format="%.4f"), table_path)
     paper = debate_table_paper_layout(summary)
     paper.columns = [f"{dataset} {metric}" for dataset, metric in paper.columns]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..cost import Price, prices_of, tokens_usd, usd_text
+from ..cost import Price, jobs_gpu_usd, prices_of, tokens_usd, usd_text
 from ..io import read_parquet_checked, save_figure_atomic, write_text_atomic
 from .figures import subplots
 
@@ -26,17 +26,24 @@ ZERO_SHOT_SUMMARY_COLUMNS = [
     "confidence_tokens_per_question",
     "cost_usd",
     "cost_usd_per_question",
+    "gpu_cost_usd",
 ]
 
 
 def zero_shot_summary(
-    frames: Sequence[pd.DataFrame], prices: Mapping[str, Price | Mapping] | None = None
+    frames: Sequence[pd.DataFrame],
+    prices: Mapping[str, Price | Mapping] | None = None,
+    gpu_jobs: Sequence[Mapping] = (),
 ) -> pd.DataFrame:
     """One row per (dataset, agent). `cost_usd`: dollars of the answer calls (the tokens of
-    `tokens_per_question`) at the model's price (`debatelab.cost`; no price: 0); confidence
-    elicitation's tokens are not priced."""
+    `tokens_per_question`) at the model's price (`debatelab.cost`; no price: 0), plus `gpu_cost_usd`:
+    the job's GPU-hours where its model has a `gpu_hour` price (`gpu_jobs`, the rule's params:
+    `debatelab.cost.jobs_gpu_usd`; 0 otherwise); confidence elicitation's tokens are not priced (its
+    GPU time is in the job's)."""
     df = pd.concat(frames, ignore_index=True)
-    df["cost_usd"] = tokens_usd(df, prices_of(prices))
+    prices = prices_of(prices)
+    df["cost_usd"] = tokens_usd(df, prices)
+    gpu_usd = jobs_gpu_usd(gpu_jobs, ["dataset", "agent"], df, prices) if gpu_jobs else {}
     rows = []
     for (dataset, agent), g in df.groupby(["dataset", "agent"], sort=True):
         questions = g["question_id"].nunique()
@@ -54,8 +61,9 @@ def zero_shot_summary(
                 "mean_conf_seqprob": g["conf_seqprob"].mean(),
                 "tokens_per_question": (g["prompt_tokens"] + g["completion_tokens"]).sum() / questions,
                 "confidence_tokens_per_question": g["extra_tokens"].sum() / questions,
-                "cost_usd": g["cost_usd"].sum(),
-                "cost_usd_per_question": g["cost_usd"].sum() / questions,
+                "cost_usd": g["cost_usd"].sum() + gpu_usd.get((dataset, agent), 0.0),
+                "cost_usd_per_question": (g["cost_usd"].sum() + gpu_usd.get((dataset, agent), 0.0)) / questions,
+                "gpu_cost_usd": gpu_usd.get((dataset, agent), 0.0),
             }
         )
     return pd.DataFrame(rows, columns=ZERO_SHOT_SUMMARY_COLUMNS)
@@ -87,11 +95,17 @@ def plot_zero_shot(summary: pd.DataFrame):
 
 
 def summarize_zero_shot(
-    paths: Sequence[str | Path], table_path: str | Path, plot_path: str | Path, prices: Mapping | None = None
+    paths: Sequence[str | Path],
+    table_path: str | Path,
+    plot_path: str | Path,
+    prices: Mapping | None = None,
+    gpu_jobs: Sequence[Mapping] = (),
 ) -> pd.DataFrame:
     frames = [read_parquet_checked(p, ["dataset", "agent", "question_id", "correct", "parse_failed"]) for p in paths]
-    summary = zero_shot_summary(frames, prices)
-    text = usd_text(summary, ["cost_usd", "cost_usd_per_question"]).to_csv(index=False, float_format="%.4f")
+    summary = zero_shot_summary(frames, prices, gpu_jobs)
+    text = usd_text(summary, ["cost_usd", "cost_usd_per_question", "gpu_cost_usd"]).to_csv(
+        index=False, float_format="%.4f"
+    )
     write_text_atomic(text, table_path)
     save_figure_atomic(plot_zero_shot(summary), plot_path)
     return summary
