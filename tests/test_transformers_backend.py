@@ -84,10 +84,9 @@ def test_seeded_sampler_draws_from_the_distribution():
 
     probs = torch.tensor([0.1, 0.0, 0.6, 0.3])
     scores = torch.log(probs).repeat(4000, 1)
-    sampler = SeededSampler(range(4000), prompt_width=0, max_new_tokens=1, device="cpu")
-    chosen = sampler(torch.zeros(4000, 0, dtype=torch.long), scores)
-    tokens = chosen.argmax(-1)
-    assert torch.isinf(chosen).sum(-1).eq(3).all()  # one token left per row
+    sampler = SeededSampler(range(4000), max_new_tokens=1, device="cpu")
+    tokens = sampler.sample(scores, step=0)
+    assert tokens.shape == (4000,)
     frequencies = torch.bincount(tokens, minlength=4).float() / 4000
     assert frequencies[1] == 0  # never a token of probability 0
     assert frequencies.tolist() == pytest.approx(probs.tolist(), abs=0.03)
@@ -110,10 +109,8 @@ def test_seeded_sampler_applies_temperature_and_top_p(temperature, top_p, expect
     from debatelab.llm.transformers_backend import SeededSampler
 
     scores = torch.log(torch.tensor([0.1, 0.0, 0.6, 0.3])).repeat(4000, 1)
-    sampler = SeededSampler(
-        range(4000), prompt_width=0, max_new_tokens=1, device="cpu", temperature=temperature, top_p=top_p
-    )
-    tokens = sampler(torch.zeros(4000, 0, dtype=torch.long), scores).argmax(-1)
+    sampler = SeededSampler(range(4000), max_new_tokens=1, device="cpu", temperature=temperature, top_p=top_p)
+    tokens = sampler.sample(scores, step=0)
     frequencies = torch.bincount(tokens, minlength=4).float() / 4000
     assert frequencies.tolist() == pytest.approx(expected, abs=0.03)
 
@@ -235,3 +232,69 @@ def test_a_reply_budget_past_the_context_window_is_clipped_and_counted(tiny_mode
     backend.max_model_len = prompt
     with pytest.raises(PromptTooLong, match=f"prompt is {prompt} tokens, the context window {prompt}"):
         backend.generate([fits])
+
+
+def test_the_nucleus_from_a_widening_top_k_is_the_one_a_full_sort_gives():
+    """The nucleus comes from a top-k widened until it holds every row's (64, 512, 4096, all):
+    it must keep exactly the tokens a sort of the whole vocabulary keeps, for a peaked row and for
+    flat rows whose nucleus needs the wider passes."""
+    from debatelab.llm.transformers_backend import SeededSampler
+
+    torch.manual_seed(0)
+    vocab = 5000
+    logits = torch.stack([torch.randn(vocab) * 8, torch.randn(vocab) * 0.5, torch.randn(vocab) * 0.01])
+    probs = torch.softmax(logits, dim=-1)
+    for top_p in (0.3, 0.9, 0.999):
+        sampler = SeededSampler(range(3), max_new_tokens=1, device="cpu", top_p=top_p)
+        kept = probs >= sampler._nucleus_floor(probs)
+        ordered, order = probs.sort(dim=-1, descending=True)
+        inside = (ordered.double().cumsum(-1) - ordered.double()) < top_p
+        expected = torch.zeros_like(kept).scatter(1, order, inside)
+        assert torch.equal(kept, expected)
+    assert kept[2].sum() > 4096  # the flat row needed the whole vocabulary
+
+
+def test_sampled_logprobs_are_the_raw_model_log_probabilities(backend):
+    """At T = 0.7, top-p 0.9 the returned log-probs (and the top log-probs' maximum) are the raw
+    model's log-softmax at the sampled tokens, before temperature and top-p, as vLLM reports them."""
+    request = GenerationRequest(
+        messages=_chat("name three colours"),
+        sampling=SamplingParams(temperature=0.7, top_p=0.9, max_tokens=6, seed=5, logprobs=True, top_logprobs=3),
+    )
+    gen = backend.generate([request])[0][0]
+    prompt = backend.prompt_ids(request.messages)
+    with torch.inference_mode():
+        logits = backend.model(input_ids=torch.tensor([prompt + gen.token_ids])).logits[0].float()
+    log_softmax = torch.log_softmax(logits[len(prompt) - 1 : -1], dim=-1)
+    expected = log_softmax.gather(-1, torch.tensor(gen.token_ids).unsqueeze(-1)).squeeze(-1)
+    assert gen.token_logprobs == pytest.approx(expected.tolist(), abs=1e-4)
+    assert gen.token_max_logprobs == pytest.approx(log_softmax.max(-1).values.tolist(), abs=1e-4)
+    assert len(gen.token_entropies) == gen.completion_tokens
+
+
+def test_rows_that_end_early_leave_the_batch_without_changing_the_others(backend, monkeypatch):
+    """With many end-of-turn tokens, rows end at different steps and leave the batch (their KV cache
+    is dropped): every row still gets the tokens and log-probs it gets alone."""
+    from transformers import DynamicCache
+
+    early = TransformersBackend.from_model(backend.model, backend.tokenizer, model_id="early", batch_size=16)
+    early.eos_ids = set(range(0, len(backend.tokenizer), 5))  # a fifth of the vocabulary ends a reply
+    drops = []
+    select = DynamicCache.batch_select_indices
+    monkeypatch.setattr(DynamicCache, "batch_select_indices", lambda self, i: drops.append(len(i)) or select(self, i))
+    requests = [
+        GenerationRequest(
+            messages=_chat("count " * k),
+            sampling=SamplingParams(temperature=1.0, top_p=0.95, max_tokens=12, seed=k, logprobs=True),
+        )
+        for k in range(8)
+    ]
+    together = [g[0] for g in early.generate(requests)]
+    assert drops  # rows left the batch
+    lengths = [g.completion_tokens for g in together]
+    assert len(set(lengths)) > 2 and min(lengths) < 12
+    for request, row in zip(requests, together):
+        alone = early.generate([request])[0][0]
+        assert alone.token_ids == row.token_ids
+        assert alone.finish_reason == row.finish_reason
+        assert alone.token_logprobs == pytest.approx(row.token_logprobs, abs=1e-4)
