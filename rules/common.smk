@@ -183,6 +183,15 @@ def debate_summary_inputs(wildcards):
 
 #: the summary rules' extra params, only with a `gpu_hour` price (a run without one keeps its params)
 ZERO_SHOT_GPU_PARAMS = {"gpu_jobs": lambda wildcards: zero_shot_gpu_jobs()} if GPU_PRICED else {}
+from debatelab.cost import any_price, prices_of
+
+#: the evaluation's prices, only when a model has one (the papers' tables then show dollars)
+EVALUATION_PRICE_PARAMS = (
+    {"prices": MODEL_PRICES, **({"gpu_jobs": lambda wildcards: debate_gpu_jobs(),
+                                  "zero_shot_gpu_jobs": lambda wildcards: zero_shot_gpu_jobs()} if GPU_PRICED else {})}
+    if any_price(prices_of(MODEL_PRICES))
+    else {}
+)
 DEBATE_GPU_PARAMS = (
     {"gpu_jobs": lambda wildcards: debate_gpu_jobs(), "zero_shot_gpu_jobs": lambda wildcards: zero_shot_gpu_jobs()}
     if GPU_PRICED
@@ -329,6 +338,9 @@ def evaluation_inputs(wildcards):
         inputs["calibration"] = [f"{RESULTS}/calibration/{d}/{p}.csv" for p, d in per_pair]
         inputs["confidence_metrics"] = confidence_metric_files()
         inputs["confidence_streams"] = [f"{RESULTS}/streams/{d}/{p}.parquet" for p, d in per_pair]
+    if GPU_PRICED:  # SVR-MAD's dollars count the jobs' GPU-hours as the debate summary does
+        inputs["benchmarks"] = [job["benchmark"] for job in debate_gpu_jobs()]
+        inputs["zero_shot_benchmarks"] = [job["benchmark"] for job in zero_shot_gpu_jobs()]
     return inputs
 
 

@@ -17,6 +17,7 @@ rule evaluate:
         ),
     params:
         runs=list(TRAINING_RUNS),
+        **EVALUATION_PRICE_PARAMS,
     log:
         f"{LOGS}/evaluate/{{paper}}.log",
     benchmark:

@@ -449,3 +449,54 @@ def test_a_gpu_hour_price_makes_the_benchmark_files_the_summaries_inputs_and_no_
     assert "results/default/benchmarks/debate/boolq/mad.tsv" in gpu["debate"]
     assert "results/default/benchmarks/zero_shot/boolq/smol_a.tsv" in gpu["debate"]  # round 0's GPU time
     assert set(plain["debate"]) < set(gpu["debate"])
+
+
+# --- the papers' tables where they compare cost --------------------------------------------------
+
+
+def test_svr_mad_table1_and_its_cost_accuracy_plot_show_dollars_when_a_model_has_a_price(tmp_path):
+    """SVR-MAD's Table 1 compares cost (NComm, Tok): with a price a USD cell beside Tok (mean dollars per
+    non-unanimous question, from the turns as the debate summary prices them) and the plot's x in dollars;
+    without one the paper's layout and tokens."""
+    from test_evaluation import _outputs, _svr_questions
+
+    from debatelab.evaluation import build_paper
+    from debatelab.evaluation.papers import svr_mad
+
+    questions, protocols = _svr_questions()
+    # one call per question whose prompt is all of total_tokens, at $1 per million input tokens
+    turns = questions.assign(
+        round=0, agent_config="a", model="m", prompt_tokens=questions["total_tokens"], completion_tokens=0
+    )
+    turns.to_parquet(tmp_path / "turns.parquet")
+
+    def outputs(prices):
+        out = _outputs(protocols, questions=questions)
+        out.turn_paths, out.prices = [tmp_path / "turns.parquet"], prices
+        return out
+
+    priced = build_paper("svr_mad", outputs({"m": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}))
+    t1 = priced.tables["table1"].set_index("method")
+    assert [c for c in t1.columns if c.startswith("gsm_symbolic")] == [
+        "gsm_symbolic NComm", "gsm_symbolic Tok", "gsm_symbolic USD", "gsm_symbolic Acc",
+    ]  # fmt: skip
+    # SVR-MAD's non-unanimous q1, q2: (1,200 + 1,400) / 2 tokens at $1 per million
+    assert t1.loc["SVR-MAD", "gsm_symbolic USD"] == pytest.approx(0.0013)
+    assert t1.loc["S2-MAD", "gsm_symbolic USD"] == pytest.approx(0.0025)
+    assert t1.loc["SVR-MAD", "gsm_symbolic Tok"] == 1.3  # the tokens stay
+    cells = svr_mad.table1_cells(outputs({"m": {"input_per_mtok": 1.0}}))
+    assert cells.set_index("method").loc["Self Consistency", "USD_all"] == pytest.approx(200e-6)  # all 3
+    assert svr_mad.plot_cost_accuracy(cells, "x").axes[0].get_xlabel() == "dollars per question"
+    # the comparison with the paper's numbers keeps its metrics (the paper publishes no dollars)
+    assert "USD" not in set(priced.cells["table1"]["metric"])
+
+    free = build_paper("svr_mad", outputs({}))
+    assert not any(c.endswith("USD") for c in free.tables["table1"].columns)
+    assert list(free.tables["table1"].columns) == [
+        "method",
+        "gsm_symbolic NComm",
+        "gsm_symbolic Tok",
+        "gsm_symbolic Acc",
+    ]
+    cells = svr_mad.table1_cells(outputs({"m": None}))  # a model without a price: tokens
+    assert "USD" not in cells and svr_mad.plot_cost_accuracy(cells, "x").axes[0].get_xlabel().startswith("tokens")

@@ -19,5 +19,8 @@ with job_log(snakemake.log[0]):
         calibration_paths=list(inputs.get("calibration", [])),
         confidence_metric_paths=list(inputs.get("confidence_metrics", [])),
         confidence_stream_paths=list(inputs.get("confidence_streams", [])),
+        prices=snakemake.params.get("prices") or {},
+        gpu_jobs=snakemake.params.get("gpu_jobs", []),
+        zero_shot_gpu_jobs=snakemake.params.get("zero_shot_gpu_jobs", []),
     )
     evaluate_paper(snakemake.wildcards.paper, outputs, snakemake.output[0], report_to=exp.report_to())

@@ -73,6 +73,19 @@ TURN_COLUMNS = writers_columns(
     "completion_tokens",
     "finish_reason",
 )
+#: the turns' columns that price their calls (`question_costs`; cached_tokens where a file has it)
+TURN_COST_COLUMNS = writers_columns(
+    debate_schema.TURN_COLUMNS,
+    "question_id",
+    "dataset",
+    "protocol",
+    "thread",
+    "round",
+    "agent_config",
+    "model",
+    "prompt_tokens",
+    "completion_tokens",
+)
 #: read when a turns file has it, NaN otherwise (turns written before token entropies were recorded)
 TURN_OPTIONAL_COLUMNS = writers_columns(debate_schema.TURN_COLUMNS, "mean_token_entropy")
 ZERO_SHOT_COLUMNS = writers_columns(
@@ -233,6 +246,11 @@ class RunOutputs:
     model_backbones: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)
     agent_models: Mapping[str, str] = field(default_factory=dict)  # agent -> its model
     agent_max_tokens: Mapping[str, int] = field(default_factory=dict)  # agent -> its reply budget (zero-shot)
+    # model -> its `price` (the rule's params, `debatelab.cost.config_prices`; empty: no dollars), and the
+    # GPU-hour-priced jobs (`debatelab.cost.jobs_gpu_usd`), as the debate summary takes them
+    prices: Mapping[str, Mapping | None] = field(default_factory=dict)
+    gpu_jobs: Sequence[Mapping] = ()
+    zero_shot_gpu_jobs: Sequence[Mapping] = ()
 
     @classmethod
     def from_experiment(cls, exp: Experiment, **paths) -> RunOutputs:
@@ -261,6 +279,31 @@ class RunOutputs:
     @cached_property
     def turns(self) -> pd.DataFrame:
         return _concat(self.turn_paths, TURN_COLUMNS, TURN_OPTIONAL_COLUMNS)
+
+    @property
+    def priced(self) -> bool:
+        """Whether a model has a price: then the tables where a paper compares cost show dollars too."""
+        from ..cost import any_price, prices_of
+
+        return any_price(prices_of(self.prices))
+
+    @cached_property
+    def question_costs(self) -> pd.DataFrame:
+        """Per (dataset, protocol, question_id, thread): `cost_usd`, the dollars of the calls in
+        `total_tokens`, as the debate summary counts them (`reporting.debate.question_costs`: tokens at
+        each model's price, GPU-hours where a model has a `gpu_hour` price); empty without prices."""
+        from ..reporting.debate import gpu_job_costs, question_costs
+
+        keys = ["dataset", "protocol", "question_id", "thread"]
+        if not self.priced:
+            return pd.DataFrame(columns=[*keys, "cost_usd"])
+        turns = _concat(self.turn_paths, TURN_COST_COLUMNS, ["cached_tokens"])
+        turns["cached_tokens"] = turns["cached_tokens"].fillna(0)
+        gpu_usd, rates = gpu_job_costs(
+            [turns], self.prices, self.gpu_jobs, self.zero_shot_gpu_jobs, self.zero_shot_paths
+        )
+        costs = question_costs(self.questions[keys], turns, self.prices, gpu_usd, rates)
+        return costs[[*keys, "cost_usd"]]
 
     @cached_property
     def zero_shot(self) -> pd.DataFrame:

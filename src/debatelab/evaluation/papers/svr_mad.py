@@ -29,6 +29,9 @@ METHOD_NAMES = {
 }
 METHOD_ORDER = ["Self Consistency", "GroupDebate", "SID-ET", "S2-MAD", "SVR-MAD"]
 METRICS = ["NComm", "Tok", "Acc"]
+#: beside Tok when a model has a price (`RunOutputs.priced`): mean dollars per question (the paper has no
+#: published dollars, so the comparison with its numbers keeps METRICS)
+USD = "USD"
 
 
 def method_labels(outputs: RunOutputs) -> dict[str, str]:
@@ -54,8 +57,13 @@ def method_labels(outputs: RunOutputs) -> dict[str, str]:
 def table1_cells(outputs: RunOutputs) -> pd.DataFrame:
     """One row per (dataset, protocol): NComm, Tok (×10³) and Acc (%) over the questions whose
     pre-debate answers are not unanimous (the paper's "valid" questions), n = those (question,
-    thread) rows; `llm` = the backbone the protocol's seats stand for."""
+    thread) rows; `llm` = the backbone the protocol's seats stand for. When a model has a price, USD
+    (mean dollars per valid question, the calls of `total_tokens`: `RunOutputs.question_costs`) and
+    USD_all (over all questions)."""
     q = outputs.questions
+    if outputs.priced:
+        keys = ["dataset", "protocol", "question_id", "thread"]
+        q = q.merge(outputs.question_costs, on=keys, how="left", validate="one_to_one")
     labels = method_labels(outputs)
     rows = []
     for (dataset, protocol), g in q.groupby(["dataset", "protocol"], sort=False):
@@ -75,6 +83,7 @@ def table1_cells(outputs: RunOutputs) -> pd.DataFrame:
                 "all_questions": len(g),
                 "Acc_all": 100 * g["correct"].astype(float).mean(),
                 "Tok_all": g["total_tokens"].mean() / 1000,
+                **({USD: valid["cost_usd"].mean(), "USD_all": g["cost_usd"].mean()} if outputs.priced else {}),
             }
         )
     return pd.DataFrame(rows)
@@ -82,15 +91,17 @@ def table1_cells(outputs: RunOutputs) -> pd.DataFrame:
 
 def table1_layout(cells: pd.DataFrame) -> pd.DataFrame:
     """Rows = method (the paper's order first; per `llm` first when the run has several backbones, as
-    Table 1's GPT-OSS and DeepSeek blocks), columns "<dataset> NComm|Tok|Acc", one decimal."""
+    Table 1's GPT-OSS and DeepSeek blocks), columns "<dataset> NComm|Tok|Acc", one decimal; with
+    prices (a `USD` cell column) "<dataset> NComm|Tok|USD|Acc", dollars to 4 significant digits."""
     if cells.empty:
         return pd.DataFrame(columns=["method"])
+    metrics = ["NComm", "Tok", USD, "Acc"] if USD in cells else METRICS
     index = ["llm", "method"] if "llm" in cells and cells["llm"].nunique() > 1 else ["method"]
-    wide = cells.pivot_table(index=index, columns="run_dataset", values=METRICS, aggfunc="first", dropna=False)
+    wide = cells.pivot_table(index=index, columns="run_dataset", values=metrics, aggfunc="first", dropna=False)
     wide.columns = [f"{dataset} {metric}" for metric, dataset in wide.columns]
     datasets = list(dict.fromkeys(cells["run_dataset"]))
     # (a dataset whose debates all start unanimous has empty cells: kept, not dropped)
-    wide = wide.reindex(columns=[f"{d} {m}" for d in datasets for m in METRICS])
+    wide = wide.reindex(columns=[f"{d} {m}" for d in datasets for m in metrics])
 
     def rank(key):
         *llm, method = key if isinstance(key, tuple) else (key,)
@@ -100,7 +111,10 @@ def table1_layout(cells: pd.DataFrame) -> pd.DataFrame:
     # row for a method on a backbone it never ran on (a row whose cells are all empty is kept)
     present = {tuple(k) for k in cells[index].drop_duplicates().itertuples(index=False)}
     order = [k for k in sorted(wide.index, key=rank) if (k if isinstance(k, tuple) else (k,)) in present]
-    return wide.loc[order].round(1).reset_index()
+    rounded = wide.loc[order].round(1)
+    for column in [c for c in wide.columns if c.endswith(f" {USD}")]:  # dollars per question: cents matter
+        rounded[column] = wide.loc[order, column].map(lambda v: float(f"{v:.4g}"))
+    return rounded.reset_index()
 
 
 def pareto_front(tokens: np.ndarray, accuracy: np.ndarray) -> np.ndarray:
@@ -115,14 +129,17 @@ def pareto_front(tokens: np.ndarray, accuracy: np.ndarray) -> np.ndarray:
 
 
 def plot_cost_accuracy(cells: pd.DataFrame, experiment: str):
-    """Accuracy (%) against tokens per question, one panel per dataset, a marker per method in the
-    legend (no text on the points, so nothing overlaps) and the Pareto front as a line; with several
-    backbones, one panel per (dataset, backbone)."""
+    """Accuracy (%) against tokens per question, or dollars per question when the cells have them
+    (a model has a price), one panel per dataset, a marker per method in the legend (no text on the
+    points, so nothing overlaps) and the Pareto front as a line; with several backbones, one panel
+    per (dataset, backbone)."""
+    priced = "USD_all" in cells
+    cost, cost_label = ("USD_all", "dollars per question") if priced else ("Tok_all", "tokens per question (×10³)")
     backbones = cells["llm"] if "llm" in cells else pd.Series("", index=cells.index)
     panels = cells["run_dataset"] + (" (" + backbones + ")" if backbones.nunique() > 1 else "")
     cells = cells.assign(run_dataset=panels)
     datasets = list(dict.fromkeys(cells["run_dataset"]))
-    methods = list(dict.fromkeys(cells.sort_values("Tok_all")["method"]))
+    methods = list(dict.fromkeys(cells.sort_values(cost)["method"]))
     markers = "osD^vP*Xh<>p"
     fig, axes = subplots(
         1, max(1, len(datasets)), figsize=(5.2 * max(1, len(datasets)), 4.2), squeeze=False, sharey=True
@@ -133,23 +150,23 @@ def plot_cost_accuracy(cells: pd.DataFrame, experiment: str):
             row = sub[sub["method"] == method]
             if len(row):
                 ax.scatter(
-                    row["Tok_all"],
+                    row[cost],
                     row["Acc_all"],
                     marker=markers[i % len(markers)],
                     s=48,
                     label=method,
                     color=f"C{i % 10}",
                 )
-        front = pareto_front(sub["Tok_all"].to_numpy(float), sub["Acc_all"].to_numpy(float))
+        front = pareto_front(sub[cost].to_numpy(float), sub["Acc_all"].to_numpy(float))
         ax.plot(
-            sub["Tok_all"].to_numpy()[front],
+            sub[cost].to_numpy()[front],
             sub["Acc_all"].to_numpy()[front],
             color="grey",
             linewidth=1,
             linestyle="--",
             label="_front",
         )
-        ax.set_xlabel("tokens per question (×10³)")
+        ax.set_xlabel(cost_label)
         ax.set_title(f"{dataset}, n={int(sub['all_questions'].max())} question-threads", fontsize="medium")
         ax.set_ylim(-3, 103)
     axes[0][0].set_ylabel("accuracy (%)")
