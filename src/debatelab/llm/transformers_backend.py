@@ -101,6 +101,11 @@ DEFAULT_BATCH_SIZE = {"cpu": 8, "cuda": 256}
 
 
 class TransformersBackend(Backend):
+    #: decode steps between looks at which rows have ended: each look syncs with a GPU, whose queue
+    #: of kernels then runs dry (generate defers its stop check likewise); a row that ended in
+    #: between only runs on as padding
+    STOP_CHECK_EVERY = {"cpu": 1, "cuda": 8}
+
     def __init__(
         self,
         model_path: str | os.PathLike,
@@ -301,6 +306,7 @@ class TransformersBackend(Backend):
         alive = torch.arange(rows, device=device)  # each batch row's row in the chunk
         done = torch.zeros(rows, dtype=torch.bool, device=device)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        check_every = self.STOP_CHECK_EVERY.get(device.type, 8)  # other accelerators: as CUDA
         forward = getattr(model, "get_base_model", lambda: model)().forward
         # the prompt's logits at its last position only (the whole prompt's would be rows × width × vocab)
         keep_last = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(forward).parameters else {}
@@ -322,10 +328,13 @@ class TransformersBackend(Backend):
                         top = torch.zeros(rows, max_tokens, values.shape[-1], device=device)
                     top[alive, step] = values
             done |= torch.isin(token, eos)
-            finished = int(done.sum())
-            if step == max_tokens - 1 or finished == len(alive):
+            if step == max_tokens - 1:
                 break
-            if finished * 4 >= len(alive):
+            if step % check_every != check_every - 1:
+                finished = 0  # not looked at: reading `done` waits for the GPU
+            elif (finished := int(done.sum())) == len(alive):
+                break
+            if finished and finished * 4 >= len(alive):
                 keep = (~done).nonzero().squeeze(-1)
                 alive, token, done = alive[keep], token[keep], done[keep]
                 attention, positions = attention[keep], positions[keep]
