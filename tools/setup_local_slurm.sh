@@ -34,6 +34,9 @@ SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=1024
 # keep finished jobs visible to squeue for 10 min (snakemake uses squeue for status: no slurmdbd here)
 MinJobAge=600
+# preemption as a cluster does it: a job of the higher-tier partition urgent requeues the jobs in its way
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
@@ -43,6 +46,7 @@ NodeName=${HOST} CPUs=${CPUS} RealMemory=${MEM_MB} Gres=gpu:a100:1,gpu:h800:2 St
 PartitionName=cpu Nodes=${HOST} Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu_a100 Nodes=${HOST} MaxTime=INFINITE State=UP
 PartitionName=gpu_h800 Nodes=${HOST} MaxTime=INFINITE State=UP
+PartitionName=urgent Nodes=${HOST} MaxTime=INFINITE State=UP PriorityTier=10
 CONF
 cat > /etc/slurm/gres.conf <<CONF
 AutoDetect=off
