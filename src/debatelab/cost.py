@@ -7,7 +7,8 @@ Prices
   the input price where no cached price is given, and only an API that reports
   `usage.prompt_tokens_details.cached_tokens` has cached tokens. A model without a price costs 0
   (a local model: its GPUs cost nothing unless `gpu_hour` is given; then a job's cost is its measured
-  seconds × the GPUs its plan holds × `gpu_hour`, `gpu_job_usd`).
+  seconds × the GPUs its plan holds × `gpu_hour`, `gpu_job_usd`; the summaries apply it per job from its
+  benchmark file and plan, `jobs_gpu_usd`, below).
 
 Budget (`Budget`)
   `budget_usd` caps what the experiment spends on priced models, `budget_per_job_usd` what one
