@@ -235,9 +235,9 @@ def test_a_reply_budget_past_the_context_window_is_clipped_and_counted(tiny_mode
 
 
 def test_the_nucleus_from_a_widening_top_k_is_the_one_a_full_sort_gives():
-    """The nucleus comes from a top-k widened until it holds every row's (64, 512, 4096, all):
-    it must keep exactly the tokens a sort of the whole vocabulary keeps, for a peaked row and for
-    flat rows whose nucleus needs the wider passes."""
+    """The nucleus comes from a top-k widened until it holds each row's (64, 1024 candidates, then a
+    sort): it must keep exactly the tokens a sort of the whole vocabulary keeps, for a peaked row
+    and for flat rows whose nucleus needs the wider passes."""
     from debatelab.llm.transformers_backend import SeededSampler
 
     torch.manual_seed(0)
@@ -251,7 +251,7 @@ def test_the_nucleus_from_a_widening_top_k_is_the_one_a_full_sort_gives():
         inside = (ordered.double().cumsum(-1) - ordered.double()) < top_p
         expected = torch.zeros_like(kept).scatter(1, order, inside)
         assert torch.equal(kept, expected)
-    assert kept[2].sum() > 4096  # the flat row needed the whole vocabulary
+    assert kept[2].sum() > 1024  # the flat row needed the sort
 
 
 def test_sampled_logprobs_are_the_raw_model_log_probabilities(backend):
