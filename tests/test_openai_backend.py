@@ -478,6 +478,8 @@ def test_a_server_that_dies_mid_job_fails_it_clearly_and_the_rerun_redoes_only_t
 # recording proxy that counts the requests: the real zero_shot rule stops cleanly between generation
 # units, keeps every finished unit in the cache and names spent, cap and how to raise it; the rerun with
 # a higher cap sends only the missing requests; the dry run prints its estimate and warns past the cap.
+# Then a small debate (MAD, 2 seats, 1 round, and self-consistency) from those answers: summary/debate.csv's
+# cost_usd per protocol is its turns' tokens at the price (the cost table of docs/configuration.md).
 # (Here, to share this module's server: a second module would start its own.)
 
 # dollars per million tokens, large so that the tiny model's few tokens cost cents
@@ -529,10 +531,40 @@ def test_a_capped_job_stops_between_units_and_a_higher_cap_sends_only_the_missin
             timeout=600,
         )  # fmt: skip
         assert len(generations()) == 6 - sent_first  # only the missing requests
+        # a small debate from those answers: MAD (2 seats of alice, her 2 samples, 1 round) beside
+        # self-consistency (round 0 only); its summary's dollars per protocol
+        proxy.paths = []
+        debate = tmp_path / "debate.yaml"
+        debate.write_text(
+            "debate: {batch_size: 6, protocols: {mad: {kind: all_to_all, rounds: 1, participants: [alice, alice]},\n"
+            "  self_consistency: {kind: self_consistency, participants: [alice, alice]}}}\n"
+        )
+        started = time.monotonic()
+        snakemake(
+            tmp_path, "--configfile", str(config), str(debate), "--config", "budget_usd=100", "--cores", "1",
+            "results/budget/summary/debate.csv", timeout=300,
+        )  # fmt: skip
+        debate_s, debate_requests = time.monotonic() - started, len(generations())
     answers = pd.read_parquet(tmp_path / target)
     assert len(answers) == 6
     table = pd.read_csv(tmp_path / summary)
-    expected = (answers["prompt_tokens"].sum() * 1000 + answers["completion_tokens"].sum() * 4000) / 1e6
-    assert table.loc[0, "cost_usd"] == pytest.approx(expected, rel=1e-5)
+
+    def usd(frame):
+        return (frame["prompt_tokens"].sum() * 1000 + frame["completion_tokens"].sum() * 4000) / 1e6
+
+    assert table.loc[0, "cost_usd"] == pytest.approx(usd(answers), rel=1e-5)
     print(f"\n{stop}\nrequests: {sent_first} before the stop, {6 - sent_first} after raising the cap")
     print(f"\nloopback cost table (n = {answers['question_id'].nunique()} questions):\n{table.to_csv(index=False)}")
+
+    protocols = pd.read_csv(tmp_path / "results/budget/summary/debate.csv").set_index("protocol")
+    turns = {p: pd.read_parquet(tmp_path / f"results/budget/debate/asdiv/{p}/turns.parquet") for p in protocols.index}
+    debated = turns["mad"][turns["mad"]["round"] >= 1]
+    assert debate_requests == len(debated) > 0  # the round-0 answers came from the zero-shot stage
+    for p, frame in turns.items():  # every call of total_tokens at the price, round 0 included
+        assert protocols.loc[p, "cost_usd"] == pytest.approx(usd(frame), rel=1e-5), p
+    assert protocols.loc["mad", "cost_usd"] > protocols.loc["self_consistency", "cost_usd"] > 0
+    shown = ["questions", "accuracy", "mean_total_tokens", "mean_debate_calls", "cost_usd", "mean_cost_usd"]
+    print(
+        f"\nloopback debate cost table (n = {int(protocols['questions'].max())} questions, "
+        f"{debate_requests} debate requests, {debate_s:.0f} s):\n{protocols[shown].to_csv()}"
+    )
