@@ -500,3 +500,16 @@ def test_svr_mad_table1_and_its_cost_accuracy_plot_show_dollars_when_a_model_has
     ]
     cells = svr_mad.table1_cells(outputs({"m": None}))  # a model without a price: tokens
     assert "USD" not in cells and svr_mad.plot_cost_accuracy(cells, "x").axes[0].get_xlabel().startswith("tokens")
+
+
+def test_each_engine_of_a_plan_names_the_models_it_serves():
+    """`gpu_plan.engine_models` names engines as `inference_needs` does: a model its own, the adapters
+    of one base model their base's shared engine (beside the base's own engine when it debates too)."""
+    from types import SimpleNamespace
+
+    from debatelab.gpu_plan import engine_models
+
+    agents = {"a": {"model": "base"}, "b": {"model": "lora1"}, "c": {"model": "lora2"}, "d": {"model": "lora1"}}
+    exp = SimpleNamespace(agents=agents, adapter_base=lambda m: "base" if m.startswith("lora") else None)
+    assert engine_models(exp, ["a", "b", "c", "d"]) == {"base": ["base"], "base with 2 adapters": ["lora1", "lora2"]}
+    assert engine_models(exp, ["b"]) == {"base with 1 adapter": ["lora1"]}
