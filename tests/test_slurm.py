@@ -220,14 +220,61 @@ def test_a_job_asks_slurm_for_the_gpus_its_plan_needs_and_one_that_cannot_fit_is
     assert re.search(r"CUDA_VISIBLE_DEVICES=\d,\d", log), log[:1000]
 
 
+TRAIN_FAULTS = str(REPO_ROOT / "tests/configs/train_faults.yaml")
+SLURMCTLD_LOG = Path("/var/log/slurm/slurmctld.log")  # where tools/setup_local_slurm.sh has slurmctld log
+
+
+def _requeue(job: str) -> None:
+    subprocess.run(["scontrol", "requeue", job], check=True, capture_output=True, text=True)
+
+
+def _preempt(job: str) -> None:
+    """A job of the higher-tier partition `urgent` that needs the whole node: SLURM requeues the train job
+    to make room (PreemptMode=REQUEUE), as a cluster's preemption does."""
+    subprocess.run(
+        ["sbatch", "-p", "urgent", "--exclusive", "--mem=0", "-o", "/dev/null", "--wrap", "sleep 1"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+
+
+def _fail_node(job: str) -> None:
+    """The job's node goes DOWN under it: SLURM kills the job and requeues it as after a node failure.
+    The node comes back by itself (ReturnToService=2) or is resumed here once the job has left it."""
+    node = re.search(
+        r"\bNodeList=(\S+)", subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
+    )
+    assert node, f"job {job} has no node"
+    subprocess.run(
+        ["scontrol", "update", f"nodename={node.group(1)}", "state=down", "reason=debatelab-test"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    deadline = time.time() + 60
+    while any(j["id"] == job and j["state"] == "RUNNING" for j in _squeue_jobs()) and time.time() < deadline:
+        time.sleep(0.5)
+    while (
+        "down"
+        in subprocess.run(["sinfo", "-h", "-n", node.group(1), "-o", "%T"], capture_output=True, text=True).stdout
+    ):
+        # refused when the node has just come back by itself
+        subprocess.run(["scontrol", "update", f"nodename={node.group(1)}", "state=resume"], capture_output=True)
+        assert time.time() < deadline + 60, "the node never came back"
+        time.sleep(1)
+
+
 def _train_until(
-    workdir: Path, config: str, profile: Path, requeue_at_step: int | None = None, env: dict | None = None
-) -> str | None:
-    """Run the SDRL train job of tests/configs/train_faults.yaml through SLURM; with `requeue_at_step`,
-    `scontrol requeue` its job a moment after that checkpoint (as a preempted job is requeued)."""
+    workdir: Path, profile: Path, fault=None, at_step: int = 2, env: dict | None = None
+) -> tuple[str | None, list[dict], str]:
+    """Run the SDRL train job of tests/configs/train_faults.yaml through SLURM; with `fault`, call it on
+    the train job's id a moment after checkpoint `at_step`. Returns that id, the run's SLURM jobs and
+    Snakemake's output."""
     from workflow_helpers import SNAKEMAKE, snakemake_env
 
     target = "results/trainkill/train/sdrl/metrics.parquet"
+    before = {j["id"] for j in _squeue_jobs()}
     cmd = [
         SNAKEMAKE,
         "--snakefile",
@@ -235,7 +282,7 @@ def _train_until(
         "--directory",
         str(workdir),
         "--configfile",
-        config,
+        TRAIN_FAULTS,
         "--profile",
         str(profile),
         target,
@@ -247,49 +294,115 @@ def _train_until(
         text=True,
         env={**snakemake_env(slurm=True), **(env or {})},
     )
-    if requeue_at_step is not None:
+    job = None
+    if fault is not None:
         latest = workdir / "results/trainkill/train/sdrl/checkpoint/latest"
         deadline = time.time() + 900
-        while not (latest.exists() and latest.read_text().strip() == f"step-{requeue_at_step:05d}"):
+        while not (latest.exists() and latest.read_text().strip() == f"step-{at_step:05d}"):
             assert proc.poll() is None and time.time() < deadline, "the train job ended before its checkpoint"
             time.sleep(0.05)
         time.sleep(0.3)
         train = [j for j in _squeue_jobs() if j["comment"].startswith("rule_train_") and j["state"] == "RUNNING"]
         assert len(train) == 1, train
-        subprocess.run(["scontrol", "requeue", train[0]["id"]], check=True, capture_output=True, text=True)
+        job = train[0]["id"]
+        fault(job)
     out, _ = proc.communicate(timeout=1500)
     assert proc.returncode == 0, out[-6000:]
-    return train[0]["id"] if requeue_at_step is not None else None
+    return job, [j for j in _squeue_jobs() if j["id"] not in before], out
 
 
-def test_a_requeued_train_job_resumes_from_its_checkpoint_to_the_same_weights(slurm_cluster, tmp_path):
-    """`scontrol requeue` of a running train job: SLURM kills and restarts it, the job resumes from
-    its last checkpoint, and its weights equal those of the same job run through SLURM uninterrupted."""
+def _weights(root: Path) -> dict:
     from safetensors.torch import load_file
 
-    profile = _test_profile(tmp_path)
-    config = str(REPO_ROOT / "tests/configs/train_faults.yaml")
-    whole, requeued = tmp_path / "whole", tmp_path / "requeued"
-    _train_until(whole, config, profile)
+    return {
+        k: v
+        for f in sorted((root / "results/trainkill/train/sdrl/model").glob("*.safetensors"))
+        for k, v in load_file(f).items()
+    }
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_train(slurm_cluster, tmp_path_factory):
+    """The train job run through SLURM without a fault: the test profile and its final weights."""
+    root = tmp_path_factory.mktemp("slurm_train")
+    profile = _test_profile(root)
+    _train_until(root / "whole", profile)
+    return profile, _weights(root / "whole")
+
+
+@pytest.mark.parametrize(
+    ("fault", "slurmctld_says"),
+    [
+        (_requeue, "Requeuing JobId={job}"),
+        (_preempt, "preempted JobId={job} has been requeued"),
+        (_fail_node, "requeue job JobId={job} due to failure of node"),
+    ],
+    ids=["scontrol_requeue", "preempted", "node_failure"],
+)
+def test_a_requeued_train_job_resumes_from_its_checkpoint_to_the_same_weights(
+    uninterrupted_train, tmp_path, fault, slurmctld_says
+):
+    """A running train job requeued by SLURM (by hand, preempted by a higher-tier job, or its node
+    failing): SLURM restarts the same job, Snakemake waits for it without failing or resubmitting it,
+    the job resumes from its last checkpoint, and its weights equal those of an uninterrupted run."""
+    profile, uninterrupted = uninterrupted_train
     secret = f"sk-debatelab-{os.urandom(12).hex()}"
-    job = _train_until(requeued, config, profile, requeue_at_step=2, env={"OPENAI_API_KEY": secret})
+    job, jobs, out = _train_until(tmp_path, profile, fault=fault, env={"OPENAI_API_KEY": secret})
+    assert slurmctld_says.format(job=job) in SLURMCTLD_LOG.read_text(), "the fault was not the intended kind"
     shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
-    assert "Restarts=1" in shown and "JobState=COMPLETED" in shown, shown  # SLURM ran the job a second time
+    assert "Requeue=1 Restarts=1" in shown and "JobState=COMPLETED" in shown, shown  # SLURM ran it a second time
+    # one submission of the train job: Snakemake neither failed it nor resubmitted it
+    assert [j["id"] for j in jobs if j["comment"].startswith("rule_train_")] == [job]
+    assert "Error in rule train" not in out
     # a key in the environment reaches jobs by sbatch's environment export, never the job script's text
     script = subprocess.run(["scontrol", "write", "batch_script", job, "-"], capture_output=True, text=True)
     assert script.returncode == 0 and "snakemake" in script.stdout, script.stderr
     assert secret not in script.stdout and secret not in shown
-    log = (requeued / "logs/trainkill/train/sdrl.log").read_text()
+    log = (tmp_path / "logs/trainkill/train/sdrl.log").read_text()
     resumed = re.search(r"resuming from \S+ \(step (\d)\)", log)
     assert resumed and 2 <= int(resumed.group(1)) < 5, log[-3000:]  # from a checkpoint, not from the start
+    weights = _weights(tmp_path)
+    assert weights.keys() == uninterrupted.keys() and len(weights) > 0
+    assert all((weights[k] == uninterrupted[k]).all() for k in weights)
 
-    def weights(root):
-        return {
-            k: v
-            for f in sorted((root / "results/trainkill/train/sdrl/model").glob("*.safetensors"))
-            for k, v in load_file(f).items()
-        }
 
-    first, second = weights(whole), weights(requeued)
-    assert first.keys() == second.keys() and len(first) > 0
-    assert all((first[k] == second[k]).all() for k in first)
+def test_a_requeued_zero_shot_job_resumes_from_its_generation_cache(slurm_cluster, tmp_path):
+    """`scontrol requeue` of a zero_shot job after its first cache flush: the restarted job serves the
+    flushed units from the cache, and its answers equal those of the same job run locally."""
+    from test_resume import CACHE, CONFIG, _parts, _units
+    from workflow_helpers import SNAKEMAKE, snakemake_env
+
+    from debatelab.compare import compare_trees
+
+    target = "results/resume/zero_shot/asdiv/alice.parquet"
+    snakemake(tmp_path / "local", "--configfile", CONFIG, "--profile", str(REPO_ROOT / "profiles/local"), target)
+    profile, workdir = _test_profile(tmp_path), tmp_path / "slurm"
+    before = {j["id"] for j in _squeue_jobs()}
+    cmd = [SNAKEMAKE, "--snakefile", str(REPO_ROOT / "Snakefile"), "--directory", str(workdir)]
+    proc = subprocess.Popen(
+        [*cmd, "--configfile", CONFIG, "--profile", str(profile), target],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=snakemake_env(slurm=True),
+    )
+    deadline = time.time() + 900
+    while not (workdir / "logs/resume/zero_shot").exists() or _parts(workdir) < 1:
+        assert proc.poll() is None and time.time() < deadline, "the zero_shot job ended before its first flush"
+        time.sleep(0.02)
+    job = [j for j in _squeue_jobs() if j["comment"].startswith("rule_zero_shot_") and j["state"] == "RUNNING"]
+    assert len(job) == 1, job
+    _requeue(job[0]["id"])
+    flushed_before_requeue = _units(workdir)
+    out, _ = proc.communicate(timeout=1500)
+    assert proc.returncode == 0, out[-6000:]
+    shown = subprocess.run(["scontrol", "show", "job", job[0]["id"]], capture_output=True, text=True).stdout
+    assert "Restarts=1" in shown and "JobState=COMPLETED" in shown, shown
+    new = [j for j in _squeue_jobs() if j["id"] not in before and j["comment"].startswith("rule_zero_shot_")]
+    assert [j["id"] for j in new] == [job[0]["id"]]  # submitted once
+    comparison = compare_trees(tmp_path / "local/results/resume/zero_shot", workdir / "results/resume/zero_shot")
+    assert comparison.same and not comparison.close, comparison.summary()
+    # units flushed before the requeue were kept, not generated again: the cache holds the local run's units
+    assert flushed_before_requeue and flushed_before_requeue <= _units(workdir)
+    assert _units(workdir) == _units(tmp_path / "local") and _parts(workdir) == _parts(tmp_path / "local")
+    assert (workdir / CACHE).exists()
