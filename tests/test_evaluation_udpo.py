@@ -12,8 +12,8 @@ import pytest
 from scipy import stats
 
 from debatelab import metrics
-from debatelab.evaluation import claims as claims_module
 from debatelab.evaluation import ProtocolInfo, RunInfo, RunOutputs, build_paper
+from debatelab.evaluation import claims as claims_module
 from debatelab.evaluation.papers import udpo_claims
 
 Z = 1.959963984540054  # z_.975
