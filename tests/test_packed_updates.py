@@ -14,6 +14,7 @@ import pytest
 import torch
 from test_training import _questions
 
+from debatelab.llm.chat import chat_prompt_ids
 from debatelab.training import TrainSettings
 from debatelab.training.core.loss import policy_loss
 from debatelab.training.core.rollouts import Rollout
@@ -74,6 +75,9 @@ def test_packed_and_padded_passes_give_the_same_logprobs_loss_and_gradients(char
         trainer.settings = dataclasses.replace(trainer.settings, packed_updates=packed)
         batch = trainer._batch(rollouts)
         assert (batch.packed is not None) == packed and (batch.padded is None) == packed
+        if packed:  # the shorter sequences share rows no wider than the longest one
+            longest = max(len(chat_prompt_ids(policy.tokenizer, r.messages)) + r.length for r in rollouts)
+            assert batch.packed[0].shape[1] == longest and batch.packed[0].shape[0] < len(rollouts)
         logps, entropy = batch.logprobs(policy.model, with_entropy=True, temperature=0.8)
         parts = policy_loss(
             logps,

@@ -171,25 +171,31 @@ def packed_token_logprobs(
     with_entropy: bool = False,
     temperature: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """`token_logprobs` of sequences packed into one row, no padding: `input_ids` and `position_ids`
-    (1, L) with the positions restarting at 0 for every sequence (transformers then masks attention
-    to each sequence's own tokens: `masking_utils.find_packed_sequence_indices`, which needs
+    """`token_logprobs` of sequences packed into rows without padding: `input_ids` and `position_ids`
+    (R, W), the positions restarting at 0 for every sequence (transformers then masks attention to
+    each sequence's own tokens: `masking_utils.find_packed_sequence_indices`, which needs
     `attention_mask=None` and no cache; flash-attention reads the same position ids as varlen
-    boundaries); `keep` (N,) the columns that predict the completion tokens (the lm_head runs there
-    only, through `logits_to_keep` as an index tensor); `rows`, `cols` (N,) where each of those
+    boundaries); `keep` (N,) the flat (R·W) indices of the positions that predict the completion
+    tokens: the lm_head runs on those hidden states only; `rows`, `cols` (N,) where each of those
     tokens goes in the (B, T) = `shape` result, zero elsewhere, so `policy_loss` takes it as it takes
-    the padded layout. With no completion token at all, `keep` is one column whose value is dropped."""
+    the padded layout. With no completion token at all, `keep` is one index whose value is dropped."""
     from trl.trainer.utils import entropy_from_logits, selective_log_softmax
 
-    logits = model(
-        input_ids=input_ids, position_ids=position_ids, attention_mask=None, logits_to_keep=keep, use_cache=False
-    ).logits[0]
+    head = getattr(model, "module", model).get_output_embeddings()  # DDP and DeepSpeed wrap the model
+    gather = head.register_forward_pre_hook(lambda _, args: (args[0].flatten(0, 1)[keep],) + tuple(args[1:]))
+    try:
+        logits = model(
+            input_ids=input_ids, position_ids=position_ids, attention_mask=None, logits_to_keep=0, use_cache=False
+        ).logits
+    finally:
+        gather.remove()
     logits = logits.float()
     if temperature != 1.0:
         logits = logits / temperature
-    targets = input_ids[0, (keep + 1).clamp(max=input_ids.shape[1] - 1)].to(logits.device)
+    flat = input_ids.flatten()
+    targets = flat[(keep + 1).clamp(max=len(flat) - 1)].to(logits.device)
     values = selective_log_softmax(logits, targets).to(input_ids.device)
-    if not len(rows):  # no completion token (`keep` holds one column then): a zero that keeps the graph
+    if not len(rows):  # no completion token (`keep` holds one index then): a zero that keeps the graph
         return values.new_zeros(shape) + 0.0 * values.sum(), values.new_zeros(shape) if with_entropy else None
     logps = values.new_zeros(shape).index_put((rows, cols), values)
     entropy = None

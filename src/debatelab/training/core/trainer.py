@@ -287,29 +287,50 @@ class BaseTrainer:
         return as_tensor(ids), as_tensor(attention), as_tensor(completion), width_p, advantages
 
     def _packed_tensors(self, rollouts: Sequence[Rollout], policy=None):
-        """The sequences (prompt + completion each) one after another in one row, no padding, position
-        ids restarting at 0 for each; `keep` the columns whose logits predict a completion token, and
-        where each goes in the (B, T) layout of `_tensors`' completion mask (`packed_token_logprobs`)."""
+        """The sequences (prompt + completion each) one after another in rows no longer than the longest
+        sequence (first fit, longest first; a row's tail after its last sequence is one pad segment),
+        position ids restarting at 0 for each; `keep` the flat indices of the positions whose logits
+        predict a completion token, and where each goes in the (B, T) layout of `_tensors`' completion
+        mask (`packed_token_logprobs`). Rows no longer than the longest sequence keep every row's
+        attention (quadratic in its length) within the padded block's, and its tokens within its
+        count; one row of all the sequences would attend over their total length."""
         import torch
 
         policy = policy or self.policy
-        width = max(max(r.length for r in rollouts), 1)
+        pad = policy.tokenizer.pad_token_id
+        sequences = [chat_prompt_ids(policy.tokenizer, r.messages) + list(r.token_ids) for r in rollouts]
+        capacity = max(len(q) for q in sequences)
+        rows_of: list[list[int]] = []  # each row's sequences (indices into `rollouts`)
+        room: list[int] = []
+        for b in sorted(range(len(rollouts)), key=lambda b: -len(sequences[b])):
+            fit = next((k for k, free in enumerate(room) if free >= len(sequences[b])), None)
+            if fit is None:
+                rows_of.append([])
+                room.append(capacity)
+                fit = len(room) - 1
+            rows_of[fit].append(b)
+            room[fit] -= len(sequences[b])
+        width = capacity - min(room)
         ids, positions, keep, rows, cols = [], [], [], [], []
-        for b, r in enumerate(rollouts):
-            p = chat_prompt_ids(policy.tokenizer, r.messages)
-            keep += range(len(ids) + len(p) - 1, len(ids) + len(p) + r.length - 1)
-            rows += [b] * r.length
-            cols += range(r.length)
-            ids += p + list(r.token_ids)
-            positions += range(len(p) + r.length)
-        keep = keep or [0]  # no completion token: one column keeps the graph (`packed_token_logprobs`)
+        for k, members in enumerate(rows_of):
+            row_ids, row_positions = [], []
+            for b in members:
+                r, start = rollouts[b], k * width + len(row_ids) + len(sequences[b]) - rollouts[b].length
+                keep += range(start - 1, start + r.length - 1)
+                rows += [b] * r.length
+                cols += range(r.length)
+                row_ids += sequences[b]
+                row_positions += range(len(sequences[b]))
+            tail = width - len(row_ids)
+            ids.append(row_ids + [pad] * tail)
+            positions.append(row_positions + list(range(tail)))
+        keep = keep or [0]  # no completion token: one index keeps the graph (`packed_token_logprobs`)
         device = policy.device
         as_tensor = lambda x: torch.tensor(x, device=device, dtype=torch.long)  # noqa: E731
-        mask = torch.tensor(
-            [[1] * r.length + [0] * (width - r.length) for r in rollouts], device=device, dtype=torch.long
-        )
+        length = max(max(r.length for r in rollouts), 1)
+        mask = as_tensor([[1] * r.length + [0] * (length - r.length) for r in rollouts])
         advantages = torch.tensor([r.advantage for r in rollouts], device=device, dtype=torch.float32)
-        packed = (as_tensor([ids]), as_tensor([positions]), as_tensor(keep), as_tensor(rows), as_tensor(cols))
+        packed = (as_tensor(ids), as_tensor(positions), as_tensor(keep), as_tensor(rows), as_tensor(cols))
         return UpdateBatch(mask=mask, advantages=advantages, packed=packed)
 
     def _batch(self, rollouts: Sequence[Rollout], policy=None) -> UpdateBatch:
