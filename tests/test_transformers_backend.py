@@ -302,3 +302,18 @@ def test_rows_that_end_early_leave_the_batch_without_changing_the_others(backend
             assert alone.token_ids == batched.token_ids
             assert alone.finish_reason == batched.finish_reason
             assert alone.token_logprobs == pytest.approx(batched.token_logprobs, abs=1e-4)
+
+
+def test_a_model_that_keeps_no_kv_cache_is_refused(backend):
+    """Gradient checkpointing in train mode turns the KV cache off: the decode loop, which feeds one
+    token a step, must refuse rather than generate from that token alone."""
+    model = backend.model
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    try:
+        request = GenerationRequest(messages=_chat("hi"), sampling=SamplingParams(temperature=0.0, max_tokens=3))
+        with pytest.raises(RuntimeError, match="no KV cache"):
+            backend.generate([request])
+    finally:
+        model.gradient_checkpointing_disable()
+        model.eval()

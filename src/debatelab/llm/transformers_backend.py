@@ -322,6 +322,11 @@ class TransformersBackend(Backend):
         keep_last = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(forward).parameters else {}
         out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **keep_last)
         cache = out.past_key_values
+        if cache is None or cache.get_seq_length() == 0:  # each step would see its one token only
+            raise RuntimeError(
+                f"{self.model_id}: the model kept no KV cache of the prompt (gradient checkpointing in "
+                "train mode turns it off): generate in eval mode"
+            )
         for step in range(max_tokens):
             logits = out.logits[:, -1].float()
             token = logits.argmax(-1) if sampler is None else sampler.sample(logits, step)
