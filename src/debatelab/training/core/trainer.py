@@ -333,6 +333,14 @@ class BaseTrainer:
         packed = (as_tensor(ids), as_tensor(positions), as_tensor(keep), as_tensor(rows), as_tensor(cols))
         return UpdateBatch(mask=mask, advantages=advantages, packed=packed)
 
+    def _precision(self, policy=None):
+        """bf16 autocast around a forward when `autocast` is set (the backward follows its casts)."""
+        import torch
+
+        if not self.settings.autocast:
+            return contextlib.nullcontext()
+        return torch.autocast(torch.device((policy or self.policy).device).type, dtype=torch.bfloat16)
+
     def _batch(self, rollouts: Sequence[Rollout], policy=None) -> UpdateBatch:
         """A micro-batch's inputs: packed (`packed_updates`) or padded."""
         if self.settings.packed_updates:
@@ -420,7 +428,8 @@ class BaseTrainer:
         with torch.no_grad():
             for micro in micro_batches:
                 batch = self._batch(micro, policy)
-                logps, entropy = batch.logprobs(policy.model, with_entropy=True, temperature=temperature)
+                with self._precision(policy):
+                    logps, entropy = batch.logprobs(policy.model, with_entropy=True, temperature=temperature)
                 entropies.append(_masked_mean(entropy, batch.mask))
                 self._keep(micro, old, logps)
                 if with_reference:
@@ -437,7 +446,7 @@ class BaseTrainer:
         """The reference policy's log-probabilities of the completion tokens, at the sampling temperature."""
         import torch
 
-        with torch.no_grad():
+        with torch.no_grad(), self._precision(policy):
             return policy.reference_logprobs(lambda m: batch.logprobs(m, temperature=self.settings.temperature)[0])
 
     def update_policy(
@@ -503,7 +512,8 @@ class BaseTrainer:
                             self._backward(sum(p.sum() for p in trainable) * 0.0, engine)
                             continue
                         batch = self._batch(micro, policy)
-                        logps, entropy = batch.logprobs(model, with_entropy=first, temperature=s.temperature)
+                        with self._precision(policy):
+                            logps, entropy = batch.logprobs(model, with_entropy=first, temperature=s.temperature)
                         if first:
                             old_logps = logps.detach()
                             self._keep(micro, old, old_logps)
