@@ -131,6 +131,8 @@ def ours(args, model_dir: Path, questions) -> dict:
         dtype=args.dtype,
         rollout_backend=args.rollout_backend,
         gradient_checkpointing=args.gradient_checkpointing,
+        packed_updates=not args.padded,
+        autocast=args.autocast,
         show_progress=False,
     )
     if args.device.startswith("cuda"):
@@ -172,7 +174,10 @@ def multi_agent(args, model_dir: Path, questions) -> dict:
         rollout_batch_size=sequences,
         lora={"r": 16, "alpha": 32},
         dtype=args.dtype,
+        rollout_backend=args.rollout_backend,
         gradient_checkpointing=args.gradient_checkpointing,
+        packed_updates=not args.padded,
+        autocast=args.autocast,
         kl_coef=0.001,
         kl_estimator="k1",
         show_progress=False,
@@ -363,6 +368,8 @@ def main() -> None:
         "16; at 7B, 64 sequences of 256 tokens overflow 140 GB)",
     )
     ap.add_argument("--no-trl", action="store_true", help="dapo: time ours only")
+    ap.add_argument("--padded", action="store_true", help="ours: padded update passes (packed_updates: false)")
+    ap.add_argument("--autocast", action="store_true", help="ours: the update's forwards under bf16 autocast")
     ap.add_argument(
         "--gradient-checkpointing",
         action="store_true",
@@ -403,7 +410,7 @@ def main() -> None:
             if args.method == "sdrl"
             else ""
         )
-        + f" dtype={args.dtype}",
+        + f" dtype={args.dtype} packed={not args.padded} autocast={args.autocast}",
         flush=True,
     )
     if args.method in ("dapo", "sdrl") and (args.no_trl or args.method == "sdrl"):
