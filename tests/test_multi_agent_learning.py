@@ -30,6 +30,10 @@ TOY = dict(
     mini_batch_size=64,
     micro_batch_size=32,
     show_progress=False,
+    # The seeds were chosen on padded passes. Packed ones equal them within float32 rounding
+    # (tests/test_packed_updates.py), but at this learning rate rounding moves later samples, and
+    # UMAD's critic then stayed at 2.4 % (solver 2.8 -> 6.1 %): a seed-level outcome, not a bug.
+    packed_updates=False,
 )
 
 
