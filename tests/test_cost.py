@@ -63,18 +63,23 @@ def test_a_generation_costs_its_input_cached_input_and_output_at_their_prices():
     assert usd.tolist() == pytest.approx([0.007, 0.0, 0.00002])
 
 
+def _generate(backend, n: int, cache_root, budget=None, model: str = "api"):
+    """`n` requests through the cache folder of `model`, in units of 2, asking `budget` before each."""
+    return generate_cached(
+        backend,
+        _requests(n),
+        GenerationCache(cache_root / model, budget=budget, model=model),
+        batch_size=2,
+        show_progress=False,
+    )
+
+
 def test_the_cap_stops_between_units_and_a_higher_cap_sends_only_the_missing_requests(tmp_path):
     cache_root = tmp_path / "cache"
     backend = PricedBackend()
     budget = Budget({"api": PRICE}, cap_usd=0.03, cache_root=cache_root, experiment="exp")
     with pytest.raises(BudgetExceeded) as stopped:
-        generate_cached(
-            backend,
-            _requests(10),
-            GenerationCache(cache_root / "api", budget=budget, model="api"),
-            batch_size=2,
-            show_progress=False,
-        )
+        _generate(backend, 10, cache_root, budget, "api")
     # units of 2 cost $0.0128: after 2 units ($0.0256) a third would pass $0.03
     assert backend.sent == 4
     message = str(stopped.value)
@@ -87,24 +92,12 @@ def test_the_cap_stops_between_units_and_a_higher_cap_sends_only_the_missing_req
     again = PricedBackend()
     budget = Budget({"api": PRICE}, cap_usd=0.03, cache_root=cache_root, experiment="exp")
     with pytest.raises(BudgetExceeded):
-        generate_cached(
-            again,
-            _requests(10),
-            GenerationCache(cache_root / "api", budget=budget, model="api"),
-            batch_size=2,
-            show_progress=False,
-        )
+        _generate(again, 10, cache_root, budget, "api")
     assert again.sent == 0  # the cached units' mean cost says the next would pass
     # a higher cap: only the missing requests go out
     more = PricedBackend()
     budget = Budget({"api": PRICE}, cap_usd=1.0, cache_root=cache_root, experiment="exp")
-    out = generate_cached(
-        more,
-        _requests(10),
-        GenerationCache(cache_root / "api", budget=budget, model="api"),
-        batch_size=2,
-        show_progress=False,
-    )
+    out = _generate(more, 10, cache_root, budget, "api")
     assert more.sent == 6 and len(out) == 10
     assert budget.experiment_usd() == pytest.approx(10 * ONE)
     assert budget.job_usd == pytest.approx(10 * ONE) and budget.sent_usd == pytest.approx(6 * ONE)
@@ -112,46 +105,24 @@ def test_the_cap_stops_between_units_and_a_higher_cap_sends_only_the_missing_req
 
 def test_a_reached_cap_sends_nothing_and_a_free_model_is_never_stopped(tmp_path):
     cache_root = tmp_path / "cache"
-    generate_cached(
-        PricedBackend(), _requests(4), GenerationCache(cache_root / "api"), batch_size=2, show_progress=False
-    )
+    _generate(PricedBackend(), 4, cache_root)
     budget = Budget({"api": PRICE, "local": Price()}, cap_usd=0.02, cache_root=cache_root, experiment="exp")
     backend = PricedBackend()
     with pytest.raises(BudgetExceeded, match=r"spent \$0.0256 of its cap budget_usd = \$0.0200"):
-        generate_cached(
-            backend,
-            _requests(6),
-            GenerationCache(cache_root / "api", budget=budget, model="api"),
-            batch_size=2,
-            show_progress=False,
-        )
+        _generate(backend, 6, cache_root, budget, "api")
     assert backend.sent == 0
     local = PricedBackend()
-    generate_cached(
-        local,
-        _requests(6),
-        GenerationCache(cache_root / "local", budget=budget, model="local"),
-        batch_size=2,
-        show_progress=False,
-    )
+    _generate(local, 6, cache_root, budget, "local")
     assert local.sent == 6
 
 
 def test_the_per_job_cap_counts_the_jobs_cached_units_too(tmp_path):
     cache_root = tmp_path / "cache"
-    generate_cached(
-        PricedBackend(), _requests(4), GenerationCache(cache_root / "api"), batch_size=2, show_progress=False
-    )
+    _generate(PricedBackend(), 4, cache_root)
     budget = Budget({"api": PRICE}, job_cap_usd=0.03, cache_root=cache_root)
     backend = PricedBackend()
     with pytest.raises(BudgetExceeded, match=r"this job has spent \$0.0256 of its cap budget_per_job_usd"):
-        generate_cached(
-            backend,
-            _requests(10),
-            GenerationCache(cache_root / "api", budget=budget, model="api"),
-            batch_size=2,
-            show_progress=False,
-        )
+        _generate(backend, 10, cache_root, budget, "api")
     assert backend.sent == 0  # the cached units' mean says the first new one would pass
 
 
