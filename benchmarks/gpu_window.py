@@ -275,7 +275,8 @@ def worker(args) -> int:
     signal.signal(signal.SIGTERM, stop)
     record = {"seed": seed, "run": run, "pid": os.getpid(), "started": started}
     try:
-        from debatelab.config import AgentSpec, Experiment
+        from debatelab.config import Experiment
+        from debatelab.llm.agent import AgentSpec
         from debatelab.runlog import job_log
         from debatelab.training import TrainSettings
         from debatelab.training.core.launch import launch_or_train, write_job_spec

@@ -74,11 +74,11 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from debatelab import grading, prompts  # noqa: E402
-from debatelab.config import training_method  # noqa: E402
 from debatelab.data import load_benchmark  # noqa: E402
 from debatelab.models import prepare_model  # noqa: E402
 from debatelab.training import TrainSettings  # noqa: E402
 from debatelab.training.core.policy import Policy  # noqa: E402
+from debatelab.training.methods import training_method  # noqa: E402
 from debatelab.zero_shot import select_questions  # noqa: E402
 
 #: Llama-architecture shapes of real models, for random-weight timings (config.json of each on the Hub).
@@ -146,7 +146,7 @@ def ours(args, model_dir: Path, questions) -> dict:
     )
     if args.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
-    trainer = training_method(args.method).trainer_class()(
+    trainer = training_method(args.method).trainer(
         questions, Policy(model_dir, settings, device=args.device), settings, run="bench"
     )
     rows = [trainer.train_step(step) for step in range(args.steps + 1)][1:]  # the first is the warm-up
@@ -200,7 +200,7 @@ def multi_agent(args, model_dir: Path, questions) -> dict:
         if args.method == "udpo"
         else {}
     )
-    trainer = training_method(args.method).trainer_class()(
+    trainer = training_method(args.method).trainer(
         questions, policies, settings, run="bench", participants=agents, **own
     )
     rows = [trainer.train_step(step) for step in range(args.steps + 1)][1:]

@@ -41,9 +41,9 @@ from timing import (  # noqa: E402  (the script's folder is on sys.path)
 )
 
 from debatelab import prompts  # noqa: E402
-from debatelab.config import AgentSpec  # noqa: E402
 from debatelab.data import load_benchmark  # noqa: E402
 from debatelab.llm import GenerationCache, GenerationRequest  # noqa: E402
+from debatelab.llm.agent import AgentSpec  # noqa: E402
 from debatelab.llm.base import sample_seed  # noqa: E402
 from debatelab.zero_shot import ZeroShotSettings, run_zero_shot, select_questions  # noqa: E402
 

@@ -19,9 +19,9 @@ from debatelab.attack import (
     read_attack_prompt,
     rewrite_system_prompt,
 )
-from debatelab.config import AgentSpec
 from debatelab.io import DataFileError
 from debatelab.llm import GenerationCache
+from debatelab.llm.agent import AgentSpec
 from debatelab.llm.base import Backend, Generation, SamplingParams
 
 

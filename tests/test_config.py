@@ -11,7 +11,8 @@ import pytest
 import yaml
 from workflow_helpers import REPO_ROOT, snakemake
 
-from debatelab.config import SCHEMA_PATH, AgentSpec, ConfigError, Experiment, load_experiment, validate_config
+from debatelab.config import SCHEMA_PATH, ConfigError, Experiment, load_experiment, validate_config
+from debatelab.llm.agent import AgentSpec
 
 TINY = yaml.safe_load((REPO_ROOT / "tests/configs/tiny.yaml").read_text())
 SCHEMA = yaml.safe_load(SCHEMA_PATH.read_text())

@@ -213,9 +213,9 @@ def test_confidences_are_elicited_on_every_agents_last_debate_turn(workspace):
 
 def test_adversarial_agents_debate_under_the_attack_system_prompt(workspace):
     from debatelab import prompts
-    from debatelab.config import AgentSpec
     from debatelab.data import read_dataset
     from debatelab.debate.stage import build_states, read_zero_shot
+    from debatelab.llm.agent import AgentSpec
 
     root, dataset, zero_shot = workspace
     specs = {

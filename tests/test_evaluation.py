@@ -12,7 +12,7 @@ import pytest
 import yaml
 from workflow_helpers import REPO_ROOT
 
-from debatelab.config import PAPERS, ConfigError, Experiment, validate_config
+from debatelab.config import ConfigError, Experiment, validate_config
 from debatelab.evaluation import (
     ProtocolInfo,
     RunInfo,
@@ -26,7 +26,7 @@ from debatelab.evaluation import (
     run_label,
 )
 from debatelab.evaluation.paper_numbers import PaperNumbersError
-from debatelab.evaluation.papers import svr_mad, udpo
+from debatelab.evaluation.papers import PAPERS, svr_mad, udpo
 
 TINY = yaml.safe_load((REPO_ROOT / "tests/configs/tiny.yaml").read_text())
 

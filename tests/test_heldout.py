@@ -15,10 +15,11 @@ from toy_questions import toy_rows
 from workflow_helpers import REPO_ROOT
 
 from debatelab import grading, prompts
-from debatelab.config import SCHEMA_PATH, AgentSpec, ConfigError, Experiment, validate_config
+from debatelab.config import SCHEMA_PATH, ConfigError, Experiment, validate_config
 from debatelab.data.schema import frame_from_rows
 from debatelab.io import write_parquet_atomic
 from debatelab.llm import GenerationRequest, SamplingParams
+from debatelab.llm.agent import AgentSpec
 from debatelab.training import TrainSettings
 
 TINY = yaml.safe_load((REPO_ROOT / "tests/configs/tiny.yaml").read_text())

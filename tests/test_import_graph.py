@@ -32,11 +32,24 @@ def _node(module: str) -> str | None:
     return parts[1] if len(parts) > 1 else None
 
 
-def _imported(tree: ast.AST, package: list[str]) -> set[str]:
-    """Dotted names of everything a module imports; `package` is the module's package path (for
-    relative imports). `from X import y` yields X.y too, since y may be a submodule."""
-    names = set()
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """ids of the nodes inside `if TYPE_CHECKING:` blocks: imports for annotations only, never run."""
+    skipped = set()
     for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            skipped.update(id(inner) for stmt in node.body for inner in ast.walk(stmt))
+    return skipped
+
+
+def _imported(tree: ast.AST, package: list[str]) -> set[str]:
+    """Dotted names of everything a module imports (but under `if TYPE_CHECKING:`); `package` is the
+    module's package path (for relative imports). `from X import y` yields X.y too, since y may be a
+    submodule."""
+    names = set()
+    skipped = _type_checking_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -104,6 +117,8 @@ def test_imports_are_read_at_every_level():
         "from ...training import settings\n"
         "def f():\n"
         "    from ..llm.base import Backend\n"
+        "if TYPE_CHECKING:\n"
+        "    from ...config import Experiment\n"
     )
     names = _imported(tree, ["debatelab", "evaluation", "papers"])
     assert {
@@ -112,6 +127,7 @@ def test_imports_are_read_at_every_level():
         "debatelab.training.settings",
         "debatelab.evaluation.llm.base",
     } <= names
+    assert "debatelab.config" not in names  # an annotation's import runs nowhere
     names = _imported(tree, ["debatelab", "debate"])
     assert {"debatelab.grading", "debatelab.llm.base"} <= names
     graph = package_graph()
@@ -128,6 +144,31 @@ def test_package_imports_have_no_cycle():
     if cycle:
         via = "; ".join(f"{a} -> {b} in {', '.join(sorted(graph[a][b]))}" for a, b in zip(cycle, cycle[1:]))
         pytest.fail(f"import cycle {' -> '.join(cycle)} ({via})")
+
+
+def test_the_config_sits_on_top_and_reads_the_registries_directly():
+    """config.py checks experiments against the registries of the packages that own them (methods in
+    training, papers in evaluation, backends in llm), importing them as any module does; nothing in
+    the library imports the config back (it hands an `Experiment` down, typed under TYPE_CHECKING)."""
+    graph = package_graph()
+    importers = {node: sorted(targets["config"]) for node, targets in graph.items() if "config" in targets}
+    assert not importers, f"the config sits above the packages; these import it: {importers}"
+    assert {"training", "evaluation", "models", "credentials"} <= set(graph["config"])
+    assert "importlib" not in (PACKAGE / "config.py").read_text()
+
+
+def test_reading_a_config_imports_no_torch():
+    """A dry run parses the Snakefile, which checks the config and its training runs' settings: the
+    registries it reads must not pull torch (seconds on every snakemake call and SLURM job)."""
+    code = (
+        "import sys; from debatelab.config import Experiment; from debatelab.training.settings import TrainSettings; "
+        "from debatelab.training.methods import METHODS; [TrainSettings(method=m) for m in METHODS]; "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(SRC)}
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
 
 
 def test_reporting_imports_no_stage():

@@ -233,9 +233,9 @@ def test_udpo_jobs_warm_up_calibrate_train_and_write_every_agent(char_model_dir,
     coefficients as JSON, then training on the other questions and one model folder per agent."""
     import json
 
-    from debatelab.config import AgentSpec
     from debatelab.data.schema import frame_from_rows
     from debatelab.io import write_parquet_atomic
+    from debatelab.llm.agent import AgentSpec
     from debatelab.training.methods.udpo import split_warmup
     from debatelab.training.multi_agent_stage import (
         WARMUP_COLUMNS,

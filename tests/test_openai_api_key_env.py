@@ -11,7 +11,8 @@ import pytest
 import yaml
 from workflow_helpers import REPO_ROOT, snakemake
 
-from debatelab.config import ConfigError, Experiment, check_no_secrets, validate_config
+from debatelab.config import ConfigError, Experiment, validate_config
+from debatelab.credentials import check_no_secrets
 from debatelab.llm import make_backend
 from debatelab.llm.openai_backend import ServerUnavailableError
 

@@ -13,16 +13,13 @@ import yaml
 from debatelab import prompts
 from debatelab.confidence.calibrators import CALIBRATORS
 from debatelab.confidence.fusion import SEARCH_SPACES
-from debatelab.config import (
-    PAPER_NUMBERS_DIR,
-    PAPER_TITLES,
-    PAPERS,
-    SCHEMA_PATH,
-    TRAINING_METHODS,
-    multi_agent_methods,
-)
+from debatelab.config import SCHEMA_PATH
 from debatelab.debate import protocols
 from debatelab.estimators import CONFIDENCE_ESTIMATORS, ESTIMATORS, SEQPROB_TARGETS
+from debatelab.evaluation.paper_numbers import PAPER_NUMBERS_DIR
+from debatelab.evaluation.papers import PAPER_TITLES, PAPERS
+from debatelab.llm import BACKENDS
+from debatelab.training.methods import METHODS, multi_agent_methods
 
 SCHEMA = yaml.safe_load(SCHEMA_PATH.read_text())
 PROTOCOL = ("definitions", "protocol", "properties")
@@ -47,7 +44,11 @@ REGISTRIES = {
         list(SEQPROB_TARGETS),
         [TOP + ("zero_shot", "properties", "seqprob_target", "enum")],
     ),
-    "config.PAPERS": (
+    "llm.BACKENDS": (
+        list(BACKENDS),
+        [("definitions", "agent", "properties", "backend", "enum"), TOP + ("attack", "properties", "backend", "enum")],
+    ),
+    "evaluation.papers.PAPERS": (
         list(PAPERS),
         [
             ("definitions", "model", "properties", "paper_backbone", "propertyNames", "enum"),
@@ -67,11 +68,11 @@ REGISTRIES = {
             TOP + ("protocol_search", "properties", "protocols", "items", "enum"),
         ],
     ),
-    "config.TRAINING_METHODS": (
-        list(TRAINING_METHODS),
+    "training.methods.METHODS": (
+        list(METHODS),
         [("definitions", "training_run", "properties", "method", "enum")],
     ),
-    "config.TRAINING_METHODS (multi-agent)": (
+    "training.methods.METHODS (multi-agent)": (
         list(multi_agent_methods()),
         [
             ("definitions", "training_run", "if", "properties", "method", "enum"),
@@ -101,22 +102,23 @@ def test_every_protocol_kind_is_a_row_of_the_protocols_table():
 
 
 def test_every_paper_has_a_title_a_builder_and_published_numbers():
-    from importlib import import_module
-
     assert list(PAPER_TITLES) == list(PAPERS)
-    for paper in PAPERS:
-        assert callable(import_module(f"debatelab.evaluation.papers.{paper}").evaluate), paper
-        assert (PAPER_NUMBERS_DIR / f"{paper}.yaml").is_file(), paper
+    for name, paper in PAPERS.items():
+        assert paper.evaluate.__module__ == f"debatelab.evaluation.papers.{name}", name
+        assert (PAPER_NUMBERS_DIR / f"{name}.yaml").is_file(), name
 
 
 def test_every_training_method_has_its_trainer_its_settings_block_and_protocol_kinds():
     from debatelab.training import TrainSettings
 
     run = SCHEMA["definitions"]["training_run"]["properties"]
-    for method in TRAINING_METHODS.values():
-        assert method.trainer_class().__name__ == method.trainer, method.name
+    from debatelab.training.core.trainer import BaseTrainer
+
+    for method in METHODS.values():
+        assert issubclass(method.trainer, BaseTrainer), method.name
+        assert method.trainer.__module__.startswith("debatelab.training.methods."), method.name
         if method.block is not None:  # a block of the schema and a field of TrainSettings, built by its class
             assert method.block in run, method.name
-            assert isinstance(getattr(TrainSettings(method=method.name), method.block), method.settings_class())
+            assert isinstance(getattr(TrainSettings(method=method.name), method.block), method.settings)
         assert set(method.protocol_kinds) <= set(protocols.PROTOCOLS), method.name
         assert bool(method.protocol_kinds) == method.multi_agent, method.name

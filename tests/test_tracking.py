@@ -17,7 +17,8 @@ import pytest
 import yaml
 from test_training import TOY, _job, _toy_dataset
 
-from debatelab.config import SCHEMA_PATH, AgentSpec, ConfigError, Experiment, validate_config
+from debatelab.config import SCHEMA_PATH, ConfigError, Experiment, validate_config
+from debatelab.llm.agent import AgentSpec
 from debatelab.tracking import RUN_IDS, TRACKERS, open_tracker, scalar_tags, tracker_names
 from debatelab.training.settings import TrainSettings
 

@@ -18,9 +18,9 @@ import torch
 from distributed_helpers import tests_path
 from toy_questions import toy_rows
 
-from debatelab.config import AgentSpec
 from debatelab.data.schema import frame_from_rows
 from debatelab.io import write_parquet_atomic
+from debatelab.llm.agent import AgentSpec
 from debatelab.llm.base import Backend, Generation
 from debatelab.training import TrainSettings
 from debatelab.training.core.loss import policy_loss

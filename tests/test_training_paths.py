@@ -137,10 +137,10 @@ def test_a_training_rollout_sends_the_messages_the_evaluation_debate_sends(char_
     one the debate stage builds (same protocol options from the config, same round-0 answers)."""
     import pandas as pd
 
-    from debatelab.config import AgentSpec
     from debatelab.data.schema import frame_from_rows
     from debatelab.debate.protocols import make_protocol
     from debatelab.debate.stage import build_states
+    from debatelab.llm.agent import AgentSpec
     from debatelab.training.core.agents import AgentPolicies
     from debatelab.training.core.debate_rollouts import rollout_debates
 

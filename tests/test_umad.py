@@ -263,7 +263,7 @@ def test_two_processes_make_the_same_umad_step_as_one_on_all_questions(tmp_path,
 
 def test_a_multi_agent_job_travels_to_its_processes_as_json(tmp_path):
     """What `launch_or_train(job_kind="train_agents")` hands each process comes back equal."""
-    from debatelab.config import AgentSpec
+    from debatelab.llm.agent import AgentSpec
     from debatelab.training.core.launch import job_function, read_job_spec, write_job_spec
     from debatelab.training.settings import TrainSettings
 

@@ -12,10 +12,10 @@ import pytest
 from conftest import require
 from workflow_helpers import REPO_ROOT, snakemake
 
-from debatelab.config import PAPERS
 from debatelab.debate.schema import ENDINGS, QUESTION_COLUMNS, TURN_COLUMNS
 from debatelab.evaluation import PAPER_TITLES, load_paper_numbers
 from debatelab.evaluation.claims import VERDICTS
+from debatelab.evaluation.papers import PAPERS
 from debatelab.zero_shot import ZERO_SHOT_COLUMNS
 
 TINY = str(REPO_ROOT / "tests/configs/tiny.yaml")

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from workflow_helpers import snakemake
 
-from debatelab.config import AgentSpec
 from debatelab.data import load_benchmark
 from debatelab.llm import GenerationCache
+from debatelab.llm.agent import AgentSpec
 from debatelab.llm.transformers_backend import TransformersBackend
 from debatelab.zero_shot import ZERO_SHOT_COLUMNS, ZeroShotSettings, run_zero_shot, select_questions
 

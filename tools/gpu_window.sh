@@ -50,9 +50,9 @@ for d in ("torch", "transformers", "peft", "accelerate", "pandas", "pyarrow", "n
 from trl.trainer.utils import entropy_from_logits, selective_log_softmax  # noqa: F401  (training/core/loss.py)
 import debatelab.training.multi_agent_stage, debatelab.training.core.agents  # noqa: F401,E401
 import debatelab.training.core.replies, debatelab.config, debatelab.models  # noqa: F401,E401
-from debatelab.config import TRAINING_METHODS
+from debatelab.training.methods import METHODS
 for method in ("udpo", "mappo", "rmaac", "umad"):
-    TRAINING_METHODS[method].trainer_class()
+    METHODS[method].trainer
 import gguf, jsonschema  # noqa: F401,E401
 from debatelab import grading  # every reward and held-out answer is graded with math-verify
 assert grading.is_correct("9", "9", "math") and not grading.is_correct("8", "9", "math")

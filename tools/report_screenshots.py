@@ -19,7 +19,7 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from debatelab.config import PAPER_TITLES
+from debatelab.evaluation.papers import PAPER_TITLES
 
 SECTIONS = ("Tables and plots", "Beside the published numbers", "Checkable claims")
 

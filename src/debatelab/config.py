@@ -15,295 +15,27 @@ from __future__ import annotations
 
 import copy
 import functools
-import importlib
 import re
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from . import prompts
+from .credentials import check_no_secrets
 from .data.registry import split_file
-from .llm import SamplingParams
-from .models import MODELS_DIR, model_folder_name, model_settings
+from .errors import ConfigError
+from .evaluation.paper_numbers import paper_backbones
+from .evaluation.papers import PAPERS
+from .models import BUNDLED_MODELS, MODELS_DIR, model_folder_name, model_settings, trained_source
+from .training.methods import METHODS, multi_agent_methods
+
+__all__ = ["ConfigError", "Experiment", "load_experiment", "validate_config", "check_no_secrets"]
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
-#: The papers' published numbers, one YAML per paper; its `backbones:` are what `paper_backbone` may name.
-PAPER_NUMBERS_DIR = Path(__file__).resolve().parents[2] / "config" / "paper_numbers"
 
-TRAINED_PREFIX = "trained:"
 #: Protocol keys a training run sets itself (seats, datasets, threads, rounds), not taken from its protocol.
 TRAINING_PROTOCOL_OWN_KEYS = ("participants", "datasets", "threads", "rounds", "confidence")
-#: The papers the evaluate stage rebuilds, with their report titles: one registry. Each has its builder
-#: `evaluation/papers/<paper>.py` and its published numbers `config/paper_numbers/<paper>.yaml`; the
-#: schema's paper enums list the same names (tests/test_registries.py checks all three).
-PAPER_TITLES = {
-    # short: the report's menu widens to the longest breadcrumb, narrowing the pane that shows tables
-    "udpo": "UDPO: uncertainty against debate collapse (arXiv:2602.07186)",
-    "umad": "UMAD: epistemic gain, aleatoric cost (arXiv:2603.01221)",
-    "svr_mad": "SVR-MAD: posterior-guided sparse debate (arXiv:2605.23099)",
-    "sdrl": "SDRL: self-debate reinforcement learning (arXiv:2601.22297)",
-    "confidence": "Calibrated confidence protocols (arXiv:2606.13591)",
-}
-PAPERS = tuple(PAPER_TITLES)
-
-#: Protocol kinds of synchronous rounds of every seat, which a multi-agent training run can debate on.
-SYNCHRONOUS_PROTOCOL_KINDS = ("all_to_all", "ring", "centralized")
-
-
-@dataclass(frozen=True)
-class TrainingMethod:
-    """What a training run's `method` is (`TRAINING_METHODS`). Its trainer and settings class are
-    named by module and attribute and imported on use, so the config imports no training code."""
-
-    name: str
-    multi_agent: bool  # trains every agent of a debate (rule train_agents), else one policy (rule train)
-    module: str  # the module of its trainer and settings class: debatelab.training.methods.<module>
-    trainer: str  # its trainer class in `module`
-    description: str  # one line
-    spec: str  # where its paper specifies it (section / appendix of `paper`)
-    paper: str
-    settings: str | None = None  # its settings dataclass in `module`; None: its knobs are TrainSettings fields
-    block: str | None = None  # the key of that block in `training.runs.<run>` (a preset shares its base's)
-    preset: dict = field(default_factory=dict)  # the defaults the block's null values take for this method
-    protocol_kinds: tuple[str, ...] = ()  # multi-agent: the debate protocol kinds it trains on
-
-    def trainer_class(self) -> type:
-        return getattr(importlib.import_module(self.module), self.trainer)
-
-    def settings_class(self) -> type | None:
-        return getattr(importlib.import_module(self.module), self.settings) if self.settings else None
-
-
-def _training_method(
-    name: str,
-    multi_agent: bool,
-    trainer: str,
-    description: str,
-    spec: str,
-    paper: str,
-    *,
-    module: str | None = None,
-    **more,
-) -> TrainingMethod:
-    return TrainingMethod(
-        name, multi_agent, f"debatelab.training.methods.{module or name}", trainer, description, spec, paper, **more
-    )
-
-
-#: The training methods, one registry: a run's `method` names one. Everything that lists or
-#: dispatches on methods reads it: the checks below (which runs train every agent of a debate, the
-#: block whose `questions_per_step` divides among GPUs, the protocol kinds a run may debate on),
-#: `TrainSettings` (its `method` and blocks), the stage jobs (`training.stage`,
-#: `training.multi_agent_stage`: the trainer class) and `MappoSettings.resolved` (a preset's
-#: defaults). The schema's method enums list the same names (tests/test_registries.py checks them). A
-#: new method is its module in `training/methods/` and its entry here, plus its name in the schema's
-#: two method enums (a settings block of its own: also a field of `TrainSettings` and of the schema).
-TRAINING_METHODS: dict[str, TrainingMethod] = {
-    m.name: m
-    for m in (
-        _training_method(
-            "dapo",
-            False,
-            "DapoTrainer",
-            "DAPO: group advantages, clip-higher, token-mean loss, dynamic sampling, soft overlong punishment",
-            "§3-5, §6.1.1, App. A.1",
-            "DAPO, the RL algorithm SDRL builds on (Liu et al., arXiv:2601.22297)",
-        ),
-        _training_method(
-            "sdrl",
-            False,
-            "SdrlTrainer",
-            "SDRL: DAPO plus a second turn debating two of the prompt's own rollouts, updated together",
-            "§3-5, §6.1.1, App. A.1",
-            "Liu et al., arXiv 2601.22297 (SDRL)",
-        ),
-        _training_method(
-            "udpo",
-            True,
-            "UdpoTrainer",
-            "UDPO: uncertainty-weighted trajectory rewards per seat, batch-mean advantages, uncertainty-driven replay",
-            "§4, App. A",
-            "Tang et al., arXiv 2602.07186 (UDPO)",
-            settings="UdpoSettings",
-            block="udpo",
-            protocol_kinds=SYNCHRONOUS_PROTOCOL_KINDS,
-        ),
-        _training_method(
-            "umad",
-            True,
-            "UmadTrainer",
-            "UMAD: team reward, epistemic-influence reward, group advantages over G threads, aleatoric "
-            "weights, turns updated in sequence; eta = alpha_au = 0 is IPPO",
-            "§4.2, App. C.2 (Algorithm 2)",
-            "Qiao et al., arXiv 2603.01221 (UMAD)",
-            settings="UmadSettings",
-            block="umad",
-            protocol_kinds=SYNCHRONOUS_PROTOCOL_KINDS,
-        ),
-        _training_method(
-            "mappo",
-            True,
-            "MappoTrainer",
-            "MAPPO (approximation): shared terminal reward r_task + w_c (1 - D), a centralized critic over "
-            "agreement features",
-            "Tang et al., arXiv 2602.07186 §5.1 (UDPO's baselines, approximated)",
-            "Yu et al. 2022, MAPPO",
-            settings="MappoSettings",
-            block="mappo",
-            preset={"consensus_weight": 1.0, "peer_swap_prob": 0.0},
-            protocol_kinds=("all_to_all",),
-        ),
-        _training_method(
-            "rmaac",
-            True,
-            "MappoTrainer",
-            "RMAAC (approximation): MAPPO's trainer on r_task alone, shown peers swapped for wrong replies",
-            "Tang et al., arXiv 2602.07186 §5.1 (UDPO's baselines, approximated)",
-            "He et al. 2023, RMAAC",
-            module="mappo",
-            settings="MappoSettings",
-            block="mappo",
-            preset={"consensus_weight": 0.0, "peer_swap_prob": 0.2},
-            protocol_kinds=("all_to_all",),
-        ),
-    )
-}
-
-
-def training_method(name: str) -> TrainingMethod:
-    """The training method `name`, or a ValueError naming the known ones."""
-    try:
-        return TRAINING_METHODS[name]
-    except KeyError:
-        raise ValueError(f"training: unknown method {name!r} (known: {list(TRAINING_METHODS)})") from None
-
-
-def multi_agent_methods() -> tuple[str, ...]:
-    """The training methods that train every agent of a debate."""
-    return tuple(name for name, m in TRAINING_METHODS.items() if m.multi_agent)
-
-
-def trained_source(source: str) -> tuple[str, str] | None:
-    """`trained:<run>` -> (run, ""), `trained:<run>/<agent>` -> (run, agent); None for other sources."""
-    if not source.startswith(TRAINED_PREFIX):
-        return None
-    run, _, agent = source[len(TRAINED_PREFIX) :].partition("/")
-    return run, agent
-
-
-class ConfigError(ValueError):
-    """A config that the schema accepts but that does not hold together."""
-
-
-@functools.cache
-def paper_backbones(paper: str) -> tuple[str, ...]:
-    """The backbones a paper's published numbers name (`backbones:` of config/paper_numbers/<paper>.yaml),
-    spelled as there; empty where the file lists none."""
-    doc = yaml.safe_load((PAPER_NUMBERS_DIR / f"{paper}.yaml").read_text()) or {}
-    return tuple(str(b) for b in doc.get("backbones") or ())
-
-
-@dataclass(frozen=True)
-class AgentSpec:
-    """One agent of an experiment: a model, a backend and its sampling settings (config `agents.<name>`;
-    defaults match config/schema.yaml)."""
-
-    name: str
-    model: str
-    backend: str = "transformers"
-    temperature: float = 0.7
-    top_p: float = 1.0
-    max_tokens: int = 256
-    system_prompt: str | None = None
-    backend_options: dict = field(default_factory=dict)
-
-    def __post_init__(self):
-        if self.temperature < 0 or not 0 < self.top_p <= 1 or self.max_tokens < 1:
-            raise ValueError(
-                f"agent {self.name!r}: temperature >= 0, top_p in (0, 1] and max_tokens >= 1 are required, got "
-                f"{self.temperature}, {self.top_p}, {self.max_tokens}"
-            )
-
-    @classmethod
-    def from_config(cls, name: str, cfg: dict, attack_prompt: str | None = None) -> AgentSpec:
-        """`attack_prompt`: the dataset's AutoTransform rewrite for an adversarial agent (None: the fixed one)."""
-        known = {
-            k: cfg[k] for k in ("model", "backend", "temperature", "top_p", "max_tokens", "system_prompt") if k in cfg
-        }
-        if cfg.get("adversarial"):
-            known["system_prompt"] = attack_prompt or prompts.ATTACK_SYSTEM_PROMPT
-        return cls(name=name, backend_options=dict(cfg.get("backend_options") or {}), **known)
-
-    def sampling(self, seed: int = 0, logprobs: bool = False, top_logprobs: int = 0) -> SamplingParams:
-        return SamplingParams(
-            temperature=self.temperature,
-            top_p=self.top_p,
-            max_tokens=self.max_tokens,
-            seed=seed,
-            logprobs=logprobs,
-            top_logprobs=top_logprobs,
-        )
-
-
 # --------------------------------------------------------------------------- schema
-
-
-#: fields that would hold a credential; a config names the environment variable instead
-SECRET_FIELDS = {
-    "api_key",
-    "apikey",
-    "token",
-    "hf_token",
-    "access_token",
-    "auth_token",
-    "password",
-    "secret",
-    "secret_key",
-    "authorization",
-}
-#: credentials of OpenAI-style APIs (sk-...), the Hub (hf_...), a bearer header or a URL's password
-#: (scheme://user:password@host), found anywhere inside a string: a key pasted into a URL or a longer
-#: value ends up in .snakemake/metadata and the logs as surely as a bare one
-SECRET_VALUE = re.compile(
-    r"(?<![A-Za-z0-9])(?P<kind>sk-)[A-Za-z0-9_-]{16,}"
-    r"|(?<![A-Za-z0-9])(?P<hub>hf_)[A-Za-z0-9]{20,}"
-    r"|(?P<bearer>Bearer)\s+\S{8,}"
-    r"|(?P<userinfo>[A-Za-z][A-Za-z0-9+.-]*://)[^\s/@:]*:[^\s/@]+@"
-)
-
-
-def check_no_secrets(config, where: str = "") -> None:
-    """Refuse a config that holds an API key or token. Snakemake stores every job's params in plain
-    text under .snakemake/metadata, and configs get committed: credentials come from environment
-    variables only (`api_key_env`, HF_TOKEN), read inside the job."""
-    items = config.items() if isinstance(config, dict) else enumerate(config) if isinstance(config, list) else ()
-    for key, value in items:
-        path = f"{where}.{key}" if where else str(key)
-        if isinstance(key, str) and key.lower() in SECRET_FIELDS and value not in (None, ""):
-            raise ConfigError(
-                f"config: {path} holds a credential; keys and tokens never go in a config (Snakemake "
-                f"stores job params in plain text under .snakemake/metadata). {_secret_hint(path)}"
-            )
-        found = SECRET_VALUE.search(value) if isinstance(value, str) else None
-        if found:  # the error names the kind of credential, never a character of its value
-            kind = {"kind": "sk-...", "hub": "hf_...", "bearer": "Bearer ...", "userinfo": "a password in a URL"}[
-                found.lastgroup
-            ]
-            raise ConfigError(
-                f"config: {path} looks like a key or token ({kind}); keys never go in a config. {_secret_hint(path)}"
-            )
-        check_no_secrets(value, path)
-
-
-def _secret_hint(path: str) -> str:
-    if "token" in path.lower().rsplit(".", 1)[-1]:
-        return "Hugging Face reads its token from the environment: `export HF_TOKEN=...` (or `hf auth login`)."
-    return (
-        "Export the key before running snakemake (`export OPENAI_API_KEY=...`; SLURM jobs inherit the environment) "
-        "and, for another variable, name it with `api_key_env: MY_KEY_VARIABLE` in the backend's options."
-    )
 
 
 def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict:
@@ -355,10 +87,6 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     )
                 seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
-
-
-#: the bundled model sources `models.prepare_model` builds
-BUNDLED_MODELS = ("smollm2-135m-instruct", "tiny-random-llama")
 
 
 def check_model_source(where: str, source: str) -> None:
@@ -670,7 +398,7 @@ class Experiment:
 
     def multi_agent_runs(self) -> list[str]:
         """Runs that train every participant of a debate (one output folder per agent)."""
-        return [run for run, spec in self.training_runs.items() if TRAINING_METHODS[spec["method"]].multi_agent]
+        return [run for run, spec in self.training_runs.items() if METHODS[spec["method"]].multi_agent]
 
     def runs_of(self, method: str) -> list[str]:
         return [run for run, spec in self.training_runs.items() if spec["method"] == method]
@@ -678,7 +406,7 @@ class Experiment:
     def run_agents(self, run: str) -> list[str]:
         """The agents a run trains: its policy, or its participants' distinct agents in seat order."""
         spec = self.training_runs[run]
-        if TRAINING_METHODS[spec["method"]].multi_agent:
+        if METHODS[spec["method"]].multi_agent:
             return list(dict.fromkeys(spec["participants"]))
         return [spec["policy"]]
 
@@ -847,7 +575,7 @@ class Experiment:
                     f"config: models.{name}.source = {spec['source']!r} names no run of training.runs "
                     f"(known: {sorted(self.training_runs)})"
                 )
-            if not TRAINING_METHODS[self.training_runs[run]["method"]].multi_agent and agent:
+            if not METHODS[self.training_runs[run]["method"]].multi_agent and agent:
                 raise ConfigError(
                     f"config: models.{name}.source = {spec['source']!r}: run {run!r} trains one policy, "
                     f"name it trained:{run}"
@@ -916,7 +644,7 @@ class Experiment:
         """A run names an agent and a dataset; its policy is not trained by itself (a cycle)."""
         for run, spec in self.training_runs.items():
             where = f"training.runs.{run}"
-            key = "participants" if TRAINING_METHODS[spec["method"]].multi_agent else "policy"
+            key = "participants" if METHODS[spec["method"]].multi_agent else "policy"
             for agent in self.run_agents(run):
                 if agent not in self.agents:
                     raise ConfigError(
@@ -941,15 +669,15 @@ class Experiment:
                     f"config: {where}.heldout.dataset = {heldout!r} reads the run's training questions "
                     f"({self.dataset_path(heldout)}); name another dataset"
                 )
-            if TRAINING_METHODS[spec["method"]].multi_agent:
+            if METHODS[spec["method"]].multi_agent:
                 self._check_train_protocol(run, spec)
-            if TRAINING_METHODS[spec["method"]].multi_agent and spec.get("finetuning", "lora") != "lora":
+            if METHODS[spec["method"]].multi_agent and spec.get("finetuning", "lora") != "lora":
                 raise ConfigError(
                     f"config: {where}.finetuning = {spec['finetuning']!r}: {spec['method']} trains one LoRA "
                     f"adapter per agent"
                 )
             if spec.get("parallelism", "data") == "model" and (
-                not TRAINING_METHODS[spec["method"]].multi_agent or spec.get("rollout_backend") == "vllm"
+                not METHODS[spec["method"]].multi_agent or spec.get("rollout_backend") == "vllm"
             ):
                 raise ConfigError(
                     f"config: {where}.parallelism = 'model' places the bases of a multi-agent run "
@@ -957,9 +685,9 @@ class Experiment:
                     f"method {spec['method']!r}, rollout_backend {spec.get('rollout_backend', 'auto')!r}"
                 )
             if (
-                TRAINING_METHODS[spec["method"]].multi_agent and spec.get("parallelism", "data") == "data"
+                METHODS[spec["method"]].multi_agent and spec.get("parallelism", "data") == "data"
             ):  # each process debates its share
-                block = TRAINING_METHODS[spec["method"]].block
+                block = METHODS[spec["method"]].block
                 per_step = (spec.get(block) or {}).get("questions_per_step", 1)
                 if per_step % spec["gpus"]:
                     raise ConfigError(
@@ -975,7 +703,7 @@ class Experiment:
             run, agent = trained_source(spec["source"]) or (None, None)
             if (
                 run is not None
-                and TRAINING_METHODS[self.training_runs[run]["method"]].multi_agent
+                and METHODS[self.training_runs[run]["method"]].multi_agent
                 and agent not in self.run_agents(run)
             ):
                 raise ConfigError(
@@ -999,7 +727,7 @@ class Experiment:
                 f"config: {where} = {protocol!r} is not a key of debate.protocols (known: {sorted(self.protocols)})"
             )
         kind = self.train_protocol(run)["kind"]
-        allowed = TRAINING_METHODS[spec["method"]].protocol_kinds
+        allowed = METHODS[spec["method"]].protocol_kinds
         if kind not in allowed:
             raise ConfigError(
                 f"config: {where}: kind {kind!r} is not one {spec['method']} trains on (allowed: {list(allowed)})"

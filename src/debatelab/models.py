@@ -36,6 +36,18 @@ class ModelSourceError(RuntimeError):
 MODELS_DIR = "resources/models"
 #: The file in a prepared folder that says what it was prepared from (`model_settings`).
 SOURCE_FILE = "debatelab-source.json"
+#: The bundled model sources `prepare_model` builds (`bundled:<name>`).
+BUNDLED_MODELS = ("smollm2-135m-instruct", "tiny-random-llama")
+#: A model trained by a run of the experiment: `trained:<run>`, or `trained:<run>/<agent>` of a multi-agent run.
+TRAINED_PREFIX = "trained:"
+
+
+def trained_source(source: str) -> tuple[str, str] | None:
+    """`trained:<run>` -> (run, ""), `trained:<run>/<agent>` -> (run, agent); None for other sources."""
+    if not source.startswith(TRAINED_PREFIX):
+        return None
+    run, _, agent = source[len(TRAINED_PREFIX) :].partition("/")
+    return run, agent
 
 
 def gguf_dtype(dtype: str) -> str:

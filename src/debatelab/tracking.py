@@ -6,7 +6,7 @@ evaluation's tables, as TRL's `report_to` does (config `training.report_to`, per
   no account), Weights & Biases, trackio or MLflow, one or several; `none` turns tracking off. The
   packages other than TensorBoard are imported only when named, and their keys come from their own
   environment variables (WANDB_API_KEY, HF_TOKEN, MLFLOW_TRACKING_TOKEN), never from the config: the
-  tracker run's config (the job's settings) is refused if it holds one (`config.check_no_secrets`).
+  tracker run's config (the job's settings) is refused if it holds one (`credentials.check_no_secrets`).
 - Tags (`scalar_tags`): a metrics column `c` is `<prefix>/c`; a multi-agent run's per-agent column
   `c_<agent>` is `agent/<agent>/c`; `step` is the step, not a scalar; NaN cells are left out.
 - Resume (`open_tracker(..., resumed_at=k)`): a job resumed after k finished steps continues the same
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .config import check_no_secrets
+from .credentials import check_no_secrets
 from .data.schema import dataset_label
 
 #: The trackers `report_to` may name (with `none`: no tracking), as TRL names them.

@@ -1,4 +1,5 @@
-from debatelab.config import AgentSpec, Experiment
+from debatelab.config import Experiment
+from debatelab.llm.agent import AgentSpec
 from debatelab.runlog import job_log
 from debatelab.training import TrainSettings
 from debatelab.training.core.launch import launch_or_train

@@ -1,6 +1,6 @@
 from debatelab.attack import read_attack_prompt
-from debatelab.config import AgentSpec
 from debatelab.cost import Budget
+from debatelab.llm.agent import AgentSpec
 from debatelab.runlog import job_log
 from debatelab.zero_shot import ZeroShotSettings, zero_shot_job
 

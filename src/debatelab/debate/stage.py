@@ -18,13 +18,13 @@ from pathlib import Path
 import pandas as pd
 
 from .. import prompts
-from ..config import AgentSpec
 from ..data import read_dataset
 from ..data.schema import parse_meta
 from ..estimators import AnsweredChat, ElicitationSettings, elicit_confidences
 from ..grading import answer_keys, vote_answer
 from ..io import read_parquet_checked, write_parquet_atomic
 from ..llm import GenerationCache, generate_cached
+from ..llm.agent import AgentSpec
 from ..llm.base import Backend
 from .engine import Participant, QuestionState, Turn, accounting, request_for, run_engine
 from .protocols import Protocol, make_protocol, unanimous

@@ -37,6 +37,7 @@ Qwen2.5-3B-Instruct x 2, hetero = + Qwen3-4B-Instruct-2507).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -44,7 +45,9 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from ..config import PAPER_NUMBERS_DIR
+#: The papers' published numbers, one YAML per paper; its `backbones:` are what a model's
+#: `paper_backbone` may name (`paper_backbones`).
+PAPER_NUMBERS_DIR = Path(__file__).resolve().parents[3] / "config" / "paper_numbers"
 
 VS_PAPER_COLUMNS = ["paper_value", "run_value", "difference", "run_dataset", "n", "paper_where"]
 
@@ -129,3 +132,11 @@ def long_table(frame: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str],
         id_vars=[*keys, n_column, "run_dataset"], value_vars=list(metrics), var_name="metric", value_name="value"
     )
     return long.rename(columns={n_column: "n"}).astype({"value": float}).replace({np.inf: np.nan})
+
+
+@functools.cache
+def paper_backbones(paper: str) -> tuple[str, ...]:
+    """The backbones a paper's published numbers name (`backbones:` of config/paper_numbers/<paper>.yaml),
+    spelled as there; empty where the file lists none."""
+    doc = yaml.safe_load((PAPER_NUMBERS_DIR / f"{paper}.yaml").read_text()) or {}
+    return tuple(str(b) for b in doc.get("backbones") or ())

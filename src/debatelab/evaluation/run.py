@@ -13,16 +13,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from ..confidence.streams import STREAM_COLUMNS as STREAM_SCHEMA
-from ..config import PAPERS, Experiment, trained_source
 from ..debate import schema as debate_schema
 from ..io import read_parquet_checked
+from ..models import trained_source
 from ..uncertainty.stage import MEASURE_COLUMNS
 from ..uncertainty.stage import ROUND_COLUMNS as UNCERTAINTY_ROUNDS
 from ..zero_shot import schema as zero_shot_schema
+
+if TYPE_CHECKING:  # the config sits above the stages: an Experiment is handed in
+    from ..config import Experiment
 
 
 def writers_columns(schema: Sequence[str], *used: str) -> list[str]:
@@ -258,6 +262,8 @@ class RunOutputs:
         mapping = {d: (evaluation.get("paper_datasets") or {}).get(d, exp.benchmark_of(d)) for d in exp.datasets}
         settings = {**evaluation, "calibrator": exp.calibration.get("report_calibrator")}
         agent_runs = {a: _trained_run(exp.models[spec["model"]]["source"]) for a, spec in exp.agents.items()}
+        from .papers import PAPERS  # the builders read RunOutputs
+
         backbones = {paper: {m: exp.paper_backbone(m, paper) for m in exp.models} for paper in PAPERS}
         return cls(
             exp.name,

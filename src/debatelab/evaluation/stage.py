@@ -25,37 +25,20 @@ A run on a small model won't match the numbers; the claims rows are what a CPU r
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..config import PAPER_TITLES, PAPERS
 from ..io import save_figure_atomic, write_text_atomic
 from ..tracking import open_tracker
-from .claims import Claim, claims_frame, verdict_counts
+from .claims import claims_frame, verdict_counts
 from .paper_numbers import PAPER_NUMBERS_DIR, compare_with_paper, load_paper_numbers
+from .papers import PAPER_TITLES, PAPERS
+from .result import PaperEvaluation
 from .run import RunOutputs
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class PaperEvaluation:
-    """What one paper's builder returns."""
-
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # name -> paper layout
-    cells: dict[str, pd.DataFrame] = field(default_factory=dict)  # name -> long run cells (see paper_numbers)
-    claims: list[Claim] = field(default_factory=list)
-    figures: dict = field(default_factory=dict)  # name -> matplotlib figure
-
-
-def _builder(paper: str) -> Callable[[RunOutputs], PaperEvaluation]:
-    import importlib
-
-    return importlib.import_module(f"{__package__}.papers.{paper}").evaluate
 
 
 HTML_STYLE = """<style>
@@ -168,7 +151,7 @@ def report_section(name: str) -> str:
 def build_paper(paper: str, outputs: RunOutputs) -> PaperEvaluation:
     if paper not in PAPERS:
         raise ValueError(f"evaluation: unknown paper {paper!r}; expected one of {list(PAPERS)}")
-    return _builder(paper)(outputs)
+    return PAPERS[paper].evaluate(outputs)
 
 
 def evaluate_paper(

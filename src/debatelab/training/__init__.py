@@ -2,7 +2,7 @@
 of a debate (UDPO, MAPPO, RMAAC, UMAD; arXiv:2602.07186, arXiv:2603.01221). `README.md` beside this file is the map.
 
 * `settings`: `TrainSettings` (config `training.runs.<run>`); the methods' registry is
-  `config.TRAINING_METHODS`;
+  `methods.METHODS`;
 * `core/`: what every method shares (loss, rollouts, rewards, policy and agents, the trainers'
   loop and update, checkpoints, processes, DeepSpeed, vLLM rollouts, held-out accuracy);
 * `methods/`: one module per method: its settings, formulas and trainer;

@@ -7,7 +7,7 @@
    (`report_to`, in `tensorboard_warmup/`) each round's accuracy, overall and per seat.
 2. `udpo_coefficients_job` (CPU): App. A.2's calibration on those debates. Writes `coefficients.json`: α, β,
    γ, λ, η per seat, and the warm-up profile they came from.
-3. `train_agents_job` (GPU): the run's method's trainer (`config.TRAINING_METHODS`): UDPO on the other
+3. `train_agents_job` (GPU): the run's method's trainer (`methods.METHODS`): UDPO on the other
    questions (`methods.udpo.UdpoTrainer`), or UMAD (`methods.umad.UmadTrainer`) or UDPO's baselines
    MAPPO and RMAAC (`methods.mappo.MappoTrainer`) on all of them (`DebateTrainer.prepare_job` says
    which questions, and what else the trainer reads). Writes one plain Hugging Face folder per trained agent
@@ -25,14 +25,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..config import AgentSpec, training_method
 from ..data import dataset_label, read_dataset
 from ..io import read_parquet_checked, write_json_atomic, write_parquet_atomic
+from ..llm.agent import AgentSpec
 from ..llm.base import model_fingerprint
 from ..tracking import open_tracker
 from ..zero_shot import select_questions
 from .core.checkpoint import resumable_settings
 from .core.distributed import default_device, rank_and_world
+from .methods import training_method
 from .methods.udpo import ablated, calibrate_coefficients, reward_ranking, split_warmup
 from .settings import TrainSettings
 from .stage import train_and_record
@@ -223,7 +224,7 @@ def train_agents_job(
     spec = training_method(settings.method)
     if not spec.multi_agent:
         raise ValueError(f"train_agents: method {settings.method!r} trains one policy (rule train)")
-    trainer_class = spec.trainer_class()
+    trainer_class = spec.trainer
     # the questions it trains on (UDPO: the warm-up's held out) and its own arguments (UDPO: its coefficients)
     questions, own = trainer_class.prepare_job(
         select_questions(read_dataset(dataset_path), limit, settings.seed),

@@ -4,14 +4,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING
 
-from ..config import TRAINING_METHODS
-
-if TYPE_CHECKING:
-    from .methods.mappo import MappoSettings
-    from .methods.udpo import UdpoSettings
-    from .methods.umad import UmadSettings
+from .methods import METHODS
+from .methods.mappo import MappoSettings
+from .methods.udpo import UdpoSettings
+from .methods.umad import UmadSettings
 
 PAIR_MODES = ("rand", "freq")
 DEBATE_TEMPLATES = ("two_turn", "one_message")
@@ -37,14 +34,14 @@ class LoraSettings:
             raise ValueError(f"lora: r >= 1, alpha > 0 and dropout in [0, 1) are required, got {self}")
 
 
-#: The methods' own settings blocks (config keys) -> their settings classes' method (`config.TRAINING_METHODS`).
-BLOCKS = {m.block: m for m in reversed(TRAINING_METHODS.values()) if m.block is not None}
+#: The methods' own settings blocks (config keys) -> their settings classes' method (`methods.METHODS`).
+BLOCKS = {m.block: m for m in reversed(METHODS.values()) if m.block is not None}
 
 
 def method_block(block: str, values: dict | None = None):
     """A method's own settings block (`udpo`, `umad`, `mappo`: its settings class in `methods/`, named
     by the registry) from its config values."""
-    return BLOCKS[block].settings_class()(**(values or {}))
+    return BLOCKS[block].settings(**(values or {}))
 
 
 @dataclass(frozen=True)
@@ -101,7 +98,7 @@ class TrainSettings:
     advantage_eps: float = 1e-6
     finetuning: str = "lora"
     lora: LoraSettings = field(default_factory=LoraSettings)
-    # The multi-agent methods' own blocks (settings classes in methods/, `config.TrainingMethod.settings`);
+    # The multi-agent methods' own blocks (settings classes in methods/, `methods.TrainingMethod.settings`);
     # DAPO's and SDRL's knobs are the flat fields above (config keys as they are).
     udpo: UdpoSettings = field(default_factory=lambda: method_block("udpo"))
     umad: UmadSettings = field(default_factory=lambda: method_block("umad"))
@@ -131,7 +128,7 @@ class TrainSettings:
             if isinstance(getattr(self, block), dict):
                 object.__setattr__(self, block, method_block(block, getattr(self, block)))
         choices = {
-            "method": tuple(TRAINING_METHODS),
+            "method": tuple(METHODS),
             "pair_mode": PAIR_MODES,
             "debate_template": DEBATE_TEMPLATES,
             "loss_aggregation": AGGREGATIONS,

@@ -20,7 +20,7 @@ Checkpoints live in ``checkpoint/`` beside them (not a Snakemake output, so a fa
 finds them): a killed job continues from its last finished step and, on a CPU, ends with the same
 weights as an uninterrupted run.
 
-The method's trainer comes from the registry (`config.TRAINING_METHODS`: DAPO's or SDRL's); several
+The method's trainer comes from the registry (`methods.METHODS`: DAPO's or SDRL's); several
 processes are started by `core.launch.launch_or_train`.
 """
 
@@ -31,9 +31,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..config import AgentSpec, training_method
 from ..data import dataset_label, read_dataset
 from ..io import read_parquet_checked, save_figure_atomic, write_json_atomic, write_parquet_atomic
+from ..llm.agent import AgentSpec
 from ..llm.base import model_fingerprint, stable_hash
 from ..reporting.training import plot_training_curves
 from ..tracking import training_tracking
@@ -41,6 +41,7 @@ from ..zero_shot import select_questions
 from .core import zero
 from .core.checkpoint import resumable_settings
 from .core.distributed import default_device, rank_and_world
+from .methods import training_method
 from .settings import TrainSettings
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ def train_job(
     device = device or default_device(rank)
     torch.manual_seed(settings.seed)
     questions = select_questions(read_dataset(dataset_path), limit, settings.seed)
-    trainer = spec.trainer_class()(
+    trainer = spec.trainer(
         questions,
         Policy(model_path, settings, device=device),
         settings,

@@ -10,7 +10,6 @@ from pathlib import Path
 import pandas as pd
 
 from .. import grading, prompts
-from ..config import AgentSpec
 from ..data import read_dataset
 from ..data.schema import parse_meta
 from ..estimators import (
@@ -22,6 +21,7 @@ from ..estimators import (
 )
 from ..io import write_parquet_atomic
 from ..llm import GenerationCache, GenerationRequest, generate_cached
+from ..llm.agent import AgentSpec
 from ..llm.base import Backend
 from .schema import ZERO_SHOT_COLUMNS
 

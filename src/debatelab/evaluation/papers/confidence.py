@@ -23,8 +23,8 @@ import pandas as pd
 
 from ...reporting.confidence import paper_layout, plot_lift
 from ..paper_numbers import long_table
+from ..result import PaperEvaluation
 from ..run import RunOutputs
-from ..stage import PaperEvaluation
 
 METHODS = ["mad", "mad_d", "wsv", "cga", "hid"]
 PROTOCOLS = ["wsv", "cga", "hid"]

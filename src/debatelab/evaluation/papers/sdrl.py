@@ -26,8 +26,8 @@ from ...reporting.figures import subplots
 from ...training.settings import TrainSettings
 from ..claims import finite
 from ..paper_numbers import long_table
+from ..result import PaperEvaluation
 from ..run import ProtocolInfo, RunOutputs, protocol_method, run_label, seat_rounds
-from ..stage import PaperEvaluation
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ import pandas as pd
 from ...reporting.figures import subplots
 from ..claims import Claim
 from ..paper_numbers import long_table
+from ..result import PaperEvaluation
 from ..run import NO_BACKBONE, RunOutputs, protocol_method
-from ..stage import PaperEvaluation
 
 # The paper's row names per protocol kind; all_to_all is Du et al.'s MAD (inside SID-ET).
 METHOD_NAMES = {

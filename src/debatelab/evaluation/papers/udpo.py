@@ -23,8 +23,8 @@ import pandas as pd
 from ... import metrics
 from ...reporting.figures import subplots
 from ..paper_numbers import long_table
+from ..result import PaperEvaluation
 from ..run import NO_BACKBONE, ProtocolInfo, RunOutputs, protocol_method
-from ..stage import PaperEvaluation
 
 MEASURES = ["u_intra", "u_inter", "u_sys"]
 U_SYS_BINS = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0 + 1e-9]

@@ -32,8 +32,8 @@ import pandas as pd
 from ...reporting.figures import subplots
 from ..claims import finite
 from ..paper_numbers import long_table
+from ..result import PaperEvaluation
 from ..run import SEAT_KEYS, ProtocolInfo, RunOutputs, protocol_method, seat_rounds
-from ..stage import PaperEvaluation
 
 TURNS = (1, 2, 5)
 SEATS = ("A0", "A1")

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...config import AgentSpec
 from ...io import write_json_atomic
+from ...llm.agent import AgentSpec
 from ...runlog import job_log
 from ..settings import TrainSettings
 from .distributed import init_process_group

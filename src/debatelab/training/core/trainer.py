@@ -36,7 +36,6 @@ from . import heldout as held
 from . import zero
 from .checkpoint import TrainState, load_checkpoint, save_checkpoint
 from .distributed import all_reduce, average_gradients, barrier, pooled, rank_and_world
-from .loss import packed_token_logprobs, policy_loss, token_logprobs
 from .policy import release_host_memory
 from .rollouts import RewardFunction, Rollout, load_grader, load_reward
 
@@ -71,6 +70,8 @@ class UpdateBatch:
 
     def logprobs(self, model, *, with_entropy: bool = False, temperature: float = 1.0):
         """(log-probabilities, entropy or None), each (B, T), under `model`."""
+        from .loss import packed_token_logprobs, token_logprobs  # torch: not on the config's import path
+
         if self.packed is not None:
             return packed_token_logprobs(
                 model, *self.packed, tuple(self.mask.shape), with_entropy=with_entropy, temperature=temperature
@@ -122,7 +123,7 @@ class BaseTrainer:
     def train_step(self, step: int) -> dict:
         """One rollout step: its row of metrics (`metric_columns`)."""
         raise NotImplementedError(
-            f"{type(self).__name__} has no train_step: use a method's trainer (config.TRAINING_METHODS)"
+            f"{type(self).__name__} has no train_step: use a method's trainer (training.methods.METHODS)"
         )
 
     # -- data order -----------------------------------------------------------------------
@@ -457,6 +458,8 @@ class BaseTrainer:
         `precomputed`: `logprob_pass`'s result for these rollouts, taken earlier (UMAD: its turn's
         π_old, taken once for every agent before the turn's updates)."""
         import torch
+
+        from .loss import policy_loss
 
         s = self.settings
         policy = policy or self.policy

@@ -12,7 +12,7 @@ we sketch them (the paper names them only); both are approximations of the origi
   wrong answer from the same debate (`PeerSwapDebate`); the reward is r_task alone.
 
 Both are one trainer (`MappoTrainer`) with a preset each: the defaults of `consensus_weight` and
-`peer_swap_prob` (`config.TRAINING_METHODS[...].preset`, filled in by `MappoSettings.resolved`).
+`peer_swap_prob` (`methods.METHODS[...].preset`, filled in by `MappoSettings.resolved`).
 
 The training step (`MappoTrainer`, on `core.debate_trainer`'s step):
 1. Draw M questions uniformly (the run's seeded order) and run one debate of each with the current
@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ...config import training_method
 from ...debate.protocols import AllToAll
 from ...grading import INVALID, answer_keys
 from ...llm.base import stable_hash
@@ -66,7 +65,7 @@ FEATURES = (
 @dataclass(frozen=True)
 class MappoSettings:
     """MAPPO's and RMAAC's own settings (config `training.runs.<run>.mappo`); null = the method's
-    default (its preset in `config.TRAINING_METHODS`). UDPO's learning rate and batch (Tang et al., arXiv:2602.07186 §5.1 Baselines) are the run's."""
+    default (its preset in `methods.METHODS`). UDPO's learning rate and batch (Tang et al., arXiv:2602.07186 §5.1 Baselines) are the run's."""
 
     rounds: int = 5  # T: debate rounds after the independent answer
     questions_per_step: int = 32  # debates per update (UDPO's M)
@@ -89,6 +88,8 @@ class MappoSettings:
 
     def resolved(self, method: str) -> dict:
         """consensus_weight and peer_swap_prob with the method's defaults filled in."""
+        from . import training_method  # the registry imports this module
+
         defaults = training_method(method).preset
         return {k: defaults[k] if getattr(self, k) is None else getattr(self, k) for k in defaults}
 
