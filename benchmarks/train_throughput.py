@@ -122,13 +122,11 @@ def ours(args, model_dir: Path, questions) -> dict:
         if args.method == "sdrl"
         else {}
     )
+    own = {"prompts_per_step": args.prompts, "rollouts_per_prompt": args.group, "dynamic_sampling": False, **sdrl}
     settings = TrainSettings(
         method=args.method,
-        **sdrl,
+        **{args.method: own},
         steps=args.steps + 1,
-        prompts_per_step=args.prompts,
-        rollouts_per_prompt=args.group,
-        dynamic_sampling=False,
         max_tokens=args.max_tokens,
         overlong_buffer=0,
         learning_rate=1e-6,
@@ -187,12 +185,14 @@ def multi_agent(args, model_dir: Path, questions) -> dict:
         gradient_checkpointing=args.gradient_checkpointing,
         packed_updates=not args.padded,
         autocast=args.autocast,
-        kl_coef=0.001,
         kl_estimator="k1",
         show_progress=False,
-        umad={"threads": args.group, "turns": 2, "questions_per_step": args.prompts},
-        mappo={"rounds": 1, "questions_per_step": args.prompts},
-        udpo={"rounds": 1, "questions_per_step": args.prompts},
+        **{  # the method's own block; the KL weight is UMAD's beta (MAPPO's and RMAAC's alike), UDPO's eta its own
+            "umad": {"umad": {"threads": args.group, "turns": 2, "questions_per_step": args.prompts, "kl_coef": 0.001}},
+            "mappo": {"mappo": {"rounds": 1, "questions_per_step": args.prompts, "kl_coef": 0.001}},
+            "rmaac": {"mappo": {"rounds": 1, "questions_per_step": args.prompts, "kl_coef": 0.001}},
+            "udpo": {"udpo": {"rounds": 1, "questions_per_step": args.prompts}},
+        }[args.method],
     )
     policies = AgentPolicies({a: model_dir for a in agents}, settings, device=args.device)
     own = (

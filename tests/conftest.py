@@ -111,3 +111,18 @@ def build_char_model(out: Path, seed: int = 0) -> Path:
 @pytest.fixture(scope="session")
 def char_model_dir(tmp_path_factory) -> Path:
     return build_char_model(tmp_path_factory.mktemp("models") / "tiny-char-llama")
+
+
+def toy_settings(method: str = "dapo", **keys):
+    """`TrainSettings` from keys written flat, as the tests write them: the keys of the method's own
+    settings class go into its block (the config nests them: `training.runs.<run>.<block>`)."""
+    from dataclasses import fields
+
+    from debatelab.training.methods import METHODS
+    from debatelab.training.settings import TrainSettings
+
+    spec = METHODS[method]
+    own_keys = {f.name for f in fields(spec.settings)}
+    block = dict(keys.pop(spec.block, None) or {})
+    block.update({k: keys.pop(k) for k in list(keys) if k in own_keys})
+    return TrainSettings(method=method, **keys, **{spec.block: block})

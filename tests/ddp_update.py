@@ -14,10 +14,10 @@ STEPS = 2
 
 def main(model_dir: str, out: str, checkpoint_dir: str | None = None) -> None:
     import torch
+    from conftest import toy_settings
     from safetensors.torch import save_file
 
     from debatelab.data.schema import frame_from_rows
-    from debatelab.training import TrainSettings
     from debatelab.training.core import zero
     from debatelab.training.core.distributed import barrier, init_process_group
     from debatelab.training.core.policy import Policy
@@ -30,7 +30,7 @@ def main(model_dir: str, out: str, checkpoint_dir: str | None = None) -> None:
         import deepspeed.ops
 
         deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
-    settings = TrainSettings(
+    settings = toy_settings(
         mini_batch_size=8,
         micro_batch_size=2,
         finetuning="full",

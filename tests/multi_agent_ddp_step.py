@@ -15,11 +15,11 @@ import sys
 
 def _trainer(method: str, model_dir: str):
     import torch
+    from conftest import toy_settings
     from toy_questions import alternating_gold, toy_rows
 
     from debatelab.data.schema import frame_from_rows
     from debatelab.training.core.agents import AgentPolicies
-    from debatelab.training.settings import TrainSettings
 
     common = dict(
         lora={"r": 4, "alpha": 8},
@@ -36,7 +36,7 @@ def _trainer(method: str, model_dir: str):
     if method == "umad":
         from debatelab.training.methods.umad import UmadTrainer
 
-        settings = TrainSettings(
+        settings = toy_settings(
             method="umad", steps=1, **common, umad={"threads": 3, "turns": 2, "questions_per_step": 2}
         )
         policies = AgentPolicies({"solver": model_dir, "critic": model_dir}, settings, device="cpu")
@@ -46,7 +46,7 @@ def _trainer(method: str, model_dir: str):
     if method == "rmaac":
         from debatelab.training.methods.mappo import MappoTrainer
 
-        settings = TrainSettings(
+        settings = toy_settings(
             method="rmaac",
             steps=2,
             **common,
@@ -58,7 +58,7 @@ def _trainer(method: str, model_dir: str):
         )
     from debatelab.training.methods.udpo import AgentCoefficients, UdpoTrainer
 
-    settings = TrainSettings(method="udpo", steps=2, kl_coef=0.01, **common)
+    settings = toy_settings(method="udpo", steps=2, **common)
     policies = AgentPolicies({"alice": model_dir, "bob": model_dir}, settings, device="cpu")
     coefficients = {
         "alice": AgentCoefficients(0.3, 0.3, 0.3, 1.0, 0.01),

@@ -8,9 +8,9 @@ import json
 
 import pytest
 import torch
+from conftest import toy_settings
 from test_training import TOY, _job, _toy_dataset, _weights
 
-from debatelab.training import TrainSettings
 from debatelab.training.core.checkpoint import TrainState, load_checkpoint, save_checkpoint
 from debatelab.training.core.policy import Policy
 
@@ -20,7 +20,7 @@ PARTS = {"settings": {"learning_rate": 0.001, "steps_per_epoch": 4}, "data": ["q
 @pytest.fixture
 def policy(char_model_dir):
     return Policy(
-        char_model_dir, TrainSettings(lora={"r": 4, "alpha": 8}, learning_rate=1e-3, warmup_steps=0), device="cpu"
+        char_model_dir, toy_settings(lora={"r": 4, "alpha": 8}, learning_rate=1e-3, warmup_steps=0), device="cpu"
     )
 
 
@@ -104,7 +104,7 @@ def test_raising_steps_of_a_finished_run_resumes_from_its_last_checkpoint(tmp_pa
         "mini_batch_size": 6,
         "micro_batch_size": 6,
     }
-    settings = lambda **kw: TrainSettings(**{**TOY, **small, **kw})  # noqa: E731
+    settings = lambda **kw: toy_settings(**{**TOY, **small, **kw})  # noqa: E731
     train_job(**_job(tmp_path, char_model_dir, dataset, settings(steps=3), "uninterrupted"))
     train_job(**_job(tmp_path, char_model_dir, dataset, settings(steps=2), "raised"))
     with caplog.at_level("INFO", logger="debatelab.training.core.checkpoint"):

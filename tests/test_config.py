@@ -74,7 +74,7 @@ BAD_CONFIGS = [
     ),
     (lambda c: c["training"]["runs"]["sdrl"].update(policy="erin"), ["training.runs.sdrl.policy", "'erin'"]),
     (lambda c: c["training"]["runs"]["sdrl"].update(dataset="gsm8k"), ["training.runs.sdrl.dataset", "'gsm8k'"]),
-    (lambda c: c["training"]["runs"]["sdrl"].update(gpus=4), ["training.runs.sdrl.prompts_per_step", "gpus = 4"]),
+    (lambda c: c["training"]["runs"]["sdrl"].update(gpus=4), ["training.runs.sdrl.sdrl.prompts_per_step", "gpus = 4"]),
     (lambda c: c["training"]["runs"]["sdrl"].update(method="ppo"), ["ppo", "method"]),
     (lambda c: c["training"]["runs"]["sdrl"].update(clip_hi=0.3), ["clip_hi"]),
     (
@@ -327,7 +327,9 @@ def _settings_and_schema():
     from debatelab.llm.transformers_backend import TransformersBackend
     from debatelab.llm.vllm_backend import VLLMBackend
     from debatelab.training import LoraSettings, TrainSettings
+    from debatelab.training.methods.dapo import DapoSettings
     from debatelab.training.methods.mappo import MappoSettings
+    from debatelab.training.methods.sdrl import SdrlSettings
     from debatelab.training.methods.udpo import UdpoSettings
     from debatelab.training.methods.umad import UmadSettings
     from debatelab.uncertainty import UncertaintySettings
@@ -354,10 +356,16 @@ def _settings_and_schema():
         ),
         (
             "TrainSettings",
-            {k: v for k, v in _dataclass_defaults(TrainSettings).items() if k not in ("lora", "udpo", "umad", "mappo")},
+            {
+                k: v
+                for k, v in _dataclass_defaults(TrainSettings).items()
+                if k not in ("lora", "dapo", "sdrl", "udpo", "umad", "mappo")
+            },
             run_defaults,
         ),
         ("LoraSettings", _dataclass_defaults(LoraSettings), _schema_defaults("training_run", "lora")),
+        ("DapoSettings", _dataclass_defaults(DapoSettings), _schema_defaults("training_run", "dapo")),
+        ("SdrlSettings", _dataclass_defaults(SdrlSettings), _schema_defaults("training_run", "sdrl")),
         ("UdpoSettings", _dataclass_defaults(UdpoSettings), _schema_defaults("training_run", "udpo")),
         ("UmadSettings", _dataclass_defaults(UmadSettings), _schema_defaults("training_run", "umad")),
         ("MappoSettings", _dataclass_defaults(MappoSettings), _schema_defaults("training_run", "mappo")),

@@ -222,7 +222,7 @@ def test_run_labels_name_the_papers_variants():
     assert run_label(RunInfo("u", "udpo", {"udpo": {"ablate": ["intra"]}})) == "UDPO w/o intra"
     assert run_label(RunInfo("u", "umad", {"umad": {"eta": 0, "alpha_au": 0}})) == "IPPO"
     assert run_label(RunInfo("u", "umad", {"umad": {"eta": 0.25, "alpha_au": 0}})) == "Intrinsic-only"
-    assert run_label(RunInfo("u", "sdrl", {"pair_mode": "freq"})) == "SDRL-freq"
+    assert run_label(RunInfo("u", "sdrl", {"sdrl": {"pair_mode": "freq"}})) == "SDRL-freq"
     assert run_label(RunInfo("d", "dapo", {})) == "DAPO"
 
 

@@ -168,7 +168,7 @@ def _zero_shot() -> pd.DataFrame:
 def make_outputs(training: dict | None = None, backbones: dict = BACKBONES, outcomes: dict = OUTCOMES) -> RunOutputs:
     runs = {
         "dapo": RunInfo("dapo", "dapo", {"method": "dapo"}),
-        "sdrl_freq": RunInfo("sdrl_freq", "sdrl", {"method": "sdrl", "pair_mode": "freq", "steps": 125}),
+        "sdrl_freq": RunInfo("sdrl_freq", "sdrl", {"method": "sdrl", "sdrl": {"pair_mode": "freq"}, "steps": 125}),
     }
     outputs = RunOutputs(
         experiment="fixture",
@@ -485,7 +485,7 @@ def test_a_reduced_budget_run_fills_table5_beside_the_full_run_and_stays_out_of_
     full = protocol("sdrl_z200_n5", "all_to_all", "sdrl200", "m-sdrl200", 5, ["sdrl_freq_200"])
     outputs.protocols[full.name] = full
     outputs.runs["sdrl_freq_200"] = RunInfo(
-        "sdrl_freq_200", "sdrl", {"method": "sdrl", "pair_mode": "freq", "steps": 200}
+        "sdrl_freq_200", "sdrl", {"method": "sdrl", "sdrl": {"pair_mode": "freq"}, "steps": 200}
     )
     extra = pd.DataFrame(
         [

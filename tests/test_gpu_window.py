@@ -66,14 +66,14 @@ def test_the_step_hook_records_a_multi_agent_trainers_replies(char_model_dir, tm
     """UMAD on the character model for one step: the hook's file has each agent's first replies, with the
     step's rewards; outside `recording_replies` nothing is recorded."""
     import torch
+    from conftest import toy_settings
 
     from debatelab.data.schema import frame_from_rows
     from debatelab.training.core.agents import AgentPolicies
     from debatelab.training.core.debate_trainer import DebateTrainer
     from debatelab.training.methods.umad import UmadTrainer
-    from debatelab.training.settings import TrainSettings
 
-    settings = TrainSettings(
+    settings = toy_settings(
         method="umad",
         steps=1,
         lora={"r": 4, "alpha": 8},

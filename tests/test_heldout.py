@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from conftest import toy_settings
 from toy_questions import toy_rows
 from workflow_helpers import REPO_ROOT
 
@@ -99,7 +100,7 @@ def test_heldout_accuracy_from_the_base_model_on_equals_a_regrading_and_survives
         run="run",
         policy=AgentSpec(name="toy", model="tiny"),
     )
-    settings = TrainSettings(steps=1, heldout_every=1, heldout_questions=60, **TOY)
+    settings = toy_settings(steps=1, heldout_every=1, heldout_questions=60, **TOY)
     first = train_job(**job, out_dir=str(out / "model1"), settings=settings)
 
     evaluated = []
@@ -121,7 +122,7 @@ def test_heldout_accuracy_from_the_base_model_on_equals_a_regrading_and_survives
 def test_heldout_evaluations_fall_every_k_steps_and_after_the_last():
     from debatelab.training.core.heldout import evaluates_after
 
-    settings = TrainSettings(steps=7, heldout_every=3)
+    settings = toy_settings(steps=7, heldout_every=3)
     assert [k for k in range(8) if evaluates_after(k, settings)] == [0, 3, 6, 7]
 
 
@@ -129,7 +130,7 @@ def test_without_a_heldout_set_the_columns_are_empty(tmp_path, char_model_dir):
     from debatelab.training.core.policy import Policy
     from debatelab.training.methods.dapo import DapoTrainer
 
-    settings = TrainSettings(steps=1, **TOY)
+    settings = toy_settings(steps=1, **TOY)
     trainer = DapoTrainer(
         frame_from_rows(_rows("q", 8)), Policy(char_model_dir, settings, device="cpu"), settings, run="r"
     )
@@ -146,7 +147,7 @@ def test_each_agent_of_a_multi_agent_run_is_evaluated_alone_with_its_system_prom
     from debatelab.training.methods.mappo import MappoTrainer
 
     torch.manual_seed(0)
-    settings = TrainSettings(
+    settings = toy_settings(
         method="mappo",
         steps=1,
         heldout_every=1,
@@ -242,7 +243,7 @@ def test_heldout_settings_reach_the_trainer_and_default_as_the_schema_says():
     schema = yaml.safe_load(SCHEMA_PATH.read_text())["definitions"]["training_run"]["properties"]["heldout"]
     defaults = {k: v["default"] for k, v in schema["properties"].items()}
     assert defaults["dataset"] is None  # off unless asked for
-    library = TrainSettings()
+    library = toy_settings()
     assert (library.heldout_every, library.heldout_questions) == (defaults["every"], defaults["questions"])
 
     exp = _experiment(dataset="commonsense_qa", every=3)
@@ -257,8 +258,8 @@ def test_heldout_settings_do_not_invalidate_a_checkpoint(char_model_dir, tmp_pat
     data = _dataset(tmp_path / "toy.parquet", "q", 4)
     policy = AgentSpec(name="toy", model="tiny")
     fingerprint = lambda s: run_fingerprint(s, str(char_model_dir), str(data), policy)  # noqa: E731
-    assert fingerprint(TrainSettings()) == fingerprint(TrainSettings(heldout_every=2, heldout_questions=7))
-    assert fingerprint(TrainSettings()) != fingerprint(TrainSettings(learning_rate=1e-5))
+    assert fingerprint(toy_settings()) == fingerprint(toy_settings(heldout_every=2, heldout_questions=7))
+    assert fingerprint(toy_settings()) != fingerprint(toy_settings(learning_rate=1e-5))
 
 
 def test_the_train_rules_read_the_heldout_dataset_only_when_a_run_has_one(tmp_path):

@@ -28,7 +28,7 @@ def test_the_two_experiments_train_every_method_once():
     assert {r["method"] for r in gpu.values()} == {"udpo", "mappo", "rmaac", "umad"}
     assert gpu["ippo"]["umad"]["eta"] == gpu["ippo"]["umad"]["alpha_au"] == 0.0  # IPPO: UMAD without its terms
     # the multi-agent runs learn from DAPO's count of replies to one prompt a step: 8 x 8 per agent and turn
-    assert cpu["dapo"]["prompts_per_step"] == cpu["dapo"]["rollouts_per_prompt"] == 8
+    assert cpu["dapo"]["dapo"]["prompts_per_step"] == cpu["dapo"]["dapo"]["rollouts_per_prompt"] == 8
     for run in ("umad", "ippo"):
         assert gpu[run]["umad"]["threads"] == gpu[run]["umad"]["questions_per_step"] == 8
 
@@ -62,9 +62,12 @@ def _tiny(tmp_path: Path) -> Path:
     dapo = {
         **config["training"]["runs"]["dapo"],
         "steps": 1,
-        "prompts_per_step": 2,
-        "rollouts_per_prompt": 2,
-        "sampling_batch": 2,
+        "dapo": {
+            **config["training"]["runs"]["dapo"]["dapo"],
+            "prompts_per_step": 2,
+            "rollouts_per_prompt": 2,
+            "sampling_batch": 2,
+        },
         "max_tokens": 8,
         "overlong_buffer": 2,
         "mini_batch_size": 4,

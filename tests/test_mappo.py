@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import toy_settings
 from distributed_helpers import assert_same_update, run_multi_agent_steps
 from toy_questions import toy_rows
 
@@ -26,9 +27,8 @@ from debatelab.training.methods.mappo import (
     fit_critic,
     shared_reward,
 )
-from debatelab.training.settings import TrainSettings
 
-SETTINGS = TrainSettings(
+SETTINGS = toy_settings(
     lora={"r": 4, "alpha": 8},
     dtype="float32",
     max_tokens=6,

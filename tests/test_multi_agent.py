@@ -10,14 +10,15 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import toy_settings
 from distributed_helpers import assert_same_update, run_multi_agent_steps
 from toy_questions import toy_rows
 
 from debatelab.training.core.agents import AgentPolicies
 from debatelab.training.core.debate_rollouts import answers_by_round, rollout_debates
-from debatelab.training.settings import TrainSettings
 
-SETTINGS = TrainSettings(
+SETTINGS = toy_settings(
+    "udpo",
     lora={"r": 4, "alpha": 8},
     dtype="float32",
     max_tokens=6,
@@ -359,7 +360,7 @@ def test_without_several_gpus_model_parallelism_keeps_every_base_on_the_one_devi
         {"alice": char_model_dir, "bob": char_model_dir}, replace(SETTINGS, parallelism="model"), device="cpu"
     )
     assert policies.placement == {} and policies.view("bob").device == "cpu"
-    assert TrainSettings(parallelism="model").processes(8) == 1 and TrainSettings().processes(8) == 8
+    assert toy_settings("udpo", parallelism="model").processes(8) == 1 and toy_settings("udpo").processes(8) == 8
 
 
 @pytest.mark.slow

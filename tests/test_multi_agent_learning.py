@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import toy_settings
 from toy_questions import toy_rows
 
 from debatelab.data.schema import frame_from_rows
 from debatelab.grading import extract_answer, is_correct
 from debatelab.training.core.agents import AgentPolicies
-from debatelab.training.settings import TrainSettings
 
 AGENTS = ("solver", "critic")
 ROWS = toy_rows(24, wording="question {i}: answer with the number {gold}.")
@@ -26,7 +26,6 @@ TOY = dict(
     overlong_buffer=0,
     learning_rate=5e-2,
     warmup_steps=0,
-    kl_coef=0.0,
     mini_batch_size=64,
     micro_batch_size=32,
     show_progress=False,
@@ -73,7 +72,7 @@ def test_umad_agents_learn_a_toy_verifiable_task(char_model_dir):
     """Team-sum reward with the EU and W terms on: both agents answer 7 more often after 10 steps."""
     from debatelab.training.methods.umad import UmadTrainer
 
-    settings = TrainSettings(
+    settings = toy_settings(
         method="umad", steps=10, kl_estimator="k1", umad={"threads": 6, "turns": 2, "questions_per_step": 4}, **TOY
     )
     before, after, metrics = _learn(
@@ -97,7 +96,7 @@ def test_udpo_agents_learn_a_toy_verifiable_task(char_model_dir):
 
     # The shared vote reward is sparse (a step's 12 debates rarely end on 7): 20 steps at a fifth of UMAD's
     # learning rate; 10 steps at 5e-2 moved the rates by noise only.
-    settings = TrainSettings(method="udpo", steps=20, **{**TOY, "learning_rate": 1e-2})
+    settings = toy_settings(method="udpo", steps=20, **{**TOY, "learning_rate": 1e-2})
     coefficients = {a: AgentCoefficients(alpha=0.0, beta=0.0, gamma=0.0, lam=1.0, eta=0.0) for a in AGENTS}
     before, after, metrics = _learn(
         lambda policies: UdpoTrainer(

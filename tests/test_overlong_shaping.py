@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import toy_settings
 from toy_questions import alternating_gold, toy_rows
 
 from debatelab.training.core.rewards import overlong_penalty
@@ -21,9 +22,8 @@ def _trainer(method: str, char_model_dir, shaping: bool):
     from debatelab.data.schema import frame_from_rows
     from debatelab.training.core.agents import AgentPolicies
     from debatelab.training.methods.udpo import AgentCoefficients
-    from debatelab.training.settings import TrainSettings
 
-    settings = TrainSettings(
+    settings = toy_settings(
         method=method,
         steps=1,
         lora={"r": 4, "alpha": 8},
@@ -33,13 +33,15 @@ def _trainer(method: str, char_model_dir, shaping: bool):
         overlong_shaping=shaping,
         learning_rate=1e-2,
         warmup_steps=0,
-        kl_coef=0.0,
         mini_batch_size=64,
         micro_batch_size=16,
         show_progress=False,
-        umad={"threads": 3, "turns": 2, "questions_per_step": 2},
-        mappo={"rounds": 1, "questions_per_step": 2},
-        udpo={"questions_per_step": 2},
+        **{
+            "udpo": {"udpo": {"questions_per_step": 2}},
+            "umad": {"umad": {"threads": 3, "turns": 2, "questions_per_step": 2}},
+            "rmaac": {"mappo": {"rounds": 1, "questions_per_step": 2}},
+            "mappo": {"mappo": {"rounds": 1, "questions_per_step": 2}},
+        }[method],
     )
     torch.manual_seed(0)
     policies = AgentPolicies({"alice": char_model_dir, "bob": char_model_dir}, settings, device="cpu")

@@ -12,10 +12,10 @@ import dataclasses
 
 import pytest
 import torch
+from conftest import toy_settings
 from test_training import _questions
 
 from debatelab.llm.chat import chat_prompt_ids
-from debatelab.training import TrainSettings
 from debatelab.training.core.loss import policy_loss
 from debatelab.training.core.rollouts import Rollout
 from debatelab.training.core.trainer import Trainer
@@ -46,10 +46,16 @@ def _policy(model_dir, finetuning="lora", **overrides):
     from debatelab.training.core.policy import Policy
 
     torch.manual_seed(0)
-    settings = TrainSettings(
-        finetuning=finetuning, learning_rate=1e-2, warmup_steps=0, show_progress=False, lora={"r": 4, "alpha": 8}
+    settings = toy_settings(
+        **{
+            "finetuning": finetuning,
+            "learning_rate": 1e-2,
+            "warmup_steps": 0,
+            "show_progress": False,
+            "lora": {"r": 4, "alpha": 8},
+            **overrides,
+        }
     )
-    settings = dataclasses.replace(settings, **overrides)
     policy = Policy(model_dir, settings, device="cpu")
     with torch.no_grad():  # a nonzero adapter, so its gradient depends on the activations
         for name, p in policy.model.named_parameters():

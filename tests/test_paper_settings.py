@@ -79,7 +79,7 @@ def resolve(exp, path: str, derived: dict):
         run, keys = _name(keys, exp.training_runs)
         if run is None:
             return MISSING
-        spec = {**exp.training_runs[run], **exp.train_settings(run)}
+        spec = {**exp.training_runs[run], **exp.run_settings(run).to_dict()}  # every block with its defaults
         return _walk(spec, keys)
     if head == "agents":
         names = {f"{a}@{d}" for a in exp.agents for d in exp.datasets} | set(exp.agents)

@@ -15,12 +15,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import toy_settings
 from test_training import TOY, _job, _toy_dataset
 
 from debatelab.config import SCHEMA_PATH, ConfigError, Experiment, validate_config
 from debatelab.llm.agent import AgentSpec
 from debatelab.tracking import RUN_IDS, TRACKERS, open_tracker, scalar_tags, tracker_names
-from debatelab.training.settings import TrainSettings
 
 CONFIG = Path(__file__).resolve().parents[1] / "config" / "config.yaml"
 
@@ -57,7 +57,7 @@ FAST = {**TOY, "dynamic_sampling": False, "prompts_per_step": 2, "rollouts_per_p
 def test_a_two_step_run_streams_every_metrics_cell_to_tensorboard(tmp_path, char_model_dir):
     from debatelab.training.stage import train_job
 
-    job = _job(tmp_path, char_model_dir, _toy_dataset(tmp_path / "toy.parquet"), TrainSettings(steps=2, **FAST))
+    job = _job(tmp_path, char_model_dir, _toy_dataset(tmp_path / "toy.parquet"), toy_settings(steps=2, **FAST))
     metrics = train_job(**job)
     logged = read_scalars(tmp_path / "run/tensorboard")
     assert logged == expected_scalars(pd.read_parquet(job["metrics_path"]))
@@ -84,7 +84,7 @@ def test_a_multi_agent_run_logs_each_agents_columns_under_its_name(tmp_path, cha
 
     write_parquet_atomic(questions("q", 6), tmp_path / "toy.parquet")
     write_parquet_atomic(questions("h", 4), tmp_path / "heldout.parquet")
-    settings = TrainSettings(
+    settings = toy_settings(
         method="mappo",
         steps=2,
         heldout_every=1,
@@ -128,7 +128,7 @@ def test_a_killed_and_resumed_run_has_each_step_once_with_the_resumed_runs_value
     from debatelab.training.core.trainer import BaseTrainer
     from debatelab.training.stage import train_job
 
-    job = _job(tmp_path, char_model_dir, _toy_dataset(tmp_path / "toy.parquet"), TrainSettings(steps=3, **FAST))
+    job = _job(tmp_path, char_model_dir, _toy_dataset(tmp_path / "toy.parquet"), toy_settings(steps=3, **FAST))
     save = BaseTrainer.checkpoint
 
     def killed_at_step_3(self):
@@ -180,7 +180,7 @@ def test_the_udpo_warmup_logs_each_rounds_accuracy_per_seat(tmp_path, char_model
         for i in range(5)
     ]
     write_parquet_atomic(frame_from_rows(rows), tmp_path / "toy.parquet")
-    settings = TrainSettings(
+    settings = toy_settings(
         method="udpo", lora={"r": 4, "alpha": 8}, dtype="float32", max_tokens=4, overlong_buffer=0,
         udpo={"rounds": 1, "warmup_fraction": 0.4},
     )  # fmt: skip

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import toy_settings
 from distributed_helpers import tests_path
 from toy_questions import toy_rows
 
@@ -22,7 +23,6 @@ from debatelab.data.schema import frame_from_rows
 from debatelab.io import write_parquet_atomic
 from debatelab.llm.agent import AgentSpec
 from debatelab.llm.base import Backend, Generation
-from debatelab.training import TrainSettings
 from debatelab.training.core.loss import policy_loss
 from debatelab.training.core.rewards import all_equal, group_advantages, overlong_penalty
 from debatelab.training.core.rollouts import Rollout
@@ -147,7 +147,7 @@ def test_logprobs_skip_the_prompt_logits_and_checkpointing_keeps_the_gradient(ch
         torch.manual_seed(0)
         policy = Policy(
             char_model_dir,
-            TrainSettings(gradient_checkpointing=checkpointing, show_progress=False, lora={"r": 4, "alpha": 8}),
+            toy_settings(gradient_checkpointing=checkpointing, show_progress=False, lora={"r": 4, "alpha": 8}),
             device="cpu",
         )
         assert policy.model.is_gradient_checkpointing == checkpointing
@@ -184,17 +184,17 @@ def test_learning_rate_schedules_by_hand(char_model_dir):
     from debatelab.training.core.agents import AgentPolicies
     from debatelab.training.core.policy import learning_rate_factor
 
-    constant = learning_rate_factor(TrainSettings(warmup_steps=2, steps=6))
+    constant = learning_rate_factor(toy_settings(warmup_steps=2, steps=6))
     assert [constant(k) for k in range(6)] == [0.5, 1.0, 1.0, 1.0, 1.0, 1.0]
     # cosine: warm-up over steps 0-1, then 0.5 (1 + cos(pi (k - 2) / 4)) for k = 2..5
-    cosine = learning_rate_factor(TrainSettings(warmup_steps=2, steps=6, lr_schedule="cosine"))
+    cosine = learning_rate_factor(toy_settings(warmup_steps=2, steps=6, lr_schedule="cosine"))
     expected = [0.5, 1.0, 1.0, (1 + 2**-0.5) / 2, 0.5, (1 - 2**-0.5) / 2]
     assert [cosine(k) for k in range(6)] == pytest.approx(expected)
-    assert learning_rate_factor(TrainSettings(warmup_steps=0, steps=2, lr_schedule="cosine"))(0) == 1.0
+    assert learning_rate_factor(toy_settings(warmup_steps=0, steps=2, lr_schedule="cosine"))(0) == 1.0
     with pytest.raises(ValueError, match="lr_schedule"):
-        TrainSettings(lr_schedule="linear")
+        toy_settings(lr_schedule="linear")
     # both the single policy and every agent of a multi-agent run step along it
-    settings = TrainSettings(
+    settings = toy_settings(
         warmup_steps=2,
         steps=6,
         lr_schedule="cosine",
@@ -299,7 +299,7 @@ def _questions(n):
 
 def test_dynamic_sampling_keeps_exactly_the_mixed_groups_and_tops_up():
     right = {"q0": 0, "q1": 2, "q2": 4, "q3": 1, "q4": 3, "q5": 0}  # of 4 samples: q1, q3, q4 are mixed
-    settings = TrainSettings(
+    settings = toy_settings(
         prompts_per_step=2, rollouts_per_prompt=4, sampling_batch=3, max_sampling_rounds=3, show_progress=False
     )
     trainer = DapoTrainer(_questions(6), NoPolicy(), settings, run="t")
@@ -315,7 +315,7 @@ def test_dynamic_sampling_keeps_exactly_the_mixed_groups_and_tops_up():
 
 def test_sdrl_drops_debate_groups_whose_rewards_are_all_equal():
     right = {"q0": 2, "q1": 2, "q2": 2, "q3": 2}
-    settings = TrainSettings(
+    settings = toy_settings(
         method="sdrl",
         prompts_per_step=4,
         rollouts_per_prompt=4,
@@ -336,7 +336,7 @@ def test_sdrl_drops_debate_groups_whose_rewards_are_all_equal():
 def test_sdrl_logs_the_accuracy_of_the_pairs_it_shows():
     # without dynamic sampling every group is kept: q0's 4 first answers are all right, q1's all wrong,
     # so q0's pair is 2 of 2 right and q1's 0 of 2: the pairs' accuracy is 2 / 4
-    settings = TrainSettings(
+    settings = toy_settings(
         method="sdrl",
         prompts_per_step=2,
         rollouts_per_prompt=4,
@@ -379,7 +379,7 @@ def test_sdrl_drops_an_all_correct_debate_group_even_when_one_reply_is_overlong(
     # q0's debate replies are all right, of 3, 3 and 8 tokens: rewards 1, 1, 1 − 1 = 0. Not all equal,
     # but all correct: the paper drops the group (Liu et al., arXiv:2601.22297 §5). q1's are all wrong: −1, −1, −2, dropped.
     right = {"q0": 2, "q1": 2}
-    settings = TrainSettings(
+    settings = toy_settings(
         method="sdrl",
         prompts_per_step=2,
         rollouts_per_prompt=4,
@@ -411,7 +411,7 @@ def test_sdrl_keeps_a_debate_group_with_right_and_wrong_replies():
                     gens[0] = Generation(text="\\boxed{2}", completion_tokens=3, prompt_tokens=10, token_ids=[7, 8, 9])
             return out
 
-    settings = TrainSettings(
+    settings = toy_settings(
         method="sdrl",
         prompts_per_step=1,
         rollouts_per_prompt=4,
@@ -470,7 +470,7 @@ def test_reward_dapo_math_grades_rollouts_with_dapos_verifier():
     prompt = [(row, "q0", [{"role": "user", "content": "What is 1?"}])]
     graded = {}
     for reward in ("verifiable", "dapo_math"):
-        settings = TrainSettings(reward=reward, max_tokens=8, overlong_buffer=0)
+        settings = toy_settings(reward=reward, max_tokens=8, overlong_buffer=0)
         group = sample_rollouts(
             AnswerLines(), prompt, n=4, turn=1, step=0, settings=settings, reward=load_reward(settings)
         )[0]
@@ -534,7 +534,7 @@ def test_the_tiny_model_learns_a_toy_verifiable_task(tmp_path, char_model_dir):
     from debatelab.training.stage import train_job
 
     metrics = train_job(
-        **_job(tmp_path, char_model_dir, _toy_dataset(tmp_path / "toy.parquet"), TrainSettings(steps=20, **TOY))
+        **_job(tmp_path, char_model_dir, _toy_dataset(tmp_path / "toy.parquet"), toy_settings(steps=20, **TOY))
     )
     early, late = metrics["accuracy"].head(5).mean(), metrics["accuracy"].tail(5).mean()
     assert late > early + 0.1, metrics[["step", "accuracy", "groups_kept"]].to_string()
@@ -557,7 +557,7 @@ def test_a_killed_training_job_resumes_to_the_same_weights(tmp_path, char_model_
     from debatelab.training.core.launch import write_job_spec
 
     dataset = _toy_dataset(tmp_path / "toy.parquet")
-    settings = TrainSettings(
+    settings = toy_settings(
         method="sdrl",
         steps=5,
         debate_prompts_per_step=2,
@@ -702,7 +702,7 @@ def test_sdrl_debate_prompt_shows_both_solutions_as_context_only(char_model_dir)
     assert two_turn[2]["content"] == "first: 12" and "second: 34" in two_turn[3]["content"]
     one = prompts.self_debate_messages(row, None, "first: 12", "second: 34", "one_message")
     assert [m["role"] for m in one] == ["system", "user"] and "Response 2:\nsecond: 34" in one[1]["content"]
-    settings = TrainSettings(finetuning="full", show_progress=False)
+    settings = toy_settings(finetuning="full", show_progress=False)
     trainer = Trainer(_questions(1), Policy(char_model_dir, settings, device="cpu"), settings, run="t")
     reply = Rollout(
         question_id="q",
@@ -770,7 +770,7 @@ def test_sequence_and_trajectory_ratios_by_hand():
 
 
 def test_trajectory_plan_keeps_each_group_in_one_micro_batch():
-    settings = TrainSettings(ratio_level="trajectory", mini_batch_size=6, micro_batch_size=4)
+    settings = toy_settings(ratio_level="trajectory", mini_batch_size=6, micro_batch_size=4)
     trainer = Trainer(_questions(2), NoPolicy(), settings, run="t")
     sequences = [
         Rollout(
@@ -832,7 +832,7 @@ def test_a_token_budget_bounds_every_pass_and_leaves_the_update_unchanged(char_m
     adapters, passes = [], []
     for budget in (None, 160):
         torch.manual_seed(0)
-        settings = TrainSettings(
+        settings = toy_settings(
             mini_batch_size=8,
             micro_batch_size=4,
             micro_batch_tokens=budget,
@@ -878,7 +878,7 @@ def test_an_on_policy_update_takes_pi_old_from_its_own_forward_and_updates_alike
     adapters, metrics, forwards = [], [], []
     for reuse in (False, True):
         torch.manual_seed(0)
-        settings = TrainSettings(
+        settings = toy_settings(
             mini_batch_size=16,
             micro_batch_size=4,
             learning_rate=1e-2,
@@ -933,7 +933,7 @@ def test_full_fine_tuning_of_bfloat16_weights_warns_that_small_steps_are_lost(ca
     weight = torch.tensor(0.02, dtype=torch.bfloat16)
     assert weight - 1e-6 == weight and torch.tensor(0.02) - 1e-6 != torch.tensor(0.02)
     with caplog.at_level("WARNING", logger="debatelab.training.core.policy"):
-        assert warn_low_precision_updates(TrainSettings(finetuning="full"), torch.bfloat16)
+        assert warn_low_precision_updates(toy_settings(finetuning="full"), torch.bfloat16)
     assert "zero2_8gpu.yaml" in caplog.text and "learning_rate 1e-06" in caplog.text
-    assert not warn_low_precision_updates(TrainSettings(finetuning="lora"), torch.bfloat16)
-    assert not warn_low_precision_updates(TrainSettings(finetuning="full"), torch.float32)
+    assert not warn_low_precision_updates(toy_settings(finetuning="lora"), torch.bfloat16)
+    assert not warn_low_precision_updates(toy_settings(finetuning="full"), torch.float32)

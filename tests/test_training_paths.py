@@ -11,12 +11,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from conftest import toy_settings
 from toy_questions import alternating_gold, toy_rows
 
 from debatelab import prompts
 from debatelab.config import ConfigError, load_experiment
 from debatelab.training.core.loss import token_logprobs
-from debatelab.training.settings import TrainSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,7 +51,7 @@ def test_the_update_uses_the_runs_temperature(char_model_dir):
     from debatelab.training.core.rollouts import Rollout
     from debatelab.training.core.trainer import Trainer
 
-    settings = TrainSettings(
+    settings = toy_settings(
         temperature=0.8,
         dtype="float32",
         lora={"r": 4, "alpha": 8},
@@ -146,7 +146,7 @@ def test_a_training_rollout_sends_the_messages_the_evaluation_debate_sends(char_
 
     experiment = load_experiment(ROOT / "config/experiments/umad_cpu.yaml")
     run_settings = experiment.train_settings("umad")
-    settings = TrainSettings(
+    settings = toy_settings(
         method="umad",
         protocol=run_settings["protocol"],
         dtype="float32",
@@ -236,7 +236,7 @@ def test_umad_recomputes_pi_old_for_each_turn_after_the_previous_turns_update(ch
     from debatelab.training.core.agents import AgentPolicies
     from debatelab.training.methods.umad import UmadTrainer
 
-    settings = TrainSettings(
+    settings = toy_settings(
         method="umad",
         steps=1,
         lora={"r": 4, "alpha": 8},
@@ -284,7 +284,9 @@ def test_umad_paper_runs_take_the_papers_optimizer_steps_per_training_step():
         assert responses / s["mini_batch_size"] == 256 / 16, run
     for run in ("grpo_a0", "grpo_a1"):
         s = umad.train_settings(run)
-        assert s["prompts_per_step"] * s["rollouts_per_prompt"] / s["mini_batch_size"] == 1024 / 256, run
+        assert s["dapo"]["prompts_per_step"] * s["dapo"]["rollouts_per_prompt"] / s["mini_batch_size"] == 1024 / 256, (
+            run
+        )
     for name in ("aime24", "aime25"):  # App. D.2: AIME replies 4,096 tokens, prompts 9,216
         settings = umad.agent_settings("qwen25_3b", name)
         assert settings["max_tokens"] == 4096 and settings["backend_options"]["max_model_len"] >= 9216 + 4096

@@ -12,11 +12,10 @@ import os
 import numpy as np
 import pytest
 import torch
-from conftest import require
+from conftest import require, toy_settings
 from test_vllm_backend import CPU_ENV, _vllm_importable
 
 from debatelab.llm.base import GenerationRequest, SamplingParams
-from debatelab.training.settings import TrainSettings
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -52,7 +51,7 @@ def policy(tiny_model_dir):
 
     with cpu_vllm_env():
         torch.manual_seed(0)
-        policy = Policy(tiny_model_dir, TrainSettings(**SETTINGS), device="cpu")
+        policy = Policy(tiny_model_dir, toy_settings(**SETTINGS), device="cpu")
         try:
             yield policy
         finally:
@@ -163,7 +162,7 @@ def _train_two_agents_on_vllm(tiny_model_dir):
     from debatelab.training.methods.udpo import AgentCoefficients, UdpoTrainer
 
     torch.manual_seed(0)
-    settings = TrainSettings(
+    settings = toy_settings(
         **{
             **SETTINGS,
             "method": "udpo",

@@ -243,13 +243,13 @@ QUESTIONS = toy_rows(4)
 def _udpo_trainer(char_model_dir, questions_per_step: int, steps: int):
     """A UDPO trainer of two agents (LoRA adapters on the tiny character model) on 4 toy questions."""
     import torch
+    from conftest import toy_settings
 
     from debatelab.data.schema import frame_from_rows
     from debatelab.training.core.agents import AgentPolicies
     from debatelab.training.methods.udpo import UdpoTrainer
-    from debatelab.training.settings import TrainSettings
 
-    settings = TrainSettings(
+    settings = toy_settings(
         method="udpo",
         steps=steps,
         lora={"r": 4, "alpha": 8},
@@ -258,7 +258,6 @@ def _udpo_trainer(char_model_dir, questions_per_step: int, steps: int):
         overlong_buffer=0,
         learning_rate=1e-2,
         warmup_steps=0,
-        kl_coef=0.01,
         show_progress=False,
     )
     torch.manual_seed(0)

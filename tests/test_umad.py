@@ -101,13 +101,13 @@ def _umad(char_model_dir, checkpoint_dir, steps, **umad):
 
 def _umad_trainer(char_model_dir, checkpoint_dir, steps, **umad):
     import torch
+    from conftest import toy_settings
 
     from debatelab.data.schema import frame_from_rows
     from debatelab.training.core.agents import AgentPolicies
     from debatelab.training.methods.umad import UmadTrainer
-    from debatelab.training.settings import TrainSettings
 
-    settings = TrainSettings(
+    settings = toy_settings(
         method="umad",
         steps=steps,
         lora={"r": 4, "alpha": 8},
@@ -263,11 +263,12 @@ def test_two_processes_make_the_same_umad_step_as_one_on_all_questions(tmp_path,
 
 def test_a_multi_agent_job_travels_to_its_processes_as_json(tmp_path):
     """What `launch_or_train(job_kind="train_agents")` hands each process comes back equal."""
+    from conftest import toy_settings
+
     from debatelab.llm.agent import AgentSpec
     from debatelab.training.core.launch import job_function, read_job_spec, write_job_spec
-    from debatelab.training.settings import TrainSettings
 
-    settings = TrainSettings(method="umad", lora={"r": 4, "alpha": 8}, umad={"threads": 3, "questions_per_step": 4})
+    settings = toy_settings(method="umad", lora={"r": 4, "alpha": 8}, umad={"threads": 3, "questions_per_step": 4})
     agents = {
         "solver": AgentSpec(name="solver", model="m", system_prompt="solve"),
         "critic": AgentSpec(name="critic", model="m"),

@@ -27,7 +27,8 @@ from .errors import ConfigError
 from .evaluation.paper_numbers import paper_backbones
 from .evaluation.papers import PAPERS
 from .models import BUNDLED_MODELS, MODELS_DIR, model_folder_name, model_settings, trained_source
-from .training.methods import METHODS, multi_agent_methods
+from .training.methods import METHODS
+from .training.settings import TrainSettings
 
 __all__ = ["ConfigError", "Experiment", "load_experiment", "validate_config", "check_no_secrets"]
 
@@ -353,11 +354,21 @@ class Experiment:
         a multi-agent run's `protocol` resolved to its options (`train_protocol`)."""
         spec = dict(self.training_runs[run])
         spec["seed"] = self.seed if spec.get("seed") is None else spec["seed"]
-        if spec.get("protocol") is not None:
+        if spec.get("protocol") is not None and METHODS[spec["method"]].multi_agent:
             spec["protocol"] = self.train_protocol(run)
         # where its metrics go is no setting of the run: another tracker must not rerun a finished job
         workflow_keys = ("policy", "participants", "dataset", "gpus", "accelerate_config", "report_to")
         return {k: v for k, v in spec.items() if k not in workflow_keys}
+
+    def run_settings(self, run: str) -> TrainSettings:
+        """A run's `TrainSettings`, built as its job builds them; a setting its method doesn't read or a
+        value out of range is a ConfigError naming the run (at the dry run, not in the job)."""
+        try:
+            return TrainSettings.from_config(self.train_settings(run))
+        except ValueError as exc:  # "training: <key> ..." names the key within the run
+            message = str(exc)
+            where = f"training.runs.{run}." if message.startswith("training: ") else f"training.runs.{run}: "
+            raise ConfigError(f"config: {where}{message.removeprefix('training: ')}") from None
 
     def report_to(self, run: str | None = None) -> list[str]:
         """The trackers a job logs to (`tracking.TRACKERS`; [] for none): the run's `report_to`, else
@@ -669,36 +680,29 @@ class Experiment:
                     f"config: {where}.heldout.dataset = {heldout!r} reads the run's training questions "
                     f"({self.dataset_path(heldout)}); name another dataset"
                 )
-            if METHODS[spec["method"]].multi_agent:
+            method = METHODS[spec["method"]]
+            if method.multi_agent:
                 self._check_train_protocol(run, spec)
-            if METHODS[spec["method"]].multi_agent and spec.get("finetuning", "lora") != "lora":
+            settings = self.run_settings(run)
+            if method.multi_agent and settings.finetuning != "lora":
                 raise ConfigError(
-                    f"config: {where}.finetuning = {spec['finetuning']!r}: {spec['method']} trains one LoRA "
+                    f"config: {where}.finetuning = {settings.finetuning!r}: {spec['method']} trains one LoRA "
                     f"adapter per agent"
                 )
-            if spec.get("parallelism", "data") == "model" and (
-                not METHODS[spec["method"]].multi_agent or spec.get("rollout_backend") == "vllm"
-            ):
+            if settings.parallelism == "model" and settings.rollout_backend == "vllm":
                 raise ConfigError(
-                    f"config: {where}.parallelism = 'model' places the bases of a multi-agent run "
-                    f"({', '.join(multi_agent_methods())}) on GPUs of their own and rolls out on transformers; "
-                    f"method {spec['method']!r}, rollout_backend {spec.get('rollout_backend', 'auto')!r}"
+                    f"config: {where}.parallelism = 'model' places the bases of a multi-agent run on GPUs of "
+                    f"their own and rolls out on transformers; rollout_backend is {settings.rollout_backend!r}"
                 )
-            if (
-                METHODS[spec["method"]].multi_agent and spec.get("parallelism", "data") == "data"
-            ):  # each process debates its share
-                block = METHODS[spec["method"]].block
-                per_step = (spec.get(block) or {}).get("questions_per_step", 1)
-                if per_step % spec["gpus"]:
-                    raise ConfigError(
-                        f"config: {where}.{block}.questions_per_step = {per_step} must divide among "
-                        f"gpus = {spec['gpus']} processes"
-                    )
-            for name in ("prompts_per_step", "mini_batch_size"):
-                if spec.get("parallelism", "data") == "data" and spec[name] % spec["gpus"]:
-                    raise ConfigError(
-                        f"config: {where}.{name} = {spec[name]} must divide among gpus = {spec['gpus']} processes"
-                    )
+            if settings.parallelism == "data":  # each process takes its share of a step
+                per_step = "questions_per_step" if method.multi_agent else "prompts_per_step"
+                shares = {f"{method.block}.{per_step}": getattr(settings.own, per_step)}
+                shares["mini_batch_size"] = settings.mini_batch_size
+                for name, value in shares.items():
+                    if value % spec["gpus"]:
+                        raise ConfigError(
+                            f"config: {where}.{name} = {value} must divide among gpus = {spec['gpus']} processes"
+                        )
         for model, spec in self.models.items():  # trained:<run>/<agent> names an agent the run trains
             run, agent = trained_source(spec["source"]) or (None, None)
             if (

@@ -587,14 +587,14 @@ def training_job_plan(exp, rule: str, run: str, gpu_type: GpuType, job: str) -> 
     model parallelism the base models are packed over them as the job will place them; otherwise
     every process holds each base model whole, so they must fit one GPU together."""
     spec = exp.training_runs[run]
-    count = spec["gpus"] if rule != "udpo_warmup" or spec["parallelism"] == "model" else 1
+    count = spec["gpus"] if rule != "udpo_warmup" or spec.get("parallelism", "data") == "model" else 1
     bases: dict[str, int] = {}
     for agent in exp.run_agents(run):
         source, dtype, folder = _sized_model(exp, exp.agents[agent]["model"])
         bases.setdefault(Path(folder).name, model_size(source, dtype, folder).weights)
     needs = [ModelNeed(name, size, exact=False) for name, size in bases.items()]
     room = gpu_type.memory * WEIGHTS_SHARE
-    if spec["parallelism"] == "model" and count > 1:
+    if spec.get("parallelism", "data") == "model" and count > 1:
         placement = pack(needs, room, overhead=0, gpus=count, job=job)
     else:
         placement = pack(needs, room, overhead=0, gpus=1, job=job + " (every process holds every base model)")

@@ -8,7 +8,8 @@ tests. A `Setting` is a config path, the paper's value (or a `Check` for a bound
 paper (or the spec that reads it) says so.
 
 Paths (resolved by `test_paper_settings.resolve`):
-  training.<run>.<key>[.<key>]       the run's settings as the train jobs get them (`Experiment.train_settings`)
+  training.<run>.<key>[.<key>]       the run's settings as the train jobs get them (`Experiment.run_settings`: its
+                                     method's block, e.g. sdrl.pair_mode, with its defaults)
   agents.<agent>[@<dataset>].<key>   the agent's settings, on a dataset with its per-dataset budgets
   protocols.<name>.<key>             a debate protocol's options (threads filled from evaluation.seeds)
   datasets.<name>.<key>, models.<name>.<key>, evaluation.<key>, zero_shot.<key>, ... the config itself

@@ -28,8 +28,18 @@ def _policy_source(exp, run):
 
 def _updates_per_rollout_step(exp, run):
     """Optimizer steps on the first-turn sequences of one rollout step (SDRL adds its debate ones)."""
-    s = exp.train_settings(run)
-    return s["prompts_per_step"] * s["rollouts_per_prompt"] * s["epochs"] / s["mini_batch_size"]
+    s = exp.run_settings(run)
+    return s.own.prompts_per_step * s.own.rollouts_per_prompt * s.epochs / s.mini_batch_size
+
+
+def _own(run: str) -> str:
+    """The run's method's settings block (DAPO's keys sit in `sdrl:` on an SDRL run)."""
+    return "dapo" if run in DAPO_RUNS else "sdrl"
+
+
+def _block_rows(runs, rows):
+    """`runs_rows` of keys of the runs' method blocks (`dapo.<key>` or `sdrl.<key>`)."""
+    return [s for run in runs for s in runs_rows([run], [(f"{_own(run)}.{k}", v, src) for k, v, src in rows])]
 
 
 def _n7_budget_cut(exp):
@@ -74,20 +84,22 @@ DERIVED = {
 }
 
 _A1 = "App. A.1"
-_TRAINING = [
-    ("dataset", "dapo_math", "§6.1.1: DAPO-Math-17K"),
+_DAPO = [
     (
         "reward",
         "dapo_math",
         "§5.1, §6.1.1: +1 correct / -1 otherwise; App. B / verl's DAPO recipe: DAPO's verifier (spec §4)",
     ),
-    ("finetuning", "full", "§6.1.1, App. A.1: verl's DAPO recipe, no adapter named"),
-    ("learning_rate", 1e-6, "§6.1.1: LR 1e-6"),
-    ("warmup_steps", 10, "§6.1.1: linear warm-up over the first 10 rollout steps"),
     ("prompts_per_step", 256, "§6.1.1: prompt batch 256"),
     ("rollouts_per_prompt", 8, "§6.1.1: 8 responses per prompt"),
     ("dynamic_sampling", True, "§5.1: DAPO's oversampling, prompts with zero advantage filtered out"),
     ("kl_coef", 0.0, f"{_A1}: KL coefficient 0"),
+]
+_TRAINING = [
+    ("dataset", "dapo_math", "§6.1.1: DAPO-Math-17K"),
+    ("finetuning", "full", "§6.1.1, App. A.1: verl's DAPO recipe, no adapter named"),
+    ("learning_rate", 1e-6, "§6.1.1: LR 1e-6"),
+    ("warmup_steps", 10, "§6.1.1: linear warm-up over the first 10 rollout steps"),
     ("clip_low", 0.2, f"{_A1}: ε_low 0.2"),
     ("clip_high", 0.28, f"{_A1}: ε_high 0.28"),
     ("max_tokens", 8196, f"{_A1}: maximum response length 8,196 (as printed)"),
@@ -99,9 +111,8 @@ _TRAINING = [
     ("ratio_level", "token", "§3 Eq. 7: per-token ratio r_{i,t}"),
 ]
 _SDRL = [
-    ("method", "sdrl", "§5.2 Algorithm 1"),
-    ("debate_prompts_per_step", 128, f"{_A1}: 128 prompts per step get a debate pair"),
-    ("debate_template", "two_turn", "§5.2: the pair serialised into a two-turn conversation (App. C Fig. 2)"),
+    ("sdrl.debate_prompts_per_step", 128, f"{_A1}: 128 prompts per step get a debate pair"),
+    ("sdrl.debate_template", "two_turn", "§5.2: the pair serialised into a two-turn conversation (App. C Fig. 2)"),
 ]
 
 _BENCHMARKS = ("math500", "amc23", "aime24", "aime25")
@@ -219,17 +230,18 @@ _EVAL_COMMON = [
 TABLES = {
     "sdrl": [
         *runs_rows(RUNS, _TRAINING),
-        *runs_rows(SDRL_RUNS, _SDRL),
+        *_block_rows(RUNS, _DAPO),
+        *runs_rows(SDRL_RUNS, [("method", "sdrl", "§5.2 Algorithm 1"), *_SDRL]),
         *runs_rows(DAPO_RUNS, [("method", "dapo", "§6.1.1: the DAPO baseline")]),
-        *runs_rows(["sdrl_rand", "q3_sdrl_rand"], [("pair_mode", "rand", "§5.2: random pairing (SDRL-rand)")]),
+        *runs_rows(["sdrl_rand", "q3_sdrl_rand"], [("sdrl.pair_mode", "rand", "§5.2: random pairing (SDRL-rand)")]),
         *runs_rows(
             ["sdrl_freq", "q3_sdrl_freq", "q3_sdrl_freq_125"],
-            [("pair_mode", "freq", "§5.2: frequency-based pairing (SDRL-freq)")],
+            [("sdrl.pair_mode", "freq", "§5.2: frequency-based pairing (SDRL-freq)")],
         ),
-        *runs_rows(["sdrl_rand", "sdrl_freq"], [("debate_rollouts", 4, "§6.1.1: n_d = 4 for Qwen2.5-3B")]),
+        *runs_rows(["sdrl_rand", "sdrl_freq"], [("sdrl.debate_rollouts", 4, "§6.1.1: n_d = 4 for Qwen2.5-3B")]),
         *runs_rows(
             ["q3_sdrl_rand", "q3_sdrl_freq", "q3_sdrl_freq_125"],
-            [("debate_rollouts", 8, "§6.1.1: n_d = 8 for Qwen3-4B-Base")],
+            [("sdrl.debate_rollouts", 8, "§6.1.1: n_d = 8 for Qwen3-4B-Base")],
         ),
         *runs_rows(
             [r for r in RUNS if r != "q3_sdrl_freq_125"], [("steps", 200, f"{_A1}: 200 prompt-generation steps")]

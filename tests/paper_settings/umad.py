@@ -36,15 +36,15 @@ DERIVED = {
     **{
         f"{run}.optimizer_steps_per_update": (
             lambda exp, run=run: (
-                exp.train_settings(run)["prompts_per_step"]
-                * exp.train_settings(run)["rollouts_per_prompt"]
+                exp.train_settings(run)["dapo"]["prompts_per_step"]
+                * exp.train_settings(run)["dapo"]["rollouts_per_prompt"]
                 / exp.train_settings(run)["mini_batch_size"]
             )
         )
         for run in GRPO_RUNS
     },
     **{
-        f"{run}.epochs": (lambda exp, run=run: round(_epochs(exp, run, lambda s: s["prompts_per_step"]), 0))
+        f"{run}.epochs": (lambda exp, run=run: round(_epochs(exp, run, lambda s: s["dapo"]["prompts_per_step"]), 0))
         for run in GRPO_RUNS
     },
 }
@@ -65,9 +65,9 @@ _COMMON = [
     ("clip_low", 0.2, f"{_T2}: clip ratio 0.2"),
     ("clip_high", 0.2, f"{_T2}: clip ratio 0.2 (symmetric)"),
     ("epochs", 1, "§4.3 step 7: 1 PPO epoch per batch [code]"),
-    ("kl_coef", 0.001, f"{_T2}: β_KL 0.001"),
 ]
 _UMAD = _COMMON + [
+    ("umad.kl_coef", 0.001, f"{_T2}: β_KL 0.001"),
     ("method", "umad", "§4.3 Algorithm 2"),
     ("protocol.template", "umad", "§3: the paired debate prompt"),
     ("protocol.mask_peer_boxed", True, "§3: every reply's \\boxed{} masked [code: merge_prompt_response]"),
@@ -90,9 +90,10 @@ def _ablation(eta, alpha):
 _GRPO = [row for row in _COMMON if row[0] != "temperature"] + [
     ("method", "dapo", "§4.3 baselines: single-agent GRPO (the DAPO loop with GRPO's settings)"),
     ("temperature", 0.6, "§4.3 baselines: Single-GRPO temperature 0.6 [code]"),
-    ("rollouts_per_prompt", 5, "§4.3 baselines: n = 5 [code]"),
-    ("prompts_per_step", 1024, "§4.3 baselines: batch 1,024 [code]"),
-    ("dynamic_sampling", False, "§4.3 baselines: standard GRPO, no filtering"),
+    ("dapo.kl_coef", 0.001, f"{_T2}: β_KL 0.001"),
+    ("dapo.rollouts_per_prompt", 5, "§4.3 baselines: n = 5 [code]"),
+    ("dapo.prompts_per_step", 1024, "§4.3 baselines: batch 1,024 [code]"),
+    ("dapo.dynamic_sampling", False, "§4.3 baselines: standard GRPO, no filtering"),
     ("kl_estimator", "k3", "§4.3 baselines: KL loss low_var_kl 0.001 [code]"),
     ("overlong_buffer", 0, "§4.3 baselines: standard GRPO, no length shaping"),
 ]

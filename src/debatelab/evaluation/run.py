@@ -399,7 +399,7 @@ def run_label(run: RunInfo) -> str:
             (eta == 0, alpha == 0), "UMAD"
         )
     if run.method == "sdrl":
-        return f"SDRL-{settings.get('pair_mode', 'rand')}"
+        return f"SDRL-{(settings.get('sdrl') or {}).get('pair_mode', 'rand')}"
     return run.method.upper()
 
 

@@ -1,17 +1,22 @@
-"""Settings of a training run (config `training.runs.<run>`): defaults are Liu et al., arXiv:2601.22297 §6.1.1, App. A.1's values
-(DAPO / SDRL on Qwen2.5-3B) and match config/schema.yaml (a test checks it)."""
+"""Settings of a training run (config `training.runs.<run>`): `TrainSettings`, what every method reads
+(the loop, the update, the weights, where rollouts run), and one block of the run's own method (its
+settings class in `methods/`, `TrainSettings.own`), each validating itself. A block of another
+method, or a key only multi-agent methods read (`MULTI_AGENT_KEYS`) on a single-policy run, is an
+error naming the key and the method (`TrainSettings.from_config`). Defaults are Liu et al.,
+arXiv:2601.22297 §6.1.1, App. A.1's values (DAPO / SDRL on Qwen2.5-3B) and match config/schema.yaml
+(a test checks it)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
 from .methods import METHODS
+from .methods.dapo import DapoSettings
 from .methods.mappo import MappoSettings
+from .methods.sdrl import SdrlSettings
 from .methods.udpo import UdpoSettings
 from .methods.umad import UmadSettings
 
-PAIR_MODES = ("rand", "freq")
-DEBATE_TEMPLATES = ("two_turn", "one_message")
 AGGREGATIONS = ("token_mean", "sequence_mean")
 KL_ESTIMATORS = ("k1", "k3")
 FINETUNING = ("lora", "full")
@@ -34,14 +39,21 @@ class LoraSettings:
             raise ValueError(f"lora: r >= 1, alpha > 0 and dropout in [0, 1) are required, got {self}")
 
 
-#: The methods' own settings blocks (config keys) -> their settings classes' method (`methods.METHODS`).
-BLOCKS = {m.block: m for m in reversed(METHODS.values()) if m.block is not None}
+#: The methods' own settings blocks (config keys) -> a method of each (`methods.METHODS`; a preset shares its base's).
+BLOCKS = {m.block: m for m in reversed(METHODS.values())}
+#: Run keys that only the multi-agent methods read: a single-policy run that names one is refused.
+MULTI_AGENT_KEYS = ("protocol", "overlong_shaping", "parallelism")
 
 
 def method_block(block: str, values: dict | None = None):
-    """A method's own settings block (`udpo`, `umad`, `mappo`: its settings class in `methods/`, named
-    by the registry) from its config values."""
-    return BLOCKS[block].settings(**(values or {}))
+    """A method's own settings block (its settings class in `methods/`, named by the registry) from its
+    config values; a key the class lacks is a ValueError naming it and the block's keys."""
+    cls = BLOCKS[block].settings
+    known = [f.name for f in fields(cls)]
+    unknown = sorted(set(values or {}) - set(known))
+    if unknown:
+        raise ValueError(f"training: {block}.{unknown[0]} is no setting of {block} (its keys: {known})")
+    return cls(**(values or {}))
 
 
 @dataclass(frozen=True)
@@ -49,12 +61,6 @@ class TrainSettings:
     method: str = "dapo"
     steps: int = 200  # rollout steps
     seed: int = 0
-    # Rollouts: DAPO dynamic sampling keeps prompt groups with 0 < #correct < n.
-    prompts_per_step: int = 256
-    rollouts_per_prompt: int = 8  # n
-    dynamic_sampling: bool = True
-    sampling_batch: int | None = None  # prompts drawn per sampling round (null: prompts_per_step)
-    max_sampling_rounds: int = 4  # rounds per step before training on the groups kept so far
     temperature: float = 1.0
     top_p: float = 1.0
     max_tokens: int = 8192
@@ -63,16 +69,10 @@ class TrainSettings:
     # The multi-agent methods (udpo, mappo, rmaac, umad, ippo) have no overlong punishment in their
     # papers; true adds it to each turn's reward (a [CHOICE] for short budgets, off by default).
     overlong_shaping: bool = False
-    reward: str = "verifiable"  # "dapo_math" (DAPO's verifier), or "module:function", a custom (row, text, answer, correct, tokens) -> float
     # Multi-agent runs: the options of the debate the rollouts run (config `protocol`, resolved by
     # `Experiment.train_protocol`: the evaluation protocol's template, peer masking, ...); null: all_to_all
     # with the debate defaults.
     protocol: dict | None = None
-    # SDRL's second turn (Liu et al., arXiv:2601.22297 §5 steps 3-4).
-    debate_prompts_per_step: int = 128  # M_d
-    debate_rollouts: int = 4  # n_d
-    pair_mode: str = "rand"
-    debate_template: str = "two_turn"
     # The update (Liu et al., arXiv:2601.22297 §3-5, Eq. 7).
     learning_rate: float = 1e-6
     warmup_steps: int = 10  # linear warm-up over the first rollout steps, ...
@@ -93,16 +93,16 @@ class TrainSettings:
     clip_high: float = 0.28
     loss_aggregation: str = "token_mean"
     ratio_level: str = "token"  # token | sequence (GSPO) | trajectory (UDPO's paper: an agent's turns of one debate)
-    kl_coef: float = 0.0
-    kl_estimator: str = "k3"
-    advantage_eps: float = 1e-6
+    kl_estimator: str = "k3"  # of the KL weight the method sets (its block's kl_coef; UDPO: η per seat)
     finetuning: str = "lora"
     lora: LoraSettings = field(default_factory=LoraSettings)
-    # The multi-agent methods' own blocks (settings classes in methods/, `methods.TrainingMethod.settings`);
-    # DAPO's and SDRL's knobs are the flat fields above (config keys as they are).
-    udpo: UdpoSettings = field(default_factory=lambda: method_block("udpo"))
-    umad: UmadSettings = field(default_factory=lambda: method_block("umad"))
-    mappo: MappoSettings = field(default_factory=lambda: method_block("mappo"))
+    # The method's own block (settings classes in methods/, `methods.TrainingMethod.settings`): the
+    # run's method's is built (from its config values, else its defaults); every other stays None.
+    dapo: DapoSettings | None = None
+    sdrl: SdrlSettings | None = None
+    udpo: UdpoSettings | None = None
+    umad: UmadSettings | None = None
+    mappo: MappoSettings | None = None
     dtype: str = "auto"  # auto: bfloat16 on a GPU, float32 on a CPU
     rollout_batch_size: int | None = None  # sequences per generate call (null: the backend's default)
     # Where rollouts run: auto = a colocated vLLM engine when a GPU and vLLM are there, else transformers.
@@ -122,15 +122,25 @@ class TrainSettings:
     heldout_questions: int = 100
 
     def __post_init__(self):
+        if self.method not in METHODS:
+            raise ValueError(f"training: method must be one of {tuple(METHODS)}, got {self.method!r}")
         if isinstance(self.lora, dict):
             object.__setattr__(self, "lora", LoraSettings(**self.lora))
+        own = METHODS[self.method].block
         for block in BLOCKS:
-            if isinstance(getattr(self, block), dict):
-                object.__setattr__(self, block, method_block(block, getattr(self, block)))
+            value = getattr(self, block)
+            if block != own and value is not None:
+                raise ValueError(
+                    f"training: {block} is a block method {self.method!r} does not read (its block is {own!r})"
+                )
+        value = getattr(self, own)
+        if value is None or isinstance(value, dict):
+            object.__setattr__(self, own, method_block(own, value))
+        if not METHODS[self.method].multi_agent:
+            for key, default in (("protocol", None), ("overlong_shaping", False), ("parallelism", "data")):
+                if getattr(self, key) != default:
+                    raise ValueError(f"training: {key} is read by the multi-agent methods only, not by {self.method!r}")
         choices = {
-            "method": tuple(METHODS),
-            "pair_mode": PAIR_MODES,
-            "debate_template": DEBATE_TEMPLATES,
             "loss_aggregation": AGGREGATIONS,
             "kl_estimator": KL_ESTIMATORS,
             "finetuning": FINETUNING,
@@ -145,9 +155,6 @@ class TrainSettings:
                 raise ValueError(f"training: {name} must be one of {allowed}, got {getattr(self, name)!r}")
         positive = (
             "steps",
-            "prompts_per_step",
-            "debate_rollouts",
-            "max_sampling_rounds",
             "max_tokens",
             "mini_batch_size",
             "micro_batch_size",
@@ -159,10 +166,6 @@ class TrainSettings:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"training: {name} must be >= 1, got {getattr(self, name)}")
-        if self.rollouts_per_prompt < 2:
-            raise ValueError(
-                f"training: rollouts_per_prompt must be >= 2 (group advantages), got {self.rollouts_per_prompt}"
-            )
         if not 0 <= self.overlong_buffer < self.max_tokens:
             raise ValueError(f"training: overlong_buffer must be in [0, max_tokens), got {self.overlong_buffer}")
         if not (0 <= self.clip_low < 1 and self.clip_high >= 0):
@@ -177,8 +180,19 @@ class TrainSettings:
             )
         if self.micro_batch_tokens is not None and self.micro_batch_tokens < 1:
             raise ValueError(f"training: micro_batch_tokens must be >= 1 or null, got {self.micro_batch_tokens}")
-        if self.debate_prompts_per_step < 0 or self.warmup_steps < 0 or self.kl_coef < 0:
-            raise ValueError("training: debate_prompts_per_step, warmup_steps and kl_coef must be >= 0")
+        if self.warmup_steps < 0:
+            raise ValueError("training: warmup_steps must be >= 0")
+
+    @property
+    def own(self):
+        """The run's method's settings block (`DapoSettings`, `SdrlSettings`, `UdpoSettings`, ...)."""
+        return getattr(self, METHODS[self.method].block)
+
+    @property
+    def kl_weight(self) -> float:
+        """The KL weight the update uses unless the trainer passes its own: the block's `kl_coef`
+        (UDPO has none: it passes each seat's η)."""
+        return float(getattr(self.own, "kl_coef", 0.0))
 
     def processes(self, gpus: int) -> int:
         """Processes a job with `gpus` GPUs starts: one per GPU (data parallel), or one seeing them all."""
@@ -186,8 +200,18 @@ class TrainSettings:
 
     @classmethod
     def from_config(cls, spec: dict, **overrides) -> TrainSettings:
-        """From a run's config entry; the workflow keys (policy, dataset, heldout.dataset) are not
-        settings. `heldout: {every, questions}` becomes `heldout_every`, `heldout_questions`."""
+        """From a run's config entry; the workflow keys (policy, dataset, heldout.dataset, ...) are not
+        settings. `heldout: {every, questions}` becomes `heldout_every`, `heldout_questions`. A key the
+        run's method doesn't read (another method's block, a multi-agent key on a single-policy run)
+        is a ValueError naming it and the method."""
+        method = {**spec, **overrides}.get("method", "dapo")
+        if method in METHODS and not METHODS[method].multi_agent:
+            named = [k for k in MULTI_AGENT_KEYS if k in spec and k not in overrides]
+            if named:
+                raise ValueError(
+                    f"training: {named[0]} is read by the multi-agent methods only "
+                    f"({', '.join(m for m in METHODS if METHODS[m].multi_agent)}), not by {method!r}"
+                )
         known = {f.name for f in fields(cls)}
         spec = {**spec, **{f"heldout_{k}": v for k, v in (spec.get("heldout") or {}).items() if k != "dataset"}}
         return cls(**{k: v for k, v in {**spec, **overrides}.items() if k in known})

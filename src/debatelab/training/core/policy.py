@@ -114,7 +114,7 @@ class Policy:
             )
         self.model = model.to(device)
         self.reference = None
-        if settings.kl_coef and settings.finetuning == "full":  # LoRA's reference is the base without the adapter
+        if settings.kl_weight and settings.finetuning == "full":  # LoRA's reference is the base without the adapter
             self.reference = AutoModelForCausalLM.from_pretrained(
                 model_path, dtype=resolve_dtype(settings.dtype, device)
             )

@@ -69,7 +69,8 @@ def dapo_math_grade(row: dict, text: str) -> tuple[str | None, bool]:
 def load_grader(settings) -> Grader:
     """What decides a rollout's answer and correctness (and so dynamic sampling, debate pairs and the
     ±1): DAPO-Math's verifier for `reward: dapo_math`, else the workflow's grader."""
-    return dapo_math_grade if settings.reward == "dapo_math" else workflow_grade
+    own = getattr(settings, "own", settings)  # a run's settings, or its method's block (DapoSettings)
+    return dapo_math_grade if getattr(own, "reward", "verifiable") == "dapo_math" else workflow_grade
 
 
 def rollout_seed(run_seed: int, step: int, question_id: str, turn: int, sample: int) -> int:
@@ -92,17 +93,17 @@ def default_reward(settings) -> RewardFunction:
 def load_reward(settings) -> RewardFunction:
     """The run's reward: "verifiable" or "dapo_math" (`default_reward`: ±1 by the run's grader,
     `load_grader`, plus the overlong penalty), or a custom function named "module:function"."""
-    if settings.reward in BUILTIN_REWARDS:
+    reward = settings.own.reward
+    if reward in BUILTIN_REWARDS:
         return default_reward(settings)
     import importlib
 
-    module, _, name = settings.reward.partition(":")
+    module, _, name = reward.partition(":")
     try:
         return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError, ValueError) as exc:
         raise ValueError(
-            f"training: reward {settings.reward!r} is neither one of {BUILTIN_REWARDS} nor an importable "
-            f"module:function ({exc})"
+            f"training: reward {reward!r} is neither one of {BUILTIN_REWARDS} nor an importable module:function ({exc})"
         ) from exc
 
 

@@ -110,11 +110,10 @@ class BaseTrainer:
         self.policy, self.settings, self.run_name = policy, settings, run
         self.checkpoint_dir, self.fingerprint = checkpoint_dir, fingerprint
         self.rank, self.world = rank_and_world()
-        for name in ("prompts_per_step", "mini_batch_size"):
-            if getattr(settings, name) % self.world:
-                raise ValueError(
-                    f"training: {name} = {getattr(settings, name)} must divide among {self.world} processes"
-                )
+        if settings.mini_batch_size % self.world:
+            raise ValueError(
+                f"training: mini_batch_size = {settings.mini_batch_size} must divide among {self.world} processes"
+            )
         # the module the update runs forward/backward through when it updates `policy` itself (`Trainer`:
         # the DDP or DeepSpeed wrapper), and the DeepSpeed engine; an agent view runs its own model
         self.model, self.engine = None, None
@@ -454,7 +453,7 @@ class BaseTrainer:
         self, sequences: list[Rollout], step: int, policy=None, kl_coef: float | None = None, precomputed=None
     ) -> dict:
         """`epochs` clipped-loss passes over `sequences`, for `policy` (default: the run's policy; a
-        multi-agent run passes one agent's view) with KL weight `kl_coef` (default: the setting).
+        multi-agent run passes one agent's view) with KL weight `kl_coef` (default: the method block's, `TrainSettings.kl_weight`).
         `precomputed`: `logprob_pass`'s result for these rollouts, taken earlier (UMAD: its turn's
         π_old, taken once for every agent before the turn's updates)."""
         import torch
@@ -464,7 +463,7 @@ class BaseTrainer:
         s = self.settings
         policy = policy or self.policy
         model = self.model if policy is self.policy else policy.model
-        kl_coef = s.kl_coef if kl_coef is None else kl_coef
+        kl_coef = s.kl_weight if kl_coef is None else kl_coef
         plans = [self._plan(sequences, step, epoch, policy) for epoch in range(s.epochs)]
         if not plans or not plans[0]:
             return {
@@ -625,6 +624,11 @@ class Trainer(BaseTrainer):
             fingerprint=fingerprint,
             heldout=heldout,
         )
+        if settings.own.prompts_per_step % self.world:
+            raise ValueError(
+                f"training: {settings.method}.prompts_per_step = {settings.own.prompts_per_step} must divide among "
+                f"{self.world} processes"
+            )
         self.system_prompt = system_prompt
         self.reward = reward or load_reward(settings)
         self.model = policy.model

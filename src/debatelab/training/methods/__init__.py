@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .dapo import DapoTrainer
+from .dapo import DapoSettings, DapoTrainer
 from .mappo import MappoSettings, MappoTrainer
-from .sdrl import SdrlTrainer
+from .sdrl import SdrlSettings, SdrlTrainer
 from .udpo import UdpoSettings, UdpoTrainer
 from .umad import UmadSettings, UmadTrainer
 
@@ -30,11 +30,11 @@ class TrainingMethod:
     name: str
     multi_agent: bool  # trains every agent of a debate (rule train_agents), else one policy (rule train)
     trainer: type  # its trainer class
+    settings: type  # its settings dataclass (its block of `training.runs.<run>`)
+    block: str  # the key of that block in `training.runs.<run>` (a preset shares its base's)
     description: str  # one line
     spec: str  # where its paper specifies it (section / appendix of `paper`)
     paper: str
-    settings: type | None = None  # its settings dataclass; None: its knobs are TrainSettings fields
-    block: str | None = None  # the key of that block in `training.runs.<run>` (a preset shares its base's)
     preset: dict = field(default_factory=dict)  # the defaults the block's null values take for this method
     protocol_kinds: tuple[str, ...] = ()  # multi-agent: the debate protocol kinds it trains on
 
@@ -46,6 +46,8 @@ METHODS: dict[str, TrainingMethod] = {
             "dapo",
             False,
             DapoTrainer,
+            DapoSettings,
+            "dapo",
             "DAPO: group advantages, clip-higher, token-mean loss, dynamic sampling, soft overlong punishment",
             "§3-5, §6.1.1, App. A.1",
             "DAPO, the RL algorithm SDRL builds on (Liu et al., arXiv:2601.22297)",
@@ -54,6 +56,8 @@ METHODS: dict[str, TrainingMethod] = {
             "sdrl",
             False,
             SdrlTrainer,
+            SdrlSettings,
+            "sdrl",
             "SDRL: DAPO plus a second turn debating two of the prompt's own rollouts, updated together",
             "§3-5, §6.1.1, App. A.1",
             "Liu et al., arXiv 2601.22297 (SDRL)",
@@ -62,35 +66,35 @@ METHODS: dict[str, TrainingMethod] = {
             "udpo",
             True,
             UdpoTrainer,
+            UdpoSettings,
+            "udpo",
             "UDPO: uncertainty-weighted trajectory rewards per seat, batch-mean advantages, uncertainty-driven replay",
             "§4, App. A",
             "Tang et al., arXiv 2602.07186 (UDPO)",
-            settings=UdpoSettings,
-            block="udpo",
             protocol_kinds=SYNCHRONOUS_PROTOCOL_KINDS,
         ),
         TrainingMethod(
             "umad",
             True,
             UmadTrainer,
+            UmadSettings,
+            "umad",
             "UMAD: team reward, epistemic-influence reward, group advantages over G threads, aleatoric "
             "weights, turns updated in sequence; eta = alpha_au = 0 is IPPO",
             "§4.2, App. C.2 (Algorithm 2)",
             "Qiao et al., arXiv 2603.01221 (UMAD)",
-            settings=UmadSettings,
-            block="umad",
             protocol_kinds=SYNCHRONOUS_PROTOCOL_KINDS,
         ),
         TrainingMethod(
             "mappo",
             True,
             MappoTrainer,
+            MappoSettings,
+            "mappo",
             "MAPPO (approximation): shared terminal reward r_task + w_c (1 - D), a centralized critic over "
             "agreement features",
             "Tang et al., arXiv 2602.07186 §5.1 (UDPO's baselines, approximated)",
             "Yu et al. 2022, MAPPO",
-            settings=MappoSettings,
-            block="mappo",
             preset={"consensus_weight": 1.0, "peer_swap_prob": 0.0},
             protocol_kinds=("all_to_all",),
         ),
@@ -98,11 +102,11 @@ METHODS: dict[str, TrainingMethod] = {
             "rmaac",
             True,
             MappoTrainer,
+            MappoSettings,
+            "mappo",
             "RMAAC (approximation): MAPPO's trainer on r_task alone, shown peers swapped for wrong replies",
             "Tang et al., arXiv 2602.07186 §5.1 (UDPO's baselines, approximated)",
             "He et al. 2023, RMAAC",
-            settings=MappoSettings,
-            block="mappo",
             preset={"consensus_weight": 0.0, "peer_swap_prob": 0.2},
             protocol_kinds=("all_to_all",),
         ),

@@ -3,7 +3,7 @@
 DAPO's choices, as this package makes them:
 * the loss: clip-higher (asymmetric ε_low 0.2, ε_high 0.28) and the token-mean aggregation
   (`loss_aggregation: token_mean`; `sequence_mean` is GRPO's), per-token ratio, optional KL
-  (`core.loss.policy_loss`); the defaults of `TrainSettings`;
+  (`core.loss.policy_loss`); the defaults of `TrainSettings` and `DapoSettings`;
 * the reward: ±1 by the run's grader plus the soft overlong punishment (`core.rollouts.default_reward`,
   `core.rewards.overlong_penalty`; `reward: dapo_math` grades with DAPO-Math's verifier);
 * dynamic sampling (`mixed`): keep the prompt groups with 0 < #correct < n, drawing more prompts
@@ -18,8 +18,7 @@ One rollout step (`DapoTrainer.train_step`):
 3. `debate_turn`: nothing for DAPO; SDRL's second turn (`methods/sdrl.py`).
 4. One update over the step's sequences (`core.trainer.BaseTrainer.update_policy`).
 
-DAPO's and SDRL's knobs are fields of `TrainSettings` (config keys `dynamic_sampling`,
-`sampling_batch`, `pair_mode`, ... of the run itself): a block of their own would change the keys.
+DAPO's own settings are `DapoSettings` (config `training.runs.<run>.dapo`); SDRL's block extends it.
 Data parallel: every process samples its share of each round's prompts (`core/trainer.py`).
 """
 
@@ -27,13 +26,14 @@ from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
 from ... import prompts
 from ..core.distributed import all_reduce
 from ..core.rewards import group_advantages
-from ..core.rollouts import sample_rollouts
+from ..core.rollouts import BUILTIN_REWARDS, sample_rollouts
 from ..core.trainer import Trainer
 
 #: metrics.parquet's columns of DAPO and SDRL runs (SDRL's debate columns are 0 or NaN for DAPO, so
@@ -63,6 +63,41 @@ DAPO_METRIC_COLUMNS = [
     "update_seconds",
     "tokens_per_second",
 ]
+
+
+@dataclass(frozen=True)
+class DapoSettings:
+    """DAPO's own settings (config `training.runs.<run>.dapo`; Liu et al., arXiv:2601.22297 §3-5, §6.1.1,
+    App. A.1 defaults): how a step's prompt groups are sampled and kept, the reward, the KL weight."""
+
+    prompts_per_step: int = 256  # prompt groups kept per step (after dynamic sampling)
+    rollouts_per_prompt: int = 8  # n
+    dynamic_sampling: bool = True  # keep only groups with 0 < #correct < n
+    sampling_batch: int | None = None  # prompts drawn per sampling round (null: prompts_per_step)
+    max_sampling_rounds: int = 4  # rounds per step before training on the groups kept so far
+    # "verifiable", "dapo_math" (DAPO's verifier), or "module:function", a custom
+    # (row, text, answer, correct, tokens) -> float
+    reward: str = "verifiable"
+    kl_coef: float = 0.0  # weight of the KL to the base model (0: no reference)
+    advantage_eps: float = 1e-6
+
+    def __post_init__(self):
+        name = type(self).__name__.removesuffix("Settings").lower()
+        for key in ("prompts_per_step", "max_sampling_rounds"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"training: {name}.{key} must be >= 1, got {getattr(self, key)}")
+        if self.rollouts_per_prompt < 2:
+            raise ValueError(
+                f"training: {name}.rollouts_per_prompt must be >= 2 (group advantages), got {self.rollouts_per_prompt}"
+            )
+        if self.sampling_batch is not None and self.sampling_batch < 1:
+            raise ValueError(f"training: {name}.sampling_batch must be >= 1 or null, got {self.sampling_batch}")
+        if self.kl_coef < 0 or self.advantage_eps < 0:
+            raise ValueError(f"training: {name}.kl_coef and {name}.advantage_eps must be >= 0")
+        if self.reward not in BUILTIN_REWARDS and ":" not in self.reward:
+            raise ValueError(
+                f"training: {name}.reward = {self.reward!r} is neither one of {BUILTIN_REWARDS} nor module:function"
+            )
 
 
 def mixed(correct) -> bool:
@@ -132,15 +167,16 @@ class DapoTrainer(Trainer):
     def first_turn(self, backend, step: int):
         """(every first-turn group sampled, the kept (row, group) pairs, prompts sampled) of this process."""
         s = self.settings
-        quota = s.prompts_per_step // self.world
-        draw = s.sampling_batch or s.prompts_per_step
+        d = s.own  # DapoSettings (SDRL's extends it)
+        quota = d.prompts_per_step // self.world
+        draw = d.sampling_batch or d.prompts_per_step
         sampled_groups, kept, sampled = [], [], 0
-        for _ in range(s.max_sampling_rounds if s.dynamic_sampling else 1):
+        for _ in range(d.max_sampling_rounds if d.dynamic_sampling else 1):
             rows = self.draw(draw)[self.rank :: self.world]
             groups = sample_rollouts(
                 backend,
                 [self.question_prompt(r) for r in rows],
-                n=s.rollouts_per_prompt,
+                n=d.rollouts_per_prompt,
                 turn=1,
                 step=step,
                 settings=s,
@@ -149,13 +185,13 @@ class DapoTrainer(Trainer):
             sampled += len(rows)
             sampled_groups += groups
             for row, group in zip(rows, groups):
-                if not s.dynamic_sampling or mixed([r.correct for r in group]):
+                if not d.dynamic_sampling or mixed([r.correct for r in group]):
                     kept.append((row, group))
-            if not s.dynamic_sampling or all_reduce(min(len(kept), quota)) >= s.prompts_per_step:
+            if not d.dynamic_sampling or all_reduce(min(len(kept), quota)) >= d.prompts_per_step:
                 break
         kept = kept[:quota]
         for _, group in kept:
-            for r, a in zip(group, group_advantages([r.reward for r in group], s.advantage_eps)):
+            for r, a in zip(group, group_advantages([r.reward for r in group], d.advantage_eps)):
                 r.advantage = float(a)
         return sampled_groups, kept, sampled
 

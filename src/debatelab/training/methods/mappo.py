@@ -22,7 +22,7 @@ The training step (`MappoTrainer`, on `core.debate_trainer`'s step):
 3. Advantages R − V(s) from the critic as it was before this step, standardised over the batch;
    then the critic fits R (`critic_epochs` full-batch steps on the whole batch's turns).
 4. Per agent, one clipped update on its own turns (the debate context masked), each with its own
-   advantage, KL as the run's `kl_coef` (0 by default: PPO).
+   advantage, KL as the block's `kl_coef` (0 by default: PPO).
 
 Data parallel (`gpus` > 1): every process draws the same M questions and debates every world-th;
 the answers and returns of all debates are gathered, so every process takes the same advantages
@@ -75,8 +75,11 @@ class MappoSettings:
     critic_learning_rate: float = 1e-3
     critic_epochs: int = 5  # full-batch critic steps per rollout step, after the advantages are taken
     normalize_advantages: bool = True
+    kl_coef: float = 0.0  # weight of the KL to the base model (PPO: 0; 0: no reference)
 
     def __post_init__(self):
+        if self.kl_coef < 0:
+            raise ValueError(f"mappo: kl_coef must be >= 0, got {self.kl_coef}")
         if self.rounds < 1 or self.questions_per_step < 1 or self.critic_hidden < 1 or self.critic_epochs < 0:
             raise ValueError(
                 "mappo: rounds, questions_per_step and critic_hidden >= 1, critic_epochs >= 0 are required"

@@ -5,7 +5,7 @@ The second turn (`SdrlTrainer.debate_turn`, step 3 of a DAPO step): a seeded ran
 `debate_prompts_per_step` of the kept prompts get a debate prompt built from two of their own
 rollouts (`pair_mode`, `debate_template`), n_d second-turn rollouts each (`debate_rollouts`);
 groups whose rollouts are all correct or all wrong are dropped; advantages within each debate
-group. Its knobs are `TrainSettings` fields (config keys of the run itself).
+group. Its settings are `SdrlSettings` (config `training.runs.<run>.sdrl`: DAPO's keys and these).
 
 The debate pairs (`choose_pair`, Liu et al., arXiv:2601.22297 §5 step 3): which two of a prompt's own rollouts its debate prompt shows.
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -29,7 +30,31 @@ from ...grading import INVALID, answer_keys
 from ...llm.base import stable_hash
 from ..core.rewards import group_advantages
 from ..core.rollouts import Rollout, sample_rollouts
-from .dapo import DapoTrainer, mixed
+from .dapo import DapoSettings, DapoTrainer, mixed
+
+PAIR_MODES = ("rand", "freq")
+DEBATE_TEMPLATES = ("two_turn", "one_message")
+
+
+@dataclass(frozen=True)
+class SdrlSettings(DapoSettings):
+    """SDRL's own settings (config `training.runs.<run>.sdrl`): DAPO's, and its second turn's (Liu et al.,
+    arXiv:2601.22297 §5 steps 3-4; §6.1.1, App. A.1 defaults)."""
+
+    debate_prompts_per_step: int = 128  # M_d: kept prompts that get a debate prompt
+    debate_rollouts: int = 4  # n_d: second-turn rollouts per debate prompt
+    pair_mode: str = "rand"  # two random rollouts, or one of each of the two most frequent answers
+    debate_template: str = "two_turn"  # the first solution as the model's own turn, or both in one message
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.pair_mode not in PAIR_MODES or self.debate_template not in DEBATE_TEMPLATES:
+            raise ValueError(
+                f"training: sdrl.pair_mode must be one of {PAIR_MODES} and sdrl.debate_template one of "
+                f"{DEBATE_TEMPLATES}, got {self.pair_mode!r}, {self.debate_template!r}"
+            )
+        if self.debate_prompts_per_step < 0 or self.debate_rollouts < 1:
+            raise ValueError("training: sdrl.debate_prompts_per_step >= 0 and sdrl.debate_rollouts >= 1 are required")
 
 
 def choose_pair(
@@ -67,23 +92,23 @@ class SdrlTrainer(DapoTrainer):
 
     def debate_turn(self, backend, step: int, kept):
         """SDRL's second turn: (debate prompts, kept debate groups, every debate rollout) of this process."""
-        s = self.settings
-        if not kept or not s.debate_prompts_per_step:
+        s, d = self.settings, self.settings.own
+        if not kept or not d.debate_prompts_per_step:
             return 0, [], [], {}
         rng = np.random.default_rng(
             int(stable_hash({"run": s.seed, "step": step, "rank": self.rank, "what": "debate"})[:8], 16)
         )
-        count = min(max(s.debate_prompts_per_step // self.world, 1), len(kept))
+        count = min(max(d.debate_prompts_per_step // self.world, 1), len(kept))
         chosen = sorted(rng.choice(len(kept), size=count, replace=False).tolist())
         prompts_, pair_correct = [], []
         for index in chosen:
             row, group = kept[index]
-            first, second = choose_pair(group, s.pair_mode, rng, row["task_type"])
+            first, second = choose_pair(group, d.pair_mode, rng, row["task_type"])
             pair_correct += [first.correct, second.correct]
-            messages = prompts.self_debate_messages(row, self.system_prompt, first.text, second.text, s.debate_template)
+            messages = prompts.self_debate_messages(row, self.system_prompt, first.text, second.text, d.debate_template)
             prompts_.append((row, f"{row['id']}#debate", messages))
         groups = sample_rollouts(
-            backend, prompts_, n=s.debate_rollouts, turn=2, step=step, settings=s, reward=self.reward
+            backend, prompts_, n=d.debate_rollouts, turn=2, step=step, settings=s, reward=self.reward
         )
         kept_groups, all_correct, all_wrong = [], 0, 0
         for group in groups:
@@ -93,7 +118,7 @@ class SdrlTrainer(DapoTrainer):
                 all_correct += all(r.correct for r in group)
                 all_wrong += not any(r.correct for r in group)
                 continue
-            for r, a in zip(group, group_advantages([r.reward for r in group], s.advantage_eps)):
+            for r, a in zip(group, group_advantages([r.reward for r in group], d.advantage_eps)):
                 r.advantage = float(a)
             kept_groups.append(group)
         # §9.3's quantities: the pair's own accuracy (the two first-turn answers shown) and why groups were dropped

@@ -47,8 +47,7 @@ KL_MODES = ("reward", "loss")
 
 @dataclass(frozen=True)
 class UmadSettings:
-    """UMAD's own settings (config `training.runs.<run>.umad`; Qiao et al., arXiv:2603.01221 §4.2, App. C.2, Algorithm 2; App. D.2, Table 2 defaults). The KL
-    weight β is the run's `kl_coef` (0.001 in the paper)."""
+    """UMAD's own settings (config `training.runs.<run>.umad`; Qiao et al., arXiv:2603.01221 §4.2, App. C.2, Algorithm 2; App. D.2, Table 2 defaults)."""
 
     threads: int = 5  # G: paired debate threads per question
     turns: int = 2  # T_train: the first answer and T_train − 1 debate rounds
@@ -58,8 +57,12 @@ class UmadSettings:
     reward_mode: str = "team_sum"
     eu_mode: str = "sign"
     kl_mode: str = "reward"  # the paper's code: −β·Σ_t k1 in the reward; "loss": β·KL in the loss
+    kl_coef: float = 0.0  # β, the KL weight to the base model (0.001 in the paper; 0: no reference)
+    advantage_eps: float = 1e-6
 
     def __post_init__(self):
+        if self.kl_coef < 0 or self.advantage_eps < 0:
+            raise ValueError("umad: kl_coef >= 0 and advantage_eps >= 0 are required")
         if self.reward_mode not in REWARD_MODES or self.eu_mode not in EU_MODES or self.kl_mode not in KL_MODES:
             raise ValueError(
                 f"umad: reward_mode in {REWARD_MODES}, eu_mode in {EU_MODES}, kl_mode in {KL_MODES} required"
@@ -257,7 +260,7 @@ class UmadTrainer(DebateTrainer):
         for agent, rollouts in phase.items():
             with self.policy.acting(agent) as view:
                 batch.passes[agent] = self.logprob_pass(
-                    self.micro_batches(rollouts, view), view, with_reference=bool(self.settings.kl_coef)
+                    self.micro_batches(rollouts, view), view, with_reference=bool(self.umad.kl_coef)
                 )
         self.turn_rewards(batch, index)
         self.turn_advantages(batch, index)
@@ -265,8 +268,7 @@ class UmadTrainer(DebateTrainer):
     def turn_rewards(self, batch: UmadBatch, t: int) -> None:
         """Û of the turn-t responses under π_old, and what R_total loses: the length shaping and, with
         `kl_mode: reward`, β·Σ k1 to the reference."""
-        s = self.settings
-        with_reference = bool(s.kl_coef)
+        with_reference = bool(self.umad.kl_coef)
         old = {k: v for agent in batch.passes for k, v in batch.passes[agent][0].items()}
         ref = {k: v for agent in batch.passes for k, v in batch.passes[agent][1].items()}
         for (q, g, i, turn), r in batch.cell.items():
@@ -278,7 +280,7 @@ class UmadTrainer(DebateTrainer):
             if with_reference:
                 batch.kl_values.append(float((logps - ref[id(r)]).mean()) if r.length else float("nan"))
                 if self.umad.kl_mode == "reward":
-                    batch.penalty[q, g, i, t] += s.kl_coef * float((logps - ref[id(r)]).sum())  # β·Σ k1
+                    batch.penalty[q, g, i, t] += self.umad.kl_coef * float((logps - ref[id(r)]).sum())  # β·Σ k1
 
     def turn_advantages(self, batch: UmadBatch, t: int) -> None:
         """Each question's advantages of turn t (groups are per (agent, turn): other turns untouched)."""
@@ -291,7 +293,7 @@ class UmadTrainer(DebateTrainer):
                 alpha_au=u.alpha_au,
                 reward_mode=u.reward_mode,
                 eu_mode=u.eu_mode,
-                eps=self.settings.advantage_eps,
+                eps=self.umad.advantage_eps,
                 penalty=batch.penalty[q],
             )
             for g, i in np.ndindex(u.threads, len(self.seats)):
@@ -306,7 +308,7 @@ class UmadTrainer(DebateTrainer):
     def update_agent(self, batch: UmadBatch, agent: str, rollouts: list[Rollout], view) -> dict:
         """The agent's update on its turn-t responses against the turn's π_old (the KL in the loss only
         with `kl_mode: loss`)."""
-        kl_in_loss = self.settings.kl_coef if self.umad.kl_mode == "loss" else 0.0
+        kl_in_loss = self.umad.kl_coef if self.umad.kl_mode == "loss" else 0.0
         return self.update_policy(
             rollouts, batch.step, policy=view, kl_coef=kl_in_loss, precomputed=batch.passes[agent]
         )
@@ -324,6 +326,6 @@ class UmadTrainer(DebateTrainer):
             "eu_mean": pooled(stack("eu")),
             "weight_mean": pooled(stack("weight")),
         }
-        if self.settings.kl_coef:  # every response's KL to the reference, pooled (else the updates' mean)
+        if self.umad.kl_coef:  # every response's KL to the reference, pooled (else the updates' mean)
             out["kl"] = pooled(kl_values)
         return out

@@ -1,0 +1,113 @@
+"""Settings per method: a core (`TrainSettings`) and one block of the run's own method, each validating
+itself; a key the run's method doesn't read is an error naming the key and the method, at the dry run."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from debatelab.config import ConfigError, Experiment, validate_config
+from debatelab.training.methods import METHODS
+from debatelab.training.settings import MULTI_AGENT_KEYS, TrainSettings
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = yaml.safe_load((REPO / "config/schema.yaml").read_text())
+RUN = SCHEMA["definitions"]["training_run"]["properties"]
+TINY = yaml.safe_load((REPO / "tests/configs/tiny.yaml").read_text())
+
+
+def _experiment(edit) -> Experiment:
+    config = copy.deepcopy(TINY)
+    edit(config["training"]["runs"])
+    return Experiment(validate_config(config))
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_each_method_builds_its_own_block_and_no_other(method):
+    settings = TrainSettings(method=method)
+    own = METHODS[method].block
+    assert isinstance(settings.own, METHODS[method].settings) and settings.own is getattr(settings, own)
+    others = {m.block for m in METHODS.values()} - {own}
+    assert all(getattr(settings, block) is None for block in others)
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_each_blocks_schema_lists_exactly_its_class_fields(method):
+    """The schema refuses a key its block's class lacks (additionalProperties: false) and offers every
+    field: the two lists are the same, so no key is accepted and then ignored."""
+    spec = METHODS[method]
+    block = RUN[spec.block]
+    assert block.get("additionalProperties") is False and "default" not in block, spec.block
+    assert sorted(block["properties"]) == sorted(f.name for f in dataclasses.fields(spec.settings)), spec.block
+
+
+def test_another_methods_block_is_refused_naming_it_and_the_method():
+    with pytest.raises(
+        ValueError, match=r"training: udpo is a block method 'mappo' does not read \(its block is 'mappo'\)"
+    ):
+        TrainSettings(method="mappo", udpo={})
+    with pytest.raises(ValueError, match=r"training: dapo is a block method 'sdrl' does not read"):
+        TrainSettings(method="sdrl", dapo={"prompts_per_step": 4})
+
+
+def test_a_key_its_block_lacks_is_refused_with_the_blocks_keys():
+    with pytest.raises(ValueError, match=r"training: sdrl\.pair_mod is no setting of sdrl \(its keys: \[.*'pair_mode'"):
+        TrainSettings(method="sdrl", sdrl={"pair_mod": "freq"})
+    # UDPO weighs the KL by each seat's eta: it has no kl_coef to set (it was accepted and ignored before)
+    with pytest.raises(ValueError, match=r"udpo\.kl_coef is no setting of udpo"):
+        TrainSettings(method="udpo", udpo={"kl_coef": 0.1})
+
+
+@pytest.mark.parametrize("key", MULTI_AGENT_KEYS)
+def test_multi_agent_keys_on_a_single_policy_run_are_refused(key):
+    value = {"protocol": "trained", "overlong_shaping": False, "parallelism": "data"}[key]
+    with pytest.raises(ValueError, match=rf"training: {key} is read by the multi-agent methods only .* not by 'dapo'"):
+        TrainSettings.from_config({"method": "dapo", key: value})  # even at its default value: it was written
+
+
+def test_the_dry_run_names_the_run_the_key_and_the_method():
+    def udpo_block_on_rmaac(runs):
+        runs["rmaac"]["udpo"] = {"rounds": 1}
+
+    with pytest.raises(
+        ConfigError, match=r"config: training\.runs\.rmaac\.udpo is a block method 'rmaac' does not read"
+    ):
+        _experiment(udpo_block_on_rmaac)
+
+    def shaping_on_sdrl(runs):
+        runs["sdrl"]["overlong_shaping"] = True
+
+    with pytest.raises(ConfigError, match=r"config: training\.runs\.sdrl\.overlong_shaping is read by the multi-agent"):
+        _experiment(shaping_on_sdrl)
+
+    def moved_key_at_the_run_level(runs):  # DAPO's keys live in its block now
+        runs["sdrl"]["prompts_per_step"] = 2
+
+    with pytest.raises(
+        ConfigError, match=r"training\.runs\.sdrl: Additional properties are not allowed \('prompts_per_step'"
+    ):
+        _experiment(moved_key_at_the_run_level)
+
+    def bad_value_in_a_block(runs):
+        runs["sdrl"]["sdrl"]["rollouts_per_prompt"] = 1
+
+    with pytest.raises(ConfigError, match=r"training\.runs\.sdrl\.sdrl\.rollouts_per_prompt"):
+        _experiment(bad_value_in_a_block)
+
+
+def test_the_kl_weight_is_the_blocks_and_udpo_has_none():
+    assert TrainSettings(method="dapo", dapo={"kl_coef": 0.01}).kl_weight == 0.01
+    assert TrainSettings(method="umad", umad={"kl_coef": 0.001}).kl_weight == 0.001
+    assert TrainSettings(method="rmaac", mappo={"kl_coef": 0.2}).kl_weight == 0.2
+    assert TrainSettings(method="udpo").kl_weight == 0.0  # its trainer passes each seat's eta
+
+
+def test_a_settings_dict_round_trips_through_the_job_spec():
+    """`to_dict` is what travels to each training process (job.json) and into the resume fingerprint."""
+    for method in METHODS:
+        settings = TrainSettings(method=method, lora={"r": 4, "alpha": 8})
+        assert TrainSettings(**settings.to_dict()) == settings
