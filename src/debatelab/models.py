@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from .data.offline import SourceUnavailable, package_dir
+from .errors import ConfigError
 from .io import current_umask, write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -293,3 +294,28 @@ def _build_model(name: str, source: str, out_dir, dtype: str, seed: int, include
         raise ModelSourceError(
             f"model {name!r}: unknown source {source!r}; use bundled:<name>, hf:<repo id>, or a local folder"
         )
+
+
+def check_model_source(where: str, source: str) -> None:
+    """A model source a job can build: bundled:<known>, hf:<repo>, trained:<run>, or a local Hugging
+    Face folder that exists now (relative to the working directory), so a typo stops the dry run
+    rather than the model job."""
+    if source.startswith("hf:"):
+        repo = source[len("hf:") :].partition("@")[0]
+        if not re.fullmatch(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?", repo):
+            raise ConfigError(f"config: {where} = {source!r}: not a Hub repo id (hf:<org>/<name>[@revision])")
+        return
+    if source.startswith("trained:"):
+        return
+    if source.startswith("bundled:"):
+        if source[len("bundled:") :] not in BUNDLED_MODELS:
+            raise ConfigError(f"config: {where} = {source!r}: no such bundled model (known: {list(BUNDLED_MODELS)})")
+        return
+    folder = Path(source).expanduser()
+    if not folder.is_dir():
+        raise ConfigError(
+            f"config: {where} = {source!r}: no such folder (from {Path.cwd()}); a local model is a Hugging "
+            "Face folder, else use bundled:<name>, hf:<repo id> or trained:<run>"
+        )
+    if not (folder / "config.json").is_file():
+        raise ConfigError(f"config: {where} = {source!r} has no config.json: not a Hugging Face model folder")
