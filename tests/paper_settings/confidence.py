@@ -1,9 +1,8 @@
-"""Confidence protocols (Elahi & Di Eugenio, "Multiagent Protocols with Aggregated Confidence Signals";
-spec 004): models and pairs (§4, App. Table 3), datasets and splits (§4, App. A.2 Table 2), the debate
+"""Confidence protocols (Elahi & Di Eugenio, "Multiagent Protocols with Aggregated Confidence Signals"): models and pairs (§4, App. Table 3), datasets and splits (§4, App. A.2 Table 2), the debate
 (§3), the estimators (§3.2, §4 implementation notes), calibrators (§3.3, Table 1's caption), the
 TPE search (§3.1, §3.4) and the reporting protocol (§4.1: 5 runs, t-test at P < 0.05).
 
-Not paper settings (spec 004 marks them [CHOICE]; the config header gives them): checkpoint
+Not paper settings ([CHOICE]s; the config header gives them): checkpoint
 versions, the answer temperature, top-p and token budgets, the TPE trial count, patience and
 ranges beyond the paper's bounds, the ECE bin count, the one-sided paired form of the t-test."""
 

@@ -1,8 +1,8 @@
 """SDRL (Liu et al., "Prepare Reasoning Language Models for Multi-Agent Debate with Self-Debate
-Reinforcement Learning"; spec 003): training (§5.1-§5.2, §6.1.1, App. A.1 = spec §2, §6; D.2 for
-Table 5's 125-step run) and evaluation (§6.1.2, §6.4, App. B = spec §5; Tables 1-6, Fig. 1).
+Reinforcement Learning"): training (§5.1-§5.2, §6.1.1, App. A.1; D.2 for
+Table 5's 125-step run) and evaluation (§6.1.2, §6.4, App. B; Tables 1-6, Fig. 1).
 
-Left out as the paper does not give them (spec §6 "not stated"): training temperature / top-p,
+Left out as the paper does not give them: training temperature / top-p,
 weight decay, grad clip, the schedule after the warm-up, seeds, prompt length, hardware; and
 the evaluation's context window (§6.4 only says N = 7 had to fit it)."""
 
@@ -88,7 +88,7 @@ _DAPO = [
     (
         "reward",
         "dapo_math",
-        "§5.1, §6.1.1: +1 correct / -1 otherwise; App. B / verl's DAPO recipe: DAPO's verifier (spec §4)",
+        "§5.1, §6.1.1: +1 correct / -1 otherwise; App. B / verl's DAPO recipe: DAPO's verifier",
     ),
     ("prompts_per_step", 256, "§6.1.1: prompt batch 256"),
     ("rollouts_per_prompt", 8, "§6.1.1: 8 responses per prompt"),
@@ -158,13 +158,11 @@ def _mad(name, agent, n=5, rounds=1, kind="all_to_all", final="vote", source="Ta
         Setting(
             f"protocols.{name}.final",
             final,
-            "§3 Eq. 5: plurality of the last answers"
-            if final == "vote"
-            else f"{_CHOI}: the central agent's answer (spec §4)",
+            "§3 Eq. 5: plurality of the last answers" if final == "vote" else f"{_CHOI}: the central agent's answer",
         ),
         # a hub's answer has no ties to break
         *(
-            [Setting(f"protocols.{name}.tie_break", "random", f"{_CHOI}: plurality ties broken at random (spec §4)")]
+            [Setting(f"protocols.{name}.tie_break", "random", f"{_CHOI}: plurality ties broken at random")]
             if final == "vote"
             else []
         ),
@@ -176,7 +174,7 @@ def _maj(name, agent):
     return [
         Setting(f"protocols.{name}.kind", "self_consistency", "Table 1: Maj, the plurality of the round-0 answers"),
         Setting(f"protocols.{name}.participants", [agent] * 5, "Table 1: N = 5"),
-        Setting(f"protocols.{name}.tie_break", "random", f"{_CHOI}: plurality ties broken at random (spec §4)"),
+        Setting(f"protocols.{name}.tie_break", "random", f"{_CHOI}: plurality ties broken at random"),
         Setting(f"protocols.{name}.threads", 5, "§6.1.2: mean of 5 independent runs"),
     ]
 

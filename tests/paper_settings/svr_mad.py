@@ -1,9 +1,9 @@
-"""SVR-MAD (Jiang et al., "Bayesian-Inspired, Posterior-Guided Multi-Agent Debate"; spec 002): Table 1's
+"""SVR-MAD (Jiang et al., "Bayesian-Inspired, Posterior-Guided Multi-Agent Debate"): Table 1's
 two LLMs (GPT-OSS-120B, DeepSeek-V3.1) on IMO-AnswerBench and filtered HLE (§5, App. A "LLM settings",
 "Dataset pre-processing"), the MAD setting (§5), the baselines' settings (App. A "GroupDebate",
 "S2-MAD", "SID-ET") and SVR-MAD's hyperparameters (Algorithm 1, App. A "SVR-MAD").
 
-Not in the table because the paper does not give them (spec 002 marks them [infer] / [CHOICE]): the
+Not in the table because the paper does not give them (so they are [CHOICE]s in the config): the
 prior SVR-MAD's first receivers use, repeats of a challenger, tie-breaks outside SVR-MAD's fallback,
 SID-ET's signal agent, GroupDebate's cross-group NComm count, S2-MAD without grouping. Not config
 keys, so not here either: B_max = S(k + m) (built into the svr_mad protocol), HLE's text-only /

@@ -1,5 +1,5 @@
-"""UDPO (Tang et al., "The Value of Variance"; spec 000): data and models (§7), the debate (§3,
-Algorithm A), the training (App. A.1 = spec §7, Eqs 10-15 = spec §5.2-§5.4), the baselines (§8)."""
+"""UDPO (Tang et al., "The Value of Variance"): data and models (§7), the debate (§3,
+Algorithm A), the training (App. A.1, Eqs 10-15), the baselines (§8)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ DERIVED = {
     **{f"attack_m{m}.compromised": (lambda exp, m=m: _compromised(exp, f"attack_m{m}")) for m in (1, 2, 3)},
 }
 
-_A1 = "App. A.1 (spec §7)"
+_A1 = "App. A.1"
 _TRAINING = [
     ("participants", FIVE, "§7: the heterogeneous ensemble, one model per agent"),
     ("learning_rate", 1e-5, f"{_A1}: AdamW, LR 1e-5"),

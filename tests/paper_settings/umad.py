@@ -1,4 +1,4 @@
-"""UMAD (Qiao et al., "Epistemic Gain, Aleatoric Cost"; spec 001): training (§4.3, §6 = the paper's
+"""UMAD (Qiao et al., "Epistemic Gain, Aleatoric Cost"): training (§4.3, §6 = the paper's
 Table 2 and App. D.2; [code] = the authors' released code as the spec reads it) and evaluation (§8,
 App. D.2, D.5)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from . import Setting, at_least, runs_rows
 
-MATH_TRAIN = 7500  # MATH train questions (spec 001 §7)
+MATH_TRAIN = 7500  # MATH train questions (Qiao et al., arXiv:2603.01221 §7)
 
 UMAD_RUNS = ("umad", "ippo", "intrinsic_only", "nll_only", "umad_homo", "ippo_homo")
 GRPO_RUNS = ("grpo_a0", "grpo_a1")

@@ -6,8 +6,8 @@ Answers layout as in `uncertainty.measures`: `answers[t][i]` is agent i's parsed
 round t (t = 0 the independent answer, t = 1..T the debate rounds), None when unparseable.
 
 The training step (Tang et al., arXiv:2602.07186 App. A.4, Algorithm 1; `UdpoTrainer`, on `core.debate_trainer`'s step):
-1. Draw M questions: uniformly, or with `replay` half by replay priority and half uniformly (spec
-   000 §5.4; priority draws carry importance weights w, `replay_draw`).
+1. Draw M questions: uniformly, or with `replay` half by replay priority and half uniformly (Tang
+   et al., arXiv:2602.07186 §5.4; priority draws carry importance weights w, `replay_draw`).
 2. Run one debate per question with the current agents (`core.debate_rollouts.rollout_debates`).
 3. Trajectory rewards r_intra, r_inter, r_sys, r_task (`trajectory_rewards`), each seat's
    r^(i) with its coefficients (Eq 4), and batch-mean advantages per seat (§5.3).
