@@ -29,6 +29,7 @@ from debatelab.training.methods.mappo import (
 )
 
 SETTINGS = toy_settings(
+    "mappo",
     lora={"r": 4, "alpha": 8},
     dtype="float32",
     max_tokens=6,

@@ -310,14 +310,14 @@ def test_every_training_question_gets_a_fresh_priority_after_each_epoch(char_mod
 def test_priority_draws_weight_the_loss_and_leave_the_advantage_alone(char_model_dir, monkeypatch):
     """The replay importance weight w goes to each turn's loss weight (`Rollout.weight`, passed to the
     loss with the clip and KL terms), and the advantage is the plain batch-mean one."""
-    import debatelab.training.core.trainer as trainer_module
+    import debatelab.training.core.loss as loss_module  # the update imports policy_loss from it when it runs
 
     trainer = _udpo_trainer(char_model_dir, questions_per_step=4, steps=1)
     trainer.state.extra["priority"] = [0.1, 0.2, 0.4, 0.8]
     _, weights = trainer._draw_step(0)
     assert (weights != 1).any()  # this seed draws two questions of different priority
     seen, passed = [], []
-    update, loss = trainer.update_policy, trainer_module.policy_loss
+    update, loss = trainer.update_policy, loss_module.policy_loss
 
     def recording_update(sequences, *args, **kwargs):
         seen.extend(sequences)
@@ -328,7 +328,7 @@ def test_priority_draws_weight_the_loss_and_leave_the_advantage_alone(char_model
         return loss(logprobs, *args, weights=weights, **kwargs)
 
     monkeypatch.setattr(trainer, "update_policy", recording_update)
-    monkeypatch.setattr(trainer_module, "policy_loss", recording_loss)
+    monkeypatch.setattr(loss_module, "policy_loss", recording_loss)
     trainer.train_step(0)
     rewards: dict[tuple[int, int], float] = {}
     for r in seen:
