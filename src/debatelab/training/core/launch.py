@@ -23,23 +23,22 @@ import pandas as pd
 from ...io import write_json_atomic
 from ...llm.agent import AgentSpec
 from ...runlog import job_log
+from ..multi_agent_stage import train_agents_job
 from ..settings import TrainSettings
+from ..stage import train_job
 from .distributed import init_process_group
 
 log = logging.getLogger(__name__)
 
 #: The jobs a training process can run: "train" (one policy), "train_agents" (every agent of a debate).
-JOBS = {
-    "train": ("debatelab.training.stage", "train_job"),
-    "train_agents": ("debatelab.training.multi_agent_stage", "train_agents_job"),
-}
+JOBS = {"train": train_job, "train_agents": train_agents_job}
 
 
 def job_function(kind: str):
-    import importlib
-
-    module, name = JOBS[kind]
-    return getattr(importlib.import_module(module), name)
+    try:
+        return JOBS[kind]
+    except KeyError:
+        raise ValueError(f"training job kind {kind!r}: expected one of {list(JOBS)}") from None
 
 
 def write_job_spec(path: str | Path, *, job_kind: str = "train", **job) -> None:
