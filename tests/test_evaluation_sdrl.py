@@ -13,7 +13,7 @@ from workflow_helpers import REPO_ROOT
 
 from debatelab.config import Experiment, validate_config
 from debatelab.evaluation import stage
-from debatelab.evaluation.papers import sdrl, sdrl_claims
+from debatelab.evaluation.papers import sdrl, sdrl_claims, sdrl_single_agent
 from debatelab.evaluation.run import (
     QUESTION_COLUMNS,
     TURN_COLUMNS,
@@ -271,16 +271,21 @@ def test_table2_reads_each_methods_full_budget_agents_not_its_debate_seats():
     outputs.agent_max_tokens.update({"base": 8192, "dapo": 8192, "sdrl": 8192, "dapo_n5": 5248})
     t2 = sdrl.evaluate(outputs)
     assert cell(t2, "table2", "mean_at_k", dataset="math500", method="DAPO")["value"] == pytest.approx(62.5)
-    assert "dapo_n5" not in set(sdrl.single_agent_questions(outputs)["agent"])
+    assert "dapo_n5" not in set(sdrl_single_agent.single_agent_questions(outputs)["agent"])
 
 
 def test_agents_map_to_the_method_of_the_run_that_trained_their_model():
     outputs = make_outputs()
-    assert sdrl.agent_methods(outputs) == {"base": "Base", "dapo": "DAPO", "sdrl": "SDRL-freq"}
+    assert sdrl_single_agent.agent_methods(outputs) == {"base": "Base", "dapo": "DAPO", "sdrl": "SDRL-freq"}
     # tests/configs/tiny.yaml, read the way the workflow reads it
     exp = Experiment(validate_config(yaml.safe_load((REPO_ROOT / "tests/configs/tiny.yaml").read_text())))
     tiny = RunOutputs.from_experiment(exp)
-    assert sdrl.agent_methods(tiny) == {"alice": "Base", "bob": "Base", "carol": "SDRL-rand", "dave": "UDPO"}
+    assert sdrl_single_agent.agent_methods(tiny) == {
+        "alice": "Base",
+        "bob": "Base",
+        "carol": "SDRL-rand",
+        "dave": "UDPO",
+    }
 
 
 def test_centralized_maj_is_the_hubs_round0_answer(result):

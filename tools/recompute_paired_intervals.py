@@ -35,10 +35,17 @@ class Quoted:
 
 QUOTED = [
     Quoted(
-        "README, docs/experiments (learning_cpu)", "DAPO, middle seat", 200, 21.5, 10.5, 11.0, "0.0009", "[5.0, 17.5]"
+        "learning_cpu, the 2026-11-26 runs (README and docs/experiments quote the 2026-11-27 rerun)",
+        "DAPO, middle seat",
+        200,
+        21.5,
+        10.5,
+        11.0,
+        "0.0009",
+        "[5.0, 17.5]",
     ),
     Quoted(
-        "README, docs/experiments (learning_cpu)",
+        "learning_cpu, the 2026-11-26 runs (README and docs/experiments quote the 2026-11-27 rerun)",
         "DAPO, the three seats' debate",
         200,
         23.5,
@@ -48,10 +55,17 @@ QUOTED = [
         "[6.0, 18.5]",
     ),
     Quoted(
-        "README, docs/experiments (learning_cpu)", "SDRL, middle seat", 200, 18.5, 10.5, 8.0, "0.017", "[2.0, 14.0]"
+        "learning_cpu, the 2026-11-26 runs (README and docs/experiments quote the 2026-11-27 rerun)",
+        "SDRL, middle seat",
+        200,
+        18.5,
+        10.5,
+        8.0,
+        "0.017",
+        "[2.0, 14.0]",
     ),
     Quoted(
-        "README, docs/experiments (learning_cpu)",
+        "learning_cpu, the 2026-11-26 runs (README and docs/experiments quote the 2026-11-27 rerun)",
         "SDRL, the three seats' debate",
         200,
         21.5,
@@ -61,7 +75,7 @@ QUOTED = [
         "[4.5, 16.0]",
     ),
     Quoted(
-        "README, docs/experiments (learning_cpu)",
+        "learning_cpu, the 2026-11-26 runs (README and docs/experiments quote the 2026-11-27 rerun)",
         "SDRL's debate vs DAPO's",
         200,
         21.5,

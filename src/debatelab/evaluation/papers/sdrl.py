@@ -27,7 +27,7 @@ from ...training.settings import TrainSettings
 from ..claims import finite
 from ..paper_numbers import long_table
 from ..result import PaperEvaluation
-from ..run import ProtocolInfo, RunOutputs, protocol_method, run_label, seat_rounds
+from ..run import ProtocolInfo, RunOutputs, protocol_method, seat_rounds
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ PAPER = "sdrl"
 # --------------------------------------------------------------------------- answers and votes
 
 
-def _task_types(outputs: RunOutputs) -> dict[tuple[str, str], str]:
+def task_types(outputs: RunOutputs) -> dict[tuple[str, str], str]:
     """(dataset, question_id) -> task type, from the questions (turns and samples don't carry it)."""
     q = outputs.questions
     if q.empty:
@@ -56,7 +56,7 @@ def _task_types(outputs: RunOutputs) -> dict[tuple[str, str], str]:
     return dict(zip(zip(q["dataset"], q["question_id"].astype(str)), q["task_type"]))
 
 
-def _with_keys(frame: pd.DataFrame, task_types: dict) -> pd.DataFrame:
+def with_answer_keys(frame: pd.DataFrame, task_types: dict) -> pd.DataFrame:
     """`key` per row as the debate stage compares answers (`answer_keys` of the question's task
     type; the raw answer where the type is unknown), each distinct answer canonicalised once."""
     answers = [None if pd.isna(a) else str(a) for a in frame["answer"]]
@@ -67,7 +67,7 @@ def _with_keys(frame: pd.DataFrame, task_types: dict) -> pd.DataFrame:
     return frame.assign(key=[cache[p] for p in zip(types, answers)])
 
 
-def _plurality(frame: pd.DataFrame, groups: list[str], order: str) -> pd.DataFrame:
+def plurality_correct(frame: pd.DataFrame, groups: list[str], order: str) -> pd.DataFrame:
     """Per group, whether the plurality answer is correct: `grading.votes.plurality` over the keys
     in `order` (ties to the first voter, the workflow's first_agent rule), the winner graded as its
     first voter's answer; a group without a valid answer is wrong."""
@@ -97,7 +97,7 @@ def system_by_round(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFr
     turns = turns[turns["protocol"].isin(list(names))]
     if turns.empty:
         return pd.DataFrame(columns=columns)
-    turns = _with_keys(turns, _task_types(outputs))
+    turns = with_answer_keys(turns, task_types(outputs))
     questions = outputs.questions
     last_round = {name: max(names[name].rounds, int(part["round"].max())) for name, part in turns.groupby("protocol")}
     frames = []
@@ -105,7 +105,7 @@ def system_by_round(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFr
         info = names[name]
         # keys are strings (INVALID too), so only a missing call is NaN
         long = long.assign(key=long["key"].where(long["key"].notna(), INVALID), correct=long["correct"].eq(True))
-        system = _plurality(long, [*GROUP, "round"], "agent_index")
+        system = plurality_correct(long, [*GROUP, "round"], "agent_index")
         if info.kind == "centralized":
             hub = long[long["agent_index"] == 0][[*GROUP, "round", "correct"]]
             if _final_is_hub(hub, questions[questions["protocol"] == name], info.rounds):
@@ -251,12 +251,12 @@ def decentralized(infos: list[ProtocolInfo]) -> list[ProtocolInfo]:
     return [p for p in infos if TOPOLOGIES[p.kind] == "decentralized"]
 
 
-def _method_rank(method: str) -> str:
+def method_rank(method: str) -> str:
     """Sort key: the paper's order (Base, DAPO, SDRL-rand, SDRL-freq), then any other by name."""
     return f"{METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER):02d} {method}"
 
 
-def _dataset_order(cells: pd.DataFrame) -> list[str]:
+def dataset_order(cells: pd.DataFrame) -> list[str]:
     own = set(cells.loc[cells["dataset"] != AVG, "run_dataset"])
     return [d for d in dict.fromkeys(cells["run_dataset"]) if d in own]
 
@@ -272,7 +272,7 @@ def debate_layout(cells: pd.DataFrame, index: list[str]) -> pd.DataFrame:
     dataset then "Avg ...", cells "mean ± sd over threads" (one decimal)."""
     if cells.empty:
         return pd.DataFrame(columns=[*index, "protocol", "threads"])
-    datasets = _dataset_order(cells)
+    datasets = dataset_order(cells)
     rows = []
     for key, g in cells.groupby(index, sort=False):
         row = dict(zip(index, key if isinstance(key, tuple) else (key,)))
@@ -287,7 +287,7 @@ def debate_layout(cells: pd.DataFrame, index: list[str]) -> pd.DataFrame:
         rows.append(row)
     out = pd.DataFrame(rows)
     return out.sort_values(
-        index, key=lambda s: s.map(_method_rank) if s.name == "method" else s, kind="stable"
+        index, key=lambda s: s.map(method_rank) if s.name == "method" else s, kind="stable"
     ).reset_index(drop=True)
 
 
@@ -427,7 +427,7 @@ def plot_fig1(by_round: pd.DataFrame, experiment: str):
     datasets = list(dict.fromkeys(by_round["run_dataset"]))
     width = 4.2 * max(1, len(datasets)) + 1.8  # 1.8 inches on the right hold the legend
     fig, axes = subplots(1, max(1, len(datasets)), figsize=(width, 3.8), squeeze=False, sharey=True)
-    methods = sorted(dict.fromkeys(by_round["method"]), key=_method_rank)
+    methods = sorted(dict.fromkeys(by_round["method"]), key=method_rank)
     for ax, dataset in zip(axes[0], datasets):
         sub = by_round[by_round["run_dataset"] == dataset]
         for i, method in enumerate(methods):
@@ -460,117 +460,13 @@ def plot_fig1(by_round: pd.DataFrame, experiment: str):
     return fig
 
 
-# --------------------------------------------------------------------------- single agent (Table 2)
-
-
-def agent_methods(outputs: RunOutputs) -> dict[str, str]:
-    """Agent name -> the method its model is: "Base", or the label of the run that trained it."""
-    return {agent: BASE if run is None else run_label(outputs.runs[run]) for agent, run in outputs.agent_runs.items()}
-
-
-def single_agent_agents(outputs: RunOutputs, methods: dict[str, str]) -> dict[str, str]:
-    """The agents of Table 2 (agent -> method): per (backbone, method), those with the largest reply
-    budget. A config keeps the single-agent evaluation at the paper's budget and gives its debate
-    seats smaller ones, cut to fit N replies into the window (sdrl.yaml's "_n5" / "_n7" agents):
-    those samples are the debates' round 0, not Table 2's."""
-    budget = {a: int(outputs.agent_max_tokens.get(a, 0)) for a in methods}
-    key = {a: (outputs.agent_backbone(PAPER, a), m) for a, m in methods.items()}
-    best: dict[tuple, int] = {}
-    for a, k in key.items():
-        best[k] = max(best.get(k, 0), budget[a])
-    return {a: m for a, m in methods.items() if budget[a] == best[key[a]]}
-
-
-def single_agent_questions(outputs: RunOutputs) -> pd.DataFrame:
-    """Per (dataset, agent, question): `mean` = the share right of the first K samples, `maj` = their
-    plurality is right, `k` = samples kept, with the agent's method and backbone; K = 4 on MATH500,
-    32 elsewhere (fewer where the run sampled fewer). Only the agents of `single_agent_agents`."""
-    columns = ["dataset", "agent", "question_id", "mean", "k", "maj", "method", "model"]
-    zs = outputs.zero_shot
-    methods = single_agent_agents(outputs, agent_methods(outputs))
-    zs = zs[zs["agent"].isin(list(methods))]
-    if zs.empty:
-        return pd.DataFrame(columns=columns)
-    limit = zs["dataset"].map(lambda d: PAPER_K.get(outputs.paper_dataset(d), DEFAULT_K))
-    zs = _with_keys(zs[zs["sample"] < limit], _task_types(outputs)).assign(correct=lambda f: f["correct"].astype(bool))
-    groups = ["dataset", "agent", "question_id"]
-    per_question = zs.groupby(groups, sort=False).agg(mean=("correct", "mean"), k=("sample", "size")).reset_index()
-    per_question = per_question.merge(_plurality(zs, groups, "sample").rename(columns={"correct": "maj"}), on=groups)
-    per_question["method"] = per_question["agent"].map(methods)
-    per_question["model"] = per_question["agent"].map(lambda a: outputs.agent_backbone(PAPER, a))
-    return per_question[columns]
-
-
-def single_agent(outputs: RunOutputs, per_question: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Table 2: per (dataset, method) mean@K and maj@K in %, over the (agent, question) pairs of
-    `single_agent_questions`; dataset "avg" = the mean over datasets."""
-    columns = ["dataset", "run_dataset", "model", "method", "agents", "k", "mean_at_k", "maj_at_k", "n"]
-    per_question = single_agent_questions(outputs) if per_question is None else per_question
-    if per_question.empty:
-        return pd.DataFrame(columns=columns)
-    rows = []
-    for (dataset, model, method), g in per_question.groupby(["dataset", "model", "method"], sort=False):
-        rows.append(
-            {
-                "dataset": outputs.paper_dataset(dataset),
-                "run_dataset": dataset,
-                "model": model,
-                "method": method,
-                "agents": ",".join(sorted(set(g["agent"]))),
-                "k": int(g["k"].max()),
-                "mean_at_k": 100 * g["mean"].mean(),
-                "maj_at_k": 100 * g["maj"].astype(float).mean(),
-                "n": len(g),
-            }
-        )
-    out = pd.DataFrame(rows, columns=columns)
-    for (model, method), g in out.groupby(["model", "method"], sort=False):
-        rows.append(
-            {
-                "dataset": AVG,
-                "run_dataset": "+".join(sorted(g["run_dataset"])),
-                "model": model,
-                "method": method,
-                "agents": ",".join(sorted(set(",".join(g["agents"]).split(",")))),
-                "k": "/".join(str(k) for k in sorted(set(g["k"]))),
-                "mean_at_k": g["mean_at_k"].mean(),
-                "maj_at_k": g["maj_at_k"].mean(),
-                "n": int(g["n"].sum()),
-            }
-        )
-    return pd.DataFrame(rows, columns=columns)
-
-
-def single_agent_layout(t2: pd.DataFrame) -> pd.DataFrame:
-    """Rows = (backbone, method), columns "<dataset> mean@K|maj@K" per run dataset then "Avg ..." (one decimal)."""
-    if t2.empty:
-        return pd.DataFrame(columns=["model", "method"])
-    datasets = _dataset_order(t2)
-    per_dataset = t2[t2["dataset"] != AVG]
-    ks = {
-        d: "K" if d == "Avg" else int(per_dataset.loc[per_dataset["run_dataset"] == d, "k"].max())
-        for d in [*datasets, "Avg"]
-    }
-    rows = []
-    for (model, method), g in t2.groupby(["model", "method"], sort=False):
-        row = {"model": model, "method": method, "agents": g["agents"].iloc[-1]}
-        for _, r in g.iterrows():
-            label = "Avg" if r["dataset"] == AVG else r["run_dataset"]
-            row[f"{label} mean@{ks[label]}"] = round(r["mean_at_k"], 1)
-            row[f"{label} maj@{ks[label]}"] = round(r["maj_at_k"], 1)
-        rows.append(row)
-    order = ["model", "method", "agents", *[f"{d} {m}@{ks[d]}" for d in [*datasets, "Avg"] for m in ("mean", "maj")]]
-    out = pd.DataFrame(rows).reindex(columns=order)
-    return out.sort_values(
-        ["model", "method"], key=lambda s: s.map(_method_rank) if s.name == "method" else s, kind="stable"
-    ).reset_index(drop=True)
-
-
 # --------------------------------------------------------------------------- entry point
 
 
 def evaluate(outputs: RunOutputs) -> PaperEvaluation:
-    from .sdrl_claims import paper_claims  # imports this module's tables: here, not at the top
+    # both import this module's helpers: here, not at the top
+    from .sdrl_claims import paper_claims
+    from .sdrl_single_agent import single_agent, single_agent_layout, single_agent_questions
 
     infos = debate_infos(outputs)
     q = question_outcomes(outputs, infos)
