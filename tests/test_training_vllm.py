@@ -162,9 +162,10 @@ def _train_two_agents_on_vllm(tiny_model_dir):
     from debatelab.training.methods.udpo import AgentCoefficients, UdpoTrainer
 
     torch.manual_seed(0)
+    dapo_keys = ("prompts_per_step", "rollouts_per_prompt", "dynamic_sampling")  # a UDPO run has none of them
     settings = toy_settings(
         **{
-            **SETTINGS,
+            **{k: v for k, v in SETTINGS.items() if k not in dapo_keys},
             "method": "udpo",
             "steps": 1,
             "mini_batch_size": 8,
