@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ...gpu_plan import WEIGHTS_SHARE, training_placement, weights_bytes
 from .distributed import rank_and_world
-from .policy import enable_gradient_checkpointing, learning_rate_factor, resolve_dtype
+from .policy import enable_gradient_checkpointing, optimizer_and_schedule, resolve_dtype
 
 log = logging.getLogger(__name__)
 
@@ -130,12 +130,7 @@ class AgentPolicies:
         self.optimizers, self.schedulers = {}, {}
         for name in self.agents:
             params = self.adapter_parameters(name)
-            self.optimizers[name] = torch.optim.AdamW(
-                params.values(), lr=settings.learning_rate, weight_decay=settings.weight_decay
-            )
-            self.schedulers[name] = torch.optim.lr_scheduler.LambdaLR(
-                self.optimizers[name], learning_rate_factor(settings)
-            )
+            self.optimizers[name], self.schedulers[name] = optimizer_and_schedule(params.values(), settings)
         from .vllm_rollouts import resolve_rollout_backend
 
         if self.placement and settings.rollout_backend == "vllm":

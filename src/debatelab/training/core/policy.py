@@ -38,6 +38,16 @@ def learning_rate_factor(settings):
     return factor
 
 
+def optimizer_and_schedule(params, settings):
+    """The optimizer of trainable `params` (AdamW at `learning_rate`, `weight_decay`) and its
+    learning-rate schedule (`learning_rate_factor`, stepped once per rollout step): one policy's, or
+    one agent's in a multi-agent run (`agents.AgentPolicies`)."""
+    import torch
+
+    optimizer = torch.optim.AdamW(params, lr=settings.learning_rate, weight_decay=settings.weight_decay)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, learning_rate_factor(settings))
+
+
 def release_host_memory(device) -> None:
     """Give the heap's freed pages back to the system (glibc `malloc_trim`) after a CPU update. A
     backward pass frees gigabytes of activations in pieces of every size; glibc keeps them, and
@@ -88,7 +98,6 @@ def warn_low_precision_updates(settings, dtype) -> bool:
 
 class Policy:
     def __init__(self, model_path: str | Path, settings, *, device: str):
-        import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.settings, self.device, self.model_path = settings, device, str(model_path)
@@ -121,8 +130,7 @@ class Policy:
             self.reference.to(device).eval().requires_grad_(False)
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         warn_low_precision_updates(settings, resolve_dtype(settings.dtype, device))
-        self.optimizer = torch.optim.AdamW(trainable, lr=settings.learning_rate, weight_decay=settings.weight_decay)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, learning_rate_factor(settings))
+        self.optimizer, self.scheduler = optimizer_and_schedule(trainable, settings)
         from .vllm_rollouts import resolve_rollout_backend
 
         self.rollout_backend = resolve_rollout_backend(settings.rollout_backend)
