@@ -45,6 +45,17 @@ BLOCKS = {m.block: m for m in reversed(METHODS.values())}
 MULTI_AGENT_KEYS = ("protocol", "overlong_shaping", "parallelism")
 
 
+def refuse_multi_agent_keys(method: str, keys) -> None:
+    """A ValueError naming the first of `keys` (of `MULTI_AGENT_KEYS`) when `method` trains one policy:
+    written in its config (`from_config`) or set off its default (the constructor)."""
+    keys = list(keys)
+    if keys and method in METHODS and not METHODS[method].multi_agent:
+        raise ValueError(
+            f"training: {keys[0]} is read by the multi-agent methods only "
+            f"({', '.join(m for m in METHODS if METHODS[m].multi_agent)}), not by {method!r}"
+        )
+
+
 def method_block(block: str, values: dict | None = None):
     """A method's own settings block (its settings class in `methods/`, named by the registry) from its
     config values; a key the class lacks is a ValueError naming it and the block's keys."""
@@ -136,10 +147,8 @@ class TrainSettings:
         value = getattr(self, own)
         if value is None or isinstance(value, dict):
             object.__setattr__(self, own, method_block(own, value))
-        if not METHODS[self.method].multi_agent:
-            for key, default in (("protocol", None), ("overlong_shaping", False), ("parallelism", "data")):
-                if getattr(self, key) != default:
-                    raise ValueError(f"training: {key} is read by the multi-agent methods only, not by {self.method!r}")
+        defaults = {f.name: f.default for f in fields(self)}
+        refuse_multi_agent_keys(self.method, [k for k in MULTI_AGENT_KEYS if getattr(self, k) != defaults[k]])
         choices = {
             "loss_aggregation": AGGREGATIONS,
             "kl_estimator": KL_ESTIMATORS,
@@ -205,13 +214,7 @@ class TrainSettings:
         run's method doesn't read (another method's block, a multi-agent key on a single-policy run)
         is a ValueError naming it and the method."""
         method = {**spec, **overrides}.get("method", "dapo")
-        if method in METHODS and not METHODS[method].multi_agent:
-            named = [k for k in MULTI_AGENT_KEYS if k in spec and k not in overrides]
-            if named:
-                raise ValueError(
-                    f"training: {named[0]} is read by the multi-agent methods only "
-                    f"({', '.join(m for m in METHODS if METHODS[m].multi_agent)}), not by {method!r}"
-                )
+        refuse_multi_agent_keys(method, [k for k in MULTI_AGENT_KEYS if k in spec and k not in overrides])
         known = {f.name for f in fields(cls)}
         spec = {**spec, **{f"heldout_{k}": v for k, v in (spec.get("heldout") or {}).items() if k != "dataset"}}
         return cls(**{k: v for k, v in {**spec, **overrides}.items() if k in known})

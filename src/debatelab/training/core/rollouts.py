@@ -68,9 +68,9 @@ def dapo_math_grade(row: dict, text: str) -> tuple[str | None, bool]:
 
 def load_grader(settings) -> Grader:
     """What decides a rollout's answer and correctness (and so dynamic sampling, debate pairs and the
-    ±1): DAPO-Math's verifier for `reward: dapo_math`, else the workflow's grader."""
-    own = getattr(settings, "own", settings)  # a run's settings, or its method's block (DapoSettings)
-    return dapo_math_grade if getattr(own, "reward", "verifiable") == "dapo_math" else workflow_grade
+    ±1): DAPO-Math's verifier for `reward: dapo_math` (the run's `dapo:` / `sdrl:` block), else the
+    workflow's grader."""
+    return dapo_math_grade if settings.own.reward == "dapo_math" else workflow_grade
 
 
 def rollout_seed(run_seed: int, step: int, question_id: str, turn: int, sample: int) -> int:
