@@ -15,15 +15,16 @@ def tests_path() -> str:
     return os.pathsep.join(p for p in (str(Path(__file__).parent), os.environ.get("PYTHONPATH")) if p)
 
 
-def run_multi_agent_steps(method: str, model_dir, out_dir) -> dict[int, tuple[dict, dict]]:
+def run_multi_agent_steps(method: str, model_dir, out_dir, finetuning: str = "lora") -> dict[int, tuple[dict, dict]]:
     """`multi_agent_ddp_step` in one process and in two (torchrun, Gloo): {processes: (rank 0's
-    adapters and gradients, {rank: its metrics and priorities})}."""
+    trained weights and gradients, {rank: its metrics and priorities})}; `finetuning`: "lora" (an
+    adapter per agent) or "full" (every agent's own weights)."""
     from safetensors.torch import load_file
 
     env = {**os.environ, "PYTHONPATH": tests_path(), "OMP_NUM_THREADS": "1"}
     outs = {}
     for processes in (1, 2):
-        out = Path(out_dir) / f"{method}-{processes}.safetensors"
+        out = Path(out_dir) / f"{method}-{finetuning}-{processes}.safetensors"
         cmd = [
             sys.executable,
             "-m",
@@ -31,12 +32,13 @@ def run_multi_agent_steps(method: str, model_dir, out_dir) -> dict[int, tuple[di
             "--nproc_per_node",
             str(processes),
             "--master_port",
-            str(29520 + processes + {"umad": 0, "udpo": 10, "rmaac": 20}[method]),
+            str(29520 + processes + {"umad": 0, "udpo": 10, "rmaac": 20}[method] + (30 if finetuning == "full" else 0)),
             "-m",
             "multi_agent_ddp_step",
             method,
             str(model_dir),
             str(out),
+            finetuning,
         ]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -48,7 +50,7 @@ def run_multi_agent_steps(method: str, model_dir, out_dir) -> dict[int, tuple[di
 
 
 def assert_same_update(one: dict, two: dict, agents: set[str]) -> None:
-    """Two processes' adapters and last gradients match one process's."""
+    """Two processes' trained weights and last gradients match one process's."""
     import torch
 
     grads = [k for k in one if k.startswith("grad.")]

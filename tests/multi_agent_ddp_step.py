@@ -4,7 +4,9 @@ world-th question of a step. Rank 0 saves both adapters and their last gradients
 processes); every rank saves the last step's metrics and its replay priorities as JSON. Used by
 test_umad and test_multi_agent.
 
-    python -m torch.distributed.run --nproc_per_node N -m multi_agent_ddp_step umad|udpo|rmaac MODEL OUT
+    python -m torch.distributed.run --nproc_per_node N -m multi_agent_ddp_step umad|udpo|rmaac MODEL OUT [lora|full]
+
+`full`: every agent's own weights fine-tuned (`finetuning: full`) instead of an adapter each.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 import sys
 
 
-def _trainer(method: str, model_dir: str):
+def _trainer(method: str, model_dir: str, finetuning: str = "lora"):
     import torch
     from conftest import toy_settings
     from toy_questions import alternating_gold, toy_rows
@@ -26,7 +28,8 @@ def _trainer(method: str, model_dir: str):
         dtype="float32",
         max_tokens=10,
         overlong_buffer=0,
-        learning_rate=1e-2,
+        learning_rate=1e-2 if finetuning == "lora" else 1e-3,
+        finetuning=finetuning,
         warmup_steps=0,
         mini_batch_size=64,
         micro_batch_size=4,
@@ -77,14 +80,14 @@ def _trainer(method: str, model_dir: str):
     )
 
 
-def main(method: str, model_dir: str, out: str) -> None:
+def main(method: str, model_dir: str, out: str, finetuning: str = "lora") -> None:
     import torch
     from safetensors.torch import save_file
 
     from debatelab.training.core.distributed import init_process_group
 
     rank = init_process_group()
-    trainer = _trainer(method, model_dir)
+    trainer = _trainer(method, model_dir, finetuning)
     for step in range(trainer.settings.steps):
         metrics = trainer.train_step(step)
     policies = trainer.policy
@@ -92,7 +95,7 @@ def main(method: str, model_dir: str, out: str) -> None:
         grads = {
             f"grad.{agent}/{n}": p.grad.detach().clone()
             for agent in policies.agents
-            for n, p in policies.adapter_parameters(agent).items()
+            for n, p in policies.trainable_parameters(agent).items()
             if p.grad is not None
         }
         save_file({**{k: v.contiguous() for k, v in policies.trainable_state().items()}, **grads}, out)

@@ -91,10 +91,6 @@ BAD_CONFIGS = [
         lambda c: c["training"]["runs"]["udpo"].update(participants=["alice", "dave"]),
         ["training.runs.udpo.participants", "'dave'", "what this run trains"],
     ),
-    (
-        lambda c: c["training"]["runs"]["udpo"].update(finetuning="full"),
-        ["training.runs.udpo.finetuning", "LoRA adapter per agent"],
-    ),
     (lambda c: c["training"]["runs"]["udpo"]["udpo"].update(ablate=["intra", "extra"]), ["extra"]),
     (
         lambda c: c["models"]["tiny-udpo-bob"].update(source="trained:udpo"),
@@ -109,7 +105,6 @@ BAD_CONFIGS = [
         ["models.tiny-trained.source", "one policy"],
     ),
     (lambda c: c["training"]["runs"]["umad"]["umad"].update(threads=1), ["threads"]),
-    (lambda c: c["training"]["runs"]["umad"].update(finetuning="full"), ["training.runs.umad.finetuning", "LoRA"]),
     (lambda c: c.update(evaluation={"papers": ["udpo", "madness"]}), ["madness"]),
     (
         lambda c: c.update(evaluation={"paper_datasets": {"gsm_symbolic": "gsm8k"}}),
@@ -450,6 +445,23 @@ def test_an_adapter_served_model_is_a_multi_agent_runs_agent_on_vllm():
         Experiment(validate_config(_mutated(lambda cfg: served(cfg, source="trained:sdrl"))))
     with pytest.raises(ConfigError, match=r"served on a vLLM engine; agents \['dave'\] use another backend"):
         Experiment(validate_config(_mutated(lambda cfg: served(cfg, backend="transformers"))))
+
+    def fully_fine_tuned(cfg):
+        served(cfg)
+        cfg["training"]["runs"]["udpo"]["finetuning"] = "full"
+
+    with pytest.raises(
+        ConfigError,
+        match=r"models\.tiny-udpo-bob\.adapter = true, but run 'udpo' fine-tunes every weight "
+        r"\(training\.runs\.udpo\.finetuning = 'full'\) and saves no adapter",
+    ):
+        Experiment(validate_config(_mutated(fully_fine_tuned)))
+
+
+@pytest.mark.parametrize("run", ["udpo", "umad"])
+def test_a_multi_agent_run_may_fine_tune_every_agent_s_full_weights(run):
+    exp = Experiment(validate_config(_mutated(lambda cfg: cfg["training"]["runs"][run].update(finetuning="full"))))
+    assert exp.run_settings(run).finetuning == "full"
 
 
 DUPLICATE_AGENT = """\

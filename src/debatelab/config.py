@@ -554,11 +554,17 @@ class Experiment:
             if method.multi_agent:
                 self._check_train_protocol(run, spec)
             settings = self.run_settings(run)
-            if method.multi_agent and settings.finetuning != "lora":
-                raise ConfigError(
-                    f"config: {where}.finetuning = {settings.finetuning!r}: {spec['method']} trains one LoRA "
-                    f"adapter per agent"
+            if settings.finetuning == "full":  # no adapter is saved: the agents' folders are their own weights
+                served = sorted(
+                    name
+                    for name, model in self.models.items()
+                    if model.get("adapter") and (trained_source(model["source"]) or ("",))[0] == run
                 )
+                if served:
+                    raise ConfigError(
+                        f"config: models.{served[0]}.adapter = true, but run {run!r} fine-tunes every weight "
+                        f"({where}.finetuning = 'full') and saves no adapter; drop adapter: true"
+                    )
             if settings.parallelism == "model" and settings.rollout_backend == "vllm":
                 raise ConfigError(
                     f"config: {where}.parallelism = 'model' places the bases of a multi-agent run on GPUs of "

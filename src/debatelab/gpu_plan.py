@@ -466,6 +466,13 @@ def plan_job(job: str, needs: list[ModelNeed], gpu_type: GpuType, usable: float 
     return plan
 
 
+def training_state_bytes(weights: int, dtype: str) -> int:
+    """What full fine-tuning holds of a model whose weights take `weights` bytes in training `dtype`:
+    the weights, their gradients (same dtype) and AdamW's two float32 moments per parameter."""
+    parameters = weights // _dtype_bytes(dtype, 2)
+    return 2 * weights + 8 * parameters
+
+
 def training_placement(sizes: dict[str, int], gpus: int, capacity: int, share: float) -> dict[str, list[int]]:
     """Model parallelism for training: each base model's weights may take `share` of a GPU of
     `capacity` bytes (the rest: optimizer states, activations, rollouts); same packing as inference."""
@@ -583,21 +590,30 @@ def experiment_job_plan(exp, rule: str, wildcards: dict, gpu_type: GpuType) -> J
 
 
 def training_job_plan(exp, rule: str, run: str, gpu_type: GpuType, job: str) -> JobPlan:
-    """A training job holds its run's GPUs (`gpus`; a warm-up without model parallelism one). With
-    model parallelism the base models are packed over them as the job will place them; otherwise
-    every process holds each base model whole, so they must fit one GPU together."""
+    """A training job holds its run's GPUs (`gpus`; a warm-up without model parallelism one). What
+    each model holds: a LoRA base its weights (agents on one base share them); under full
+    fine-tuning every agent its own weights, gradients and AdamW states (`training_state_bytes`,
+    in the run's `dtype`; the warm-up only generates: weights). With model parallelism the models
+    are packed over the GPUs as the job will place them; otherwise every process holds every model
+    whole, so they must fit one GPU together."""
     spec = exp.training_runs[run]
     count = spec["gpus"] if rule != "udpo_warmup" or spec.get("parallelism", "data") == "model" else 1
-    bases: dict[str, int] = {}
+    settings = exp.run_settings(run)
+    full = settings.finetuning == "full" and rule != "udpo_warmup"
+    dtype = "bfloat16" if settings.dtype == "auto" else settings.dtype  # "auto" trains in bfloat16 on a GPU
+    sizes: dict[str, int] = {}
     for agent in exp.run_agents(run):
-        source, dtype, folder = _sized_model(exp, exp.agents[agent]["model"])
-        bases.setdefault(Path(folder).name, model_size(source, dtype, folder).weights)
-    needs = [ModelNeed(name, size, exact=False) for name, size in bases.items()]
+        source, stored, folder = _sized_model(exp, exp.agents[agent]["model"])
+        if full:
+            sizes[agent] = training_state_bytes(model_size(source, dtype, folder).weights, dtype)
+        else:
+            sizes.setdefault(Path(folder).name, model_size(source, stored, folder).weights)
+    needs = [ModelNeed(name, size, exact=False) for name, size in sizes.items()]
     room = gpu_type.memory * WEIGHTS_SHARE
     if spec.get("parallelism", "data") == "model" and count > 1:
         placement = pack(needs, room, overhead=0, gpus=count, job=job)
     else:
-        placement = pack(needs, room, overhead=0, gpus=1, job=job + " (every process holds every base model)")
+        placement = pack(needs, room, overhead=0, gpus=1, job=job + " (every process holds every model)")
         placement = {name: list(range(count)) for name in placement}
     plan = JobPlan(
         job,

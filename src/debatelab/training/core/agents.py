@@ -1,16 +1,24 @@
-"""The trainable agents of a multi-agent run (UDPO, MAPPO, RMAAC, UMAD): one PEFT LoRA adapter per agent.
+"""The trainable agents of a multi-agent run (UDPO, MAPPO, RMAAC, UMAD): one PEFT LoRA adapter per
+agent (`finetuning: lora`, the default), or every agent's own full weights (`finetuning: full`).
 
-Agents on the same base model share one copy of its weights: one PeftModel per base, holding one
-named adapter per agent (`add_adapter`); agents on different bases get a PeftModel each. PEFT's
+LoRA: agents on the same base model share one copy of its weights: one PeftModel per base, holding
+one named adapter per agent (`add_adapter`); agents on different bases get a PeftModel each. PEFT's
 `set_adapter(name)` makes that adapter the only active and trainable one, so a forward pass is
-agent i's policy and a backward pass reaches agent i's adapter only. Each agent has its own AdamW
-and schedule. With every adapter disabled the model is the frozen base: the reference policy.
+agent i's policy and a backward pass reaches agent i's adapter only. With every adapter disabled
+the model is the frozen base: the reference policy.
 
-Model parallelism (`parallelism: model`, one process seeing several GPUs): each base model is
-placed on GPUs of its own, a base too large for one GPU spread evenly over several
-(`gpu_plan.training_placement`, transformers' `device_map="balanced"` with `max_memory` on those
-GPUs); a heterogeneous ensemble (UDPO's five models) then trains in one process. Rollouts run on
-transformers there.
+Full fine-tuning (what UMAD and UDPO train): each agent loads its own copy of its base and trains
+every weight; the reference is one frozen copy per base, loaded when first asked for (a KL term),
+or each agent's re-synced copy (`sync_references`). Each agent is saved as a plain folder.
+
+Either way each agent has its own AdamW and schedule; `model_of(agent)` is the module its forward
+runs through, `trainable_parameters(agent)` what its optimizer changes.
+
+Model parallelism (`parallelism: model`, one process seeing several GPUs): each model (a LoRA
+base, or a fully fine-tuned agent) is placed on GPUs of its own, one too large for one GPU spread
+evenly over several (`gpu_plan.training_placement`, transformers' `device_map="balanced"` with
+`max_memory` on those GPUs); a heterogeneous ensemble (UDPO's five models) then trains in one
+process, each fully fine-tuned agent on its own GPU group. Rollouts run on transformers there.
 
 `AgentPolicies.view(agent)` is a single-policy view (model, tokenizer, optimizer, scheduler,
 reference) with the interface of `policy.Policy`, so the update code serves both. The agents'
@@ -24,9 +32,9 @@ import contextlib
 import logging
 from pathlib import Path
 
-from ...gpu_plan import WEIGHTS_SHARE, training_placement, weights_bytes
+from ...gpu_plan import WEIGHTS_SHARE, size_from_folder, training_placement, training_state_bytes, weights_bytes
 from .distributed import rank_and_world
-from .policy import enable_gradient_checkpointing, optimizer_and_schedule, resolve_dtype
+from .policy import enable_gradient_checkpointing, optimizer_and_schedule, resolve_dtype, warn_low_precision_updates
 
 log = logging.getLogger(__name__)
 
@@ -59,77 +67,52 @@ class AgentView:
         self.device, self.settings = owner.device_of(name), owner.settings
 
     def reference_logprobs(self, compute):
-        """`compute(model)` under the agent's reference: its `ref_<agent>` copy when the run re-syncs
-        one (`AgentPolicies.sync_references`), else the frozen base (every adapter off)."""
-        reference = f"ref_{self.name}"
-        if reference not in self.model.peft_config:
-            with self.model.disable_adapter():
-                return compute(self.model)
-        self.model.set_adapter(reference)
-        try:
-            return compute(self.model)
-        finally:
-            self.model.set_adapter(self.name)
+        """`compute(model)` under the agent's reference: its re-synced copy when the run keeps one
+        (`AgentPolicies.sync_references`), else its frozen base (LoRA: every adapter off)."""
+        return self.owner.reference_logprobs(self.name, compute)
 
 
 class AgentPolicies:
     def __init__(self, bases: dict[str, str | Path], settings, *, device: str):
-        """`bases`: agent name -> base model folder (agents naming the same folder share it)."""
-        import torch
-        from peft import LoraConfig, get_peft_model
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        """`bases`: agent name -> base model folder (agents naming the same folder share it under LoRA)."""
+        from transformers import AutoTokenizer
 
-        if settings.finetuning != "lora":
-            raise ValueError(
-                "multi-agent training: finetuning must be 'lora' (one adapter per agent on a shared "
-                "base); full fine-tuning of N agents would hold N copies of the model"
-            )
         self.settings, self.device = settings, device
+        self.full = settings.finetuning == "full"
         self.agents = list(bases)
         self.base_of = {name: str(Path(path)) for name, path in bases.items()}
-        lora = settings.lora
-
-        def config():  # a fresh one per adapter: PEFT writes the base's path into the config it is given
-            return LoraConfig(
-                r=lora.r,
-                lora_alpha=lora.alpha,
-                lora_dropout=lora.dropout,
-                target_modules=lora.target_modules,
-                task_type="CAUSAL_LM",
-            )
-
+        # the module each agent's forward runs through: its base's PeftModel (LoRA) or its own model (full)
+        self.key_of = {name: name if self.full else self.base_of[name] for name in self.agents}
         self.models, self.tokenizers = {}, {}
-        self.placement = self._placement(device)  # base folder -> its GPUs (model parallelism), else empty
+        self.references = {}  # full fine-tuning: base folder -> its frozen copy (loaded when first needed)
+        self.synced = {}  # full fine-tuning: agent -> its re-synced reference copy (`sync_references`)
+        self.placement = self._placement(device)  # model key -> its GPUs (model parallelism), else empty
+        dtype = resolve_dtype(settings.dtype, device)
         for name in self.agents:
-            base = self.base_of[name]
-            if base not in self.models:
+            base, key = self.base_of[name], self.key_of[name]
+            if base not in self.tokenizers:
                 tokenizer = AutoTokenizer.from_pretrained(base)
                 if tokenizer.pad_token is None:
                     tokenizer.pad_token = tokenizer.eos_token
-                dtype = resolve_dtype(settings.dtype, device)
-                if base in self.placement:  # its layers over its own GPUs (PEFT puts each adapter beside its layer)
-                    gpus = self.placement[base]
-                    capacity = torch.cuda.get_device_properties(gpus[0]).total_memory
-                    model = AutoModelForCausalLM.from_pretrained(
-                        base,
-                        dtype=dtype,
-                        device_map="balanced" if len(gpus) > 1 else {"": gpus[0]},
-                        max_memory={g: int(capacity * 0.9) for g in gpus},
-                    )
-                else:
-                    model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
-                enable_gradient_checkpointing(model, settings)
-                model.generation_config.pad_token_id = tokenizer.pad_token_id
-                model = get_peft_model(model, config(), adapter_name=name)
-                self.models[base] = model if base in self.placement else model.to(device)
                 self.tokenizers[base] = tokenizer
-            else:
-                self.models[base].add_adapter(name, config())
-                if base not in self.placement:
-                    self.models[base].to(device)
+            if key in self.models:  # LoRA: another agent on a base already loaded
+                self.models[key].add_adapter(name, self._lora_config())
+                if key not in self.placement:
+                    self.models[key].to(device)
+                continue
+            model = self._load(base, key, dtype)
+            enable_gradient_checkpointing(model, settings)
+            model.generation_config.pad_token_id = self.tokenizers[base].pad_token_id
+            if not self.full:
+                from peft import get_peft_model
+
+                model = get_peft_model(model, self._lora_config(), adapter_name=name)
+            self.models[key] = model if key in self.placement else model.to(device)
+        if self.full:
+            warn_low_precision_updates(settings, dtype)
         self.optimizers, self.schedulers = {}, {}
         for name in self.agents:
-            params = self.adapter_parameters(name)
+            params = self.trainable_parameters(name)
             self.optimizers[name], self.schedulers[name] = optimizer_and_schedule(params.values(), settings)
         from .vllm_rollouts import resolve_rollout_backend
 
@@ -139,34 +122,69 @@ class AgentPolicies:
                 "to auto or transformers"
             )
         self.rollout_backend = "transformers" if self.placement else resolve_rollout_backend(settings.rollout_backend)
-        self._engines = {}  # base folder -> its vLLM engine, started on the first rollouts
+        self._engines = {}  # model key -> its vLLM engine, started on the first rollouts
         self.attached = {}  # "@name" -> a method's own trainable module (MAPPO's critic), checkpointed with the agents
         log.info(
-            "%d agents on %d base model(s), one LoRA adapter each (r=%d), rollouts on %s: %s",
+            "%d agents on %d base model(s), %s, rollouts on %s: %s",
             len(self.agents),
-            len(self.models),
-            lora.r,
+            len(set(self.base_of.values())),
+            "each its own full weights" if self.full else f"one LoRA adapter each (r={settings.lora.r})",
             self.rollout_backend,
             ", ".join(f"{a} on {Path(self.base_of[a]).name}" for a in self.agents),
         )
 
+    def _lora_config(self):
+        """A fresh LoRA config per adapter: PEFT writes the base's path into the config it is given."""
+        from peft import LoraConfig
+
+        lora = self.settings.lora
+        return LoraConfig(
+            r=lora.r,
+            lora_alpha=lora.alpha,
+            lora_dropout=lora.dropout,
+            target_modules=lora.target_modules,
+            task_type="CAUSAL_LM",
+        )
+
+    def _load(self, base: str, key: str, dtype):
+        """Base folder `base` as a causal LM: on `key`'s GPUs under model parallelism, else on the CPU."""
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        if key not in self.placement:
+            return AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+        gpus = self.placement[key]  # its layers over its own GPUs (PEFT puts each adapter beside its layer)
+        capacity = torch.cuda.get_device_properties(gpus[0]).total_memory
+        return AutoModelForCausalLM.from_pretrained(
+            base,
+            dtype=dtype,
+            device_map="balanced" if len(gpus) > 1 else {"": gpus[0]},
+            max_memory={g: int(capacity * 0.9) for g in gpus},
+        )
+
     def _placement(self, device: str) -> dict[str, list[int]]:
-        """Model parallelism's GPUs per base (`gpu_plan.training_placement`: the weights at most
-        `gpu_plan.WEIGHTS_SHARE` of a GPU, a large base over GPUs of its own), when asked for and there
-        are several GPUs."""
+        """Model parallelism's GPUs per model key (`gpu_plan.training_placement`: what the model holds
+        in training at most `gpu_plan.WEIGHTS_SHARE` of a GPU, a large one over GPUs of its own), when
+        asked for and there are several GPUs. A LoRA base holds its weights; a fully fine-tuned
+        agent its weights, gradients and AdamW states (`gpu_plan.training_state_bytes`)."""
         import torch
 
         if self.settings.parallelism != "model" or not str(device).startswith("cuda") or torch.cuda.device_count() < 2:
             return {}
-        bases = list(dict.fromkeys(self.base_of.values()))
+        dtype = str(resolve_dtype(self.settings.dtype, device)).removeprefix("torch.")
+        sizes = {}
+        for name in self.agents:
+            base, key = self.base_of[name], self.key_of[name]
+            if self.full:  # in the training dtype, whatever the folder stores
+                sizes[key] = training_state_bytes(size_from_folder(base, dtype).weights, dtype)
+            else:
+                sizes[key] = weights_bytes(base)
         capacity = torch.cuda.get_device_properties(0).total_memory
-        plan = training_placement(
-            {b: weights_bytes(b) for b in bases}, torch.cuda.device_count(), capacity, WEIGHTS_SHARE
-        )
+        plan = training_placement(sizes, torch.cuda.device_count(), capacity, WEIGHTS_SHARE)
         log.info(
             "model parallelism over %d GPUs: %s",
             torch.cuda.device_count(),
-            "; ".join(f"{Path(b).name} on cuda:{','.join(map(str, g))}" for b, g in plan.items()),
+            "; ".join(f"{Path(k).name} on cuda:{','.join(map(str, g))}" for k, g in plan.items()),
         )
         return plan
 
@@ -181,12 +199,18 @@ class AgentPolicies:
         return PerAgent(self.schedulers)
 
     def model_of(self, name: str):
-        return self.models[self.base_of[name]]
+        return self.models[self.key_of[name]]
 
     def device_of(self, name: str) -> str:
-        """Where agent `name`'s inputs go: its base's first device (its embeddings) under model parallelism."""
+        """Where agent `name`'s inputs go: its model's first device (its embeddings) under model parallelism."""
         model = self.model_of(name)
         return str(model.get_input_embeddings().weight.device) if self.placement else self.device
+
+    def trainable_parameters(self, name: str) -> dict:
+        """What agent `name`'s optimizer changes, by parameter name: its adapter, or all its weights."""
+        if self.full:
+            return dict(self.model_of(name).named_parameters())
+        return self.adapter_parameters(name)
 
     def adapter_parameters(self, name: str) -> dict:
         """Agent `name`'s adapter weights by parameter name (PEFT names them `...lora_A.<name>.weight`)."""
@@ -194,40 +218,74 @@ class AgentPolicies:
         marker = f".{name}."
         return {n: p for n, p in self.model_of(owner).named_parameters() if marker in n and "lora_" in n}
 
+    def reference_logprobs(self, name: str, compute):
+        """`compute(model)` under agent `name`'s reference (`AgentView.reference_logprobs`)."""
+        if self.full:
+            if name in self.synced:
+                return compute(self.synced[name])
+            return compute(self._frozen_base(name))
+        model, reference = self.model_of(name), f"ref_{name}"
+        if reference not in model.peft_config:
+            with model.disable_adapter():
+                return compute(model)
+        model.set_adapter(reference)
+        try:
+            return compute(model)
+        finally:
+            model.set_adapter(name)
+
+    def _frozen_base(self, name: str):
+        """Full fine-tuning: agent `name`'s base as a frozen model, one per base, loaded when first asked for."""
+        base = self.base_of[name]
+        if base not in self.references:
+            model = self._load(base, self.key_of[name], resolve_dtype(self.settings.dtype, self.device))
+            if self.key_of[name] not in self.placement:
+                model = model.to(self.device)
+            self.references[base] = model.eval().requires_grad_(False)
+        return self.references[base]
+
     def reference_state(self) -> dict:
         """The re-synced references' weights (empty when the reference is the base), for checkpoints."""
         out = {}
         for name in self.agents:
             reference = f"ref_{name}"
-            if reference in self.model_of(name).peft_config:
+            if self.full and name in self.synced:
+                out.update({f"{reference}/{n}": p.detach().clone() for n, p in self.synced[name].named_parameters()})
+            elif not self.full and reference in self.model_of(name).peft_config:
                 out.update(
                     {f"{reference}/{n}": p.detach().clone() for n, p in self.adapter_parameters(reference).items()}
                 )
         return out
 
     def activate(self, name: str) -> None:
-        """Make `name`'s adapter the active (and only trainable) one on its base."""
+        """Make `name`'s adapter the active (and only trainable) one on its base (full fine-tuning:
+        every agent is its own model, always active)."""
+        if self.full:
+            return
         model = self.model_of(name)
         if model.active_adapter != name:
             model.set_adapter(name)
 
     def backend(self, name: str, model_id: str):
-        """A backend that generates as agent `name` as its adapter is now. On vLLM (`rollout_backend`):
+        """A backend that generates as agent `name` as it is now. On vLLM (`rollout_backend`): LoRA,
         one engine per base model holds the frozen base once and serves each agent's latest adapter
-        (saved afresh before each of its batches). On transformers: the shared training model, as
-        whichever adapter is active when it runs (`with policies.acting(name): ...`)."""
-        base = self.base_of[name]
+        (saved afresh before each of its batches); full fine-tuning, one engine per agent, its
+        weights pushed in before each of its batches. On transformers: the training model itself,
+        as whichever adapter is active when it runs (`with policies.acting(name): ...`)."""
+        base, key = self.base_of[name], self.key_of[name]
         if self.rollout_backend == "vllm":
-            if base not in self._engines:
+            if key not in self._engines:
                 from .vllm_rollouts import VLLMRollouts
 
                 dtype = str(resolve_dtype(self.settings.dtype, self.device)).removeprefix("torch.")
-                sharing = sum(self.base_of[a] == base for a in self.agents)
+                sharing = sum(self.key_of[a] == key for a in self.agents)
                 rank, world = rank_and_world()  # data parallel: an engine per process, on its GPU
-                self._engines[base] = VLLMRollouts(
+                self._engines[key] = VLLMRollouts(
                     base, self.settings, dtype=dtype, adapters=sharing, rank=rank, world=world
                 )
-            return self._engines[base].adapter_backend(self.model_of(name), name, model_id)
+            if self.full:
+                return self._engines[key].backend(self.view(name), model_id)
+            return self._engines[key].adapter_backend(self.model_of(name), name, model_id)
         from ...llm.transformers_backend import TransformersBackend
 
         return TransformersBackend.from_model(
@@ -254,6 +312,9 @@ class AgentPolicies:
     @contextlib.contextmanager
     def acting(self, name: str):
         """`with policies.acting(agent):` run the model as that agent, then leave the active adapter as it was."""
+        if self.full:
+            yield self.view(name)
+            return
         model = self.model_of(name)
         before = model.active_adapter
         self.activate(name)
@@ -264,11 +325,22 @@ class AgentPolicies:
                 model.set_adapter(before)
 
     def sync_references(self) -> None:
-        """θ_ref ← θ for every agent (UDPO's `ref_sync_steps`): the agent's adapter copied into a
-        frozen `ref_<agent>` adapter on the same base (created on the first call)."""
+        """θ_ref ← θ for every agent (UDPO's `ref_sync_steps`): LoRA, the agent's adapter copied into a
+        frozen `ref_<agent>` adapter on the same base (created on the first call); full fine-tuning,
+        the agent's weights copied into its frozen reference copy."""
+        import copy
+
         import torch
 
         for name in self.agents:
+            if self.full:
+                if name not in self.synced:
+                    self.synced[name] = copy.deepcopy(self.model_of(name)).eval().requires_grad_(False)
+                copies = dict(self.synced[name].named_parameters())
+                with torch.no_grad():
+                    for n, p in self.model_of(name).named_parameters():
+                        copies[n].copy_(p)
+                continue
             model, reference = self.model_of(name), f"ref_{name}"
             if reference not in model.peft_config:
                 model.add_adapter(reference, model.peft_config[name])
@@ -288,9 +360,11 @@ class AgentPolicies:
         self.optimizers[key] = optimizer
 
     def trainable_state(self) -> dict:
-        """Every agent's adapter (and its re-synced reference, if any), and attached modules, for checkpoints."""
+        """Every agent's trained weights (and its re-synced reference, if any), and attached modules, for checkpoints."""
         own = {
-            f"{name}/{n}": p.detach().clone() for name in self.agents for n, p in self.adapter_parameters(name).items()
+            f"{name}/{n}": p.detach().clone()
+            for name in self.agents
+            for n, p in self.trainable_parameters(name).items()
         }
         attached = {
             f"{key}/{n}": p.detach().clone() for key, m in self.attached.items() for n, p in m.state_dict().items()
@@ -301,10 +375,16 @@ class AgentPolicies:
         import torch
 
         if any(k.startswith("ref_") for k in state):
-            self.sync_references()  # creates the reference adapters; their weights come next
-        for name in [*self.agents, *(f"ref_{a}" for a in self.agents)]:
-            params = self.adapter_parameters(name)
-            with torch.no_grad():
+            self.sync_references()  # creates the references; their weights come next
+        targets = {name: self.trainable_parameters(name) for name in self.agents}
+        for name in self.agents:
+            reference = f"ref_{name}"
+            if self.full and name in self.synced:
+                targets[reference] = dict(self.synced[name].named_parameters())
+            elif not self.full:
+                targets[reference] = self.adapter_parameters(reference)
+        with torch.no_grad():
+            for name, params in targets.items():
                 for n, p in params.items():
                     if f"{name}/{n}" in state:
                         p.copy_(state[f"{name}/{n}"])
@@ -312,20 +392,23 @@ class AgentPolicies:
             module.load_state_dict({n: state[f"{key}/{n}"].to("cpu") for n in module.state_dict()})
 
     def save(self, name: str, out_dir: str | Path) -> None:
-        """Agent `name` as a plain Hugging Face folder: its adapter merged into a copy of its base, or
-        for a base spread over GPUs (too large to copy) merged in place, saved, then unmerged."""
+        """Agent `name` as a plain Hugging Face folder: full fine-tuning, its own weights; LoRA, its
+        adapter merged into a copy of its base (or, for a base spread over GPUs, too large to copy,
+        merged in place, saved, then unmerged), with the adapter alone beside it."""
         import copy
 
         from ...models import save_model_folder
 
-        if self.base_of[name] in self.placement:
+        tokenizer = self.tokenizers[self.base_of[name]]
+        if self.full:
+            save_model_folder(self.model_of(name), tokenizer, out_dir)
+            return
+        if self.key_of[name] in self.placement:
             self.save_in_place(name, out_dir)
         else:
             model = copy.deepcopy(self.model_of(name))
             model.set_adapter(name)
-            save_model_folder(
-                model.merge_and_unload(adapter_names=[name]), self.tokenizers[self.base_of[name]], out_dir
-            )
+            save_model_folder(model.merge_and_unload(adapter_names=[name]), tokenizer, out_dir)
         self.save_adapter(name, out_dir)
 
     def save_adapter(self, name: str, out_dir: str | Path) -> None:
