@@ -117,10 +117,23 @@ def check_gpu_plans():
 
 
 def planned_gpus(rule):
-    """A rule's `gpu` resource: the GPU count of its job's plan (the profile keeps partitions and GPU
-    types). A job that runs no model (self-consistency only votes) still asks for 1: the profile sends
-    its jobs to a GPU partition, where the SLURM plugin would otherwise ask for `--gpus=<type>:0`."""
-    return lambda wildcards: max(1, job_gpu_plan(rule, wildcards).gpus)
+    """A rule's `gpu` resource: the GPU count of its job's plan over all its nodes (the profile keeps
+    partitions and GPU types). A job that runs no model (self-consistency only votes) still asks for
+    1: the profile sends its jobs to a GPU partition, where the SLURM plugin would otherwise ask for
+    `--gpus=<type>:0`."""
+    return lambda wildcards: max(1, job_gpu_plan(rule, wildcards).total_gpus)
+
+
+def planned_nodes(rule):
+    """A training rule's `nodes` resource (the SLURM plugin's `--nodes`): its run's `nodes`."""
+    return lambda wildcards: job_gpu_plan(rule, wildcards).nodes
+
+
+def planned_tasks_per_gpu(rule):
+    """A training rule's `tasks_per_gpu`: the plugin's default 1 on one node; 0 over several, where
+    the job runs one task per node (`srun --ntasks-per-node 1`, each starting its node's processes)
+    and `--ntasks-per-gpu` would ask SLURM for one task per GPU instead."""
+    return lambda wildcards: 0 if job_gpu_plan(rule, wildcards).nodes > 1 else 1
 
 
 # --- GPU-hour prices ----------------------------------------------------------------------------

@@ -31,6 +31,8 @@ rule train:
     threads: 2
     resources:
         gpu=planned_gpus("train"),
+        nodes=planned_nodes("train"),
+        tasks_per_gpu=planned_tasks_per_gpu("train"),
         mem_mb=32000,
         runtime=1440,
     conda:
@@ -120,6 +122,8 @@ rule train_agents:
     threads: 2
     resources:
         gpu=planned_gpus("train_agents"),
+        nodes=planned_nodes("train_agents"),
+        tasks_per_gpu=planned_tasks_per_gpu("train_agents"),
         mem_mb=32000,
         runtime=1440,
     conda:

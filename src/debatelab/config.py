@@ -227,7 +227,7 @@ class Experiment:
         if spec.get("protocol") is not None and METHODS[spec["method"]].multi_agent:
             spec["protocol"] = self.train_protocol(run)
         # where its metrics go is no setting of the run: another tracker must not rerun a finished job
-        workflow_keys = ("policy", "participants", "dataset", "gpus", "accelerate_config", "report_to")
+        workflow_keys = ("policy", "participants", "dataset", "gpus", "nodes", "accelerate_config", "report_to")
         return {k: v for k, v in spec.items() if k not in workflow_keys}
 
     def run_settings(self, run: str) -> TrainSettings:
@@ -570,15 +570,21 @@ class Experiment:
                     f"config: {where}.parallelism = 'model' places the bases of a multi-agent run on GPUs of "
                     f"their own and rolls out on transformers; rollout_backend is {settings.rollout_backend!r}"
                 )
+            nodes = spec.get("nodes", 1)
+            if nodes > 1 and settings.parallelism == "model":
+                raise ConfigError(
+                    f"config: {where}.nodes = {nodes}: parallelism 'model' runs one process on one node's GPUs; "
+                    "several nodes train data parallel (parallelism: data)"
+                )
             if settings.parallelism == "data":  # each process takes its share of a step
                 per_step = "questions_per_step" if method.multi_agent else "prompts_per_step"
                 shares = {f"{method.block}.{per_step}": getattr(settings.own, per_step)}
                 shares["mini_batch_size"] = settings.mini_batch_size
+                processes = spec["gpus"] * nodes
+                among = f"gpus = {spec['gpus']}" if nodes == 1 else f"nodes × gpus = {nodes} × {spec['gpus']}"
                 for name, value in shares.items():
-                    if value % spec["gpus"]:
-                        raise ConfigError(
-                            f"config: {where}.{name} = {value} must divide among gpus = {spec['gpus']} processes"
-                        )
+                    if value % processes:
+                        raise ConfigError(f"config: {where}.{name} = {value} must divide among {among} processes")
         for model, spec in self.models.items():  # trained:<run>/<agent> names an agent the run trains
             run, agent = trained_source(spec["source"]) or (None, None)
             if (

@@ -203,10 +203,17 @@ class JobPlan:
     placement: dict[str, list[int]] = field(default_factory=dict)  # model -> GPU indices in the job
     shares: dict[str, float] = field(default_factory=dict)  # model -> gpu_memory_utilization of its engine
     held: int | None = None  # a training job holds its run's GPUs, whatever its models fill
+    nodes: int = 1  # a training run over several nodes: `gpus` on each, every node holding every model
 
     @property
     def gpus(self) -> int:
+        """GPUs per node."""
         return self.held or len({g for gpus in self.placement.values() for g in gpus})
+
+    @property
+    def total_gpus(self) -> int:
+        """GPUs over every node: what the job asks SLURM for (`--gpus=<type>:<n>`)."""
+        return self.gpus * self.nodes
 
     def groups(self) -> list[tuple[list[str], int]]:
         """Models by the GPUs they hold: (models sharing those GPUs, how many GPUs), largest first."""
@@ -225,8 +232,9 @@ class JobPlan:
         if not self.placement:
             return f"{self.job} needs no GPU (no model runs in it)"
         verdict = "ok" if self.gpus <= self.gpu_type.per_node else "does not fit"
+        nodes = f"{self.nodes} nodes of " if self.nodes > 1 else ""
         return (
-            f"{self.job} needs {self.gpus} × {self.gpu_type.label} {self.gpu_type.name} GPUs ({self.breakdown()}); "
+            f"{self.job} needs {nodes}{self.gpus} × {self.gpu_type.label} {self.gpu_type.name} GPUs ({self.breakdown()}); "
             f"{self.gpu_type.name} nodes have {self.gpu_type.per_node}: {verdict}"
         )
 
@@ -623,6 +631,7 @@ def training_job_plan(exp, rule: str, run: str, gpu_type: GpuType, job: str) -> 
         placement,
         {n.name: WEIGHTS_SHARE for n in needs},
         held=count,
+        nodes=spec.get("nodes", 1) if rule != "udpo_warmup" else 1,
     )
     if plan.gpus > gpu_type.per_node:
         raise GpuPlanError(plan.describe())

@@ -9,6 +9,7 @@ if __name__ == "__main__":
         exp = Experiment(snakemake.config)  # the trackers: read from the config, not params (no rerun)
         launch_or_train(
             processes=int(snakemake.resources.get("gpu", 1) or 1),
+            nodes=int(snakemake.resources.get("nodes", 1) or 1),
             accelerate_config=snakemake.params.accelerate_config,
             log_path=snakemake.log[0],
             dataset_path=snakemake.input.dataset,

@@ -14,6 +14,7 @@ if __name__ == "__main__":
         launch_or_train(
             job_kind="train_agents",
             processes=settings.processes(int(snakemake.resources.get("gpu", 1) or 1)),
+            nodes=int(snakemake.resources.get("nodes", 1) or 1),
             accelerate_config=snakemake.params.accelerate_config,
             log_path=snakemake.log[0],
             dataset_path=snakemake.input.dataset,

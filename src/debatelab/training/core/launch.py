@@ -1,5 +1,5 @@
-"""Running a training job in one process or several (`launch_or_train`), and the entry point of
-each process of `accelerate launch` (several GPUs):
+"""Running a training job in one process or several (`launch_or_train`), on one node or several,
+and the entry point of each process of `accelerate launch` (several GPUs):
 
     accelerate launch --num_processes N [--config_file config/accelerate/<...>.yaml] \
         -m debatelab.training.core.launch job.json
@@ -9,6 +9,12 @@ arguments (`write_job_spec`); a job is found by its kind, never by a module path
 file. The launcher's environment (RANK, WORLD_SIZE, MASTER_ADDR) gives the process group: NCCL on
 GPUs, Gloo on CPUs (there, `python -m torch.distributed.run --nproc_per_node N`, since accelerate
 launches several CPU processes only through MPI); the trainer wraps the policy in DDP.
+
+Several nodes (a run's `nodes`), inside a SLURM allocation of that many nodes: the job, on the
+allocation's first node, starts one `srun` task per node (`slurm_launch_command`); each task runs
+this module with `--node`, which starts its node's launcher (`node_launch_command`) with the
+node's rank (SLURM_NODEID), the first node as the main address and a port from the job id. The
+job spec and the checkpoints are read and written on the shared filesystem the results live on.
 """
 
 from __future__ import annotations
@@ -70,40 +76,136 @@ def read_job_spec(path: str | Path) -> tuple[str, dict]:
 def launch_or_train(
     *,
     processes: int = 1,
+    nodes: int = 1,
     accelerate_config: str | None = None,
     log_path: str | None = None,
     job_kind: str = "train",
     **job,
 ):
     """Run a training job (`train_job`, or `train_agents_job` with `job_kind="train_agents"`) in this
-    process, or with several processes: `accelerate launch` on GPUs (one per GPU) and with a
-    DeepSpeed config anywhere, else torchrun's Gloo processes on a CPU. The job's arguments travel
-    as JSON beside the checkpoints."""
-    if processes <= 1:
+    process, or with several processes (`processes` over all `nodes`): `accelerate launch` on GPUs
+    (one per GPU) and with a DeepSpeed config anywhere, else torchrun's Gloo processes on a CPU; over
+    several nodes, one `srun` task per node of this SLURM allocation starts its node's share. The
+    job's arguments travel as JSON beside the checkpoints."""
+    if nodes > 1:
+        slurm_nodes(nodes)  # refused outside an allocation of that many nodes, before anything is written
+        if processes % nodes:
+            raise ValueError(f"training: {processes} processes do not divide among nodes = {nodes}")
+    if processes <= 1 and nodes == 1:
         return job_function(job_kind)(**job)
     import subprocess
 
-    import torch
-
     spec = Path(job["checkpoint_dir"]) / "job.json"
     write_job_spec(spec, job_kind=job_kind, **job)
-    if torch.cuda.is_available() or (accelerate_config and is_deepspeed_config(accelerate_config)):
-        cmd = [
-            sys.executable,
-            "-m",
-            "accelerate.commands.launch",
-            "--num_processes",
-            str(processes),
-            "--num_machines",
-            "1",
-        ]
-        cmd += ["--config_file", str(accelerate_config)] if accelerate_config else ["--multi_gpu"]
-    else:  # accelerate starts several CPU processes only through MPI (DeepSpeed's aside); torchrun gives Gloo processes
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes)]
-    cmd += ["-m", "debatelab.training.core.launch", str(spec)] + ([str(log_path)] if log_path else [])
-    log.info("launching %d training processes: %s", processes, " ".join(cmd))
+    entry = ["-m", "debatelab.training.core.launch"]
+    logs = [str(log_path)] if log_path else []
+    if nodes == 1:
+        cmd = node_launch_command(
+            nodes=1,
+            processes_per_node=processes,
+            program=entry + [str(spec)] + logs,
+            accelerate_config=accelerate_config,
+        )
+    else:
+        cmd = slurm_launch_command(nodes, processes // nodes, [str(spec)] + logs, accelerate_config)
+    log.info("launching %d training processes on %d node(s): %s", processes, nodes, " ".join(cmd))
     subprocess.run(cmd, check=True)
     return pd.read_parquet(job["metrics_path"])
+
+
+def uses_accelerate(accelerate_config: str | None, gpu: bool | None = None) -> bool:
+    """Whether a node's processes start under `accelerate launch` (GPUs, or a DeepSpeed config),
+    else under torchrun (Gloo processes on a CPU)."""
+    if gpu is None:
+        import torch
+
+        gpu = torch.cuda.is_available()
+    return gpu or bool(accelerate_config and is_deepspeed_config(accelerate_config))
+
+
+def node_launch_command(
+    *,
+    nodes: int,
+    processes_per_node: int,
+    program: list[str],
+    node_rank: int = 0,
+    main_address: str | None = None,
+    main_port: int | None = None,
+    accelerate_config: str | None = None,
+    gpu: bool | None = None,
+) -> list[str]:
+    """The command that starts one node's `processes_per_node` processes, each running `program`
+    (python arguments: `-m module ...`), as node `node_rank` of `nodes` whose rank-0 node listens at
+    `main_address:main_port`: `accelerate launch` (`uses_accelerate`) or torchrun."""
+    several = nodes > 1
+    if uses_accelerate(accelerate_config, gpu):
+        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(nodes * processes_per_node)]
+        cmd += ["--num_machines", str(nodes)]
+        if several:
+            cmd += ["--machine_rank", str(node_rank), "--main_process_ip", str(main_address)]
+            cmd += ["--main_process_port", str(main_port)]
+        cmd += ["--config_file", str(accelerate_config)] if accelerate_config else ["--multi_gpu"]
+    else:  # accelerate starts several CPU processes only through MPI (DeepSpeed's aside); torchrun gives Gloo processes
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes_per_node)]
+        if several:
+            cmd += ["--nnodes", str(nodes), "--node_rank", str(node_rank), "--master_addr", str(main_address)]
+            cmd += ["--master_port", str(main_port)]
+    return cmd + list(program)
+
+
+def slurm_nodes(nodes: int) -> list[str]:
+    """The host names of this SLURM allocation, first node first; a ValueError when this process
+    runs outside an allocation of at least `nodes` nodes (a laptop, or a one-node job)."""
+    import os
+    import subprocess
+
+    job, count = os.environ.get("SLURM_JOB_ID"), int(os.environ.get("SLURM_JOB_NUM_NODES", "0") or 0)
+    if not job or count < nodes:
+        where = f"a SLURM job of {count} node(s)" if job else "not inside a SLURM job"
+        raise ValueError(
+            f"training: nodes = {nodes} runs in a SLURM allocation of {nodes} nodes (snakemake --profile "
+            f"profiles/slurm submits it so); this process is {where}. Set the run's nodes: 1 to train on this machine"
+        )
+    listing = os.environ.get("SLURM_JOB_NODELIST", "")
+    hosts = subprocess.run(
+        ["scontrol", "show", "hostnames", listing], capture_output=True, text=True, check=True
+    ).stdout.split()
+    return hosts or [listing]
+
+
+def slurm_launch_command(nodes: int, processes_per_node: int, job_args: list[str], accelerate_config=None) -> list[str]:
+    """`srun` with one task per node of the allocation, each running `python -m
+    debatelab.training.core.launch --node ...` (`node_main`), which starts its node's processes; the
+    first node is the main address, the port comes from the job id."""
+    import os
+
+    main_address = slurm_nodes(nodes)[0]
+    port = 29500 + int(os.environ.get("SLURM_JOB_ID", "0")) % 10000
+    cmd = ["srun", "--nodes", str(nodes), "--ntasks", str(nodes), "--ntasks-per-node", "1", "--kill-on-bad-exit=1"]
+    if os.environ.get("SLURM_CPUS_ON_NODE"):  # a step task gets one CPU unless told: the node's processes need them all
+        cmd += ["--cpus-per-task", os.environ["SLURM_CPUS_ON_NODE"]]
+    cmd += [sys.executable, "-m", "debatelab.training.core.launch", "--node", str(nodes), str(processes_per_node)]
+    cmd += [main_address, str(port), str(accelerate_config or "")]
+    return cmd + list(job_args)
+
+
+def node_main(args: list[str]) -> None:
+    """One node's task of a several-node run: `NODES PROCESSES_PER_NODE MAIN_ADDRESS PORT ACCELERATE_CONFIG
+    job.json [log]`, its rank from SLURM (SLURM_NODEID)."""
+    import os
+    import subprocess
+
+    nodes, per_node, address, port, accelerate_config, *job_args = args
+    cmd = node_launch_command(
+        nodes=int(nodes),
+        processes_per_node=int(per_node),
+        program=["-m", "debatelab.training.core.launch", *job_args],
+        node_rank=int(os.environ["SLURM_NODEID"]),
+        main_address=address,
+        main_port=int(port),
+        accelerate_config=accelerate_config or None,
+    )
+    subprocess.run(cmd, check=True)
 
 
 def is_deepspeed_config(path: str | Path) -> bool:
@@ -118,8 +220,14 @@ def is_deepspeed_config(path: str | Path) -> bool:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--node"]:
+        return node_main(args[1:])
     if len(args) not in (1, 2):
-        raise SystemExit("usage: python -m debatelab.training.core.launch job.json [log file]")
+        raise SystemExit(
+            "usage: python -m debatelab.training.core.launch job.json [log file]\n"
+            "       python -m debatelab.training.core.launch --node NODES PROCESSES_PER_NODE MAIN_ADDRESS PORT "
+            "ACCELERATE_CONFIG job.json [log file]"
+        )
     rank = init_process_group()
     with job_log(args[1] if len(args) == 2 and rank == 0 else None):
         kind, job = read_job_spec(args[0])
