@@ -136,6 +136,18 @@ def planned_tasks_per_gpu(rule):
     return lambda wildcards: 0 if job_gpu_plan(rule, wildcards).nodes > 1 else 1
 
 
+def planned_tasks(rule):
+    """Over several nodes, one task per node (`--ntasks=<nodes>` beside `--nodes`); else unset."""
+    return lambda wildcards: job_gpu_plan(rule, wildcards).nodes if job_gpu_plan(rule, wildcards).nodes > 1 else None
+
+
+def planned_mpi(rule):
+    """Over several nodes, `mpi: srun`: the SLURM plugin's job step then runs the job's script in the
+    batch step instead of inside an `srun -n1` of one node, and the script starts the per-node
+    tasks itself (the plugins' way for jobs that call srun); else unset (the usual step)."""
+    return lambda wildcards: "srun" if job_gpu_plan(rule, wildcards).nodes > 1 else None
+
+
 # --- GPU-hour prices ----------------------------------------------------------------------------
 from debatelab.cost import any_gpu_price, gpu_groups
 

@@ -33,6 +33,8 @@ rule train:
         gpu=planned_gpus("train"),
         nodes=planned_nodes("train"),
         tasks_per_gpu=planned_tasks_per_gpu("train"),
+        tasks=planned_tasks("train"),
+        mpi=planned_mpi("train"),
         mem_mb=32000,
         runtime=1440,
     conda:
@@ -124,6 +126,8 @@ rule train_agents:
         gpu=planned_gpus("train_agents"),
         nodes=planned_nodes("train_agents"),
         tasks_per_gpu=planned_tasks_per_gpu("train_agents"),
+        tasks=planned_tasks("train_agents"),
+        mpi=planned_mpi("train_agents"),
         mem_mb=32000,
         runtime=1440,
     conda:

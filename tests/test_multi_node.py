@@ -30,6 +30,7 @@ def test_a_several_node_run_is_refused_outside_a_slurm_allocation_of_that_many_n
     assert not list(tmp_path.iterdir())  # refused before the job spec is written
     monkeypatch.setenv("SLURM_JOB_ID", "77")
     monkeypatch.setenv("SLURM_JOB_NUM_NODES", "1")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu1")
     with pytest.raises(ValueError, match=r"this process is a SLURM job of 1 node\(s\)"):
         launch.launch_or_train(processes=4, nodes=2, checkpoint_dir=str(tmp_path), metrics_path="m.parquet")
 
@@ -99,8 +100,9 @@ def test_a_run_s_nodes_are_checked_and_planned_per_node():
 
 def test_sbatch_receives_two_nodes_and_no_task_per_gpu_for_a_two_node_run(tmp_path):
     """The dry run with the SLURM profile gives the two-node train job `nodes=2`, `gpu=16` (the
-    plugin's `--gpus` counts the whole job) and `tasks_per_gpu=0`; the plugin turns those resources
-    into the sbatch call below: 2 nodes, 16 H800s, no task per GPU (the job starts one per node)."""
+    plugin's `--gpus` counts the whole job), `tasks_per_gpu=0`, `tasks=2` and `mpi=srun` (its job step
+    then runs the script in the batch step, which starts the tasks); the plugin turns those resources
+    into the sbatch call below: 2 nodes, 2 tasks, 16 H800s, no task per GPU."""
     from snakemake_executor_plugin_slurm.submit_string import get_submit_command
     from snakemake_executor_plugin_slurm.utils import set_gres_string
 
@@ -115,6 +117,7 @@ def test_sbatch_receives_two_nodes_and_no_task_per_gpu_for_a_two_node_run(tmp_pa
     assert block, out[-3000:]
     resources = dict(kv.split("=", 1) for kv in re.findall(r"(\w+=[^,]+)", block.group(1)))
     assert (resources["nodes"], resources["gpu"], resources["tasks_per_gpu"]) == ("2", "16", "0")
+    assert (resources["tasks"], resources["mpi"]) == ("2", "srun")  # one task per node, started by the job itself
 
     class Resources(SimpleNamespace):
         def get(self, key, default=None):
@@ -122,12 +125,15 @@ def test_sbatch_receives_two_nodes_and_no_task_per_gpu_for_a_two_node_run(tmp_pa
 
     job = SimpleNamespace(
         threads=8,
-        resources=Resources(nodes=2, gpu=16, gpu_model="h800", tasks_per_gpu=0, cpus_per_task=8, mem_mb=96000),
+        resources=Resources(
+            nodes=2, gpu=16, gpu_model="h800", tasks_per_gpu=0, tasks=2, mpi="srun", cpus_per_task=8, mem_mb=96000
+        ),
     )
     params = {"run_uuid": "x", "slurm_logfile": "x.log", "comment_str": "train", "account": "-A a",
               "partition": "-p gpu_h800", "workdir": None}  # fmt: skip
     call = get_submit_command(job, params) + set_gres_string(job)
-    assert "--nodes=2" in call and "--gpus=h800:16" in call and "--ntasks" not in call, call
+    assert "--nodes=2" in call and "--ntasks=2" in call and "--gpus=h800:16" in call, call
+    assert "--ntasks-per-gpu" not in call, call
 
 
 @pytest.mark.slow

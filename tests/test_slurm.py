@@ -6,6 +6,7 @@ Every job must reach SLURM (sbatch), and GPU-heavy rules must carry their GPU re
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -14,6 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from conftest import require
@@ -420,3 +422,62 @@ def test_a_requeued_zero_shot_job_resumes_from_its_generation_cache(slurm_cluste
     assert flushed_before_requeue and flushed_before_requeue <= _units(workdir)
     assert _units(workdir) == _units(tmp_path / "local") and _parts(workdir) == _parts(tmp_path / "local")
     assert (workdir / CACHE).exists()
+
+
+def test_a_two_node_train_job_runs_one_task_per_node_through_slurm(slurm_cluster, tmp_path):
+    """A DAPO run with `nodes: 2, gpus: 1` on the `twins` partition (two slurmds, one fake h800 each):
+    Snakemake submits it as 2 nodes and 2 GPUs; the job starts one srun task per node, node 0 and
+    node 1 each start their launcher (torchrun here: no CUDA) with the first node as main address,
+    and the two processes train the run to its end."""
+    config = yaml.safe_load(Path(TRAIN_FAULTS).read_text())
+    config["training"]["runs"] = {
+        "dapo": {
+            "method": "dapo",
+            "policy": "alice",
+            "dataset": "asdiv",
+            "steps": 2,
+            "nodes": 2,
+            "gpus": 1,
+            "max_tokens": 8,
+            "overlong_buffer": 0,
+            "mini_batch_size": 4,
+            "micro_batch_size": 4,
+            "warmup_steps": 0,
+            "lora": {"r": 4, "alpha": 8},
+            "dapo": {"prompts_per_step": 2, "rollouts_per_prompt": 2, "dynamic_sampling": False},
+        }
+    }
+    for name in ("tiny-sdrl", "tiny-umad-bob"):
+        config["models"].pop(name)
+    for name in ("carol", "dave"):
+        config["agents"].pop(name)
+    config["debate"]["protocols"].pop("trained")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    profile = _test_profile(tmp_path)
+    settings = yaml.safe_load((profile / "config.yaml").read_text())
+    settings["set-resources"]["train"]["slurm_partition"] = "twins"
+    settings["set-resources"]["train"]["mem_mb"] = 2000
+    settings["slurm-keep-successful-logs"] = True  # the node tasks' lines are in the job's SLURM log
+    (profile / "config.yaml").write_text(yaml.safe_dump(settings))
+    before = {j["id"] for j in _squeue_jobs()}
+    workdir = tmp_path / "work"
+    target = "results/trainkill/train/dapo/metrics.parquet"
+    snakemake(
+        workdir, "--configfile", str(tmp_path / "config.yaml"), "--profile", str(profile), target,
+        timeout=1500, slurm=True,
+    )  # fmt: skip
+    (train,) = [j for j in _squeue_jobs() if j["id"] not in before and j["comment"].startswith("rule_train_")]
+    assert train["state"] == "COMPLETED" and train["partition"] == "twins", train
+    shown = subprocess.run(["scontrol", "show", "job", train["id"]], capture_output=True, text=True).stdout
+    assert "NumNodes=2 " in shown and "NodeList=twin[0-1]" in shown, shown
+    assert re.search(r"TresPerJob=(gres:)?gpu:h800:2", shown), shown
+    log = (workdir / "logs/trainkill/train/dapo.log").read_text()
+    assert "launching 2 training processes on 2 node(s): srun --nodes 2 --ntasks 2 --ntasks-per-node 1" in log, log
+    slurm_logs = "".join(f.read_text() for f in (workdir / ".snakemake/slurm_logs").rglob("*.log"))
+    for rank, node in ((0, "twin0"), (1, "twin1")):
+        line = re.search(rf"debatelab: node {rank} of 2 \({node}\): (.*)", slurm_logs)
+        assert line, slurm_logs[-3000:]
+        assert f"--nnodes 2 --node_rank {rank} --master_addr twin0" in line.group(1)
+    info = json.loads((workdir / "results/trainkill/train/dapo/settings.json").read_text())
+    assert info["processes"] == 2
+    assert len(pd.read_parquet(workdir / target)) == 2

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# A real single-node SLURM (slurmctld + slurmd on this host) for tests; Debian 12, run as root.
-# Fakes one a100 and two h800 GPUs via GRES (File=/dev/null, /dev/zero, /dev/full) so `--gpus=a100:1` and
-# `--gpus=h800:2` jobs schedule (a job whose GPU plan asks for two h800s: tests/test_slurm.py).
+# A real SLURM on this host for tests (slurmctld + slurmd); Debian 12, run as root.
+# Node ${HOST} fakes one a100 and two h800 GPUs via GRES (File=/dev/null, /dev/zero, /dev/full) so
+# `--gpus=a100:1` and `--gpus=h800:2` jobs schedule (a job whose GPU plan asks for two h800s:
+# tests/test_slurm.py). Partition `twins` adds two more nodes, twin0 and twin1, each a slurmd of its
+# own on this host (Debian's slurmd runs several, `slurmd -N <node>`) with one fake h800: a job of
+# two nodes (tests/test_slurm.py's several-node training) runs one task on each.
 
 set -euo pipefail
 HOST=$(hostname -s)
@@ -11,7 +14,10 @@ if ! command -v slurmctld >/dev/null; then
   apt-get update -q
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm >/dev/null
 fi
-mkdir -p /etc/slurm /var/spool/slurmctld /var/spool/slurmd /var/log/slurm /run/munge
+mkdir -p /etc/slurm /var/spool/slurmctld /var/spool/slurmd-${HOST} /var/spool/slurmd-twin0 \
+  /var/spool/slurmd-twin1 /var/log/slurm /run/munge
+# the twins' names resolve to this host (a several-node job's main address is its first node's name)
+grep -q ' twin0 twin1$' /etc/hosts || echo '127.0.0.1 twin0 twin1' >> /etc/hosts
 cat > /etc/slurm/slurm.conf <<CONF
 ClusterName=localcluster
 SlurmctldHost=${HOST}
@@ -23,8 +29,8 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 ReturnToService=2
 SlurmctldPidFile=/run/slurmctld.pid
-SlurmdPidFile=/run/slurmd.pid
-SlurmdSpoolDir=/var/spool/slurmd
+SlurmdPidFile=/run/slurmd-%n.pid
+SlurmdSpoolDir=/var/spool/slurmd-%n
 StateSaveLocation=/var/spool/slurmctld
 SlurmUser=root
 SlurmdUser=root
@@ -41,11 +47,13 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 SlurmctldLogFile=/var/log/slurm/slurmctld.log
-SlurmdLogFile=/var/log/slurm/slurmd.log
-NodeName=${HOST} CPUs=${CPUS} RealMemory=${MEM_MB} Gres=gpu:a100:1,gpu:h800:2 State=UNKNOWN
+SlurmdLogFile=/var/log/slurm/slurmd-%n.log
+NodeName=${HOST} CPUs=${CPUS} RealMemory=${MEM_MB} Gres=gpu:a100:1,gpu:h800:2 State=UNKNOWN Port=6818
+NodeName=twin[0-1] NodeHostname=${HOST} NodeAddr=127.0.0.1 CPUs=1 RealMemory=$(( MEM_MB / 2 )) Gres=gpu:h800:1 State=UNKNOWN Port=[6828-6829]
 PartitionName=cpu Nodes=${HOST} Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu_a100 Nodes=${HOST} MaxTime=INFINITE State=UP
 PartitionName=gpu_h800 Nodes=${HOST} MaxTime=INFINITE State=UP
+PartitionName=twins Nodes=twin[0-1] MaxTime=INFINITE State=UP
 PartitionName=urgent Nodes=${HOST} MaxTime=INFINITE State=UP PriorityTier=10
 CONF
 cat > /etc/slurm/gres.conf <<CONF
@@ -53,10 +61,11 @@ AutoDetect=off
 NodeName=${HOST} Name=gpu Type=a100 File=/dev/null
 NodeName=${HOST} Name=gpu Type=h800 File=/dev/zero
 NodeName=${HOST} Name=gpu Type=h800 File=/dev/full
+NodeName=twin[0-1] Name=gpu Type=h800 File=/dev/zero
 CONF
 chown munge:munge /run/munge
 pgrep -x munged >/dev/null || su -s /bin/sh munge -c /usr/sbin/munged
 pgrep -x slurmctld >/dev/null || slurmctld
-pgrep -x slurmd >/dev/null || slurmd
-for i in $(seq 1 30); do sinfo -h -o '%T' 2>/dev/null | grep -q idle && break; sleep 1; done
+pgrep -x slurmd >/dev/null || { slurmd -N "${HOST}"; slurmd -N twin0; slurmd -N twin1; }
+for i in $(seq 1 30); do [ "$(sinfo -h -N -o '%T' 2>/dev/null | grep -c idle)" -ge 3 ] && break; sleep 1; done
 sinfo

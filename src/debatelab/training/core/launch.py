@@ -88,7 +88,7 @@ def launch_or_train(
     several nodes, one `srun` task per node of this SLURM allocation starts its node's share. The
     job's arguments travel as JSON beside the checkpoints."""
     if nodes > 1:
-        slurm_nodes(nodes)  # refused outside an allocation of that many nodes, before anything is written
+        slurm_allocation(nodes)  # refused outside an allocation of that many nodes, before anything is written
         if processes % nodes:
             raise ValueError(f"training: {processes} processes do not divide among nodes = {nodes}")
     if processes <= 1 and nodes == 1:
@@ -153,24 +153,32 @@ def node_launch_command(
     return cmd + list(program)
 
 
-def slurm_nodes(nodes: int) -> list[str]:
-    """The host names of this SLURM allocation, first node first; a ValueError when this process
-    runs outside an allocation of at least `nodes` nodes (a laptop, or a one-node job)."""
+def slurm_allocation(nodes: int) -> tuple[list[str], int | None]:
+    """(the host names of this SLURM allocation, first node first; its CPUs per node, None when
+    unknown), from SLURM's environment or, where the job step hid it (the Snakemake SLURM plugin
+    keeps only SLURM_JOB_ID), from `scontrol show job`. A ValueError when this process runs outside
+    an allocation of at least `nodes` nodes (a laptop, or a one-node job)."""
     import os
     import subprocess
 
-    job, count = os.environ.get("SLURM_JOB_ID"), int(os.environ.get("SLURM_JOB_NUM_NODES", "0") or 0)
+    job = os.environ.get("SLURM_JOB_ID")
+    count, listing = int(os.environ.get("SLURM_JOB_NUM_NODES", "0") or 0), os.environ.get("SLURM_JOB_NODELIST")
+    cpus = int(os.environ["SLURM_CPUS_ON_NODE"]) if os.environ.get("SLURM_CPUS_ON_NODE") else None
+    if job and not listing:
+        shown = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True).stdout
+        fields = dict(item.split("=", 1) for item in shown.split() if "=" in item)
+        count, listing = int(fields.get("NumNodes", "0").split("-")[0] or 0), fields.get("NodeList")
+        cpus = int(fields["NumCPUs"]) // max(count, 1) if fields.get("NumCPUs", "").isdigit() else None
     if not job or count < nodes:
         where = f"a SLURM job of {count} node(s)" if job else "not inside a SLURM job"
         raise ValueError(
             f"training: nodes = {nodes} runs in a SLURM allocation of {nodes} nodes (snakemake --profile "
             f"profiles/slurm submits it so); this process is {where}. Set the run's nodes: 1 to train on this machine"
         )
-    listing = os.environ.get("SLURM_JOB_NODELIST", "")
     hosts = subprocess.run(
         ["scontrol", "show", "hostnames", listing], capture_output=True, text=True, check=True
     ).stdout.split()
-    return hosts or [listing]
+    return hosts or [listing], cpus
 
 
 def slurm_launch_command(nodes: int, processes_per_node: int, job_args: list[str], accelerate_config=None) -> list[str]:
@@ -179,13 +187,13 @@ def slurm_launch_command(nodes: int, processes_per_node: int, job_args: list[str
     first node is the main address, the port comes from the job id."""
     import os
 
-    main_address = slurm_nodes(nodes)[0]
+    hosts, cpus = slurm_allocation(nodes)
     port = 29500 + int(os.environ.get("SLURM_JOB_ID", "0")) % 10000
     cmd = ["srun", "--nodes", str(nodes), "--ntasks", str(nodes), "--ntasks-per-node", "1", "--kill-on-bad-exit=1"]
-    if os.environ.get("SLURM_CPUS_ON_NODE"):  # a step task gets one CPU unless told: the node's processes need them all
-        cmd += ["--cpus-per-task", os.environ["SLURM_CPUS_ON_NODE"]]
+    if cpus:  # a step's task gets one CPU unless told: the node's processes need them all
+        cmd += ["--cpus-per-task", str(cpus)]
     cmd += [sys.executable, "-m", "debatelab.training.core.launch", "--node", str(nodes), str(processes_per_node)]
-    cmd += [main_address, str(port), str(accelerate_config or "")]
+    cmd += [hosts[0], str(port), str(accelerate_config or "")]
     return cmd + list(job_args)
 
 
@@ -193,6 +201,7 @@ def node_main(args: list[str]) -> None:
     """One node's task of a several-node run: `NODES PROCESSES_PER_NODE MAIN_ADDRESS PORT ACCELERATE_CONFIG
     job.json [log]`, its rank from SLURM (SLURM_NODEID)."""
     import os
+    import socket
     import subprocess
 
     nodes, per_node, address, port, accelerate_config, *job_args = args
@@ -204,6 +213,12 @@ def node_main(args: list[str]) -> None:
         main_address=address,
         main_port=int(port),
         accelerate_config=accelerate_config or None,
+    )
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    print(
+        f"debatelab: node {os.environ['SLURM_NODEID']} of {nodes} ({node}): {' '.join(cmd)}",
+        file=sys.stderr,
+        flush=True,
     )
     subprocess.run(cmd, check=True)
 
