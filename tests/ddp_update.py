@@ -1,6 +1,6 @@
 """Two optimizer steps on a fixed batch of eight sequences (one mini-batch per step), in as many
 processes as the launcher starts (each takes every world-th sequence): DDP under torchrun, or
-DeepSpeed ZeRO under `accelerate launch` with a DeepSpeed config. Rank 0 saves the gradients of
+DeepSpeed ZeRO (stage 2 or 3) under `accelerate launch` with a DeepSpeed config. Rank 0 saves the gradients of
 the first step (DDP and one process: DeepSpeed keeps them in its partitions), the updated weights
 and the number of steps this launch made. With a checkpoint folder, a checkpoint is written after the first step, and a rerun
 resumes from it and makes only the second. Used by test_training."""
@@ -33,6 +33,7 @@ def main(model_dir: str, out: str, checkpoint_dir: str | None = None) -> None:
     settings = toy_settings(
         mini_batch_size=8,
         micro_batch_size=2,
+        micro_batch_tokens=44,  # rank 0's four sequences pack into 3 passes, rank 1's into 4 (ZeRO-3 pads to 4)
         finetuning="full",
         learning_rate=1e-2,
         max_grad_norm=0.0,
@@ -77,10 +78,11 @@ def main(model_dir: str, out: str, checkpoint_dir: str | None = None) -> None:
         if checkpoint_dir is not None and trainer.state.step == 1:
             trainer.checkpoint()
             barrier(world)
+    weights = policy.trainable_state()  # ZeRO-3: gathered from every process
     if rank == 0:
         save_file(
             {
-                **{k: v.contiguous() for k, v in policy.trainable_state().items()},
+                **{k: v.contiguous() for k, v in weights.items()},
                 **grads,
                 "steps_made": torch.tensor(made),
             },

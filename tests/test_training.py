@@ -10,9 +10,11 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from conftest import toy_settings
@@ -617,6 +619,7 @@ def distributed_updates(tmp_path_factory, char_model_dir) -> dict[str, Path]:
     from debatelab.training.core.launch import is_deepspeed_config
 
     zero_config = REPO_ROOT / "config/accelerate/zero2_8gpu.yaml"
+    zero3_config = REPO_ROOT / "config/accelerate/zero3_8gpu.yaml"
     assert is_deepspeed_config(zero_config) and not is_deepspeed_config(REPO_ROOT / "config/accelerate/ddp_8gpu.yaml")
     folder = tmp_path_factory.mktemp("distributed")
     env = {**os.environ, "PYTHONPATH": tests_path(), "OMP_NUM_THREADS": "1"}
@@ -630,16 +633,20 @@ def distributed_updates(tmp_path_factory, char_model_dir) -> dict[str, Path]:
         "--num_machines",
         "1",
     ]
+    accelerate3 = [*accelerate]
+    accelerate3[accelerate3.index(str(zero_config))] = str(zero3_config)
     runs = {
         "one": torchrun + ["--nproc_per_node", "1", "--master_port", "29501"],
         "ddp": torchrun + ["--nproc_per_node", "2", "--master_port", "29502"],
         "zero": accelerate + ["--num_processes", "2", "--main_process_port", "29503"],
         "zero_resumed": accelerate + ["--num_processes", "2", "--main_process_port", "29504"],
+        "zero3": accelerate3 + ["--num_processes", "2", "--main_process_port", "29505"],
+        "zero3_resumed": accelerate3 + ["--num_processes", "2", "--main_process_port", "29506"],
     }
     outs = {}
     for name, launcher in runs.items():
         outs[name] = folder / f"{name}.safetensors"
-        checkpoint = [str(folder / "zero-checkpoint")] if name.startswith("zero") else []
+        checkpoint = [str(folder / f"{name.removesuffix('_resumed')}-checkpoint")] if name.startswith("zero") else []
         proc = subprocess.run(
             launcher + ["-m", "ddp_update", str(char_model_dir), str(outs[name]), *checkpoint],
             env=env,
@@ -649,43 +656,51 @@ def distributed_updates(tmp_path_factory, char_model_dir) -> dict[str, Path]:
         )
         assert proc.returncode == 0, f"{name}: {proc.stderr[-3000:]}"
     outs["checkpoint"] = folder / "zero-checkpoint"
+    outs["checkpoint3"] = folder / "zero3-checkpoint"
     return outs
 
 
 @pytest.mark.slow
 def test_two_processes_make_the_same_update_as_one_on_the_whole_batch(distributed_updates):
     """Data parallel, DDP or DeepSpeed ZeRO-2 (optimizer states and gradients split between the
-    processes): each of two processes updates on half the mini-batch; the loss normaliser is the whole
-    mini-batch's token count and the gradients are averaged, so each step equals one process's on all
-    eight sequences."""
+    processes) or ZeRO-3 (the weights too): each of two processes updates on half the mini-batch; the
+    loss normaliser is the whole mini-batch's token count and the gradients are averaged, so each
+    step equals one process's on all eight sequences. A token budget packs rank 0's sequences into 3
+    passes and rank 1's into 4, so under ZeRO-3 rank 0 joins the fourth with an empty pass."""
     from safetensors.torch import load_file
 
-    one, ddp, zero = (load_file(distributed_updates[k]) for k in ("one", "ddp", "zero"))
+    one, ddp, zero, zero3 = (load_file(distributed_updates[k]) for k in ("one", "ddp", "zero", "zero3"))
     grads = [k for k in one if k.startswith("grad.")]
     assert len(grads) > 5 and any(float(one[k].abs().max()) > 1e-4 for k in grads), "no gradient reached the weights"
     for key in grads:  # the same gradient, up to the order of floating-point sums
         assert torch.allclose(one[key], ddp[key], rtol=1e-4, atol=1e-7), key
     weights = [k for k in one if not k.startswith("grad.")]
-    assert set(weights) == {k for k in zero if not k.startswith("grad.")}
+    assert (
+        set(weights)
+        == {k for k in zero if not k.startswith("grad.")}
+        == {k for k in zero3 if not k.startswith("grad.")}
+    )
     # Adam's steps are about lr·m/√v: weights agree except where a gradient is ~0
-    for other in (ddp, zero):
+    for other in (ddp, zero, zero3):
         for key in weights:
             assert torch.isclose(one[key], other[key], atol=1e-6).float().mean() > 0.99, key
-    assert max(float((one[k] - zero[k]).abs().max()) for k in weights) < 1e-4  # lr is 1e-2: every weight moved by ~2e-2
+    for other in (zero, zero3):  # lr is 1e-2: every weight moved by ~2e-2
+        assert max(float((one[k] - other[k]).abs().max()) for k in weights) < 1e-4
 
 
 @pytest.mark.slow
-def test_a_deepspeed_run_resumes_from_its_optimizer_partitions(distributed_updates):
-    """The ZeRO run's checkpoint after step 1 holds each process's optimizer partition; the rerun
-    restores them (Adam's moments and the fp32 master weights) and makes only step 2, ending with
-    exactly the weights of the uninterrupted run."""
+@pytest.mark.parametrize("stage", ["zero", "zero3"])
+def test_a_deepspeed_run_resumes_from_its_optimizer_partitions(distributed_updates, stage):
+    """The ZeRO run's checkpoint after step 1 holds each process's optimizer partition (ZeRO-3: and
+    the weights gathered from both); the rerun restores them (Adam's moments and the fp32 master
+    weights) and makes only step 2, ending with exactly the weights of the uninterrupted run."""
     from safetensors.torch import load_file
 
-    checkpoint = distributed_updates["checkpoint"]
+    checkpoint = distributed_updates["checkpoint" if stage == "zero" else "checkpoint3"]
     assert (checkpoint / "latest").read_text() == "step-00001"
     assert sorted(p.name for p in (checkpoint / "step-00001/optimizer-zero").iterdir()) == ["rank-0.pt", "rank-1.pt"]
     assert not list(checkpoint.glob(".zero-step-*"))
-    uninterrupted, resumed = load_file(distributed_updates["zero"]), load_file(distributed_updates["zero_resumed"])
+    uninterrupted, resumed = load_file(distributed_updates[stage]), load_file(distributed_updates[f"{stage}_resumed"])
     assert int(uninterrupted["steps_made"]) == 2 and int(resumed["steps_made"]) == 1
     weights = [k for k in uninterrupted if k != "steps_made"]
     assert len(weights) > 5 and resumed.keys() == uninterrupted.keys()
@@ -937,3 +952,56 @@ def test_full_fine_tuning_of_bfloat16_weights_warns_that_small_steps_are_lost(ca
     assert "zero2_8gpu.yaml" in caplog.text and "learning_rate 1e-06" in caplog.text
     assert not warn_low_precision_updates(toy_settings(finetuning="lora"), torch.bfloat16)
     assert not warn_low_precision_updates(toy_settings(finetuning="full"), torch.float32)
+
+
+@pytest.mark.slow
+def test_a_zero3_job_rolls_out_on_gathered_weights_resumes_and_saves_them(tmp_path, char_model_dir, monkeypatch):
+    """A DAPO job with full fine-tuning in two processes under DeepSpeed ZeRO-3 (each holding half of
+    every weight), started as the train rule starts it: its rollouts run on the weights gathered
+    whole in each process, and its saved model (gathered, written by rank 0) equals that of the same
+    job under ZeRO-2 (whole weights in every process) within float tolerance. Stopped after step 1
+    and rerun, it resumes from its checkpoint and saves exactly the weights of the uninterrupted run."""
+    from debatelab.training.core.launch import launch_or_train
+
+    monkeypatch.setenv("PYTHONPATH", tests_path())
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("DEBATELAB_TESTS_NO_DS_SHM", "1")  # tests/sitecustomize.py: Gloo, no kernel to compile
+    dataset = _toy_dataset(tmp_path / "toy.parquet")
+    settings = toy_settings(
+        steps=2,
+        **{
+            **TOY,
+            "dynamic_sampling": False,
+            "prompts_per_step": 2,
+            "rollouts_per_prompt": 4,
+            "mini_batch_size": 8,
+            "micro_batch_size": 2,
+            "micro_batch_tokens": 30,
+            "checkpoint_every": 1,
+            "reward": "test_training:starts_with_a_vowel",  # mixed groups: a gradient every step
+        },
+    )
+    runs = {}
+    for name, config, steps in (
+        ("zero3", "zero3", 2),
+        ("zero2", "zero2", 2),
+        ("split", "zero3", 1),
+        ("split", "zero3", 2),
+    ):
+        job = _job(tmp_path, char_model_dir, dataset, replace(settings, steps=steps), name=name)
+        metrics = launch_or_train(
+            processes=2, accelerate_config=str(REPO_ROOT / f"config/accelerate/{config}_8gpu.yaml"), **job
+        )
+        runs[name] = (metrics, _weights(Path(job["out_dir"])))
+    (zero3, weights3), (zero2, weights2), (split, split_weights) = runs["zero3"], runs["zero2"], runs["split"]
+    assert len(zero3) == 2 and np.isfinite(zero3["loss"]).all() and (zero3["reward_std"] > 0).all()
+    assert json.loads((tmp_path / "zero3/settings.json").read_text())["processes"] == 2
+    start = _weights(Path(char_model_dir))
+    assert weights3.keys() == weights2.keys() == start.keys()
+    assert max(float((weights3[k] - start[k]).abs().max()) for k in start) > 1e-3  # it trained
+    assert max(float((weights3[k] - weights2[k]).abs().max()) for k in start) < 1e-4
+    pd.testing.assert_frame_equal(
+        zero3[["reward_mean", "accuracy"]], zero2[["reward_mean", "accuracy"]]
+    )  # the same rollouts: gathered weights generate as whole ones
+    assert all(torch.equal(split_weights[k], weights3[k]) for k in start)
+    assert len(split) == 2 and (tmp_path / "split/checkpoint/latest").read_text() == "step-00002"

@@ -268,9 +268,10 @@ def train_agents_job(
         "settings": settings.to_dict(),
     }
 
-    def save() -> None:  # data parallel: every process holds the same adapters
-        for agent, out in out_dirs.items():
-            policies.save(agent, out)
+    def save() -> None:  # data parallel: every process holds the same agents, rank 0 writes them
+        if trainer.rank == 0:
+            for agent, out in out_dirs.items():
+                policies.save(agent, out)
 
     metrics = train_and_record(
         trainer,

@@ -149,8 +149,9 @@ def train_and_record(
 ) -> pd.DataFrame:
     """A training job's run and outputs, for `train_job` and `multi_agent_stage.train_agents_job`:
     `trainer.train` with the job's trackers (`tracking.training_tracking`, `info` its settings record:
-    run, dataset, settings), `close()` the rollout engines whatever happens, then on rank 0 `save()`
-    the trained model(s) and write `paths` = (metrics.parquet, curves.png titled `title`, settings.json)."""
+    run, dataset, settings), `close()` the rollout engines whatever happens, then `save()` the trained
+    model(s) (called by every process: ZeRO-3 gathers the weights from all; rank 0 writes) and on
+    rank 0 write `paths` = (metrics.parquet, curves.png titled `title`, settings.json)."""
     metrics_path, curves_path, settings_path = paths
     tracking = training_tracking(
         report_to,
@@ -165,8 +166,8 @@ def train_and_record(
         metrics = trainer.train(tracking)
     finally:
         close()
+    save()
     if trainer.rank == 0:
-        save()
         write_parquet_atomic(metrics, metrics_path)
         save_figure_atomic(plot_training_curves(metrics, title), curves_path)
         write_json_atomic(info, settings_path)

@@ -34,7 +34,13 @@ from pathlib import Path
 
 from ...gpu_plan import WEIGHTS_SHARE, size_from_folder, training_placement, training_state_bytes, weights_bytes
 from .distributed import rank_and_world
-from .policy import enable_gradient_checkpointing, optimizer_and_schedule, resolve_dtype, warn_low_precision_updates
+from .policy import (
+    enable_gradient_checkpointing,
+    lora_config,
+    optimizer_and_schedule,
+    resolve_dtype,
+    warn_low_precision_updates,
+)
 
 log = logging.getLogger(__name__)
 
@@ -134,17 +140,7 @@ class AgentPolicies:
         )
 
     def _lora_config(self):
-        """A fresh LoRA config per adapter: PEFT writes the base's path into the config it is given."""
-        from peft import LoraConfig
-
-        lora = self.settings.lora
-        return LoraConfig(
-            r=lora.r,
-            lora_alpha=lora.alpha,
-            lora_dropout=lora.dropout,
-            target_modules=lora.target_modules,
-            task_type="CAUSAL_LM",
-        )
+        return lora_config(self.settings)
 
     def _load(self, base: str, key: str, dtype):
         """Base folder `base` as a causal LM: on `key`'s GPUs under model parallelism, else on the CPU."""

@@ -111,9 +111,11 @@ def save_checkpoint(
     fingerprint,
     keep: int = 2,
     optimizer_partitions: str | Path | None = None,
+    trainable: dict | None = None,
 ) -> Path:
     """`optimizer_partitions`: the folder of ZeRO optimizer partitions every process saved for this
     step (`zero.save_partition`), moved into the checkpoint in place of the whole optimizer state.
+    `trainable`: the weights to save, when gathered beforehand (ZeRO-3); else `policy.trainable_state()`.
     `keep` newest checkpoints stay: the one before the newest is the fallback if the newest won't load."""
     import torch
     from safetensors.torch import save_file
@@ -125,7 +127,8 @@ def save_checkpoint(
     name = f"step-{state.step:05d}"
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=directory))
     try:
-        save_file({k: v.contiguous().cpu() for k, v in policy.trainable_state().items()}, tmp / "trainable.safetensors")
+        trainable = policy.trainable_state() if trainable is None else trainable
+        save_file({k: v.contiguous().cpu() for k, v in trainable.items()}, tmp / "trainable.safetensors")
         whole = None if optimizer_partitions is not None else policy.optimizer.state_dict()
         torch.save({"optimizer": whole, "scheduler": policy.scheduler.state_dict()}, tmp / "optimizer.pt")
         if optimizer_partitions is not None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from . import zero
+
 log = logging.getLogger(__name__)
 
 
@@ -76,8 +78,6 @@ def warn_low_precision_updates(settings, dtype) -> bool:
     of them. DeepSpeed ZeRO keeps fp32 master weights (`zero.py`); LoRA adapters train in fp32."""
     import torch
 
-    from . import zero
-
     sharded = (
         zero.requested()
         and torch.distributed.is_available()
@@ -96,6 +96,20 @@ def warn_low_precision_updates(settings, dtype) -> bool:
     return True
 
 
+def lora_config(settings):
+    """A fresh PEFT `LoraConfig` of the run's `lora` settings (PEFT writes the base's path into the one it is given)."""
+    from peft import LoraConfig
+
+    lora = settings.lora
+    return LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+        task_type="CAUSAL_LM",
+    )
+
+
 class Policy:
     def __init__(self, model_path: str | Path, settings, *, device: str):
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -108,20 +122,12 @@ class Policy:
         model.generation_config.pad_token_id = self.tokenizer.pad_token_id
         enable_gradient_checkpointing(model, settings)
         if settings.finetuning == "lora":
-            from peft import LoraConfig, get_peft_model
+            from peft import get_peft_model
 
-            lora = settings.lora
-            model = get_peft_model(
-                model,
-                LoraConfig(
-                    r=lora.r,
-                    lora_alpha=lora.alpha,
-                    lora_dropout=lora.dropout,
-                    target_modules=lora.target_modules,
-                    task_type="CAUSAL_LM",
-                ),
-            )
+            model = get_peft_model(model, lora_config(settings))
         self.model = model.to(device)
+        self.engine = None  # the DeepSpeed engine over `model`, when the trainer wraps it (`zero.wrap`)
+        self._generating = None  # ZeRO-3: the gathered weights, from the first rollout to `rollouts_done`
         self.reference = None
         if settings.kl_weight and settings.finetuning == "full":  # LoRA's reference is the base without the adapter
             self.reference = AutoModelForCausalLM.from_pretrained(
@@ -147,21 +153,33 @@ class Policy:
         )
 
     def trainable_state(self) -> dict:
-        """The weights the optimizer changes (the adapter, or every weight), for checkpoints."""
-        return {name: p.detach().clone() for name, p in self.model.named_parameters() if p.requires_grad}
+        """The weights the optimizer changes (the adapter, or every weight), for checkpoints. Under
+        ZeRO-3 every process must call it (the weights are gathered from all of them)."""
+        trainable = {name: p for name, p in self.model.named_parameters() if p.requires_grad}
+        with zero.gathered(self.engine, trainable.values()):
+            return {name: p.detach().clone() for name, p in trainable.items()}
 
     def load_trainable_state(self, state: dict) -> None:
+        """Checkpointed weights back into the policy (under ZeRO-3 by every process, rank 0's kept)."""
+        import torch
+
         params = dict(self.model.named_parameters())
         missing = [n for n in state if n not in params]
         if missing:
             raise ValueError(f"checkpoint names parameters the policy lacks: {missing[:3]}")
-        with __import__("torch").no_grad():
+        with zero.gathered(self.engine, [params[n] for n in state], modifier_rank=0), torch.no_grad():
             for name, value in state.items():
                 params[name].copy_(value)
 
     def backend(self, model_id: str):
         """A backend that generates with the live weights (rollouts): a colocated vLLM engine kept in
-        step with them (`vllm_rollouts`), or transformers on the training model itself."""
+        step with them (`vllm_rollouts`), or transformers on the training model itself. Under ZeRO-3
+        the weights are gathered whole in every process until `rollouts_done` (`zero.for_generation`)."""
+        if zero.sharded(self.engine) and self._generating is None:
+            import contextlib
+
+            self._generating = contextlib.ExitStack()
+            self._generating.enter_context(zero.for_generation(self.engine, self.model))
         if self.rollout_backend == "vllm":
             if self._vllm is None:
                 import torch.distributed as dist
@@ -184,11 +202,18 @@ class Policy:
         )
 
     def rollouts_done(self) -> None:
-        """The step's rollouts are in: a sleeping-capable engine frees its memory for the update."""
+        """The step's rollouts are in: ZeRO-3's gathered weights are split again, and a
+        sleeping-capable engine frees its memory for the update."""
+        if self._generating is not None:
+            self._generating.close()
+            self._generating = None
         if self._vllm is not None:
             self._vllm.pause()
 
     def close(self) -> None:
+        if self._generating is not None:
+            self._generating.close()
+            self._generating = None
         if self._vllm is not None:
             self._vllm.close()
             self._vllm = None
@@ -201,12 +226,40 @@ class Policy:
             return compute(self.model)
 
     def save(self, out_dir: str | Path) -> None:
-        """The trained policy as a plain Hugging Face folder (LoRA merged into the base), written atomically."""
+        """The trained policy as a plain Hugging Face folder (LoRA merged into the base), written
+        atomically by rank 0; every process calls it (under ZeRO-3 the weights are gathered from all,
+        then loaded into a fresh copy of the base on rank 0)."""
         import copy
 
         from ...models import save_model_folder
+        from .distributed import rank_and_world
 
-        model = self.model
+        sharded = zero.sharded(self.engine)
+        state = self.trainable_state() if sharded else None
+        if rank_and_world()[0] != 0:
+            return
+        if sharded:
+            model = self._unsharded_copy(state)
+        else:
+            model = copy.deepcopy(self.model) if self.settings.finetuning == "lora" else self.model
         if self.settings.finetuning == "lora":
-            model = copy.deepcopy(self.model).merge_and_unload()
+            model = model.merge_and_unload()
         save_model_folder(model, self.tokenizer, out_dir)
+
+    def _unsharded_copy(self, state: dict):
+        """A fresh copy of the base (with a fresh adapter under LoRA) on the CPU, holding `state`."""
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(
+            self.model_path, dtype=resolve_dtype(self.settings.dtype, self.device)
+        )
+        if self.settings.finetuning == "lora":
+            from peft import get_peft_model
+
+            model = get_peft_model(model, lora_config(self.settings))
+        params = dict(model.named_parameters())
+        with torch.no_grad():
+            for name, value in state.items():
+                params[name].copy_(value.to(params[name].device))
+        return model

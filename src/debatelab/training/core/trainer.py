@@ -259,9 +259,16 @@ class BaseTrainer:
         if self.engine is not None:
             partitions = zero.save_partition(self.engine, self.checkpoint_dir, self.state.step, self.rank)
             barrier(self.world)
+        # ZeRO-3: the weights are gathered from every process (each must take part)
+        trainable = self.policy.trainable_state() if zero.sharded(self.engine) else None
         if self.rank == 0:
             save_checkpoint(
-                self.checkpoint_dir, self.policy, self.state, self.fingerprint, optimizer_partitions=partitions
+                self.checkpoint_dir,
+                self.policy,
+                self.state,
+                self.fingerprint,
+                optimizer_partitions=partitions,
+                trainable=trainable,
             )
 
     # -- the update -----------------------------------------------------------------------
@@ -425,8 +432,12 @@ class BaseTrainer:
         policy = policy or self.policy
         temperature = self.settings.temperature  # the rollouts' sampling policy
         old, ref, entropies = {}, {}, []
+        micro_batches = self._in_lockstep(list(micro_batches), policy, backward=False)
         with torch.no_grad():
             for micro in micro_batches:
+                if not micro:  # ZeRO-3: another process's pass, which this one joins
+                    self._empty_pass(policy, policy.model, with_reference)
+                    continue
                 batch = self._batch(micro, policy)
                 with self._precision(policy):
                     logps, entropy = batch.logprobs(policy.model, with_entropy=True, temperature=temperature)
@@ -435,6 +446,29 @@ class BaseTrainer:
                 if with_reference:
                     self._keep(micro, ref, self._reference_logprobs(policy, batch))
         return old, ref, entropies
+
+    def _in_lockstep(self, micro_batches: list, policy=None, backward: bool = True) -> list:
+        """`micro_batches` padded with empty passes to the most any process has, where DeepSpeed needs
+        every process to run as many: ZeRO-3 gathers each layer's weights from all of them in every
+        forward pass, and ZeRO-1/2 reduce the gradients in the backward pass of the last micro-batch,
+        which must be the same one everywhere (`backward`: the passes have one). DDP and one process:
+        as given."""
+        if policy is not None and policy is not self.policy:
+            return micro_batches
+        if not (zero.sharded(self.engine) or (backward and self.engine is not None)):
+            return micro_batches
+        return micro_batches + [[] for _ in range(int(all_reduce(len(micro_batches), "max")) - len(micro_batches))]
+
+    def _empty_pass(self, policy, model, with_reference: bool = False):
+        """The forward pass (and the reference's) a ZeRO-3 process joins without sequences of its own:
+        one pad token, its loss 0 (returned, for the backward pass that joins the others')."""
+        import torch
+
+        ids = torch.tensor([[policy.tokenizer.pad_token_id]], device=policy.device)
+        if with_reference:
+            with torch.no_grad():
+                policy.reference_logprobs(lambda m: m(input_ids=ids).logits)
+        return model(input_ids=ids).logits.float().sum() * 0.0
 
     @staticmethod
     def _keep(micro: Sequence[Rollout], stored: dict, logps) -> None:
@@ -498,7 +532,7 @@ class BaseTrainer:
                 normaliser = max(normaliser, 1.0) / self.world  # DDP and ZeRO average the processes' gradients
                 if engine is None:
                     policy.optimizer.zero_grad(set_to_none=True)  # DeepSpeed zeroes them in its step
-                micro_batches = minibatch or [[]]
+                micro_batches = self._in_lockstep(minibatch or [[]], policy)
                 loss_total = 0.0
                 for k, micro in enumerate(micro_batches):
                     sync = k == len(micro_batches) - 1
@@ -510,8 +544,13 @@ class BaseTrainer:
                         else model.no_sync()
                     )
                     with context:
-                        if not micro:  # nothing of this process in this mini-batch: a zero loss keeps DDP in step
-                            self._backward(sum(p.sum() for p in trainable) * 0.0, engine)
+                        if (
+                            not micro
+                        ):  # nothing of this process in this pass: a zero loss keeps DDP (and ZeRO-3) in step
+                            if engine is not None:
+                                self._backward(self._empty_pass(policy, model, first and bool(kl_coef)), engine)
+                            else:
+                                self._backward(sum(p.sum() for p in trainable) * 0.0, engine)
                             continue
                         batch = self._batch(micro, policy)
                         with self._precision(policy):
@@ -633,7 +672,7 @@ class Trainer(BaseTrainer):
         self.reward = reward or load_reward(settings)
         self.model = policy.model
         if self.world > 1 and zero.requested():
-            self.model = self.engine = zero.wrap(policy.model, policy.optimizer, settings, self.world)
+            self.model = self.engine = policy.engine = zero.wrap(policy.model, policy.optimizer, settings, self.world)
         elif self.world > 1:
             from torch.nn.parallel import DistributedDataParallel
 

@@ -1,15 +1,24 @@
-"""DeepSpeed ZeRO for data-parallel training: the optimizer states (stage 1), and the gradients too
-(stage 2), split among the processes, for full fine-tuning of models whose Adam states don't fit
-one GPU beside the weights. Every process keeps all the weights, so rollouts stay as they are:
-each process generates alone, with no collective inside `generate`. Stage 3 (sharded weights) is
-refused for that reason.
+"""DeepSpeed ZeRO for data-parallel training: the optimizer states (stage 1), the gradients too
+(stage 2), and the weights too (stage 3) split among the processes, for full fine-tuning of models
+whose weights, gradients and Adam states don't fit one GPU.
 
-Switched on by `accelerate launch` with a DeepSpeed config (`config/accelerate/zero2_8gpu.yaml`):
-accelerate exports the config's fields (`ACCELERATE_USE_DEEPSPEED`, `ACCELERATE_DEEPSPEED_*`),
-`accelerate.utils.DeepSpeedPlugin` turns them into a DeepSpeed config, and the run's settings fill
-what the training loop decides. Micro-batches per optimizer step vary (token budgets, SDRL's kept
-groups), so the loop marks the last one itself (`set_gradient_accumulation_boundary`) and scales
-the loss itself, as with DDP; clipping is the run's `max_grad_norm`, applied by DeepSpeed.
+Switched on by `accelerate launch` with a DeepSpeed config (`config/accelerate/zero2_8gpu.yaml`,
+`zero3_8gpu.yaml`): accelerate exports the config's fields (`ACCELERATE_USE_DEEPSPEED`,
+`ACCELERATE_DEEPSPEED_*`), `accelerate.utils.DeepSpeedPlugin` turns them into a DeepSpeed config,
+and the run's settings fill what the training loop decides. The engine comes from
+`deepspeed.initialize`, which accelerate's `Accelerator.prepare` calls too: accelerate's state runs
+DeepSpeed only on accelerators (on CPUs it falls back to one process), while this path also runs
+on CPU processes, which is where the tests check it. Micro-batches per optimizer step vary (token
+budgets, SDRL's kept groups), so the loop marks the last one itself
+(`set_gradient_accumulation_boundary`) and scales the loss itself, as with DDP; clipping is the
+run's `max_grad_norm`, applied by DeepSpeed.
+
+Stage 3 (`sharded`): each process holds a shard of every weight, and a forward pass gathers each
+layer's weights from all processes, so every process runs the same number of forward passes (the
+trainer pads its micro-batches with empty passes). For rollouts, held-out answers and a vLLM sync,
+`for_generation` gathers the whole model into every process and takes DeepSpeed's hooks off (TRL's
+`unwrap_model_for_generation`), so each process generates alone; checkpoints and the saved model
+take the gathered weights (`gathered`).
 
 Checkpoints: each process saves its own optimizer partition (with its fp32 master weights) into
 `{checkpoint_dir}/.zero-step-NNNNN/`, which the checkpoint then takes in whole (`checkpoint.py`).
@@ -17,6 +26,7 @@ Checkpoints: each process saves its own optimizer partition (with its fp32 maste
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
@@ -48,13 +58,12 @@ def deepspeed_config(settings, world: int, dtype) -> dict:
     config = copy.deepcopy(DeepSpeedPlugin().deepspeed_config)
     zero = config.setdefault("zero_optimization", {})
     stage = int(zero.get("stage", 2))
-    if stage not in (1, 2):
-        raise ValueError(
-            f"DeepSpeed ZeRO stage {stage} in the accelerate config: training supports stages 1 and 2 "
-            "(stage 3 splits the weights, and every process would have to generate in lockstep)"
-        )
+    if stage not in (1, 2, 3):
+        raise ValueError(f"DeepSpeed ZeRO stage {stage} in the accelerate config: training supports stages 1, 2 and 3")
     if str((zero.get("offload_param") or {}).get("device", "none")) != "none":
-        raise ValueError("DeepSpeed offload_param_device in the accelerate config: weights offload only with stage 3")
+        raise ValueError(
+            "DeepSpeed offload_param_device in the accelerate config: weights stay on the GPUs (not tested)"
+        )
     clipping = config.get("gradient_clipping", "auto")
     if clipping not in ("auto", None) and float(clipping) != float(settings.max_grad_norm or 0.0):
         log.warning(
@@ -95,6 +104,39 @@ def wrap(model, optimizer, settings, world: int):
         config["bf16"]["enabled"],
     )
     return engine
+
+
+def sharded(engine) -> bool:
+    """Whether `engine` (None: no DeepSpeed) splits the weights themselves (ZeRO stage 3)."""
+    return engine is not None and engine.zero_optimization_stage() == 3
+
+
+def gathered(engine, params, modifier_rank: int | None = None):
+    """A context in which every process holds `params` whole (stage 3; else nothing to do). Entered and
+    left by every process together. `modifier_rank`: the process whose changes inside are kept."""
+    if not sharded(engine):
+        return contextlib.nullcontext()
+    import deepspeed
+
+    return deepspeed.zero.GatheredParameters(list(params), modifier_rank=modifier_rank)
+
+
+@contextlib.contextmanager
+def for_generation(engine, model):
+    """Stage 3: `model` gathered whole in every process with DeepSpeed's forward hooks off, so that
+    each process generates (or syncs a vLLM engine) alone, as TRL's `unwrap_model_for_generation`
+    does; the hooks come back when it ends. Entered and left by every process together."""
+    if not sharded(engine):
+        yield
+        return
+    from trl.models.utils import add_hooks, remove_hooks
+
+    with gathered(engine, model.parameters()):
+        remove_hooks(engine)
+        try:
+            yield
+        finally:
+            add_hooks(engine)
 
 
 def staging_dir(checkpoint_dir: str | Path, step: int) -> Path:
