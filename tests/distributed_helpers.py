@@ -15,24 +15,29 @@ def tests_path() -> str:
     return os.pathsep.join(p for p in (str(Path(__file__).parent), os.environ.get("PYTHONPATH")) if p)
 
 
-def run_multi_agent_steps(method: str, model_dir, out_dir, finetuning: str = "lora") -> dict[int, tuple[dict, dict]]:
-    """`multi_agent_ddp_step` in one process and in two (torchrun, Gloo): {processes: (rank 0's
-    trained weights and gradients, {rank: its metrics and priorities})}; `finetuning`: "lora" (an
-    adapter per agent) or "full" (every agent's own weights)."""
+def run_multi_agent_steps(
+    method: str, model_dir, out_dir, finetuning: str = "lora", accelerate_config=None
+) -> dict[int, tuple[dict, dict]]:
+    """`multi_agent_ddp_step` in one process and in two (torchrun, Gloo; or `accelerate launch` with
+    `accelerate_config`, a DeepSpeed config): {processes: (rank 0's trained weights and gradients,
+    {rank: its metrics and priorities})}; `finetuning`: "lora" (an adapter per agent) or "full"
+    (every agent's own weights)."""
     from safetensors.torch import load_file
 
-    env = {**os.environ, "PYTHONPATH": tests_path(), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": tests_path(), "OMP_NUM_THREADS": "1", "DEBATELAB_TESTS_NO_DS_SHM": "1"}
     outs = {}
     for processes in (1, 2):
         out = Path(out_dir) / f"{method}-{finetuning}-{processes}.safetensors"
+        port = 29520 + processes + {"umad": 0, "udpo": 10, "rmaac": 20}[method] + (30 if finetuning == "full" else 0)
+        if accelerate_config is not None and processes > 1:
+            launcher = ["accelerate.commands.launch", "--config_file", str(accelerate_config), "--num_machines", "1"]
+            launcher += ["--num_processes", str(processes), "--main_process_port", str(port + 40)]
+        else:
+            launcher = ["torch.distributed.run", "--nproc_per_node", str(processes), "--master_port", str(port)]
         cmd = [
             sys.executable,
             "-m",
-            "torch.distributed.run",
-            "--nproc_per_node",
-            str(processes),
-            "--master_port",
-            str(29520 + processes + {"umad": 0, "udpo": 10, "rmaac": 20}[method] + (30 if finetuning == "full" else 0)),
+            *launcher,
             "-m",
             "multi_agent_ddp_step",
             method,

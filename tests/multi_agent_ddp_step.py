@@ -6,7 +6,9 @@ test_umad and test_multi_agent.
 
     python -m torch.distributed.run --nproc_per_node N -m multi_agent_ddp_step umad|udpo|rmaac MODEL OUT [lora|full]
 
-`full`: every agent's own weights fine-tuned (`finetuning: full`) instead of an adapter each.
+`full`: every agent's own weights fine-tuned (`finetuning: full`) instead of an adapter each; under
+`accelerate launch` with a DeepSpeed config, each agent then gets its own DeepSpeed engine (its
+gradients are reduced by DeepSpeed, and kept in its partitions: none are saved).
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ def main(method: str, model_dir: str, out: str, finetuning: str = "lora") -> Non
     for step in range(trainer.settings.steps):
         metrics = trainer.train_step(step)
     policies = trainer.policy
+    weights = policies.trainable_state()  # every process: under ZeRO-3 gathered from all of them
     if rank == 0:
         grads = {
             f"grad.{agent}/{n}": p.grad.detach().clone()
@@ -98,7 +101,7 @@ def main(method: str, model_dir: str, out: str, finetuning: str = "lora") -> Non
             for n, p in policies.trainable_parameters(agent).items()
             if p.grad is not None
         }
-        save_file({**{k: v.contiguous() for k, v in policies.trainable_state().items()}, **grads}, out)
+        save_file({**{k: v.contiguous() for k, v in weights.items()}, **grads}, out)
     with open(f"{out}.rank{rank}.json", "w") as f:
         json.dump({"metrics": metrics, "priority": trainer.state.extra.get("priority")}, f)
     if torch.distributed.is_initialized():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import distributed_helpers
 import numpy as np
 import pandas as pd
 import pytest
@@ -170,3 +171,113 @@ def test_two_processes_make_the_same_full_fine_tuning_umad_step_as_one(tmp_path,
     # the loss sums terms of either sign (advantages centred per group) to ~5e-4: an absolute tolerance
     # at the floating-point sum order's scale (the weights agree to 1e-4 above)
     assert m2["loss"] == pytest.approx(m1["loss"], abs=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", ["zero2", "zero3"])
+def test_two_deepspeed_processes_make_the_same_full_fine_tuning_umad_step_as_one(tmp_path, char_model_dir, stage):
+    """UMAD, two fully fine-tuned agents, each its own DeepSpeed engine over two processes (`accelerate
+    launch` with the shipped config): ZeRO-2 splits each agent's gradients and Adam states, ZeRO-3 its
+    weights too (the debates run on the agents gathered whole in each process). The agents' weights
+    equal one process's on all the questions."""
+    from workflow_helpers import REPO_ROOT
+
+    from debatelab.training.core.launch import is_deepspeed_config
+
+    config = REPO_ROOT / f"config/accelerate/{stage}_8gpu.yaml"
+    assert is_deepspeed_config(config)
+    runs = run_multi_agent_steps("umad", char_model_dir, tmp_path, finetuning="full", accelerate_config=config)
+    (one, reports1), (two, reports2) = runs[1], runs[2]
+    weights = [k for k in one if not k.startswith("grad.")]
+    assert sum(k.startswith("solver/") for k in weights) > 10 and set(weights) == set(two)
+    start = dict(AgentPolicies({"a": char_model_dir}, SETTINGS, device="cpu").trainable_parameters("a"))
+    assert max(float((one[k] - start[k.split("/", 1)[1]]).abs().max()) for k in weights) > 1e-4  # it trained
+    assert max(float((one[k] - two[k]).abs().max()) for k in weights) < 1e-4
+    m1, m2 = reports1[0]["metrics"], reports2[0]["metrics"]
+    for key in ("reward_mean", "reward_std", "accuracy", "response_length"):
+        assert m2[key] == pytest.approx(m1[key], rel=1e-6), key
+
+
+@pytest.mark.slow
+def test_a_zero3_multi_agent_job_checkpoints_resumes_and_saves_each_agent(tmp_path, char_model_dir, monkeypatch):
+    """The train_agents job of UMAD with two fully fine-tuned agents under ZeRO-3 in two processes,
+    started as the rule starts it: each agent's optimizer partitions go into the checkpoint in a
+    folder of their own; stopped after step 1 and rerun, it resumes and saves exactly the agents of
+    the uninterrupted run, each a plain folder of its gathered weights."""
+    from toy_questions import alternating_gold, toy_rows
+    from workflow_helpers import REPO_ROOT
+
+    from debatelab.data.schema import frame_from_rows
+    from debatelab.io import write_parquet_atomic
+    from debatelab.llm.agent import AgentSpec
+    from debatelab.training.core.launch import launch_or_train
+
+    monkeypatch.setenv("PYTHONPATH", distributed_helpers.tests_path())
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("DEBATELAB_TESTS_NO_DS_SHM", "1")  # tests/sitecustomize.py: Gloo, no kernel to compile
+    dataset = tmp_path / "toy.parquet"
+    write_parquet_atomic(frame_from_rows(toy_rows(4, alternating_gold)), dataset)
+    settings = toy_settings(
+        "umad",
+        finetuning="full",
+        dtype="float32",
+        max_tokens=8,
+        overlong_buffer=0,
+        learning_rate=1e-3,
+        warmup_steps=0,
+        mini_batch_size=8,
+        micro_batch_size=4,
+        show_progress=False,
+        umad={"threads": 2, "turns": 2, "questions_per_step": 2, "kl_coef": 0.001},
+    )
+    bases = {"solver": str(char_model_dir), "critic": str(char_model_dir)}
+    agents = {name: AgentSpec(name=name, model="m") for name in bases}
+
+    def job(name, steps):
+        out = tmp_path / name
+        return launch_or_train(
+            processes=2,
+            accelerate_config=str(REPO_ROOT / "config/accelerate/zero3_8gpu.yaml"),
+            job_kind="train_agents",
+            dataset_path=str(dataset),
+            bases=bases,
+            participants=["solver", "critic"],
+            agents=agents,
+            out_dirs={a: str(out / "agents" / a) for a in bases},
+            metrics_path=str(out / "metrics.parquet"),
+            curves_path=str(out / "curves.png"),
+            settings_path=str(out / "settings.json"),
+            checkpoint_dir=str(out / "checkpoint"),
+            run="umad",
+            settings=replace(settings, steps=steps),
+            report_to=[],
+        )
+
+    whole = job("whole", 2)
+    job("split", 1)
+    assert sorted(p.name for p in (tmp_path / "split/checkpoint/step-00001/optimizer-zero").iterdir()) == [
+        "critic",
+        "solver",
+    ]
+    assert sorted(p.name for p in (tmp_path / "split/checkpoint/step-00001/optimizer-zero/solver").iterdir()) == [
+        "rank-0.pt",
+        "rank-1.pt",
+    ]
+    resumed = job("split", 2)
+    assert len(whole) == len(resumed) == 2 and np.isfinite(whole["loss"]).all()
+    timing = ["rollout_seconds", "update_seconds", "tokens_per_second"]
+    pd.testing.assert_frame_equal(whole.drop(columns=timing), resumed.drop(columns=timing))
+    start = _weights_of(char_model_dir)
+    for agent in bases:
+        uninterrupted, split = (_weights_of(tmp_path / run / "agents" / agent) for run in ("whole", "split"))
+        assert uninterrupted.keys() == start.keys()
+        assert max(float((uninterrupted[k] - start[k]).abs().max()) for k in start) > 1e-4, agent  # it trained
+        assert all(torch.equal(uninterrupted[k], split[k]) for k in start), agent
+
+
+def _weights_of(folder) -> dict:
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    return {k: v for f in sorted(Path(folder).glob("*.safetensors")) for k, v in load_file(f).items()}

@@ -474,11 +474,38 @@ def plan_job(job: str, needs: list[ModelNeed], gpu_type: GpuType, usable: float 
     return plan
 
 
-def training_state_bytes(weights: int, dtype: str) -> int:
-    """What full fine-tuning holds of a model whose weights take `weights` bytes in training `dtype`:
-    the weights, their gradients (same dtype) and AdamW's two float32 moments per parameter."""
+def training_state_bytes(weights: int, dtype: str, zero_stage: int = 0, processes: int = 1) -> int:
+    """What one process of full fine-tuning holds of a model whose weights take `weights` bytes in
+    training `dtype`: the weights, their gradients (same dtype) and AdamW's two float32 moments per
+    parameter. Under DeepSpeed ZeRO (`zero_stage` 1-3 over `processes`) 16-bit weights get float32
+    master copies, split among the processes with Adam's moments (stage 1), the gradients too
+    (stage 2); stage 3 splits the weights as well, but the rollouts gather them whole, so a process
+    holds them whole at its peak as under stage 2."""
     parameters = weights // _dtype_bytes(dtype, 2)
-    return 2 * weights + 8 * parameters
+    adam = 8 * parameters
+    if not zero_stage:
+        return 2 * weights + adam
+    master = 4 * parameters if _dtype_bytes(dtype, 2) < 4 else 0
+    if zero_stage == 1:
+        return 2 * weights + (adam + master) // processes
+    return weights + (weights + adam + master) // processes
+
+
+def accelerate_zero_stage(path: str | None) -> int:
+    """The DeepSpeed ZeRO stage of an accelerate config file (0: none, or no such file); the path
+    as the run gives it, from the working directory or the workflow's folder, where
+    `config/accelerate/` ships."""
+    if not path:
+        return 0
+    import yaml
+
+    for candidate in (Path(path), Path(__file__).resolve().parents[2] / path):
+        if candidate.is_file():
+            config = yaml.safe_load(candidate.read_text()) or {}
+            if str(config.get("distributed_type", "")).upper() != "DEEPSPEED":
+                return 0
+            return int((config.get("deepspeed_config") or {}).get("zero_stage", 2))
+    return 0
 
 
 def training_placement(sizes: dict[str, int], gpus: int, capacity: int, share: float) -> dict[str, list[int]]:
@@ -601,7 +628,8 @@ def training_job_plan(exp, rule: str, run: str, gpu_type: GpuType, job: str) -> 
     """A training job holds its run's GPUs (`gpus`; a warm-up without model parallelism one). What
     each model holds: a LoRA base its weights (agents on one base share them); under full
     fine-tuning every agent its own weights, gradients and AdamW states (`training_state_bytes`,
-    in the run's `dtype`; the warm-up only generates: weights). With model parallelism the models
+    in the run's `dtype`, split over the processes under its accelerate config's DeepSpeed ZeRO;
+    the warm-up only generates: weights). With model parallelism the models
     are packed over the GPUs as the job will place them; otherwise every process holds every model
     whole, so they must fit one GPU together."""
     spec = exp.training_runs[run]
@@ -609,11 +637,14 @@ def training_job_plan(exp, rule: str, run: str, gpu_type: GpuType, job: str) -> 
     settings = exp.run_settings(run)
     full = settings.finetuning == "full" and rule != "udpo_warmup"
     dtype = "bfloat16" if settings.dtype == "auto" else settings.dtype  # "auto" trains in bfloat16 on a GPU
+    processes = count * spec.get("nodes", 1)
+    stage = accelerate_zero_stage(spec.get("accelerate_config")) if processes > 1 else 0
     sizes: dict[str, int] = {}
     for agent in exp.run_agents(run):
         source, stored, folder = _sized_model(exp, exp.agents[agent]["model"])
         if full:
-            sizes[agent] = training_state_bytes(model_size(source, dtype, folder).weights, dtype)
+            weights = model_size(source, dtype, folder).weights
+            sizes[agent] = training_state_bytes(weights, dtype, stage, processes)
         else:
             sizes.setdefault(Path(folder).name, model_size(source, stored, folder).weights)
     needs = [ModelNeed(name, size, exact=False) for name, size in sizes.items()]

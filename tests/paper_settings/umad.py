@@ -177,6 +177,6 @@ TABLES = {
 }
 
 DECLARED = {
-    "umad": {"training.*.finetuning", "training.*.learning_rate"},
+    "umad": set(),
     "umad_eval": set(),
 }

@@ -31,6 +31,7 @@ from ..llm.agent import AgentSpec
 from ..llm.base import model_fingerprint
 from ..tracking import open_tracker
 from ..zero_shot import select_questions
+from .core import zero
 from .core.checkpoint import resumable_settings
 from .core.distributed import default_device, rank_and_world
 from .methods import training_method
@@ -242,6 +243,9 @@ def train_agents_job(
         "coefficients": {s: c.to_dict() for s, c in coefficients.items()},
         "prompts": system_prompts,
     }
+    layout = zero.layout(rank_and_world()[1]) if settings.finetuning == "full" else None
+    if layout is not None:  # the agents' optimizers split under DeepSpeed: a checkpoint resumes into the same split
+        fingerprint["optimizer_layout"] = layout
     trainer = trainer_class(
         questions,
         policies,
@@ -268,10 +272,9 @@ def train_agents_job(
         "settings": settings.to_dict(),
     }
 
-    def save() -> None:  # data parallel: every process holds the same agents, rank 0 writes them
-        if trainer.rank == 0:
-            for agent, out in out_dirs.items():
-                policies.save(agent, out)
+    def save() -> None:  # every process: ZeRO-3 gathers each agent from all of them; rank 0 writes
+        for agent, out in out_dirs.items():
+            policies.save(agent, out)
 
     metrics = train_and_record(
         trainer,

@@ -71,6 +71,7 @@ class AgentView:
         self.tokenizer = owner.tokenizers[owner.base_of[name]]
         self.optimizer, self.scheduler = owner.optimizers[name], owner.schedulers[name]
         self.device, self.settings = owner.device_of(name), owner.settings
+        self.engine = owner.engines.get(name)  # its DeepSpeed engine (full fine-tuning under ZeRO), or None
 
     def reference_logprobs(self, compute):
         """`compute(model)` under the agent's reference: its re-synced copy when the run keeps one
@@ -129,6 +130,8 @@ class AgentPolicies:
             )
         self.rollout_backend = "transformers" if self.placement else resolve_rollout_backend(settings.rollout_backend)
         self._engines = {}  # model key -> its vLLM engine, started on the first rollouts
+        self.engines = {}  # agent -> its DeepSpeed engine (`shard`), for full fine-tuning under ZeRO
+        self._generating = None  # ZeRO-3: every agent gathered, from the first rollout to `rollouts_done`
         self.attached = {}  # "@name" -> a method's own trainable module (MAPPO's critic), checkpointed with the agents
         log.info(
             "%d agents on %d base model(s), %s, rollouts on %s: %s",
@@ -184,10 +187,35 @@ class AgentPolicies:
         )
         return plan
 
+    def shard(self, world: int) -> None:
+        """Full fine-tuning under DeepSpeed ZeRO (`accelerate launch` with a DeepSpeed config): each
+        agent's weights, gradients and optimizer states split over the `world` processes, one
+        DeepSpeed engine per agent (`zero.wrap`); with ZeRO-3 the weights too. Called by the trainer."""
+        from . import zero
+
+        if not self.full:
+            raise ValueError("multi-agent training: DeepSpeed shards fully fine-tuned agents (finetuning: full)")
+        self.engines = {
+            name: zero.wrap(self.model_of(name), self.optimizers[name], self.settings, world) for name in self.agents
+        }
+
+    @property
+    def sharded(self) -> bool:
+        """Whether the agents' weights are split among the processes (ZeRO-3)."""
+        from . import zero
+
+        return any(zero.sharded(engine) for engine in self.engines.values())
+
+    def _gathered(self, name: str, params, modifier_rank: int | None = None):
+        from . import zero
+
+        return zero.gathered(self.engines.get(name), params, modifier_rank=modifier_rank)
+
     @property
     def optimizer(self) -> PerAgent:
-        """Every agent's optimizer (and attached modules', `attach`) as one, for checkpoints."""
-        return PerAgent(self.optimizers)
+        """Every agent's optimizer (and attached modules', `attach`) as one, for checkpoints; under
+        DeepSpeed the agents' are left out (each process saves its partition of them)."""
+        return PerAgent({k: v for k, v in self.optimizers.items() if k not in self.engines})
 
     @property
     def scheduler(self) -> PerAgent:
@@ -269,6 +297,12 @@ class AgentPolicies:
         weights pushed in before each of its batches. On transformers: the training model itself,
         as whichever adapter is active when it runs (`with policies.acting(name): ...`)."""
         base, key = self.base_of[name], self.key_of[name]
+        if self.sharded and self._generating is None:  # every agent whole in every process until rollouts_done
+            from . import zero
+
+            self._generating = contextlib.ExitStack()
+            for agent in self.agents:
+                self._generating.enter_context(zero.for_generation(self.engines[agent], self.model_of(agent)))
         if self.rollout_backend == "vllm":
             if key not in self._engines:
                 from .vllm_rollouts import VLLMRollouts
@@ -289,11 +323,18 @@ class AgentPolicies:
         )
 
     def rollouts_done(self) -> None:
-        """A step's debates are in: sleeping-capable engines free their GPU memory for the update."""
+        """A step's debates are in: ZeRO-3's gathered agents are split again, and sleeping-capable
+        engines free their GPU memory for the update."""
+        if self._generating is not None:
+            self._generating.close()
+            self._generating = None
         for engine in self._engines.values():
             engine.pause()
 
     def close(self) -> None:
+        if self._generating is not None:
+            self._generating.close()
+            self._generating = None
         for engine in self._engines.values():
             engine.close()
         self._engines = {}
@@ -330,11 +371,21 @@ class AgentPolicies:
 
         for name in self.agents:
             if self.full:
-                if name not in self.synced:
-                    self.synced[name] = copy.deepcopy(self.model_of(name)).eval().requires_grad_(False)
+                if name not in self.synced:  # a split model can't be copied: a fresh one takes its weights
+                    model = (
+                        self._load(
+                            self.base_of[name], self.key_of[name], resolve_dtype(self.settings.dtype, self.device)
+                        )
+                        if name in self.engines
+                        else copy.deepcopy(self.model_of(name))
+                    )
+                    if name in self.engines and self.key_of[name] not in self.placement:
+                        model = model.to(self.device)
+                    self.synced[name] = model.eval().requires_grad_(False)
                 copies = dict(self.synced[name].named_parameters())
-                with torch.no_grad():
-                    for n, p in self.model_of(name).named_parameters():
+                own = dict(self.model_of(name).named_parameters())
+                with self._gathered(name, own.values()), torch.no_grad():
+                    for n, p in own.items():
                         copies[n].copy_(p)
                 continue
             model, reference = self.model_of(name), f"ref_{name}"
@@ -357,11 +408,11 @@ class AgentPolicies:
 
     def trainable_state(self) -> dict:
         """Every agent's trained weights (and its re-synced reference, if any), and attached modules, for checkpoints."""
-        own = {
-            f"{name}/{n}": p.detach().clone()
-            for name in self.agents
-            for n, p in self.trainable_parameters(name).items()
-        }
+        own = {}
+        for name in self.agents:  # ZeRO-3: gathered from every process (each must take part)
+            params = self.trainable_parameters(name)
+            with self._gathered(name, params.values()):
+                own.update({f"{name}/{n}": p.detach().clone() for n, p in params.items()})
         attached = {
             f"{key}/{n}": p.detach().clone() for key, m in self.attached.items() for n, p in m.state_dict().items()
         }
@@ -379,8 +430,8 @@ class AgentPolicies:
                 targets[reference] = dict(self.synced[name].named_parameters())
             elif not self.full:
                 targets[reference] = self.adapter_parameters(reference)
-        with torch.no_grad():
-            for name, params in targets.items():
+        for name, params in targets.items():  # ZeRO-3: by every process, rank 0's kept
+            with self._gathered(name, params.values(), modifier_rank=0), torch.no_grad():
                 for n, p in params.items():
                     if f"{name}/{n}" in state:
                         p.copy_(state[f"{name}/{n}"])
@@ -393,9 +444,24 @@ class AgentPolicies:
         merged in place, saved, then unmerged), with the adapter alone beside it."""
         import copy
 
+        import torch
+
         from ...models import save_model_folder
 
         tokenizer = self.tokenizers[self.base_of[name]]
+        params = self.trainable_parameters(name)
+        with self._gathered(name, params.values()):  # every process calls `save`; ZeRO-3 gathers from all
+            state = {n: p.detach().clone() for n, p in params.items()} if name in self.engines else None
+        if rank_and_world()[0] != 0:
+            return
+        if self.full and state is not None:  # split among the processes: a fresh copy of the base holds them
+            model = self._load(self.base_of[name], "", resolve_dtype(self.settings.dtype, self.device))
+            fresh = dict(model.named_parameters())
+            with torch.no_grad():
+                for n, value in state.items():
+                    fresh[n].copy_(value.to(fresh[n].device))
+            save_model_folder(model, tokenizer, out_dir)
+            return
         if self.full:
             save_model_folder(self.model_of(name), tokenizer, out_dir)
             return

@@ -129,7 +129,10 @@ def save_checkpoint(
     try:
         trainable = policy.trainable_state() if trainable is None else trainable
         save_file({k: v.contiguous().cpu() for k, v in trainable.items()}, tmp / "trainable.safetensors")
-        whole = None if optimizer_partitions is not None else policy.optimizer.state_dict()
+        # the optimizers outside DeepSpeed (all of them without ZeRO; a multi-agent run's others beside its agents')
+        whole = (
+            policy.optimizer.state_dict() if optimizer_partitions is None or getattr(policy, "engines", None) else None
+        )
         torch.save({"optimizer": whole, "scheduler": policy.scheduler.state_dict()}, tmp / "optimizer.pt")
         if optimizer_partitions is not None:
             os.replace(optimizer_partitions, tmp / PARTITIONS)
@@ -165,12 +168,14 @@ def save_checkpoint(
 
 
 def load_checkpoint(
-    directory: str | Path, policy, fingerprint, engine=None, rank: int = 0, world: int = 1
+    directory: str | Path, policy, fingerprint, engine=None, rank: int = 0, world: int = 1, engines: dict | None = None
 ) -> TrainState | None:
     """Restore the newest checkpoint that loads into `policy` and the random states; None if there is
     none to resume (none yet, or made with other settings). `engine`: the DeepSpeed engine whose
-    optimizer partition this process restores. Every file is read before anything is restored, so a
+    optimizer partition this process restores; `engines`: several, by name (a multi-agent run's
+    agents: each its subfolder of partitions). Every file is read before anything is restored, so a
     checkpoint that fails to load leaves the policy as it was."""
+    engines = engines if engines is not None else ({"": engine} if engine is not None else {})
     directory = Path(directory)
     for path in _newest_first(directory):
         try:
@@ -200,7 +205,7 @@ def load_checkpoint(
             _set_aside(path, error, rank)
             continue
         policy.load_trainable_state(trainable)
-        _restore_optimizer(policy, states, path, engine, rank, world)
+        _restore_optimizer(policy, states, path, engines, rank, world)
         _restore_rng(rng)
         log.info("resuming from %s (step %d)", path, meta["step"])
         return TrainState(
@@ -250,16 +255,19 @@ def _read_checkpoint(path: Path, device, step: int):
     return trainable, states, rng, metrics
 
 
-def _restore_optimizer(policy, states: dict, path: Path, engine, rank: int, world: int) -> None:
+def _restore_optimizer(policy, states: dict, path: Path, engines: dict, rank: int, world: int) -> None:
     from .zero import PARTITIONS, load_partition
 
     if (path / PARTITIONS).exists():
-        if engine is None:
+        if not engines:
             raise ValueError(
                 f"checkpoint {path} holds DeepSpeed ZeRO optimizer partitions: resume it under the "
                 "same accelerate config"
             )
-        load_partition(engine, path / PARTITIONS, rank, world)
+        for name, engine in engines.items():
+            load_partition(engine, path / PARTITIONS / name if name else path / PARTITIONS, rank, world)
+        if states["optimizer"] is not None:  # the optimizers outside DeepSpeed
+            policy.optimizer.load_state_dict(states["optimizer"])
     else:
         policy.optimizer.load_state_dict(states["optimizer"])
     policy.scheduler.load_state_dict(states["scheduler"])

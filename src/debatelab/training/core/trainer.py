@@ -243,7 +243,7 @@ class BaseTrainer:
         if self.checkpoint_dir is None:
             return False
         restored = load_checkpoint(
-            self.checkpoint_dir, self.policy, self.fingerprint, engine=self.engine, rank=self.rank, world=self.world
+            self.checkpoint_dir, self.policy, self.fingerprint, rank=self.rank, world=self.world, engines=self.engines()
         )
         if restored is not None:
             self.state = restored
@@ -253,14 +253,29 @@ class BaseTrainer:
         """The step's log line (after "step k/n: ")."""
         return f"reward {metrics['reward_mean']:.3f}, accuracy {metrics['accuracy']:.3f}"
 
+    def engines(self) -> dict:
+        """The DeepSpeed engines, by name: {"": the policy's}, a multi-agent run's {agent: its}, or none."""
+        if getattr(self.policy, "engines", None):
+            return dict(self.policy.engines)
+        return {"": self.engine} if self.engine is not None else {}
+
+    def engine_of(self, policy=None):
+        """The DeepSpeed engine that updates `policy` (the run's policy, or an agent's view), or None."""
+        if policy is None or policy is self.policy:
+            return self.engine
+        return getattr(policy, "engine", None)
+
     def checkpoint(self) -> None:
-        """Rank 0 writes the checkpoint; under ZeRO every process first saves its optimizer partition."""
+        """Rank 0 writes the checkpoint; under ZeRO every process first saves its optimizer partition(s)."""
         partitions = None
-        if self.engine is not None:
-            partitions = zero.save_partition(self.engine, self.checkpoint_dir, self.state.step, self.rank)
+        engines = self.engines()
+        for name, engine in engines.items():
+            partitions = zero.save_partition(engine, self.checkpoint_dir, self.state.step, self.rank, name)
+        if engines:
             barrier(self.world)
         # ZeRO-3: the weights are gathered from every process (each must take part)
-        trainable = self.policy.trainable_state() if zero.sharded(self.engine) else None
+        sharded = any(zero.sharded(engine) for engine in engines.values())
+        trainable = self.policy.trainable_state() if sharded else None
         if self.rank == 0:
             save_checkpoint(
                 self.checkpoint_dir,
@@ -453,9 +468,8 @@ class BaseTrainer:
         forward pass, and ZeRO-1/2 reduce the gradients in the backward pass of the last micro-batch,
         which must be the same one everywhere (`backward`: the passes have one). DDP and one process:
         as given."""
-        if policy is not None and policy is not self.policy:
-            return micro_batches
-        if not (zero.sharded(self.engine) or (backward and self.engine is not None)):
+        engine = self.engine_of(policy)
+        if not (zero.sharded(engine) or (backward and engine is not None)):
             return micro_batches
         return micro_batches + [[] for _ in range(int(all_reduce(len(micro_batches), "max")) - len(micro_batches))]
 
@@ -496,7 +510,8 @@ class BaseTrainer:
 
         s = self.settings
         policy = policy or self.policy
-        model = self.model if policy is self.policy else policy.model
+        engine = self.engine_of(policy)  # DeepSpeed steps, clips and syncs itself
+        model = self.model if policy is self.policy else (engine or policy.model)
         kl_coef = s.kl_weight if kl_coef is None else kl_coef
         plans = [self._plan(sequences, step, epoch, policy) for epoch in range(s.epochs)]
         if not plans or not plans[0]:
@@ -518,8 +533,8 @@ class BaseTrainer:
         old, ref, entropies = dict(precomputed[0]), dict(precomputed[1]), list(precomputed[2])
         losses, clip_fractions, kls, tokens_seen, updates = [], [], [], [], 0
         trainable = [p for p in policy.model.parameters() if p.requires_grad]
-        engine = self.engine if policy is self.policy else None  # DeepSpeed steps, clips and syncs itself
-        by_hand = self.world > 1 and policy is not self.policy  # a multi-agent view: no DDP wrapper to sync it
+        # a multi-agent view without DeepSpeed: no DDP wrapper syncs it
+        by_hand = self.world > 1 and policy is not self.policy and engine is None
         for epoch, plan in enumerate(plans):
             for index, minibatch in enumerate(plan):
                 first = reuse and epoch == 0 and index == 0  # π_old from its own forward (above)

@@ -143,16 +143,18 @@ def staging_dir(checkpoint_dir: str | Path, step: int) -> Path:
     return Path(checkpoint_dir) / f".zero-step-{step:05d}"
 
 
-def save_partition(engine, checkpoint_dir: str | Path, step: int, rank: int) -> Path:
-    """This process's optimizer partition, written atomically into the step's staging folder."""
+def save_partition(engine, checkpoint_dir: str | Path, step: int, rank: int, name: str = "") -> Path:
+    """This process's optimizer partition, written atomically into the step's staging folder (into
+    its subfolder `name`: one per agent of a multi-agent run); returns the staging folder."""
     import torch
 
-    folder = staging_dir(checkpoint_dir, step)
+    root = staging_dir(checkpoint_dir, step)
+    folder = root / name if name else root
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".rank-{rank}.pt.tmp"
     torch.save(engine.optimizer.state_dict(), tmp)
     os.replace(tmp, folder / f"rank-{rank}.pt")
-    return folder
+    return root
 
 
 def load_partition(engine, folder: str | Path, rank: int, world: int) -> None:
