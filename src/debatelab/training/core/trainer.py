@@ -35,9 +35,10 @@ from ...tracking import Tracker, open_tracker
 from . import heldout as held
 from . import zero
 from .checkpoint import TrainState, load_checkpoint, save_checkpoint
-from .distributed import all_reduce, average_gradients, barrier, pooled, rank_and_world
+from .distributed import all_reduce, barrier, pooled, rank_and_world
 from .policy import release_host_memory
 from .rollouts import RewardFunction, Rollout, load_grader, load_reward
+from .strategy import StepStrategy
 
 log = logging.getLogger(__name__)
 
@@ -265,6 +266,24 @@ class BaseTrainer:
             return self.engine
         return getattr(policy, "engine", None)
 
+    def strategy_for(self, policy=None) -> StepStrategy:
+        """How `policy`'s optimizer steps are taken across the processes (`strategy.StepStrategy`): the
+        run's policy through its DDP wrapper or DeepSpeed engine (`Trainer`), an agent's view through
+        its engine or by hand, or alone."""
+        policy = policy or self.policy
+        engine = self.engine_of(policy)
+        own = policy is self.policy
+        model = self.model if own and self.model is not None else engine if engine is not None else policy.model
+        return StepStrategy(
+            model=model,
+            optimizer=policy.optimizer,
+            trainable=[p for p in policy.model.parameters() if p.requires_grad],
+            world=self.world,
+            engine=engine,
+            ddp=own and engine is None and self.world > 1,
+            max_grad_norm=self.settings.max_grad_norm,
+        )
+
     def checkpoint(self) -> None:
         """Rank 0 writes the checkpoint; under ZeRO every process first saves its optimizer partition(s)."""
         partitions = None
@@ -447,7 +466,7 @@ class BaseTrainer:
         policy = policy or self.policy
         temperature = self.settings.temperature  # the rollouts' sampling policy
         old, ref, entropies = {}, {}, []
-        micro_batches = self._in_lockstep(list(micro_batches), policy, backward=False)
+        micro_batches = self.strategy_for(policy).padded(list(micro_batches), backward=False)
         with torch.no_grad():
             for micro in micro_batches:
                 if not micro:  # ZeRO-3: another process's pass, which this one joins
@@ -461,17 +480,6 @@ class BaseTrainer:
                 if with_reference:
                     self._keep(micro, ref, self._reference_logprobs(policy, batch))
         return old, ref, entropies
-
-    def _in_lockstep(self, micro_batches: list, policy=None, backward: bool = True) -> list:
-        """`micro_batches` padded with empty passes to the most any process has, where DeepSpeed needs
-        every process to run as many: ZeRO-3 gathers each layer's weights from all of them in every
-        forward pass, and ZeRO-1/2 reduce the gradients in the backward pass of the last micro-batch,
-        which must be the same one everywhere (`backward`: the passes have one). DDP and one process:
-        as given."""
-        engine = self.engine_of(policy)
-        if not (zero.sharded(engine) or (backward and engine is not None)):
-            return micro_batches
-        return micro_batches + [[] for _ in range(int(all_reduce(len(micro_batches), "max")) - len(micro_batches))]
 
     def _empty_pass(self, policy, model, with_reference: bool = False):
         """The forward pass (and the reference's) a ZeRO-3 process joins without sequences of its own:
@@ -510,8 +518,8 @@ class BaseTrainer:
 
         s = self.settings
         policy = policy or self.policy
-        engine = self.engine_of(policy)  # DeepSpeed steps, clips and syncs itself
-        model = self.model if policy is self.policy else (engine or policy.model)
+        strategy = self.strategy_for(policy)  # zeroes, syncs, clips and steps across the processes
+        model = strategy.model
         kl_coef = s.kl_weight if kl_coef is None else kl_coef
         plans = [self._plan(sequences, step, epoch, policy) for epoch in range(s.epochs)]
         if not plans or not plans[0]:
@@ -532,9 +540,6 @@ class BaseTrainer:
             precomputed = self.logprob_pass(rest, policy, with_reference=bool(kl_coef))
         old, ref, entropies = dict(precomputed[0]), dict(precomputed[1]), list(precomputed[2])
         losses, clip_fractions, kls, tokens_seen, updates = [], [], [], [], 0
-        trainable = [p for p in policy.model.parameters() if p.requires_grad]
-        # a multi-agent view without DeepSpeed: no DDP wrapper syncs it
-        by_hand = self.world > 1 and policy is not self.policy and engine is None
         for epoch, plan in enumerate(plans):
             for index, minibatch in enumerate(plan):
                 first = reuse and epoch == 0 and index == 0  # π_old from its own forward (above)
@@ -545,27 +550,15 @@ class BaseTrainer:
                 else:
                     normaliser = all_reduce(local_sequences)
                 normaliser = max(normaliser, 1.0) / self.world  # DDP and ZeRO average the processes' gradients
-                if engine is None:
-                    policy.optimizer.zero_grad(set_to_none=True)  # DeepSpeed zeroes them in its step
-                micro_batches = self._in_lockstep(minibatch or [[]], policy)
+                strategy.begin()
+                micro_batches = strategy.padded(minibatch or [[]])
                 loss_total = 0.0
                 for k, micro in enumerate(micro_batches):
-                    sync = k == len(micro_batches) - 1
-                    if engine is not None:
-                        engine.set_gradient_accumulation_boundary(sync)  # reduce the gradients after the last
-                    context = (
-                        contextlib.nullcontext()
-                        if sync or self.world == 1 or engine is not None or by_hand
-                        else model.no_sync()
-                    )
-                    with context:
+                    with strategy.micro(last=k == len(micro_batches) - 1):
                         if (
                             not micro
-                        ):  # nothing of this process in this pass: a zero loss keeps DDP (and ZeRO-3) in step
-                            if engine is not None:
-                                self._backward(self._empty_pass(policy, model, first and bool(kl_coef)), engine)
-                            else:
-                                self._backward(sum(p.sum() for p in trainable) * 0.0, engine)
+                        ):  # nothing of this process in this pass: a zero loss keeps the others' reduction in step
+                            strategy.empty(lambda: self._empty_pass(policy, model, first and bool(kl_coef)))
                             continue
                         batch = self._batch(micro, policy)
                         with self._precision(policy):
@@ -598,19 +591,12 @@ class BaseTrainer:
                             groups=groups,
                             weights=self._sequence_weights(micro, batch.device),
                         )
-                        self._backward(parts.loss, engine)
+                        strategy.backward(parts.loss)
                         loss_total += float(parts.loss.detach())
                         clip_fractions.append(parts.clip_fraction * parts.tokens)
                         kls.append(parts.kl * parts.tokens)
                         tokens_seen.append(parts.tokens)
-                if by_hand:
-                    average_gradients(trainable, self.world)
-                if engine is not None:
-                    engine.step()
-                else:
-                    if s.max_grad_norm:
-                        torch.nn.utils.clip_grad_norm_(trainable, s.max_grad_norm)
-                    policy.optimizer.step()
+                strategy.step()
                 release_host_memory(policy.device)
                 losses.append(loss_total / self.world)
                 updates += 1
@@ -633,13 +619,6 @@ class BaseTrainer:
         if all(r.weight == 1.0 for r in rollouts):
             return None
         return torch.tensor([r.weight for r in rollouts], device=device, dtype=torch.float32)
-
-    @staticmethod
-    def _backward(loss, engine=None) -> None:
-        if engine is not None:
-            engine.backward(loss, scale_wrt_gas=False)  # the loss carries its own normaliser
-        else:
-            loss.backward()
 
     @staticmethod
     def _stack(micro: Sequence[Rollout], stored: dict, like):

@@ -1,0 +1,60 @@
+"""The step strategy apart from the loss (training.core.strategy): which kind a trainer picks, and
+what one process's zeroing, empty pass, clipping and step do."""
+
+from __future__ import annotations
+
+import torch
+from conftest import toy_settings
+
+from debatelab.training.core.policy import optimizer_and_schedule
+from debatelab.training.core.strategy import StepStrategy
+from debatelab.training.core.trainer import BaseTrainer
+
+
+def _alone(max_grad_norm=0.0):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    optimizer, _ = optimizer_and_schedule(model.parameters(), toy_settings(learning_rate=0.1, warmup_steps=0))
+    return model, StepStrategy(
+        model=model, optimizer=optimizer, trainable=list(model.parameters()), max_grad_norm=max_grad_norm
+    )
+
+
+def test_alone_a_step_zeroes_then_clips_the_summed_gradients_and_steps():
+    model, strategy = _alone(max_grad_norm=0.5)
+    assert strategy.kind == "alone" and strategy.padded([[1], [2]]) == [[1], [2]]
+    x = torch.ones(2, 4)
+    for p in model.parameters():
+        p.grad = torch.full_like(p, 7.0)  # left over from before: `begin` clears it
+    strategy.begin()
+    assert all(p.grad is None for p in model.parameters())
+    before = [p.detach().clone() for p in model.parameters()]
+    for k in range(2):
+        with strategy.micro(last=k == 1):
+            strategy.backward(model(x).sum() * 10)
+    strategy.empty(lambda: (_ for _ in ()).throw(AssertionError("no forward pass alone")))
+    norm = torch.linalg.vector_norm(torch.cat([p.grad.reshape(-1) for p in model.parameters()]))
+    assert norm > 0.5  # two micro-batches summed, the empty pass added nothing
+    strategy.step()
+    assert torch.linalg.vector_norm(torch.cat([p.grad.reshape(-1) for p in model.parameters()])) <= 0.5 + 1e-6
+    assert all(not torch.equal(a, p) for a, p in zip(before, model.parameters()))
+
+
+def test_a_trainer_picks_ddp_for_its_policy_and_by_hand_for_an_agent_view():
+    class View:
+        def __init__(self):
+            self.model = torch.nn.Linear(2, 2)
+            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+    trainer = BaseTrainer.__new__(BaseTrainer)
+    trainer.policy, trainer.settings, trainer.engine = View(), toy_settings(max_grad_norm=1.0), None
+    trainer.model = wrapper = object()
+    for world, kind in ((1, "alone"), (2, "ddp")):
+        trainer.world = world
+        own = trainer.strategy_for()
+        assert own.kind == kind and own.model is wrapper and own.max_grad_norm == 1.0
+    view = View()
+    agent = trainer.strategy_for(view)
+    assert agent.kind == "by_hand" and agent.model is view.model and agent.optimizer is view.optimizer
+    view.engine = engine = object()
+    assert trainer.strategy_for(view).kind == "deepspeed" and trainer.strategy_for(view).model is engine
