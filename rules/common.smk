@@ -2,6 +2,8 @@
 # the logic behind these functions live in `debatelab.config.Experiment`, unit-tested without Snakemake.
 import re
 
+from snakemake.exceptions import WorkflowError
+
 from debatelab.config import Experiment, check_config_files, validate_config
 from debatelab.data.registry import SOURCE_CHOICES, parse_split_variant
 
@@ -111,9 +113,16 @@ def check_gpu_plans():
     a job's resources only when the job is ready, so a job that no node holds would otherwise fail
     after its upstream jobs ran. Called from `onstart` (after the DAG is built; dry runs plan each
     job as they print it)."""
+    executor = workflow.executor_plugin.name if workflow.executor_plugin is not None else "local"
     for job in workflow.dag.needrun_jobs():
         if job.rule.name in GPU_RULES:
-            job_gpu_plan(job.rule.name, job.wildcards)
+            plan = job_gpu_plan(job.rule.name, job.wildcards)
+            if plan.nodes > 1 and not executor.startswith("slurm"):
+                raise WorkflowError(
+                    f"training.runs.{job.wildcards.run}.nodes = {plan.nodes}: a run over several nodes is "
+                    f"submitted to SLURM (snakemake --profile profiles/slurm); this run's executor is {executor}. "
+                    "Set nodes: 1 to train on this machine"
+                )
 
 
 def planned_gpus(rule):

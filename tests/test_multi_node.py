@@ -180,3 +180,18 @@ def test_two_launchers_on_one_machine_train_as_one_node_with_two_processes(tmp_p
     assert len(grads) > 5 and any(float(one_node[k].abs().max()) > 1e-4 for k in grads)
     # the same ranks, the same Gloo all-reduce: the same numbers
     assert all(torch.equal(one_node[k], two_nodes[k]) for k in one_node)
+
+
+def test_a_two_node_run_stops_before_any_job_on_the_local_executor(tmp_path):
+    """Run (not dry-run) on the laptop profile, a config with a two-node run stops at its start, naming
+    the run and what to do, before any job (the download included) has run."""
+    config = tmp_path / "two_nodes.yaml"
+    config.write_text(yaml.safe_dump(_two_node_config()))
+    proc = snakemake(
+        tmp_path / "work", "--profile", str(REPO_ROOT / "profiles/local"), "--configfile", str(config),
+        "--until", "train", check=False,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "training.runs.dapo.nodes = 2: a run over several nodes is submitted to SLURM" in out, out[-3000:]
+    assert "this run's executor is local" in out and not (tmp_path / "work/data").exists()
