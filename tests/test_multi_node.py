@@ -73,6 +73,20 @@ def test_the_job_starts_one_srun_task_per_node_each_launching_its_node_with_its_
                        "--master_addr", "gpu3", "--master_port", "1", "-m", "x"]  # fmt: skip
 
 
+def test_one_node_s_launcher_listens_on_the_free_port_it_is_given():
+    """`launch_or_train` gives each job's process group a port no process listens on (`free_port`), so
+    two training jobs on one machine don't meet on torchrun's or accelerate's default port."""
+    import socket
+
+    port = launch.free_port()
+    with socket.socket() as check:
+        check.bind(("127.0.0.1", port))  # free indeed
+    cpu = launch.node_launch_command(nodes=1, processes_per_node=2, program=["-m", "x"], main_port=port, gpu=False)
+    assert cpu[cpu.index("--master_port") + 1] == str(port) and "--nnodes" not in cpu
+    gpu = launch.node_launch_command(nodes=1, processes_per_node=2, program=["-m", "x"], main_port=port, gpu=True)
+    assert gpu[gpu.index("--main_process_port") + 1] == str(port) and "--machine_rank" not in gpu
+
+
 def _two_node_config(nodes=2, **run):
     config = yaml.safe_load((REPO_ROOT / "config/experiments/sdrl.yaml").read_text())
     config["training"]["runs"]["dapo"].update(nodes=nodes, **run)

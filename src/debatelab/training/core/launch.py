@@ -99,11 +99,12 @@ def launch_or_train(
     write_job_spec(spec, job_kind=job_kind, **job)
     entry = ["-m", "debatelab.training.core.launch"]
     logs = [str(log_path)] if log_path else []
-    if nodes == 1:
+    if nodes == 1:  # a free port: two jobs training on one machine at once must not meet on the default one
         cmd = node_launch_command(
             nodes=1,
             processes_per_node=processes,
             program=entry + [str(spec)] + logs,
+            main_port=free_port(),
             accelerate_config=accelerate_config,
         )
     else:
@@ -143,14 +144,25 @@ def node_launch_command(
         cmd += ["--num_machines", str(nodes)]
         if several:
             cmd += ["--machine_rank", str(node_rank), "--main_process_ip", str(main_address)]
+        if main_port is not None:
             cmd += ["--main_process_port", str(main_port)]
         cmd += ["--config_file", str(accelerate_config)] if accelerate_config else ["--multi_gpu"]
     else:  # accelerate starts several CPU processes only through MPI (DeepSpeed's aside); torchrun gives Gloo processes
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes_per_node)]
         if several:
             cmd += ["--nnodes", str(nodes), "--node_rank", str(node_rank), "--master_addr", str(main_address)]
+        if main_port is not None:
             cmd += ["--master_port", str(main_port)]
     return cmd + list(program)
+
+
+def free_port() -> int:
+    """A TCP port no process on this machine listens on now, for one node's process group."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def slurm_allocation(nodes: int) -> tuple[list[str], int | None]:
