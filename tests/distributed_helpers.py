@@ -15,6 +15,9 @@ def tests_path() -> str:
     return os.pathsep.join(p for p in (str(Path(__file__).parent), os.environ.get("PYTHONPATH")) if p)
 
 
+tests_path.__test__ = False  # a helper, though its name starts with "test": pytest collects none of its imports
+
+
 def run_multi_agent_steps(
     method: str, model_dir, out_dir, finetuning: str = "lora", accelerate_config=None
 ) -> dict[int, tuple[dict, dict]]:
