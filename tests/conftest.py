@@ -126,3 +126,10 @@ def toy_settings(method: str = "dapo", **keys):
     block = dict(keys.pop(spec.block, None) or {})
     block.update({k: keys.pop(k) for k in list(keys) if k in own_keys})
     return TrainSettings(method=method, **keys, **{spec.block: block})
+
+
+def folder_weights(folder) -> dict:
+    """A model folder's weights by name, from its safetensors files."""
+    from safetensors.torch import load_file
+
+    return {k: v for f in sorted(Path(folder).glob("*.safetensors")) for k, v in load_file(f).items()}

@@ -8,8 +8,8 @@ import json
 
 import pytest
 import torch
-from conftest import toy_settings
-from test_training import TOY, _job, _toy_dataset, _weights
+from conftest import folder_weights, toy_settings
+from test_training import TOY, _job, _toy_dataset
 
 from debatelab.training.core.checkpoint import TrainState, load_checkpoint, save_checkpoint
 from debatelab.training.core.policy import Policy
@@ -111,7 +111,7 @@ def test_raising_steps_of_a_finished_run_resumes_from_its_last_checkpoint(tmp_pa
         metrics = train_job(**_job(tmp_path, char_model_dir, dataset, settings(steps=3), "raised"))
     assert "resuming from" in caplog.text and "(step 2)" in caplog.text
     assert metrics["step"].tolist() == [1, 2, 3]
-    first, second = _weights(tmp_path / "uninterrupted/model"), _weights(tmp_path / "raised/model")
+    first, second = folder_weights(tmp_path / "uninterrupted/model"), folder_weights(tmp_path / "raised/model")
     assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
 
     caplog.clear()

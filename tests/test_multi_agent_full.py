@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import toy_settings
+from conftest import folder_weights, toy_settings
 from distributed_helpers import assert_same_update, run_multi_agent_steps
 
 from debatelab.training.core.agents import AgentPolicies
@@ -267,17 +267,9 @@ def test_a_zero3_multi_agent_job_checkpoints_resumes_and_saves_each_agent(tmp_pa
     assert len(whole) == len(resumed) == 2 and np.isfinite(whole["loss"]).all()
     timing = ["rollout_seconds", "update_seconds", "tokens_per_second"]
     pd.testing.assert_frame_equal(whole.drop(columns=timing), resumed.drop(columns=timing))
-    start = _weights_of(char_model_dir)
+    start = folder_weights(char_model_dir)
     for agent in bases:
-        uninterrupted, split = (_weights_of(tmp_path / run / "agents" / agent) for run in ("whole", "split"))
+        uninterrupted, split = (folder_weights(tmp_path / run / "agents" / agent) for run in ("whole", "split"))
         assert uninterrupted.keys() == start.keys()
         assert max(float((uninterrupted[k] - start[k]).abs().max()) for k in start) > 1e-4, agent  # it trained
         assert all(torch.equal(uninterrupted[k], split[k]) for k in start), agent
-
-
-def _weights_of(folder) -> dict:
-    from pathlib import Path
-
-    from safetensors.torch import load_file
-
-    return {k: v for f in sorted(Path(folder).glob("*.safetensors")) for k, v in load_file(f).items()}

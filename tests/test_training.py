@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import toy_settings
+from conftest import folder_weights, toy_settings
 from distributed_helpers import tests_path
 from toy_questions import toy_rows
 
@@ -546,12 +546,6 @@ def test_the_tiny_model_learns_a_toy_verifiable_task(tmp_path, char_model_dir):
     assert json.loads((tmp_path / "run/settings.json").read_text())["settings"]["steps"] == 20
 
 
-def _weights(folder: Path) -> dict:
-    from safetensors.torch import load_file
-
-    return {k: v for f in sorted(folder.glob("*.safetensors")) for k, v in load_file(f).items()}
-
-
 @pytest.mark.slow
 def test_a_killed_training_job_resumes_to_the_same_weights(tmp_path, char_model_dir):
     """SIGKILL the job after its second checkpoint, rerun it: it continues from step 2 and ends with
@@ -606,7 +600,7 @@ def test_a_killed_training_job_resumes_to_the_same_weights(tmp_path, char_model_
     rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert "resuming from" in rerun.stderr and "(step 2)" in rerun.stderr
-    first, second = _weights(tmp_path / "uninterrupted/model"), _weights(tmp_path / "killed/model")
+    first, second = folder_weights(tmp_path / "uninterrupted/model"), folder_weights(tmp_path / "killed/model")
     assert first.keys() == second.keys()
     assert all(torch.equal(first[k], second[k]) for k in first)
 
@@ -992,11 +986,11 @@ def test_a_zero3_job_rolls_out_on_gathered_weights_resumes_and_saves_them(tmp_pa
         metrics = launch_or_train(
             processes=2, accelerate_config=str(REPO_ROOT / f"config/accelerate/{config}_8gpu.yaml"), **job
         )
-        runs[name] = (metrics, _weights(Path(job["out_dir"])))
+        runs[name] = (metrics, folder_weights(Path(job["out_dir"])))
     (zero3, weights3), (zero2, weights2), (split, split_weights) = runs["zero3"], runs["zero2"], runs["split"]
     assert len(zero3) == 2 and np.isfinite(zero3["loss"]).all() and (zero3["reward_std"] > 0).all()
     assert json.loads((tmp_path / "zero3/settings.json").read_text())["processes"] == 2
-    start = _weights(Path(char_model_dir))
+    start = folder_weights(Path(char_model_dir))
     assert weights3.keys() == weights2.keys() == start.keys()
     assert max(float((weights3[k] - start[k]).abs().max()) for k in start) > 1e-3  # it trained
     assert max(float((weights3[k] - weights2[k]).abs().max()) for k in start) < 1e-4

@@ -33,10 +33,12 @@ import logging
 from pathlib import Path
 
 from ...gpu_plan import WEIGHTS_SHARE, size_from_folder, training_placement, training_state_bytes, weights_bytes
+from . import zero
 from .distributed import rank_and_world
 from .policy import (
     enable_gradient_checkpointing,
     lora_config,
+    model_holding,
     optimizer_and_schedule,
     resolve_dtype,
     warn_low_precision_updates,
@@ -103,17 +105,17 @@ class AgentPolicies:
                     tokenizer.pad_token = tokenizer.eos_token
                 self.tokenizers[base] = tokenizer
             if key in self.models:  # LoRA: another agent on a base already loaded
-                self.models[key].add_adapter(name, self._lora_config())
+                self.models[key].add_adapter(name, lora_config(self.settings))
                 if key not in self.placement:
                     self.models[key].to(device)
                 continue
-            model = self._load(base, key, dtype)
+            model = self._load(base, key, dtype, on_device=False)
             enable_gradient_checkpointing(model, settings)
             model.generation_config.pad_token_id = self.tokenizers[base].pad_token_id
             if not self.full:
                 from peft import get_peft_model
 
-                model = get_peft_model(model, self._lora_config(), adapter_name=name)
+                model = get_peft_model(model, lora_config(self.settings), adapter_name=name)
             self.models[key] = model if key in self.placement else model.to(device)
         if self.full:
             warn_low_precision_updates(settings, dtype)
@@ -131,7 +133,9 @@ class AgentPolicies:
         self.rollout_backend = "transformers" if self.placement else resolve_rollout_backend(settings.rollout_backend)
         self._engines = {}  # model key -> its vLLM engine, started on the first rollouts
         self.engines = {}  # agent -> its DeepSpeed engine (`shard`), for full fine-tuning under ZeRO
-        self._generating = None  # ZeRO-3: every agent gathered, from the first rollout to `rollouts_done`
+        self._generation = (
+            zero.GenerationHold()
+        )  # ZeRO-3: every agent gathered, from the first rollout to `rollouts_done`
         self.attached = {}  # "@name" -> a method's own trainable module (MAPPO's critic), checkpointed with the agents
         log.info(
             "%d agents on %d base model(s), %s, rollouts on %s: %s",
@@ -142,16 +146,15 @@ class AgentPolicies:
             ", ".join(f"{a} on {Path(self.base_of[a]).name}" for a in self.agents),
         )
 
-    def _lora_config(self):
-        return lora_config(self.settings)
-
-    def _load(self, base: str, key: str, dtype):
-        """Base folder `base` as a causal LM: on `key`'s GPUs under model parallelism, else on the CPU."""
+    def _load(self, base: str, key: str, dtype, on_device: bool = True):
+        """Base folder `base` as a causal LM: on `key`'s GPUs under model parallelism, else on the device
+        (`on_device`) or the CPU (the trained models: PEFT adds their adapters before they move)."""
         import torch
         from transformers import AutoModelForCausalLM
 
         if key not in self.placement:
-            return AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+            model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+            return model.to(self.device) if on_device else model
         gpus = self.placement[key]  # its layers over its own GPUs (PEFT puts each adapter beside its layer)
         capacity = torch.cuda.get_device_properties(gpus[0]).total_memory
         return AutoModelForCausalLM.from_pretrained(
@@ -191,8 +194,6 @@ class AgentPolicies:
         """Full fine-tuning under DeepSpeed ZeRO (`accelerate launch` with a DeepSpeed config): each
         agent's weights, gradients and optimizer states split over the `world` processes, one
         DeepSpeed engine per agent (`zero.wrap`); with ZeRO-3 the weights too. Called by the trainer."""
-        from . import zero
-
         if not self.full:
             raise ValueError("multi-agent training: DeepSpeed shards fully fine-tuned agents (finetuning: full)")
         self.engines = {
@@ -202,13 +203,9 @@ class AgentPolicies:
     @property
     def sharded(self) -> bool:
         """Whether the agents' weights are split among the processes (ZeRO-3)."""
-        from . import zero
-
         return any(zero.sharded(engine) for engine in self.engines.values())
 
     def _gathered(self, name: str, params, modifier_rank: int | None = None):
-        from . import zero
-
         return zero.gathered(self.engines.get(name), params, modifier_rank=modifier_rank)
 
     @property
@@ -263,8 +260,6 @@ class AgentPolicies:
         base = self.base_of[name]
         if base not in self.references:
             model = self._load(base, self.key_of[name], resolve_dtype(self.settings.dtype, self.device))
-            if self.key_of[name] not in self.placement:
-                model = model.to(self.device)
             self.references[base] = model.eval().requires_grad_(False)
         return self.references[base]
 
@@ -297,12 +292,7 @@ class AgentPolicies:
         weights pushed in before each of its batches. On transformers: the training model itself,
         as whichever adapter is active when it runs (`with policies.acting(name): ...`)."""
         base, key = self.base_of[name], self.key_of[name]
-        if self.sharded and self._generating is None:  # every agent whole in every process until rollouts_done
-            from . import zero
-
-            self._generating = contextlib.ExitStack()
-            for agent in self.agents:
-                self._generating.enter_context(zero.for_generation(self.engines[agent], self.model_of(agent)))
+        self._generation.hold([(self.engines.get(agent), self.model_of(agent)) for agent in self.agents])
         if self.rollout_backend == "vllm":
             if key not in self._engines:
                 from .vllm_rollouts import VLLMRollouts
@@ -325,16 +315,12 @@ class AgentPolicies:
     def rollouts_done(self) -> None:
         """A step's debates are in: ZeRO-3's gathered agents are split again, and sleeping-capable
         engines free their GPU memory for the update."""
-        if self._generating is not None:
-            self._generating.close()
-            self._generating = None
+        self._generation.release()
         for engine in self._engines.values():
             engine.pause()
 
     def close(self) -> None:
-        if self._generating is not None:
-            self._generating.close()
-            self._generating = None
+        self._generation.release()
         for engine in self._engines.values():
             engine.close()
         self._engines = {}
@@ -371,7 +357,7 @@ class AgentPolicies:
 
         for name in self.agents:
             if self.full:
-                if name not in self.synced:  # a split model can't be copied: a fresh one takes its weights
+                if name not in self.synced:  # a DeepSpeed-wrapped model isn't copied: a fresh one takes its weights
                     model = (
                         self._load(
                             self.base_of[name], self.key_of[name], resolve_dtype(self.settings.dtype, self.device)
@@ -379,8 +365,6 @@ class AgentPolicies:
                         if name in self.engines
                         else copy.deepcopy(self.model_of(name))
                     )
-                    if name in self.engines and self.key_of[name] not in self.placement:
-                        model = model.to(self.device)
                     self.synced[name] = model.eval().requires_grad_(False)
                 copies = dict(self.synced[name].named_parameters())
                 own = dict(self.model_of(name).named_parameters())
@@ -444,23 +428,18 @@ class AgentPolicies:
         merged in place, saved, then unmerged), with the adapter alone beside it."""
         import copy
 
-        import torch
-
         from ...models import save_model_folder
 
         tokenizer = self.tokenizers[self.base_of[name]]
         params = self.trainable_parameters(name)
+        sharded = zero.sharded(self.engines.get(name))
         with self._gathered(name, params.values()):  # every process calls `save`; ZeRO-3 gathers from all
-            state = {n: p.detach().clone() for n, p in params.items()} if name in self.engines else None
+            state = {n: p.detach().clone() for n, p in params.items()} if sharded else None
         if rank_and_world()[0] != 0:
             return
-        if self.full and state is not None:  # split among the processes: a fresh copy of the base holds them
-            model = self._load(self.base_of[name], "", resolve_dtype(self.settings.dtype, self.device))
-            fresh = dict(model.named_parameters())
-            with torch.no_grad():
-                for n, value in state.items():
-                    fresh[n].copy_(value.to(fresh[n].device))
-            save_model_folder(model, tokenizer, out_dir)
+        if sharded:  # split among the processes: a fresh copy of the base holds the gathered weights
+            dtype = resolve_dtype(self.settings.dtype, self.device)
+            save_model_folder(model_holding(self.base_of[name], self.settings, state, dtype), tokenizer, out_dir)
             return
         if self.full:
             save_model_folder(self.model_of(name), tokenizer, out_dir)

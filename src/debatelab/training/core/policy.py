@@ -127,7 +127,7 @@ class Policy:
             model = get_peft_model(model, lora_config(settings))
         self.model = model.to(device)
         self.engine = None  # the DeepSpeed engine over `model`, when the trainer wraps it (`zero.wrap`)
-        self._generating = None  # ZeRO-3: the gathered weights, from the first rollout to `rollouts_done`
+        self._generation = zero.GenerationHold()  # ZeRO-3: gathered from the first rollout to `rollouts_done`
         self.reference = None
         if settings.kl_weight and settings.finetuning == "full":  # LoRA's reference is the base without the adapter
             self.reference = AutoModelForCausalLM.from_pretrained(
@@ -175,11 +175,7 @@ class Policy:
         """A backend that generates with the live weights (rollouts): a colocated vLLM engine kept in
         step with them (`vllm_rollouts`), or transformers on the training model itself. Under ZeRO-3
         the weights are gathered whole in every process until `rollouts_done` (`zero.for_generation`)."""
-        if zero.sharded(self.engine) and self._generating is None:
-            import contextlib
-
-            self._generating = contextlib.ExitStack()
-            self._generating.enter_context(zero.for_generation(self.engine, self.model))
+        self._generation.hold([(self.engine, self.model)])
         if self.rollout_backend == "vllm":
             if self._vllm is None:
                 import torch.distributed as dist
@@ -204,16 +200,12 @@ class Policy:
     def rollouts_done(self) -> None:
         """The step's rollouts are in: ZeRO-3's gathered weights are split again, and a
         sleeping-capable engine frees its memory for the update."""
-        if self._generating is not None:
-            self._generating.close()
-            self._generating = None
+        self._generation.release()
         if self._vllm is not None:
             self._vllm.pause()
 
     def close(self) -> None:
-        if self._generating is not None:
-            self._generating.close()
-            self._generating = None
+        self._generation.release()
         if self._vllm is not None:
             self._vllm.close()
             self._vllm = None
@@ -239,27 +231,30 @@ class Policy:
         if rank_and_world()[0] != 0:
             return
         if sharded:
-            model = self._unsharded_copy(state)
+            model = model_holding(
+                self.model_path, self.settings, state, resolve_dtype(self.settings.dtype, self.device)
+            )
         else:
             model = copy.deepcopy(self.model) if self.settings.finetuning == "lora" else self.model
         if self.settings.finetuning == "lora":
             model = model.merge_and_unload()
         save_model_folder(model, self.tokenizer, out_dir)
 
-    def _unsharded_copy(self, state: dict):
-        """A fresh copy of the base (with a fresh adapter under LoRA) on the CPU, holding `state`."""
-        import torch
-        from transformers import AutoModelForCausalLM
 
-        model = AutoModelForCausalLM.from_pretrained(
-            self.model_path, dtype=resolve_dtype(self.settings.dtype, self.device)
-        )
-        if self.settings.finetuning == "lora":
-            from peft import get_peft_model
+def model_holding(model_path: str | Path, settings, state: dict, dtype):
+    """A fresh copy of the base at `model_path` in `dtype`, on the CPU (with a fresh adapter under
+    LoRA), holding `state`, the trained weights by parameter name: what rank 0 saves when the live
+    model is split among the processes (ZeRO-3)."""
+    import torch
+    from transformers import AutoModelForCausalLM
 
-            model = get_peft_model(model, lora_config(self.settings))
-        params = dict(model.named_parameters())
-        with torch.no_grad():
-            for name, value in state.items():
-                params[name].copy_(value.to(params[name].device))
-        return model
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+    if settings.finetuning == "lora":
+        from peft import get_peft_model
+
+        model = get_peft_model(model, lora_config(settings))
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for name, value in state.items():
+            params[name].copy_(value.to(params[name].device))
+    return model

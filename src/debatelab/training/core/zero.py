@@ -139,6 +139,28 @@ def for_generation(engine, model):
             add_hooks(engine)
 
 
+class GenerationHold:
+    """ZeRO-3 models held gathered for generation (`for_generation`) from the step's first rollout
+    (`hold`) to its last (`release`): a policy's one model, or every agent of a multi-agent run."""
+
+    def __init__(self):
+        self._stack = None
+
+    def hold(self, engines_and_models) -> None:
+        """Gather each sharded (engine, model) pair, unless already held; every process together."""
+        pairs = [(engine, model) for engine, model in engines_and_models if sharded(engine)]
+        if self._stack is not None or not pairs:
+            return
+        self._stack = contextlib.ExitStack()
+        for engine, model in pairs:
+            self._stack.enter_context(for_generation(engine, model))
+
+    def release(self) -> None:
+        if self._stack is not None:
+            self._stack.close()
+            self._stack = None
+
+
 def staging_dir(checkpoint_dir: str | Path, step: int) -> Path:
     return Path(checkpoint_dir) / f".zero-step-{step:05d}"
 
