@@ -491,21 +491,21 @@ def training_state_bytes(weights: int, dtype: str, zero_stage: int = 0, processe
     return weights + (weights + adam + master) // processes
 
 
-def accelerate_zero_stage(path: str | None) -> int:
-    """The DeepSpeed ZeRO stage of an accelerate config file (0: none, or no such file); the path
-    as the run gives it, from the working directory or the workflow's folder, where
-    `config/accelerate/` ships."""
+def accelerate_zero_stage(path: str | None) -> int | None:
+    """The DeepSpeed ZeRO stage of an accelerate config file; None when it runs no DeepSpeed (or
+    there is no such file). The path as the run gives it, from the working directory or the
+    workflow's folder, where `config/accelerate/` ships."""
     if not path:
-        return 0
+        return None
     import yaml
 
     for candidate in (Path(path), Path(__file__).resolve().parents[2] / path):
         if candidate.is_file():
             config = yaml.safe_load(candidate.read_text()) or {}
             if str(config.get("distributed_type", "")).upper() != "DEEPSPEED":
-                return 0
+                return None
             return int((config.get("deepspeed_config") or {}).get("zero_stage", 2))
-    return 0
+    return None
 
 
 def training_placement(sizes: dict[str, int], gpus: int, capacity: int, share: float) -> dict[str, list[int]]:
@@ -638,7 +638,7 @@ def training_job_plan(exp, rule: str, run: str, gpu_type: GpuType, job: str) -> 
     full = settings.finetuning == "full" and rule != "udpo_warmup"
     dtype = "bfloat16" if settings.dtype == "auto" else settings.dtype  # "auto" trains in bfloat16 on a GPU
     processes = count * spec.get("nodes", 1)
-    stage = accelerate_zero_stage(spec.get("accelerate_config")) if processes > 1 else 0
+    stage = (accelerate_zero_stage(spec.get("accelerate_config")) or 0) if processes > 1 else 0
     sizes: dict[str, int] = {}
     for agent in exp.run_agents(run):
         source, stored, folder = _sized_model(exp, exp.agents[agent]["model"])

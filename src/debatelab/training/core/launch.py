@@ -236,13 +236,14 @@ def node_main(args: list[str]) -> None:
 
 
 def is_deepspeed_config(path: str | Path) -> bool:
-    """Whether an accelerate config file runs DeepSpeed (`distributed_type: DEEPSPEED`)."""
-    import yaml
+    """Whether an accelerate config file runs DeepSpeed (`distributed_type: DEEPSPEED`): it has a
+    ZeRO stage, whatever it is (`gpu_plan.accelerate_zero_stage`, which reads the file for the GPU plans)."""
+    from ...gpu_plan import accelerate_zero_stage
 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"accelerate_config {path}: no such file")
-    return str((yaml.safe_load(path.read_text()) or {}).get("distributed_type", "")).upper() == "DEEPSPEED"
+    return accelerate_zero_stage(str(path)) is not None
 
 
 def main(argv: list[str] | None = None) -> None:
