@@ -26,7 +26,9 @@ def main(model_dir: str, out: str, checkpoint_dir: str | None = None) -> None:
 
     rank = init_process_group()
     world = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
-    if zero.requested():  # its shared-memory all-reduce kernel compiles for minutes on first use; Gloo does here
+    if (
+        zero.deepspeed_requested()
+    ):  # its shared-memory all-reduce kernel compiles for minutes on first use; Gloo does here
         import deepspeed.ops
 
         deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False

@@ -19,17 +19,17 @@ tests_path.__test__ = False  # a helper, though its name starts with "test": pyt
 
 
 def run_multi_agent_steps(
-    method: str, model_dir, out_dir, finetuning: str = "lora", accelerate_config=None
+    method: str, model_dir, out_dir, finetuning: str = "lora", accelerate_config=None, counts=(1, 2)
 ) -> dict[int, tuple[dict, dict]]:
     """`multi_agent_ddp_step` in one process and in two (torchrun, Gloo; or `accelerate launch` with
-    `accelerate_config`, a DeepSpeed config): {processes: (rank 0's trained weights and gradients,
-    {rank: its metrics and priorities})}; `finetuning`: "lora" (an adapter per agent) or "full"
-    (every agent's own weights)."""
+    `accelerate_config`, a DeepSpeed or FSDP config): {processes: (rank 0's trained weights and
+    gradients, {rank: its metrics and priorities})} for each process count of `counts`;
+    `finetuning`: "lora" (an adapter per agent) or "full" (every agent's own weights)."""
     from safetensors.torch import load_file
 
     env = {**os.environ, "PYTHONPATH": tests_path(), "OMP_NUM_THREADS": "1", "DEBATELAB_TESTS_NO_DS_SHM": "1"}
     outs = {}
-    for processes in (1, 2):
+    for processes in counts:
         out = Path(out_dir) / f"{method}-{finetuning}-{processes}.safetensors"
         port = 29520 + processes + {"umad": 0, "udpo": 10, "rmaac": 20}[method] + (30 if finetuning == "full" else 0)
         if accelerate_config is not None and processes > 1:

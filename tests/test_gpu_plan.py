@@ -194,6 +194,9 @@ def test_full_fine_tuning_sizes_every_agent_s_weights_gradients_and_adam_states(
     assert gp.training_state_bytes(int(3.09e9 * 2), "bfloat16", 1, 8) == int(3.09e9 * 4 + 3.09e9 * 12 / 8)
     assert gp.accelerate_zero_stage("config/accelerate/zero3_8gpu.yaml") == 3
     assert gp.accelerate_zero_stage("config/accelerate/ddp_8gpu.yaml") is None
+    # FSDP2 splits the weights, gradients and Adam states, as ZeRO-3 does: the same plan
+    assert gp.accelerate_zero_stage("config/accelerate/fsdp2_8gpu.yaml") == 3
+    assert gp.accelerate_distributed_type("config/accelerate/fsdp2_8gpu.yaml") == "FSDP"
     exp = load_experiment(REPO_ROOT / "config/experiments/umad.yaml")
     run = exp.training_runs["umad"]
     plan = gp.experiment_job_plan(exp, "train_agents", {"run": "umad"}, H800)

@@ -157,12 +157,21 @@ def test_full_fine_tuning_udpo_steps_resume_to_the_same_weights(char_model_dir, 
     pd.testing.assert_frame_equal(metrics.drop(columns=timing), resumed_metrics.drop(columns=timing))
 
 
+@pytest.fixture(scope="module")
+def umad_full_one_process(tmp_path_factory, char_model_dir):
+    """`multi_agent_ddp_step`'s UMAD step with two fully fine-tuned agents in one process: what each
+    two-process run below must equal."""
+    return run_multi_agent_steps(
+        "umad", char_model_dir, tmp_path_factory.mktemp("umad-one"), finetuning="full", counts=(1,)
+    )[1]
+
+
 @pytest.mark.slow
-def test_two_processes_make_the_same_full_fine_tuning_umad_step_as_one(tmp_path, char_model_dir):
+def test_two_processes_make_the_same_full_fine_tuning_umad_step_as_one(tmp_path, char_model_dir, umad_full_one_process):
     """UMAD, two fully fine-tuned agents: each of two Gloo processes debates half the step's
     questions; each agent's gradients are averaged over them, so its weights equal one process's."""
-    runs = run_multi_agent_steps("umad", char_model_dir, tmp_path, finetuning="full")
-    (one, reports1), (two, reports2) = runs[1], runs[2]
+    (one, reports1) = umad_full_one_process
+    (two, reports2) = run_multi_agent_steps("umad", char_model_dir, tmp_path, finetuning="full", counts=(2,))[2]
     assert_same_update(one, two, {"solver", "critic"})
     assert sum(k.startswith("solver/") for k in one) > 10  # every weight, not an adapter
     m1, m2 = reports1[0]["metrics"], reports2[0]["metrics"]
@@ -174,20 +183,25 @@ def test_two_processes_make_the_same_full_fine_tuning_umad_step_as_one(tmp_path,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stage", ["zero2", "zero3"])
-def test_two_deepspeed_processes_make_the_same_full_fine_tuning_umad_step_as_one(tmp_path, char_model_dir, stage):
-    """UMAD, two fully fine-tuned agents, each its own DeepSpeed engine over two processes (`accelerate
-    launch` with the shipped config): ZeRO-2 splits each agent's gradients and Adam states, ZeRO-3 its
-    weights too (the debates run on the agents gathered whole in each process). The agents' weights
-    equal one process's on all the questions."""
+@pytest.mark.parametrize("config", ["zero2", "zero3", "fsdp2"])
+def test_two_sharded_processes_make_the_same_full_fine_tuning_umad_step_as_one(
+    tmp_path, char_model_dir, umad_full_one_process, config
+):
+    """UMAD, two fully fine-tuned agents, each its own engine over two processes (`accelerate launch`
+    with the shipped config): DeepSpeed ZeRO-2 splits each agent's gradients and Adam states, ZeRO-3
+    its weights too, and so does FSDP2 (the debates run on the agents gathered whole in each
+    process). The agents' weights equal one process's on all the questions."""
     from workflow_helpers import REPO_ROOT
 
-    from debatelab.training.core.launch import is_deepspeed_config
+    from debatelab.training.core.launch import is_sharding_config
 
-    config = REPO_ROOT / f"config/accelerate/{stage}_8gpu.yaml"
-    assert is_deepspeed_config(config)
-    runs = run_multi_agent_steps("umad", char_model_dir, tmp_path, finetuning="full", accelerate_config=config)
-    (one, reports1), (two, reports2) = runs[1], runs[2]
+    path = REPO_ROOT / f"config/accelerate/{config}_8gpu.yaml"
+    assert is_sharding_config(path)
+    (one, reports1) = umad_full_one_process
+    runs = run_multi_agent_steps(
+        "umad", char_model_dir, tmp_path, finetuning="full", accelerate_config=path, counts=(2,)
+    )
+    (two, reports2) = runs[2]
     weights = [k for k in one if not k.startswith("grad.")]
     assert sum(k.startswith("solver/") for k in weights) > 10 and set(weights) == set(two)
     start = dict(AgentPolicies({"a": char_model_dir}, SETTINGS, device="cpu").trainable_parameters("a"))
@@ -199,11 +213,14 @@ def test_two_deepspeed_processes_make_the_same_full_fine_tuning_umad_step_as_one
 
 
 @pytest.mark.slow
-def test_a_zero3_multi_agent_job_checkpoints_resumes_and_saves_each_agent(tmp_path, char_model_dir, monkeypatch):
-    """The train_agents job of UMAD with two fully fine-tuned agents under ZeRO-3 in two processes,
-    started as the rule starts it: each agent's optimizer partitions go into the checkpoint in a
-    folder of their own; stopped after step 1 and rerun, it resumes and saves exactly the agents of
-    the uninterrupted run, each a plain folder of its gathered weights."""
+@pytest.mark.parametrize("config", ["zero3", "fsdp2"])
+def test_a_sharded_multi_agent_job_checkpoints_resumes_and_saves_each_agent(
+    tmp_path, char_model_dir, monkeypatch, config
+):
+    """The train_agents job of UMAD with two fully fine-tuned agents under ZeRO-3 or FSDP2 in two
+    processes, started as the rule starts it: each agent's optimizer partitions go into the
+    checkpoint in a folder of their own; stopped after step 1 and rerun, it resumes and saves
+    exactly the agents of the uninterrupted run, each a plain folder of its gathered weights."""
     from toy_questions import alternating_gold, toy_rows
     from workflow_helpers import REPO_ROOT
 
@@ -237,7 +254,7 @@ def test_a_zero3_multi_agent_job_checkpoints_resumes_and_saves_each_agent(tmp_pa
         out = tmp_path / name
         return launch_or_train(
             processes=2,
-            accelerate_config=str(REPO_ROOT / "config/accelerate/zero3_8gpu.yaml"),
+            accelerate_config=str(REPO_ROOT / f"config/accelerate/{config}_8gpu.yaml"),
             job_kind="train_agents",
             dataset_path=str(dataset),
             bases=bases,
@@ -259,10 +276,9 @@ def test_a_zero3_multi_agent_job_checkpoints_resumes_and_saves_each_agent(tmp_pa
         "critic",
         "solver",
     ]
-    assert sorted(p.name for p in (tmp_path / "split/checkpoint/step-00001/optimizer-zero/solver").iterdir()) == [
-        "rank-0.pt",
-        "rank-1.pt",
-    ]
+    partitions = {"zero3": ["rank-0.pt", "rank-1.pt"], "fsdp2": [".metadata", "__0_0.distcp", "__1_0.distcp"]}
+    solver = tmp_path / "split/checkpoint/step-00001/optimizer-zero/solver"
+    assert sorted(p.name for p in solver.iterdir()) == partitions[config]
     resumed = job("split", 2)
     assert len(whole) == len(resumed) == 2 and np.isfinite(whole["loss"]).all()
     timing = ["rollout_seconds", "update_seconds", "tokens_per_second"]

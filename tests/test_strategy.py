@@ -3,6 +3,7 @@ what one process's zeroing, empty pass, clipping and step do."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from conftest import toy_settings
 
@@ -58,3 +59,25 @@ def test_a_trainer_picks_ddp_for_its_policy_and_by_hand_for_an_agent_view():
     assert agent.kind == "by_hand" and agent.model is view.model and agent.optimizer is view.optimizer
     view.engine = engine = object()
     assert trainer.strategy_for(view).kind == "deepspeed" and trainer.strategy_for(view).model is engine
+
+
+@pytest.mark.parametrize(
+    ("env", "refused"),
+    [
+        ({"FSDP_VERSION": "1"}, "fsdp_version 1"),
+        ({"FSDP_VERSION": "2", "FSDP_OFFLOAD_PARAMS": "true"}, "fsdp_offload_params"),
+        ({"FSDP_VERSION": "2", "FSDP_CPU_RAM_EFFICIENT_LOADING": "true"}, "fsdp_cpu_ram_efficient_loading"),
+    ],
+)
+def test_an_fsdp_config_this_engine_does_not_run_is_refused_naming_its_setting(monkeypatch, env, refused):
+    """What `accelerate launch` exports from an FSDP config (FSDP_*) is read back through accelerate's
+    plugin: FSDP1, parameter offload and rank-0-only loading are refused by name, before any model is wrapped."""
+    from debatelab.training.core import fsdp, zero
+
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert fsdp.requested() and zero.requested() and not zero.deepspeed_requested()
+    assert zero.layout(2) == "fsdp2 x 2" and zero.layout(1) is None
+    with pytest.raises(ValueError, match=refused):
+        fsdp.plugin()

@@ -607,14 +607,17 @@ def test_a_killed_training_job_resumes_to_the_same_weights(tmp_path, char_model_
 
 @pytest.fixture(scope="module")
 def distributed_updates(tmp_path_factory, char_model_dir) -> dict[str, Path]:
-    """`ddp_update`'s two steps in one process, two DDP processes (torchrun, Gloo), and two DeepSpeed
-    ZeRO-2 processes (`accelerate launch` with config/accelerate/zero2_8gpu.yaml, as the train rule
-    starts them), which checkpoint after step 1; then the ZeRO run again, resuming from it."""
-    from debatelab.training.core.launch import is_deepspeed_config
+    """`ddp_update`'s two steps in one process, two DDP processes (torchrun, Gloo), and two processes
+    under DeepSpeed ZeRO-2, ZeRO-3 and FSDP2 (`accelerate launch` with config/accelerate/zero2_8gpu.yaml,
+    zero3_8gpu.yaml, fsdp2_8gpu.yaml, as the train rule starts them), which checkpoint after step 1;
+    then each sharded run again, resuming from it."""
+    from debatelab.training.core.launch import is_sharding_config
 
     zero_config = REPO_ROOT / "config/accelerate/zero2_8gpu.yaml"
     zero3_config = REPO_ROOT / "config/accelerate/zero3_8gpu.yaml"
-    assert is_deepspeed_config(zero_config) and not is_deepspeed_config(REPO_ROOT / "config/accelerate/ddp_8gpu.yaml")
+    fsdp_config = REPO_ROOT / "config/accelerate/fsdp2_8gpu.yaml"
+    assert is_sharding_config(zero_config) and is_sharding_config(fsdp_config)
+    assert not is_sharding_config(REPO_ROOT / "config/accelerate/ddp_8gpu.yaml")
     folder = tmp_path_factory.mktemp("distributed")
     env = {**os.environ, "PYTHONPATH": tests_path(), "OMP_NUM_THREADS": "1"}
     torchrun = [sys.executable, "-m", "torch.distributed.run"]
@@ -627,8 +630,9 @@ def distributed_updates(tmp_path_factory, char_model_dir) -> dict[str, Path]:
         "--num_machines",
         "1",
     ]
-    accelerate3 = [*accelerate]
+    accelerate3, accelerate_fsdp = [*accelerate], [*accelerate]
     accelerate3[accelerate3.index(str(zero_config))] = str(zero3_config)
+    accelerate_fsdp[accelerate_fsdp.index(str(zero_config))] = str(fsdp_config)
     runs = {
         "one": torchrun + ["--nproc_per_node", "1", "--master_port", "29501"],
         "ddp": torchrun + ["--nproc_per_node", "2", "--master_port", "29502"],
@@ -636,11 +640,14 @@ def distributed_updates(tmp_path_factory, char_model_dir) -> dict[str, Path]:
         "zero_resumed": accelerate + ["--num_processes", "2", "--main_process_port", "29504"],
         "zero3": accelerate3 + ["--num_processes", "2", "--main_process_port", "29505"],
         "zero3_resumed": accelerate3 + ["--num_processes", "2", "--main_process_port", "29506"],
+        "fsdp": accelerate_fsdp + ["--num_processes", "2", "--main_process_port", "29507"],
+        "fsdp_resumed": accelerate_fsdp + ["--num_processes", "2", "--main_process_port", "29508"],
     }
     outs = {}
     for name, launcher in runs.items():
         outs[name] = folder / f"{name}.safetensors"
-        checkpoint = [str(folder / f"{name.removesuffix('_resumed')}-checkpoint")] if name.startswith("zero") else []
+        sharded = name.startswith(("zero", "fsdp"))
+        checkpoint = [str(folder / f"{name.removesuffix('_resumed')}-checkpoint")] if sharded else []
         proc = subprocess.run(
             launcher + ["-m", "ddp_update", str(char_model_dir), str(outs[name]), *checkpoint],
             env=env,
@@ -651,19 +658,21 @@ def distributed_updates(tmp_path_factory, char_model_dir) -> dict[str, Path]:
         assert proc.returncode == 0, f"{name}: {proc.stderr[-3000:]}"
     outs["checkpoint"] = folder / "zero-checkpoint"
     outs["checkpoint3"] = folder / "zero3-checkpoint"
+    outs["checkpoint_fsdp"] = folder / "fsdp-checkpoint"
     return outs
 
 
 @pytest.mark.slow
 def test_two_processes_make_the_same_update_as_one_on_the_whole_batch(distributed_updates):
     """Data parallel, DDP or DeepSpeed ZeRO-2 (optimizer states and gradients split between the
-    processes) or ZeRO-3 (the weights too): each of two processes updates on half the mini-batch; the
-    loss normaliser is the whole mini-batch's token count and the gradients are averaged, so each
-    step equals one process's on all eight sequences. A token budget packs rank 0's sequences into 3
-    passes and rank 1's into 4, so under ZeRO-3 rank 0 joins the fourth with an empty pass."""
+    processes) or ZeRO-3 or FSDP2 (the weights too): each of two processes updates on half the
+    mini-batch; the loss normaliser is the whole mini-batch's token count and the gradients are
+    averaged, so each step equals one process's on all eight sequences. A token budget packs rank
+    0's sequences into 3 passes and rank 1's into 4, so under ZeRO-3 and FSDP rank 0 joins the
+    fourth with an empty pass."""
     from safetensors.torch import load_file
 
-    one, ddp, zero, zero3 = (load_file(distributed_updates[k]) for k in ("one", "ddp", "zero", "zero3"))
+    one, ddp, zero, zero3, fsdp = (load_file(distributed_updates[k]) for k in ("one", "ddp", "zero", "zero3", "fsdp"))
     grads = [k for k in one if k.startswith("grad.")]
     assert len(grads) > 5 and any(float(one[k].abs().max()) > 1e-4 for k in grads), "no gradient reached the weights"
     for key in grads:  # the same gradient, up to the order of floating-point sums
@@ -673,32 +682,55 @@ def test_two_processes_make_the_same_update_as_one_on_the_whole_batch(distribute
         set(weights)
         == {k for k in zero if not k.startswith("grad.")}
         == {k for k in zero3 if not k.startswith("grad.")}
+        == {k for k in fsdp if not k.startswith("grad.")}
     )
     # Adam's steps are about lr·m/√v: weights agree except where a gradient is ~0
-    for other in (ddp, zero, zero3):
+    for other in (ddp, zero, zero3, fsdp):
         for key in weights:
             assert torch.isclose(one[key], other[key], atol=1e-6).float().mean() > 0.99, key
-    for other in (zero, zero3):  # lr is 1e-2: every weight moved by ~2e-2
+    for other in (zero, zero3, fsdp):  # lr is 1e-2: every weight moved by ~2e-2
         assert max(float((one[k] - other[k]).abs().max()) for k in weights) < 1e-4
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stage", ["zero", "zero3"])
-def test_a_deepspeed_run_resumes_from_its_optimizer_partitions(distributed_updates, stage):
-    """The ZeRO run's checkpoint after step 1 holds each process's optimizer partition (ZeRO-3: and
-    the weights gathered from both); the rerun restores them (Adam's moments and the fp32 master
-    weights) and makes only step 2, ending with exactly the weights of the uninterrupted run."""
+@pytest.mark.parametrize("stage", ["zero", "zero3", "fsdp"])
+def test_a_sharded_run_resumes_from_its_optimizer_partitions(distributed_updates, stage):
+    """The ZeRO or FSDP run's checkpoint after step 1 holds each process's optimizer partition
+    (ZeRO-3 and FSDP: and the weights gathered from both); the rerun restores them (Adam's moments
+    and the fp32 master weights) and makes only step 2, ending with exactly the weights of the
+    uninterrupted run."""
     from safetensors.torch import load_file
 
-    checkpoint = distributed_updates["checkpoint" if stage == "zero" else "checkpoint3"]
+    checkpoint = distributed_updates[{"zero": "checkpoint", "zero3": "checkpoint3", "fsdp": "checkpoint_fsdp"}[stage]]
     assert (checkpoint / "latest").read_text() == "step-00001"
-    assert sorted(p.name for p in (checkpoint / "step-00001/optimizer-zero").iterdir()) == ["rank-0.pt", "rank-1.pt"]
+    partitions = ["rank-0.pt", "rank-1.pt"] if stage != "fsdp" else [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    assert sorted(p.name for p in (checkpoint / "step-00001/optimizer-zero").iterdir()) == partitions
     assert not list(checkpoint.glob(".zero-step-*"))
     uninterrupted, resumed = load_file(distributed_updates[stage]), load_file(distributed_updates[f"{stage}_resumed"])
     assert int(uninterrupted["steps_made"]) == 2 and int(resumed["steps_made"]) == 1
     weights = [k for k in uninterrupted if k != "steps_made"]
     assert len(weights) > 5 and resumed.keys() == uninterrupted.keys()
     assert all(torch.equal(uninterrupted[k], resumed[k]) for k in weights)
+
+
+@pytest.mark.slow
+def test_fsdp_keeps_float32_masters_of_bfloat16_weights_and_generates_alone(tmp_path, char_model_dir):
+    """Full fine-tuning of bfloat16 weights under FSDP2 in two processes: the trained weights are
+    float32 masters gathered in bfloat16 for the forward, so one Adam step at learning rate 1e-6
+    moves every weight (in plain bfloat16 it rounds to nothing: `warn_low_precision_updates`); for
+    generation each process runs the unsharded model alone, to a length of its own."""
+    out = tmp_path / "precision.json"
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file"]
+    cmd += [str(REPO_ROOT / "config/accelerate/fsdp2_8gpu.yaml"), "--num_machines", "1", "--num_processes", "2"]
+    cmd += ["--main_process_port", "29509", "-m", "fsdp_precision", str(char_model_dir), str(out)]
+    env = {**os.environ, "PYTHONPATH": tests_path(), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["kind"] == "FsdpEngine" and report["trained_dtypes"] == ["torch.float32"]
+    assert report["logits_dtype"] == "torch.bfloat16"
+    assert report["moved"] == report["weights"] > 5
+    assert report["generated_lengths"] == [4, 7]
 
 
 def test_sdrl_debate_prompt_shows_both_solutions_as_context_only(char_model_dir):
@@ -953,8 +985,9 @@ def test_a_zero3_job_rolls_out_on_gathered_weights_resumes_and_saves_them(tmp_pa
     """A DAPO job with full fine-tuning in two processes under DeepSpeed ZeRO-3 (each holding half of
     every weight), started as the train rule starts it: its rollouts run on the weights gathered
     whole in each process, and its saved model (gathered, written by rank 0) equals that of the same
-    job under ZeRO-2 (whole weights in every process) within float tolerance. Stopped after step 1
-    and rerun, it resumes from its checkpoint and saves exactly the weights of the uninterrupted run."""
+    job under ZeRO-2 (whole weights in every process) within float tolerance; so does the job under
+    FSDP2. Stopped after step 1 and rerun, the ZeRO-3 job resumes from its checkpoint and saves
+    exactly the weights of the uninterrupted run."""
     from debatelab.training.core.launch import launch_or_train
 
     monkeypatch.setenv("PYTHONPATH", tests_path())
@@ -979,6 +1012,7 @@ def test_a_zero3_job_rolls_out_on_gathered_weights_resumes_and_saves_them(tmp_pa
     for name, config, steps in (
         ("zero3", "zero3", 2),
         ("zero2", "zero2", 2),
+        ("fsdp2", "fsdp2", 2),
         ("split", "zero3", 1),
         ("split", "zero3", 2),
     ):
@@ -988,14 +1022,15 @@ def test_a_zero3_job_rolls_out_on_gathered_weights_resumes_and_saves_them(tmp_pa
         )
         runs[name] = (metrics, folder_weights(Path(job["out_dir"])))
     (zero3, weights3), (zero2, weights2), (split, split_weights) = runs["zero3"], runs["zero2"], runs["split"]
+    fsdp, fsdp_weights = runs["fsdp2"]
     assert len(zero3) == 2 and np.isfinite(zero3["loss"]).all() and (zero3["reward_std"] > 0).all()
     assert json.loads((tmp_path / "zero3/settings.json").read_text())["processes"] == 2
     start = folder_weights(Path(char_model_dir))
     assert weights3.keys() == weights2.keys() == start.keys()
     assert max(float((weights3[k] - start[k]).abs().max()) for k in start) > 1e-3  # it trained
     assert max(float((weights3[k] - weights2[k]).abs().max()) for k in start) < 1e-4
-    pd.testing.assert_frame_equal(
-        zero3[["reward_mean", "accuracy"]], zero2[["reward_mean", "accuracy"]]
-    )  # the same rollouts: gathered weights generate as whole ones
+    assert max(float((fsdp_weights[k] - weights2[k]).abs().max()) for k in start) < 1e-4
+    for sharded in (zero3, fsdp):  # the same rollouts: gathered weights generate as whole ones
+        pd.testing.assert_frame_equal(sharded[["reward_mean", "accuracy"]], zero2[["reward_mean", "accuracy"]])
     assert all(torch.equal(split_weights[k], weights3[k]) for k in start)
     assert len(split) == 2 and (tmp_path / "split/checkpoint/latest").read_text() == "step-00002"

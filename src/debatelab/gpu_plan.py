@@ -491,21 +491,37 @@ def training_state_bytes(weights: int, dtype: str, zero_stage: int = 0, processe
     return weights + (weights + adam + master) // processes
 
 
-def accelerate_zero_stage(path: str | None) -> int | None:
-    """The DeepSpeed ZeRO stage of an accelerate config file; None when it runs no DeepSpeed (or
-    there is no such file). The path as the run gives it, from the working directory or the
-    workflow's folder, where `config/accelerate/` ships."""
+def accelerate_config_fields(path: str | None) -> dict:
+    """An accelerate config file's fields ({} when there is no such file). The path as the run
+    gives it, from the working directory or the workflow's folder, where `config/accelerate/` ships."""
     if not path:
-        return None
+        return {}
     import yaml
 
     for candidate in (Path(path), Path(__file__).resolve().parents[2] / path):
         if candidate.is_file():
-            config = yaml.safe_load(candidate.read_text()) or {}
-            if str(config.get("distributed_type", "")).upper() != "DEEPSPEED":
-                return None
-            return int((config.get("deepspeed_config") or {}).get("zero_stage", 2))
-    return None
+            return yaml.safe_load(candidate.read_text()) or {}
+    return {}
+
+
+def accelerate_distributed_type(path: str | None) -> str | None:
+    """An accelerate config's `distributed_type` ("DEEPSPEED", "FSDP", "MULTI_GPU", ...), upper case;
+    None without a file."""
+    config = accelerate_config_fields(path)
+    return str(config.get("distributed_type", "NO")).upper() if config else None
+
+
+def accelerate_zero_stage(path: str | None) -> int | None:
+    """What an accelerate config file splits among the processes, as a DeepSpeed ZeRO stage: its
+    stage under DeepSpeed, 3 under FSDP (which splits the weights, their gradients and the optimizer
+    states, as stage 3 does); None when it shards nothing (DDP, or no such file)."""
+    config = accelerate_config_fields(path)
+    kind = accelerate_distributed_type(path)
+    if kind == "FSDP":
+        return 3
+    if kind != "DEEPSPEED":
+        return None
+    return int((config.get("deepspeed_config") or {}).get("zero_stage", 2))
 
 
 def training_placement(sizes: dict[str, int], gpus: int, capacity: int, share: float) -> dict[str, list[int]]:
@@ -628,7 +644,7 @@ def training_job_plan(exp, rule: str, run: str, gpu_type: GpuType, job: str) -> 
     """A training job holds its run's GPUs (`gpus`; a warm-up without model parallelism one). What
     each model holds: a LoRA base its weights (agents on one base share them); under full
     fine-tuning every agent its own weights, gradients and AdamW states (`training_state_bytes`,
-    in the run's `dtype`, split over the processes under its accelerate config's DeepSpeed ZeRO;
+    in the run's `dtype`, split over the processes under its accelerate config's DeepSpeed ZeRO or FSDP;
     the warm-up only generates: weights). With model parallelism the models
     are packed over the GPUs as the job will place them; otherwise every process holds every model
     whole, so they must fit one GPU together."""

@@ -244,7 +244,9 @@ def train_agents_job(
         "prompts": system_prompts,
     }
     layout = zero.layout(rank_and_world()[1]) if settings.finetuning == "full" else None
-    if layout is not None:  # the agents' optimizers split under DeepSpeed: a checkpoint resumes into the same split
+    if (
+        layout is not None
+    ):  # the agents' optimizers split under DeepSpeed or FSDP: a checkpoint resumes into the same split
         fingerprint["optimizer_layout"] = layout
     trainer = trainer_class(
         questions,

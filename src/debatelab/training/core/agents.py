@@ -73,7 +73,7 @@ class AgentView:
         self.tokenizer = owner.tokenizers[owner.base_of[name]]
         self.optimizer, self.scheduler = owner.optimizers[name], owner.schedulers[name]
         self.device, self.settings = owner.device_of(name), owner.settings
-        self.engine = owner.engines.get(name)  # its DeepSpeed engine (full fine-tuning under ZeRO), or None
+        self.engine = owner.engines.get(name)  # its DeepSpeed or FSDP engine (full fine-tuning, sharded), or None
 
     def reference_logprobs(self, compute):
         """`compute(model)` under the agent's reference: its re-synced copy when the run keeps one
@@ -132,7 +132,7 @@ class AgentPolicies:
             )
         self.rollout_backend = "transformers" if self.placement else resolve_rollout_backend(settings.rollout_backend)
         self._engines = {}  # model key -> its vLLM engine, started on the first rollouts
-        self.engines = {}  # agent -> its DeepSpeed engine (`shard`), for full fine-tuning under ZeRO
+        self.engines = {}  # agent -> its DeepSpeed or FSDP engine (`shard`), for sharded full fine-tuning
         self._generation = (
             zero.GenerationHold()
         )  # ZeRO-3: every agent gathered, from the first rollout to `rollouts_done`
@@ -191,27 +191,26 @@ class AgentPolicies:
         return plan
 
     def shard(self, world: int) -> None:
-        """Full fine-tuning under DeepSpeed ZeRO (`accelerate launch` with a DeepSpeed config): each
-        agent's weights, gradients and optimizer states split over the `world` processes, one
-        DeepSpeed engine per agent (`zero.wrap`); with ZeRO-3 the weights too. Called by the trainer."""
+        """Full fine-tuning under DeepSpeed ZeRO or FSDP (`accelerate launch` with such a config): each
+        agent's gradients and optimizer states split over the `world` processes, one engine per agent
+        (`zero.wrap`); with ZeRO-3 and FSDP the weights too. Called by the trainer."""
         if not self.full:
-            raise ValueError("multi-agent training: DeepSpeed shards fully fine-tuned agents (finetuning: full)")
+            raise ValueError(
+                "multi-agent training: DeepSpeed and FSDP shard fully fine-tuned agents (finetuning: full)"
+            )
         self.engines = {
             name: zero.wrap(self.model_of(name), self.optimizers[name], self.settings, world) for name in self.agents
         }
 
     @property
     def sharded(self) -> bool:
-        """Whether the agents' weights are split among the processes (ZeRO-3)."""
+        """Whether the agents' weights are split among the processes (ZeRO-3, FSDP)."""
         return any(zero.sharded(engine) for engine in self.engines.values())
-
-    def _gathered(self, name: str, params, modifier_rank: int | None = None):
-        return zero.gathered(self.engines.get(name), params, modifier_rank=modifier_rank)
 
     @property
     def optimizer(self) -> PerAgent:
         """Every agent's optimizer (and attached modules', `attach`) as one, for checkpoints; under
-        DeepSpeed the agents' are left out (each process saves its partition of them)."""
+        DeepSpeed or FSDP the agents' are left out (each process saves its partition of them)."""
         return PerAgent({k: v for k, v in self.optimizers.items() if k not in self.engines})
 
     @property
@@ -357,7 +356,7 @@ class AgentPolicies:
 
         for name in self.agents:
             if self.full:
-                if name not in self.synced:  # a DeepSpeed-wrapped model isn't copied: a fresh one takes its weights
+                if name not in self.synced:  # a sharded model isn't copied: a fresh one takes its weights
                     model = (
                         self._load(
                             self.base_of[name], self.key_of[name], resolve_dtype(self.settings.dtype, self.device)
@@ -367,8 +366,10 @@ class AgentPolicies:
                     )
                     self.synced[name] = model.eval().requires_grad_(False)
                 copies = dict(self.synced[name].named_parameters())
-                own = dict(self.model_of(name).named_parameters())
-                with self._gathered(name, own.values()), torch.no_grad():
+                own = zero.full_weights(
+                    self.engines.get(name), dict(self.model_of(name).named_parameters()), clone=False
+                )
+                with torch.no_grad():
                     for n, p in own.items():
                         copies[n].copy_(p)
                 continue
@@ -393,18 +394,15 @@ class AgentPolicies:
     def trainable_state(self) -> dict:
         """Every agent's trained weights (and its re-synced reference, if any), and attached modules, for checkpoints."""
         own = {}
-        for name in self.agents:  # ZeRO-3: gathered from every process (each must take part)
-            params = self.trainable_parameters(name)
-            with self._gathered(name, params.values()):
-                own.update({f"{name}/{n}": p.detach().clone() for n, p in params.items()})
+        for name in self.agents:  # ZeRO-3, FSDP: gathered from every process (each must take part)
+            whole = zero.full_weights(self.engines.get(name), self.trainable_parameters(name))
+            own.update({f"{name}/{n}": value for n, value in whole.items()})
         attached = {
             f"{key}/{n}": p.detach().clone() for key, m in self.attached.items() for n, p in m.state_dict().items()
         }
         return {**own, **self.reference_state(), **attached}
 
     def load_trainable_state(self, state: dict) -> None:
-        import torch
-
         if any(k.startswith("ref_") for k in state):
             self.sync_references()  # creates the references; their weights come next
         targets = {name: self.trainable_parameters(name) for name in self.agents}
@@ -414,11 +412,9 @@ class AgentPolicies:
                 targets[reference] = dict(self.synced[name].named_parameters())
             elif not self.full:
                 targets[reference] = self.adapter_parameters(reference)
-        for name, params in targets.items():  # ZeRO-3: by every process, rank 0's kept
-            with self._gathered(name, params.values(), modifier_rank=0), torch.no_grad():
-                for n, p in params.items():
-                    if f"{name}/{n}" in state:
-                        p.copy_(state[f"{name}/{n}"])
+        for name, params in targets.items():  # ZeRO-3, FSDP: by every process
+            present = {n: p for n, p in params.items() if f"{name}/{n}" in state}
+            zero.load_weights(self.engines.get(name), present, {n: state[f"{name}/{n}"] for n in present})
         for key, module in self.attached.items():
             module.load_state_dict({n: state[f"{key}/{n}"].to("cpu") for n in module.state_dict()})
 
@@ -431,10 +427,9 @@ class AgentPolicies:
         from ...models import save_model_folder
 
         tokenizer = self.tokenizers[self.base_of[name]]
-        params = self.trainable_parameters(name)
-        sharded = zero.sharded(self.engines.get(name))
-        with self._gathered(name, params.values()):  # every process calls `save`; ZeRO-3 gathers from all
-            state = {n: p.detach().clone() for n, p in params.items()} if sharded else None
+        engine = self.engines.get(name)
+        sharded = zero.sharded(engine)  # every process calls `save`; ZeRO-3 and FSDP gather from all
+        state = zero.full_weights(engine, self.trainable_parameters(name)) if sharded else None
         if rank_and_world()[0] != 0:
             return
         if sharded:  # split among the processes: a fresh copy of the base holds the gathered weights

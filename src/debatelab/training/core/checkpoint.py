@@ -10,7 +10,8 @@ warning, and the run resumes from the one before it, or from the start. A checkp
 settings (another base model, dataset or hyperparameter; `steps` may grow) is not resumed: the run
 starts afresh and logs which setting changed.
 Under DeepSpeed ZeRO each process's optimizer partition sits in `optimizer-zero/rank-R.pt` instead
-(`zero.py`): the processes write them first, then the checkpoint takes the folder in.
+(`zero.py`), under FSDP each process's shard in `optimizer-zero/` as `torch.distributed.checkpoint`
+files (`fsdp.py`): the processes write them first, then the checkpoint takes the folder in.
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ def save_checkpoint(
     try:
         trainable = policy.trainable_state() if trainable is None else trainable
         save_file({k: v.contiguous().cpu() for k, v in trainable.items()}, tmp / "trainable.safetensors")
-        # the optimizers outside DeepSpeed (all of them without ZeRO; a multi-agent run's others beside its agents')
+        # the optimizers outside the engines / FSDP (all of them without sharding; a multi-agent run's others beside its agents')
         whole = (
             policy.optimizer.state_dict() if optimizer_partitions is None or getattr(policy, "engines", None) else None
         )
@@ -171,7 +172,7 @@ def load_checkpoint(
     directory: str | Path, policy, fingerprint, engine=None, rank: int = 0, world: int = 1, engines: dict | None = None
 ) -> TrainState | None:
     """Restore the newest checkpoint that loads into `policy` and the random states; None if there is
-    none to resume (none yet, or made with other settings). `engine`: the DeepSpeed engine whose
+    none to resume (none yet, or made with other settings). `engine`: the DeepSpeed or FSDP engine whose
     optimizer partition this process restores; `engines`: several, by name (a multi-agent run's
     agents: each its subfolder of partitions). Every file is read before anything is restored, so a
     checkpoint that fails to load leaves the policy as it was."""
@@ -261,12 +262,12 @@ def _restore_optimizer(policy, states: dict, path: Path, engines: dict, rank: in
     if (path / PARTITIONS).exists():
         if not engines:
             raise ValueError(
-                f"checkpoint {path} holds DeepSpeed ZeRO optimizer partitions: resume it under the "
+                f"checkpoint {path} holds sharded optimizer partitions (DeepSpeed ZeRO or FSDP): resume it under the "
                 "same accelerate config"
             )
         for name, engine in engines.items():
             load_partition(engine, path / PARTITIONS / name if name else path / PARTITIONS, rank, world)
-        if states["optimizer"] is not None:  # the optimizers outside DeepSpeed
+        if states["optimizer"] is not None:  # the optimizers outside the engines
             policy.optimizer.load_state_dict(states["optimizer"])
     else:
         policy.optimizer.load_state_dict(states["optimizer"])

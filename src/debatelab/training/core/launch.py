@@ -84,7 +84,7 @@ def launch_or_train(
 ):
     """Run a training job (`train_job`, or `train_agents_job` with `job_kind="train_agents"`) in this
     process, or with several processes (`processes` over all `nodes`): `accelerate launch` on GPUs
-    (one per GPU) and with a DeepSpeed config anywhere, else torchrun's Gloo processes on a CPU; over
+    (one per GPU) and with a DeepSpeed or FSDP config anywhere, else torchrun's Gloo processes on a CPU; over
     several nodes, one `srun` task per node of this SLURM allocation starts its node's share. The
     job's arguments travel as JSON beside the checkpoints."""
     if nodes > 1:
@@ -115,13 +115,13 @@ def launch_or_train(
 
 
 def uses_accelerate(accelerate_config: str | None, gpu: bool | None = None) -> bool:
-    """Whether a node's processes start under `accelerate launch` (GPUs, or a DeepSpeed config),
-    else under torchrun (Gloo processes on a CPU)."""
+    """Whether a node's processes start under `accelerate launch` (GPUs, or a DeepSpeed or FSDP
+    config: accelerate exports its settings), else under torchrun (Gloo processes on a CPU)."""
     if gpu is None:
         import torch
 
         gpu = torch.cuda.is_available()
-    return gpu or bool(accelerate_config and is_deepspeed_config(accelerate_config))
+    return gpu or bool(accelerate_config and is_sharding_config(accelerate_config))
 
 
 def node_launch_command(
@@ -235,15 +235,15 @@ def node_main(args: list[str]) -> None:
     subprocess.run(cmd, check=True)
 
 
-def is_deepspeed_config(path: str | Path) -> bool:
-    """Whether an accelerate config file runs DeepSpeed (`distributed_type: DEEPSPEED`): it has a
-    ZeRO stage, whatever it is (`gpu_plan.accelerate_zero_stage`, which reads the file for the GPU plans)."""
-    from ...gpu_plan import accelerate_zero_stage
+def is_sharding_config(path: str | Path) -> bool:
+    """Whether an accelerate config file shards the training state: `distributed_type: DEEPSPEED`
+    (ZeRO, any stage) or `FSDP` (`gpu_plan.accelerate_distributed_type`, which reads the file for the GPU plans)."""
+    from ...gpu_plan import accelerate_distributed_type
 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"accelerate_config {path}: no such file")
-    return accelerate_zero_stage(str(path)) is not None
+    return accelerate_distributed_type(str(path)) in ("DEEPSPEED", "FSDP")
 
 
 def main(argv: list[str] | None = None) -> None:

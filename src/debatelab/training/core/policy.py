@@ -75,7 +75,7 @@ def enable_gradient_checkpointing(model, settings) -> None:
 def warn_low_precision_updates(settings, dtype) -> bool:
     """Full fine-tuning of 16-bit weights with no fp32 master copy loses every Adam step smaller than
     half the dtype's spacing (bfloat16: about 0.4 % of the weight): at learning rate 1e-6 nearly all
-    of them. DeepSpeed ZeRO keeps fp32 master weights (`zero.py`); LoRA adapters train in fp32."""
+    of them. DeepSpeed ZeRO and FSDP keep fp32 master weights (`zero.py`, `fsdp.py`); LoRA adapters train in fp32."""
     import torch
 
     sharded = (
@@ -126,7 +126,7 @@ class Policy:
 
             model = get_peft_model(model, lora_config(settings))
         self.model = model.to(device)
-        self.engine = None  # the DeepSpeed engine over `model`, when the trainer wraps it (`zero.wrap`)
+        self.engine = None  # the DeepSpeed or FSDP engine over `model`, when the trainer wraps it (`zero.wrap`)
         self._generation = zero.GenerationHold()  # ZeRO-3: gathered from the first rollout to `rollouts_done`
         self.reference = None
         if settings.kl_weight and settings.finetuning == "full":  # LoRA's reference is the base without the adapter
@@ -154,22 +154,17 @@ class Policy:
 
     def trainable_state(self) -> dict:
         """The weights the optimizer changes (the adapter, or every weight), for checkpoints. Under
-        ZeRO-3 every process must call it (the weights are gathered from all of them)."""
+        ZeRO-3 or FSDP every process must call it (the weights are gathered from all of them)."""
         trainable = {name: p for name, p in self.model.named_parameters() if p.requires_grad}
-        with zero.gathered(self.engine, trainable.values()):
-            return {name: p.detach().clone() for name, p in trainable.items()}
+        return zero.full_weights(self.engine, trainable)
 
     def load_trainable_state(self, state: dict) -> None:
-        """Checkpointed weights back into the policy (under ZeRO-3 by every process, rank 0's kept)."""
-        import torch
-
+        """Checkpointed weights back into the policy (split among the processes: by every process)."""
         params = dict(self.model.named_parameters())
         missing = [n for n in state if n not in params]
         if missing:
             raise ValueError(f"checkpoint names parameters the policy lacks: {missing[:3]}")
-        with zero.gathered(self.engine, [params[n] for n in state], modifier_rank=0), torch.no_grad():
-            for name, value in state.items():
-                params[name].copy_(value)
+        zero.load_weights(self.engine, {n: params[n] for n in state}, state)
 
     def backend(self, model_id: str):
         """A backend that generates with the live weights (rollouts): a colocated vLLM engine kept in

@@ -5,9 +5,9 @@ is one of:
 * alone (one process): plain backward passes, clipping at `max_grad_norm`, the optimizer's step;
 * DDP: the policy's `DistributedDataParallel` wrapper reduces the gradients in the backward pass
   of the step's last micro-batch (`no_sync` before it);
-* DeepSpeed ZeRO (`zero.py`): the engine's backward pass and step (it reduces, clips and zeroes),
-  every process running as many passes (`padded`);
-* by hand: an agent of a multi-agent run without DeepSpeed has no wrapper; its gradients are
+* DeepSpeed ZeRO (`zero.py`) or FSDP2 (`fsdp.py`): the engine's backward pass and step (it
+  reduces, clips and zeroes), every process running as many passes (`padded`);
+* by hand: an agent of a multi-agent run without an engine has no wrapper; its gradients are
   averaged over the processes after the last micro-batch (`distributed.average_gradients`).
 
 The trainer zeroes (`begin`), runs each micro-batch inside `micro(last)`, calls `backward` on its
@@ -25,11 +25,11 @@ from .distributed import all_reduce, average_gradients
 
 @dataclass
 class StepStrategy:
-    model: object  # what the forward passes run through: the DDP wrapper, the DeepSpeed engine, or the model
+    model: object  # what the forward passes run through: the DDP wrapper, the DeepSpeed / FSDP engine, or the model
     optimizer: object
     trainable: list  # the parameters the optimizer changes
     world: int = 1
-    engine: object = None  # the DeepSpeed engine, if any
+    engine: object = None  # the DeepSpeed or FSDP engine, if any
     ddp: bool = False  # `model` is a DistributedDataParallel wrapper
     max_grad_norm: float = 0.0
 
@@ -42,8 +42,8 @@ class StepStrategy:
         return "by_hand" if self.world > 1 else "alone"
 
     def padded(self, passes: list, backward: bool = True) -> list:
-        """`passes` (micro-batches) padded with empty ones to the most any process has, where DeepSpeed
-        needs every process to run as many: ZeRO-3 gathers each layer's weights from all of them in
+        """`passes` (micro-batches) padded with empty ones to the most any process has, where the engine
+        needs every process to run as many: ZeRO-3 and FSDP gather each layer's weights from all of them in
         every forward pass, and ZeRO-1/2 reduce the gradients in the backward pass of the last
         micro-batch, which must be the same one everywhere (`backward`: the passes have one). DDP, by
         hand and alone: as given."""
@@ -52,7 +52,7 @@ class StepStrategy:
         return passes + [[] for _ in range(int(all_reduce(len(passes), "max")) - len(passes))]
 
     def begin(self) -> None:
-        """Before a step's first micro-batch: no gradients (DeepSpeed zeroes them in its own step)."""
+        """Before a step's first micro-batch: no gradients (an engine zeroes them in its own step)."""
         if self.engine is None:
             self.optimizer.zero_grad(set_to_none=True)
 
@@ -73,7 +73,7 @@ class StepStrategy:
 
     def empty(self, zero_loss_pass) -> None:
         """This process has no sequences in a pass the others run: a zero loss keeps the reduction in
-        step. DeepSpeed needs a real forward pass (`zero_loss_pass()`: one pad token, its loss times 0);
+        step. An engine needs a real forward pass (`zero_loss_pass()`: one pad token, its loss times 0);
         elsewhere a zero sum over the weights gives every gradient."""
         if self.engine is not None:
             self.backward(zero_loss_pass())

@@ -7,12 +7,12 @@
   sequences in mini-batches of `mini_batch_size`, each one optimizer step on the clipped loss
   (`loss.policy_loss`), accumulated over micro-batches (packed into one row each, or padded:
   `packed_updates`) with the mini-batch's token count as normaliser. A method's trainer writes `train_step`.
-* `Trainer`: one policy (`policy.Policy`) and its reward function; data parallel through DDP or
-  DeepSpeed ZeRO (`zero.py`). DAPO and SDRL (`methods/dapo.py`, `methods/sdrl.py`) derive from it.
+* `Trainer`: one policy (`policy.Policy`) and its reward function; data parallel through DDP,
+  DeepSpeed ZeRO (`zero.py`) or FSDP2 (`fsdp.py`). DAPO and SDRL (`methods/dapo.py`, `methods/sdrl.py`) derive from it.
 * The multi-agent methods derive from `debate_trainer.DebateTrainer`.
 
 Data parallel: with several processes (`accelerate launch`), every process updates on its own
-sequences; gradients are averaged by DDP (or by DeepSpeed ZeRO, which also splits the optimizer
+sequences; gradients are averaged by DDP (or by DeepSpeed ZeRO or FSDP, which also split the optimizer
 state, or by hand for a multi-agent run's agent views) and the loss normaliser is the token count
 of all processes' mini-batch, so the update equals one process training on the whole batch.
 """
@@ -116,7 +116,7 @@ class BaseTrainer:
                 f"training: mini_batch_size = {settings.mini_batch_size} must divide among {self.world} processes"
             )
         # the module the update runs forward/backward through when it updates `policy` itself (`Trainer`:
-        # the DDP or DeepSpeed wrapper), and the DeepSpeed engine; an agent view runs its own model
+        # the DDP wrapper or the DeepSpeed / FSDP engine), and that engine; an agent view runs its own model
         self.model, self.engine = None, None
         self.state = TrainState()
 
@@ -255,20 +255,20 @@ class BaseTrainer:
         return f"reward {metrics['reward_mean']:.3f}, accuracy {metrics['accuracy']:.3f}"
 
     def engines(self) -> dict:
-        """The DeepSpeed engines, by name: {"": the policy's}, a multi-agent run's {agent: its}, or none."""
+        """The DeepSpeed or FSDP engines, by name: {"": the policy's}, a multi-agent run's {agent: its}, or none."""
         if getattr(self.policy, "engines", None):
             return dict(self.policy.engines)
         return {"": self.engine} if self.engine is not None else {}
 
     def engine_of(self, policy=None):
-        """The DeepSpeed engine that updates `policy` (the run's policy, or an agent's view), or None."""
+        """The DeepSpeed or FSDP engine that updates `policy` (the run's policy, or an agent's view), or None."""
         if policy is None or policy is self.policy:
             return self.engine
         return getattr(policy, "engine", None)
 
     def strategy_for(self, policy=None) -> StepStrategy:
         """How `policy`'s optimizer steps are taken across the processes (`strategy.StepStrategy`): the
-        run's policy through its DDP wrapper or DeepSpeed engine (`Trainer`), an agent's view through
+        run's policy through its DDP wrapper or DeepSpeed / FSDP engine (`Trainer`), an agent's view through
         its engine or by hand, or alone."""
         policy = policy or self.policy
         engine = self.engine_of(policy)
@@ -632,8 +632,8 @@ class BaseTrainer:
 
 class Trainer(BaseTrainer):
     """One policy (`policy.Policy`) with its reward function (`rollouts.load_reward`); several
-    processes average its gradients through DDP, or through DeepSpeed ZeRO (`zero.py`) when
-    `accelerate launch` runs a DeepSpeed config."""
+    processes average its gradients through DDP, or through DeepSpeed ZeRO (`zero.py`) or FSDP2
+    (`fsdp.py`) when `accelerate launch` runs a DeepSpeed or FSDP config."""
 
     def __init__(
         self,

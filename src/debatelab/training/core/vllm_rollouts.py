@@ -125,10 +125,14 @@ class VLLMRollouts:
         self._wake()
         self._version += 1
         version = folder = self._adapters / f"v{self._version}"
+        # the adapter's parameters as generation runs them (whole under ZeRO-3's and FSDP's hold), copied
+        # out: under FSDP2 `state_dict()` returns each process's shards, and the whole ones are views
+        # into its gathering buffer, which safetensors can't address
+        weights = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" in n}
         if adapter is None:
-            model.save_pretrained(folder)  # the adapter only: adapter_config.json + weights
+            model.save_pretrained(folder, state_dict=weights)  # the adapter only: adapter_config.json + weights
         else:
-            model.save_pretrained(folder, selected_adapters=[adapter])
+            model.save_pretrained(folder, selected_adapters=[adapter], state_dict=weights)
             if not (folder / "adapter_config.json").exists():  # PEFT puts a named adapter in a subfolder
                 folder = folder / adapter
         previous = self._served.get(adapter or "")

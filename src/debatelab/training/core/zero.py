@@ -1,6 +1,8 @@
-"""DeepSpeed ZeRO for data-parallel training: the optimizer states (stage 1), the gradients too
-(stage 2), and the weights too (stage 3) split among the processes, for full fine-tuning of models
-whose weights, gradients and Adam states don't fit one GPU.
+"""Sharded data-parallel training: DeepSpeed ZeRO splits the optimizer states (stage 1), the
+gradients too (stage 2), and the weights too (stage 3) among the processes, for full fine-tuning
+of models whose weights, gradients and Adam states don't fit one GPU; PyTorch's FSDP2 splits what
+stage 3 does (`fsdp.FsdpEngine`, which answers what is asked here of a DeepSpeed engine). The
+functions below take either engine (None: no sharding).
 
 Switched on by `accelerate launch` with a DeepSpeed config (`config/accelerate/zero2_8gpu.yaml`,
 `zero3_8gpu.yaml`): accelerate exports the config's fields (`ACCELERATE_USE_DEEPSPEED`,
@@ -32,21 +34,30 @@ import logging
 import os
 from pathlib import Path
 
+from . import fsdp
+
 log = logging.getLogger(__name__)
 
 PARTITIONS = "optimizer-zero"  # the folder of per-process optimizer partitions inside a checkpoint
 
 
-def requested() -> bool:
+def deepspeed_requested() -> bool:
     """Whether this process was started by `accelerate launch` with a DeepSpeed config."""
     return os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
 
 
+def requested() -> bool:
+    """Whether this process was started by `accelerate launch` with a DeepSpeed or an FSDP config."""
+    return deepspeed_requested() or fsdp.requested()
+
+
 def layout(world: int) -> str | None:
     """How the optimizer state is split, for the resume fingerprint: None (whole in every process),
-    or "zero<stage> x <processes>" (a checkpoint resumes only into the same split)."""
+    "zero<stage> x <processes>" or "fsdp2 x <processes>" (a checkpoint resumes only into the same split)."""
     if world <= 1 or not requested():
         return None
+    if fsdp.requested():
+        return f"fsdp2 x {world}"
     return f"zero{os.environ.get('ACCELERATE_DEEPSPEED_ZERO_STAGE', '2')} x {world}"
 
 
@@ -91,7 +102,10 @@ def deepspeed_config(settings, world: int, dtype) -> dict:
 
 
 def wrap(model, optimizer, settings, world: int):
-    """The DeepSpeed engine over `model` and its optimizer (the one the policy's scheduler drives)."""
+    """The engine over `model` and its optimizer (the one the policy's scheduler drives): FSDP2's
+    (`fsdp.FsdpEngine`) under an FSDP config, else DeepSpeed's."""
+    if fsdp.requested():
+        return fsdp.FsdpEngine(model, optimizer, settings, world)
     import deepspeed
 
     dtype = next(p for p in model.parameters() if p.requires_grad).dtype
@@ -107,8 +121,34 @@ def wrap(model, optimizer, settings, world: int):
 
 
 def sharded(engine) -> bool:
-    """Whether `engine` (None: no DeepSpeed) splits the weights themselves (ZeRO stage 3)."""
+    """Whether `engine` (None: no sharding) splits the weights themselves (ZeRO stage 3, FSDP)."""
+    if isinstance(engine, fsdp.FsdpEngine):
+        return True
     return engine is not None and engine.zero_optimization_stage() == 3
+
+
+def full_weights(engine, named: dict, clone: bool = True) -> dict:
+    """The weights `named` (parameters by name) whole, detached (copies, unless `clone` is False and
+    they are whole already); where `engine` splits them, gathered from every process (each must call)."""
+    if isinstance(engine, fsdp.FsdpEngine):
+        return engine.full_weights(named)
+    if not sharded(engine) and not clone:
+        return {n: p.detach() for n, p in named.items()}
+    with gathered(engine, named.values()):
+        return {n: p.detach().clone() for n, p in named.items()}
+
+
+def load_weights(engine, named: dict, state: dict) -> None:
+    """Whole weights `state` (by name, every process holding them) into the parameters `named`;
+    where `engine` splits them, by every process (ZeRO-3 keeps rank 0's)."""
+    import torch
+
+    if isinstance(engine, fsdp.FsdpEngine):
+        engine.load_weights(named, state)
+        return
+    with gathered(engine, named.values(), modifier_rank=0), torch.no_grad():
+        for n, p in named.items():
+            p.copy_(state[n])
 
 
 def gathered(engine, params, modifier_rank: int | None = None):
@@ -128,6 +168,10 @@ def for_generation(engine, model):
     does; the hooks come back when it ends. Entered and left by every process together."""
     if not sharded(engine):
         yield
+        return
+    if isinstance(engine, fsdp.FsdpEngine):
+        with engine.for_generation():
+            yield
         return
     from trl.models.utils import add_hooks, remove_hooks
 
@@ -173,6 +217,9 @@ def save_partition(engine, checkpoint_dir: str | Path, step: int, rank: int, nam
     root = staging_dir(checkpoint_dir, step)
     folder = root / name if name else root
     folder.mkdir(parents=True, exist_ok=True)
+    if isinstance(engine, fsdp.FsdpEngine):
+        engine.save_partition(folder)
+        return root
     tmp = folder / f".rank-{rank}.pt.tmp"
     torch.save(engine.optimizer.state_dict(), tmp)
     os.replace(tmp, folder / f"rank-{rank}.pt")
@@ -184,6 +231,9 @@ def load_partition(engine, folder: str | Path, rank: int, world: int) -> None:
     import torch
 
     folder = Path(folder)
+    if isinstance(engine, fsdp.FsdpEngine):
+        engine.load_partition(folder)
+        return
     saved = len(list(folder.glob("rank-*.pt")))
     if saved != world:
         raise ValueError(
