@@ -7,9 +7,9 @@ import pytest
 import torch
 from conftest import toy_settings
 
-from debatelab.training.core.policy import optimizer_and_schedule
 from debatelab.training.core.strategy import StepStrategy
 from debatelab.training.core.trainer import BaseTrainer
+from debatelab.training.core.weights import optimizer_and_schedule
 
 
 def _alone(max_grad_norm=0.0):

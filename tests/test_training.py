@@ -184,7 +184,7 @@ def test_overlong_penalty_matches_spec_003():
 
 def test_learning_rate_schedules_by_hand(char_model_dir):
     from debatelab.training.core.agents import AgentPolicies
-    from debatelab.training.core.policy import learning_rate_factor
+    from debatelab.training.core.weights import learning_rate_factor
 
     constant = learning_rate_factor(toy_settings(warmup_steps=2, steps=6))
     assert [constant(k) for k in range(6)] == [0.5, 1.0, 1.0, 1.0, 1.0, 1.0]
@@ -951,7 +951,7 @@ def test_an_on_policy_update_takes_pi_old_from_its_own_forward_and_updates_alike
 
 def test_release_host_memory_returns_freed_pages():
     """A backward's activations freed in pieces stay resident under glibc until `malloc_trim`."""
-    from debatelab.training.core.policy import release_host_memory
+    from debatelab.training.core.weights import release_host_memory
 
     def resident_mib():
         return int(Path("/proc/self/status").read_text().split("VmRSS:")[1].split()[0]) / 1024
@@ -969,11 +969,11 @@ def test_release_host_memory_returns_freed_pages():
 def test_full_fine_tuning_of_bfloat16_weights_warns_that_small_steps_are_lost(caplog):
     """A step of 1e-6 on a bfloat16 weight of 0.02 rounds away (the reason for the warning); the
     warning names the fix, and LoRA or float32 runs get none."""
-    from debatelab.training.core.policy import warn_low_precision_updates
+    from debatelab.training.core.weights import warn_low_precision_updates
 
     weight = torch.tensor(0.02, dtype=torch.bfloat16)
     assert weight - 1e-6 == weight and torch.tensor(0.02) - 1e-6 != torch.tensor(0.02)
-    with caplog.at_level("WARNING", logger="debatelab.training.core.policy"):
+    with caplog.at_level("WARNING", logger="debatelab.training.core.weights"):
         assert warn_low_precision_updates(toy_settings(finetuning="full"), torch.bfloat16)
     assert "zero2_8gpu.yaml" in caplog.text and "learning_rate 1e-06" in caplog.text
     assert not warn_low_precision_updates(toy_settings(finetuning="lora"), torch.bfloat16)

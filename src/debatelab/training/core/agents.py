@@ -35,7 +35,7 @@ from pathlib import Path
 from ...gpu_plan import WEIGHTS_SHARE, size_from_folder, training_placement, training_state_bytes, weights_bytes
 from . import zero
 from .distributed import rank_and_world
-from .policy import (
+from .weights import (
     enable_gradient_checkpointing,
     lora_config,
     model_holding,
@@ -73,7 +73,7 @@ class AgentView:
         self.tokenizer = owner.tokenizers[owner.base_of[name]]
         self.optimizer, self.scheduler = owner.optimizers[name], owner.schedulers[name]
         self.device, self.settings = owner.device_of(name), owner.settings
-        self.engine = owner.engines.get(name)  # its DeepSpeed or FSDP engine (full fine-tuning, sharded), or None
+        self.engine = owner.engine_of(name)  # its DeepSpeed or FSDP engine (sharded), or None
 
     def reference_logprobs(self, compute):
         """`compute(model)` under the agent's reference: its re-synced copy when the run keeps one
@@ -202,6 +202,10 @@ class AgentPolicies:
             name: zero.wrap(self.model_of(name), self.optimizers[name], self.settings, world) for name in self.agents
         }
 
+    def engine_of(self, name: str):
+        """Agent `name`'s DeepSpeed or FSDP engine, or None (`ref_<agent>` and attached modules: None)."""
+        return self.engines.get(name)
+
     @property
     def sharded(self) -> bool:
         """Whether the agents' weights are split among the processes (ZeRO-3, FSDP)."""
@@ -291,7 +295,7 @@ class AgentPolicies:
         weights pushed in before each of its batches. On transformers: the training model itself,
         as whichever adapter is active when it runs (`with policies.acting(name): ...`)."""
         base, key = self.base_of[name], self.key_of[name]
-        self._generation.hold([(self.engines.get(agent), self.model_of(agent)) for agent in self.agents])
+        self._generation.hold([(self.engine_of(agent), self.model_of(agent)) for agent in self.agents])
         if self.rollout_backend == "vllm":
             if key not in self._engines:
                 from .vllm_rollouts import VLLMRollouts
@@ -361,14 +365,12 @@ class AgentPolicies:
                         self._load(
                             self.base_of[name], self.key_of[name], resolve_dtype(self.settings.dtype, self.device)
                         )
-                        if name in self.engines
+                        if self.engine_of(name) is not None
                         else copy.deepcopy(self.model_of(name))
                     )
                     self.synced[name] = model.eval().requires_grad_(False)
                 copies = dict(self.synced[name].named_parameters())
-                own = zero.full_weights(
-                    self.engines.get(name), dict(self.model_of(name).named_parameters()), clone=False
-                )
+                own = zero.full_weights(self.engine_of(name), dict(self.model_of(name).named_parameters()), clone=False)
                 with torch.no_grad():
                     for n, p in own.items():
                         copies[n].copy_(p)
@@ -395,7 +397,7 @@ class AgentPolicies:
         """Every agent's trained weights (and its re-synced reference, if any), and attached modules, for checkpoints."""
         own = {}
         for name in self.agents:  # ZeRO-3, FSDP: gathered from every process (each must take part)
-            whole = zero.full_weights(self.engines.get(name), self.trainable_parameters(name))
+            whole = zero.full_weights(self.engine_of(name), self.trainable_parameters(name))
             own.update({f"{name}/{n}": value for n, value in whole.items()})
         attached = {
             f"{key}/{n}": p.detach().clone() for key, m in self.attached.items() for n, p in m.state_dict().items()
@@ -414,27 +416,31 @@ class AgentPolicies:
                 targets[reference] = self.adapter_parameters(reference)
         for name, params in targets.items():  # ZeRO-3, FSDP: by every process
             present = {n: p for n, p in params.items() if f"{name}/{n}" in state}
-            zero.load_weights(self.engines.get(name), present, {n: state[f"{name}/{n}"] for n in present})
+            zero.load_weights(self.engine_of(name), present, {n: state[f"{name}/{n}"] for n in present})
         for key, module in self.attached.items():
             module.load_state_dict({n: state[f"{key}/{n}"].to("cpu") for n in module.state_dict()})
 
-    def save(self, name: str, out_dir: str | Path) -> None:
-        """Agent `name` as a plain Hugging Face folder: full fine-tuning, its own weights; LoRA, its
-        adapter merged into a copy of its base (or, for a base spread over GPUs, too large to copy,
-        merged in place, saved, then unmerged), with the adapter alone beside it."""
+    def save(self, name: str, out_dir: str | Path, adapter: bool = True) -> None:
+        """Agent `name` as a plain Hugging Face folder, written atomically by rank 0: full
+        fine-tuning, its own weights; LoRA, its adapter merged into a copy of its base (or, for a base
+        spread over GPUs, too large to copy, merged in place, saved, then unmerged), with the adapter
+        alone beside it (`adapter`). Every process calls it: ZeRO-3 and FSDP gather the weights from
+        all of them into a fresh copy of the base on rank 0 (`weights.model_holding`)."""
         import copy
 
         from ...models import save_model_folder
 
         tokenizer = self.tokenizers[self.base_of[name]]
-        engine = self.engines.get(name)
-        sharded = zero.sharded(engine)  # every process calls `save`; ZeRO-3 and FSDP gather from all
+        engine = self.engine_of(name)
+        sharded = zero.sharded(engine)
         state = zero.full_weights(engine, self.trainable_parameters(name)) if sharded else None
         if rank_and_world()[0] != 0:
             return
-        if sharded:  # split among the processes: a fresh copy of the base holds the gathered weights
-            dtype = resolve_dtype(self.settings.dtype, self.device)
-            save_model_folder(model_holding(self.base_of[name], self.settings, state, dtype), tokenizer, out_dir)
+        if sharded:  # split among the processes (a single policy's LoRA adapter is PEFT's `default`)
+            model = model_holding(
+                self.base_of[name], self.settings, state, resolve_dtype(self.settings.dtype, self.device)
+            )
+            save_model_folder(model if self.full else model.merge_and_unload(), tokenizer, out_dir)
             return
         if self.full:
             save_model_folder(self.model_of(name), tokenizer, out_dir)
@@ -445,7 +451,8 @@ class AgentPolicies:
             model = copy.deepcopy(self.model_of(name))
             model.set_adapter(name)
             save_model_folder(model.merge_and_unload(adapter_names=[name]), tokenizer, out_dir)
-        self.save_adapter(name, out_dir)
+        if adapter:
+            self.save_adapter(name, out_dir)
 
     def save_adapter(self, name: str, out_dir: str | Path) -> None:
         """Agent `name`'s LoRA adapter alone, in PEFT's format, as `<out_dir>/adapter/`: a model with

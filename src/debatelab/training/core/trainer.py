@@ -36,9 +36,9 @@ from . import heldout as held
 from . import zero
 from .checkpoint import TrainState, load_checkpoint, save_checkpoint
 from .distributed import all_reduce, barrier, pooled, rank_and_world
-from .policy import release_host_memory
 from .rollouts import RewardFunction, Rollout, load_grader, load_reward
 from .strategy import StepStrategy
+from .weights import release_host_memory
 
 log = logging.getLogger(__name__)
 
