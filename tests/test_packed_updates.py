@@ -108,6 +108,81 @@ def test_packed_and_padded_passes_give_the_same_logprobs_loss_and_gradients(char
     torch.testing.assert_close(packed[3], padded[3], rtol=1e-5, atol=1e-6 * float(padded[3].abs().max()))
 
 
+@pytest.mark.parametrize("finetuning", ["lora", "full"])
+def test_a_prompt_shared_by_several_replies_is_packed_once_with_the_same_logprobs_loss_and_gradients(
+    char_model_dir, finetuning
+):
+    """Three replies (one empty) to one prompt, two to another and one alone, in one pass: with
+    `shared_prompts` each prompt sits in the row once and its replies see it through a tree-shaped
+    mask; per-token log-probabilities, entropy, the clipped loss with a KL term and the gradients
+    equal the padded block's within float32 rounding, over fewer positions than packing each
+    sequence whole."""
+    rollouts = _rollouts([30, 30, 5, 60, 30, 5], [12, 0, 7, 9, 25, 18])
+    policy, trainer = _policy(char_model_dir, finetuning)
+    policy.model.train()
+    results, positions = {}, {}
+    for mode in ("padded", "whole", "shared"):
+        trainer.settings = dataclasses.replace(
+            trainer.settings, packed_updates=mode != "padded", shared_prompts=mode == "shared"
+        )
+        batch = trainer._batch(rollouts)
+        if mode != "padded":
+            positions[mode] = batch.packed[0].numel()
+            assert (batch.packed[6] is not None) == (mode == "shared")  # the tree mask only where prompts are shared
+        logps, entropy = batch.logprobs(policy.model, with_entropy=True, temperature=0.8)
+        parts = policy_loss(
+            logps, logps.detach() - 0.3, batch.advantages, batch.mask, ref_logprobs=logps.detach() + 0.05, kl_coef=0.3
+        )
+        policy.model.zero_grad(set_to_none=True)
+        parts.loss.backward()
+        mask = batch.mask.bool()
+        results[mode] = (logps.detach()[mask], entropy[mask], parts.loss.item(), _grads(policy), batch.mask)
+    widths = trainer._widths(rollouts) or {
+        id(r): (len(chat_prompt_ids(policy.tokenizer, r.messages)), r.length) for r in rollouts
+    }
+    prompt = {p: widths[id(r)][0] for p, r in zip([30, 30, 5, 60, 30, 5], rollouts)}
+    once = sum(prompt.values()) + sum(r.length for r in rollouts)  # each prompt once, every reply
+    assert positions["shared"] >= once and positions["shared"] < positions["whole"]
+    padded = results["padded"]
+    for mode in ("whole", "shared"):
+        out = results[mode]
+        torch.testing.assert_close(out[4], padded[4])
+        torch.testing.assert_close(out[0], padded[0], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(out[1], padded[1], rtol=1e-5, atol=1e-5)
+        assert out[2] == pytest.approx(padded[2], rel=1e-5)
+        assert out[3].abs().sum() > 0
+        torch.testing.assert_close(out[3], padded[3], rtol=1e-5, atol=1e-6 * float(padded[3].abs().max()))
+
+
+def test_micro_batches_keep_a_prompts_sequences_together_and_count_the_prompt_once(char_model_dir):
+    """With `shared_prompts`, a pass takes a prompt's sequences side by side (wherever the shuffle put
+    them) and a token budget counts their prompt once: budget for one prompt and its four replies,
+    the four share one pass; packing each sequence whole needs a pass per two."""
+    rollouts = _rollouts([40, 3, 40, 3, 40, 3, 40, 3], [6, 5, 6, 5, 6, 5, 6, 5])
+    _, trainer = _policy(char_model_dir, micro_batch_size=8)
+    widths = {id(r): (len(chat_prompt_ids(trainer.policy.tokenizer, r.messages)), r.length) for r in rollouts}
+    long_prompt = widths[id(rollouts[0])][0]
+    budget = long_prompt + 4 * 6
+    passes = {}
+    for shared in (True, False):
+        trainer.settings = dataclasses.replace(trainer.settings, micro_batch_tokens=budget, shared_prompts=shared)
+        passes[shared] = trainer.micro_batches(rollouts)
+        assert sorted(id(r) for m in passes[shared] for r in m) == sorted(id(r) for r in rollouts)
+    assert sorted(len(m) for m in passes[True]) == [4, 4]
+    assert all(len({r.messages[0]["content"] for r in m}) == 1 for m in passes[True])
+    assert max(len(m) for m in passes[False] if m[0].messages == rollouts[0].messages) < 4
+
+
+def test_flash_attention_packs_each_sequence_whole(char_model_dir):
+    """Flash-attention reads sequence boundaries from the position ids and takes no mask: there a
+    shared prompt is packed with each of its replies."""
+    policy, trainer = _policy(char_model_dir)
+    assert trainer._shares_prompts()
+    policy.model.config._attn_implementation_internal = "flash_attention_2"
+    assert not trainer._shares_prompts()
+    assert trainer._batch(_rollouts([30, 30], [4, 5])).packed[6] is None
+
+
 def test_a_packed_row_without_reply_tokens_still_backpropagates(char_model_dir):
     policy, trainer = _policy(char_model_dir, packed_updates=True)
     batch = trainer._batch(_rollouts([5, 8], [0, 0]))
@@ -117,12 +192,19 @@ def test_a_packed_row_without_reply_tokens_still_backpropagates(char_model_dir):
     assert all(p.grad is not None for p in policy.model.parameters() if p.requires_grad)
 
 
-@pytest.mark.parametrize("ratio_level", ["token", "trajectory"])
-def test_packed_and_padded_updates_leave_the_same_weights(char_model_dir, ratio_level):
+@pytest.mark.parametrize(
+    ("ratio_level", "prompt_lengths"),
+    [
+        ("token", [1, 90, 12, 40, 3, 25, 7, 60]),
+        ("trajectory", [1, 90, 12, 40, 3, 25, 7, 60]),
+        ("token", [1, 90, 90, 40, 40, 40, 90, 60]),  # shared prompts: one pass packs each once
+    ],
+)
+def test_packed_and_padded_updates_leave_the_same_weights(char_model_dir, ratio_level, prompt_lengths):
     """Whole `update_policy` calls (2 epochs of mini-batches of 4, passes of 2, a KL to the reference,
     two steps so the reference differs from the policy): the adapter and the statistics of packed
     passes equal the padded ones'."""
-    rollouts = _rollouts([1, 90, 12, 40, 3, 25, 7, 60], [40, 1, 0, 17, 5, 30, 2, 9])
+    rollouts = _rollouts(prompt_lengths, [40, 1, 0, 17, 5, 30, 2, 9])
     adapters, metrics = [], []
     for packed in (False, True):
         policy, trainer = _policy(

@@ -95,6 +95,9 @@ class TrainSettings:
     micro_batch_tokens: int | None = None  # and at most this many tokens a pass (real ones when packed; null: any)
     # a pass's sequences in one row without padding (position ids restart per sequence); false: padded
     packed_updates: bool = True
+    # a packed pass holds a prompt its sequences share (a group's replies, a debate's threads) once, its
+    # replies seeing it through a tree-shaped mask (SDPA / eager attention); false: each sequence whole
+    shared_prompts: bool = True
     # bf16 autocast of the update's forwards (π_old, reference, loss): about 2-3x faster on a CPU with
     # avx512_bf16 (SmolLM2-135M), at log-probabilities off by ~0.03 nats on average: opt-in
     autocast: bool = False

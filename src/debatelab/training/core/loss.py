@@ -167,6 +167,8 @@ def packed_token_logprobs(
     rows: torch.Tensor,
     cols: torch.Tensor,
     shape: tuple[int, int],
+    targets: torch.Tensor | None = None,
+    attention: torch.Tensor | None = None,
     *,
     with_entropy: bool = False,
     temperature: float = 1.0,
@@ -178,23 +180,34 @@ def packed_token_logprobs(
     boundaries); `keep` (N,) the flat (R·W) indices of the positions that predict the completion
     tokens: the lm_head runs on those hidden states only; `rows`, `cols` (N,) where each of those
     tokens goes in the (B, T) = `shape` result, zero elsewhere, so `policy_loss` takes it as it takes
-    the padded layout. With no completion token at all, `keep` is one index whose value is dropped."""
+    the padded layout. With no completion token at all, `keep` is one index whose value is dropped.
+
+    A prompt shared by several sequences may sit in a row once (`BaseTrainer._packed_tensors`):
+    `attention` (R, 1, W, W), True where a position may attend (each reply to its prompt and its own
+    earlier tokens), replies' positions continuing from their prompt's; `keep` then names the
+    prompt's last position once per reply, and `targets` (N,) the token each kept position predicts
+    (default: the next one in the row)."""
     from trl.trainer.utils import entropy_from_logits, selective_log_softmax
 
     head = getattr(model, "module", model).get_output_embeddings()  # DDP and DeepSpeed wrap the model
     gather = head.register_forward_pre_hook(lambda _, args: (args[0].flatten(0, 1)[keep],) + tuple(args[1:]))
     try:
         logits = model(
-            input_ids=input_ids, position_ids=position_ids, attention_mask=None, logits_to_keep=0, use_cache=False
+            input_ids=input_ids,
+            position_ids=position_ids,
+            attention_mask=attention,  # None: packed sequences found from the position ids
+            logits_to_keep=0,
+            use_cache=False,
         ).logits
     finally:
         gather.remove()
     logits = logits.float()
     if temperature != 1.0:
         logits = logits / temperature
-    flat = input_ids.flatten()
-    targets = flat[(keep + 1).clamp(max=len(flat) - 1)].to(logits.device)
-    values = selective_log_softmax(logits, targets).to(input_ids.device)
+    if targets is None:
+        flat = input_ids.flatten()
+        targets = flat[(keep + 1).clamp(max=len(flat) - 1)]
+    values = selective_log_softmax(logits, targets.to(logits.device)).to(input_ids.device)
     if not len(rows):  # no completion token (`keep` holds one index then): a zero that keeps the graph
         return values.new_zeros(shape) + 0.0 * values.sum(), values.new_zeros(shape) if with_entropy else None
     logps = values.new_zeros(shape).index_put((rows, cols), values)

@@ -63,7 +63,7 @@ class UpdateBatch:
     mask: object  # (B, T) 1 on completion tokens
     advantages: object  # (B,)
     padded: tuple | None = None  # (ids, attention, completion start) for `token_logprobs`
-    packed: tuple | None = None  # (ids, position ids, keep, rows, cols) for `packed_token_logprobs`
+    packed: tuple | None = None  # (ids, position ids, keep, rows, cols, targets, attention) for `packed_token_logprobs`
 
     @property
     def device(self):
@@ -74,8 +74,19 @@ class UpdateBatch:
         from .loss import packed_token_logprobs, token_logprobs  # torch: not on the config's import path
 
         if self.packed is not None:
+            ids, positions, keep, rows, cols, targets, attention = self.packed
             return packed_token_logprobs(
-                model, *self.packed, tuple(self.mask.shape), with_entropy=with_entropy, temperature=temperature
+                model,
+                ids,
+                positions,
+                keep,
+                rows,
+                cols,
+                tuple(self.mask.shape),
+                targets,
+                attention,
+                with_entropy=with_entropy,
+                temperature=temperature,
             )
         return token_logprobs(model, *self.padded, with_entropy=with_entropy, temperature=temperature)
 
@@ -334,45 +345,87 @@ class BaseTrainer:
         predict a completion token, and where each goes in the (B, T) layout of `_tensors`' completion
         mask (`packed_token_logprobs`). Rows no longer than the longest sequence keep every row's
         attention (quadratic in its length) within the padded block's, and its tokens within its
-        count; one row of all the sequences would attend over their total length."""
+        count; one row of all the sequences would attend over their total length.
+
+        With `shared_prompts`, sequences of one prompt (a group's replies, a debate's threads) are one
+        segment: the prompt once, then each reply, positions continuing from the prompt's, under a
+        tree-shaped mask (each reply sees the prompt and its own tokens); its forward and backward
+        run over the prompt once instead of once per reply. Only where the pass shares a prompt and
+        the attention takes an arbitrary mask (`_shares_prompts`)."""
         import torch
 
         policy = policy or self.policy
         pad = policy.tokenizer.pad_token_id
-        sequences = [chat_prompt_ids(policy.tokenizer, r.messages) + list(r.token_ids) for r in rollouts]
-        capacity = max(len(q) for q in sequences)
-        rows_of: list[list[int]] = []  # each row's sequences (indices into `rollouts`)
+        prompts = [chat_prompt_ids(policy.tokenizer, r.messages) for r in rollouts]
+        members: dict[tuple, list[int]] = {}  # a segment's prompt -> its sequences, in the pass's order
+        share = self._shares_prompts(policy)
+        for b, prompt in enumerate(prompts):
+            members.setdefault(tuple(prompt) if share else (b,), []).append(b)
+        segments = list(members.values())
+        tree = any(len(segment) > 1 for segment in segments)
+        sizes = [len(prompts[seg[0]]) + sum(rollouts[b].length for b in seg) for seg in segments]
+        capacity = max(sizes)
+        rows_of: list[list[int]] = []  # each row's segments (indices into `segments`)
         room: list[int] = []
-        for b in sorted(range(len(rollouts)), key=lambda b: -len(sequences[b])):
-            fit = next((k for k, free in enumerate(room) if free >= len(sequences[b])), None)
+        for g in sorted(range(len(segments)), key=lambda g: -sizes[g]):
+            fit = next((k for k, free in enumerate(room) if free >= sizes[g]), None)
             if fit is None:
                 rows_of.append([])
                 room.append(capacity)
                 fit = len(room) - 1
-            rows_of[fit].append(b)
-            room[fit] -= len(sequences[b])
+            rows_of[fit].append(g)
+            room[fit] -= sizes[g]
         width = capacity - min(room)
-        ids, positions, keep, rows, cols = [], [], [], [], []
-        for k, members in enumerate(rows_of):
+        ids, positions, keep, targets, rows, cols = [], [], [], [], [], []
+        allowed = torch.zeros(len(rows_of), width, width, dtype=torch.bool) if tree else None
+        for k, row in enumerate(rows_of):
             row_ids, row_positions = [], []
-            for b in members:
-                r, start = rollouts[b], k * width + len(row_ids) + len(sequences[b]) - rollouts[b].length
-                keep += range(start - 1, start + r.length - 1)
-                rows += [b] * r.length
-                cols += range(r.length)
-                row_ids += sequences[b]
-                row_positions += range(len(sequences[b]))
+            for g in row:
+                prompt = prompts[segments[g][0]]
+                begin, end_of_prompt = len(row_ids), len(row_ids) + len(prompt)
+                row_ids += prompt
+                row_positions += range(len(prompt))
+                if tree:
+                    allowed[k, begin:end_of_prompt, begin:end_of_prompt] = (
+                        torch.ones(len(prompt), len(prompt)).tril().bool()
+                    )
+                for b in segments[g]:
+                    r, start = rollouts[b], len(row_ids)
+                    if r.length:  # its first token is predicted at the prompt's last position, the rest at its own
+                        keep += [k * width + end_of_prompt - 1] + [k * width + start + j for j in range(r.length - 1)]
+                    targets += list(r.token_ids)
+                    rows += [b] * r.length
+                    cols += range(r.length)
+                    row_ids += list(r.token_ids)
+                    row_positions += range(len(prompt), len(prompt) + r.length)
+                    if tree:
+                        allowed[k, start : start + r.length, begin:end_of_prompt] = True
+                        own = torch.ones(r.length, r.length).tril().bool()
+                        allowed[k, start : start + r.length, start : start + r.length] = own
             tail = width - len(row_ids)
+            if tree:  # each pad position sees itself (a row that sees nothing gives NaN)
+                allowed[k, len(row_ids) :, len(row_ids) :] = torch.eye(tail, dtype=torch.bool)
             ids.append(row_ids + [pad] * tail)
             positions.append(row_positions + list(range(tail)))
-        keep = keep or [0]  # no completion token: one index keeps the graph (`packed_token_logprobs`)
+        if not keep:  # no completion token: one index keeps the graph (`packed_token_logprobs`)
+            keep, targets = [0], [pad]
         device = policy.device
         as_tensor = lambda x: torch.tensor(x, device=device, dtype=torch.long)  # noqa: E731
         length = max(max(r.length for r in rollouts), 1)
         mask = as_tensor([[1] * r.length + [0] * (length - r.length) for r in rollouts])
         advantages = torch.tensor([r.advantage for r in rollouts], device=device, dtype=torch.float32)
+        attention = allowed[:, None].to(device) if tree else None
         packed = (as_tensor(ids), as_tensor(positions), as_tensor(keep), as_tensor(rows), as_tensor(cols))
-        return UpdateBatch(mask=mask, advantages=advantages, packed=packed)
+        return UpdateBatch(mask=mask, advantages=advantages, packed=(*packed, as_tensor(targets), attention))
+
+    def _shares_prompts(self, policy=None) -> bool:
+        """Whether a packed pass holds a prompt shared by several sequences once (`shared_prompts`):
+        the attention must take an arbitrary mask (SDPA, eager); flash-attention reads only sequence
+        boundaries, so there each sequence is packed whole."""
+        if not (self.settings.packed_updates and self.settings.shared_prompts):
+            return False
+        config = getattr((policy or self.policy).model, "config", None)
+        return getattr(config, "_attn_implementation", "sdpa") in ("sdpa", "eager")
 
     def _precision(self, policy=None):
         """bf16 autocast around a forward when `autocast` is set (the backward follows its casts)."""
@@ -416,7 +469,7 @@ class BaseTrainer:
         count = int(all_reduce(len(minibatches), "max"))
         minibatches += [[] for _ in range(count - len(minibatches))]
         widths = self._widths(sequences, policy)
-        return [self._pack_micro(mb, widths) for mb in minibatches]
+        return [self._pack_micro(mb, widths, policy) for mb in minibatches]
 
     def micro_batches(self, rollouts: Sequence[Rollout], policy=None) -> list[list[Rollout]]:
         """One mini-batch's sequences as forward/backward passes: `micro_batch_size` sequences each in
@@ -429,18 +482,33 @@ class BaseTrainer:
         units = [[r] for r in rollouts]
         if widths:
             units.sort(key=lambda unit: widths[id(unit[0])], reverse=True)
-        return self._pack_micro(units, widths)
+        if self._shares_prompts(policy):  # a prompt's sequences side by side, where its first one stood
+            key = self._prompt_keys(rollouts, policy)
+            together: dict[tuple, list] = {}
+            for unit in units:
+                together.setdefault(key[id(unit[0])], []).append(unit)
+            units = [unit for group in together.values() for unit in group]
+        return self._pack_micro(units, widths, policy)
 
-    def _pack_micro(self, units: Sequence[Sequence[Rollout]], widths: dict) -> list[list[Rollout]]:
+    def _pack_micro(self, units: Sequence[Sequence[Rollout]], widths: dict, policy=None) -> list[list[Rollout]]:
         """Units joined into passes of at most `micro_batch_size` sequences and, with `widths`
-        (`_widths`), at most `micro_batch_tokens` tokens (real ones packed, else padded)."""
+        (`_widths`), at most `micro_batch_tokens` tokens (real ones packed, a shared prompt once;
+        else the padded block)."""
         s = self.settings
+        keys = (
+            self._prompt_keys([r for unit in units for r in unit], policy)
+            if widths and self._shares_prompts(policy)
+            else {}
+        )
 
         def fits(items) -> bool:
             if len(items) > s.micro_batch_size:
                 return False
             if not widths:
                 return True
+            if keys:
+                prompts = {keys[id(r)]: widths[id(r)][0] for r in items}
+                return sum(prompts.values()) + sum(widths[id(r)][1] for r in items) <= s.micro_batch_tokens
             if s.packed_updates:
                 return sum(sum(widths[id(r)]) for r in items) <= s.micro_batch_tokens
             return (
@@ -449,6 +517,11 @@ class BaseTrainer:
             )
 
         return [[r for unit in batch for r in unit] for batch in _pack(units, fits)]
+
+    def _prompt_keys(self, rollouts: Sequence[Rollout], policy=None) -> dict[int, tuple]:
+        """Each rollout's prompt under the policy's chat template, as a key: equal keys, one prompt."""
+        tokenizer = (policy or self.policy).tokenizer
+        return {id(r): tuple(chat_prompt_ids(tokenizer, r.messages)) for r in rollouts}
 
     def _widths(self, rollouts: Sequence[Rollout], policy=None) -> dict[int, tuple[int, int]]:
         """(prompt tokens, reply tokens) of each rollout under the policy's chat template; empty
