@@ -182,9 +182,10 @@ def test_inside_a_job_each_engine_gets_gpus_of_its_own_or_a_share(tmp_path):
 def test_full_fine_tuning_sizes_every_agent_s_weights_gradients_and_adam_states():
     """UMAD's two agents fully fine-tuned (the paper's setting): Qwen2.5-3B, P = 3.09e9 parameters, and
     Qwen3-4B, 4.02e9. In bfloat16 each holds its weights, gradients of the same size and AdamW's two
-    float32 moments: 12 bytes a parameter, 34.5 GiB and 44.9 GiB. As shipped, under DeepSpeed ZeRO-3
-    over the 8 GPUs, the gradients, float32 master weights and moments (2 + 4 + 8 bytes) are split
-    8 ways and the weights gathered whole for the rollouts: 2P + 14P / 8 per GPU, 10.8 + 14.0 GiB.
+    float32 moments: 12 bytes a parameter, 34.5 GiB and 44.9 GiB. Under DeepSpeed ZeRO-3 over the 8
+    GPUs, the gradients, float32 master weights and moments (2 + 4 + 8 bytes) are split 8 ways and
+    the weights gathered whole for the rollouts: 2P + 14P / 8 per GPU, 10.8 + 14.0 GiB. As shipped,
+    under FSDP2, which trains the float32 masters and so has float32 gradients: 2P + 16P / 8.
     Without DeepSpeed every process would hold both whole, 79.4 GiB, over the 56 GiB (70 % of 80)
     a GPU gives them: refused. With model parallelism each agent takes GPUs of its own; in float32
     (16 bytes a parameter) 46.0 GiB on one GPU and 59.9 GiB over two."""
@@ -194,16 +195,20 @@ def test_full_fine_tuning_sizes_every_agent_s_weights_gradients_and_adam_states(
     assert gp.training_state_bytes(int(3.09e9 * 2), "bfloat16", 1, 8) == int(3.09e9 * 4 + 3.09e9 * 12 / 8)
     assert gp.accelerate_zero_stage("config/accelerate/zero3_8gpu.yaml") == 3
     assert gp.accelerate_zero_stage("config/accelerate/ddp_8gpu.yaml") is None
-    # FSDP2 splits the weights, gradients and Adam states, as ZeRO-3 does: the same plan
+    # FSDP2 splits the weights, gradients and Adam states, as ZeRO-3 does, its gradients in float32
     assert gp.accelerate_zero_stage("config/accelerate/fsdp2_8gpu.yaml") == 3
     assert gp.accelerate_distributed_type("config/accelerate/fsdp2_8gpu.yaml") == "FSDP"
+    fsdp = gp.training_state_bytes(int(3.09e9 * 2), "bfloat16", 3, 8, float32_gradients=True)
+    assert fsdp == int(3.09e9 * 2 + 3.09e9 * 16 / 8)
     exp = load_experiment(REPO_ROOT / "config/experiments/umad.yaml")
     run = exp.training_runs["umad"]
-    plan = gp.experiment_job_plan(exp, "train_agents", {"run": "umad"}, H800)
-    assert set(plan.needs) == {"qwen25_3b", "qwen3_4b"}  # one per agent, not per base
-    for agent, parameters in (("qwen25_3b", 3.09e9), ("qwen3_4b", 4.02e9)):
-        assert plan.needs[agent].weights == pytest.approx(parameters * (2 + 14 / 8), rel=1e-6)
-    assert plan.gpus == 8 and all(g == list(range(8)) for g in plan.placement.values())
+    for config, sharded in (("fsdp2", 16), ("zero3", 14)):
+        run["accelerate_config"] = f"config/accelerate/{config}_8gpu.yaml"
+        plan = gp.experiment_job_plan(exp, "train_agents", {"run": "umad"}, H800)
+        assert set(plan.needs) == {"qwen25_3b", "qwen3_4b"}  # one per agent, not per base
+        for agent, parameters in (("qwen25_3b", 3.09e9), ("qwen3_4b", 4.02e9)):
+            assert plan.needs[agent].weights == pytest.approx(parameters * (2 + sharded / 8), rel=1e-6)
+        assert plan.gpus == 8 and all(g == list(range(8)) for g in plan.placement.values())
     run.pop("accelerate_config")
     with pytest.raises(gp.GpuPlanError, match="every process holds every model"):
         gp.experiment_job_plan(exp, "train_agents", {"run": "umad"}, H800)

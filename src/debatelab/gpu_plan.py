@@ -474,13 +474,16 @@ def plan_job(job: str, needs: list[ModelNeed], gpu_type: GpuType, usable: float 
     return plan
 
 
-def training_state_bytes(weights: int, dtype: str, zero_stage: int = 0, processes: int = 1) -> int:
+def training_state_bytes(
+    weights: int, dtype: str, zero_stage: int = 0, processes: int = 1, float32_gradients: bool = False
+) -> int:
     """What one process of full fine-tuning holds of a model whose weights take `weights` bytes in
     training `dtype`: the weights, their gradients (same dtype) and AdamW's two float32 moments per
     parameter. Under DeepSpeed ZeRO (`zero_stage` 1-3 over `processes`) 16-bit weights get float32
     master copies, split among the processes with Adam's moments (stage 1), the gradients too
     (stage 2); stage 3 splits the weights as well, but the rollouts gather them whole, so a process
-    holds them whole at its peak as under stage 2."""
+    holds them whole at its peak as under stage 2. FSDP (stage 3 here) trains the float32 masters
+    themselves, so their gradients are float32 too (`float32_gradients`)."""
     parameters = weights // _dtype_bytes(dtype, 2)
     adam = 8 * parameters
     if not zero_stage:
@@ -488,7 +491,8 @@ def training_state_bytes(weights: int, dtype: str, zero_stage: int = 0, processe
     master = 4 * parameters if _dtype_bytes(dtype, 2) < 4 else 0
     if zero_stage == 1:
         return 2 * weights + (adam + master) // processes
-    return weights + (weights + adam + master) // processes
+    gradients = 4 * parameters if float32_gradients else weights
+    return weights + (gradients + adam + master) // processes
 
 
 def accelerate_config_fields(path: str | None) -> dict:
@@ -655,12 +659,13 @@ def training_job_plan(exp, rule: str, run: str, gpu_type: GpuType, job: str) -> 
     dtype = "bfloat16" if settings.dtype == "auto" else settings.dtype  # "auto" trains in bfloat16 on a GPU
     processes = count * spec.get("nodes", 1)
     stage = (accelerate_zero_stage(spec.get("accelerate_config")) or 0) if processes > 1 else 0
+    fsdp = stage > 0 and accelerate_distributed_type(spec.get("accelerate_config")) == "FSDP"
     sizes: dict[str, int] = {}
     for agent in exp.run_agents(run):
         source, stored, folder = _sized_model(exp, exp.agents[agent]["model"])
         if full:
             weights = model_size(source, dtype, folder).weights
-            sizes[agent] = training_state_bytes(weights, dtype, stage, processes)
+            sizes[agent] = training_state_bytes(weights, dtype, stage, processes, float32_gradients=fsdp)
         else:
             sizes.setdefault(Path(folder).name, model_size(source, stored, folder).weights)
     needs = [ModelNeed(name, size, exact=False) for name, size in sizes.items()]
