@@ -890,9 +890,9 @@ def test_a_token_budget_bounds_every_pass_and_leaves_the_update_unchanged(char_m
         assert sorted(id(r) for m in micro for r in m) == sorted(id(r) for r in rollouts)
         assert all(len(m) <= 4 or len({r.group for r in m}) == 1 for m in micro)
         if budget is not None:
-            widths = trainer._widths(rollouts, policy)
-            for m in micro:
-                real = sum(sum(widths[id(r)]) for r in m)
+            widths, keys = trainer._widths(rollouts, policy), trainer._prompt_keys(rollouts, policy)
+            for m in micro:  # a prompt its sequences share sits in the pass once (`shared_prompts`)
+                real = sum({keys[id(r)]: widths[id(r)][0] for r in m}.values()) + sum(widths[id(r)][1] for r in m)
                 single = len(m) == 1 or (ratio_level == "trajectory" and len({r.group for r in m}) == 1)
                 assert real <= budget or single
         if ratio_level == "trajectory":

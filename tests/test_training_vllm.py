@@ -16,6 +16,7 @@ from conftest import require, toy_settings
 from test_vllm_backend import CPU_ENV, _vllm_importable
 
 from debatelab.llm.base import GenerationRequest, SamplingParams
+from debatelab.training.core.policy import AGENT
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -103,10 +104,10 @@ def test_vllm_serves_the_policy_as_it_is_after_each_update(policy):
         served = _greedy(policy.backend(f"test@{seed}"))
         assert served == expected  # vLLM generates what the live PEFT model generates
         seen.append(served)
-    engine = policy._vllm.engine
+    engine = policy.vllm_engine(AGENT)
     assert seen[0] != base and seen[1] != seen[0]  # so each update really reached the engine
     assert policy.backend("again")  # one engine for the whole run
-    assert policy._vllm.engine is engine
+    assert engine is not None and policy.vllm_engine(AGENT) is engine
 
 
 def test_a_training_run_on_vllm_rollouts(policy, tmp_path):

@@ -315,6 +315,12 @@ class AgentPolicies:
             self.model_of(name), self.tokenizers[base], model_id=model_id, batch_size=self.settings.rollout_batch_size
         )
 
+    def vllm_engine(self, name: str):
+        """The vLLM engine agent `name` rolls out on (one per base under LoRA, one per agent under full
+        fine-tuning); None on transformers or before its first rollouts."""
+        rollouts = self._engines.get(self.key_of[name])
+        return rollouts.engine if rollouts is not None else None
+
     def rollouts_done(self) -> None:
         """A step's debates are in: ZeRO-3's gathered agents are split again, and sleeping-capable
         engines free their GPU memory for the update."""
