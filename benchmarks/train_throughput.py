@@ -70,6 +70,10 @@ prompt 392.7 s/step (rollout 90.1 s, update 302.7 s), peak RSS 18.0 GiB; shared 
 each. UMAD shares only turn 1's prompt among a question's 8 threads (turn 2 carries each thread's
 own replies), and chain_sum's prompts are short, so most of the update's tokens stay; the goal of
 150 s is not met.
+Measured (2026-11-27, the same machine alone, float32, shared prompts): UDPO at 64 debates a step,
+`--method udpo --agents 2 --prompts 64 --max-tokens 32 --steps 1 --threads 2 --micro-batch 16
+--questions <chain_train>` (one round, fixed coefficients): 337.9 s/step (rollout 96.0 s, update
+241.9 s), peak RSS 14.0 GiB, one timed step.
 """
 
 from __future__ import annotations
