@@ -520,7 +520,7 @@ def accelerate_zero_stage(path: str | None) -> int | None:
     stage under DeepSpeed, 3 under FSDP (which splits the weights, their gradients and the optimizer
     states, as stage 3 does); None when it shards nothing (DDP, or no such file)."""
     config = accelerate_config_fields(path)
-    kind = accelerate_distributed_type(path)
+    kind = str(config.get("distributed_type", "NO")).upper()
     if kind == "FSDP":
         return 3
     if kind != "DEEPSPEED":

@@ -81,7 +81,7 @@ class FsdpEngine:
         mesh = init_device_mesh("cuda" if torch.cuda.is_available() else "cpu", (world,))
         config.set_auto_wrap_policy(model)
         wraps = fsdp2_prepare_auto_wrap_policy(config, model)
-        self.reshard_after_forward = {}  # FSDP unit -> its setting, put back after generation
+        self.reshard_after_forward = {}  # each FSDP unit -> its setting, put back after generation
         for module in get_module_children_bottom_up(model)[:-1]:
             if wraps is not None and wraps(module) and not isinstance(module, FSDPModule):
                 fully_shard(module, mesh=mesh, mp_policy=precision, reshard_after_forward=config.reshard_after_forward)
@@ -124,25 +124,19 @@ class FsdpEngine:
         self.optimizer.zero_grad(set_to_none=True)
 
     # -- whole weights -------------------------------------------------------------------------
-    def units(self) -> list:
-        from torch.distributed.fsdp import FSDPModule
-
-        return [m for m in self.module.modules() if isinstance(m, FSDPModule)]
-
     @contextlib.contextmanager
     def for_generation(self):
         """The whole model in every process, left whole after each forward pass, so each process
         generates alone; split again when it ends. Entered and left by every process together."""
-        units = self.units()
-        for unit in units:
+        for unit in self.reshard_after_forward:
             unit.unshard()
             unit.set_reshard_after_forward(False, recurse=False)
         try:
             yield
         finally:
-            for unit in units:
+            for unit, reshard in self.reshard_after_forward.items():
                 unit.reshard()
-                unit.set_reshard_after_forward(self.reshard_after_forward.get(unit, True), recurse=False)
+                unit.set_reshard_after_forward(reshard, recurse=False)
 
     @staticmethod
     def full_weights(named: dict) -> dict:

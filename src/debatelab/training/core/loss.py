@@ -167,7 +167,7 @@ def packed_token_logprobs(
     rows: torch.Tensor,
     cols: torch.Tensor,
     shape: tuple[int, int],
-    targets: torch.Tensor | None = None,
+    targets: torch.Tensor,
     attention: torch.Tensor | None = None,
     *,
     with_entropy: bool = False,
@@ -185,8 +185,7 @@ def packed_token_logprobs(
     A prompt shared by several sequences may sit in a row once (`BaseTrainer._packed_tensors`):
     `attention` (R, 1, W, W), True where a position may attend (each reply to its prompt and its own
     earlier tokens), replies' positions continuing from their prompt's; `keep` then names the
-    prompt's last position once per reply, and `targets` (N,) the token each kept position predicts
-    (default: the next one in the row)."""
+    prompt's last position once per reply. `targets` (N,): the token each kept position predicts."""
     from trl.trainer.utils import entropy_from_logits, selective_log_softmax
 
     head = getattr(model, "module", model).get_output_embeddings()  # DDP and DeepSpeed wrap the model
@@ -204,9 +203,6 @@ def packed_token_logprobs(
     logits = logits.float()
     if temperature != 1.0:
         logits = logits / temperature
-    if targets is None:
-        flat = input_ids.flatten()
-        targets = flat[(keep + 1).clamp(max=len(flat) - 1)]
     values = selective_log_softmax(logits, targets.to(logits.device)).to(input_ids.device)
     if not len(rows):  # no completion token (`keep` holds one index then): a zero that keeps the graph
         return values.new_zeros(shape) + 0.0 * values.sum(), values.new_zeros(shape) if with_entropy else None

@@ -469,7 +469,8 @@ class BaseTrainer:
         count = int(all_reduce(len(minibatches), "max"))
         minibatches += [[] for _ in range(count - len(minibatches))]
         widths = self._widths(sequences, policy)
-        return [self._pack_micro(mb, widths, policy) for mb in minibatches]
+        keys = self._prompt_keys(sequences, policy)
+        return [self._pack_micro(mb, widths, keys) for mb in minibatches]
 
     def micro_batches(self, rollouts: Sequence[Rollout], policy=None) -> list[list[Rollout]]:
         """One mini-batch's sequences as forward/backward passes: `micro_batch_size` sequences each in
@@ -482,24 +483,19 @@ class BaseTrainer:
         units = [[r] for r in rollouts]
         if widths:
             units.sort(key=lambda unit: widths[id(unit[0])], reverse=True)
-        if self._shares_prompts(policy):  # a prompt's sequences side by side, where its first one stood
-            key = self._prompt_keys(rollouts, policy)
+        keys = self._prompt_keys(rollouts, policy)
+        if keys:  # a prompt's sequences side by side, where its first one stood
             together: dict[tuple, list] = {}
             for unit in units:
-                together.setdefault(key[id(unit[0])], []).append(unit)
+                together.setdefault(keys[id(unit[0])], []).append(unit)
             units = [unit for group in together.values() for unit in group]
-        return self._pack_micro(units, widths, policy)
+        return self._pack_micro(units, widths, keys)
 
-    def _pack_micro(self, units: Sequence[Sequence[Rollout]], widths: dict, policy=None) -> list[list[Rollout]]:
+    def _pack_micro(self, units: Sequence[Sequence[Rollout]], widths: dict, keys: dict) -> list[list[Rollout]]:
         """Units joined into passes of at most `micro_batch_size` sequences and, with `widths`
-        (`_widths`), at most `micro_batch_tokens` tokens (real ones packed, a shared prompt once;
-        else the padded block)."""
+        (`_widths`), at most `micro_batch_tokens` tokens (real ones packed, a prompt that `keys`
+        (`_prompt_keys`) shows shared once; else the padded block)."""
         s = self.settings
-        keys = (
-            self._prompt_keys([r for unit in units for r in unit], policy)
-            if widths and self._shares_prompts(policy)
-            else {}
-        )
 
         def fits(items) -> bool:
             if len(items) > s.micro_batch_size:
@@ -519,7 +515,10 @@ class BaseTrainer:
         return [[r for unit in batch for r in unit] for batch in _pack(units, fits)]
 
     def _prompt_keys(self, rollouts: Sequence[Rollout], policy=None) -> dict[int, tuple]:
-        """Each rollout's prompt under the policy's chat template, as a key: equal keys, one prompt."""
+        """Each rollout's prompt under the policy's chat template, as a key (equal keys, one prompt);
+        empty where passes don't share prompts (`_shares_prompts`)."""
+        if not self._shares_prompts(policy):
+            return {}
         tokenizer = (policy or self.policy).tokenizer
         return {id(r): tuple(chat_prompt_ids(tokenizer, r.messages)) for r in rollouts}
 
