@@ -424,6 +424,31 @@ def test_an_accelerate_config_is_found_from_the_working_directory_or_the_workflo
     assert exp.accelerate_config("udpo", repo) is None
 
 
+@pytest.mark.parametrize(
+    ("fsdp_config", "refused"),
+    [
+        ("{fsdp_version: 1}", "fsdp_version 1"),
+        ("{}", "fsdp_version 1"),  # accelerate's default
+        ("{fsdp_version: 2, fsdp_offload_params: true}", "fsdp_offload_params true"),
+        ("{fsdp_version: 2, fsdp_cpu_ram_efficient_loading: true}", "fsdp_cpu_ram_efficient_loading true"),
+    ],
+)
+def test_an_fsdp_config_the_engine_does_not_run_is_refused_at_the_dry_run(tmp_path, monkeypatch, fsdp_config, refused):
+    """An FSDP accelerate config of FSDP1, parameter offload or rank-0-only loading is refused when the
+    workflow reads the config, naming the run's key, the file and the setting; the shipped FSDP2
+    config passes."""
+    cfg = _mutated(
+        lambda c: c["training"]["runs"]["sdrl"].update(accelerate_config="config/accelerate/fsdp2_8gpu.yaml")
+    )
+    exp = Experiment(validate_config(cfg))
+    monkeypatch.chdir(tmp_path)
+    assert exp.accelerate_config("sdrl", REPO_ROOT) == str(REPO_ROOT / "config/accelerate/fsdp2_8gpu.yaml")
+    (tmp_path / "mine.yaml").write_text(f"distributed_type: FSDP\nfsdp_config: {fsdp_config}\n")
+    exp.training_runs["sdrl"]["accelerate_config"] = "mine.yaml"
+    with pytest.raises(ConfigError, match=rf"training\.runs\.sdrl\.accelerate_config = 'mine\.yaml' .*{refused}"):
+        exp.accelerate_config("sdrl", REPO_ROOT)
+
+
 def test_an_adapter_served_model_is_a_multi_agent_runs_agent_on_vllm():
     """`models.<m>.adapter: true`: the model is served as a run's LoRA adapter on its base's vLLM engine."""
 

@@ -30,7 +30,9 @@ from .data.registry import split_file
 from .errors import ConfigError
 from .evaluation.paper_numbers import paper_backbones
 from .evaluation.papers import PAPERS
+from .gpu_plan import accelerate_config_fields
 from .models import MODELS_DIR, check_model_source, model_folder_name, model_settings, trained_source
+from .training.core.fsdp import unsupported as fsdp_unsupported
 from .training.methods import METHODS
 from .training.settings import TrainSettings
 
@@ -271,6 +273,18 @@ class Experiment:
             return None
         for candidate in (Path(path), Path(workflow_dir) / path):
             if candidate.is_file():
+                fields = accelerate_config_fields(str(candidate))
+                if str(fields.get("distributed_type", "")).upper() == "FSDP":  # what the FSDP engine runs
+                    fsdp = fields.get("fsdp_config") or {}
+                    why = fsdp_unsupported(
+                        fsdp.get("fsdp_version", 1),
+                        bool(fsdp.get("fsdp_offload_params", False)),
+                        bool(fsdp.get("fsdp_cpu_ram_efficient_loading", False)),
+                    )
+                    if why:
+                        raise ConfigError(
+                            f"config: training.runs.{run}.accelerate_config = {path!r} ({candidate}): {why}"
+                        )
                 return str(candidate)
         raise ConfigError(
             f"config: training.runs.{run}.accelerate_config = {path!r}: no such file (looked in the "

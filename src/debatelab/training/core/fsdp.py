@@ -36,21 +36,28 @@ def requested() -> bool:
     return os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
 
 
+def unsupported(version, offload: bool, ram_efficient_loading: bool) -> str | None:
+    """Why this engine doesn't run these FSDP settings (None: it does): the config's check at the dry
+    run (`config.Experiment.accelerate_config`) and the launcher's (`plugin`)."""
+    if str(version) != "2":
+        return f"fsdp_version {version}: training runs FSDP2 (fsdp_config: fsdp_version: 2)"
+    if offload:
+        return "fsdp_offload_params true is not supported (the weights stay on the GPUs)"
+    if ram_efficient_loading:
+        return "fsdp_cpu_ram_efficient_loading true is not supported (each process loads the model)"
+    return None
+
+
 def plugin():
     """The launcher's FSDP settings (`FullyShardedDataParallelPlugin` from accelerate's environment);
     a ValueError for what this engine doesn't run."""
     from accelerate.utils import FullyShardedDataParallelPlugin
 
     settings = FullyShardedDataParallelPlugin()
-    if settings.fsdp_version != 2:
-        raise ValueError(
-            f"accelerate config: fsdp_version {settings.fsdp_version}; training runs FSDP2 (fsdp_config: fsdp_version: 2)"
-        )
-    if settings.cpu_ram_efficient_loading or type(settings.cpu_offload).__name__ == "CPUOffloadPolicy":
-        raise ValueError(
-            "accelerate config: fsdp_cpu_ram_efficient_loading and fsdp_offload_params are not supported "
-            "(each process loads the model, and the weights stay on the GPUs)"
-        )
+    offload = type(settings.cpu_offload).__name__ == "CPUOffloadPolicy"
+    why = unsupported(settings.fsdp_version, offload, settings.cpu_ram_efficient_loading)
+    if why:
+        raise ValueError(f"accelerate config: {why}")
     return settings
 
 
