@@ -811,7 +811,8 @@ def test_sequence_and_trajectory_ratios_by_hand():
 
 
 def test_trajectory_plan_keeps_each_group_in_one_micro_batch():
-    settings = toy_settings(ratio_level="trajectory", mini_batch_size=6, micro_batch_size=4)
+    # no tokenizer here, so no prompt keys: the shared-prompt grouping is the token-budget test's (below)
+    settings = toy_settings(ratio_level="trajectory", mini_batch_size=6, micro_batch_size=4, shared_prompts=False)
     trainer = Trainer(_questions(2), NoPolicy(), settings, run="t")
     sequences = [
         Rollout(

@@ -22,6 +22,9 @@ cat > /etc/slurm/slurm.conf <<CONF
 ClusterName=localcluster
 SlurmctldHost=${HOST}
 AuthType=auth/munge
+# a requeued job waits out the credential lifetime before it starts again (120 s by default): the tests
+# requeue three jobs, and steps here launch within seconds
+AuthInfo=cred_expire=30
 CryptoType=crypto/munge
 MpiDefault=none
 GresTypes=gpu
