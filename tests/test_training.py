@@ -733,6 +733,30 @@ def test_fsdp_keeps_float32_masters_of_bfloat16_weights_and_generates_alone(tmp_
     assert report["generated_lengths"] == [4, 7]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("strategy", "port"), [("zero3", 29513), ("fsdp2", 29514)])
+def test_what_vllm_is_handed_under_a_sharded_engine_is_the_whole_trained_model(
+    tmp_path, char_model_dir, strategy, port
+):
+    """ZeRO-3 and FSDP2 over 2 processes, one update each: inside the generation hold, the LoRA adapter
+    saved for vLLM and the full weights pushed into it (`vllm_rollouts`) are every trained weight
+    whole, equal to the gathered ones, in both processes (the engine itself: test_training_vllm)."""
+    out = tmp_path / "sync.json"
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file"]
+    cmd += [str(REPO_ROOT / f"config/accelerate/{strategy}_8gpu.yaml"), "--num_machines", "1", "--num_processes", "2"]
+    cmd += ["--main_process_port", str(port), "-m", "sharded_sync", str(char_model_dir), str(out)]
+    env = {**os.environ, "PYTHONPATH": tests_path(), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    for finetuning in ("lora", "full"):
+        for seen in report[finetuning]:
+            assert seen["kind"] == ("FsdpEngine" if strategy == "fsdp2" else "DeepSpeedEngine"), seen
+            assert seen["missing"] == [] and seen["same_shapes"], (finetuning, seen)
+            assert seen["max_difference"] == 0.0, (finetuning, seen)
+            assert seen["moved"] > 0, (finetuning, seen)  # the update changed what is handed over
+
+
 def test_sdrl_debate_prompt_shows_both_solutions_as_context_only(char_model_dir):
     from debatelab import prompts
     from debatelab.training.core.policy import Policy

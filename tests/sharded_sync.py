@@ -1,0 +1,81 @@
+"""What a vLLM engine is handed under a sharded engine, in the processes the launcher starts (ZeRO-3
+or FSDP2, from the accelerate config): after one update, inside `zero.for_generation`, the LoRA
+adapter that `vllm_rollouts.save_served_adapter` writes and the full weights that
+`vllm_rollouts.pushed_weights` yields are the whole trained weights (`zero.full_weights`, taken
+outside the hold), in every process. Rank 0 writes each process's findings as JSON. Used by
+test_training."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def findings(model_dir: str, finetuning: str, folder: Path, rank: int, world: int) -> dict:
+    import torch
+    from conftest import toy_settings
+    from safetensors.torch import load_file
+
+    from debatelab.training.core import zero
+    from debatelab.training.core.policy import Policy
+    from debatelab.training.core.vllm_rollouts import pushed_weights, save_served_adapter
+
+    settings = toy_settings(
+        finetuning=finetuning, learning_rate=1e-2, warmup_steps=0, show_progress=False, lora={"r": 4, "alpha": 8}
+    )
+    torch.manual_seed(0)
+    policy = Policy(model_dir, settings, device="cpu")
+    engine = zero.wrap(policy.model, policy.optimizer, settings, world)
+    named = {n: p for n, p in policy.model.named_parameters() if p.requires_grad}
+    before = zero.full_weights(engine, named)
+    ids = torch.tensor([[5, 6, 7, 8 + rank]])
+    engine.set_gradient_accumulation_boundary(True)
+    engine.backward(engine(input_ids=ids, labels=ids).loss)
+    engine.step()
+    whole = zero.full_weights(engine, named)
+    with zero.for_generation(engine, policy.model):
+        if finetuning == "lora":
+            served = save_served_adapter(policy.model, None, folder / f"rank{rank}")
+            # PEFT's file names the weights without the adapter's name
+            saved = load_file(served / "adapter_model.safetensors")
+            handed = {n: saved.get(n.replace(".default.", ".")) for n in whole}
+        else:
+            pushed = {n: t.clone() for n, t in pushed_weights(policy.model)}
+            handed = {n: pushed.get(n) for n in whole}
+    missing = sorted(n for n, v in handed.items() if v is None)
+    shapes = all(v is not None and v.shape == whole[n].shape for n, v in handed.items())
+    return {
+        "weights": len(whole),
+        "missing": missing,
+        "same_shapes": shapes,
+        "max_difference": max(
+            (float((v.float() - whole[n].float()).abs().max()) for n, v in handed.items() if v is not None and shapes),
+            default=float("nan"),
+        ),
+        "moved": sum(not torch.equal(before[n], whole[n]) for n in whole),
+        "kind": type(engine).__name__,
+    }
+
+
+def main(model_dir: str, out: str) -> None:
+    import torch
+
+    from debatelab.training.core.distributed import init_process_group, rank_and_world
+
+    rank = init_process_group()
+    world = rank_and_world()[1]
+    report = {}
+    for finetuning in ("lora", "full"):
+        mine = findings(model_dir, finetuning, Path(out).parent / finetuning, rank, world)
+        every = [None] * world
+        torch.distributed.all_gather_object(every, mine)
+        report[finetuning] = every
+    if rank == 0:
+        Path(out).write_text(json.dumps(report))
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
