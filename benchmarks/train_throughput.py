@@ -70,6 +70,13 @@ prompt 392.7 s/step (rollout 90.1 s, update 302.7 s), peak RSS 18.0 GiB; shared 
 each. UMAD shares only turn 1's prompt among a question's 8 threads (turn 2 carries each thread's
 own replies), and chain_sum's prompts are short, so most of the update's tokens stay; the goal of
 150 s is not met.
+Measured (2026-11-27, 2 CPU cores alone, one run after the other, the same UMAD command and questions,
+shared prompts): float32 354.9 s/step (rollout 94.7 s, update 260.2 s), peak RSS 16.8 GiB; `--autocast`
+with bf16 autocast of the update only 207.2 s/step (rollout 93.0 s, update 114.2 s), 8.9 GiB; then with
+the rollouts under autocast too (the setting's scope since) 195.1 s/step (rollout 76.7 s, update 118.3
+s), 8.8 GiB: 1.82x float32's step, one timed step each. The 150 s goal is not met: generation under
+autocast casts the frozen float32 weights to bf16 at every decode step (autocast caches casts of
+trainable weights only), which caps the rollout's gain.
 Measured (2026-11-27, the same machine alone, float32, shared prompts): UDPO at 64 debates a step,
 `--method udpo --agents 2 --prompts 64 --max-tokens 32 --steps 1 --threads 2 --micro-batch 16
 --questions <chain_train>` (one round, fixed coefficients): 337.9 s/step (rollout 96.0 s, update

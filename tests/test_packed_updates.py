@@ -291,3 +291,32 @@ def test_bf16_autocast_stays_within_its_stated_tolerance(char_model_dir, packed)
     assert torch.nn.functional.cosine_similarity(results[True][1], results[False][1], dim=0) >= 0.99
     out = trainer.update_policy(rollouts, step=0)  # one mini-batch: its own forward is π_old
     assert out["updates"] == 1 and out["clip_fraction"] == 0.0
+
+
+def test_bf16_autocast_rollouts_stay_within_the_same_tolerance(char_model_dir):
+    """With `autocast`, the policy's rollouts run under bf16 autocast too: active (the log-probabilities
+    of the same greedy tokens differ from float32's) and within the update's stated tolerance (mean
+    |Δ log p| ≤ 0.05 nats over the tokens both runs chose alike)."""
+    from debatelab.llm.base import GenerationRequest, SamplingParams
+
+    requests = [
+        GenerationRequest(
+            messages=({"role": "user", "content": text},),
+            sampling=SamplingParams(temperature=0.0, max_tokens=12, logprobs=True),
+        )
+        for text in ("abc", "hello there", "what is 3 + 4?")
+    ]
+    seen = {}
+    for autocast in (False, True):
+        policy, _ = _policy(char_model_dir, autocast=autocast)
+        policy.model.eval()
+        backend = policy.backend("t")
+        assert backend.autocast is autocast
+        seen[autocast] = [g[0] for g in backend.generate(requests)]
+    diffs = []
+    for plain, mixed in zip(seen[False], seen[True]):
+        same = 0
+        while same < min(len(plain.token_ids), len(mixed.token_ids)) and plain.token_ids[same] == mixed.token_ids[same]:
+            same += 1
+        diffs += [abs(a - b) for a, b in zip(plain.token_logprobs[:same], mixed.token_logprobs[:same])]
+    assert diffs and 0 < sum(diffs) / len(diffs) <= 0.05

@@ -10,6 +10,7 @@ runs with `--generation-config vllm`, and the log-probs are the raw model's.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections import defaultdict
@@ -148,6 +149,7 @@ class TransformersBackend(Backend):
         self._dtype = dtype
         self.max_model_len = max_model_len
         self.budget_clips = 0  # requests whose max_tokens the context window clipped (`llm.budget`)
+        self.autocast = False  # generation in the weights' dtype (`from_model` may ask for bf16 autocast)
         # The model loads on first use: a job whose generations are all cached never imports
         # transformers' generation code (~10 s on 2 CPU cores) nor reads the weights.
 
@@ -170,9 +172,12 @@ class TransformersBackend(Backend):
         self._attach(model, tokenizer)
 
     @classmethod
-    def from_model(cls, model, tokenizer, *, model_id: str, batch_size: int | None = None) -> TransformersBackend:
+    def from_model(
+        cls, model, tokenizer, *, model_id: str, batch_size: int | None = None, autocast: bool = False
+    ) -> TransformersBackend:
         """A backend over a model already in memory (the policy being trained): it generates with the
-        live weights, on the model's device; `model_id` names them."""
+        live weights, on the model's device; `model_id` names them. `autocast`: generate under bf16
+        autocast (training's `autocast` setting)."""
         import torch
 
         backend = cls.__new__(cls)
@@ -181,7 +186,7 @@ class TransformersBackend(Backend):
             torch.device(backend.device).type, DEFAULT_BATCH_SIZE["cpu"]
         )
         backend.model_path, backend.model_id = model_id, model_id
-        backend.max_model_len, backend.budget_clips = None, 0
+        backend.max_model_len, backend.budget_clips, backend.autocast = None, 0, autocast
         backend._attach(model, tokenizer, eval_mode=False)
         return backend
 
@@ -263,7 +268,12 @@ class TransformersBackend(Backend):
         sampler = None
         if temperature > 0:
             sampler = SeededSampler(seeds, max_tokens, self.device, temperature=temperature, top_p=top_p)
-        with torch.inference_mode():
+        precision = (
+            torch.autocast(torch.device(self.device).type, dtype=torch.bfloat16)
+            if self.autocast
+            else contextlib.nullcontext()
+        )
+        with torch.inference_mode(), precision:
             new_tokens, logprobs, top = self._decode(input_ids, attention, max_tokens, sampler, want_logprobs, top_k)
         entropies = max_logprobs = None
         if top is not None:

@@ -98,8 +98,9 @@ class TrainSettings:
     # a packed pass holds a prompt its sequences share (a group's replies, a debate's threads) once, its
     # replies seeing it through a tree-shaped mask (SDPA / eager attention); false: each sequence whole
     shared_prompts: bool = True
-    # bf16 autocast of the update's forwards (π_old, reference, loss): about 2-3x faster on a CPU with
-    # avx512_bf16 (SmolLM2-135M), at log-probabilities off by ~0.03 nats on average: opt-in
+    # bf16 autocast of the rollouts (on transformers) and the update's forwards (π_old, reference, loss):
+    # about 2-3x faster on a CPU with avx512_bf16 (SmolLM2-135M), at log-probabilities off by ~0.03 nats
+    # on average: opt-in
     autocast: bool = False
     gradient_checkpointing: bool = False  # recompute activations in the backward: far less memory, slower
     epochs: int = 1  # passes over a step's sequences

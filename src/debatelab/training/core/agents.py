@@ -312,7 +312,11 @@ class AgentPolicies:
         from ...llm.transformers_backend import TransformersBackend
 
         return TransformersBackend.from_model(
-            self.model_of(name), self.tokenizers[base], model_id=model_id, batch_size=self.settings.rollout_batch_size
+            self.model_of(name),
+            self.tokenizers[base],
+            model_id=model_id,
+            batch_size=self.settings.rollout_batch_size,
+            autocast=self.settings.autocast,
         )
 
     def vllm_engine(self, name: str):
