@@ -71,3 +71,24 @@ def assert_same_update(one: dict, two: dict, agents: set[str]) -> None:
     # process's half batch) moves them by ~lr
     for key in (k for k in one if not k.startswith("grad.")):
         assert torch.allclose(one[key], two[key], rtol=0, atol=1e-4), key
+
+
+def one_sharded_update(model_dir, settings, rank: int, world: int):
+    """In a launched process: a `Policy` of `settings` wrapped by the sharded engine the launcher's
+    config asks for (`zero.wrap`), and one update on a sequence of this rank's own. Returns (policy,
+    engine, the trainable weights whole before and after it, by name, and the forward's output)."""
+    import torch
+
+    from debatelab.training.core import zero
+    from debatelab.training.core.policy import Policy
+
+    policy = Policy(model_dir, settings, device="cpu")
+    engine = zero.wrap(policy.model, policy.optimizer, settings, world)
+    named = {n: p for n, p in policy.model.named_parameters() if p.requires_grad}
+    before = zero.full_weights(engine, named)
+    ids = torch.tensor([[5, 6, 7, 8 + rank]])
+    engine.set_gradient_accumulation_boundary(True)
+    output = engine(input_ids=ids, labels=ids)
+    engine.backward(output.loss)
+    engine.step()
+    return policy, engine, before, zero.full_weights(engine, named), output

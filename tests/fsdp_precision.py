@@ -12,26 +12,17 @@ import sys
 def main(model_dir: str, out: str) -> None:
     import torch
     from conftest import toy_settings
+    from distributed_helpers import one_sharded_update
 
     from debatelab.training.core import zero
     from debatelab.training.core.distributed import init_process_group, rank_and_world
-    from debatelab.training.core.policy import Policy
 
     rank = init_process_group()
     world = rank_and_world()[1]
     settings = toy_settings(
         finetuning="full", dtype="bfloat16", learning_rate=1e-6, warmup_steps=0, show_progress=False
     )
-    policy = Policy(model_dir, settings, device="cpu")
-    engine = zero.wrap(policy.model, policy.optimizer, settings, world)
-    named = {n: p for n, p in policy.model.named_parameters() if p.requires_grad}
-    before = zero.full_weights(engine, named)
-    ids = torch.tensor([[5, 6, 7, 8 + rank]])
-    engine.set_gradient_accumulation_boundary(True)
-    output = engine(input_ids=ids, labels=ids)
-    engine.backward(output.loss)
-    engine.step()
-    after = zero.full_weights(engine, named)
+    policy, engine, before, after, output = one_sharded_update(model_dir, settings, rank, world)
     with zero.for_generation(engine, policy.model):
         generated = policy.model.generate(torch.tensor([[5, 6]]), max_new_tokens=2 + 3 * rank, do_sample=False)
     lengths = [None] * world

@@ -15,25 +15,17 @@ from pathlib import Path
 def findings(model_dir: str, finetuning: str, folder: Path, rank: int, world: int) -> dict:
     import torch
     from conftest import toy_settings
+    from distributed_helpers import one_sharded_update
     from safetensors.torch import load_file
 
     from debatelab.training.core import zero
-    from debatelab.training.core.policy import Policy
     from debatelab.training.core.vllm_rollouts import pushed_weights, save_served_adapter
 
     settings = toy_settings(
         finetuning=finetuning, learning_rate=1e-2, warmup_steps=0, show_progress=False, lora={"r": 4, "alpha": 8}
     )
     torch.manual_seed(0)
-    policy = Policy(model_dir, settings, device="cpu")
-    engine = zero.wrap(policy.model, policy.optimizer, settings, world)
-    named = {n: p for n, p in policy.model.named_parameters() if p.requires_grad}
-    before = zero.full_weights(engine, named)
-    ids = torch.tensor([[5, 6, 7, 8 + rank]])
-    engine.set_gradient_accumulation_boundary(True)
-    engine.backward(engine(input_ids=ids, labels=ids).loss)
-    engine.step()
-    whole = zero.full_weights(engine, named)
+    policy, engine, before, whole, _ = one_sharded_update(model_dir, settings, rank, world)
     with zero.for_generation(engine, policy.model):
         if finetuning == "lora":
             served = save_served_adapter(policy.model, None, folder / f"rank{rank}")
