@@ -32,6 +32,14 @@ from .chat import chat_prompt_ids, paired_score_inputs, reply_text, reply_token_
 log = logging.getLogger(__name__)
 
 
+def bf16_autocast(device, enabled: bool):
+    """`torch.autocast` to bfloat16 on `device`'s type when `enabled`, else a context that does nothing
+    (training's `autocast` setting: its rollouts here, its update's forwards in `core.trainer`)."""
+    import torch
+
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16) if enabled else contextlib.nullcontext()
+
+
 def row_seed(request: GenerationRequest, sample_index: int) -> int:
     """The random stream of one sample: the request's seed (sample 0), or one derived per sample."""
     seed = request.sampling.seed
@@ -268,12 +276,7 @@ class TransformersBackend(Backend):
         sampler = None
         if temperature > 0:
             sampler = SeededSampler(seeds, max_tokens, self.device, temperature=temperature, top_p=top_p)
-        precision = (
-            torch.autocast(torch.device(self.device).type, dtype=torch.bfloat16)
-            if self.autocast
-            else contextlib.nullcontext()
-        )
-        with torch.inference_mode(), precision:
+        with torch.inference_mode(), bf16_autocast(self.device, self.autocast):
             new_tokens, logprobs, top = self._decode(input_ids, attention, max_tokens, sampler, want_logprobs, top_k)
         entropies = max_logprobs = None
         if top is not None:

@@ -19,7 +19,6 @@ of all processes' mini-batch, so the update equals one process training on the w
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from tqdm.auto import tqdm
 
 from ...llm.base import stable_hash
 from ...llm.chat import chat_prompt_ids
+from ...llm.transformers_backend import bf16_autocast
 from ...tracking import Tracker, open_tracker
 from . import heldout as held
 from . import zero
@@ -429,11 +429,7 @@ class BaseTrainer:
 
     def _precision(self, policy=None):
         """bf16 autocast around a forward when `autocast` is set (the backward follows its casts)."""
-        import torch
-
-        if not self.settings.autocast:
-            return contextlib.nullcontext()
-        return torch.autocast(torch.device((policy or self.policy).device).type, dtype=torch.bfloat16)
+        return bf16_autocast((policy or self.policy).device, self.settings.autocast)
 
     def _batch(self, rollouts: Sequence[Rollout], policy=None) -> UpdateBatch:
         """A micro-batch's inputs: packed (`packed_updates`) or padded."""
