@@ -320,3 +320,53 @@ def test_bf16_autocast_rollouts_stay_within_the_same_tolerance(char_model_dir):
             same += 1
         diffs += [abs(a - b) for a, b in zip(plain.token_logprobs[:same], mixed.token_logprobs[:same])]
     assert diffs and 0 < sum(diffs) / len(diffs) <= 0.05
+
+
+def test_frozen_bf16_weights_give_autocasts_results_bit_for_bit(char_model_dir):
+    """With `autocast`, the frozen LoRA base keeps a bf16 copy of its linear weights between forwards
+    (autocast otherwise casts them again at every call): the log-probabilities and the adapter's
+    gradients equal plain autocast's exactly, the copy is made once and again when a weight changes
+    in place, a deep copy of the model multiplies by its own weights, and outside autocast the
+    layers are float32's."""
+    import copy
+
+    from debatelab.llm.transformers_backend import cache_frozen_bf16_weights
+
+    rollouts = _rollouts([1, 90, 12, 40, 3], [40, 1, 0, 17, 5])
+    cached, trainer = _policy(char_model_dir, autocast=True)
+    plain, _ = _policy(char_model_dir)
+    layers = [m for m in cached.model.modules() if "_bf16_weight" in vars(m)]
+    assert layers and not any("_bf16_weight" in vars(m) for m in plain.model.modules())
+    assert cache_frozen_bf16_weights(cached.model) == 0  # installed once
+    cached.model.train(), plain.model.train()
+    batch = trainer._batch(rollouts, cached)
+
+    def pass_of(policy, autocast=True):
+        policy.model.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            logps, _ = batch.logprobs(policy.model)
+        policy_loss(logps, logps.detach(), batch.advantages, batch.mask).loss.backward()
+        return logps.detach(), _grads(policy)
+
+    for a, b in zip(pass_of(cached), pass_of(plain)):
+        assert torch.equal(a, b)
+    copies = [m._bf16_weight for m in layers]
+    pass_of(cached)
+    assert all(m._bf16_weight is c for m, c in zip(layers, copies))  # made once
+    with torch.no_grad():  # the same in-place change of both bases: the copy follows it
+        for policy in (cached, plain):
+            for m in [
+                m for m in policy.model.modules() if isinstance(m, torch.nn.Linear) and not m.weight.requires_grad
+            ]:
+                m.weight.mul_(1.5)
+    for a, b in zip(pass_of(cached), pass_of(plain)):
+        assert torch.equal(a, b)
+    twin = copy.deepcopy(cached.model)
+    with torch.no_grad():
+        for m in twin.modules():
+            if "_bf16_weight" in vars(m):
+                m.weight.mul_(-1.0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not torch.equal(batch.logprobs(twin)[0], batch.logprobs(cached.model)[0])
+    for a, b in zip(pass_of(cached, autocast=False), pass_of(plain, autocast=False)):
+        assert torch.equal(a, b)

@@ -40,6 +40,45 @@ def bf16_autocast(device, enabled: bool):
     return torch.autocast(torch.device(device).type, dtype=torch.bfloat16) if enabled else contextlib.nullcontext()
 
 
+def cache_frozen_bf16_weights(model) -> int:
+    """Under bf16 autocast, every frozen `nn.Linear` of `model` multiplies by a bf16 copy of its weight
+    made once, instead of the copy autocast makes at every call: autocast caches the casts of
+    trainable leaf weights only, so a frozen LoRA base was cast again at every decode step and
+    every forward of the update. The product is bit for bit autocast's own (the same cast, the same
+    kernel); outside bf16 autocast the layer runs as before. The copy is made again when the weight
+    changes (merged, loaded, moved: its version, storage or device). Returns the layers cached.
+    Not for weights sharded under ZeRO-3 or FSDP (their storage is gathered per call)."""
+    import types
+
+    import torch
+
+    count = 0
+    for module in model.modules():
+        if (
+            isinstance(module, torch.nn.Linear)
+            and not module.weight.requires_grad
+            and "_bf16_weight" not in vars(module)
+        ):
+            module._bf16_weight, module._bf16_weight_key = None, None
+            module.forward = types.MethodType(_linear_with_cached_bf16_weight, module)  # deepcopy rebinds it
+            count += 1
+    return count
+
+
+def _linear_with_cached_bf16_weight(module, x):
+    """`nn.Linear.forward` with a frozen weight's bf16 copy kept between calls (`cache_frozen_bf16_weights`)."""
+    import torch
+    import torch.nn.functional as F
+
+    weight, kind = module.weight, x.device.type
+    if weight.requires_grad or not torch.is_autocast_enabled(kind) or torch.get_autocast_dtype(kind) != torch.bfloat16:
+        return F.linear(x, weight, module.bias)
+    key = (weight.data_ptr(), weight._version, weight.device, weight.shape)
+    if module._bf16_weight_key != key:
+        module._bf16_weight, module._bf16_weight_key = weight.detach().to(torch.bfloat16), key
+    return F.linear(x, module._bf16_weight, module.bias)  # autocast casts x and the bias as it did
+
+
 def row_seed(request: GenerationRequest, sample_index: int) -> int:
     """The random stream of one sample: the request's seed (sample 0), or one derived per sample."""
     seed = request.sampling.seed

@@ -33,6 +33,7 @@ import logging
 from pathlib import Path
 
 from ...gpu_plan import WEIGHTS_SHARE, size_from_folder, training_placement, training_state_bytes, weights_bytes
+from ...llm.transformers_backend import cache_frozen_bf16_weights
 from . import zero
 from .distributed import rank_and_world
 from .weights import (
@@ -117,6 +118,7 @@ class AgentPolicies:
 
                 model = get_peft_model(model, lora_config(self.settings), adapter_name=name)
             self.models[key] = model if key in self.placement else model.to(device)
+            self._cache_frozen_weights(model)
         if self.full:
             warn_low_precision_updates(settings, dtype)
         self.optimizers, self.schedulers = {}, {}
@@ -264,7 +266,15 @@ class AgentPolicies:
         if base not in self.references:
             model = self._load(base, self.key_of[name], resolve_dtype(self.settings.dtype, self.device))
             self.references[base] = model.eval().requires_grad_(False)
+            self._cache_frozen_weights(self.references[base])
         return self.references[base]
+
+    def _cache_frozen_weights(self, model) -> None:
+        """With `autocast`, `model`'s frozen linear layers (a LoRA base, a frozen reference) keep a bf16
+        copy of their weights between forwards (`cache_frozen_bf16_weights`: results unchanged) unless
+        ZeRO-3 or FSDP may shard them."""
+        if self.settings.autocast and not zero.requested():
+            cache_frozen_bf16_weights(model)
 
     def reference_state(self) -> dict:
         """The re-synced references' weights (empty when the reference is the base), for checkpoints."""
@@ -379,6 +389,7 @@ class AgentPolicies:
                         else copy.deepcopy(self.model_of(name))
                     )
                     self.synced[name] = model.eval().requires_grad_(False)
+                    self._cache_frozen_weights(self.synced[name])
                 copies = dict(self.synced[name].named_parameters())
                 own = zero.full_weights(self.engine_of(name), dict(self.model_of(name).named_parameters()), clone=False)
                 with torch.no_grad():
