@@ -325,7 +325,8 @@ def test_bf16_autocast_rollouts_stay_within_the_same_tolerance(char_model_dir):
 def test_frozen_bf16_weights_give_autocasts_results_bit_for_bit(char_model_dir):
     """With `autocast`, the frozen LoRA base keeps a bf16 copy of its linear weights between forwards
     (autocast otherwise casts them again at every call): the log-probabilities and the adapter's
-    gradients equal plain autocast's exactly, the copy is made once and again when a weight changes
+    gradients equal plain autocast's exactly (copies made in a rollout's inference mode serve the
+    update's autograd), the copy is made once and again when a weight changes
     in place, a deep copy of the model multiplies by its own weights, and outside autocast the
     layers are float32's."""
     import copy
@@ -348,6 +349,8 @@ def test_frozen_bf16_weights_give_autocasts_results_bit_for_bit(char_model_dir):
         policy_loss(logps, logps.detach(), batch.advantages, batch.mask).loss.backward()
         return logps.detach(), _grads(policy)
 
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):  # as a rollout makes the copies
+        batch.logprobs(cached.model)
     for a, b in zip(pass_of(cached), pass_of(plain)):
         assert torch.equal(a, b)
     copies = [m._bf16_weight for m in layers]

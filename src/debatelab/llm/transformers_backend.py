@@ -75,7 +75,8 @@ def _linear_with_cached_bf16_weight(module, x):
         return F.linear(x, weight, module.bias)
     key = (weight.data_ptr(), weight._version, weight.device, weight.shape)
     if module._bf16_weight_key != key:
-        module._bf16_weight, module._bf16_weight_key = weight.detach().to(torch.bfloat16), key
+        with torch.inference_mode(False):  # made during a rollout, used by the update's autograd too
+            module._bf16_weight, module._bf16_weight_key = weight.detach().to(torch.bfloat16), key
     return F.linear(x, module._bf16_weight, module.bias)  # autocast casts x and the bias as it did
 
 
