@@ -99,7 +99,7 @@ def _umad(char_model_dir, checkpoint_dir, steps, **umad):
     return trainer, trainer.train()
 
 
-def _umad_trainer(char_model_dir, checkpoint_dir, steps, **umad):
+def _umad_trainer(char_model_dir, checkpoint_dir, steps, mini_batch_size=64, **umad):
     import torch
     from conftest import toy_settings
 
@@ -118,7 +118,7 @@ def _umad_trainer(char_model_dir, checkpoint_dir, steps, **umad):
         warmup_steps=0,
         kl_coef=0.001,
         kl_estimator="k1",
-        mini_batch_size=64,
+        mini_batch_size=mini_batch_size,
         micro_batch_size=16,
         show_progress=False,
         umad={"threads": 3, "turns": 2, "questions_per_step": 2, **umad},
@@ -163,6 +163,45 @@ def test_umad_steps_update_turn_by_turn_and_resume_to_the_same_weights(char_mode
     assert all(torch.equal(whole[k], split[k]) for k in whole)
     timing = ["rollout_seconds", "update_seconds", "tokens_per_second"]
     pd.testing.assert_frame_equal(metrics.drop(columns=timing), resumed_metrics.drop(columns=timing))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mini_batch", [64, 3])
+def test_pi_old_from_the_updates_first_forward_gives_the_same_step(char_model_dir, mini_batch):
+    """The first mini-batch of each agent's turn takes π_old (and the reference) from the update's own
+    forward instead of a no-gradient pass: its Û, KL penalty and advantages, then the step's
+    adapters and metrics, equal those of the separate pass within float32 rounding, with fewer
+    tokens through the model. `mini_batch` 64 holds a whole turn (no pass left); 3 holds one group of 3 threads, so
+    the second group still comes from the pass (in its own forward: fewer tokens, not fewer calls).
+    Mini-batches hold whole groups either way."""
+    import torch
+
+    runs = {}
+    for reuse in (False, True):
+        trainer = _umad_trainer(char_model_dir, None, steps=1, mini_batch_size=mini_batch)
+        trainer.reuse_policy_logprobs = reuse
+        tokens = []  # every forward's input tokens: the rollouts' and the update's
+        hooks = [
+            m.register_forward_pre_hook(
+                lambda _, args, kwargs: tokens.append(kwargs["input_ids"].numel()), with_kwargs=True
+            )
+            for m in trainer.policy.models.values()
+        ]
+        metrics = trainer.train_step(0)
+        for hook in hooks:
+            hook.remove()
+        runs[reuse] = (metrics, trainer.policy.trainable_state(), sum(tokens))
+    (m0, w0, f0), (m1, w1, f1) = runs[False], runs[True]
+    assert f1 < f0  # the first mini-batches' π_old tokens are not run again
+    assert m0["updates"] == m1["updates"] == (2 * 2 if mini_batch == 64 else 2 * 2 * 2)  # agents × turns (× groups)
+    for key in ("reward_mean", "reward_std", "eu_mean", "weight_mean", "kl", "loss", "entropy"):
+        assert m1[key] == pytest.approx(m0[key], rel=1e-4, abs=1e-6), key
+    assert m1["clip_fraction"] == m0["clip_fraction"]
+    moved = 0
+    for k in w0:
+        torch.testing.assert_close(w1[k], w0[k], rtol=1e-4, atol=1e-6)
+        moved += "lora_B" in k and bool(w0[k].abs().max() > 0)
+    assert moved  # the step changed the adapters: the comparison can fail
 
 
 def test_the_update_scores_every_debate_turn_as_the_rollout_sampled_it(char_model_dir):

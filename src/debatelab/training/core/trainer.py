@@ -101,6 +101,7 @@ class BaseTrainer:
 
     metric_columns: list[str] = []  # metrics.parquet's columns before the held-out ones
     reuse_policy_logprobs = True  # the first mini-batch takes π_old from its own forward (`update_policy`)
+    whole_groups = False  # mini- and micro-batches hold whole groups (`_plan`; UMAD's advantages need them)
 
     def __init__(
         self,
@@ -446,7 +447,7 @@ class BaseTrainer:
             int(stable_hash({"run": s.seed, "step": step, "epoch": epoch, "rank": self.rank})[:8], 16)
         )
         local = s.mini_batch_size // self.world
-        if s.ratio_level == "trajectory":  # a trajectory's ratio needs all its sequences in one forward
+        if s.ratio_level == "trajectory" or self.whole_groups:  # a trajectory's ratio: all in one forward
             return self._plan_groups(sequences, rng, local, policy)
         order = [sequences[i] for i in rng.permutation(len(sequences))]
         count = int(all_reduce(-(-len(order) // local) if order else 0, "max"))
@@ -574,12 +575,23 @@ class BaseTrainer:
             return policy.reference_logprobs(lambda m: batch.logprobs(m, temperature=self.settings.temperature)[0])
 
     def update_policy(
-        self, sequences: list[Rollout], step: int, policy=None, kl_coef: float | None = None, precomputed=None
+        self,
+        sequences: list[Rollout],
+        step: int,
+        policy=None,
+        kl_coef: float | None = None,
+        precomputed=None,
+        first_pass=None,
+        reference: bool | None = None,
     ) -> dict:
         """`epochs` clipped-loss passes over `sequences`, for `policy` (default: the run's policy; a
         multi-agent run passes one agent's view) with KL weight `kl_coef` (default: the method block's, `TrainSettings.kl_weight`).
         `precomputed`: `logprob_pass`'s result for these rollouts, taken earlier (UMAD: its turn's
-        π_old, taken once for every agent before the turn's updates)."""
+        π_old, taken once for every agent before the turn's updates); with `first_pass`, only for
+        the sequences after the first mini-batch, whose π_old (and reference) come from its own
+        forward: `first_pass(micro, old_logps, ref_logps)` then completes those rollouts'
+        advantages before their loss (UMAD's depend on π_old). `reference`: whether the
+        reference's log-probabilities are taken (default: with a KL weight)."""
         import torch
 
         from .loss import policy_loss
@@ -602,10 +614,11 @@ class BaseTrainer:
         # epoch runs before it: its own forward, detached, is π_old there (TRL's GRPOTrainer skips the
         # pass the same way when fully on-policy), so the no-gradient pass (and the reference's) covers
         # only the later mini-batches' sequences; later epochs reuse what the first stored.
-        reuse = precomputed is None and self.reuse_policy_logprobs
+        reuse = self.reuse_policy_logprobs and (precomputed is None or first_pass is not None)
+        reference = bool(kl_coef) if reference is None else reference
         if precomputed is None:
             rest = [m for mb in plans[0][1 if reuse else 0 :] for m in mb]
-            precomputed = self.logprob_pass(rest, policy, with_reference=bool(kl_coef))
+            precomputed = self.logprob_pass(rest, policy, with_reference=reference)
         old, ref, entropies = dict(precomputed[0]), dict(precomputed[1]), list(precomputed[2])
         losses, clip_fractions, kls, tokens_seen, updates = [], [], [], [], 0
         for epoch, plan in enumerate(plans):
@@ -626,7 +639,7 @@ class BaseTrainer:
                         if (
                             not micro
                         ):  # nothing of this process in this pass: a zero loss keeps the others' reduction in step
-                            strategy.empty(lambda: self._empty_pass(policy, model, first and bool(kl_coef)))
+                            strategy.empty(lambda: self._empty_pass(policy, model, first and reference))
                             continue
                         batch = self._batch(micro, policy)
                         with self._precision(policy):
@@ -635,9 +648,15 @@ class BaseTrainer:
                             old_logps = logps.detach()
                             self._keep(micro, old, old_logps)
                             entropies.append(_masked_mean(entropy, batch.mask))
-                            ref_logps = self._reference_logprobs(policy, batch) if kl_coef else None
-                            if kl_coef:
+                            ref_logps = self._reference_logprobs(policy, batch) if reference else None
+                            if reference:
                                 self._keep(micro, ref, ref_logps)
+                            if first_pass is not None:  # the advantages that need π_old, then the loss
+                                first_pass(micro, old_logps, ref_logps)
+                                batch.advantages = torch.tensor(
+                                    [r.advantage for r in micro], device=batch.device, dtype=torch.float32
+                                )
+                            ref_logps = ref_logps if kl_coef else None
                         else:
                             old_logps = self._stack(micro, old, logps)
                             ref_logps = self._stack(micro, ref, logps) if kl_coef else None

@@ -30,6 +30,7 @@ process's tokens, so the update equals one process's on all B questions; metrics
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -174,12 +175,18 @@ class UmadBatch(DebateBatch):
     penalty: np.ndarray | None = None  # subtracted from R_total: length shaping, β·Σ k1 (kl_mode reward)
     parts: list = field(default_factory=list)  # per question: `umad_advantages`' parts, filled turn by turn
     passes: dict = field(default_factory=dict)  # the current turn's π_old (and reference) pass per agent
+    first: dict = field(default_factory=dict)  # agent -> ids of its turn's first mini-batch (π_old from the update)
+    where: dict = field(default_factory=dict)  # id(rollout) -> its (q, g, i, t)
     kl_values: list = field(default_factory=list)  # each response's mean k1 to the reference
 
 
 class UmadTrainer(DebateTrainer):
     metric_columns = UMAD_METRIC_COLUMNS
     data_parallel = True
+    # A (question, seat, turn) group's advantages need all its threads' π_old: mini- and micro-batches
+    # hold whole groups (as verl's mini-batches count prompts), so the first mini-batch's own forward
+    # is π_old there and its no-gradient pass is skipped (`before_phase`, `first_pass_values`).
+    whole_groups = True
 
     def __init__(
         self,
@@ -234,6 +241,7 @@ class UmadTrainer(DebateTrainer):
                 batch.cell[(q, g, i, t)] = self.turn_rollout(
                     state, turn, group=f"{state.question_id}#{self.seats[i]}#t{t}", sample=g
                 )
+                batch.where[id(batch.cell[(q, g, i, t)])] = (q, g, i, t)
         by_agent: dict[str, list[Rollout]] = {}
         for q, g, i, t in sorted(batch.cell):
             by_agent.setdefault(self.seat_agent[self.seats[i]], []).append(batch.cell[(q, g, i, t)])
@@ -254,63 +262,93 @@ class UmadTrainer(DebateTrainer):
 
     def before_phase(self, batch: UmadBatch, index: int, phase: dict[str, list[Rollout]]) -> None:
         """Turn t = `index`: π_old under the agents as turn t − 1's update left them (as the paper's
-        code recomputes it, marl/learners/ippo_learner.py), then the turn's rewards and advantages."""
+        code recomputes it, marl/learners/ippo_learner.py), then the turn's rewards and advantages.
+        The sequences of an agent's first mini-batch get theirs from the update's own forward
+        (`first_pass_values`: the same weights, before the first optimizer step), the others here."""
         self.policy.train(False)
-        batch.passes = {}
+        batch.passes, batch.first = {}, {}
         for agent, rollouts in phase.items():
             with self.policy.acting(agent) as view:
+                rest = rollouts
+                if self.reuse_policy_logprobs:
+                    plan = self._plan(rollouts, batch.step, 0, view)
+                    first = {id(r) for micro in (plan[0] if plan else []) for r in micro}
+                    rest = [r for r in rollouts if id(r) not in first]
+                    batch.first[agent] = first
                 batch.passes[agent] = self.logprob_pass(
-                    self.micro_batches(rollouts, view), view, with_reference=bool(self.umad.kl_coef)
+                    self.micro_batches(rest, view), view, with_reference=bool(self.umad.kl_coef)
                 )
-        self.turn_rewards(batch, index)
-        self.turn_advantages(batch, index)
-
-    def turn_rewards(self, batch: UmadBatch, t: int) -> None:
-        """Û of the turn-t responses under π_old, and what R_total loses: the length shaping and, with
-        `kl_mode: reward`, β·Σ k1 to the reference."""
-        with_reference = bool(self.umad.kl_coef)
         old = {k: v for agent in batch.passes for k, v in batch.passes[agent][0].items()}
         ref = {k: v for agent in batch.passes for k, v in batch.passes[agent][1].items()}
         for (q, g, i, turn), r in batch.cell.items():
-            if turn != t:
-                continue
-            logps = old[id(r)]
-            batch.nll[q, g, i, t] = -float(logps.mean()) if len(logps) else 0.0
-            batch.penalty[q, g, i, t] = -self.length_shaping(r)  # subtracted from R_total: a punishment
-            if with_reference:
-                batch.kl_values.append(float((logps - ref[id(r)]).mean()) if r.length else float("nan"))
-                if self.umad.kl_mode == "reward":
-                    batch.penalty[q, g, i, t] += self.umad.kl_coef * float((logps - ref[id(r)]).sum())  # β·Σ k1
+            if turn == index:
+                batch.penalty[q, g, i, turn] = -self.length_shaping(r)  # subtracted from R_total: a punishment
+                if id(r) in old:
+                    self.turn_rewards(batch, (q, g, i, turn), old[id(r)], ref.get(id(r)))
+        for q in range(len(batch.rows)):  # the first mini-batches' groups again when their π_old is known
+            self.turn_advantages(batch, q, index)
 
-    def turn_advantages(self, batch: UmadBatch, t: int) -> None:
-        """Each question's advantages of turn t (groups are per (agent, turn): other turns untouched)."""
+    def turn_rewards(self, batch: UmadBatch, cell: tuple, logps, ref_logps) -> None:
+        """Û of one turn-t response under π_old, and what its R_total loses beside the length shaping:
+        with `kl_mode: reward`, β·Σ k1 to the reference."""
+        r = batch.cell[cell]
+        batch.nll[cell] = -float(logps.mean()) if len(logps) else 0.0
+        if self.umad.kl_coef:
+            batch.kl_values.append(float((logps - ref_logps).mean()) if r.length else float("nan"))
+            if self.umad.kl_mode == "reward":
+                batch.penalty[cell] += self.umad.kl_coef * float((logps - ref_logps).sum())  # β·Σ k1
+
+    def turn_advantages(self, batch: UmadBatch, q: int, t: int) -> None:
+        """Question q's advantages of turn t (groups are per (agent, turn): other turns untouched; a
+        group whose π_old is not known yet is computed again when it is)."""
         u = self.umad
-        for q in range(len(batch.rows)):
-            parts = umad_advantages(
-                batch.correct[q],
-                batch.nll[q],
-                eta=u.eta,
-                alpha_au=u.alpha_au,
-                reward_mode=u.reward_mode,
-                eu_mode=u.eu_mode,
-                eps=self.umad.advantage_eps,
-                penalty=batch.penalty[q],
+        parts = umad_advantages(
+            batch.correct[q],
+            batch.nll[q],
+            eta=u.eta,
+            alpha_au=u.alpha_au,
+            reward_mode=u.reward_mode,
+            eu_mode=u.eu_mode,
+            eps=self.umad.advantage_eps,
+            penalty=batch.penalty[q],
+        )
+        for g, i in np.ndindex(u.threads, len(self.seats)):
+            r = batch.cell[(q, g, i, t)]
+            r.reward, r.advantage = float(parts["total"][g, i, t]), float(parts["advantage_au"][g, i, t])
+        if batch.parts[q] is None:
+            batch.parts[q] = {key: np.array(value) for key, value in parts.items()}
+        else:
+            for key, value in parts.items():
+                batch.parts[q][key][..., t] = value[..., t]
+
+    def first_pass_values(self, batch: UmadBatch, micro, old_logps, ref_logps) -> None:
+        """The update's first forward of an agent's turn-t micro-batch (whole groups) is π_old there:
+        its responses' Û and KL, then their questions' advantages, before the loss."""
+        touched = set()
+        for k, r in enumerate(micro):
+            cell = batch.where[id(r)]
+            self.turn_rewards(
+                batch,
+                cell,
+                old_logps[k, : r.length].float(),
+                None if ref_logps is None else ref_logps[k, : r.length].float(),
             )
-            for g, i in np.ndindex(u.threads, len(self.seats)):
-                r = batch.cell[(q, g, i, t)]
-                r.reward, r.advantage = float(parts["total"][g, i, t]), float(parts["advantage_au"][g, i, t])
-            if batch.parts[q] is None:
-                batch.parts[q] = {key: np.array(value) for key, value in parts.items()}
-            else:
-                for key, value in parts.items():
-                    batch.parts[q][key][..., t] = value[..., t]
+            touched.add((cell[0], cell[3]))
+        for q, t in sorted(touched):
+            self.turn_advantages(batch, q, t)
 
     def update_agent(self, batch: UmadBatch, agent: str, rollouts: list[Rollout], view) -> dict:
         """The agent's update on its turn-t responses against the turn's π_old (the KL in the loss only
         with `kl_mode: loss`)."""
         kl_in_loss = self.umad.kl_coef if self.umad.kl_mode == "loss" else 0.0
         return self.update_policy(
-            rollouts, batch.step, policy=view, kl_coef=kl_in_loss, precomputed=batch.passes[agent]
+            rollouts,
+            batch.step,
+            policy=view,
+            kl_coef=kl_in_loss,
+            precomputed=batch.passes[agent],
+            first_pass=functools.partial(self.first_pass_values, batch) if agent in batch.first else None,
+            reference=bool(self.umad.kl_coef),
         )
 
     def metrics(self, batch: UmadBatch, updates: list[dict]) -> dict:
