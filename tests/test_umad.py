@@ -99,7 +99,7 @@ def _umad(char_model_dir, checkpoint_dir, steps, **umad):
     return trainer, trainer.train()
 
 
-def _umad_trainer(char_model_dir, checkpoint_dir, steps, mini_batch_size=64, **umad):
+def _umad_trainer(char_model_dir, checkpoint_dir, steps, mini_batch_size=64, micro_batch_size=16, **umad):
     import torch
     from conftest import toy_settings
 
@@ -119,7 +119,7 @@ def _umad_trainer(char_model_dir, checkpoint_dir, steps, mini_batch_size=64, **u
         kl_coef=0.001,
         kl_estimator="k1",
         mini_batch_size=mini_batch_size,
-        micro_batch_size=16,
+        micro_batch_size=micro_batch_size,
         show_progress=False,
         umad={"threads": 3, "turns": 2, "questions_per_step": 2, **umad},
     )
@@ -166,34 +166,47 @@ def test_umad_steps_update_turn_by_turn_and_resume_to_the_same_weights(char_mode
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mini_batch", [64, 3])
-def test_pi_old_from_the_updates_first_forward_gives_the_same_step(char_model_dir, mini_batch):
+@pytest.mark.parametrize("mini_batch, micro_batch", [(64, 16), (3, 16), (64, 2)])
+def test_pi_old_from_the_updates_first_forward_gives_the_same_step(char_model_dir, mini_batch, micro_batch):
     """The first mini-batch of each agent's turn takes π_old (and the reference) from the update's own
     forward instead of a no-gradient pass: its Û, KL penalty and advantages, then the step's
     adapters and metrics, equal those of the separate pass within float32 rounding, with fewer
-    tokens through the model. `mini_batch` 64 holds a whole turn (no pass left); 3 holds one group of 3 threads, so
-    the second group still comes from the pass (in its own forward: fewer tokens, not fewer calls).
-    Mini-batches hold whole groups either way."""
+    tokens through the model. Mini-batch 64 holds a whole turn (no pass left); 3 holds one group of
+    3 threads, so the second group still comes from the pass (in a forward of its own: fewer tokens,
+    not fewer calls). Micro-batches of 2 can't hold a group of 3: the groups are split to keep the
+    size, and π_old comes from the pass as before (the same step exactly)."""
     import torch
 
     runs = {}
     for reuse in (False, True):
-        trainer = _umad_trainer(char_model_dir, None, steps=1, mini_batch_size=mini_batch)
+        trainer = _umad_trainer(char_model_dir, None, steps=1, mini_batch_size=mini_batch, micro_batch_size=micro_batch)
         trainer.reuse_policy_logprobs = reuse
-        tokens = []  # every forward's input tokens: the rollouts' and the update's
+        tokens, passes = [], []  # every forward's input tokens (the rollouts' and the update's); the update's passes
         hooks = [
             m.register_forward_pre_hook(
                 lambda _, args, kwargs: tokens.append(kwargs["input_ids"].numel()), with_kwargs=True
             )
             for m in trainer.policy.models.values()
         ]
+        plan = trainer._plan
+
+        def recorded(*a, _plan=plan, **k):
+            out = _plan(*a, **k)
+            passes.extend(micro for minibatch in out for micro in minibatch)
+            return out
+
+        trainer._plan = recorded
         metrics = trainer.train_step(0)
         for hook in hooks:
             hook.remove()
         runs[reuse] = (metrics, trainer.policy.trainable_state(), sum(tokens))
+        assert passes and max(len(m) for m in passes) <= micro_batch
     (m0, w0, f0), (m1, w1, f1) = runs[False], runs[True]
-    assert f1 < f0  # the first mini-batches' π_old tokens are not run again
     assert m0["updates"] == m1["updates"] == (2 * 2 if mini_batch == 64 else 2 * 2 * 2)  # agents × turns (× groups)
+    if micro_batch < 3:  # no group whole in a pass: nothing reused, the same step
+        assert f1 == f0 and all(torch.equal(w1[k], w0[k]) for k in w0)
+        return
+    assert f1 < f0  # the first mini-batches' π_old tokens are not run again
     for key in ("reward_mean", "reward_std", "eu_mean", "weight_mean", "kl", "loss", "entropy"):
         assert m1[key] == pytest.approx(m0[key], rel=1e-4, abs=1e-6), key
     assert m1["clip_fraction"] == m0["clip_fraction"]

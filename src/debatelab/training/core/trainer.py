@@ -55,6 +55,11 @@ def _pack(units, fits) -> list[list[list]]:
     return out + ([current] if current else [])
 
 
+def _split(unit: Sequence) -> list[list]:
+    """A unit as units of one item each."""
+    return [[item] for item in unit]
+
+
 @dataclass
 class UpdateBatch:
     """One micro-batch's model inputs, padded (`BaseTrainer._tensors`) or packed into one row
@@ -455,19 +460,23 @@ class BaseTrainer:
 
     def _plan_groups(self, sequences: list[Rollout], rng, local: int, policy=None) -> list[list[list[Rollout]]]:
         """Whole groups (`Rollout.group`) in a seeded shuffle: a mini-batch takes groups until it holds
-        `local` sequences, a micro-batch until `micro_batch_size` sequences or `micro_batch_tokens`
-        (a larger group goes alone)."""
+        `local` sequences, a micro-batch until `micro_batch_size` sequences or `micro_batch_tokens`.
+        A larger group goes alone under the trajectory ratio (it needs one forward), else it is
+        split (`whole_groups`: the sizes hold; UMAD then takes that group's π_old from its pass)."""
         groups: dict[str, list[Rollout]] = {}
         for r in sequences:
             groups.setdefault(r.group, []).append(r)
         units = [groups[k] for k in sorted(groups)]
         units = [units[i] for i in rng.permutation(len(units))]
+        split = self.settings.ratio_level != "trajectory"
+        if split:
+            units = [piece for unit in units for piece in (_split(unit) if len(unit) > local else [unit])]
         minibatches = _pack(units, lambda items: len(items) <= local)
         count = int(all_reduce(len(minibatches), "max"))
         minibatches += [[] for _ in range(count - len(minibatches))]
         widths = self._widths(sequences, policy)
         keys = self._prompt_keys(sequences, policy)
-        return [self._pack_micro(mb, widths, keys) for mb in minibatches]
+        return [self._pack_micro(mb, widths, keys, split=split) for mb in minibatches]
 
     def micro_batches(self, rollouts: Sequence[Rollout], policy=None) -> list[list[Rollout]]:
         """One mini-batch's sequences as forward/backward passes: `micro_batch_size` sequences each in
@@ -488,10 +497,13 @@ class BaseTrainer:
             units = [unit for group in together.values() for unit in group]
         return self._pack_micro(units, widths, keys)
 
-    def _pack_micro(self, units: Sequence[Sequence[Rollout]], widths: dict, keys: dict) -> list[list[Rollout]]:
+    def _pack_micro(
+        self, units: Sequence[Sequence[Rollout]], widths: dict, keys: dict, split: bool = False
+    ) -> list[list[Rollout]]:
         """Units joined into passes of at most `micro_batch_size` sequences and, with `widths`
         (`_widths`), at most `micro_batch_tokens` tokens (real ones packed, a prompt that `keys`
-        (`_prompt_keys`) shows shared once; else the padded block)."""
+        (`_prompt_keys`) shows shared once; else the padded block). A unit too large for one pass
+        goes alone, or with `split` as single sequences."""
         s = self.settings
 
         def fits(items) -> bool:
@@ -509,6 +521,8 @@ class BaseTrainer:
                 <= s.micro_batch_tokens
             )
 
+        if split:
+            units = [piece for unit in units for piece in (_split(unit) if not fits(unit) else [unit])]
         return [[r for unit in batch for r in unit] for batch in _pack(units, fits)]
 
     def _prompt_keys(self, rollouts: Sequence[Rollout], policy=None) -> dict[int, tuple]:

@@ -20,7 +20,11 @@ The training step (`UmadTrainer`, on `core.debate_trainer`'s step; Algorithm 2):
    the reference's) log-probabilities of the turn-t responses under the agents as turn t − 1's
    update left them (the paper's code recomputes them per turn, marl/learners/ippo_learner.py), Û,
    W and the KL in the reward from those, then each agent one clipped update on its own turn-t
-   responses against that π_old (an update phase per turn, `UmadTrainer.before_phase`).
+   responses against that π_old (an update phase per turn, `UmadTrainer.before_phase`). Mini- and
+   micro-batches hold whole (question, seat, turn) groups (verl counts its mini-batches in
+   prompts), so an agent's first mini-batch of the turn takes π_old and the reference from the
+   update's own forward, under the same weights, and completes its groups' Û, KL and advantages
+   before their loss (`first_pass_values`); only the later mini-batches need the no-gradient pass.
 
 Data parallel (`gpus` > 1): every process draws the same B questions and debates its share
 (every world-th); a question's G threads stay in one process, so rewards and group advantages are
@@ -37,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.debate_trainer import COMMON_METRIC_COLUMNS, DebateBatch, DebateTrainer
-from ..core.distributed import pooled
+from ..core.distributed import all_reduce, pooled
 from ..core.rewards import group_advantages
 from ..core.rollouts import Rollout
 
@@ -271,10 +275,12 @@ class UmadTrainer(DebateTrainer):
             with self.policy.acting(agent) as view:
                 rest = rollouts
                 if self.reuse_policy_logprobs:
-                    plan = self._plan(rollouts, batch.step, 0, view)
-                    first = {id(r) for micro in (plan[0] if plan else []) for r in micro}
-                    rest = [r for r in rollouts if id(r) not in first]
-                    batch.first[agent] = first
+                    first = self._first_passes(rollouts, batch, view)
+                    # every process alike: the update's collectives (ZeRO-3, FSDP) follow the choice
+                    if not all_reduce(float(not self._whole_in_passes(rollouts, first)), "max"):
+                        ids = {id(r) for micro in first for r in micro}
+                        rest = [r for r in rollouts if id(r) not in ids]
+                        batch.first[agent] = ids
                 batch.passes[agent] = self.logprob_pass(
                     self.micro_batches(rest, view), view, with_reference=bool(self.umad.kl_coef)
                 )
@@ -287,6 +293,26 @@ class UmadTrainer(DebateTrainer):
                     self.turn_rewards(batch, (q, g, i, turn), old[id(r)], ref.get(id(r)))
         for q in range(len(batch.rows)):  # the first mini-batches' groups again when their π_old is known
             self.turn_advantages(batch, q, index)
+
+    def _first_passes(self, rollouts, batch: UmadBatch, view) -> list:
+        """The micro-batches of the update's first mini-batch of these rollouts (`_plan`'s, the same seeds)."""
+        plan = self._plan(rollouts, batch.step, 0, view)
+        return plan[0] if plan else []
+
+    @staticmethod
+    def _whole_in_passes(rollouts, passes) -> bool:
+        """Whether every group in `passes` is there whole, in one pass (a group larger than a pass is
+        split by `_plan`: its π_old then comes from the no-gradient pass)."""
+        sizes: dict[str, int] = {}
+        for r in rollouts:
+            sizes[r.group] = sizes.get(r.group, 0) + 1
+        for micro in passes:
+            counts: dict[str, int] = {}
+            for r in micro:
+                counts[r.group] = counts.get(r.group, 0) + 1
+            if any(sizes[group] != n for group, n in counts.items()):
+                return False
+        return True
 
     def turn_rewards(self, batch: UmadBatch, cell: tuple, logps, ref_logps) -> None:
         """Û of one turn-t response under π_old, and what its R_total loses beside the length shaping:
