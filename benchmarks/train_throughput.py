@@ -81,6 +81,13 @@ Measured (2026-11-27, the same machine alone, float32, shared prompts): UDPO at 
 `--method udpo --agents 2 --prompts 64 --max-tokens 32 --steps 1 --threads 2 --micro-batch 16
 --questions <chain_train>` (one round, fixed coefficients): 337.9 s/step (rollout 96.0 s, update
 241.9 s), peak RSS 14.0 GiB, one timed step.
+Measured (2026-11-27, 2 CPU cores alone, one run after the other, the same UMAD command and questions,
+`--autocast`, one timed step each): 198.7 s/step (rollout 72.5 s, update 126.2 s), 9.0 GiB, as above;
+with the frozen base's bf16 copy kept between forwards (results unchanged bit for bit) 190.5 s (rollout
+69.2 s, update 121.4 s); with π_old of each agent's turn from the update's own forward too (whole
+groups per mini-batch; the same step within float32 rounding) 158.1 s (rollout 68.6 s, update 89.5
+s), 8.5 GiB: 1.26x the first. An earlier run of the first in the same session took 188.0 s, so
+the copy's 4 % is within the spread; the 150 s goal is not met.
 """
 
 from __future__ import annotations
