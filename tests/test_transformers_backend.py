@@ -317,3 +317,50 @@ def test_a_model_that_keeps_no_kv_cache_is_refused(backend):
     finally:
         model.gradient_checkpointing_disable()
         model.eval()
+
+
+def test_cpu_decode_steps_share_the_key_value_heads_in_the_kernel(char_model_dir, monkeypatch):
+    """On CPU the decode steps of a grouped-query model (here 2 heads, 1 key-value head) give SDPA the
+    cache's key-value heads as they are (`enable_gqa`) instead of copying them per step
+    (`repeat_kv`, which transformers does whenever there is a mask): only the prefill repeats them,
+    and a left-padded greedy batch gives the same tokens and scores in float32 (1e-5), and under
+    bf16 autocast the same tokens and log-probabilities within autocast's stated 0.05 nats (ours
+    attends in float32 there). The backend loads its models so."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.integrations import sdpa_attention
+
+    from debatelab.llm.transformers_backend import CPU_DECODE_SDPA, cpu_decode_attention
+
+    tokenizer = AutoTokenizer.from_pretrained(char_model_dir)
+    tokenizer.padding_side = "left"
+    batch = tokenizer(["what is 2+3?", "a longer one: 4+5+6 = ?", "7"], return_tensors="pt", padding=True)
+    assert (batch["attention_mask"] == 0).any()  # a mask: transformers would repeat the heads
+    models = [AutoModelForCausalLM.from_pretrained(char_model_dir, dtype=torch.float32).eval() for _ in range(2)]
+    assert cpu_decode_attention(models[1]) and models[1].config._attn_implementation == CPU_DECODE_SDPA
+    repeats = []
+    original = sdpa_attention.repeat_kv
+    monkeypatch.setattr(sdpa_attention, "repeat_kv", lambda h, n: repeats.append(h.shape[2]) or original(h, n))
+    layers, new_tokens = models[0].config.num_hidden_layers, 6
+    for autocast in (False, True):
+        outputs = []
+        for model in models:
+            repeats.clear()
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                out = model.generate(
+                    **batch,
+                    max_new_tokens=new_tokens,
+                    min_new_tokens=new_tokens,
+                    do_sample=False,
+                    output_scores=True,
+                    return_dict_in_generate=True,
+                )
+            outputs.append(out)
+            repeated = len(repeats)
+            assert repeated == 2 * layers * (new_tokens if model is models[0] else 1)  # key and value per layer
+        assert torch.equal(outputs[0].sequences, outputs[1].sequences)
+        for plain, shared in zip(outputs[0].scores, outputs[1].scores):
+            if autocast:  # transformers' kernel runs in bf16 there, ours in float32: bf16's rounding apart
+                plain, shared = plain.log_softmax(-1), shared.log_softmax(-1)
+            torch.testing.assert_close(shared, plain, rtol=0, atol=0.05 if autocast else 1e-5)
+    backend = TransformersBackend(char_model_dir, device="cpu", dtype="float32")
+    assert backend.model.config._attn_implementation == CPU_DECODE_SDPA

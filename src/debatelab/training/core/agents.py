@@ -33,7 +33,7 @@ import logging
 from pathlib import Path
 
 from ...gpu_plan import WEIGHTS_SHARE, size_from_folder, training_placement, training_state_bytes, weights_bytes
-from ...llm.transformers_backend import cache_frozen_bf16_weights
+from ...llm.transformers_backend import cache_frozen_bf16_weights, cpu_decode_attention
 from . import zero
 from .distributed import rank_and_world
 from .weights import (
@@ -156,6 +156,8 @@ class AgentPolicies:
 
         if key not in self.placement:
             model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+            if torch.device(self.device).type == "cpu":
+                cpu_decode_attention(model)  # the rollouts' decode steps; the update's passes unchanged
             return model.to(self.device) if on_device else model
         gpus = self.placement[key]  # its layers over its own GPUs (PEFT puts each adapter beside its layer)
         capacity = torch.cuda.get_device_properties(gpus[0]).total_memory

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 
 from ...llm.base import stable_hash
 from ...llm.chat import chat_prompt_ids
-from ...llm.transformers_backend import bf16_autocast
+from ...llm.transformers_backend import CPU_DECODE_SDPA, bf16_autocast
 from ...tracking import Tracker, open_tracker
 from . import heldout as held
 from . import zero
@@ -431,7 +431,7 @@ class BaseTrainer:
         if not (self.settings.packed_updates and self.settings.shared_prompts):
             return False
         config = getattr(getattr(policy or self.policy, "model", None), "config", None)
-        return getattr(config, "_attn_implementation", "sdpa") in ("sdpa", "eager")
+        return getattr(config, "_attn_implementation", "sdpa") in ("sdpa", "eager", CPU_DECODE_SDPA)
 
     def _precision(self, policy=None):
         """bf16 autocast around a forward when `autocast` is set (the backward follows its casts)."""
