@@ -258,12 +258,26 @@ def test_umad_recomputes_pi_old_for_each_turn_after_the_previous_turns_update(ch
     seen = []
     original = trainer.update_policy
 
-    def spy(rollouts, step, policy=None, kl_coef=None, precomputed=None):
+    def spy(rollouts, step, policy=None, kl_coef=None, precomputed=None, first_pass=None, reference=None):
         turn = rollouts[0].turn
-        old = precomputed[0]
+        old = dict(precomputed[0])  # the later mini-batches' π_old; the first's comes from its own forward
         live, _, _ = trainer.logprob_pass(trainer.micro_batches(rollouts, policy), policy)
+
+        def first(micro, old_logps, ref_logps):
+            old.update({id(r): old_logps[k, : r.length] for k, r in enumerate(micro)})
+            return first_pass(micro, old_logps, ref_logps)
+
+        out = original(
+            rollouts,
+            step,
+            policy=policy,
+            kl_coef=kl_coef,
+            precomputed=precomputed,
+            first_pass=first if first_pass else None,
+            reference=reference,
+        )
         seen.append((turn, max(float((old[id(r)] - live[id(r)]).abs().max()) for r in rollouts if r.length)))
-        return original(rollouts, step, policy=policy, kl_coef=kl_coef, precomputed=precomputed)
+        return out
 
     trainer.update_policy = spy
     trainer.train_step(0)
