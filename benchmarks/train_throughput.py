@@ -95,6 +95,9 @@ transformers_backend.cpu_decode_attention`) 141.6 s (rollout 46.2 s, update 95.5
 the same in float32 319.9 s (rollout 92.7 s, update 227.2 s), 16.0 GiB. Then `--steps 3 --autocast`:
 145.9 s/step, median of 3 (145.90 146.69 140.43 s; rollout 45.0 s, update 101.1 s), 8.6 GiB: the
 150 s goal is met under the opt-in `autocast`, not in float32.
+Measured (2026-11-27, right after, the same machine alone): UDPO at 64 debates a step (the command
+above) with `--autocast`, one timed step each, back to back: 187.4 s/step before (9a7250d; rollout
+71.9 s, update 115.5 s), 8.0 GiB; 150.6 s after (rollout 43.8 s, update 106.8 s), 7.8 GiB.
 """
 
 from __future__ import annotations
