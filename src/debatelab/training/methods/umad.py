@@ -35,6 +35,7 @@ process's tokens, so the update equals one process's on all B questions; metrics
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -303,16 +304,8 @@ class UmadTrainer(DebateTrainer):
     def _whole_in_passes(rollouts, passes) -> bool:
         """Whether every group in `passes` is there whole, in one pass (a group larger than a pass is
         split by `_plan`: its π_old then comes from the no-gradient pass)."""
-        sizes: dict[str, int] = {}
-        for r in rollouts:
-            sizes[r.group] = sizes.get(r.group, 0) + 1
-        for micro in passes:
-            counts: dict[str, int] = {}
-            for r in micro:
-                counts[r.group] = counts.get(r.group, 0) + 1
-            if any(sizes[group] != n for group, n in counts.items()):
-                return False
-        return True
+        sizes = Counter(r.group for r in rollouts)
+        return all(sizes[group] == n for micro in passes for group, n in Counter(r.group for r in micro).items())
 
     def turn_rewards(self, batch: UmadBatch, cell: tuple, logps, ref_logps) -> None:
         """Û of one turn-t response under π_old, and what its R_total loses beside the length shaping:
