@@ -23,7 +23,7 @@ What it does, in order (docs/experiments.md, "One GPU window", has the device co
 3. Every (run, seed) not finished as its own OS process (`worker`), all at once, on the GPU the
    environment gives (CUDA_VISIBLE_DEVICES as it is). A worker calls what the rules call: for a UDPO
    run `multi_agent_stage.udpo_warmup_job` (rule udpo_warmup) and `udpo_coefficients_job` (rule
-   udpo_coefficients) unless their files exist, then `launch.launch_or_train(job_kind="train_agents")`
+   udpo_coefficients) unless their files exist, then `launch.launch_or_train`
    (rule train_agents) with the rule's arguments, outputs in `<work>/<seed>/train/<run>/` (agents/,
    metrics.parquet, curves.png, settings.json) and its checkpoints in `.../checkpoint/` (every step:
    `checkpoint_every`), from which a killed worker's rerun resumes. A sample of each step's replies
@@ -338,10 +338,9 @@ def worker(args) -> int:
             )
             # the job's arguments as the library writes them for its processes: what ran, even where
             # settings.json (written after curves.png) is missing
-            write_job_spec(out / "job.json", job_kind="train_agents", **train_job)
+            write_job_spec(out / "job.json", **train_job)
             with job_log(log_path), recording_replies(out / "replies.parquet", args.replies_per_agent):
                 launch_or_train(
-                    job_kind="train_agents",
                     processes=settings.processes(1),
                     accelerate_config=None,
                     log_path=log_path,

@@ -92,21 +92,21 @@ def test_heldout_accuracy_from_the_base_model_on_equals_a_regrading_and_survives
     job = dict(
         dataset_path=str(train),
         heldout_path=str(heldout),
-        model_path=str(char_model_dir),
+        bases={"toy": str(char_model_dir)},
+        agents={"toy": AgentSpec(name="toy", model="tiny")},
         metrics_path=str(out / "metrics.parquet"),
         curves_path=str(out / "curves.png"),
         settings_path=str(out / "settings.json"),
         checkpoint_dir=str(out / "checkpoint"),
         run="run",
-        policy=AgentSpec(name="toy", model="tiny"),
     )
     settings = toy_settings(steps=1, heldout_every=1, heldout_questions=60, **TOY)
-    first = train_job(**job, out_dir=str(out / "model1"), settings=settings)
+    first = train_job(**job, out_dirs={"toy": str(out / "model1")}, settings=settings)
 
     evaluated = []
     evaluate = Trainer.evaluate_heldout
     monkeypatch.setattr(Trainer, "evaluate_heldout", lambda self, step: evaluated.append(step) or evaluate(self, step))
-    metrics = train_job(**job, out_dir=str(out / "model2"), settings=replace(settings, steps=2))
+    metrics = train_job(**job, out_dirs={"toy": str(out / "model2")}, settings=replace(settings, steps=2))
     assert evaluated == [2]  # steps 0 and 1 come from the checkpoint
     assert list(metrics["step"]) == [1, 2] and list(metrics["heldout_questions"]) == [60, 60]
     assert metrics.iloc[:1].equals(first)  # the resumed run's first row is the first run's
@@ -253,11 +253,11 @@ def test_heldout_settings_reach_the_trainer_and_default_as_the_schema_says():
 
 
 def test_heldout_settings_do_not_invalidate_a_checkpoint(char_model_dir, tmp_path):
-    from debatelab.training.stage import run_fingerprint
+    from debatelab.training.core.checkpoint import policy_fingerprint
 
     data = _dataset(tmp_path / "toy.parquet", "q", 4)
     policy = AgentSpec(name="toy", model="tiny")
-    fingerprint = lambda s: run_fingerprint(s, str(char_model_dir), str(data), policy)  # noqa: E731
+    fingerprint = lambda s: policy_fingerprint(s, str(char_model_dir), str(data), policy.system_prompt)  # noqa: E731
     assert fingerprint(toy_settings()) == fingerprint(toy_settings(heldout_every=2, heldout_questions=7))
     assert fingerprint(toy_settings()) != fingerprint(toy_settings(learning_rate=1e-5))
 

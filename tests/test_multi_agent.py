@@ -238,12 +238,8 @@ def test_udpo_jobs_warm_up_calibrate_train_and_write_every_agent(char_model_dir,
     from debatelab.io import write_parquet_atomic
     from debatelab.llm.agent import AgentSpec
     from debatelab.training.methods.udpo import split_warmup
-    from debatelab.training.multi_agent_stage import (
-        WARMUP_COLUMNS,
-        train_agents_job,
-        udpo_coefficients_job,
-        udpo_warmup_job,
-    )
+    from debatelab.training.multi_agent_stage import WARMUP_COLUMNS, udpo_coefficients_job, udpo_warmup_job
+    from debatelab.training.stage import train_job
 
     rows = toy_rows(10)
     dataset = tmp_path / "toy.parquet"
@@ -282,7 +278,7 @@ def test_udpo_jobs_warm_up_calibrate_train_and_write_every_agent(char_model_dir,
     assert all(c["right_debates"] == 0 and c["wrong_debates"] == 2 for c in checks.values())
 
     out_dirs = {a: str(tmp_path / "agents" / a) for a in bases}
-    metrics = train_agents_job(
+    metrics = train_job(
         dataset_path=dataset,
         coefficients_path=tmp_path / "c.json",
         out_dirs=out_dirs,

@@ -255,7 +255,6 @@ def test_a_sharded_multi_agent_job_checkpoints_resumes_and_saves_each_agent(
         return launch_or_train(
             processes=2,
             accelerate_config=str(REPO_ROOT / f"config/accelerate/{config}_8gpu.yaml"),
-            job_kind="train_agents",
             dataset_path=str(dataset),
             bases=bases,
             participants=["solver", "critic"],

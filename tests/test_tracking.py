@@ -71,7 +71,7 @@ def test_a_two_step_run_streams_every_metrics_cell_to_tensorboard(tmp_path, char
 def test_a_multi_agent_run_logs_each_agents_columns_under_its_name(tmp_path, char_model_dir):
     from debatelab.data.schema import frame_from_rows
     from debatelab.io import write_parquet_atomic
-    from debatelab.training.multi_agent_stage import train_agents_job
+    from debatelab.training.stage import train_job
 
     def questions(prefix, n):
         return frame_from_rows(
@@ -96,7 +96,7 @@ def test_a_multi_agent_run_logs_each_agents_columns_under_its_name(tmp_path, cha
         show_progress=False,
         mappo={"rounds": 1, "questions_per_step": 2},
     )
-    train_agents_job(
+    train_job(
         dataset_path=tmp_path / "toy.parquet",
         heldout_path=tmp_path / "heldout.parquet",
         bases={"alice": str(char_model_dir), "bob": str(char_model_dir)},

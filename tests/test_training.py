@@ -517,14 +517,14 @@ def _job(tmp_path, model_dir, dataset, settings, name="run"):
     out = tmp_path / name
     return dict(
         dataset_path=str(dataset),
-        model_path=str(model_dir),
-        out_dir=str(out / "model"),
+        bases={"toy": str(model_dir)},
+        agents={"toy": AgentSpec(name="toy", model="tiny")},
+        out_dirs={"toy": str(out / "model")},
         metrics_path=str(out / "metrics.parquet"),
         curves_path=str(out / "curves.png"),
         settings_path=str(out / "settings.json"),
         checkpoint_dir=str(out / "checkpoint"),
         run=name,
-        policy=AgentSpec(name="toy", model="tiny"),
         settings=settings,
     )
 

@@ -314,11 +314,11 @@ def test_two_processes_make_the_same_umad_step_as_one_on_all_questions(tmp_path,
 
 
 def test_a_multi_agent_job_travels_to_its_processes_as_json(tmp_path):
-    """What `launch_or_train(job_kind="train_agents")` hands each process comes back equal."""
+    """What `launch_or_train` hands each process of a multi-agent job comes back equal."""
     from conftest import toy_settings
 
     from debatelab.llm.agent import AgentSpec
-    from debatelab.training.core.launch import job_function, read_job_spec, write_job_spec
+    from debatelab.training.core.launch import read_job_spec, write_job_spec
 
     settings = toy_settings(method="umad", lora={"r": 4, "alpha": 8}, umad={"threads": 3, "questions_per_step": 4})
     agents = {
@@ -340,7 +340,6 @@ def test_a_multi_agent_job_travels_to_its_processes_as_json(tmp_path):
         coefficients_path=None,
         limit=4,
     )
-    write_job_spec(tmp_path / "job.json", job_kind="train_agents", **job)
-    kind, back = read_job_spec(tmp_path / "job.json")
-    assert kind == "train_agents" and back == job
-    assert job_function(kind).__name__ == "train_agents_job" and back["settings"].umad.threads == 3
+    write_job_spec(tmp_path / "job.json", **job)
+    back = read_job_spec(tmp_path / "job.json")
+    assert back == job and back["settings"].umad.threads == 3

@@ -12,7 +12,6 @@ if __name__ == "__main__":
         udpo = snakemake.params.udpo
         settings = TrainSettings.from_config(snakemake.params.settings)
         launch_or_train(
-            job_kind="train_agents",
             processes=settings.processes(int(snakemake.resources.get("gpu", 1) or 1)),
             nodes=int(snakemake.resources.get("nodes", 1) or 1),
             accelerate_config=snakemake.params.accelerate_config,

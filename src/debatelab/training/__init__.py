@@ -6,8 +6,8 @@ of a debate (UDPO, MAPPO, RMAAC, UMAD; arXiv:2602.07186, arXiv:2603.01221). `REA
 * `core/`: what every method shares (loss, rollouts, rewards, policy and agents, the trainers'
   loop and update, checkpoints, processes, DeepSpeed, vLLM rollouts, held-out accuracy);
 * `methods/`: one module per method: its settings, formulas and trainer;
-* `stage`, `multi_agent_stage`: the rules' jobs (`train`; `udpo_warmup`, `udpo_coefficients`,
-  `train_agents`).
+* `stage`: the training job of rules `train` and `train_agents`; `multi_agent_stage`: UDPO's
+  `udpo_warmup` and `udpo_coefficients`.
 """
 
 from .settings import LoraSettings, TrainSettings

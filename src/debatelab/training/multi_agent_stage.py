@@ -1,19 +1,14 @@
-"""The multi-agent jobs of the `train` stage: what rules `udpo_warmup`, `udpo_coefficients` and
-`train_agents` call. UDPO (Tang et al., arXiv:2602.07186 App. A.2; App. A.4, Algorithm 1) has all three; UMAD (Qiao et al., arXiv:2603.01221 §4.2, App. C.2, Algorithm 2) only the last.
+"""UDPO's jobs before training (Tang et al., arXiv:2602.07186 App. A.2; App. A.4, Algorithm 1):
+what rules `udpo_warmup` and `udpo_coefficients` call. The training itself, rule `train_agents` of
+every multi-agent method, is `stage.train_job`.
 
 1. `udpo_warmup_job` (GPU): the untrained agents debate the held-out `warmup_fraction` of the
    training questions (App. A.2 step 1). Writes `warmup.parquet`, one row per (question, round,
    seat): the parsed answer, whether it is right, the gold answer; and to the run's trackers
    (`report_to`, in `tensorboard_warmup/`) each round's accuracy, overall and per seat.
 2. `udpo_coefficients_job` (CPU): App. A.2's calibration on those debates. Writes `coefficients.json`: α, β,
-   γ, λ, η per seat, and the warm-up profile they came from.
-3. `train_agents_job` (GPU): the run's method's trainer (`methods.METHODS`): UDPO on the other
-   questions (`methods.udpo.UdpoTrainer`), or UMAD (`methods.umad.UmadTrainer`) or UDPO's baselines
-   MAPPO and RMAAC (`methods.mappo.MappoTrainer`) on all of them (`DebateTrainer.prepare_job` says
-   which questions, and what else the trainer reads). Writes one plain Hugging Face folder per trained agent
-   (`agents/<agent>/`, used as model `trained:<run>/<agent>`), `metrics.parquet`, `curves.png` and
-   `settings.json`, with resume checkpoints beside them; each step's metrics row goes to the run's
-   trackers as it trains (`report_to`, `debatelab.tracking`: by default `tensorboard/`).
+   γ, λ, η per seat, and the warm-up profile they came from. `UdpoTrainer.prepare_job` reads it and
+   trains on the questions the warm-up held out.
 """
 
 from __future__ import annotations
@@ -28,16 +23,11 @@ import pandas as pd
 from ..data import dataset_label, read_dataset
 from ..io import read_parquet_checked, write_json_atomic, write_parquet_atomic
 from ..llm.agent import AgentSpec
-from ..llm.base import model_fingerprint
 from ..tracking import open_tracker
 from ..zero_shot import select_questions
-from .core import zero
-from .core.checkpoint import resumable_settings
 from .core.distributed import default_device, rank_and_world
-from .methods import training_method
 from .methods.udpo import ablated, calibrate_coefficients, reward_ranking, split_warmup
 from .settings import TrainSettings
-from .stage import train_and_record
 
 log = logging.getLogger(__name__)
 
@@ -196,96 +186,3 @@ def udpo_coefficients_job(*, warmup_path, out_path, settings: TrainSettings) -> 
                 out_path,
             )
     return out
-
-
-def train_agents_job(
-    *,
-    dataset_path,
-    bases: dict[str, str],
-    participants: Sequence[str],
-    agents: dict[str, AgentSpec],
-    out_dirs: dict[str, str],
-    metrics_path,
-    curves_path,
-    settings_path,
-    checkpoint_dir,
-    run: str,
-    settings: TrainSettings,
-    coefficients_path=None,
-    limit: int | None = None,
-    device: str | None = None,
-    heldout_path=None,
-    report_to: str | list[str] = "tensorboard",
-    experiment: str = "debatelab",
-) -> pd.DataFrame:
-    """UDPO on the training questions (the warm-up's held out), or UMAD, MAPPO or RMAAC on all of them; then every
-    agent's folder, the metrics, the curves and the settings. `heldout_path`: a dataset file each agent's
-    held-out accuracy is measured on as the run trains (`core/heldout.py`). `report_to`: the trackers each
-    step's metrics go to (`tracking.TRACKERS`), in project `experiment`."""
-    spec = training_method(settings.method)
-    if not spec.multi_agent:
-        raise ValueError(f"train_agents: method {settings.method!r} trains one policy (rule train)")
-    trainer_class = spec.trainer
-    # the questions it trains on (UDPO: the warm-up's held out) and its own arguments (UDPO: its coefficients)
-    questions, own = trainer_class.prepare_job(
-        select_questions(read_dataset(dataset_path), limit, settings.seed),
-        settings,
-        coefficients_path=coefficients_path,
-    )
-    coefficients = own.get("coefficients", {})
-    policies, device = _policies(bases, settings, device)
-    system_prompts = {a: s.system_prompt for a, s in agents.items()}
-    fingerprint = {  # a checkpoint of other parts is discarded naming what changed (checkpoint.load_checkpoint)
-        "settings": resumable_settings(settings),
-        "models": {a: model_fingerprint(p).split("#")[-1] for a, p in bases.items()},
-        "questions": questions["id"].astype(str).tolist(),
-        "participants": list(participants),
-        "coefficients": {s: c.to_dict() for s, c in coefficients.items()},
-        "prompts": system_prompts,
-    }
-    layout = zero.layout(rank_and_world()[1]) if settings.finetuning == "full" else None
-    if (
-        layout is not None
-    ):  # the agents' optimizers split under DeepSpeed or FSDP: a checkpoint resumes into the same split
-        fingerprint["optimizer_layout"] = layout
-    trainer = trainer_class(
-        questions,
-        policies,
-        settings,
-        run=run,
-        participants=participants,
-        system_prompts=system_prompts,
-        checkpoint_dir=checkpoint_dir,
-        fingerprint=fingerprint,
-        heldout=read_dataset(heldout_path) if heldout_path else None,
-        **own,
-    )
-    info = {
-        "run": run,
-        "method": settings.method,
-        "participants": list(participants),
-        "bases": dict(bases),
-        "dataset": str(dataset_path),
-        "questions": len(questions),
-        "device": device,
-        "processes": trainer.world,
-        "heldout": {"dataset": str(heldout_path), "questions": len(trainer.heldout_rows)} if heldout_path else None,
-        "coefficients": {s: c.to_dict() for s, c in coefficients.items()},
-        "settings": settings.to_dict(),
-    }
-
-    def save() -> None:  # every process: ZeRO-3 gathers each agent from all of them; rank 0 writes
-        for agent, out in out_dirs.items():
-            policies.save(agent, out)
-
-    metrics = train_and_record(
-        trainer,
-        info,
-        report_to=report_to,
-        experiment=experiment,
-        paths=(metrics_path, curves_path, settings_path),
-        title=f"{run}: {settings.method}, {len(participants)} agents on {dataset_label(dataset_path)}",
-        close=policies.close,
-        save=save,
-    )
-    return metrics

@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...io import write_text_atomic
-from ...llm.base import stable_hash
+from ...io import read_parquet_checked, write_text_atomic
+from ...llm.base import model_fingerprint, stable_hash
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,50 @@ class TrainState:
 # (then a mismatch says which part changed).
 def fingerprint_hash(fingerprint) -> str:
     return fingerprint if isinstance(fingerprint, str) else stable_hash(fingerprint)
+
+
+def policy_fingerprint(
+    settings, model_path: str, dataset_path: str, system_prompt: str | None, optimizer_layout: str | None = None
+) -> dict:
+    """A single-policy run's parts: every setting but the budget and logging, the base weights, the
+    training questions, the policy's prompt, and how the optimizer state is split among processes
+    (`zero.layout`: a ZeRO or FSDP checkpoint holds one partition per process)."""
+    data = Path(dataset_path)
+    ids = read_parquet_checked(data, ["id"], only_required=True)["id"] if data.exists() else None
+    parts = {
+        "settings": resumable_settings(settings),
+        "model": model_fingerprint(model_path).split("#")[-1],
+        "data": stable_hash(ids.astype(str).tolist()) if ids is not None else str(data),
+        "system_prompt": system_prompt,
+    }
+    if optimizer_layout is not None:  # absent for a whole optimizer state: earlier checkpoints still resume
+        parts["optimizer_layout"] = optimizer_layout
+    return parts
+
+
+def agents_fingerprint(
+    settings,
+    bases: dict[str, str],
+    question_ids: list[str],
+    participants,
+    coefficients: dict,
+    system_prompts: dict,
+    optimizer_layout: str | None = None,
+) -> dict:
+    """A multi-agent run's parts: the settings, every agent's base weights, the training questions,
+    the seats, UDPO's coefficients, the prompts, and (full fine-tuning split under DeepSpeed or FSDP)
+    the optimizer's split."""
+    parts = {
+        "settings": resumable_settings(settings),
+        "models": {a: model_fingerprint(p).split("#")[-1] for a, p in bases.items()},
+        "questions": list(question_ids),
+        "participants": list(participants),
+        "coefficients": coefficients,
+        "prompts": system_prompts,
+    }
+    if optimizer_layout is not None:
+        parts["optimizer_layout"] = optimizer_layout
+    return parts
 
 
 def fingerprint_summary(fingerprint) -> dict | None:

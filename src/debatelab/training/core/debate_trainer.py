@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from . import zero
+from .checkpoint import agents_fingerprint
 from .debate_rollouts import rollout_debates
 from .distributed import all_reduce, pooled
 from .heldout import agent_column, answer_heldout
@@ -134,12 +135,31 @@ class DebateTrainer(BaseTrainer):
         self.participants = list(participants)
         self.system_prompts = system_prompts or {}
 
+    # -- what the training job builds it from (`stage.train_job`) --------------------------
     @classmethod
-    def prepare_job(cls, questions: pd.DataFrame, settings, *, coefficients_path=None) -> tuple[pd.DataFrame, dict]:
-        """What `multi_agent_stage.train_agents_job` builds this trainer from: (the questions it trains
-        on, its own constructor arguments). Default: all the questions, nothing more (UDPO: the
-        warm-up's held out, and the coefficients file)."""
-        return questions, {}
+    def load_policies(cls, bases: dict[str, str], settings, *, device: str):
+        """Every trained agent (`agents.AgentPolicies`), each on its base."""
+        from .agents import AgentPolicies
+
+        return AgentPolicies(bases, settings, device=device)
+
+    @classmethod
+    def job_fingerprint(cls, settings, *, bases, dataset_path, questions, system_prompts, participants, own, world):
+        """`checkpoint.agents_fingerprint`; the optimizers' split only under full fine-tuning (a LoRA
+        run keeps each agent's optimizer whole in every process)."""
+        return agents_fingerprint(
+            settings,
+            bases,
+            questions["id"].astype(str).tolist(),
+            participants,
+            {s: c.to_dict() for s, c in own.get("coefficients", {}).items()},
+            system_prompts,
+            zero.layout(world) if settings.finetuning == "full" else None,
+        )
+
+    @classmethod
+    def job_arguments(cls, *, system_prompts: dict, participants, reward, own: dict) -> dict:
+        return {"participants": participants, "system_prompts": system_prompts, **own}
 
     # -- the step -------------------------------------------------------------------------
     def train_step(self, step: int) -> dict:

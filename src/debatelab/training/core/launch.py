@@ -4,11 +4,11 @@ and the entry point of each process of `accelerate launch` (several GPUs):
     accelerate launch --num_processes N [--config_file config/accelerate/<...>.yaml] \
         -m debatelab.training.core.launch job.json
 
-`job.json` names the job (`JOBS`: "train", or "train_agents" of a multi-agent run) and holds its
-arguments (`write_job_spec`); a job is found by its kind, never by a module path written in the
-file. The launcher's environment (RANK, WORLD_SIZE, MASTER_ADDR) gives the process group: NCCL on
-GPUs, Gloo on CPUs (there, `python -m torch.distributed.run --nproc_per_node N`, since accelerate
-launches several CPU processes only through MPI); the trainer wraps the policy in DDP.
+`job.json` holds the arguments of the training job (`stage.train_job`, of rules `train` and
+`train_agents` alike; `write_job_spec`). The launcher's environment (RANK, WORLD_SIZE,
+MASTER_ADDR) gives the process group: NCCL on GPUs, Gloo on CPUs (there, `python -m
+torch.distributed.run --nproc_per_node N`, since accelerate launches several CPU processes only
+through MPI); the trainer wraps the policy in DDP.
 
 Several nodes (a run's `nodes`), inside a SLURM allocation of that many nodes: the job, on the
 allocation's first node, starts one `srun` task per node (`slurm_launch_command`); each task runs
@@ -29,48 +29,28 @@ import pandas as pd
 from ...io import write_json_atomic
 from ...llm.agent import AgentSpec
 from ...runlog import job_log
-from ..multi_agent_stage import train_agents_job
 from ..settings import TrainSettings
 from ..stage import train_job
 from .distributed import init_process_group
 
 log = logging.getLogger(__name__)
 
-#: The jobs a training process can run: "train" (one policy), "train_agents" (every agent of a debate).
-JOBS = {"train": train_job, "train_agents": train_agents_job}
 
-
-def job_function(kind: str):
-    try:
-        return JOBS[kind]
-    except KeyError:
-        raise ValueError(f"training job kind {kind!r}: expected one of {list(JOBS)}") from None
-
-
-def write_job_spec(path: str | Path, *, job_kind: str = "train", **job) -> None:
-    """A job's arguments as JSON, for `python -m debatelab.training.core.launch` in each process of
-    `accelerate launch`; `job_kind` names the function (`JOBS`)."""
+def write_job_spec(path: str | Path, **job) -> None:
+    """`train_job`'s arguments as JSON, for `python -m debatelab.training.core.launch` in each
+    process of `accelerate launch`."""
     job = dict(job)
-    if "policy" in job:
-        job["policy"] = {**job["policy"].__dict__}
-    if "agents" in job:
-        job["agents"] = {name: {**spec.__dict__} for name, spec in job["agents"].items()}
+    job["agents"] = {name: {**spec.__dict__} for name, spec in job["agents"].items()}
     job["settings"] = job["settings"].to_dict()
-    write_json_atomic(
-        {"job": job_kind, "arguments": {k: str(v) if isinstance(v, Path) else v for k, v in job.items()}}, path
-    )
+    write_json_atomic({"arguments": {k: str(v) if isinstance(v, Path) else v for k, v in job.items()}}, path)
 
 
-def read_job_spec(path: str | Path) -> tuple[str, dict]:
-    """(job kind, its arguments) of `write_job_spec`'s file."""
-    spec = json.loads(Path(path).read_text())
-    job = spec["arguments"]
-    if "policy" in job:
-        job["policy"] = AgentSpec(**job["policy"])
-    if "agents" in job:
-        job["agents"] = {name: AgentSpec(**value) for name, value in job["agents"].items()}
+def read_job_spec(path: str | Path) -> dict:
+    """`train_job`'s arguments from `write_job_spec`'s file."""
+    job = json.loads(Path(path).read_text())["arguments"]
+    job["agents"] = {name: AgentSpec(**value) for name, value in job["agents"].items()}
     job["settings"] = TrainSettings(**job["settings"])
-    return spec["job"], job
+    return job
 
 
 def launch_or_train(
@@ -79,10 +59,9 @@ def launch_or_train(
     nodes: int = 1,
     accelerate_config: str | None = None,
     log_path: str | None = None,
-    job_kind: str = "train",
     **job,
 ):
-    """Run a training job (`train_job`, or `train_agents_job` with `job_kind="train_agents"`) in this
+    """Run a training job (`stage.train_job`'s arguments `job`) in this
     process, or with several processes (`processes` over all `nodes`): `accelerate launch` on GPUs
     (one per GPU) and with a DeepSpeed or FSDP config anywhere, else torchrun's Gloo processes on a CPU; over
     several nodes, one `srun` task per node of this SLURM allocation starts its node's share. The
@@ -92,11 +71,11 @@ def launch_or_train(
         if processes % nodes:
             raise ValueError(f"training: {processes} processes do not divide among nodes = {nodes}")
     if processes <= 1 and nodes == 1:
-        return job_function(job_kind)(**job)
+        return train_job(**job)
     import subprocess
 
     spec = Path(job["checkpoint_dir"]) / "job.json"
-    write_job_spec(spec, job_kind=job_kind, **job)
+    write_job_spec(spec, **job)
     entry = ["-m", "debatelab.training.core.launch"]
     logs = [str(log_path)] if log_path else []
     if nodes == 1:  # a free port: two jobs training on one machine at once must not meet on the default one
@@ -258,8 +237,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     rank = init_process_group()
     with job_log(args[1] if len(args) == 2 and rank == 0 else None):
-        kind, job = read_job_spec(args[0])
-        job_function(kind)(**job)
+        train_job(**read_job_spec(args[0]))
     import torch.distributed as dist
 
     if dist.is_initialized():

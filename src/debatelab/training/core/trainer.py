@@ -34,7 +34,7 @@ from ...llm.transformers_backend import CPU_DECODE_SDPA, bf16_autocast
 from ...tracking import Tracker, open_tracker
 from . import heldout as held
 from . import zero
-from .checkpoint import TrainState, load_checkpoint, save_checkpoint
+from .checkpoint import TrainState, load_checkpoint, policy_fingerprint, save_checkpoint
 from .distributed import all_reduce, barrier, pooled, rank_and_world
 from .rollouts import RewardFunction, Rollout, load_grader, load_reward
 from .strategy import StepStrategy
@@ -142,6 +142,34 @@ class BaseTrainer:
         raise NotImplementedError(
             f"{type(self).__name__} has no train_step: use a method's trainer (training.methods.METHODS)"
         )
+
+    # -- what the training job builds the trainer from (`stage.train_job`) ----------------------
+    @classmethod
+    def prepare_job(cls, questions: pd.DataFrame, settings, *, coefficients_path=None) -> tuple[pd.DataFrame, dict]:
+        """(the questions it trains on, its own constructor arguments). Default: all the questions,
+        nothing more (UDPO: the warm-up's held out, and the coefficients file)."""
+        return questions, {}
+
+    @classmethod
+    def load_policies(cls, bases: dict[str, str], settings, *, device: str):
+        """What it trains: `bases` maps each trained agent to its base model folder."""
+        raise NotImplementedError
+
+    @classmethod
+    def job_fingerprint(cls, settings, *, bases, dataset_path, questions, system_prompts, participants, own, world):
+        """What a checkpoint must match to be resumed (`checkpoint.load_checkpoint` names what changed)."""
+        raise NotImplementedError
+
+    @classmethod
+    def job_arguments(cls, *, system_prompts: dict, participants, reward, own: dict) -> dict:
+        """Its constructor's own arguments, from the job's agents."""
+        raise NotImplementedError
+
+    def save_models(self, out_dirs: dict[str, str]) -> None:
+        """Each trained agent as a plain Hugging Face folder; every process calls it (ZeRO-3 and FSDP
+        gather the weights from all), rank 0 writes."""
+        for agent, out in out_dirs.items():
+            self.policy.save(agent, out)
 
     # -- data order -----------------------------------------------------------------------
     def _order(self, epoch: int) -> np.ndarray:
@@ -772,6 +800,33 @@ class Trainer(BaseTrainer):
             from torch.nn.parallel import DistributedDataParallel
 
             self.model = DistributedDataParallel(policy.model, find_unused_parameters=False)
+
+    @classmethod
+    def load_policies(cls, bases: dict[str, str], settings, *, device: str):
+        """The one policy (`policy.Policy`) of the job's one agent."""
+        from .policy import Policy
+
+        ((_, model_path),) = bases.items()
+        return Policy(model_path, settings, device=device)
+
+    @classmethod
+    def job_fingerprint(cls, settings, *, bases, dataset_path, questions, system_prompts, participants, own, world):
+        """The base weights, the dataset's questions, the prompt and the optimizer's split
+        (`checkpoint.policy_fingerprint`)."""
+        ((agent, model_path),) = bases.items()
+        return policy_fingerprint(
+            settings, str(model_path), str(dataset_path), system_prompts[agent], zero.layout(world)
+        )
+
+    @classmethod
+    def job_arguments(cls, *, system_prompts: dict, participants, reward, own: dict) -> dict:
+        (system_prompt,) = system_prompts.values()
+        return {"system_prompt": system_prompt, "reward": reward, **own}
+
+    def save_models(self, out_dirs: dict[str, str]) -> None:
+        """The policy as a plain Hugging Face folder (LoRA merged into the base)."""
+        (out,) = out_dirs.values()
+        self.policy.save(out)
 
     def heldout_correct(self, step: int) -> dict[str | None, list[bool]]:
         """This process's share of the held-out questions answered by the live policy: {None: right or not}."""
