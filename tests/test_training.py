@@ -1045,7 +1045,7 @@ def test_a_zero3_job_rolls_out_on_gathered_weights_resumes_and_saves_them(tmp_pa
         metrics = launch_or_train(
             processes=2, accelerate_config=str(REPO_ROOT / f"config/accelerate/{config}_8gpu.yaml"), **job
         )
-        runs[name] = (metrics, folder_weights(Path(job["out_dir"])))
+        runs[name] = (metrics, folder_weights(Path(job["out_dirs"]["toy"])))
     (zero3, weights3), (zero2, weights2), (split, split_weights) = runs["zero3"], runs["zero2"], runs["split"]
     fsdp, fsdp_weights = runs["fsdp2"]
     assert len(zero3) == 2 and np.isfinite(zero3["loss"]).all() and (zero3["reward_std"] > 0).all()
