@@ -69,6 +69,24 @@ def test_multi_agent_keys_on_a_single_policy_run_are_refused(key):
         TrainSettings.from_config({"method": "dapo", key: value})  # even at its default value: it was written
 
 
+@pytest.mark.parametrize("key, value", [("overlong_buffer", 0), ("overlong_penalty", 1.0)])
+def test_overlong_keys_on_a_multi_agent_run_without_shaping_are_refused(key, value):
+    """A multi-agent run has no overlong punishment unless `overlong_shaping` is set: its overlong keys
+    are refused even at a value that changes nothing; with shaping they are read, and a single-policy
+    run always reads them (2048 when absent)."""
+    with pytest.raises(ValueError, match=rf"training: {key} is read by 'umad' only with overlong_shaping: true"):
+        TrainSettings.from_config({"method": "umad", "max_tokens": 8, key: value})
+    with pytest.raises(ValueError, match=r"training: overlong_buffer is read by 'mappo' only with overlong_shaping"):
+        TrainSettings(method="mappo", max_tokens=8, overlong_buffer=4)
+    unshaped = TrainSettings.from_config({"method": "udpo", "max_tokens": 8})
+    assert unshaped.overlong_buffer == 0 and TrainSettings(**unshaped.to_dict()) == unshaped  # a job spec's round trip
+    shaped = {"method": "umad", "max_tokens": 8, "overlong_shaping": True, "overlong_buffer": 4}
+    assert getattr(TrainSettings.from_config({**shaped, key: value}), key) == value
+    assert TrainSettings.from_config({"method": "dapo", "max_tokens": 4096}).overlong_buffer == 2048
+    with pytest.raises(ValueError, match=r"overlong_buffer must be in \[0, max_tokens\), got 2048"):
+        TrainSettings.from_config({"method": "sdrl", "max_tokens": 8})
+
+
 def test_the_dry_run_names_the_run_the_key_and_the_method():
     def udpo_block_on_rmaac(runs):
         runs["rmaac"]["udpo"] = {"rounds": 1}
@@ -83,6 +101,12 @@ def test_the_dry_run_names_the_run_the_key_and_the_method():
 
     with pytest.raises(ConfigError, match=r"config: training\.runs\.sdrl\.overlong_shaping is read by the multi-agent"):
         _experiment(shaping_on_sdrl)
+
+    def buffer_on_umad(runs):
+        runs["umad"]["overlong_buffer"] = 0
+
+    with pytest.raises(ConfigError, match=r"config: training\.runs\.umad\.overlong_buffer is read by 'umad' only with"):
+        _experiment(buffer_on_umad)
 
     def moved_key_at_the_run_level(runs):  # DAPO's keys live in its block now
         runs["sdrl"]["prompts_per_step"] = 2

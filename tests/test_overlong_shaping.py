@@ -29,8 +29,8 @@ def _trainer(method: str, char_model_dir, shaping: bool):
         lora={"r": 4, "alpha": 8},
         dtype="float32",
         max_tokens=MAX_TOKENS,
-        overlong_buffer=BUFFER,
         overlong_shaping=shaping,
+        **({"overlong_buffer": BUFFER} if shaping else {}),  # without shaping a run reads no overlong key
         learning_rate=1e-2,
         warmup_steps=0,
         mini_batch_size=64,

@@ -45,6 +45,28 @@ BLOCKS = {m.block: m for m in reversed(METHODS.values())}
 MULTI_AGENT_KEYS = ("protocol", "overlong_shaping", "parallelism")
 
 
+#: DAPO's soft overlong punishment: read by DAPO and SDRL, and by a multi-agent run with `overlong_shaping`.
+OVERLONG_KEYS = ("overlong_buffer", "overlong_penalty")
+#: The overlong buffer where none is given and the punishment is read (DAPO's, Liu et al., arXiv:2601.22297 App. A.1).
+DEFAULT_OVERLONG_BUFFER = 2048
+
+
+def reads_overlong(method: str, overlong_shaping: bool) -> bool:
+    """Whether a run of `method` punishes overlong replies (reads `OVERLONG_KEYS`)."""
+    return not METHODS[method].multi_agent or bool(overlong_shaping)
+
+
+def refuse_overlong_keys(method: str, keys) -> None:
+    """A ValueError naming the first of `keys` (of `OVERLONG_KEYS`) on a multi-agent run without
+    `overlong_shaping`, which has no overlong punishment to read them."""
+    keys = list(keys)
+    if keys:
+        raise ValueError(
+            f"training: {keys[0]} is read by {method!r} only with overlong_shaping: true (its paper has no "
+            f"length shaping; without it a reply's length does not change its reward)"
+        )
+
+
 def refuse_multi_agent_keys(method: str, keys) -> None:
     """A ValueError naming the first of `keys` (of `MULTI_AGENT_KEYS`) when `method` trains one policy:
     written in its config (`from_config`) or set off its default (the constructor)."""
@@ -75,10 +97,13 @@ class TrainSettings:
     temperature: float = 1.0
     top_p: float = 1.0
     max_tokens: int = 8192
-    overlong_buffer: int = 2048  # DAPO soft overlong punishment: 0 up to max_tokens − buffer ...
-    overlong_penalty: float = 1.0  # ... then down to −penalty at max_tokens
+    # DAPO soft overlong punishment: 0 up to max_tokens − buffer, then down to −penalty at max_tokens.
+    # null: DEFAULT_OVERLONG_BUFFER where it is read, 0 (no punishment) on a run that has none.
+    overlong_buffer: int | None = None
+    overlong_penalty: float = 1.0
     # The multi-agent methods (udpo, mappo, rmaac, umad, ippo) have no overlong punishment in their
-    # papers; true adds it to each turn's reward (a [CHOICE] for short budgets, off by default).
+    # papers; true adds it to each turn's reward (a [CHOICE] for short budgets, off by default). Without
+    # it, their runs read neither overlong key.
     overlong_shaping: bool = False
     # Multi-agent runs: the options of the debate the rollouts run (config `protocol`, resolved by
     # `Experiment.train_protocol`: the evaluation protocol's template, peer masking, ...); null: all_to_all
@@ -153,6 +178,15 @@ class TrainSettings:
             object.__setattr__(self, own, method_block(own, value))
         defaults = {f.name: f.default for f in fields(self)}
         refuse_multi_agent_keys(self.method, [k for k in MULTI_AGENT_KEYS if getattr(self, k) != defaults[k]])
+        if reads_overlong(self.method, self.overlong_shaping):
+            if self.overlong_buffer is None:
+                object.__setattr__(self, "overlong_buffer", DEFAULT_OVERLONG_BUFFER)
+            if not 0 <= self.overlong_buffer < self.max_tokens:
+                raise ValueError(f"training: overlong_buffer must be in [0, max_tokens), got {self.overlong_buffer}")
+        else:  # no punishment: buffer 0 (what `to_dict` gives back and the constructor takes again)
+            unread = {"overlong_buffer": (None, 0), "overlong_penalty": (defaults["overlong_penalty"],)}
+            refuse_overlong_keys(self.method, [k for k in OVERLONG_KEYS if getattr(self, k) not in unread[k]])
+            object.__setattr__(self, "overlong_buffer", 0)
         choices = {
             "loss_aggregation": AGGREGATIONS,
             "kl_estimator": KL_ESTIMATORS,
@@ -179,8 +213,6 @@ class TrainSettings:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"training: {name} must be >= 1, got {getattr(self, name)}")
-        if not 0 <= self.overlong_buffer < self.max_tokens:
-            raise ValueError(f"training: overlong_buffer must be in [0, max_tokens), got {self.overlong_buffer}")
         if not (0 <= self.clip_low < 1 and self.clip_high >= 0):
             raise ValueError(
                 f"training: clip_low in [0, 1) and clip_high >= 0 are required, got {self.clip_low}, {self.clip_high}"
@@ -219,6 +251,8 @@ class TrainSettings:
         is a ValueError naming it and the method."""
         method = {**spec, **overrides}.get("method", "dapo")
         refuse_multi_agent_keys(method, [k for k in MULTI_AGENT_KEYS if k in spec and k not in overrides])
+        if method in METHODS and not reads_overlong(method, {**spec, **overrides}.get("overlong_shaping")):
+            refuse_overlong_keys(method, [k for k in OVERLONG_KEYS if k in spec and k not in overrides])
         known = {f.name for f in fields(cls)}
         spec = {**spec, **{f"heldout_{k}": v for k, v in (spec.get("heldout") or {}).items() if k != "dataset"}}
         return cls(**{k: v for k, v in {**spec, **overrides}.items() if k in known})
@@ -237,7 +271,6 @@ UDPO_WARMUP_KEYS = (
     "temperature",
     "top_p",
     "max_tokens",
-    "overlong_buffer",
     "dtype",
     "rollout_batch_size",
     "finetuning",
