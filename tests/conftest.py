@@ -128,6 +128,18 @@ def toy_settings(method: str = "dapo", **keys):
     return TrainSettings(method=method, **keys, **{spec.block: block})
 
 
+def at_ratio_level(settings, ratio_level: str):
+    """`settings` at `ratio_level`. "trajectory" is set past the settings' check, which allows it for
+    UDPO only: tests of the core update (plans, packed passes, π_old) that UDPO's agent views run,
+    driven through the one-policy trainer."""
+    if ratio_level != "trajectory":
+        from dataclasses import replace
+
+        return replace(settings, ratio_level=ratio_level)
+    object.__setattr__(settings, "ratio_level", "trajectory")
+    return settings
+
+
 def folder_weights(folder) -> dict:
     """A model folder's weights by name, from its safetensors files."""
     from safetensors.torch import load_file

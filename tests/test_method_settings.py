@@ -87,6 +87,19 @@ def test_overlong_keys_on_a_multi_agent_run_without_shaping_are_refused(key, val
         TrainSettings.from_config({"method": "sdrl", "max_tokens": 8})
 
 
+@pytest.mark.parametrize("method", ["dapo", "sdrl", "umad", "mappo", "rmaac"])
+def test_a_trajectory_ratio_is_udpos_alone(method):
+    """One ratio over a rollout group is a trajectory's only in UDPO (an agent's turns of one debate);
+    elsewhere a group is G replies or threads (DAPO, SDRL, UMAD) or one turn (MAPPO), so it is refused."""
+    from debatelab.training.methods import METHODS
+
+    with pytest.raises(ValueError, match=rf"training: ratio_level 'trajectory' is not read by '{method}'"):
+        TrainSettings.from_config({"method": method, "max_tokens": 4096, "ratio_level": "trajectory"})
+    assert TrainSettings.from_config({"method": method, "max_tokens": 4096, "ratio_level": "sequence"})
+    assert TrainSettings.from_config({"method": "udpo", "ratio_level": "trajectory"}).ratio_level == "trajectory"
+    assert [m for m, spec in METHODS.items() if "trajectory" in spec.ratio_levels] == ["udpo"]
+
+
 def test_the_dry_run_names_the_run_the_key_and_the_method():
     def udpo_block_on_rmaac(runs):
         runs["rmaac"]["udpo"] = {"rounds": 1}
@@ -101,6 +114,14 @@ def test_the_dry_run_names_the_run_the_key_and_the_method():
 
     with pytest.raises(ConfigError, match=r"config: training\.runs\.sdrl\.overlong_shaping is read by the multi-agent"):
         _experiment(shaping_on_sdrl)
+
+    def trajectory_ratio_on_umad(runs):
+        runs["umad"]["ratio_level"] = "trajectory"
+
+    with pytest.raises(
+        ConfigError, match=r"config: training\.runs\.umad\.ratio_level 'trajectory' is not read by 'umad'"
+    ):
+        _experiment(trajectory_ratio_on_umad)
 
     def buffer_on_umad(runs):
         runs["umad"]["overlong_buffer"] = 0

@@ -12,7 +12,7 @@ import dataclasses
 
 import pytest
 import torch
-from conftest import toy_settings
+from conftest import at_ratio_level, toy_settings
 from test_training import _questions
 
 from debatelab.llm.chat import chat_prompt_ids
@@ -42,7 +42,7 @@ def _rollouts(prompt_lengths, reply_lengths):
     ]
 
 
-def _policy(model_dir, finetuning="lora", **overrides):
+def _policy(model_dir, finetuning="lora", ratio_level="token", **overrides):
     from debatelab.training.core.policy import Policy
 
     torch.manual_seed(0)
@@ -56,6 +56,7 @@ def _policy(model_dir, finetuning="lora", **overrides):
             **overrides,
         }
     )
+    settings = at_ratio_level(settings, ratio_level)
     policy = Policy(model_dir, settings, device="cpu")
     with torch.no_grad():  # a nonzero adapter, so its gradient depends on the activations
         for name, p in policy.model.named_parameters():

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import folder_weights, toy_settings
+from conftest import at_ratio_level, folder_weights, toy_settings
 from distributed_helpers import tests_path
 from toy_questions import toy_rows
 
@@ -836,7 +836,7 @@ def test_sequence_and_trajectory_ratios_by_hand():
 
 def test_trajectory_plan_keeps_each_group_in_one_micro_batch():
     # no tokenizer here, so no prompt keys: the shared-prompt grouping is the token-budget test's (below)
-    settings = toy_settings(ratio_level="trajectory", mini_batch_size=6, micro_batch_size=4, shared_prompts=False)
+    settings = at_ratio_level(toy_settings(mini_batch_size=6, micro_batch_size=4, shared_prompts=False), "trajectory")
     trainer = Trainer(_questions(2), NoPolicy(), settings, run="t")
     sequences = [
         Rollout(
@@ -904,10 +904,10 @@ def test_a_token_budget_bounds_every_pass_and_leaves_the_update_unchanged(char_m
             micro_batch_tokens=budget,
             learning_rate=1e-2,
             warmup_steps=0,
-            ratio_level=ratio_level,
             show_progress=False,
             lora={"r": 4, "alpha": 8},
         )
+        settings = at_ratio_level(settings, ratio_level)
         policy = Policy(char_model_dir, settings, device="cpu")
         trainer = Trainer(_questions(2), policy, settings, run="t")
         plan = trainer._plan(rollouts, step=0, epoch=0, policy=policy)
@@ -950,10 +950,10 @@ def test_an_on_policy_update_takes_pi_old_from_its_own_forward_and_updates_alike
             learning_rate=1e-2,
             warmup_steps=0,
             kl_coef=0.5,
-            ratio_level=ratio_level,
             show_progress=False,
             lora={"r": 4, "alpha": 8},
         )
+        settings = at_ratio_level(settings, ratio_level)
         policy = Policy(char_model_dir, settings, device="cpu")
         trainer = Trainer(_questions(2), policy, settings, run="t")
         trainer.reuse_policy_logprobs = reuse

@@ -200,6 +200,11 @@ class TrainSettings:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"training: {name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.ratio_level not in METHODS[self.method].ratio_levels:  # a group of G replies is no trajectory
+            raise ValueError(
+                f"training: ratio_level {self.ratio_level!r} is not read by {self.method!r} (its levels: "
+                f"{list(METHODS[self.method].ratio_levels)}): one ratio over an agent's turns of one debate is UDPO's"
+            )
         positive = (
             "steps",
             "max_tokens",

@@ -37,6 +37,9 @@ class TrainingMethod:
     paper: str
     preset: dict = field(default_factory=dict)  # the defaults the block's null values take for this method
     protocol_kinds: tuple[str, ...] = ()  # multi-agent: the debate protocol kinds it trains on
+    # the importance-ratio levels its update has (`loss.RATIO_LEVELS`): "trajectory", one ratio over an
+    # agent's turns of one debate, only where a rollout group is such a trajectory (UDPO's)
+    ratio_levels: tuple[str, ...] = ("token", "sequence")
 
 
 METHODS: dict[str, TrainingMethod] = {
@@ -72,6 +75,7 @@ METHODS: dict[str, TrainingMethod] = {
             "§4, App. A",
             "Tang et al., arXiv 2602.07186 (UDPO)",
             protocol_kinds=SYNCHRONOUS_PROTOCOL_KINDS,
+            ratio_levels=("token", "sequence", "trajectory"),
         ),
         TrainingMethod(
             "umad",
