@@ -74,7 +74,7 @@ _UMAD = _COMMON + [
     ("kl_estimator", "k1", "§4.3 step 7: per-token k1 in the reward [code]"),
     ("umad.kl_mode", "reward", "§4.3 step 7: use_kl_in_reward [code]"),
     ("loss_aggregation", "token_mean", "§4.3 step 7: token-mean [code]"),
-    ("overlong_buffer", 0, "§4.3: no length shaping"),
+    ("overlong_shaping", False, "§4.3: no length shaping (so no overlong key is read: buffer 0)"),
     ("umad.threads", 5, f"{_T2}: G = 5"),
     ("umad.turns", 2, f"{_T2}: T_train = 2"),
     ("umad.questions_per_step", 256, f"{_T2}: train batch 256 questions"),
