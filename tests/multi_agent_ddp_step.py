@@ -26,7 +26,7 @@ def _trainer(method: str, model_dir: str, finetuning: str = "lora"):
     from debatelab.training.core.agents import AgentPolicies
 
     common = dict(
-        lora={"r": 4, "alpha": 8},
+        **({"lora": {"r": 4, "alpha": 8}} if finetuning == "lora" else {}),  # full: no adapter
         dtype="float32",
         max_tokens=10,
         overlong_buffer=0,

@@ -22,7 +22,11 @@ def findings(model_dir: str, finetuning: str, folder: Path, rank: int, world: in
     from debatelab.training.core.vllm_rollouts import pushed_weights, save_served_adapter
 
     settings = toy_settings(
-        finetuning=finetuning, learning_rate=1e-2, warmup_steps=0, show_progress=False, lora={"r": 4, "alpha": 8}
+        finetuning=finetuning,
+        learning_rate=1e-2,
+        warmup_steps=0,
+        show_progress=False,
+        **({"lora": {"r": 4, "alpha": 8}} if finetuning == "lora" else {}),  # full: no adapter
     )
     torch.manual_seed(0)
     policy, engine, before, whole, _ = one_sharded_update(model_dir, settings, rank, world)

@@ -474,6 +474,7 @@ def test_an_adapter_served_model_is_a_multi_agent_runs_agent_on_vllm():
     def fully_fine_tuned(cfg):
         served(cfg)
         cfg["training"]["runs"]["udpo"]["finetuning"] = "full"
+        del cfg["training"]["runs"]["udpo"]["lora"]  # no adapter to shape
 
     with pytest.raises(
         ConfigError,
@@ -485,7 +486,11 @@ def test_an_adapter_served_model_is_a_multi_agent_runs_agent_on_vllm():
 
 @pytest.mark.parametrize("run", ["udpo", "umad"])
 def test_a_multi_agent_run_may_fine_tune_every_agent_s_full_weights(run):
-    exp = Experiment(validate_config(_mutated(lambda cfg: cfg["training"]["runs"][run].update(finetuning="full"))))
+    def full(cfg):
+        cfg["training"]["runs"][run].update(finetuning="full")
+        del cfg["training"]["runs"][run]["lora"]  # no adapter to shape
+
+    exp = Experiment(validate_config(_mutated(full)))
     assert exp.run_settings(run).finetuning == "full"
 
 

@@ -87,6 +87,20 @@ def test_overlong_keys_on_a_multi_agent_run_without_shaping_are_refused(key, val
         TrainSettings.from_config({"method": "sdrl", "max_tokens": 8})
 
 
+@pytest.mark.parametrize("method", ["sdrl", "umad"])
+def test_a_lora_block_on_a_run_that_trains_every_weight_is_refused(method):
+    """`finetuning: full` has no adapter: a `lora` block written beside it (even the defaults) is refused,
+    in the config and off its defaults in the constructor; the defaults it holds round-trip a job spec."""
+    spec = {"method": method, "max_tokens": 4096, "finetuning": "full"}
+    with pytest.raises(ValueError, match=r"training: lora is read only with finetuning: lora .* finetuning: full"):
+        TrainSettings.from_config({**spec, "lora": {}})
+    with pytest.raises(ValueError, match=r"training: lora is read only with finetuning: lora"):
+        TrainSettings(**spec, lora={"r": 4})
+    full = TrainSettings.from_config(spec)
+    assert full.lora == TrainSettings().lora and TrainSettings(**full.to_dict()) == full
+    assert TrainSettings.from_config({**spec, "finetuning": "lora", "lora": {"r": 4}}).lora.r == 4
+
+
 @pytest.mark.parametrize("method", ["dapo", "sdrl", "umad", "mappo", "rmaac"])
 def test_a_trajectory_ratio_is_udpos_alone(method):
     """One ratio over a rollout group is a trajectory's only in UDPO (an agent's turns of one debate);
@@ -128,6 +142,12 @@ def test_the_dry_run_names_the_run_the_key_and_the_method():
 
     with pytest.raises(ConfigError, match=r"config: training\.runs\.umad\.overlong_buffer is read by 'umad' only with"):
         _experiment(buffer_on_umad)
+
+    def adapter_on_a_full_run(runs):
+        runs["umad"]["finetuning"] = "full"  # its lora block stays
+
+    with pytest.raises(ConfigError, match=r"config: training\.runs\.umad\.lora is read only with finetuning: lora"):
+        _experiment(adapter_on_a_full_run)
 
     def moved_key_at_the_run_level(runs):  # DAPO's keys live in its block now
         runs["sdrl"]["prompts_per_step"] = 2

@@ -52,7 +52,7 @@ def _policy(model_dir, finetuning="lora", ratio_level="token", **overrides):
             "learning_rate": 1e-2,
             "warmup_steps": 0,
             "show_progress": False,
-            "lora": {"r": 4, "alpha": 8},
+            **({"lora": {"r": 4, "alpha": 8}} if finetuning == "lora" else {}),  # full: no adapter
             **overrides,
         }
     )

@@ -67,6 +67,15 @@ def refuse_overlong_keys(method: str, keys) -> None:
         )
 
 
+def refuse_lora_block() -> None:
+    """A ValueError for a `lora` block on a run that trains every weight (`finetuning: full`), which has
+    no adapter to shape: written in its config (`from_config`) or set off its defaults (the constructor)."""
+    raise ValueError(
+        "training: lora is read only with finetuning: lora (an adapter's rank, alpha, dropout and modules); "
+        "this run has finetuning: full, which trains every weight and has no adapter"
+    )
+
+
 def refuse_multi_agent_keys(method: str, keys) -> None:
     """A ValueError naming the first of `keys` (of `MULTI_AGENT_KEYS`) when `method` trains one policy:
     written in its config (`from_config`) or set off its default (the constructor)."""
@@ -135,7 +144,7 @@ class TrainSettings:
     ratio_level: str = "token"  # token | sequence (GSPO) | trajectory (UDPO's paper: an agent's turns of one debate)
     kl_estimator: str = "k3"  # of the KL weight the method sets (its block's kl_coef; UDPO: η per seat)
     finetuning: str = "lora"
-    lora: LoraSettings = field(default_factory=LoraSettings)
+    lora: LoraSettings = field(default_factory=LoraSettings)  # the adapter's; written only with finetuning lora
     # The method's own block (settings classes in methods/, `methods.TrainingMethod.settings`): the
     # run's method's is built (from its config values, else its defaults); every other stays None.
     dapo: DapoSettings | None = None
@@ -166,6 +175,8 @@ class TrainSettings:
             raise ValueError(f"training: method must be one of {tuple(METHODS)}, got {self.method!r}")
         if isinstance(self.lora, dict):
             object.__setattr__(self, "lora", LoraSettings(**self.lora))
+        if self.finetuning == "full" and self.lora != LoraSettings():
+            refuse_lora_block()
         own = METHODS[self.method].block
         for block in BLOCKS:
             value = getattr(self, block)
@@ -256,6 +267,8 @@ class TrainSettings:
         is a ValueError naming it and the method."""
         method = {**spec, **overrides}.get("method", "dapo")
         refuse_multi_agent_keys(method, [k for k in MULTI_AGENT_KEYS if k in spec and k not in overrides])
+        if "lora" in spec and "lora" not in overrides and {**spec, **overrides}.get("finetuning") == "full":
+            refuse_lora_block()
         if method in METHODS and not reads_overlong(method, {**spec, **overrides}.get("overlong_shaping")):
             refuse_overlong_keys(method, [k for k in OVERLONG_KEYS if k in spec and k not in overrides])
         known = {f.name for f in fields(cls)}
