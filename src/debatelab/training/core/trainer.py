@@ -625,6 +625,7 @@ class BaseTrainer:
         precomputed=None,
         first_pass=None,
         reference: bool | None = None,
+        first_plan=None,
     ) -> dict:
         """`epochs` clipped-loss passes over `sequences`, for `policy` (default: the run's policy; a
         multi-agent run passes one agent's view) with KL weight `kl_coef` (default: the method block's, `TrainSettings.kl_weight`).
@@ -633,7 +634,9 @@ class BaseTrainer:
         the sequences after the first mini-batch, whose π_old (and reference) come from its own
         forward: `first_pass(micro, old_logps, ref_logps)` then completes those rollouts'
         advantages before their loss (UMAD's depend on π_old). `reference`: whether the
-        reference's log-probabilities are taken (default: with a KL weight)."""
+        reference's log-probabilities are taken (default: with a KL weight). `first_plan`: the first
+        epoch's `_plan` of these sequences, when the caller made it already (UMAD: to find its first
+        mini-batch)."""
         import torch
 
         from .loss import policy_loss
@@ -643,7 +646,10 @@ class BaseTrainer:
         strategy = self.strategy_for(policy)  # zeroes, syncs, clips and steps across the processes
         model = strategy.model
         kl_coef = s.kl_weight if kl_coef is None else kl_coef
-        plans = [self._plan(sequences, step, epoch, policy) for epoch in range(s.epochs)]
+        plans = [
+            first_plan if epoch == 0 and first_plan is not None else self._plan(sequences, step, epoch, policy)
+            for epoch in range(s.epochs)
+        ]
         if not plans or not plans[0]:
             return {
                 "loss": float("nan"),

@@ -181,6 +181,7 @@ class UmadBatch(DebateBatch):
     parts: list = field(default_factory=list)  # per question: `umad_advantages`' parts, filled turn by turn
     passes: dict = field(default_factory=dict)  # the current turn's π_old (and reference) pass per agent
     first: dict = field(default_factory=dict)  # agent -> ids of its turn's first mini-batch (π_old from the update)
+    plans: dict = field(default_factory=dict)  # agent -> its turn's first-epoch plan (`_plan`), made once for both uses
     where: dict = field(default_factory=dict)  # id(rollout) -> its (q, g, i, t)
     kl_values: list = field(default_factory=list)  # each response's mean k1 to the reference
 
@@ -271,12 +272,13 @@ class UmadTrainer(DebateTrainer):
         The sequences of an agent's first mini-batch get theirs from the update's own forward
         (`first_pass_values`: the same weights, before the first optimizer step), the others here."""
         self.policy.train(False)
-        batch.passes, batch.first = {}, {}
+        batch.passes, batch.first, batch.plans = {}, {}, {}
         for agent, rollouts in phase.items():
             with self.policy.acting(agent) as view:
                 rest = rollouts
                 if self.reuse_policy_logprobs:
-                    first = self._first_passes(rollouts, batch, view)
+                    batch.plans[agent] = self._plan(rollouts, batch.step, 0, view)  # the update's too
+                    first = batch.plans[agent][0] if batch.plans[agent] else []
                     # every process alike: the update's collectives (ZeRO-3, FSDP) follow the choice
                     if not all_reduce(float(not self._whole_in_passes(rollouts, first)), "max"):
                         ids = {id(r) for micro in first for r in micro}
@@ -294,11 +296,6 @@ class UmadTrainer(DebateTrainer):
                     self.turn_rewards(batch, (q, g, i, turn), old[id(r)], ref.get(id(r)))
         for q in range(len(batch.rows)):  # the first mini-batches' groups again when their π_old is known
             self.turn_advantages(batch, q, index)
-
-    def _first_passes(self, rollouts, batch: UmadBatch, view) -> list:
-        """The micro-batches of the update's first mini-batch of these rollouts (`_plan`'s, the same seeds)."""
-        plan = self._plan(rollouts, batch.step, 0, view)
-        return plan[0] if plan else []
 
     @staticmethod
     def _whole_in_passes(rollouts, passes) -> bool:
@@ -368,6 +365,7 @@ class UmadTrainer(DebateTrainer):
             precomputed=batch.passes[agent],
             first_pass=functools.partial(self.first_pass_values, batch) if agent in batch.first else None,
             reference=bool(self.umad.kl_coef),
+            first_plan=batch.plans.get(agent),
         )
 
     def metrics(self, batch: UmadBatch, updates: list[dict]) -> dict:
