@@ -32,7 +32,7 @@ def run_multi_agent_steps(
     for processes in counts:
         out = Path(out_dir) / f"{method}-{finetuning}-{processes}.safetensors"
         port = 29520 + processes + {"umad": 0, "udpo": 10, "rmaac": 20}[method] + (30 if finetuning == "full" else 0)
-        if accelerate_config is not None and processes > 1:
+        if accelerate_config is not None:  # one process too: its engines over a group of one
             launcher = ["accelerate.commands.launch", "--config_file", str(accelerate_config), "--num_machines", "1"]
             launcher += ["--num_processes", str(processes), "--main_process_port", str(port + 40)]
         else:

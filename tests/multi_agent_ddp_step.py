@@ -103,7 +103,8 @@ def main(method: str, model_dir: str, out: str, finetuning: str = "lora") -> Non
         }
         save_file({**{k: v.contiguous() for k, v in weights.items()}, **grads}, out)
     with open(f"{out}.rank{rank}.json", "w") as f:
-        json.dump({"metrics": metrics, "priority": trainer.state.extra.get("priority")}, f)
+        engines = {agent: type(engine).__name__ for agent, engine in policies.engines.items()}
+        json.dump({"metrics": metrics, "priority": trainer.state.extra.get("priority"), "engines": engines}, f)
     if torch.distributed.is_initialized():
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()

@@ -209,6 +209,12 @@ def test_full_fine_tuning_sizes_every_agent_s_weights_gradients_and_adam_states(
         for agent, parameters in (("qwen25_3b", 3.09e9), ("qwen3_4b", 4.02e9)):
             assert plan.needs[agent].weights == pytest.approx(parameters * (2 + sharded / 8), rel=1e-6)
         assert plan.gpus == 8 and all(g == list(range(8)) for g in plan.placement.values())
+    sdrl = load_experiment(REPO_ROOT / "config/experiments/sdrl.yaml")
+    sdrl.training_runs["dapo"]["gpus"] = 1  # one process under ZeRO-2 still keeps float32 masters (16 bytes, not 12)
+    (one,) = gp.experiment_job_plan(sdrl, "train", {"run": "dapo"}, H800).needs.values()
+    sdrl.training_runs["dapo"].pop("accelerate_config")
+    (plain,) = gp.experiment_job_plan(sdrl, "train", {"run": "dapo"}, H800).needs.values()
+    assert one.weights == pytest.approx(plain.weights * 16 / 12, rel=1e-6)
     run.pop("accelerate_config")
     with pytest.raises(gp.GpuPlanError, match="every process holds every model"):
         gp.experiment_job_plan(exp, "train_agents", {"run": "umad"}, H800)

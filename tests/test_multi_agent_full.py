@@ -213,6 +213,26 @@ def test_two_sharded_processes_make_the_same_full_fine_tuning_umad_step_as_one(
 
 
 @pytest.mark.slow
+def test_one_process_under_fsdp2_gives_each_agent_its_engine_and_the_plain_step(
+    tmp_path, char_model_dir, umad_full_one_process
+):
+    """One process under the FSDP2 config (`gpus: 1`): each fully fine-tuned agent still gets its own
+    engine (float32 masters; not the config ignored), over a group of one, and the step equals the
+    plain process's within float tolerance."""
+    from workflow_helpers import REPO_ROOT
+
+    (one, _) = umad_full_one_process
+    path = REPO_ROOT / "config/accelerate/fsdp2_8gpu.yaml"
+    (alone, reports) = run_multi_agent_steps(
+        "umad", char_model_dir, tmp_path, finetuning="full", accelerate_config=path, counts=(1,)
+    )[1]
+    assert reports[0]["engines"] == {"solver": "FsdpEngine", "critic": "FsdpEngine"}
+    weights = [k for k in one if not k.startswith("grad.")]
+    assert sum(k.startswith("solver/") for k in weights) > 10 and set(weights) <= set(alone)
+    assert max(float((one[k] - alone[k]).abs().max()) for k in weights) < 1e-4
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["zero3", "fsdp2"])
 def test_a_sharded_multi_agent_job_checkpoints_resumes_and_saves_each_agent(
     tmp_path, char_model_dir, monkeypatch, config

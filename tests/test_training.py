@@ -642,6 +642,9 @@ def distributed_updates(tmp_path_factory, char_model_dir) -> dict[str, Path]:
         "zero3_resumed": accelerate3 + ["--num_processes", "2", "--main_process_port", "29506"],
         "fsdp": accelerate_fsdp + ["--num_processes", "2", "--main_process_port", "29507"],
         "fsdp_resumed": accelerate_fsdp + ["--num_processes", "2", "--main_process_port", "29508"],
+        # one process under a sharding config: its engine over a group of one (float32 masters, partitions)
+        "zero3_alone": accelerate3 + ["--num_processes", "1", "--main_process_port", "29509"],
+        "fsdp_alone": accelerate_fsdp + ["--num_processes", "1", "--main_process_port", "29510"],
     }
     outs = {}
     for name, launcher in runs.items():
@@ -660,6 +663,24 @@ def distributed_updates(tmp_path_factory, char_model_dir) -> dict[str, Path]:
     outs["checkpoint3"] = folder / "zero3-checkpoint"
     outs["checkpoint_fsdp"] = folder / "fsdp-checkpoint"
     return outs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", ["zero3", "fsdp"])
+def test_one_process_under_a_sharding_config_runs_the_engine_and_makes_the_plain_update(distributed_updates, stage):
+    """`accelerate launch` of one process with a ZeRO-3 or FSDP2 config runs the engine over a group of
+    one (the config is not ignored): its checkpoint holds the engine's optimizer partition, and its two
+    steps equal the plain process's within float tolerance."""
+    from safetensors.torch import load_file
+
+    one, alone = load_file(distributed_updates["one"]), load_file(distributed_updates[f"{stage}_alone"])
+    partitions = distributed_updates["checkpoint"].parent / f"{stage}_alone-checkpoint/step-00001/optimizer-zero"
+    assert sorted(p.name for p in partitions.iterdir()) == (
+        ["rank-0.pt"] if stage == "zero3" else [".metadata", "__0_0.distcp"]
+    )
+    weights = [k for k in one if not k.startswith("grad.") and k != "steps_made"]
+    assert int(alone["steps_made"]) == 2 and len(weights) > 5
+    assert max(float((one[k] - alone[k]).abs().max()) for k in weights) < 1e-4
 
 
 @pytest.mark.slow
@@ -1012,7 +1033,8 @@ def test_a_zero3_job_rolls_out_on_gathered_weights_resumes_and_saves_them(tmp_pa
     whole in each process, and its saved model (gathered, written by rank 0) equals that of the same
     job under ZeRO-2 (whole weights in every process) within float tolerance; so does the job under
     FSDP2. Stopped after step 1 and rerun, the ZeRO-3 job resumes from its checkpoint and saves
-    exactly the weights of the uninterrupted run."""
+    exactly the weights of the uninterrupted run. With one process (`gpus: 1`) the ZeRO-3 config is
+    launched too, not ignored: the job's checkpoint holds the engine's partition, its weights ZeRO-2's."""
     from debatelab.training.core.launch import launch_or_train
 
     monkeypatch.setenv("PYTHONPATH", tests_path())
@@ -1034,16 +1056,17 @@ def test_a_zero3_job_rolls_out_on_gathered_weights_resumes_and_saves_them(tmp_pa
         },
     )
     runs = {}
-    for name, config, steps in (
-        ("zero3", "zero3", 2),
-        ("zero2", "zero2", 2),
-        ("fsdp2", "fsdp2", 2),
-        ("split", "zero3", 1),
-        ("split", "zero3", 2),
+    for name, config, steps, processes in (
+        ("zero3", "zero3", 2, 2),
+        ("zero2", "zero2", 2, 2),
+        ("fsdp2", "fsdp2", 2, 2),
+        ("split", "zero3", 1, 2),
+        ("split", "zero3", 2, 2),
+        ("alone", "zero3", 2, 1),
     ):
         job = _job(tmp_path, char_model_dir, dataset, replace(settings, steps=steps), name=name)
         metrics = launch_or_train(
-            processes=2, accelerate_config=str(REPO_ROOT / f"config/accelerate/{config}_8gpu.yaml"), **job
+            processes=processes, accelerate_config=str(REPO_ROOT / f"config/accelerate/{config}_8gpu.yaml"), **job
         )
         runs[name] = (metrics, folder_weights(Path(job["out_dirs"]["toy"])))
     (zero3, weights3), (zero2, weights2), (split, split_weights) = runs["zero3"], runs["zero2"], runs["split"]
@@ -1058,4 +1081,7 @@ def test_a_zero3_job_rolls_out_on_gathered_weights_resumes_and_saves_them(tmp_pa
     for sharded in (zero3, fsdp):  # the same rollouts: gathered weights generate as whole ones
         pd.testing.assert_frame_equal(sharded[["reward_mean", "accuracy"]], zero2[["reward_mean", "accuracy"]])
     assert all(torch.equal(split_weights[k], weights3[k]) for k in start)
+    alone, alone_weights = runs["alone"]
+    assert sorted(p.name for p in (tmp_path / "alone/checkpoint/step-00002/optimizer-zero").iterdir()) == ["rank-0.pt"]
+    assert max(float((alone_weights[k] - weights2[k]).abs().max()) for k in start) < 1e-4
     assert len(split) == 2 and (tmp_path / "split/checkpoint/latest").read_text() == "step-00002"

@@ -658,7 +658,7 @@ def training_job_plan(exp, rule: str, run: str, gpu_type: GpuType, job: str) -> 
     full = settings.finetuning == "full" and rule != "udpo_warmup"
     dtype = "bfloat16" if settings.dtype == "auto" else settings.dtype  # "auto" trains in bfloat16 on a GPU
     processes = count * spec.get("nodes", 1)
-    stage = (accelerate_zero_stage(spec.get("accelerate_config")) or 0) if processes > 1 else 0
+    stage = accelerate_zero_stage(spec.get("accelerate_config")) or 0  # one process too: the engine's masters
     fsdp = stage > 0 and accelerate_distributed_type(spec.get("accelerate_config")) == "FSDP"
     sizes: dict[str, int] = {}
     for agent in exp.run_agents(run):

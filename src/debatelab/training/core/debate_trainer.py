@@ -124,9 +124,9 @@ class DebateTrainer(BaseTrainer):
         )
         if self.world > 1 and not self.data_parallel:
             raise NotImplementedError(f"{settings.method}: multi-agent training runs in one process for now")
-        if self.world > 1 and zero.requested() and getattr(policies, "full", False):
-            policies.shard(self.world)  # each agent's own DeepSpeed or FSDP engine
-        elif self.world > 1 and zero.requested():
+        if zero.requested() and getattr(policies, "full", False):
+            policies.shard(self.world)  # each agent's own DeepSpeed or FSDP engine (one process too)
+        elif zero.requested():
             log.warning(
                 "%s: the DeepSpeed or FSDP config is not used: a multi-agent run keeps each agent's LoRA optimizer "
                 "whole in every process and averages the gradients itself",

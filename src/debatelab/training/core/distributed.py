@@ -15,13 +15,17 @@ import os
 
 import numpy as np
 
+from .zero import requested
+
 
 def init_process_group() -> int:
-    """Join the launcher's process group (when there is more than one process); returns the rank."""
+    """Join the launcher's process group (when there is more than one process, or one under a DeepSpeed
+    or FSDP config: its engine runs over a group of one); returns the rank."""
     import torch
     import torch.distributed as dist
 
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
+    world = int(os.environ.get("WORLD_SIZE", "0"))
+    if (world > 1 or (world == 1 and requested())) and not dist.is_initialized():
         dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
         if torch.cuda.is_available():
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))

@@ -65,12 +65,14 @@ def launch_or_train(
     process, or with several processes (`processes` over all `nodes`): `accelerate launch` on GPUs
     (one per GPU) and with a DeepSpeed or FSDP config anywhere, else torchrun's Gloo processes on a CPU; over
     several nodes, one `srun` task per node of this SLURM allocation starts its node's share. The
-    job's arguments travel as JSON beside the checkpoints."""
+    job's arguments travel as JSON beside the checkpoints. One process under a DeepSpeed or FSDP config
+    is launched too (its engine reads the launcher's environment): bfloat16 weights then train on the
+    engine's float32 masters, and the config is never ignored."""
     if nodes > 1:
         slurm_allocation(nodes)  # refused outside an allocation of that many nodes, before anything is written
         if processes % nodes:
             raise ValueError(f"training: {processes} processes do not divide among nodes = {nodes}")
-    if processes <= 1 and nodes == 1:
+    if processes <= 1 and nodes == 1 and not (accelerate_config and is_sharding_config(accelerate_config)):
         return train_job(**job)
     import subprocess
 

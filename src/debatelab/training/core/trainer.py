@@ -800,7 +800,7 @@ class Trainer(BaseTrainer):
         self.system_prompt = system_prompt
         self.reward = reward or load_reward(settings)
         self.model = policy.model
-        if self.world > 1 and zero.requested():
+        if zero.requested():  # one process too: bfloat16 weights then get the engine's float32 masters
             self.model = self.engine = policy.engine = zero.wrap(policy.model, policy.optimizer, settings, self.world)
         elif self.world > 1:
             from torch.nn.parallel import DistributedDataParallel

@@ -80,18 +80,12 @@ def warn_low_precision_updates(settings, dtype) -> bool:
     of them. DeepSpeed ZeRO and FSDP keep fp32 master weights (`zero.py`, `fsdp.py`); LoRA adapters train in fp32."""
     import torch
 
-    sharded = (
-        zero.requested()
-        and torch.distributed.is_available()
-        and torch.distributed.is_initialized()
-        and torch.distributed.get_world_size() > 1
-    )
-    if settings.finetuning != "full" or dtype not in (torch.bfloat16, torch.float16) or sharded:
+    if settings.finetuning != "full" or dtype not in (torch.bfloat16, torch.float16) or zero.requested():
         return False
     log.warning(
         "full fine-tuning of %s weights with no fp32 master copy: Adam steps below the dtype's resolution "
-        "(learning_rate %g) are rounded away; train in float32, or with several GPUs under DeepSpeed "
-        "(accelerate_config: config/accelerate/zero2_8gpu.yaml), which keeps fp32 master weights",
+        "(learning_rate %g) are rounded away; train in float32, or under DeepSpeed or FSDP (accelerate_config: "
+        "config/accelerate/zero2_8gpu.yaml or fsdp2_8gpu.yaml, one GPU too), which keep fp32 master weights",
         str(dtype).removeprefix("torch."),
         settings.learning_rate,
     )

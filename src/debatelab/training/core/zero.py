@@ -54,7 +54,7 @@ def requested() -> bool:
 def layout(world: int) -> str | None:
     """How the optimizer state is split, for the resume fingerprint: None (whole in every process),
     "zero<stage> x <processes>" or "fsdp2 x <processes>" (a checkpoint resumes only into the same split)."""
-    if world <= 1 or not requested():
+    if not requested():
         return None
     if fsdp.requested():
         return f"fsdp2 x {world}"
