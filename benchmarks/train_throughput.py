@@ -32,6 +32,11 @@ memory of the run: CUDA's max allocated, or the process's peak RSS on CPU).
 With `--method sdrl`: ours alone (TRL has no SDRL): each step's rollouts, then `--debate-prompts` of its
 prompts debated (two of their group's answers shown) with `--debate-rollouts` replies each, trained together.
 
+With `--finetuning full` (dapo, sdrl): ours alone on every weight; started by `accelerate launch
+--num_processes 1 --config_file config/accelerate/<zero2|zero3|fsdp2>_8gpu.yaml` the step runs through
+that engine over a group of one (float32 masters of bfloat16 weights), so the engines' step times
+compare on one GPU (`tools/engine_window.sh`); the line after the timings names the engine.
+
 `--random-shape smollm2-1.7b|qwen2.5-7b` builds a random-weight model of that architecture (SmolLM2's
 tokenizer and vocabulary, from `--tokenizer`, by default the bundled tiny-random-llama's folder) for
 timings at a realistic size; random weights never stop early, so every reply runs to --max-tokens.
@@ -118,6 +123,7 @@ from debatelab import grading, prompts  # noqa: E402
 from debatelab.data import load_benchmark  # noqa: E402
 from debatelab.models import prepare_model  # noqa: E402
 from debatelab.training import TrainSettings  # noqa: E402
+from debatelab.training.core.distributed import init_process_group  # noqa: E402
 from debatelab.training.core.policy import Policy  # noqa: E402
 from debatelab.training.methods import training_method  # noqa: E402
 from debatelab.zero_shot import select_questions  # noqa: E402
@@ -175,7 +181,8 @@ def ours(args, model_dir: Path, questions) -> dict:
         mini_batch_size=args.prompts * args.group,
         micro_batch_size=args.micro_batch or args.prompts * args.group,
         rollout_batch_size=args.prompts * args.group,
-        lora={"r": 16, "alpha": 32},
+        finetuning=args.finetuning,
+        **({"lora": {"r": 16, "alpha": 32}} if args.finetuning == "lora" else {}),
         dtype=args.dtype,
         rollout_backend=args.rollout_backend,
         gradient_checkpointing=args.gradient_checkpointing,
@@ -191,6 +198,7 @@ def ours(args, model_dir: Path, questions) -> dict:
     )
     rows = [trainer.train_step(step) for step in range(args.steps + 1)][1:]  # the first is the warm-up
     return {
+        "engine": engine_name(trainer.engine),
         "step": [r["rollout_seconds"] + r["update_seconds"] for r in rows],
         "rollout": [r["rollout_seconds"] for r in rows],
         "update": [r["update_seconds"] for r in rows],
@@ -257,6 +265,16 @@ def multi_agent(args, model_dir: Path, questions) -> dict:
         "tokens": [r["response_length"] * r["sequences"] for r in rows],
         "memory": {"base": base, "adapters": adapters, "copies": args.agents * base},
     }
+
+
+def engine_name(engine) -> str:
+    """What takes the optimizer steps: none (plain), DeepSpeed ZeRO-<stage> or FSDP2 (`accelerate launch`
+    with a config of config/accelerate/, one process too)."""
+    if engine is None:
+        return "none"
+    if hasattr(engine, "zero_optimization_stage"):
+        return f"DeepSpeed ZeRO-{engine.zero_optimization_stage()}"
+    return "FSDP2"
 
 
 def peak_memory(device: str) -> float:
@@ -420,6 +438,13 @@ def main() -> None:
         "16; at 7B, 64 sequences of 256 tokens overflow 140 GB)",
     )
     ap.add_argument("--no-trl", action="store_true", help="dapo: time ours only")
+    ap.add_argument(
+        "--finetuning",
+        default="lora",
+        choices=["lora", "full"],
+        help="dapo, sdrl: ours on a LoRA adapter (r 16) or every weight (full: ours only; under `accelerate launch "
+        "--num_processes 1 --config_file config/accelerate/<zero2|zero3|fsdp2>_8gpu.yaml` through that engine)",
+    )
     ap.add_argument("--padded", action="store_true", help="ours: padded update passes (packed_updates: false)")
     ap.add_argument("--autocast", action="store_true", help="ours: the update's forwards under bf16 autocast")
     ap.add_argument(
@@ -439,6 +464,7 @@ def main() -> None:
     )
     ap.add_argument("--agents", type=int, default=2, help="multi-agent methods: agents, one LoRA adapter each")
     args = ap.parse_args()
+    init_process_group()  # a launcher's group (accelerate launch: its engine), else nothing
     if args.threads:
         torch.set_num_threads(args.threads)
     model_dir = Path(args.models_dir) / args.model
@@ -470,9 +496,10 @@ def main() -> None:
         + f" dtype={args.dtype} packed={not args.padded} shared_prompts={not args.whole_prompts} autocast={args.autocast}",
         flush=True,
     )
-    if args.method in ("dapo", "sdrl") and (args.no_trl or args.method == "sdrl"):
+    if args.method in ("dapo", "sdrl") and (args.no_trl or args.method == "sdrl" or args.finetuning == "full"):
         result = ours(args, model_dir, questions)
         report(f"debatelab {args.method}", result)
+        print(f"finetuning {args.finetuning}, optimizer steps by: {result['engine']}")
         if args.method == "sdrl":
             print(f"debate groups per step: {result['debate_groups']}")
         print(f"peak memory of the run {peak_memory(args.device):.2f} GiB")
