@@ -258,7 +258,9 @@ def test_umad_recomputes_pi_old_for_each_turn_after_the_previous_turns_update(ch
     seen = []
     original = trainer.update_policy
 
-    def spy(rollouts, step, policy=None, kl_coef=None, precomputed=None, first_pass=None, reference=None):
+    def spy(
+        rollouts, step, policy=None, kl_coef=None, precomputed=None, first_pass=None, reference=None, first_plan=None
+    ):
         turn = rollouts[0].turn
         old = dict(precomputed[0])  # the later mini-batches' π_old; the first's comes from its own forward
         live, _, _ = trainer.logprob_pass(trainer.micro_batches(rollouts, policy), policy)
@@ -275,6 +277,7 @@ def test_umad_recomputes_pi_old_for_each_turn_after_the_previous_turns_update(ch
             precomputed=precomputed,
             first_pass=first if first_pass else None,
             reference=reference,
+            first_plan=first_plan,
         )
         seen.append((turn, max(float((old[id(r)] - live[id(r)]).abs().max()) for r in rollouts if r.length)))
         return out
