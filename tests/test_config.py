@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -447,6 +448,27 @@ def test_an_fsdp_config_the_engine_does_not_run_is_refused_at_the_dry_run(tmp_pa
     exp.training_runs["sdrl"]["accelerate_config"] = "mine.yaml"
     with pytest.raises(ConfigError, match=rf"training\.runs\.sdrl\.accelerate_config = 'mine\.yaml' .*{refused}"):
         exp.accelerate_config("sdrl", REPO_ROOT)
+
+
+@pytest.mark.parametrize("config", ["zero2", "zero3", "fsdp2"])
+def test_a_sharding_config_on_a_multi_agent_lora_run_is_refused(config):
+    """A multi-agent run splits its agents' training state only under full fine-tuning (each agent's
+    LoRA optimizer stays whole in every process): a DeepSpeed or FSDP config on a LoRA run would go
+    unread, so it is refused naming the run's key and the file; with finetuning: full it is read."""
+    path = f"config/accelerate/{config}_8gpu.yaml"
+
+    def sharded(cfg, full=False):
+        run = cfg["training"]["runs"]["umad"]
+        run["accelerate_config"] = path
+        if full:
+            run.update(finetuning="full")
+            del run["lora"]
+
+    exp = Experiment(validate_config(_mutated(sharded)))
+    with pytest.raises(ConfigError, match=rf"training\.runs\.umad\.accelerate_config = '{path}' .*finetuning: full"):
+        exp.accelerate_config("umad", REPO_ROOT)
+    exp = Experiment(validate_config(_mutated(lambda cfg: sharded(cfg, full=True))))
+    assert Path(exp.accelerate_config("umad", REPO_ROOT)).resolve() == REPO_ROOT / path
 
 
 def test_an_adapter_served_model_is_a_multi_agent_runs_agent_on_vllm():

@@ -285,6 +285,14 @@ class Experiment:
                         raise ConfigError(
                             f"config: training.runs.{run}.accelerate_config = {path!r} ({candidate}): {why}"
                         )
+                distributed = str(fields.get("distributed_type", "")).upper()
+                multi_agent = METHODS[self.training_runs[run]["method"]].multi_agent
+                if distributed in ("DEEPSPEED", "FSDP") and multi_agent and self.run_settings(run).finetuning != "full":
+                    raise ConfigError(  # its LoRA adapters' optimizers stay whole: the config would go unread
+                        f"config: training.runs.{run}.accelerate_config = {path!r} ({candidate}) is a {distributed} "
+                        f"config, which a multi-agent run reads only with finetuning: full (each agent's LoRA "
+                        "optimizer stays whole in every process); drop it, or set finetuning: full"
+                    )
                 return str(candidate)
         raise ConfigError(
             f"config: training.runs.{run}.accelerate_config = {path!r}: no such file (looked in the "
