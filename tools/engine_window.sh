@@ -38,24 +38,6 @@ fi
 COMMON=(--device "$DEVICE" "${MODEL[@]}" "${SHAPE[@]}" --tokenizer "$WORK/tokenizer" --models-dir "$WORK/models"
   --questions "$WORK/questions.parquet" --dtype bfloat16 "${SIZE[@]}")
 
-install_wheels() {  # every wheel of .whl/ whose distribution this Python lacks, into $SITE
-  mkdir -p "$SITE"
-  "$PY" - "$SITE" <<'PY'
-import importlib.metadata as md, pathlib, sys, zipfile
-site = pathlib.Path(sys.argv[1])
-for wheel in sorted(pathlib.Path(".whl").glob("*.whl")):
-    name = wheel.name.split("-")[0]
-    try:
-        md.version(name)
-        continue
-    except md.PackageNotFoundError:
-        pass
-    if not any(site.glob(f"{name}-*.dist-info")):
-        zipfile.ZipFile(wheel).extractall(site)
-        print(f"unpacked {wheel.name}")
-PY
-}
-
 part() {  # part NAME COMMAND...: COMMAND's output in $OUT/NAME.txt, within PART_S seconds and the deadline
   local name=$1
   shift
@@ -135,7 +117,7 @@ PY
   after | before)
     which=$1
     shift
-    install_wheels
+    SITE="$SITE" PYTHON="$PY" bash tools/gpu_window.sh wheels  # those of .whl/ this Python lacks, into $SITE
     nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1 || true
     parts=("$@")
     if [ "$which" = after ]; then

@@ -79,6 +79,9 @@ join_model() {
 }
 
 case "${1:-}" in
+  wheels)  # only the wheels (tools/engine_window.sh installs through this)
+    install_wheels
+    ;;
   setup)
     install_wheels
     mkdir -p "$MODEL_DIR"
@@ -96,7 +99,7 @@ case "${1:-}" in
     PYTHONPATH=src:$SITE exec "$PY" benchmarks/gpu_window.py --work .gpu_work --gguf "$MODEL_DIR/$NAME" --out "$OUT" "$@"
     ;;
   *)
-    echo "usage: tools/gpu_window.sh setup | run [benchmarks/gpu_window.py options]" >&2
+    echo "usage: tools/gpu_window.sh wheels | setup | run [benchmarks/gpu_window.py options]" >&2
     exit 2
     ;;
 esac

@@ -274,7 +274,8 @@ class Experiment:
         for candidate in (Path(path), Path(workflow_dir) / path):
             if candidate.is_file():
                 fields = accelerate_config_fields(str(candidate))
-                if str(fields.get("distributed_type", "")).upper() == "FSDP":  # what the FSDP engine runs
+                distributed = str(fields.get("distributed_type", "")).upper()
+                if distributed == "FSDP":  # what the FSDP engine runs
                     fsdp = fields.get("fsdp_config") or {}
                     why = fsdp_unsupported(
                         fsdp.get("fsdp_version", 1),
@@ -285,7 +286,6 @@ class Experiment:
                         raise ConfigError(
                             f"config: training.runs.{run}.accelerate_config = {path!r} ({candidate}): {why}"
                         )
-                distributed = str(fields.get("distributed_type", "")).upper()
                 multi_agent = METHODS[self.training_runs[run]["method"]].multi_agent
                 if distributed in ("DEEPSPEED", "FSDP") and multi_agent and self.run_settings(run).finetuning != "full":
                     raise ConfigError(  # its LoRA adapters' optimizers stay whole: the config would go unread
