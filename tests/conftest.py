@@ -113,6 +113,12 @@ def char_model_dir(tmp_path_factory) -> Path:
     return build_char_model(tmp_path_factory.mktemp("models") / "tiny-char-llama")
 
 
+def adapter_keys(finetuning: str) -> dict:
+    """The tests' small adapter as a run's `lora` block where it has one (finetuning lora); a run
+    that trains every weight takes none."""
+    return {"lora": {"r": 4, "alpha": 8}} if finetuning == "lora" else {}
+
+
 def toy_settings(method: str = "dapo", **keys):
     """`TrainSettings` from keys written flat, as the tests write them: the keys of the method's own
     settings class go into its block (the config nests them: `training.runs.<run>.<block>`)."""

@@ -19,14 +19,14 @@ import sys
 
 def _trainer(method: str, model_dir: str, finetuning: str = "lora"):
     import torch
-    from conftest import toy_settings
+    from conftest import adapter_keys, toy_settings
     from toy_questions import alternating_gold, toy_rows
 
     from debatelab.data.schema import frame_from_rows
     from debatelab.training.core.agents import AgentPolicies
 
     common = dict(
-        **({"lora": {"r": 4, "alpha": 8}} if finetuning == "lora" else {}),  # full: no adapter
+        **adapter_keys(finetuning),
         dtype="float32",
         max_tokens=10,
         overlong_buffer=0,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 def findings(model_dir: str, finetuning: str, folder: Path, rank: int, world: int) -> dict:
     import torch
-    from conftest import toy_settings
+    from conftest import adapter_keys, toy_settings
     from distributed_helpers import one_sharded_update
     from safetensors.torch import load_file
 
@@ -26,7 +26,7 @@ def findings(model_dir: str, finetuning: str, folder: Path, rank: int, world: in
         learning_rate=1e-2,
         warmup_steps=0,
         show_progress=False,
-        **({"lora": {"r": 4, "alpha": 8}} if finetuning == "lora" else {}),  # full: no adapter
+        **adapter_keys(finetuning),
     )
     torch.manual_seed(0)
     policy, engine, before, whole, _ = one_sharded_update(model_dir, settings, rank, world)

@@ -12,7 +12,7 @@ import dataclasses
 
 import pytest
 import torch
-from conftest import at_ratio_level, toy_settings
+from conftest import adapter_keys, at_ratio_level, toy_settings
 from test_training import _questions
 
 from debatelab.llm.chat import chat_prompt_ids
@@ -52,7 +52,7 @@ def _policy(model_dir, finetuning="lora", ratio_level="token", **overrides):
             "learning_rate": 1e-2,
             "warmup_steps": 0,
             "show_progress": False,
-            **({"lora": {"r": 4, "alpha": 8}} if finetuning == "lora" else {}),  # full: no adapter
+            **adapter_keys(finetuning),
             **overrides,
         }
     )
