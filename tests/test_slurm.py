@@ -281,12 +281,34 @@ def _freeze(job: str) -> None:
                 pass
 
 
+TRAIN_LOG = "logs/trainkill/train/sdrl.log"
+STEPS = 12
+RESUMED = re.compile(r"resuming from \S+ \(step (\d+)\)")
+
+
+def _at_checkpoint(step: int):
+    """A fault's moment: the train job has written checkpoint `step`."""
+
+    def reached(workdir: Path) -> bool:
+        latest = workdir / "results/trainkill/train/sdrl/checkpoint/latest"
+        return latest.exists() and latest.read_text().strip() == f"step-{step:05d}"
+
+    return reached
+
+
+def _once_resumed(workdir: Path) -> bool:
+    """A fault's moment: the restarted train job has loaded its checkpoint (each start of the job
+    begins a new log), so the job is inside its resumed run whatever its steps' speed."""
+    log = workdir / TRAIN_LOG
+    return log.exists() and RESUMED.search(log.read_text()) is not None
+
+
 def _train_until(
-    workdir: Path, profile: Path, fault=None, at_step: int = 2, env: dict | None = None
-) -> tuple[str | None, list[dict], str]:
-    """Run the SDRL train job of tests/configs/train_faults.yaml through SLURM; with `fault`, call it on
-    the train job's id a moment after checkpoint `at_step`. Returns that id, the run's SLURM jobs and
-    Snakemake's output."""
+    workdir: Path, profile: Path, config: Path, faults: tuple = (), env: dict | None = None
+) -> tuple[str | None, list[dict], str, list[str]]:
+    """Run the SDRL train job of `config` through SLURM; for each (moment, fault)
+    of `faults`, call the fault on the train job's id once `moment(workdir)` holds. Returns that id, the
+    run's SLURM jobs, Snakemake's output and the job's log as it was at each fault."""
     from workflow_helpers import SNAKEMAKE, snakemake_env
 
     target = "results/trainkill/train/sdrl/metrics.parquet"
@@ -298,7 +320,7 @@ def _train_until(
         "--directory",
         str(workdir),
         "--configfile",
-        TRAIN_FAULTS,
+        str(config),
         "--profile",
         str(profile),
         target,
@@ -310,22 +332,22 @@ def _train_until(
         text=True,
         env={**snakemake_env(slurm=True), **(env or {})},
     )
-    job = None
-    if fault is not None:
-        latest = workdir / "results/trainkill/train/sdrl/checkpoint/latest"
-        deadline = time.time() + 900
-        while not (latest.exists() and latest.read_text().strip() == f"step-{at_step:05d}"):
-            assert proc.poll() is None and time.time() < deadline, "the train job ended before its checkpoint"
+    job, logs = None, []
+    deadline = time.time() + 900
+    for moment, fault in faults:
+        while not moment(workdir):
+            assert proc.poll() is None and time.time() < deadline, f"the train job ended before {moment.__name__}"
             time.sleep(0.05)
         time.sleep(0.3)
         train = [j for j in _squeue_jobs() if j["comment"].startswith("rule_train_") and j["state"] == "RUNNING"]
-        assert len(train) == 1, train
+        assert len(train) == 1 and job in (None, train[0]["id"]), train
         job = train[0]["id"]
-        _freeze(job)  # a loaded machine's scheduler may act after the job's last steps: hold it at this checkpoint
+        _freeze(job)  # a loaded machine's scheduler may act after the job's last steps: hold it here
+        logs.append((workdir / TRAIN_LOG).read_text())
         fault(job)
     out, _ = proc.communicate(timeout=1500)
     assert proc.returncode == 0, out[-6000:]
-    return job, [j for j in _squeue_jobs() if j["id"] not in before], out
+    return job, [j for j in _squeue_jobs() if j["id"] not in before], out, logs
 
 
 def _weights(root: Path) -> dict:
@@ -340,33 +362,42 @@ def _weights(root: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def uninterrupted_train(slurm_cluster, tmp_path_factory):
-    """The train job run through SLURM without a fault: the test profile and its final weights."""
+    """The train job run through SLURM without a fault: the test profile, the config and its final weights.
+    The config is tests/configs/train_faults.yaml with 12 SDRL steps: a step of the tiny model takes a
+    fraction of a second, and a fault must fall with steps still to go."""
     root = tmp_path_factory.mktemp("slurm_train")
-    profile = _test_profile(root)
-    _train_until(root / "whole", profile)
-    return profile, _weights(root / "whole")
+    profile, config = _test_profile(root), root / "train_faults.yaml"
+    settings = yaml.safe_load(Path(TRAIN_FAULTS).read_text())
+    settings["training"]["runs"]["sdrl"]["steps"] = STEPS
+    config.write_text(yaml.safe_dump(settings))
+    _train_until(root / "whole", profile, config)
+    return profile, config, _weights(root / "whole")
 
 
-@pytest.mark.parametrize(
-    ("fault", "slurmctld_says"),
-    [
-        (_preempt, "preempted JobId={job} has been requeued"),
-        (_fail_node, "requeue job JobId={job} due to failure of node"),
-    ],
-    ids=["preempted", "node_failure"],  # `scontrol requeue`: the zero_shot test below
-)
-def test_a_requeued_train_job_resumes_from_its_checkpoint_to_the_same_weights(
-    uninterrupted_train, tmp_path, fault, slurmctld_says
+def test_a_train_job_preempted_then_failed_by_its_node_resumes_each_time_to_the_same_weights(
+    uninterrupted_train, tmp_path
 ):
-    """A running train job requeued by SLURM (by hand, preempted by a higher-tier job, or its node
-    failing): SLURM restarts the same job, Snakemake waits for it without failing or resubmitting it,
-    the job resumes from its last checkpoint, and its weights equal those of an uninterrupted run."""
-    profile, uninterrupted = uninterrupted_train
+    """A running train job requeued by SLURM twice: preempted by a higher-tier job after checkpoint 2,
+    then, running again, its node failing as soon as it has resumed (`scontrol requeue`: the zero_shot
+    test below). SLURM restarts the same job each time, Snakemake waits for it without failing or
+    resubmitting it, the job resumes from its last checkpoint, and its weights equal those of an
+    uninterrupted run."""
+    profile, config, uninterrupted = uninterrupted_train
     secret = f"sk-debatelab-{os.urandom(12).hex()}"
-    job, jobs, out = _train_until(tmp_path, profile, fault=fault, env={"OPENAI_API_KEY": secret})
-    assert slurmctld_says.format(job=job) in SLURMCTLD_LOG.read_text(), "the fault was not the intended kind"
+    log_start = SLURMCTLD_LOG.stat().st_size
+    job, jobs, out, logs = _train_until(
+        tmp_path,
+        profile,
+        config,
+        faults=((_at_checkpoint(2), _preempt), (_once_resumed, _fail_node)),
+        env={"OPENAI_API_KEY": secret},
+    )
+    said = SLURMCTLD_LOG.read_text()[log_start:]
+    preempted = said.find(f"preempted JobId={job} has been requeued")
+    failed = said.find(f"requeue job JobId={job} due to failure of node")
+    assert 0 <= preempted < failed, f"the faults were not the intended kinds, in order: {said[-3000:]}"
     shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
-    assert "Requeue=1 Restarts=1" in shown and "JobState=COMPLETED" in shown, shown  # SLURM ran it a second time
+    assert "Requeue=1 Restarts=2" in shown and "JobState=COMPLETED" in shown, shown  # SLURM ran it three times
     # one submission of the train job: Snakemake neither failed it nor resubmitted it
     assert [j["id"] for j in jobs if j["comment"].startswith("rule_train_")] == [job]
     assert "Error in rule train" not in out
@@ -374,9 +405,12 @@ def test_a_requeued_train_job_resumes_from_its_checkpoint_to_the_same_weights(
     script = subprocess.run(["scontrol", "write", "batch_script", job, "-"], capture_output=True, text=True)
     assert script.returncode == 0 and "snakemake" in script.stdout, script.stderr
     assert secret not in script.stdout and secret not in shown
-    log = (tmp_path / "logs/trainkill/train/sdrl.log").read_text()
-    resumed = re.search(r"resuming from \S+ \(step (\d)\)", log)
-    assert resumed and 2 <= int(resumed.group(1)) < 5, log[-3000:]  # from a checkpoint, not from the start
+    # each start after a fault resumed from the checkpoint the job had reached (one later when the fault came
+    # late), not from the start: the second as its node failed, the third at the end
+    second = [int(step) for step in RESUMED.findall(logs[1])]
+    third = [int(step) for step in RESUMED.findall((tmp_path / TRAIN_LOG).read_text())]
+    assert len(second) == 1 and 2 <= second[0] < STEPS, logs[1][-3000:]
+    assert len(third) == 1 and second[0] <= third[0] < STEPS, (tmp_path / TRAIN_LOG).read_text()[-3000:]
     weights = _weights(tmp_path)
     assert weights.keys() == uninterrupted.keys() and len(weights) > 0
     assert all((weights[k] == uninterrupted[k]).all() for k in weights)

@@ -23,8 +23,8 @@ ClusterName=localcluster
 SlurmctldHost=${HOST}
 AuthType=auth/munge
 # a requeued job waits out the credential lifetime before it starts again (120 s by default): the tests
-# requeue three jobs, and steps here launch within seconds
-AuthInfo=cred_expire=30
+# requeue jobs three times, and steps here launch within a second (SLURM's minimum is 5 s)
+AuthInfo=cred_expire=10
 CryptoType=crypto/munge
 MpiDefault=none
 GresTypes=gpu
@@ -38,6 +38,8 @@ StateSaveLocation=/var/spool/slurmctld
 SlurmUser=root
 SlurmdUser=root
 SchedulerType=sched/backfill
+# a requeued job, once eligible, waits for the next full pass (60 s and 30 s by default): one node, few jobs
+SchedulerParameters=sched_interval=2,bf_interval=2
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=1024
