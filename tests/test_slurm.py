@@ -79,12 +79,13 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
     test_profile = _test_profile(tmp_path)
     workdir = tmp_path / "work"
     workdir.mkdir()
-    # The tiny experiment with three protocols: enough to see debate jobs land on the H800 partition;
-    # and one pair on one dataset with one searched protocol: the CPU stages on the CPU partition.
+    # The tiny experiment with two protocols, one of them with a trained agent: enough to see debate jobs
+    # land on the H800 partition; and one pair on one dataset with one searched protocol: the CPU stages
+    # on the CPU partition.
     config = yaml.safe_load((REPO_ROOT / "tests/configs/tiny.yaml").read_text())
     # One dataset keeps the job count (and CI time) down; every kind of rule is still there.
     config["datasets"].pop("commonsense_qa")
-    config["debate"]["protocols"] = {k: config["debate"]["protocols"][k] for k in ("mad", "mad_pair", "trained")}
+    config["debate"]["protocols"] = {k: config["debate"]["protocols"][k] for k in ("mad_pair", "trained")}
     # UDPO's jobs are tested in test_workflow; here the single-policy train job stands for the stage.
     config["training"]["runs"].pop("udpo")
     config["training"]["runs"].pop("umad")
@@ -111,8 +112,8 @@ def test_dag_runs_through_real_slurm_with_gpu_requests(slurm_cluster, tmp_path):
         "train": 1,
         "zero_shot": 3,
         "summarize_zero_shot": 1,
-        "debate": 3,
-        "uncertainty": 3,
+        "debate": 2,
+        "uncertainty": 2,
         "summarize_debate": 1,
         "streams": 1,
         "fit_calibrators": 1,
@@ -362,15 +363,18 @@ def _weights(root: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def uninterrupted_train(slurm_cluster, tmp_path_factory):
-    """The train job run through SLURM without a fault: the test profile, the config and its final weights.
-    The config is tests/configs/train_faults.yaml with 12 SDRL steps: a step of the tiny model takes a
-    fraction of a second, and a fault must fall with steps still to go."""
+    """The train job run here without SLURM or a fault, on one thread as the test profile's jobs: the
+    test profile, the config and the final weights. The config is tests/configs/train_faults.yaml with
+    12 SDRL steps: a step of the tiny model takes a fraction of a second, and a fault must fall with
+    steps still to go."""
     root = tmp_path_factory.mktemp("slurm_train")
     profile, config = _test_profile(root), root / "train_faults.yaml"
     settings = yaml.safe_load(Path(TRAIN_FAULTS).read_text())
     settings["training"]["runs"]["sdrl"]["steps"] = STEPS
     config.write_text(yaml.safe_dump(settings))
-    _train_until(root / "whole", profile, config)
+    target = "results/trainkill/train/sdrl/metrics.parquet"
+    local = str(REPO_ROOT / "profiles/local")
+    snakemake(root / "whole", target, "--configfile", str(config), "--profile", local, "--set-threads", "train=1")
     return profile, config, _weights(root / "whole")
 
 
@@ -381,7 +385,7 @@ def test_a_train_job_preempted_then_failed_by_its_node_resumes_each_time_to_the_
     then, running again, its node failing as soon as it has resumed (`scontrol requeue`: the zero_shot
     test below). SLURM restarts the same job each time, Snakemake waits for it without failing or
     resubmitting it, the job resumes from its last checkpoint, and its weights equal those of an
-    uninterrupted run."""
+    uninterrupted run outside SLURM."""
     profile, config, uninterrupted = uninterrupted_train
     secret = f"sk-debatelab-{os.urandom(12).hex()}"
     log_start = SLURMCTLD_LOG.stat().st_size
