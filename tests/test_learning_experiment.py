@@ -53,9 +53,12 @@ def _tiny(tmp_path: Path) -> Path:
     config["experiment"] = "learning_tiny"
     config["datasets"]["chain_sum"]["limit"] = 6
     config["datasets"]["chain_train"]["limit"] = 8
-    config["models"] = {k: v for k, v in config["models"].items() if k in ("smollm2-135m-instruct", "smollm2-dapo")}
+    # the tiny random model in SmolLM2's place: the plumbing is the same, and the run ~1 min shorter
+    config["models"] = {"tiny": {"source": "bundled:tiny-random-llama"}, "tiny-dapo": config["models"]["smollm2-dapo"]}
     config["agents"] = {
-        k: {**v, "max_tokens": 16} for k, v in config["agents"].items() if k in ("base_a", "base_b", "dapo_a", "dapo_b")
+        k: {**v, "max_tokens": 16, "model": "tiny-dapo" if k.startswith("dapo") else "tiny"}
+        for k, v in config["agents"].items()
+        if k in ("base_a", "base_b", "dapo_a", "dapo_b")
     }
     pair = {**config["debate"]["protocols"]["base_mad"], "participants": ["base_a", "base_b"]}
     config["debate"]["protocols"] = {"base_pair": pair, "dapo_pair": {**pair, "participants": ["dapo_a", "dapo_b"]}}
