@@ -283,6 +283,7 @@ def _freeze(job: str) -> None:
 
 
 TRAIN_LOG = "logs/trainkill/train/sdrl.log"
+TRAIN_RUN = "results/trainkill/train/sdrl"  # the run's outputs and checkpoints
 STEPS = 12
 RESUMED = re.compile(r"resuming from \S+ \(step (\d+)\)")
 
@@ -291,7 +292,7 @@ def _at_checkpoint(step: int):
     """A fault's moment: the train job has written checkpoint `step`."""
 
     def reached(workdir: Path) -> bool:
-        latest = workdir / "results/trainkill/train/sdrl/checkpoint/latest"
+        latest = workdir / TRAIN_RUN / "checkpoint/latest"
         return latest.exists() and latest.read_text().strip() == f"step-{step:05d}"
 
     return reached
@@ -312,7 +313,7 @@ def _train_until(
     run's SLURM jobs, Snakemake's output and the job's log as it was at each fault."""
     from workflow_helpers import SNAKEMAKE, snakemake_env
 
-    target = "results/trainkill/train/sdrl/metrics.parquet"
+    target = f"{TRAIN_RUN}/metrics.parquet"
     before = {j["id"] for j in _squeue_jobs()}
     cmd = [
         SNAKEMAKE,
@@ -354,15 +355,11 @@ def _train_until(
 def _weights(root: Path) -> dict:
     from safetensors.torch import load_file
 
-    return {
-        k: v
-        for f in sorted((root / "results/trainkill/train/sdrl/model").glob("*.safetensors"))
-        for k, v in load_file(f).items()
-    }
+    return {k: v for f in sorted((root / TRAIN_RUN / "model").glob("*.safetensors")) for k, v in load_file(f).items()}
 
 
 @pytest.fixture(scope="module")
-def uninterrupted_train(slurm_cluster, tmp_path_factory):
+def uninterrupted_train(tmp_path_factory):
     """The train job run here without SLURM or a fault, on one thread as the test profile's jobs: the
     test profile, the config and the final weights. The config is tests/configs/train_faults.yaml with
     12 SDRL steps: a step of the tiny model takes a fraction of a second, and a fault must fall with
@@ -372,14 +369,14 @@ def uninterrupted_train(slurm_cluster, tmp_path_factory):
     settings = yaml.safe_load(Path(TRAIN_FAULTS).read_text())
     settings["training"]["runs"]["sdrl"]["steps"] = STEPS
     config.write_text(yaml.safe_dump(settings))
-    target = "results/trainkill/train/sdrl/metrics.parquet"
+    target = f"{TRAIN_RUN}/metrics.parquet"
     local = str(REPO_ROOT / "profiles/local")
     snakemake(root / "whole", target, "--configfile", str(config), "--profile", local, "--set-threads", "train=1")
     return profile, config, _weights(root / "whole")
 
 
 def test_a_train_job_preempted_then_failed_by_its_node_resumes_each_time_to_the_same_weights(
-    uninterrupted_train, tmp_path
+    slurm_cluster, uninterrupted_train, tmp_path
 ):
     """A running train job requeued by SLURM twice: preempted by a higher-tier job after checkpoint 2,
     then, running again, its node failing as soon as it has resumed (`scontrol requeue`: the zero_shot
