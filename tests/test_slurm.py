@@ -311,12 +311,12 @@ def _train_until(
     """Run the SDRL train job of `config` through SLURM; for each (moment, fault)
     of `faults`, call the fault on the train job's id once `moment(workdir)` holds. Returns that id, the
     run's SLURM jobs, Snakemake's output and the job's log as it was at each fault."""
-    from workflow_helpers import SNAKEMAKE, snakemake_env
+    from workflow_helpers import SNAKEMAKE_ON_TEST_SLURM, snakemake_env
 
     target = f"{TRAIN_RUN}/metrics.parquet"
     before = {j["id"] for j in _squeue_jobs()}
     cmd = [
-        SNAKEMAKE,
+        *SNAKEMAKE_ON_TEST_SLURM,
         "--snakefile",
         str(REPO_ROOT / "Snakefile"),
         "--directory",
@@ -421,7 +421,7 @@ def test_a_requeued_zero_shot_job_resumes_from_its_generation_cache(slurm_cluste
     """`scontrol requeue` of a zero_shot job after its first cache flush: the restarted job serves the
     flushed units from the cache, and its answers equal those of the same job run locally."""
     from test_resume import CACHE, CONFIG, _parts, _units
-    from workflow_helpers import SNAKEMAKE, snakemake_env
+    from workflow_helpers import SNAKEMAKE_ON_TEST_SLURM, snakemake_env
 
     from debatelab.compare import compare_trees
 
@@ -429,7 +429,7 @@ def test_a_requeued_zero_shot_job_resumes_from_its_generation_cache(slurm_cluste
     snakemake(tmp_path / "local", "--configfile", CONFIG, "--profile", str(REPO_ROOT / "profiles/local"), target)
     profile, workdir = _test_profile(tmp_path), tmp_path / "slurm"
     before = {j["id"] for j in _squeue_jobs()}
-    cmd = [SNAKEMAKE, "--snakefile", str(REPO_ROOT / "Snakefile"), "--directory", str(workdir)]
+    cmd = [*SNAKEMAKE_ON_TEST_SLURM, "--snakefile", str(REPO_ROOT / "Snakefile"), "--directory", str(workdir)]
     proc = subprocess.Popen(
         [*cmd, "--configfile", CONFIG, "--profile", str(profile), target],
         stdout=subprocess.PIPE,

@@ -9,6 +9,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+# The real CLI with the SLURM plugin's fixed waits shortened (tests/snakemake_on_test_slurm.py).
+SNAKEMAKE_ON_TEST_SLURM = [sys.executable, str(Path(__file__).with_name("snakemake_on_test_slurm.py"))]
 
 
 def snakemake_env(slurm: bool = False) -> dict:
@@ -27,7 +29,10 @@ def snakemake_env(slurm: bool = False) -> dict:
 def snakemake(
     workdir: Path, *args: str, check: bool = True, timeout: int = 1200, env: dict | None = None, slurm: bool = False
 ):
-    cmd = [SNAKEMAKE, "--snakefile", str(REPO_ROOT / "Snakefile"), "--directory", str(workdir), *args]
+    """Run snakemake on `workdir`; `slurm=True`: a run that talks to the test cluster, through
+    SNAKEMAKE_ON_TEST_SLURM."""
+    program = SNAKEMAKE_ON_TEST_SLURM if slurm else [SNAKEMAKE]
+    cmd = [*program, "--snakefile", str(REPO_ROOT / "Snakefile"), "--directory", str(workdir), *args]
     full_env = {**snakemake_env(slurm), **(env or {})}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
     if check and proc.returncode != 0:
