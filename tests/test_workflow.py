@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import require
-from workflow_helpers import REPO_ROOT, snakemake
+from workflow_helpers import REPO_ROOT, TWO_TINY_JOBS_AT_ONCE, snakemake
 
 from debatelab.debate.schema import ENDINGS, QUESTION_COLUMNS, TURN_COLUMNS
 from debatelab.evaluation import PAPER_TITLES, load_paper_numbers
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("wf")
-    snakemake(workdir, "--configfile", TINY, "--profile", LOCAL)
+    snakemake(workdir, "--configfile", TINY, "--profile", LOCAL, *TWO_TINY_JOBS_AT_ONCE)
     return workdir
 
 
@@ -220,7 +220,18 @@ def test_forcerun_zero_shot_reruns_it_and_only_what_depends_on_it(finished_run):
     zs = finished_run / "results/tiny/zero_shot/asdiv/alice.parquet"
     data_mtime, zs_mtime = data.stat().st_mtime_ns, zs.stat().st_mtime_ns
     before = pd.read_parquet(zs)
-    snakemake(finished_run, "--configfile", TINY, "--profile", LOCAL, "--forcerun", "zero_shot", "--until", "zero_shot")
+    snakemake(
+        finished_run,
+        "--configfile",
+        TINY,
+        "--profile",
+        LOCAL,
+        "--forcerun",
+        "zero_shot",
+        "--until",
+        "zero_shot",
+        *TWO_TINY_JOBS_AT_ONCE,
+    )
     assert data.stat().st_mtime_ns == data_mtime
     assert zs.stat().st_mtime_ns > zs_mtime
     # Rerun from the generation cache: identical generations, no new model calls needed.

@@ -11,6 +11,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 # The real CLI with the SLURM plugin's fixed waits shortened (tests/snakemake_on_test_slurm.py).
 SNAKEMAKE_ON_TEST_SLURM = [sys.executable, str(Path(__file__).with_name("snakemake_on_test_slurm.py"))]
+# The rules reserve 2 threads and 16-32 GB for real models, so on CI's 2 cores the local profile runs
+# a generation or training job alone. The tiny model's jobs generate on one thread (`num_threads: 1`)
+# in well under 1 GB: with these, two run at once. Only the schedule changes, not what a job computes
+# (no script reads its thread count). `=`-joined, so they can stand before targets.
+TWO_TINY_JOBS_AT_ONCE = ("--max-threads=1", "--resources=mem_mb=64000")
 
 
 def snakemake_env(slurm: bool = False) -> dict:
