@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from workflow_helpers import snakemake_env
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -23,6 +24,7 @@ def test_snakemake_lint_finds_nothing(configfile, tmp_path):
         text=True,
         cwd=REPO,
         timeout=300,
+        env=snakemake_env(),  # SLURM_CONF: no 9 s wait for a SLURM controller
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Lints for" not in done.stdout + done.stderr, done.stdout + done.stderr
