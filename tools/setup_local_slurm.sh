@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A real SLURM on this host for tests (slurmctld + slurmd); Debian 12, run as root.
-# Node ${HOST} fakes one a100 and two h800 GPUs via GRES (File=/dev/null, /dev/zero, /dev/full) so
-# `--gpus=a100:1` and `--gpus=h800:2` jobs schedule (a job whose GPU plan asks for two h800s:
+# Node ${HOST} fakes two a100 and two h800 GPUs via GRES (File=/dev/null, /dev/urandom, /dev/zero,
+# /dev/full) so `--gpus=a100:1` and `--gpus=h800:2` jobs schedule, two one-GPU jobs at once (a job whose GPU plan asks for two h800s:
 # tests/test_slurm.py). Partition `twins` adds two more nodes, twin0 and twin1, each a slurmd of its
 # own on this host (Debian's slurmd runs several, `slurmd -N <node>`) with one fake h800: a job of
 # two nodes (tests/test_slurm.py's several-node training) runs one task on each.
@@ -53,7 +53,7 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 SlurmctldLogFile=/var/log/slurm/slurmctld.log
 SlurmdLogFile=/var/log/slurm/slurmd-%n.log
-NodeName=${HOST} CPUs=${CPUS} RealMemory=${MEM_MB} Gres=gpu:a100:1,gpu:h800:2 State=UNKNOWN Port=6818
+NodeName=${HOST} CPUs=${CPUS} RealMemory=${MEM_MB} Gres=gpu:a100:2,gpu:h800:2 State=UNKNOWN Port=6818
 NodeName=twin[0-1] NodeHostname=${HOST} NodeAddr=127.0.0.1 CPUs=1 RealMemory=$(( MEM_MB / 2 )) Gres=gpu:h800:1 State=UNKNOWN Port=[6828-6829]
 PartitionName=cpu Nodes=${HOST} Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu_a100 Nodes=${HOST} MaxTime=INFINITE State=UP
@@ -64,6 +64,7 @@ CONF
 cat > /etc/slurm/gres.conf <<CONF
 AutoDetect=off
 NodeName=${HOST} Name=gpu Type=a100 File=/dev/null
+NodeName=${HOST} Name=gpu Type=a100 File=/dev/urandom
 NodeName=${HOST} Name=gpu Type=h800 File=/dev/zero
 NodeName=${HOST} Name=gpu Type=h800 File=/dev/full
 NodeName=twin[0-1] Name=gpu Type=h800 File=/dev/zero
