@@ -2,6 +2,8 @@
 
 Every job must reach SLURM (sbatch), and GPU-heavy rules must carry their GPU request
 (`--gpus=a100:1`, served by a fake a100 GRES). Status comes from squeue: no accounting daemon.
+Snakemake starts through tests/snakemake_on_test_slurm.py: the real CLI and plugin, its fixed
+waits (before each sbatch, between status polls) shortened for a one-node cluster.
 """
 
 from __future__ import annotations
