@@ -72,3 +72,74 @@ def test_dtype_auto_on_the_bundled_gguf_is_its_float32_folder():
     auto = model_settings("bundled:smollm2-135m-instruct", "auto")
     assert auto == {"source": "bundled:smollm2-135m-instruct", "dtype": "float32"}
     assert model_folder_name(auto) == model_folder_name(model_settings("bundled:smollm2-135m-instruct", "float32"))
+
+
+def _converting_spy(monkeypatch, real: bool):
+    """Count gguf_tokenizer's conversions from the GGUF; with real=False each returns the bundled
+    tokenizer read from a saved folder instead of parsing the GGUF (5 s) again."""
+    from transformers import AutoTokenizer
+
+    from debatelab.models import smollm2_gguf_path
+
+    conversions, load = [], AutoTokenizer.from_pretrained
+    saved = None
+
+    def from_pretrained(path, *args, **kwargs):
+        nonlocal saved
+        if "gguf_file" not in kwargs:
+            return load(path, *args, **kwargs)
+        conversions.append(kwargs["gguf_file"])
+        if real or saved is None:
+            tokenizer = load(path, *args, **kwargs)
+            if not real:
+                saved = tokenizer
+            return tokenizer
+        return saved
+
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", from_pretrained)
+    return smollm2_gguf_path(), conversions
+
+
+def test_a_gguf_tokenizer_is_converted_once_then_loaded_from_the_cache_as_it_was(tmp_path, monkeypatch):
+    from debatelab.models import gguf_tokenizer
+
+    monkeypatch.setenv("DEBATELAB_CACHE", str(tmp_path / "cache"))
+    gguf, conversions = _converting_spy(monkeypatch, real=True)
+    converted = gguf_tokenizer(gguf)
+    (entry,) = (tmp_path / "cache/tokenizers").iterdir()
+    assert entry.name.startswith("SmolLM2-135M-Instruct.Q4_1-") and len(conversions) == 1
+    cached = gguf_tokenizer(gguf)
+    assert len(conversions) == 1  # the second call parsed no GGUF
+    text = [{"role": "user", "content": "What is 12 + 30? Ünïcode, emoji 🙂 and\ttabs."}]
+    assert cached.apply_chat_template(text, tokenize=False) == converted.apply_chat_template(text, tokenize=False)
+    assert cached(text[0]["content"])["input_ids"] == converted(text[0]["content"])["input_ids"]
+    assert (cached.bos_token, cached.eos_token, len(cached)) == (
+        converted.bos_token,
+        converted.eos_token,
+        len(converted),
+    )
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    converted.save_pretrained(tmp_path / "a")
+    cached.save_pretrained(tmp_path / "b")
+    assert {p.name: p.read_bytes() for p in (tmp_path / "a").iterdir()} == {
+        p.name: p.read_bytes() for p in (tmp_path / "b").iterdir()
+    }  # so a prepared model folder is the same bytes either way
+
+
+def test_a_damaged_cache_entry_is_converted_again_and_an_unwritable_cache_only_costs_time(tmp_path, monkeypatch):
+    from debatelab.models import gguf_tokenizer
+
+    monkeypatch.setenv("DEBATELAB_CACHE", str(tmp_path / "cache"))
+    gguf, conversions = _converting_spy(monkeypatch, real=False)
+    gguf_tokenizer(gguf)
+    (entry,) = (tmp_path / "cache/tokenizers").iterdir()
+    (entry / "tokenizer.json").write_text("{ half a fil")  # a disk that filled up
+    assert len(gguf_tokenizer(gguf)) > 49000 and len(conversions) == 2
+    assert json.loads((entry / "tokenizer.json").read_text())["model"]  # replaced by a whole one
+    gguf_tokenizer(gguf)
+    assert len(conversions) == 2
+    (tmp_path / "not-a-folder").write_text("")
+    monkeypatch.setenv("DEBATELAB_CACHE", str(tmp_path / "not-a-folder"))
+    assert len(gguf_tokenizer(gguf)) > 49000 and len(conversions) == 3
+    assert not list(tmp_path.glob("not-a-folder*/**"))

@@ -96,6 +96,47 @@ def smollm2_gguf_path() -> Path:
     return path
 
 
+def cache_home() -> Path:
+    """Where debatelab keeps what it can rebuild at any time (now: tokenizers converted from GGUF):
+    `$DEBATELAB_CACHE`, else `$XDG_CACHE_HOME/debatelab`, else `~/.cache/debatelab`."""
+    if os.environ.get("DEBATELAB_CACHE"):
+        return Path(os.environ["DEBATELAB_CACHE"]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "debatelab"
+
+
+def gguf_tokenizer(gguf_path: str | os.PathLike):
+    """The tokenizer of a GGUF checkpoint, as transformers converts it. The conversion parses the GGUF's
+    whole vocabulary in Python (about 5 s on 2 cores, at every prepared model), so the converted files
+    are kept in `cache_home()`, keyed by the GGUF file (path, size, mtime) and the converting versions;
+    a later call loads them in a fraction of a second. Without a writable cache it converts each time."""
+    import tokenizers
+    import transformers
+    from transformers import AutoTokenizer
+
+    gguf_path = Path(gguf_path).resolve()
+    stat = gguf_path.stat()
+    identity = f"{gguf_path}|{stat.st_size}|{stat.st_mtime_ns}|{transformers.__version__}|{tokenizers.__version__}"
+    folder = cache_home() / "tokenizers" / f"{gguf_path.stem}-{hashlib.sha256(identity.encode()).hexdigest()[:16]}"
+    if (folder / "tokenizer_config.json").exists():
+        try:
+            return AutoTokenizer.from_pretrained(folder)
+        except (OSError, ValueError) as exc:  # a damaged cache entry: convert again and replace it
+            log.warning("%s: unreadable cached tokenizer (%s); converting %s again", folder, exc, gguf_path.name)
+    tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+    tmp = None
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+        tokenizer.save_pretrained(tmp)
+        shutil.rmtree(folder, ignore_errors=True)  # a damaged entry, or one another job has just written
+        os.replace(tmp, folder)  # one step: readers see no folder or a whole one
+    except OSError as exc:  # no writable cache, or another job's rename came between ours
+        log.info("tokenizer of %s not cached in %s: %s", gguf_path.name, folder.parent, exc)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return tokenizer
+
+
 def convert_gguf(gguf_path: str | os.PathLike, out_dir: str | os.PathLike, dtype: str = "float32") -> None:
     """Dequantise a GGUF checkpoint and save it as a plain, trainable Hugging Face folder.
 
@@ -103,11 +144,11 @@ def convert_gguf(gguf_path: str | os.PathLike, out_dir: str | os.PathLike, dtype
     fine-tuned, so the weights are copied into a fresh model built from the same config.
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     gguf_path = Path(gguf_path)
     torch_dtype = getattr(torch, gguf_dtype(dtype))
-    tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+    tokenizer = gguf_tokenizer(gguf_path)
     quantised = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch_dtype)
     config = quantised.config
     if hasattr(config, "quantization_config"):
@@ -128,10 +169,7 @@ def build_tiny_random_llama(out_dir: str | os.PathLike, seed: int = 0) -> None:
     Fast enough for tests of every code path (chat formatting, parsing, batching, training);
     head_dim is 64 because vLLM's CPU attention rejects smaller heads.
     """
-    from transformers import AutoTokenizer
-
-    gguf = smollm2_gguf_path()
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    tokenizer = gguf_tokenizer(smollm2_gguf_path())
     model = random_llama(
         tokenizer,
         seed=seed,
