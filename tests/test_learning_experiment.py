@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from workflow_helpers import REPO_ROOT, snakemake
+from workflow_helpers import REPO_ROOT, TWO_TINY_JOBS_AT_ONCE, snakemake
 
 from debatelab.config import load_experiment
 
@@ -55,6 +55,7 @@ def _tiny(tmp_path: Path) -> Path:
     config["datasets"]["chain_train"]["limit"] = 8
     # the tiny random model in SmolLM2's place: the plumbing is the same, and the run ~1 min shorter
     config["models"] = {"tiny": {"source": "bundled:tiny-random-llama"}, "tiny-dapo": config["models"]["smollm2-dapo"]}
+    config["backends"]["transformers"]["num_threads"] = 1  # two jobs at once (TWO_TINY_JOBS_AT_ONCE)
     config["agents"] = {
         k: {**v, "max_tokens": 16, "model": "tiny-dapo" if k.startswith("dapo") else "tiny"}
         for k, v in config["agents"].items()
@@ -101,6 +102,7 @@ def test_a_tiny_learning_run_compares_the_trained_model_with_its_base(tmp_path):
         str(config),
         "--until",
         "summarize_comparisons",
+        *TWO_TINY_JOBS_AT_ONCE,
         timeout=1500,
     )
     results = tmp_path / "results/learning_tiny"
