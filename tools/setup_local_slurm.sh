@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A real SLURM on this host for tests (slurmctld + slurmd); Debian 12, run as root.
 # Node ${HOST} fakes two a100 and two h800 GPUs via GRES (File=/dev/null, /dev/urandom, /dev/zero,
-# /dev/full) so `--gpus=a100:1` and `--gpus=h800:2` jobs schedule, two one-GPU jobs at once (a job whose GPU plan asks for two h800s:
-# tests/test_slurm.py). Partition `twins` adds two more nodes, twin0 and twin1, each a slurmd of its
+# /dev/full) so `--gpus=a100:1` and `--gpus=h800:2` jobs schedule, two one-GPU jobs at once (a job
+# whose GPU plan asks for two h800s: tests/test_slurm.py). Partition `twins` adds two more nodes, twin0 and twin1, each a slurmd of its
 # own on this host (Debian's slurmd runs several, `slurmd -N <node>`) with one fake h800: a job of
 # two nodes (tests/test_slurm.py's several-node training) runs one task on each.
 
