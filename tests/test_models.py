@@ -75,8 +75,8 @@ def test_dtype_auto_on_the_bundled_gguf_is_its_float32_folder():
 
 
 def _converting_spy(monkeypatch, real: bool):
-    """Count gguf_tokenizer's conversions from the GGUF; with real=False each returns the bundled
-    tokenizer read from a saved folder instead of parsing the GGUF (5 s) again."""
+    """Count gguf_tokenizer's conversions from the GGUF; with real=False only the first parses the GGUF
+    (5 s) and the later ones return its tokenizer again."""
     from transformers import AutoTokenizer
 
     from debatelab.models import smollm2_gguf_path
