@@ -49,12 +49,13 @@ def test_the_job_starts_one_srun_task_per_node_each_launching_its_node_with_its_
     monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
     monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[3-4]")
     monkeypatch.setenv("SLURM_CPUS_ON_NODE", "64")
-    cmd = launch.slurm_launch_command(2, 8, ["job.json", "train.log"], "config/accelerate/zero2_8gpu.yaml")
+    zero2 = str(REPO_ROOT / "config/accelerate/zero2_8gpu.yaml")
+    cmd = launch.slurm_launch_command(2, 8, ["job.json", "train.log"], zero2)
     srun = cmd[: cmd.index(sys.executable)]
     assert srun == ["srun", "--nodes", "2", "--ntasks", "2", "--ntasks-per-node", "1", "--kill-on-bad-exit=1",
                     "--cpus-per-task", "64"]  # fmt: skip
     node_args = cmd[cmd.index("--node") + 1 :]
-    assert node_args == ["2", "8", "gpu3", str(29500 + 123456 % 10000), "config/accelerate/zero2_8gpu.yaml", "job.json", "train.log"]  # fmt: skip
+    assert node_args == ["2", "8", "gpu3", str(29500 + 123456 % 10000), zero2, "job.json", "train.log"]
 
     started = []
     monkeypatch.setattr(subprocess, "run", lambda command, check: started.append(command))
@@ -64,8 +65,15 @@ def test_the_job_starts_one_srun_task_per_node_each_launching_its_node_with_its_
     (node,) = started
     assert node[node.index("--num_processes") + 1] == "16" and node[node.index("--num_machines") + 1] == "2"
     assert node[node.index("--machine_rank") + 1] == "1" and node[node.index("--main_process_ip") + 1] == "gpu3"
-    assert node[node.index("--config_file") + 1] == "config/accelerate/zero2_8gpu.yaml"
+    assert node[node.index("--config_file") + 1] == zero2
+    # each node started by srun itself: accelerate's default hands DeepSpeed over several machines to pdsh
+    assert node[node.index("--deepspeed_multinode_launcher") + 1] == "standard"
     assert node[-4:] == ["-m", "debatelab.training.core.launch", "job.json", "train.log"]
+    fsdp = launch.node_launch_command(
+        nodes=2, processes_per_node=8, program=["-m", "x"], node_rank=1, main_address="gpu3", main_port=1,
+        accelerate_config=str(REPO_ROOT / "config/accelerate/fsdp2_8gpu.yaml"), gpu=True,
+    )  # fmt: skip
+    assert "--deepspeed_multinode_launcher" not in fsdp and fsdp[fsdp.index("--machine_rank") + 1] == "1"
     cpu = launch.node_launch_command(
         nodes=2, processes_per_node=1, program=["-m", "x"], node_rank=0, main_address="gpu3", main_port=1, gpu=False
     )
@@ -150,32 +158,18 @@ def test_sbatch_receives_two_nodes_and_no_task_per_gpu_for_a_two_node_run(tmp_pa
     assert "--ntasks-per-gpu" not in call, call
 
 
-@pytest.mark.slow
-def test_two_launchers_on_one_machine_train_as_one_node_with_two_processes(tmp_path, char_model_dir):
-    """`node_launch_command` for node ranks 0 and 1 (one process each, localhost the main address)
-    started side by side: the two steps of `ddp_update` equal those of one launcher with two processes."""
-    from safetensors.torch import load_file
-
-    env = {**os.environ, "PYTHONPATH": distributed_helpers.tests_path(), "OMP_NUM_THREADS": "1"}
-    outs = {name: tmp_path / f"{name}.safetensors" for name in ("one_node", "two_nodes")}
-    one = launch.node_launch_command(
-        nodes=1,
-        processes_per_node=2,
-        program=["-m", "ddp_update", str(char_model_dir), str(outs["one_node"])],
-        gpu=False,
-    )
-    one[one.index("--nproc_per_node") : one.index("--nproc_per_node")] = ["--master_port", "29611"]
-    proc = subprocess.run(one, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def _two_launchers(program: list[str], port: int, env: dict, accelerate_config: str | None = None) -> None:
+    """Node ranks 0 and 1 of a two-node run, one process each, started side by side on this machine."""
     nodes = [
         subprocess.Popen(
             launch.node_launch_command(
                 nodes=2,
                 processes_per_node=1,
-                program=["-m", "ddp_update", str(char_model_dir), str(outs["two_nodes"])],
+                program=program,
                 node_rank=rank,
                 main_address="127.0.0.1",
-                main_port=29612,
+                main_port=port,
+                accelerate_config=accelerate_config,
                 gpu=False,
             ),
             env=env,
@@ -188,12 +182,41 @@ def test_two_launchers_on_one_machine_train_as_one_node_with_two_processes(tmp_p
     for node in nodes:
         _, err = node.communicate(timeout=600)
         assert node.returncode == 0, err[-3000:]
+
+
+@pytest.mark.slow
+def test_two_launchers_on_one_machine_train_as_one_node_with_two_processes(tmp_path, char_model_dir):
+    """`node_launch_command` for node ranks 0 and 1 (one process each, localhost the main address)
+    started side by side: the two steps of `ddp_update` equal those of one launcher with two processes.
+    Under a DeepSpeed config (ZeRO-3) the two nodes start through `accelerate launch`, each as its own
+    machine rank, and make the same update as one node's DDP processes (within ZeRO's 1e-4)."""
+    from safetensors.torch import load_file
+
+    env = {**os.environ, "PYTHONPATH": distributed_helpers.tests_path(), "OMP_NUM_THREADS": "1"}
+    outs = {name: tmp_path / f"{name}.safetensors" for name in ("one_node", "two_nodes", "two_nodes_zero3")}
+    one = launch.node_launch_command(
+        nodes=1,
+        processes_per_node=2,
+        program=["-m", "ddp_update", str(char_model_dir), str(outs["one_node"])],
+        gpu=False,
+    )
+    one[one.index("--nproc_per_node") : one.index("--nproc_per_node")] = ["--master_port", "29611"]
+    proc = subprocess.run(one, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _two_launchers(["-m", "ddp_update", str(char_model_dir), str(outs["two_nodes"])], 29612, env)
+    zero3 = str(REPO_ROOT / "config/accelerate/zero3_8gpu.yaml")
+    _two_launchers(["-m", "ddp_update", str(char_model_dir), str(outs["two_nodes_zero3"])], 29613, env, zero3)
     one_node, two_nodes = load_file(outs["one_node"]), load_file(outs["two_nodes"])
     assert one_node.keys() == two_nodes.keys() and int(two_nodes["steps_made"]) == 2
     grads = [k for k in one_node if k.startswith("grad.")]
     assert len(grads) > 5 and any(float(one_node[k].abs().max()) > 1e-4 for k in grads)
     # the same ranks, the same Gloo all-reduce: the same numbers
     assert all(torch.equal(one_node[k], two_nodes[k]) for k in one_node)
+    sharded = load_file(outs["two_nodes_zero3"])  # DeepSpeed keeps the gradients in its partitions
+    weights = [k for k in one_node if not k.startswith("grad.") and k != "steps_made"]
+    assert int(sharded["steps_made"]) == 2 and set(weights) <= set(sharded)
+    # lr 1e-2: every weight moved by ~2e-2; ZeRO's sums differ from DDP's in order only
+    assert max(float((one_node[k] - sharded[k]).abs().max()) for k in weights) < 1e-4
 
 
 def test_a_two_node_run_stops_before_any_job_on_the_local_executor(tmp_path):

@@ -125,6 +125,10 @@ def node_launch_command(
         cmd += ["--num_machines", str(nodes)]
         if several:
             cmd += ["--machine_rank", str(node_rank), "--main_process_ip", str(main_address)]
+            if accelerate_config and _distributed_type(accelerate_config) == "DEEPSPEED":
+                # else accelerate hands several machines to DeepSpeed's own pdsh runner, which drops
+                # --machine_rank and starts every node from a hostfile; here srun already starts each node
+                cmd += ["--deepspeed_multinode_launcher", "standard"]
         if main_port is not None:
             cmd += ["--main_process_port", str(main_port)]
         cmd += ["--config_file", str(accelerate_config)] if accelerate_config else ["--multi_gpu"]
@@ -216,15 +220,21 @@ def node_main(args: list[str]) -> None:
     subprocess.run(cmd, check=True)
 
 
-def is_sharding_config(path: str | Path) -> bool:
-    """Whether an accelerate config file shards the training state: `distributed_type: DEEPSPEED`
-    (ZeRO, any stage) or `FSDP` (`gpu_plan.accelerate_distributed_type`, which reads the file for the GPU plans)."""
+def _distributed_type(path: str | Path) -> str | None:
+    """An accelerate config file's `distributed_type` (`gpu_plan.accelerate_distributed_type`, which
+    reads the file for the GPU plans); a FileNotFoundError naming a missing file."""
     from ...gpu_plan import accelerate_distributed_type
 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"accelerate_config {path}: no such file")
-    return accelerate_distributed_type(str(path)) in ("DEEPSPEED", "FSDP")
+    return accelerate_distributed_type(str(path))
+
+
+def is_sharding_config(path: str | Path) -> bool:
+    """Whether an accelerate config file shards the training state: `distributed_type: DEEPSPEED`
+    (ZeRO, any stage) or `FSDP`."""
+    return _distributed_type(path) in ("DEEPSPEED", "FSDP")
 
 
 def main(argv: list[str] | None = None) -> None:
