@@ -445,9 +445,10 @@ def main() -> None:
         help="dapo, sdrl: ours on a LoRA adapter (r 16) or every weight (full: ours only; under `accelerate launch "
         "--num_processes 1 --config_file config/accelerate/<zero2|zero3|fsdp2>_8gpu.yaml` through that engine)",
     )
-    ap.add_argument("--padded", action="store_true", help="ours: padded update passes (packed_updates: false)")
+    passes = ap.add_mutually_exclusive_group()  # a padded pass holds every sequence whole
+    passes.add_argument("--padded", action="store_true", help="ours: padded update passes (packed_updates: false)")
     ap.add_argument("--autocast", action="store_true", help="ours: the update's forwards under bf16 autocast")
-    ap.add_argument(
+    passes.add_argument(
         "--whole-prompts",
         action="store_true",
         help="ours: each packed sequence with its own prompt (shared_prompts: false)",

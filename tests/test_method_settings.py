@@ -114,6 +114,54 @@ def test_a_trajectory_ratio_is_udpos_alone(method):
     assert [m for m, spec in METHODS.items() if "trajectory" in spec.ratio_levels] == ["udpo"]
 
 
+@pytest.mark.parametrize(
+    "method, without_kl, with_kl, weight",
+    [
+        ("dapo", {}, {"dapo": {"kl_coef": 0.01}}, "dapo.kl_coef"),
+        ("sdrl", {}, {"sdrl": {"kl_coef": 0.01}}, "sdrl.kl_coef"),
+        ("umad", {}, {"umad": {"kl_coef": 0.001}}, "umad.kl_coef"),  # in the reward (kl_mode reward) too
+        ("rmaac", {}, {"mappo": {"kl_coef": 0.1}}, "mappo.kl_coef"),
+        ("udpo", {"udpo": {"eta_base": 0.0}}, {}, "udpo.eta_base"),  # each seat's eta is a multiple of it
+    ],
+)
+def test_a_kl_estimator_without_a_kl_weight_is_refused(method, without_kl, with_kl, weight):
+    """A run whose KL weight is 0 computes no KL: a `kl_estimator` off its default is refused, naming the
+    weight that would make it read; the default, which the schema fills into every run, passes."""
+    spec = {"method": method, "max_tokens": 4096}
+    with pytest.raises(
+        ValueError,
+        match=rf"training: kl_estimator is read by '{method}' only with a KL term \({weight} > 0; this run's is 0\)",
+    ):
+        TrainSettings.from_config({**spec, **without_kl, "kl_estimator": "k1"})
+    assert TrainSettings.from_config({**spec, **with_kl, "kl_estimator": "k1"}).kl_estimator == "k1"
+    assert TrainSettings.from_config({**spec, **without_kl, "kl_estimator": "k3"}).kl_estimator == "k3"
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("vllm_gpu_memory_utilization", 0.5),
+        ("vllm_max_model_len", 512),
+        ("vllm_enforce_eager", True),
+        ("vllm_sleep", True),
+    ],
+)
+def test_the_vllm_engines_keys_with_rollouts_on_transformers_are_refused(key, value):
+    spec = {"method": "umad", key: value}
+    with pytest.raises(ValueError, match=rf"training: {key} is read by 'umad' only with rollouts on vLLM"):
+        TrainSettings.from_config({**spec, "rollout_backend": "transformers"})
+    for backend in ("auto", "vllm"):  # auto takes vLLM where a GPU and vLLM are there
+        assert getattr(TrainSettings.from_config({**spec, "rollout_backend": backend}), key) == value
+
+
+def test_shared_prompts_are_read_only_by_packed_updates():
+    spec = {"method": "sdrl", "max_tokens": 4096, "shared_prompts": False}
+    with pytest.raises(ValueError, match=r"training: shared_prompts is read by 'sdrl' only with packed_updates: true"):
+        TrainSettings.from_config({**spec, "packed_updates": False})
+    assert not TrainSettings.from_config(spec).shared_prompts
+    assert not TrainSettings.from_config({**spec, "shared_prompts": True, "packed_updates": False}).packed_updates
+
+
 def test_the_dry_run_names_the_run_the_key_and_the_method():
     def udpo_block_on_rmaac(runs):
         runs["rmaac"]["udpo"] = {"rounds": 1}
@@ -156,6 +204,41 @@ def test_the_dry_run_names_the_run_the_key_and_the_method():
         ConfigError, match=r"training\.runs\.sdrl: Additional properties are not allowed \('prompts_per_step'"
     ):
         _experiment(moved_key_at_the_run_level)
+
+    def policy_on_umad(runs):
+        runs["umad"]["policy"] = runs["umad"]["participants"][0]
+
+    with pytest.raises(
+        ConfigError,
+        match=r"config: training\.runs\.umad\.policy is read by dapo, sdrl only; method 'umad' trains its participants",
+    ):
+        _experiment(policy_on_umad)
+
+    def participants_on_sdrl(runs):
+        runs["sdrl"]["participants"] = [runs["sdrl"]["policy"], runs["sdrl"]["policy"]]
+
+    with pytest.raises(
+        ConfigError,
+        match=r"config: training\.runs\.sdrl\.participants is read by udpo, umad, mappo, rmaac only; method 'sdrl' trains its policy",
+    ):
+        _experiment(participants_on_sdrl)
+
+    def heldout_without_questions_to_ask(runs):
+        runs["sdrl"]["heldout"] = {"every": 2}
+
+    with pytest.raises(
+        ConfigError,
+        match=r"config: training\.runs\.sdrl\.heldout\.every is read only with training\.runs\.sdrl\.heldout\.dataset",
+    ):
+        _experiment(heldout_without_questions_to_ask)
+
+    def kl_estimator_on_sdrl_without_kl(runs):
+        runs["sdrl"]["kl_estimator"] = "k1"
+
+    with pytest.raises(
+        ConfigError, match=r"config: training\.runs\.sdrl\.kl_estimator is read by 'sdrl' only with a KL term"
+    ):
+        _experiment(kl_estimator_on_sdrl_without_kl)
 
     def bad_value_in_a_block(runs):
         runs["sdrl"]["sdrl"]["rollouts_per_prompt"] = 1

@@ -75,9 +75,7 @@ def test_umad_agents_learn_a_toy_verifiable_task(char_model_dir):
     threshold, 2.8 -> 4.8 %, both agents up; at 12 steps 2.8 -> 6.6 %. A seed-level outcome.)"""
     from debatelab.training.methods.umad import UmadTrainer
 
-    settings = toy_settings(
-        method="umad", steps=12, kl_estimator="k1", umad={"threads": 6, "turns": 2, "questions_per_step": 4}, **TOY
-    )
+    settings = toy_settings(method="umad", steps=12, umad={"threads": 6, "turns": 2, "questions_per_step": 4}, **TOY)
     before, after, metrics = _learn(
         lambda policies: UmadTrainer(frame_from_rows(ROWS), policies, settings, run="umad", participants=list(AGENTS)),
         settings,

@@ -124,7 +124,7 @@ def test_a_prompt_shared_by_several_replies_is_packed_once_with_the_same_logprob
     results, positions = {}, {}
     for mode in ("padded", "whole", "shared"):
         trainer.settings = dataclasses.replace(
-            trainer.settings, packed_updates=mode != "padded", shared_prompts=mode == "shared"
+            trainer.settings, packed_updates=mode != "padded", shared_prompts=mode != "whole"
         )
         batch = trainer._batch(rollouts)
         if mode != "padded":

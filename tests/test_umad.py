@@ -94,6 +94,39 @@ def test_mean_nll():
     assert mean_nll([-0.5, -1.5]) == 1.0 and math.isnan(mean_nll([]))
 
 
+@pytest.mark.parametrize("kl_mode", ["reward", "loss"])
+def test_the_kl_in_the_reward_is_summed_by_the_run_s_kl_estimator(kl_mode):
+    """`kl_mode: reward` subtracts β·Σ_t KL_t from a response's R_total, each KL_t by the run's
+    `kl_estimator` (k1 = log π − log π_ref, k3 = r − log r − 1); `kl_mode: loss` leaves the reward alone."""
+    from types import SimpleNamespace
+
+    import torch
+    from conftest import toy_settings
+
+    from debatelab.training.methods.umad import UmadTrainer
+
+    logps, ref = torch.tensor([-1.0, -2.0, -0.5]), torch.tensor([-1.5, -1.0, -0.5])
+    by_hand = {"k1": 0.5 - 1.0 + 0.0, "k3": (math.exp(-0.5) + 0.5 - 1) + (math.exp(1.0) - 1.0 - 1) + 0.0}
+    penalties = {}
+    for estimator in ("k1", "k3"):
+        settings = toy_settings("umad", kl_estimator=estimator, umad={"kl_coef": 0.1, "kl_mode": kl_mode})
+        trainer = SimpleNamespace(umad=settings.umad, settings=settings)
+        cell = (0, 0, 0, 0)
+        batch = SimpleNamespace(
+            cell={cell: SimpleNamespace(length=3)},
+            nll=np.zeros((1, 1, 1, 1)),
+            penalty=np.zeros((1, 1, 1, 1)),
+            kl_values=[],
+        )
+        UmadTrainer.turn_rewards(trainer, batch, cell, logps, ref)
+        assert batch.nll[cell] == pytest.approx(3.5 / 3) and batch.kl_values == [pytest.approx(-0.5 / 3)]
+        penalties[estimator] = batch.penalty[cell]
+    if kl_mode == "reward":
+        assert penalties == {k: pytest.approx(0.1 * v) for k, v in by_hand.items()}
+    else:
+        assert penalties == {"k1": 0.0, "k3": 0.0}
+
+
 def _umad(char_model_dir, checkpoint_dir, steps, **umad):
     trainer = _umad_trainer(char_model_dir, checkpoint_dir, steps, **umad)
     return trainer, trainer.train()

@@ -548,6 +548,21 @@ class Experiment:
         for run, spec in self.training_runs.items():
             where = f"training.runs.{run}"
             key = "participants" if METHODS[spec["method"]].multi_agent else "policy"
+            other = "policy" if key == "participants" else "participants"
+            if other in spec:
+                readers = [m for m in METHODS if METHODS[m].multi_agent == (other == "participants")]
+                raise ConfigError(
+                    f"config: {where}.{other} is read by {', '.join(readers)} only; method "
+                    f"{spec['method']!r} trains its {key} ({where}.{key})"
+                )
+            # the schema fills every and questions in: only a value off their defaults shows it was written
+            defaults = {"every": TrainSettings.heldout_every, "questions": TrainSettings.heldout_questions}
+            unread = sorted(k for k, v in (spec.get("heldout") or {}).items() if k in defaults and v != defaults[k])
+            if unread and self.heldout_dataset(run) is None:
+                raise ConfigError(
+                    f"config: {where}.heldout.{unread[0]} is read only with {where}.heldout.dataset (the "
+                    "questions the held-out accuracy is measured on): name one, or drop the heldout block"
+                )
             for agent in self.run_agents(run):
                 if agent not in self.agents:
                     raise ConfigError(

@@ -67,6 +67,24 @@ def refuse_overlong_keys(method: str, keys) -> None:
         )
 
 
+#: What a colocated vLLM engine reads: unread when the rollouts run on transformers.
+VLLM_KEYS = ("vllm_gpu_memory_utilization", "vllm_max_model_len", "vllm_enforce_eager", "vllm_sleep")
+
+
+def unread_conditional_keys(settings: TrainSettings) -> list[tuple[tuple[str, ...], str]]:
+    """The run keys `settings` don't read because of its other settings, each group with the condition
+    under which it would be: `kl_estimator` without a KL weight, the vLLM engine's keys with rollouts
+    on transformers, `shared_prompts` with padded updates. Set off their defaults, they are refused."""
+    unread = []
+    if not settings.kl_weight_positive:
+        unread.append((("kl_estimator",), f"with a KL term ({settings.kl_weight_key} > 0; this run's is 0)"))
+    if settings.rollout_backend == "transformers":
+        unread.append((VLLM_KEYS, "with rollouts on vLLM (rollout_backend auto or vllm; this run's is transformers)"))
+    if not settings.packed_updates:
+        unread.append((("shared_prompts",), "with packed_updates: true (this run's passes are padded)"))
+    return unread
+
+
 def refuse_lora_block() -> None:
     """A ValueError for a `lora` block on a run that trains every weight (`finetuning: full`), which has
     no adapter to shape: written in its config (`from_config`) or set off its defaults (the constructor)."""
@@ -198,6 +216,11 @@ class TrainSettings:
             unread = {"overlong_buffer": (None, 0), "overlong_penalty": (defaults["overlong_penalty"],)}
             refuse_overlong_keys(self.method, [k for k in OVERLONG_KEYS if getattr(self, k) not in unread[k]])
             object.__setattr__(self, "overlong_buffer", 0)
+        # the schema fills every key's default in: only a value off it shows that it was set
+        for keys, condition in unread_conditional_keys(self):
+            for key in keys:
+                if getattr(self, key) != defaults[key]:
+                    raise ValueError(f"training: {key} is read by {self.method!r} only {condition}")
         choices = {
             "loss_aggregation": AGGREGATIONS,
             "kl_estimator": KL_ESTIMATORS,
@@ -248,6 +271,18 @@ class TrainSettings:
     def own(self):
         """The run's method's settings block (`DapoSettings`, `SdrlSettings`, `UdpoSettings`, ...)."""
         return getattr(self, METHODS[self.method].block)
+
+    @property
+    def kl_weight_key(self) -> str:
+        """The setting that weighs the KL to the reference: the block's `kl_coef`, UDPO's `eta_base`
+        (each seat's η is a multiple of it)."""
+        return f"{METHODS[self.method].block}.{'eta_base' if self.method == 'udpo' else 'kl_coef'}"
+
+    @property
+    def kl_weight_positive(self) -> bool:
+        """Whether the run has a KL term to the reference (in its loss or, UMAD's `kl_mode: reward`, its
+        reward), so that it reads `kl_estimator`."""
+        return float(getattr(self.own, self.kl_weight_key.split(".")[1], 0.0)) > 0
 
     @property
     def kl_weight(self) -> float:

@@ -47,6 +47,15 @@ class LossParts:
     tokens: int
 
 
+def kl_per_token(logprobs, ref_logprobs, estimator: str = "k3"):
+    """Each token's estimate of KL(π ‖ π_ref) from the sampled tokens' log-probabilities: k1 = log π − log π_ref, unbiased, can be negative; k3 = r − log r − 1 with r = π_ref / π,
+    unbiased and never negative (Schulman's estimators; verl's "kl" and "low_var_kl")."""
+    delta = ref_logprobs - logprobs
+    if estimator == "k1":
+        return -delta
+    return torch.exp(delta) - delta - 1
+
+
 def policy_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -76,8 +85,7 @@ def policy_loss(
     per_token = -torch.min(ratio * advantages, clipped * advantages)
     kl = torch.zeros_like(per_token)
     if ref_logprobs is not None and kl_coef:
-        delta = ref_logprobs - logprobs
-        kl = -delta if kl_estimator == "k1" else torch.exp(delta) - delta - 1
+        kl = kl_per_token(logprobs, ref_logprobs, kl_estimator)
         per_token = per_token + kl_coef * kl
     elif kl_coef:
         raise ValueError("kl_coef > 0 needs ref_logprobs")

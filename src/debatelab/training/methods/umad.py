@@ -13,9 +13,10 @@ The training step (`UmadTrainer`, on `core.debate_trainer`'s step; Algorithm 2):
    agent, no gradient), and the reference's when the KL is on; Û = the response's mean token NLL
    under π_old at the sampling temperature.
 3. Per question: the team-sum (or individual) reward R of every (thread, agent, turn), the
-   epistemic-influence reward for t < T_train − 1 from the unmodified R, −β·Σ k1 in the reward
-   (`kl_mode: reward`, the paper's code), group advantages over the G threads of each (agent, turn),
-   times the aleatoric weight W = exp(−α_au·Ū) (`umad_advantages`).
+   epistemic-influence reward for t < T_train − 1 from the unmodified R, −β·Σ_t KL_t in the
+   reward by the run's `kl_estimator` (`kl_mode: reward`, the paper's code, with k1), group
+   advantages over the G threads of each (agent, turn), times the aleatoric weight
+   W = exp(−α_au·Ū) (`umad_advantages`).
 4. Turns are updated in sequence, as the paper's code does: for t = 0..T_train − 1, π_old's (and
    the reference's) log-probabilities of the turn-t responses under the agents as turn t − 1's
    update left them (the paper's code recomputes them per turn, marl/learners/ippo_learner.py), Û,
@@ -62,7 +63,7 @@ class UmadSettings:
     alpha_au: float = 0.25  # aleatoric weighting; 0 for IPPO
     reward_mode: str = "team_sum"
     eu_mode: str = "sign"
-    kl_mode: str = "reward"  # the paper's code: −β·Σ_t k1 in the reward; "loss": β·KL in the loss
+    kl_mode: str = "reward"  # the paper's code: −β·Σ_t KL_t in the reward (its KL_t is k1); "loss": β·KL in the loss
     kl_coef: float = 0.0  # β, the KL weight to the base model (0.001 in the paper; 0: no reference)
     advantage_eps: float = 1e-6
 
@@ -177,7 +178,7 @@ class UmadBatch(DebateBatch):
     cell: dict = field(default_factory=dict)  # (q, g, i, t) -> the rollout of question q's thread g, seat i, turn t
     correct: np.ndarray | None = None  # [q, g, i, t]
     nll: np.ndarray | None = None  # Û under each turn's π_old, [q, g, i, t]
-    penalty: np.ndarray | None = None  # subtracted from R_total: length shaping, β·Σ k1 (kl_mode reward)
+    penalty: np.ndarray | None = None  # subtracted from R_total: length shaping, β·Σ_t KL_t (kl_mode reward)
     parts: list = field(default_factory=list)  # per question: `umad_advantages`' parts, filled turn by turn
     passes: dict = field(default_factory=dict)  # the current turn's π_old (and reference) pass per agent
     first: dict = field(default_factory=dict)  # agent -> ids of its turn's first mini-batch (π_old from the update)
@@ -306,13 +307,17 @@ class UmadTrainer(DebateTrainer):
 
     def turn_rewards(self, batch: UmadBatch, cell: tuple, logps, ref_logps) -> None:
         """Û of one turn-t response under π_old, and what its R_total loses beside the length shaping:
-        with `kl_mode: reward`, β·Σ k1 to the reference."""
+        with `kl_mode: reward`, β times the response's summed per-token KL to the reference, by the
+        run's `kl_estimator` (k1 in the paper's code: verl's `kl_penalty: kl`)."""
         r = batch.cell[cell]
         batch.nll[cell] = -float(logps.mean()) if len(logps) else 0.0
         if self.umad.kl_coef:
             batch.kl_values.append(float((logps - ref_logps).mean()) if r.length else float("nan"))
             if self.umad.kl_mode == "reward":
-                batch.penalty[cell] += self.umad.kl_coef * float((logps - ref_logps).sum())  # β·Σ k1
+                from ..core.loss import kl_per_token  # torch: not on the config's import path
+
+                kl = kl_per_token(logps, ref_logps, self.settings.kl_estimator)
+                batch.penalty[cell] += self.umad.kl_coef * float(kl.sum())  # β·Σ_t KL_t
 
     def turn_advantages(self, batch: UmadBatch, q: int, t: int) -> None:
         """Question q's advantages of turn t (groups are per (agent, turn): other turns untouched; a
