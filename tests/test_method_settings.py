@@ -57,6 +57,8 @@ def test_another_methods_block_is_refused_naming_it_and_the_method():
 def test_a_key_its_block_lacks_is_refused_with_the_blocks_keys():
     with pytest.raises(ValueError, match=r"training: sdrl\.pair_mod is no setting of sdrl \(its keys: \[.*'pair_mode'"):
         TrainSettings(method="sdrl", sdrl={"pair_mod": "freq"})
+    with pytest.raises(ValueError, match=r"mappo\.eta is no setting of mappo, the block of 'rmaac' \(its keys"):
+        TrainSettings.from_config({"method": "rmaac", "mappo": {"eta": 0.1}})
     # UDPO weighs the KL by each seat's eta: it has no kl_coef to set (it was accepted and ignored before)
     with pytest.raises(ValueError, match=r"udpo\.kl_coef is no setting of udpo"):
         TrainSettings(method="udpo", udpo={"kl_coef": 0.1})

@@ -10,7 +10,8 @@ key and the value. Outside Snakemake, `load_experiment(path)` does the same from
 The settings of the stage jobs are frozen dataclasses in their packages; their defaults match
 the schema's (a test checks it), and `Experiment` builds them from the config. Reading the file and
 the schema's check are `config_schema`'s; the registries the checks read live with the packages
-that own them (`training.methods.METHODS`, `evaluation.papers.PAPERS`, `llm.BACKENDS`).
+that own them (`training.methods.METHODS`, `evaluation.papers.PAPERS`); the backends' names
+(`llm.BACKENDS`) are the schema's enum, which a test keeps equal to the registry.
 """
 
 from __future__ import annotations

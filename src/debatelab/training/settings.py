@@ -105,14 +105,16 @@ def refuse_multi_agent_keys(method: str, keys) -> None:
         )
 
 
-def method_block(block: str, values: dict | None = None):
+def method_block(block: str, values: dict | None = None, method: str | None = None):
     """A method's own settings block (its settings class in `methods/`, named by the registry) from its
-    config values; a key the class lacks is a ValueError naming it and the block's keys."""
+    config values; a key the class lacks is a ValueError naming it, the method whose block it is (a
+    preset shares its base's: rmaac's is mappo's) and the block's keys."""
     cls = BLOCKS[block].settings
     known = [f.name for f in fields(cls)]
     unknown = sorted(set(values or {}) - set(known))
     if unknown:
-        raise ValueError(f"training: {block}.{unknown[0]} is no setting of {block} (its keys: {known})")
+        whose = f", the block of {method!r}" if method and method != block else ""
+        raise ValueError(f"training: {block}.{unknown[0]} is no setting of {block}{whose} (its keys: {known})")
     return cls(**(values or {}))
 
 
@@ -204,7 +206,7 @@ class TrainSettings:
                 )
         value = getattr(self, own)
         if value is None or isinstance(value, dict):
-            object.__setattr__(self, own, method_block(own, value))
+            object.__setattr__(self, own, method_block(own, value, self.method))
         defaults = {f.name: f.default for f in fields(self)}
         refuse_multi_agent_keys(self.method, [k for k in MULTI_AGENT_KEYS if getattr(self, k) != defaults[k]])
         if reads_overlong(self.method, self.overlong_shaping):
