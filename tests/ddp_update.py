@@ -1,6 +1,6 @@
 """Two optimizer steps on a fixed batch of eight sequences (one mini-batch per step), in as many
 processes as the launcher starts (each takes every world-th sequence): DDP under torchrun, or
-DeepSpeed ZeRO (stage 2 or 3) under `accelerate launch` with a DeepSpeed config. Rank 0 saves the gradients of
+DeepSpeed ZeRO (stage 1, 2 or 3) under `accelerate launch` with a DeepSpeed config. Rank 0 saves the gradients of
 the first step (DDP and one process: DeepSpeed keeps them in its partitions), the updated weights
 and the number of steps this launch made. With a checkpoint folder, a checkpoint is written after the first step, and a rerun
 resumes from it and makes only the second. Used by test_training."""

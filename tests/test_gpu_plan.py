@@ -194,6 +194,7 @@ def test_full_fine_tuning_sizes_every_agent_s_weights_gradients_and_adam_states(
     assert gp.training_state_bytes(int(3.09e9 * 2), "bfloat16", 3, 8) == int(3.09e9 * 2 + 3.09e9 * 14 / 8)
     assert gp.training_state_bytes(int(3.09e9 * 2), "bfloat16", 1, 8) == int(3.09e9 * 4 + 3.09e9 * 12 / 8)
     assert gp.accelerate_zero_stage("config/accelerate/zero3_8gpu.yaml") == 3
+    assert gp.accelerate_zero_stage("config/accelerate/zero1_8gpu.yaml") == 1
     assert gp.accelerate_zero_stage("config/accelerate/ddp_8gpu.yaml") is None
     # FSDP2 splits the weights, gradients and Adam states, as ZeRO-3 does, its gradients in float32
     assert gp.accelerate_zero_stage("config/accelerate/fsdp2_8gpu.yaml") == 3

@@ -608,12 +608,13 @@ def test_a_killed_training_job_resumes_to_the_same_weights(tmp_path, char_model_
 @pytest.fixture(scope="module")
 def distributed_updates(tmp_path_factory, char_model_dir) -> dict[str, Path]:
     """`ddp_update`'s two steps in one process, two DDP processes (torchrun, Gloo), and two processes
-    under DeepSpeed ZeRO-2, ZeRO-3 and FSDP2 (`accelerate launch` with config/accelerate/zero2_8gpu.yaml,
-    zero3_8gpu.yaml, fsdp2_8gpu.yaml, as the train rule starts them), which checkpoint after step 1;
-    then each sharded run again, resuming from it."""
+    under DeepSpeed ZeRO-1, ZeRO-2, ZeRO-3 and FSDP2 (`accelerate launch` with
+    config/accelerate/zero1_8gpu.yaml, zero2_8gpu.yaml, zero3_8gpu.yaml, fsdp2_8gpu.yaml, as the train
+    rule starts them), which checkpoint after step 1; then each but ZeRO-1 again, resuming from it."""
     from debatelab.training.core.launch import is_sharding_config
 
     zero_config = REPO_ROOT / "config/accelerate/zero2_8gpu.yaml"
+    zero1_config = REPO_ROOT / "config/accelerate/zero1_8gpu.yaml"
     zero3_config = REPO_ROOT / "config/accelerate/zero3_8gpu.yaml"
     fsdp_config = REPO_ROOT / "config/accelerate/fsdp2_8gpu.yaml"
     assert is_sharding_config(zero_config) and is_sharding_config(fsdp_config)
@@ -630,7 +631,8 @@ def distributed_updates(tmp_path_factory, char_model_dir) -> dict[str, Path]:
         "--num_machines",
         "1",
     ]
-    accelerate3, accelerate_fsdp = [*accelerate], [*accelerate]
+    accelerate1, accelerate3, accelerate_fsdp = [*accelerate], [*accelerate], [*accelerate]
+    accelerate1[accelerate1.index(str(zero_config))] = str(zero1_config)
     accelerate3[accelerate3.index(str(zero_config))] = str(zero3_config)
     accelerate_fsdp[accelerate_fsdp.index(str(zero_config))] = str(fsdp_config)
     runs = {
@@ -638,6 +640,7 @@ def distributed_updates(tmp_path_factory, char_model_dir) -> dict[str, Path]:
         "ddp": torchrun + ["--nproc_per_node", "2", "--master_port", "29502"],
         "zero": accelerate + ["--num_processes", "2", "--main_process_port", "29503"],
         "zero_resumed": accelerate + ["--num_processes", "2", "--main_process_port", "29504"],
+        "zero1": accelerate1 + ["--num_processes", "2", "--main_process_port", "29509"],
         "zero3": accelerate3 + ["--num_processes", "2", "--main_process_port", "29505"],
         "zero3_resumed": accelerate3 + ["--num_processes", "2", "--main_process_port", "29506"],
         "fsdp": accelerate_fsdp + ["--num_processes", "2", "--main_process_port", "29507"],
@@ -664,15 +667,16 @@ def distributed_updates(tmp_path_factory, char_model_dir) -> dict[str, Path]:
 
 @pytest.mark.slow
 def test_two_processes_make_the_same_update_as_one_on_the_whole_batch(distributed_updates):
-    """Data parallel, DDP or DeepSpeed ZeRO-2 (optimizer states and gradients split between the
-    processes) or ZeRO-3 or FSDP2 (the weights too): each of two processes updates on half the
+    """Data parallel, DDP or DeepSpeed ZeRO-1 (optimizer states split between the processes), ZeRO-2
+    (and the gradients) or ZeRO-3 or FSDP2 (the weights too): each of two processes updates on half the
     mini-batch; the loss normaliser is the whole mini-batch's token count and the gradients are
     averaged, so each step equals one process's on all eight sequences. A token budget packs rank
     0's sequences into 3 passes and rank 1's into 4, so under ZeRO-3 and FSDP rank 0 joins the
     fourth with an empty pass."""
     from safetensors.torch import load_file
 
-    one, ddp, zero, zero3, fsdp = (load_file(distributed_updates[k]) for k in ("one", "ddp", "zero", "zero3", "fsdp"))
+    names = ("one", "ddp", "zero1", "zero", "zero3", "fsdp")
+    one, ddp, zero1, zero, zero3, fsdp = (load_file(distributed_updates[k]) for k in names)
     grads = [k for k in one if k.startswith("grad.")]
     assert len(grads) > 5 and any(float(one[k].abs().max()) > 1e-4 for k in grads), "no gradient reached the weights"
     for key in grads:  # the same gradient, up to the order of floating-point sums
@@ -680,15 +684,16 @@ def test_two_processes_make_the_same_update_as_one_on_the_whole_batch(distribute
     weights = [k for k in one if not k.startswith("grad.")]
     assert (
         set(weights)
+        == {k for k in zero1 if not k.startswith("grad.")}
         == {k for k in zero if not k.startswith("grad.")}
         == {k for k in zero3 if not k.startswith("grad.")}
         == {k for k in fsdp if not k.startswith("grad.")}
     )
     # Adam's steps are about lr·m/√v: weights agree except where a gradient is ~0
-    for other in (ddp, zero, zero3, fsdp):
+    for other in (ddp, zero1, zero, zero3, fsdp):
         for key in weights:
             assert torch.isclose(one[key], other[key], atol=1e-6).float().mean() > 0.99, key
-    for other in (zero, zero3, fsdp):  # lr is 1e-2: every weight moved by ~2e-2
+    for other in (zero1, zero, zero3, fsdp):  # lr is 1e-2: every weight moved by ~2e-2
         assert max(float((one[k] - other[k]).abs().max()) for k in weights) < 1e-4
 
 
