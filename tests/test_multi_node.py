@@ -188,12 +188,13 @@ def _two_launchers(program: list[str], port: int, env: dict, accelerate_config: 
 def test_two_launchers_on_one_machine_train_as_one_node_with_two_processes(tmp_path, char_model_dir):
     """`node_launch_command` for node ranks 0 and 1 (one process each, localhost the main address)
     started side by side: the two steps of `ddp_update` equal those of one launcher with two processes.
-    Under a DeepSpeed config (ZeRO-3) the two nodes start through `accelerate launch`, each as its own
-    machine rank, and make the same update as one node's DDP processes (within ZeRO's 1e-4)."""
+    Under a DeepSpeed config (ZeRO-3) or an FSDP2 one, the two nodes start through `accelerate launch`,
+    each as its own machine rank, and make the same update as one node's DDP processes (within 1e-4,
+    the sharded engines' tolerance)."""
     from safetensors.torch import load_file
 
     env = {**os.environ, "PYTHONPATH": distributed_helpers.tests_path(), "OMP_NUM_THREADS": "1"}
-    outs = {name: tmp_path / f"{name}.safetensors" for name in ("one_node", "two_nodes", "two_nodes_zero3")}
+    outs = {name: tmp_path / f"{name}.safetensors" for name in ("one_node", "two_nodes", "zero3", "fsdp2")}
     one = launch.node_launch_command(
         nodes=1,
         processes_per_node=2,
@@ -204,19 +205,21 @@ def test_two_launchers_on_one_machine_train_as_one_node_with_two_processes(tmp_p
     proc = subprocess.run(one, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     _two_launchers(["-m", "ddp_update", str(char_model_dir), str(outs["two_nodes"])], 29612, env)
-    zero3 = str(REPO_ROOT / "config/accelerate/zero3_8gpu.yaml")
-    _two_launchers(["-m", "ddp_update", str(char_model_dir), str(outs["two_nodes_zero3"])], 29613, env, zero3)
+    for port, engine in ((29613, "zero3"), (29614, "fsdp2")):
+        config = str(REPO_ROOT / f"config/accelerate/{engine}_8gpu.yaml")
+        _two_launchers(["-m", "ddp_update", str(char_model_dir), str(outs[engine])], port, env, config)
     one_node, two_nodes = load_file(outs["one_node"]), load_file(outs["two_nodes"])
     assert one_node.keys() == two_nodes.keys() and int(two_nodes["steps_made"]) == 2
     grads = [k for k in one_node if k.startswith("grad.")]
     assert len(grads) > 5 and any(float(one_node[k].abs().max()) > 1e-4 for k in grads)
     # the same ranks, the same Gloo all-reduce: the same numbers
     assert all(torch.equal(one_node[k], two_nodes[k]) for k in one_node)
-    sharded = load_file(outs["two_nodes_zero3"])  # DeepSpeed keeps the gradients in its partitions
     weights = [k for k in one_node if not k.startswith("grad.") and k != "steps_made"]
-    assert int(sharded["steps_made"]) == 2 and set(weights) <= set(sharded)
-    # lr 1e-2: every weight moved by ~2e-2; ZeRO's sums differ from DDP's in order only
-    assert max(float((one_node[k] - sharded[k]).abs().max()) for k in weights) < 1e-4
+    for engine in ("zero3", "fsdp2"):  # the engines keep the gradients in their shards
+        sharded = load_file(outs[engine])
+        assert int(sharded["steps_made"]) == 2 and set(weights) <= set(sharded), engine
+        # lr 1e-2: every weight moved by ~2e-2; the engines' sums differ from DDP's in order only
+        assert max(float((one_node[k] - sharded[k]).abs().max()) for k in weights) < 1e-4, engine
 
 
 def test_a_two_node_run_stops_before_any_job_on_the_local_executor(tmp_path):
