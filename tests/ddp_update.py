@@ -64,6 +64,12 @@ def main(model_dir: str, out: str, checkpoint_dir: str | None = None) -> None:
         )
         for k in range(8)
     ]
+    if world > 1 and not zero.requested():  # DDP: accelerate's wrapper, over its CPU processes
+        from accelerate.state import AcceleratorState
+        from torch.nn.parallel import DistributedDataParallel
+
+        assert isinstance(trainer.model, DistributedDataParallel), type(trainer.model)
+        assert AcceleratorState().distributed_type.value == "MULTI_CPU", AcceleratorState().distributed_type
     if checkpoint_dir is not None:
         trainer.resume()
     made, grads = 0, {}

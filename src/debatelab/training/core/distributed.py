@@ -6,6 +6,7 @@ the identity (no process group needed).
 * `rank_and_world`, `default_device`, `barrier`;
 * `all_reduce` (a number's sum or max over the processes), `pooled` (mean and std of every
   process's values), `gathered` (every process's items in the batch's order);
+* `data_parallel`: a single policy in accelerate's DDP wrapper;
 * `average_gradients`: a multi-agent run's per-agent gradients averaged by hand, as DDP would.
 """
 
@@ -96,6 +97,24 @@ def gathered(local: list, rank: int, world: int) -> list:
     for r, part in enumerate(parts):
         out[r::world] = part
     return out
+
+
+def data_parallel(model):
+    """`model` wrapped for data parallelism by accelerate (`Accelerator.prepare_model`): torch's
+    `DistributedDataParallel` over this launch's process group, as accelerate makes it on GPUs
+    (MULTI_GPU, NCCL) and on CPU processes (MULTI_CPU, Gloo). The model stays where it is, and
+    accelerate's mixed precision stays off: the run's `dtype` and `autocast` settings decide."""
+    import torch
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedType
+
+    accelerator = Accelerator(cpu=not torch.cuda.is_available(), mixed_precision="no", device_placement=False)
+    if accelerator.distributed_type not in (DistributedType.MULTI_GPU, DistributedType.MULTI_CPU):
+        raise RuntimeError(
+            f"training: data parallelism over {rank_and_world()[1]} processes, but accelerate sees "
+            f"{accelerator.distributed_type.value}: start the processes with accelerate launch or torchrun"
+        )
+    return accelerator.prepare_model(model, device_placement=False)
 
 
 def average_gradients(params, world: int) -> None:

@@ -3,8 +3,8 @@ apart from the loss the trainer computes (`trainer.BaseTrainer.update_policy`). 
 is one of:
 
 * alone (one process): plain backward passes, clipping at `max_grad_norm`, the optimizer's step;
-* DDP: the policy's `DistributedDataParallel` wrapper reduces the gradients in the backward pass
-  of the step's last micro-batch (`no_sync` before it);
+* DDP: the policy's `DistributedDataParallel` wrapper (accelerate's, `distributed.data_parallel`)
+  reduces the gradients in the backward pass of the step's last micro-batch (`no_sync` before it);
 * DeepSpeed ZeRO (`zero.py`) or FSDP2 (`fsdp.py`): the engine's backward pass and step (it
   reduces, clips and zeroes), every process running as many passes (`padded`);
 * by hand: an agent of a multi-agent run without an engine has no wrapper; its gradients are

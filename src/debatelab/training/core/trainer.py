@@ -35,7 +35,7 @@ from ...tracking import Tracker, open_tracker
 from . import heldout as held
 from . import zero
 from .checkpoint import TrainState, load_checkpoint, policy_fingerprint, save_checkpoint
-from .distributed import all_reduce, barrier, pooled, rank_and_world
+from .distributed import all_reduce, barrier, data_parallel, pooled, rank_and_world
 from .rollouts import RewardFunction, Rollout, load_grader, load_reward
 from .strategy import StepStrategy
 from .weights import release_host_memory
@@ -767,8 +767,8 @@ class BaseTrainer:
 
 class Trainer(BaseTrainer):
     """One policy (`policy.Policy`) with its reward function (`rollouts.load_reward`); several
-    processes average its gradients through DDP, or through DeepSpeed ZeRO (`zero.py`) or FSDP2
-    (`fsdp.py`) when `accelerate launch` runs a DeepSpeed or FSDP config."""
+    processes average its gradients through DDP (accelerate's wrapper), or through DeepSpeed ZeRO
+    (`zero.py`) or FSDP2 (`fsdp.py`) when `accelerate launch` runs a DeepSpeed or FSDP config."""
 
     def __init__(
         self,
@@ -803,9 +803,7 @@ class Trainer(BaseTrainer):
         if zero.requested():  # one process too: bfloat16 weights then get the engine's float32 masters
             self.model = self.engine = policy.engine = zero.wrap(policy.model, policy.optimizer, settings, self.world)
         elif self.world > 1:
-            from torch.nn.parallel import DistributedDataParallel
-
-            self.model = DistributedDataParallel(policy.model, find_unused_parameters=False)
+            self.model = data_parallel(policy.model)
 
     @classmethod
     def load_policies(cls, bases: dict[str, str], settings, *, device: str):
