@@ -164,89 +164,58 @@ def test_shared_prompts_are_read_only_by_packed_updates():
     assert not TrainSettings.from_config({**spec, "shared_prompts": True, "packed_updates": False}).packed_updates
 
 
-def test_the_dry_run_names_the_run_the_key_and_the_method():
-    def udpo_block_on_rmaac(runs):
-        runs["rmaac"]["udpo"] = {"rounds": 1}
+RUNS = r"config: training\.runs\."
 
-    with pytest.raises(
-        ConfigError, match=r"config: training\.runs\.rmaac\.udpo is a block method 'rmaac' does not read"
-    ):
-        _experiment(udpo_block_on_rmaac)
 
-    def shaping_on_sdrl(runs):
-        runs["sdrl"]["overlong_shaping"] = True
+@pytest.mark.parametrize(
+    "path, value, message",
+    [
+        (("rmaac", "udpo"), {"rounds": 1}, RUNS + r"rmaac\.udpo is a block method 'rmaac' does not read"),
+        (("sdrl", "overlong_shaping"), True, RUNS + r"sdrl\.overlong_shaping is read by the multi-agent"),
+        (("umad", "ratio_level"), "trajectory", RUNS + r"umad\.ratio_level 'trajectory' is not read by 'umad'"),
+        (("umad", "overlong_buffer"), 0, RUNS + r"umad\.overlong_buffer is read by 'umad' only with"),
+        (
+            ("umad", "finetuning"),
+            "full",
+            RUNS + r"umad\.lora is read only with finetuning: lora",
+        ),  # its lora block stays
+        # DAPO's keys live in its block
+        (
+            ("sdrl", "prompts_per_step"),
+            2,
+            r"training\.runs\.sdrl: Additional properties are not allowed \('prompts_per_step'",
+        ),
+        (
+            ("umad", "policy"),
+            "alice",
+            RUNS + r"umad\.policy is read by dapo, sdrl only; method 'umad' trains its participants",
+        ),
+        (
+            ("sdrl", "participants"),
+            ["alice", "bob"],
+            RUNS + r"sdrl\.participants is read by udpo, umad, mappo, rmaac only; method 'sdrl' trains its policy",
+        ),
+        (
+            ("sdrl", "heldout"),
+            {"every": 2},
+            RUNS + r"sdrl\.heldout\.every is read only with training\.runs\.sdrl\.heldout\.dataset",
+        ),
+        (("sdrl", "kl_estimator"), "k1", RUNS + r"sdrl\.kl_estimator is read by 'sdrl' only with a KL term"),
+        (("sdrl", "sdrl", "rollouts_per_prompt"), 1, r"training\.runs\.sdrl\.sdrl\.rollouts_per_prompt"),
+    ],
+)
+def test_the_dry_run_names_the_run_the_key_and_the_method(path, value, message):
+    """`runs.<path>` set to `value` in the tiny config: the dry run's error names the run, the key and,
+    where a method doesn't read it, the method."""
 
-    with pytest.raises(ConfigError, match=r"config: training\.runs\.sdrl\.overlong_shaping is read by the multi-agent"):
-        _experiment(shaping_on_sdrl)
+    def edit(runs):
+        *parents, key = path
+        for parent in parents:
+            runs = runs[parent]
+        runs[key] = value
 
-    def trajectory_ratio_on_umad(runs):
-        runs["umad"]["ratio_level"] = "trajectory"
-
-    with pytest.raises(
-        ConfigError, match=r"config: training\.runs\.umad\.ratio_level 'trajectory' is not read by 'umad'"
-    ):
-        _experiment(trajectory_ratio_on_umad)
-
-    def buffer_on_umad(runs):
-        runs["umad"]["overlong_buffer"] = 0
-
-    with pytest.raises(ConfigError, match=r"config: training\.runs\.umad\.overlong_buffer is read by 'umad' only with"):
-        _experiment(buffer_on_umad)
-
-    def adapter_on_a_full_run(runs):
-        runs["umad"]["finetuning"] = "full"  # its lora block stays
-
-    with pytest.raises(ConfigError, match=r"config: training\.runs\.umad\.lora is read only with finetuning: lora"):
-        _experiment(adapter_on_a_full_run)
-
-    def moved_key_at_the_run_level(runs):  # DAPO's keys live in its block now
-        runs["sdrl"]["prompts_per_step"] = 2
-
-    with pytest.raises(
-        ConfigError, match=r"training\.runs\.sdrl: Additional properties are not allowed \('prompts_per_step'"
-    ):
-        _experiment(moved_key_at_the_run_level)
-
-    def policy_on_umad(runs):
-        runs["umad"]["policy"] = runs["umad"]["participants"][0]
-
-    with pytest.raises(
-        ConfigError,
-        match=r"config: training\.runs\.umad\.policy is read by dapo, sdrl only; method 'umad' trains its participants",
-    ):
-        _experiment(policy_on_umad)
-
-    def participants_on_sdrl(runs):
-        runs["sdrl"]["participants"] = [runs["sdrl"]["policy"], runs["sdrl"]["policy"]]
-
-    with pytest.raises(
-        ConfigError,
-        match=r"config: training\.runs\.sdrl\.participants is read by udpo, umad, mappo, rmaac only; method 'sdrl' trains its policy",
-    ):
-        _experiment(participants_on_sdrl)
-
-    def heldout_without_questions_to_ask(runs):
-        runs["sdrl"]["heldout"] = {"every": 2}
-
-    with pytest.raises(
-        ConfigError,
-        match=r"config: training\.runs\.sdrl\.heldout\.every is read only with training\.runs\.sdrl\.heldout\.dataset",
-    ):
-        _experiment(heldout_without_questions_to_ask)
-
-    def kl_estimator_on_sdrl_without_kl(runs):
-        runs["sdrl"]["kl_estimator"] = "k1"
-
-    with pytest.raises(
-        ConfigError, match=r"config: training\.runs\.sdrl\.kl_estimator is read by 'sdrl' only with a KL term"
-    ):
-        _experiment(kl_estimator_on_sdrl_without_kl)
-
-    def bad_value_in_a_block(runs):
-        runs["sdrl"]["sdrl"]["rollouts_per_prompt"] = 1
-
-    with pytest.raises(ConfigError, match=r"training\.runs\.sdrl\.sdrl\.rollouts_per_prompt"):
-        _experiment(bad_value_in_a_block)
+    with pytest.raises(ConfigError, match=message):
+        _experiment(edit)
 
 
 def test_the_kl_weight_is_the_blocks_and_udpo_has_none():
