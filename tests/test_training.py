@@ -1016,8 +1016,9 @@ def test_a_zero3_job_rolls_out_on_gathered_weights_resumes_and_saves_them(tmp_pa
     every weight), started as the train rule starts it: its rollouts run on the weights gathered
     whole in each process, and its saved model (gathered, written by rank 0) equals that of the same
     job under ZeRO-2 (whole weights in every process) within float tolerance; so does the job under
-    FSDP2. Stopped after step 1 and rerun, the ZeRO-3 job resumes from its checkpoint and saves
-    exactly the weights of the uninterrupted run. With one process (`gpus: 1`) the ZeRO-3 config is
+    FSDP2. Stopped after step 1 and rerun, the ZeRO-3 job and the FSDP2 job each resume from their
+    checkpoint (the optimizer's shards of both processes) and save exactly the weights of their
+    uninterrupted run. With one process (`gpus: 1`) the ZeRO-3 config is
     launched too, not ignored: the job's checkpoint holds the engine's partition, its weights ZeRO-2's."""
     from debatelab.training.core.launch import launch_or_train
 
@@ -1039,13 +1040,15 @@ def test_a_zero3_job_rolls_out_on_gathered_weights_resumes_and_saves_them(tmp_pa
             "reward": "test_training:starts_with_a_vowel",  # mixed groups: a gradient every step
         },
     )
-    runs = {}
+    runs, first_checkpoints = {}, {}
     for name, config, steps, processes in (
         ("zero3", "zero3", 2, 2),
         ("zero2", "zero2", 2, 2),
         ("fsdp2", "fsdp2", 2, 2),
         ("split", "zero3", 1, 2),
         ("split", "zero3", 2, 2),
+        ("split_fsdp2", "fsdp2", 1, 2),
+        ("split_fsdp2", "fsdp2", 2, 2),
         ("alone", "zero3", 2, 1),
     ):
         job = _job(tmp_path, char_model_dir, dataset, replace(settings, steps=steps), name=name)
@@ -1053,6 +1056,12 @@ def test_a_zero3_job_rolls_out_on_gathered_weights_resumes_and_saves_them(tmp_pa
             processes=processes, accelerate_config=str(REPO_ROOT / f"config/accelerate/{config}_8gpu.yaml"), **job
         )
         runs[name] = (metrics, folder_weights(Path(job["out_dirs"]["toy"])))
+        if steps == 1:
+            first_checkpoints[name] = (tmp_path / name / "checkpoint/step-00001").stat().st_mtime_ns
+    # the reruns resumed from step 1's checkpoint: none wrote it again or set it aside
+    for name, written in first_checkpoints.items():
+        assert (tmp_path / name / "checkpoint/step-00001").stat().st_mtime_ns == written, name
+        assert not list((tmp_path / name / "checkpoint").glob("stale-step-*")), name
     (zero3, weights3), (zero2, weights2), (split, split_weights) = runs["zero3"], runs["zero2"], runs["split"]
     fsdp, fsdp_weights = runs["fsdp2"]
     assert len(zero3) == 2 and np.isfinite(zero3["loss"]).all() and (zero3["reward_std"] > 0).all()
@@ -1065,6 +1074,10 @@ def test_a_zero3_job_rolls_out_on_gathered_weights_resumes_and_saves_them(tmp_pa
     for sharded in (zero3, fsdp):  # the same rollouts: gathered weights generate as whole ones
         pd.testing.assert_frame_equal(sharded[["reward_mean", "accuracy"]], zero2[["reward_mean", "accuracy"]])
     assert all(torch.equal(split_weights[k], weights3[k]) for k in start)
+    split_fsdp, split_fsdp_weights = runs["split_fsdp2"]
+    assert len(split_fsdp) == 2 and all(torch.equal(split_fsdp_weights[k], fsdp_weights[k]) for k in start)
+    shards = sorted(p.name for p in (tmp_path / "split_fsdp2/checkpoint/step-00001/optimizer-zero").iterdir())
+    assert shards == [".metadata", "__0_0.distcp", "__1_0.distcp"]
     alone, alone_weights = runs["alone"]
     assert sorted(p.name for p in (tmp_path / "alone/checkpoint/step-00002/optimizer-zero").iterdir()) == ["rank-0.pt"]
     assert max(float((alone_weights[k] - weights2[k]).abs().max()) for k in start) < 1e-4
