@@ -48,8 +48,9 @@ class LossParts:
 
 
 def kl_per_token(logprobs, ref_logprobs, estimator: str = "k3"):
-    """Each token's estimate of KL(π ‖ π_ref) from the sampled tokens' log-probabilities: k1 = log π − log π_ref, unbiased, can be negative; k3 = r − log r − 1 with r = π_ref / π,
-    unbiased and never negative (Schulman's estimators; verl's "kl" and "low_var_kl")."""
+    """Each token's estimate of KL(π ‖ π_ref) from the sampled tokens' log-probabilities: k1 =
+    log π − log π_ref (unbiased, can be negative) or k3 = r − log r − 1 with r = π_ref / π (unbiased,
+    never negative, lower variance): Schulman's estimators, verl's "kl" and "low_var_kl"."""
     delta = ref_logprobs - logprobs
     if estimator == "k1":
         return -delta
