@@ -556,7 +556,7 @@ class Experiment:
                     f"config: {where}.{other} is read by {', '.join(readers)} only; method "
                     f"{spec['method']!r} trains its {key} ({where}.{key})"
                 )
-            # the schema fills every and questions in: only a value off their defaults shows it was written
+            # the schema fills in `every` and `questions`: only a value off their defaults shows it was written
             defaults = {"every": TrainSettings.heldout_every, "questions": TrainSettings.heldout_questions}
             unread = sorted(k for k, v in (spec.get("heldout") or {}).items() if k in defaults and v != defaults[k])
             if unread and self.heldout_dataset(run) is None:
