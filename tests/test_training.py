@@ -622,19 +622,12 @@ def distributed_updates(tmp_path_factory, char_model_dir) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("distributed")
     env = {**os.environ, "PYTHONPATH": tests_path(), "OMP_NUM_THREADS": "1"}
     torchrun = [sys.executable, "-m", "torch.distributed.run"]
-    accelerate = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--config_file",
-        str(zero_config),
-        "--num_machines",
-        "1",
-    ]
-    accelerate1, accelerate3, accelerate_fsdp = [*accelerate], [*accelerate], [*accelerate]
-    accelerate1[accelerate1.index(str(zero_config))] = str(zero1_config)
-    accelerate3[accelerate3.index(str(zero_config))] = str(zero3_config)
-    accelerate_fsdp[accelerate_fsdp.index(str(zero_config))] = str(fsdp_config)
+
+    def accelerate_with(config: Path) -> list[str]:
+        return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config), "--num_machines", "1"]
+
+    accelerate, accelerate1 = accelerate_with(zero_config), accelerate_with(zero1_config)
+    accelerate3, accelerate_fsdp = accelerate_with(zero3_config), accelerate_with(fsdp_config)
     runs = {
         "one": torchrun + ["--nproc_per_node", "1", "--master_port", "29501"],
         "ddp": torchrun + ["--nproc_per_node", "2", "--master_port", "29502"],
@@ -1018,8 +1011,8 @@ def test_a_zero3_job_rolls_out_on_gathered_weights_resumes_and_saves_them(tmp_pa
     job under ZeRO-2 (whole weights in every process) within float tolerance; so does the job under
     FSDP2. Stopped after step 1 and rerun, the ZeRO-3 job and the FSDP2 job each resume from their
     checkpoint (the optimizer's shards of both processes) and save exactly the weights of their
-    uninterrupted run. With one process (`gpus: 1`) the ZeRO-3 config is
-    launched too, not ignored: the job's checkpoint holds the engine's partition, its weights ZeRO-2's."""
+    uninterrupted run. With one process (`gpus: 1`) the ZeRO-3 config is launched too, not ignored:
+    the job's checkpoint holds the engine's partition, its weights ZeRO-2's."""
     from debatelab.training.core.launch import launch_or_train
 
     monkeypatch.setenv("PYTHONPATH", tests_path())

@@ -275,16 +275,21 @@ class TrainSettings:
         return getattr(self, METHODS[self.method].block)
 
     @property
+    def _kl_weight_field(self) -> str:
+        """The block's setting that weighs the KL to the reference: `kl_coef`, UDPO's `eta_base` (each
+        seat's η is a multiple of it)."""
+        return "eta_base" if self.method == "udpo" else "kl_coef"
+
+    @property
     def kl_weight_key(self) -> str:
-        """The setting that weighs the KL to the reference: the block's `kl_coef`, UDPO's `eta_base`
-        (each seat's η is a multiple of it)."""
-        return f"{METHODS[self.method].block}.{'eta_base' if self.method == 'udpo' else 'kl_coef'}"
+        """That setting as the config names it (`<block>.<field>`)."""
+        return f"{METHODS[self.method].block}.{self._kl_weight_field}"
 
     @property
     def kl_weight_positive(self) -> bool:
         """Whether the run has a KL term to the reference (in its loss or, UMAD's `kl_mode: reward`, its
         reward), so that it reads `kl_estimator`."""
-        return float(getattr(self.own, self.kl_weight_key.split(".")[1], 0.0)) > 0
+        return float(getattr(self.own, self._kl_weight_field)) > 0
 
     @property
     def kl_weight(self) -> float:
