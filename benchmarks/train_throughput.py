@@ -198,7 +198,7 @@ def ours(args, model_dir: Path, questions) -> dict:
     )
     rows = [trainer.train_step(step) for step in range(args.steps + 1)][1:]  # the first is the warm-up
     return {
-        "engine": engine_name(trainer.engine),
+        "engine": engine_name(trainer.policy.engine),
         "step": [r["rollout_seconds"] + r["update_seconds"] for r in rows],
         "rollout": [r["rollout_seconds"] for r in rows],
         "update": [r["update_seconds"] for r in rows],

@@ -68,7 +68,7 @@ def main(model_dir: str, out: str, checkpoint_dir: str | None = None) -> None:
         from accelerate.state import AcceleratorState
         from torch.nn.parallel import DistributedDataParallel
 
-        assert isinstance(trainer.model, DistributedDataParallel), type(trainer.model)
+        assert isinstance(trainer.policy.wrapper, DistributedDataParallel), type(trainer.policy.wrapper)
         assert AcceleratorState().distributed_type.value == "MULTI_CPU", AcceleratorState().distributed_type
     if checkpoint_dir is not None:
         trainer.resume()

@@ -73,6 +73,19 @@ def assert_same_update(one: dict, two: dict, agents: set[str]) -> None:
         assert torch.allclose(one[key], two[key], rtol=0, atol=1e-4), key
 
 
+def assert_each_agent_wrapped_by_ddp(one: dict, reports: dict) -> None:
+    """Every process of a multi-agent run without an engine has one accelerate DDP wrapper per agent,
+    reducing exactly that agent's trained weights (`one`: the trained weights, `agent/name`)."""
+    trained = {}
+    for key, value in one.items():
+        if not key.startswith("grad.") and not key.startswith("ref_") and not key.startswith("@"):
+            agent = key.split("/")[0]
+            trained[agent] = trained.get(agent, 0) + value.numel()
+    for rank, report in reports.items():
+        assert report["engines"] == {}, (rank, report["engines"])
+        assert report["wrappers"] == {a: ["DistributedDataParallel", n] for a, n in trained.items()}, (rank, trained)
+
+
 def one_sharded_update(model_dir, settings, rank: int, world: int):
     """In a launched process: a `Policy` of `settings` wrapped by the sharded engine the launcher's
     config asks for (`zero.wrap`), and one update on a sequence of this rank's own. Returns (policy,

@@ -1,7 +1,8 @@
 """Multi-agent training steps (UMAD: one step; UDPO: two, with replay; RMAAC: two, with its critic) of two agents (LoRA adapters
 on the tiny character model), in as many processes as torchrun starts, each debating every
 world-th question of a step. Rank 0 saves both adapters and their last gradients (averaged over the
-processes); every rank saves the last step's metrics and its replay priorities as JSON. Used by
+processes); every rank saves the last step's metrics, its replay priorities and what each agent's
+engine or DDP wrapper is as JSON. Used by
 test_umad and test_multi_agent.
 
     python -m torch.distributed.run --nproc_per_node N -m multi_agent_ddp_step umad|udpo|rmaac MODEL OUT [lora|full]
@@ -104,7 +105,17 @@ def main(method: str, model_dir: str, out: str, finetuning: str = "lora") -> Non
         save_file({**{k: v.contiguous() for k, v in weights.items()}, **grads}, out)
     with open(f"{out}.rank{rank}.json", "w") as f:
         engines = {agent: type(engine).__name__ for agent, engine in policies.engines.items()}
-        json.dump({"metrics": metrics, "priority": trainer.state.extra.get("priority"), "engines": engines}, f)
+        # each agent's DDP wrapper: its type and how many weights it reduces
+        wrappers = {a: [type(w).__name__, sum(p.numel() for p in w.parameters())] for a, w in policies.wrappers.items()}
+        json.dump(
+            {
+                "metrics": metrics,
+                "priority": trainer.state.extra.get("priority"),
+                "engines": engines,
+                "wrappers": wrappers,
+            },
+            f,
+        )
     if torch.distributed.is_initialized():
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import toy_settings
-from distributed_helpers import assert_same_update, run_multi_agent_steps
+from distributed_helpers import assert_each_agent_wrapped_by_ddp, assert_same_update, run_multi_agent_steps
 from toy_questions import toy_rows
 
 from debatelab.debate.engine import Participant, QuestionState, Turn
@@ -208,6 +208,7 @@ def test_two_processes_make_the_same_rmaac_steps_as_one(tmp_path, char_model_dir
     runs = run_multi_agent_steps("rmaac", char_model_dir, tmp_path)
     (one, reports1), (two, reports2) = runs[1], runs[2]
     assert_same_update(one, two, {"alice", "bob"})
+    assert_each_agent_wrapped_by_ddp(two, reports2)
     assert any(k.startswith("@critic/") for k in one)
     m1, m2 = reports1[0]["metrics"], reports2[0]["metrics"]
     assert m1["debates"] == m2["debates"] == 4 and m1["sequences"] == m2["sequences"] == 4 * 3 * 2

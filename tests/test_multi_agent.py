@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import toy_settings
-from distributed_helpers import assert_same_update, run_multi_agent_steps
+from distributed_helpers import assert_each_agent_wrapped_by_ddp, assert_same_update, run_multi_agent_steps
 from toy_questions import toy_rows
 
 from debatelab.training.core.agents import AgentPolicies
@@ -314,6 +314,7 @@ def test_two_processes_make_the_same_udpo_steps_as_one(tmp_path, char_model_dir)
     runs = run_multi_agent_steps("udpo", char_model_dir, tmp_path)
     (one, reports1), (two, reports2) = runs[1], runs[2]
     assert_same_update(one, two, {"alice", "bob"})
+    assert_each_agent_wrapped_by_ddp(two, reports2)
     priority = reports1[0]["priority"]
     assert len(priority) == 6 and len(set(priority)) > 1  # the epoch-end refresh gave every question its U(τ)
     assert reports2[0]["priority"] == reports2[1]["priority"] == pytest.approx(priority)

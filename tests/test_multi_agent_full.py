@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import folder_weights, toy_settings
-from distributed_helpers import assert_same_update, run_multi_agent_steps
+from distributed_helpers import assert_each_agent_wrapped_by_ddp, assert_same_update, run_multi_agent_steps
 
 from debatelab.training.core.agents import AgentPolicies
 
@@ -173,6 +173,7 @@ def test_two_processes_make_the_same_full_fine_tuning_umad_step_as_one(tmp_path,
     (one, reports1) = umad_full_one_process
     (two, reports2) = run_multi_agent_steps("umad", char_model_dir, tmp_path, finetuning="full", counts=(2,))[2]
     assert_same_update(one, two, {"solver", "critic"})
+    assert_each_agent_wrapped_by_ddp(two, reports2)
     assert sum(k.startswith("solver/") for k in one) > 10  # every weight, not an adapter
     m1, m2 = reports1[0]["metrics"], reports2[0]["metrics"]
     for key in ("reward_mean", "reward_std", "accuracy", "response_length"):

@@ -41,24 +41,40 @@ def test_alone_a_step_zeroes_then_clips_the_summed_gradients_and_steps():
     assert all(not torch.equal(a, p) for a, p in zip(before, model.parameters()))
 
 
-def test_a_trainer_picks_ddp_for_its_policy_and_by_hand_for_an_agent_view():
+def test_a_trainer_steps_each_policy_through_its_own_engine_or_ddp_wrapper():
+    """The strategy follows what `distribute` gave the policy (a single policy or an agent's view
+    alike): its engine, else its DDP wrapper, else the model alone; several processes with neither
+    are refused rather than left unreduced."""
+
     class View:
         def __init__(self):
             self.model = torch.nn.Linear(2, 2)
             self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+            self.engine = self.wrapper = None
 
     trainer = BaseTrainer.__new__(BaseTrainer)
-    trainer.policy, trainer.settings, trainer.engine = View(), toy_settings(max_grad_norm=1.0), None
-    trainer.model = wrapper = object()
-    for world, kind in ((1, "alone"), (2, "ddp")):
-        trainer.world = world
-        own = trainer.strategy_for()
-        assert own.kind == kind and own.model is wrapper and own.max_grad_norm == 1.0
+    trainer.policy, trainer.settings, trainer.world = View(), toy_settings(max_grad_norm=1.0), 1
+    alone = trainer.strategy_for()
+    assert alone.kind == "alone" and alone.model is trainer.policy.model and alone.max_grad_norm == 1.0
+    trainer.world = 2
+    with pytest.raises(RuntimeError, match="no DDP wrapper or engine"):
+        trainer.strategy_for()
     view = View()
-    agent = trainer.strategy_for(view)
-    assert agent.kind == "by_hand" and agent.model is view.model and agent.optimizer is view.optimizer
+    view.wrapper = wrapper = object()
+    ddp = trainer.strategy_for(view)
+    assert ddp.kind == "ddp" and ddp.model is wrapper and ddp.optimizer is view.optimizer
     view.engine = engine = object()
     assert trainer.strategy_for(view).kind == "deepspeed" and trainer.strategy_for(view).model is engine
+
+
+def test_a_ddp_pass_without_sequences_runs_through_the_wrapper():
+    """DDP arms its reduction in the wrapper's forward: a process with nothing in a pass the others
+    run must still go through it (the zero-loss pass), not a bare backward over the weights."""
+    model = torch.nn.Linear(2, 2)
+    strategy = StepStrategy(model=model, optimizer=None, trainable=list(model.parameters()), world=2, ddp=True)
+    calls = []
+    strategy.empty(lambda: calls.append(1) or model(torch.ones(1, 2)).sum() * 0.0)
+    assert calls == [1] and all(torch.equal(p.grad, torch.zeros_like(p)) for p in model.parameters())
 
 
 @pytest.mark.parametrize(

@@ -291,7 +291,12 @@ class ScriptedRollouts(Backend):
 
 
 class NoPolicy:
+    """The scheduling tests' policy: never updated, so nothing to distribute."""
+
     model = None
+
+    def distribute(self, world: int) -> None:
+        pass
 
 
 def _questions(n):

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from distributed_helpers import assert_same_update, run_multi_agent_steps
+from distributed_helpers import assert_each_agent_wrapped_by_ddp, assert_same_update, run_multi_agent_steps
 from toy_questions import alternating_gold, toy_rows
 
 from debatelab.training.core.rewards import group_advantages
@@ -326,6 +326,7 @@ def test_two_processes_make_the_same_umad_step_as_one_on_all_questions(tmp_path,
     runs = run_multi_agent_steps("umad", char_model_dir, tmp_path)
     (one, reports1), (two, reports2) = runs[1], runs[2]
     assert_same_update(one, two, {"solver", "critic"})
+    assert_each_agent_wrapped_by_ddp(two, reports2)
     m1, m2 = reports1[0]["metrics"], reports2[0]["metrics"]
     assert reports2[1]["metrics"] == m2 | {
         k: reports2[1]["metrics"][k] for k in ("rollout_seconds", "update_seconds", "tokens_per_second")

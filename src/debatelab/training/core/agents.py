@@ -74,7 +74,8 @@ class AgentView:
         self.tokenizer = owner.tokenizers[owner.base_of[name]]
         self.optimizer, self.scheduler = owner.optimizers[name], owner.schedulers[name]
         self.device, self.settings = owner.device_of(name), owner.settings
-        self.engine = owner.engine_of(name)  # its DeepSpeed or FSDP engine (sharded), or None
+        self.engine = owner.engine_of(name)  # its DeepSpeed or FSDP engine, or None
+        self.wrapper = owner.wrapper_of(name)  # its DDP wrapper, or None
 
     def reference_logprobs(self, compute):
         """`compute(model)` under the agent's reference: its re-synced copy when the run keeps one
@@ -134,7 +135,8 @@ class AgentPolicies:
             )
         self.rollout_backend = "transformers" if self.placement else resolve_rollout_backend(settings.rollout_backend)
         self._engines = {}  # model key -> its vLLM engine, started on the first rollouts
-        self.engines = {}  # agent -> its DeepSpeed or FSDP engine (`shard`), for sharded full fine-tuning
+        self.engines = {}  # agent -> its DeepSpeed or FSDP engine (`distribute`)
+        self.wrappers = {}  # agent -> its DDP wrapper (`distribute`: several processes without an engine)
         self._generation = (
             zero.GenerationHold()
         )  # ZeRO-3: every agent gathered, from the first rollout to `rollouts_done`
@@ -194,21 +196,54 @@ class AgentPolicies:
         )
         return plan
 
-    def shard(self, world: int) -> None:
-        """Full fine-tuning under DeepSpeed ZeRO or FSDP (`accelerate launch` with such a config): each
-        agent's gradients and optimizer states split over the `world` processes, one engine per agent
-        (`zero.wrap`); with ZeRO-3 and FSDP the weights too. Called by the trainer."""
-        if not self.full:
-            raise ValueError(
-                "multi-agent training: DeepSpeed and FSDP shard fully fine-tuned agents (finetuning: full)"
+    def distribute(self, world: int) -> None:
+        """How each agent's steps are taken over the `world` processes; every process calls it, in the
+        same order. Under a DeepSpeed or FSDP config (`accelerate launch`; one process too): each
+        agent's own engine (`zero.wrap`), its gradients and optimizer states split over the
+        processes (ZeRO-3, FSDP: its weights too); for agents that own their model (full
+        fine-tuning, or a single policy's adapter). Otherwise, with several processes: each agent's
+        trained weights in accelerate's DDP wrapper (`distributed.data_parallel`), which averages
+        their gradients; a LoRA agent's wrapper holds its adapter alone, as agents may share a base.
+        Called by the trainer."""
+        if zero.requested() and (self.full or len(self.agents) == 1):
+            self.engines = {
+                name: zero.wrap(self.model_of(name), self.optimizers[name], self.settings, world)
+                for name in self.agents
+            }
+            return
+        if zero.requested():
+            log.warning(
+                "%s: the DeepSpeed or FSDP config is not used: a multi-agent run keeps each agent's LoRA optimizer "
+                "whole in every process, its adapter in a DDP wrapper",
+                self.settings.method,
             )
-        self.engines = {
-            name: zero.wrap(self.model_of(name), self.optimizers[name], self.settings, world) for name in self.agents
-        }
+        if world == 1:
+            return
+        from .distributed import data_parallel
+
+        for name in self.agents:
+            if self.full:
+                self.wrappers[name] = data_parallel(self.model_of(name))
+                continue
+            with self.acting(name):  # its adapter trainable while the wrapper is built
+                self.wrappers[name] = data_parallel(self.model_of(name), self.adapter_parameters(name))
 
     def engine_of(self, name: str):
         """Agent `name`'s DeepSpeed or FSDP engine, or None (`ref_<agent>` and attached modules: None)."""
         return self.engines.get(name)
+
+    def wrapper_of(self, name: str):
+        """Agent `name`'s DDP wrapper (`distribute`), or None."""
+        return self.wrappers.get(name)
+
+    def checkpoint_engines(self) -> dict:
+        """The engines whose optimizer partitions a checkpoint holds, by the folder each goes in
+        (`optimizer-zero/<agent>/`)."""
+        return dict(self.engines)
+
+    def checkpoint_optimizer(self):
+        """The optimizers a checkpoint saves whole: every one outside the engines (`optimizer`)."""
+        return self.optimizer
 
     @property
     def sharded(self) -> bool:

@@ -174,10 +174,9 @@ def save_checkpoint(
     try:
         trainable = policy.trainable_state() if trainable is None else trainable
         save_file({k: v.contiguous().cpu() for k, v in trainable.items()}, tmp / "trainable.safetensors")
-        # the optimizers outside the engines / FSDP (all of them without sharding; a multi-agent run's others beside its agents')
-        whole = (
-            policy.optimizer.state_dict() if optimizer_partitions is None or getattr(policy, "engines", None) else None
-        )
+        # the optimizers outside the engines (all of them without one; a multi-agent run's others beside its agents')
+        optimizer = policy.checkpoint_optimizer()
+        whole = optimizer.state_dict() if optimizer is not None else None
         torch.save({"optimizer": whole, "scheduler": policy.scheduler.state_dict()}, tmp / "optimizer.pt")
         if optimizer_partitions is not None:
             os.replace(optimizer_partitions, tmp / PARTITIONS)
@@ -212,15 +211,13 @@ def save_checkpoint(
     return final
 
 
-def load_checkpoint(
-    directory: str | Path, policy, fingerprint, engine=None, rank: int = 0, world: int = 1, engines: dict | None = None
-) -> TrainState | None:
+def load_checkpoint(directory: str | Path, policy, fingerprint, rank: int = 0, world: int = 1) -> TrainState | None:
     """Restore the newest checkpoint that loads into `policy` and the random states; None if there is
-    none to resume (none yet, or made with other settings). `engine`: the DeepSpeed or FSDP engine whose
-    optimizer partition this process restores; `engines`: several, by name (a multi-agent run's
-    agents: each its subfolder of partitions). Every file is read before anything is restored, so a
-    checkpoint that fails to load leaves the policy as it was."""
-    engines = engines if engines is not None else ({"": engine} if engine is not None else {})
+    none to resume (none yet, or made with other settings). Under DeepSpeed or FSDP each engine's
+    optimizer partition of this process comes back (`policy.checkpoint_engines()`: a single policy's
+    in the partitions' folder itself, a multi-agent run's each in its agent's subfolder). Every file
+    is read before anything is restored, so a checkpoint that fails to load leaves the policy as it was."""
+    engines = policy.checkpoint_engines()
     directory = Path(directory)
     for path in _newest_first(directory):
         try:
@@ -312,9 +309,9 @@ def _restore_optimizer(policy, states: dict, path: Path, engines: dict, rank: in
         for name, engine in engines.items():
             load_partition(engine, path / PARTITIONS / name if name else path / PARTITIONS, rank, world)
         if states["optimizer"] is not None:  # the optimizers outside the engines
-            policy.optimizer.load_state_dict(states["optimizer"])
+            policy.checkpoint_optimizer().load_state_dict(states["optimizer"])
     else:
-        policy.optimizer.load_state_dict(states["optimizer"])
+        policy.checkpoint_optimizer().load_state_dict(states["optimizer"])
     policy.scheduler.load_state_dict(states["scheduler"])
 
 

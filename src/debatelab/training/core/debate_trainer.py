@@ -22,13 +22,12 @@ One step, written once (`DebateTrainer.train_step`), each part a hook a method o
    first- and last-round accuracy, loss and KL, `AGENT_METRIC_COLUMNS`).
 
 Data parallel (`data_parallel = True`): every process debates its share of the step's questions,
-each agent's gradients are averaged over the processes by hand (`distributed.average_gradients`,
-in `update_policy`), and the metrics pool every process's values.
+each agent's gradients are averaged over the processes by its DDP wrapper or engine
+(`agents.AgentPolicies.distribute`), and the metrics pool every process's values.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -44,9 +43,6 @@ from .heldout import agent_column, answer_heldout
 from .rewards import overlong_penalty
 from .rollouts import Rollout, workflow_grade
 from .trainer import BaseTrainer
-
-log = logging.getLogger(__name__)
-
 
 #: The columns after the method's own in every multi-agent `metrics.parquet`, as `common_metrics` fills them.
 COMMON_METRIC_COLUMNS = [
@@ -122,18 +118,12 @@ class DebateTrainer(BaseTrainer):
             fingerprint=fingerprint,
             heldout=heldout,
         )
-        if self.world > 1 and not self.data_parallel:
-            raise NotImplementedError(f"{settings.method}: multi-agent training runs in one process for now")
-        if zero.requested() and getattr(policies, "full", False):
-            policies.shard(self.world)  # each agent's own DeepSpeed or FSDP engine (one process too)
-        elif zero.requested():
-            log.warning(
-                "%s: the DeepSpeed or FSDP config is not used: a multi-agent run keeps each agent's LoRA optimizer "
-                "whole in every process and averages the gradients itself",
-                settings.method,
-            )
         self.participants = list(participants)
         self.system_prompts = system_prompts or {}
+
+    def check_processes(self) -> None:
+        if self.world > 1 and not self.data_parallel:
+            raise NotImplementedError(f"{self.settings.method}: multi-agent training runs in one process for now")
 
     # -- what the training job builds it from (`stage.train_job`) --------------------------
     @classmethod

@@ -6,8 +6,8 @@ the identity (no process group needed).
 * `rank_and_world`, `default_device`, `barrier`;
 * `all_reduce` (a number's sum or max over the processes), `pooled` (mean and std of every
   process's values), `gathered` (every process's items in the batch's order);
-* `data_parallel`: a single policy in accelerate's DDP wrapper;
-* `average_gradients`: a multi-agent run's per-agent gradients averaged by hand, as DDP would.
+* `data_parallel`: an agent's trained weights in accelerate's DDP wrapper (the model itself, or
+  one adapter of a base that several agents share).
 """
 
 from __future__ import annotations
@@ -99,11 +99,16 @@ def gathered(local: list, rank: int, world: int) -> list:
     return out
 
 
-def data_parallel(model):
+def data_parallel(model, parameters: dict | None = None):
     """`model` wrapped for data parallelism by accelerate (`Accelerator.prepare_model`): torch's
     `DistributedDataParallel` over this launch's process group, as accelerate makes it on GPUs
     (MULTI_GPU, NCCL) and on CPU processes (MULTI_CPU, Gloo). The model stays where it is, and
-    accelerate's mixed precision stays off: the run's `dtype` and `autocast` settings decide."""
+    accelerate's mixed precision stays off: the run's `dtype` and `autocast` settings decide.
+
+    `parameters`: only these of `model`'s weights (by name: one agent's LoRA adapter on a base that
+    other agents' adapters share). The wrapper then holds them alone and runs `model`'s forward as
+    is, so it reduces that agent's gradients and none of the others' (they must require a gradient
+    while it is built: DDP keeps those)."""
     import torch
     from accelerate import Accelerator
     from accelerate.utils import DistributedType
@@ -114,22 +119,25 @@ def data_parallel(model):
             f"training: data parallelism over {rank_and_world()[1]} processes, but accelerate sees "
             f"{accelerator.distributed_type.value}: start the processes with accelerate launch or torchrun"
         )
-    return accelerator.prepare_model(model, device_placement=False)
+    module = model if parameters is None else _holding(model, parameters)
+    return accelerator.prepare_model(module, device_placement=False)
 
 
-def average_gradients(params, world: int) -> None:
-    """The processes' gradients of `params` averaged in place (one all-reduce over all of them), as
-    DDP would: a multi-agent run updates one agent's adapter at a time, outside any DDP wrapper."""
+def _holding(model, parameters: dict):
+    """A module whose parameters are `parameters` (shared with `model`, not copied) and whose forward is
+    `model`'s."""
     import torch
-    import torch.distributed as dist
 
-    for p in params:
-        if p.grad is None:  # every process must send the same buffer
-            p.grad = torch.zeros_like(p)
-    flat = torch.cat([p.grad.reshape(-1) for p in params])
-    dist.all_reduce(flat)
-    flat /= world
-    offset = 0
-    for p in params:
-        p.grad.copy_(flat[offset : offset + p.numel()].view_as(p.grad))
-        offset += p.numel()
+    class Holding(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            object.__setattr__(self, "inner", model)  # not a submodule: its other weights stay outside
+            self.held = torch.nn.ParameterList(parameters.values())
+
+        def forward(self, *args, **kwargs):
+            return self.inner(*args, **kwargs)
+
+        def get_output_embeddings(self):  # the packed update gathers the head's inputs (`loss.packed_token_logprobs`)
+            return self.inner.get_output_embeddings()
+
+    return Holding()

@@ -5,9 +5,10 @@ over the live weights for rollouts, and the plain model folder it is saved as.
 It is the one-agent case of a multi-agent run's `agents.AgentPolicies`: the same loading, adapter,
 optimizer, reference, rollout engines, sharded weights and saving, for one agent named `AGENT`,
 PEFT's default adapter name, so its parameters (and its checkpoints) are named as a plain PEFT
-model's. `Policy` adds the single-policy interface the trainers and checkpoints use: `model`,
-`tokenizer`, `optimizer`, `scheduler` and `engine` of that agent, and its weights by their own
-names."""
+model's; its DeepSpeed / FSDP engine or DDP wrapper is the agent's (`AgentPolicies.distribute`).
+`Policy` adds the single-policy interface the trainers and checkpoints use: `model`, `tokenizer`,
+`optimizer`, `scheduler`, `engine` and `wrapper` of that agent, its weights by their own names, and
+a checkpoint's layout of one policy (its optimizer partitions in `optimizer-zero/` itself)."""
 
 from __future__ import annotations
 
@@ -23,9 +24,6 @@ class Policy(AgentPolicies):
     def __init__(self, model_path: str | Path, settings, *, device: str):
         super().__init__({AGENT: model_path}, settings, device=device)
         self.model_path = str(model_path)
-        # the DeepSpeed or FSDP engine over `model`, when the trainer wraps it (`zero.wrap`); kept apart
-        # from `engines` (a multi-agent run's, one per agent), so a checkpoint keeps one policy's layout
-        self.engine = None
 
     @property
     def model(self):
@@ -43,8 +41,23 @@ class Policy(AgentPolicies):
     def scheduler(self):
         return self.schedulers[AGENT]
 
-    def engine_of(self, name: str):
-        return self.engine if name == AGENT else None
+    @property
+    def engine(self):
+        """Its DeepSpeed or FSDP engine, or None."""
+        return self.engine_of(AGENT)
+
+    @property
+    def wrapper(self):
+        """Its DDP wrapper, or None."""
+        return self.wrapper_of(AGENT)
+
+    def checkpoint_engines(self) -> dict:
+        """Its engine's partitions go in `optimizer-zero/` itself (the folder named "")."""
+        return {"": self.engine} if self.engine is not None else {}
+
+    def checkpoint_optimizer(self):
+        """Its optimizer, saved whole unless an engine holds it in partitions."""
+        return None if self.engine is not None else self.optimizer
 
     def trainable_state(self) -> dict:
         """The weights the optimizer changes (the adapter, or every weight) by parameter name, for

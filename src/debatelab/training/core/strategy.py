@@ -3,15 +3,15 @@ apart from the loss the trainer computes (`trainer.BaseTrainer.update_policy`). 
 is one of:
 
 * alone (one process): plain backward passes, clipping at `max_grad_norm`, the optimizer's step;
-* DDP: the policy's `DistributedDataParallel` wrapper (accelerate's, `distributed.data_parallel`)
-  reduces the gradients in the backward pass of the step's last micro-batch (`no_sync` before it);
+* DDP: the agent's `DistributedDataParallel` wrapper (accelerate's, `distributed.data_parallel`:
+  a single policy's model, a fully fine-tuned agent's, or one agent's adapter) reduces the
+  gradients in the backward pass of the step's last micro-batch (`no_sync` before it);
 * DeepSpeed ZeRO (`zero.py`) or FSDP2 (`fsdp.py`): the engine's backward pass and step (it
-  reduces, clips and zeroes), every process running as many passes (`padded`);
-* by hand: an agent of a multi-agent run without an engine has no wrapper; its gradients are
-  averaged over the processes after the last micro-batch (`distributed.average_gradients`).
+  reduces, clips and zeroes), every process running as many passes (`padded`).
 
-The trainer zeroes (`begin`), runs each micro-batch inside `micro(last)`, calls `backward` on its
-loss (or `empty` where this process has no sequences in a pass the others run), then `step`.
+Which one an agent gets is `agents.AgentPolicies.distribute`'s choice. The trainer zeroes
+(`begin`), runs each micro-batch inside `micro(last)`, calls `backward` on its loss (or `empty`
+where this process has no sequences in a pass the others run), then `step`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import contextlib
 from dataclasses import dataclass
 
 from . import zero
-from .distributed import all_reduce, average_gradients
+from .distributed import all_reduce
 
 
 @dataclass
@@ -33,13 +33,18 @@ class StepStrategy:
     ddp: bool = False  # `model` is a DistributedDataParallel wrapper
     max_grad_norm: float = 0.0
 
+    def __post_init__(self):
+        if self.world > 1 and self.engine is None and not self.ddp:
+            raise RuntimeError(
+                f"training: {self.world} processes but no DDP wrapper or engine reduces the gradients "
+                "(agents.AgentPolicies.distribute was not called)"
+            )
+
     @property
     def kind(self) -> str:
         if self.engine is not None:
             return "deepspeed"
-        if self.ddp:
-            return "ddp"
-        return "by_hand" if self.world > 1 else "alone"
+        return "ddp" if self.ddp else "alone"
 
     def padded(self, passes: list, backward: bool = True) -> list:
         """`passes` (micro-batches) padded with empty ones to the most any process has, where the engine
@@ -73,22 +78,21 @@ class StepStrategy:
 
     def empty(self, zero_loss_pass) -> None:
         """This process has no sequences in a pass the others run: a zero loss keeps the reduction in
-        step. An engine needs a real forward pass (`zero_loss_pass()`: one pad token, its loss times 0);
-        elsewhere a zero sum over the weights gives every gradient."""
-        if self.engine is not None:
+        step. An engine, and a DDP wrapper (its reduction is armed by its forward), need a real
+        forward pass through `model` (`zero_loss_pass()`: one pad token, its loss times 0); alone, a
+        zero sum over the weights gives every gradient."""
+        if self.engine is not None or self.ddp:
             self.backward(zero_loss_pass())
         else:
             self.backward(sum(p.sum() for p in self.trainable) * 0.0)
 
     def step(self) -> None:
-        """After the step's last micro-batch: average by hand, clip, step."""
+        """After the step's last micro-batch (DDP has averaged the gradients): clip, step."""
         if self.engine is not None:
             self.engine.step()
             return
         import torch
 
-        if self.kind == "by_hand":
-            average_gradients(self.trainable, self.world)
         if self.max_grad_norm:
             torch.nn.utils.clip_grad_norm_(self.trainable, self.max_grad_norm)
         self.optimizer.step()

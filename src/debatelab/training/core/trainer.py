@@ -7,14 +7,16 @@
   sequences in mini-batches of `mini_batch_size`, each one optimizer step on the clipped loss
   (`loss.policy_loss`), accumulated over micro-batches (packed into one row each, or padded:
   `packed_updates`) with the mini-batch's token count as normaliser. A method's trainer writes `train_step`.
-* `Trainer`: one policy (`policy.Policy`) and its reward function; data parallel through DDP,
-  DeepSpeed ZeRO (`zero.py`) or FSDP2 (`fsdp.py`). DAPO and SDRL (`methods/dapo.py`, `methods/sdrl.py`) derive from it.
+* `Trainer`: one policy (`policy.Policy`, the one-agent case of `agents.AgentPolicies`) and its
+  reward function. DAPO and SDRL (`methods/dapo.py`, `methods/sdrl.py`) derive from it.
 * The multi-agent methods derive from `debate_trainer.DebateTrainer`.
 
 Data parallel: with several processes (`accelerate launch`), every process updates on its own
-sequences; gradients are averaged by DDP (or by DeepSpeed ZeRO or FSDP, which also split the optimizer
-state, or by hand for a multi-agent run's agent views) and the loss normaliser is the token count
-of all processes' mini-batch, so the update equals one process training on the whole batch.
+sequences. Each trained agent (a single policy's one, or each of a multi-agent run's) has its
+DeepSpeed ZeRO (`zero.py`) or FSDP2 (`fsdp.py`) engine, which also splits its optimizer state, or
+its DDP wrapper (`agents.AgentPolicies.distribute`); that averages its gradients, and the loss
+normaliser is the token count of all processes' mini-batch, so the update equals one process
+training on the whole batch.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from ...tracking import Tracker, open_tracker
 from . import heldout as held
 from . import zero
 from .checkpoint import TrainState, load_checkpoint, policy_fingerprint, save_checkpoint
-from .distributed import all_reduce, barrier, data_parallel, pooled, rank_and_world
+from .distributed import all_reduce, barrier, pooled, rank_and_world
 from .rollouts import RewardFunction, Rollout, load_grader, load_reward
 from .strategy import StepStrategy
 from .weights import release_host_memory
@@ -132,10 +134,12 @@ class BaseTrainer:
             raise ValueError(
                 f"training: mini_batch_size = {settings.mini_batch_size} must divide among {self.world} processes"
             )
-        # the module the update runs forward/backward through when it updates `policy` itself (`Trainer`:
-        # the DDP wrapper or the DeepSpeed / FSDP engine), and that engine; an agent view runs its own model
-        self.model, self.engine = None, None
         self.state = TrainState()
+        self.check_processes()
+        policy.distribute(self.world)  # each trained agent's engine or DDP wrapper (`strategy_for`)
+
+    def check_processes(self) -> None:
+        """Refuse a process count the method can't split its work over (before any wrapper is built)."""
 
     def train_step(self, step: int) -> dict:
         """One rollout step: its row of metrics (`metric_columns`)."""
@@ -288,9 +292,7 @@ class BaseTrainer:
         """Continue from the newest checkpoint of these settings, if there is one."""
         if self.checkpoint_dir is None:
             return False
-        restored = load_checkpoint(
-            self.checkpoint_dir, self.policy, self.fingerprint, rank=self.rank, world=self.world, engines=self.engines()
-        )
+        restored = load_checkpoint(self.checkpoint_dir, self.policy, self.fingerprint, rank=self.rank, world=self.world)
         if restored is not None:
             self.state = restored
         return restored is not None
@@ -300,32 +302,23 @@ class BaseTrainer:
         return f"reward {metrics['reward_mean']:.3f}, accuracy {metrics['accuracy']:.3f}"
 
     def engines(self) -> dict:
-        """The DeepSpeed or FSDP engines, by name: {"": the policy's}, a multi-agent run's {agent: its}, or none."""
-        if getattr(self.policy, "engines", None):
-            return dict(self.policy.engines)
-        return {"": self.engine} if self.engine is not None else {}
-
-    def engine_of(self, policy=None):
-        """The DeepSpeed or FSDP engine that updates `policy` (the run's policy, or an agent's view), or None."""
-        if policy is None or policy is self.policy:
-            return self.engine
-        return getattr(policy, "engine", None)
+        """The DeepSpeed or FSDP engines whose partitions a checkpoint holds, by their folder's name
+        ({"": a single policy's}, a multi-agent run's {agent: its}), or none."""
+        return self.policy.checkpoint_engines()
 
     def strategy_for(self, policy=None) -> StepStrategy:
-        """How `policy`'s optimizer steps are taken across the processes (`strategy.StepStrategy`): the
-        run's policy through its DDP wrapper or DeepSpeed / FSDP engine (`Trainer`), an agent's view through
-        its engine or by hand, or alone."""
+        """How `policy`'s optimizer steps are taken across the processes (`strategy.StepStrategy`):
+        `policy` (the run's single policy, or an agent's view) through its DeepSpeed / FSDP engine or
+        its DDP wrapper (`agents.AgentPolicies.distribute`), or alone."""
         policy = policy or self.policy
-        engine = self.engine_of(policy)
-        own = policy is self.policy
-        model = self.model if own and self.model is not None else engine if engine is not None else policy.model
+        engine, wrapper = policy.engine, policy.wrapper
         return StepStrategy(
-            model=model,
+            model=engine or wrapper or policy.model,
             optimizer=policy.optimizer,
             trainable=[p for p in policy.model.parameters() if p.requires_grad],
             world=self.world,
             engine=engine,
-            ddp=own and engine is None and self.world > 1,
+            ddp=wrapper is not None,
             max_grad_norm=self.settings.max_grad_norm,
         )
 
@@ -792,18 +785,16 @@ class Trainer(BaseTrainer):
             fingerprint=fingerprint,
             heldout=heldout,
         )
-        if settings.own.prompts_per_step % self.world:
-            raise ValueError(
-                f"training: {settings.method}.prompts_per_step = {settings.own.prompts_per_step} must divide among "
-                f"{self.world} processes"
-            )
         self.system_prompt = system_prompt
         self.reward = reward or load_reward(settings)
-        self.model = policy.model
-        if zero.requested():  # one process too: bfloat16 weights then get the engine's float32 masters
-            self.model = self.engine = policy.engine = zero.wrap(policy.model, policy.optimizer, settings, self.world)
-        elif self.world > 1:
-            self.model = data_parallel(policy.model)
+
+    def check_processes(self) -> None:
+        own = self.settings.own
+        if own.prompts_per_step % self.world:
+            raise ValueError(
+                f"training: {self.settings.method}.prompts_per_step = {own.prompts_per_step} must divide among "
+                f"{self.world} processes"
+            )
 
     @classmethod
     def load_policies(cls, bases: dict[str, str], settings, *, device: str):
