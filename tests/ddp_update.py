@@ -69,6 +69,7 @@ def main(model_dir: str, out: str, checkpoint_dir: str | None = None) -> None:
         from torch.nn.parallel import DistributedDataParallel
 
         assert isinstance(trainer.policy.wrapper, DistributedDataParallel), type(trainer.policy.wrapper)
+        assert trainer.policy.wrapper.gradient_as_bucket_view  # one copy of the gradients, in DDP's buckets
         assert AcceleratorState().distributed_type.value == "MULTI_CPU", AcceleratorState().distributed_type
     if checkpoint_dir is not None:
         trainer.resume()

@@ -103,7 +103,8 @@ def data_parallel(model, parameters: dict | None = None):
     """`model` wrapped for data parallelism by accelerate (`Accelerator.prepare_model`): torch's
     `DistributedDataParallel` over this launch's process group, as accelerate makes it on GPUs
     (MULTI_GPU, NCCL) and on CPU processes (MULTI_CPU, Gloo). The model stays where it is, and
-    accelerate's mixed precision stays off: the run's `dtype` and `autocast` settings decide.
+    accelerate's mixed precision stays off: the run's `dtype` and `autocast` settings decide. The
+    gradients live in DDP's buckets (`gradient_as_bucket_view`).
 
     `parameters`: only these of `model`'s weights (by name: one agent's LoRA adapter on a base that
     other agents' adapters share). The wrapper then holds them alone and runs `model`'s forward as
@@ -111,9 +112,16 @@ def data_parallel(model, parameters: dict | None = None):
     while it is built: DDP keeps those)."""
     import torch
     from accelerate import Accelerator
-    from accelerate.utils import DistributedType
+    from accelerate.utils import DistributedDataParallelKwargs, DistributedType
 
-    accelerator = Accelerator(cpu=not torch.cuda.is_available(), mixed_precision="no", device_placement=False)
+    accelerator = Accelerator(
+        cpu=not torch.cuda.is_available(),
+        mixed_precision="no",
+        device_placement=False,
+        # the gradients are views into DDP's reduction buckets, not a second copy beside them (as
+        # `gpu_plan.training_state_bytes` counts them: one copy; `benchmarks/ddp_memory.py`)
+        kwargs_handlers=[DistributedDataParallelKwargs(gradient_as_bucket_view=True)],
+    )
     if accelerator.distributed_type not in (DistributedType.MULTI_GPU, DistributedType.MULTI_CPU):
         raise RuntimeError(
             f"training: data parallelism over {rank_and_world()[1]} processes, but accelerate sees "
