@@ -70,6 +70,7 @@ def main(model_dir: str, out: str, checkpoint_dir: str | None = None) -> None:
 
         assert isinstance(trainer.policy.wrapper, DistributedDataParallel), type(trainer.policy.wrapper)
         assert trainer.policy.wrapper.gradient_as_bucket_view  # one copy of the gradients, in DDP's buckets
+        assert not trainer.policy.wrapper.broadcast_buffers  # buffers are loaded alike and never trained
         assert AcceleratorState().distributed_type.value == "MULTI_CPU", AcceleratorState().distributed_type
     if checkpoint_dir is not None:
         trainer.resume()

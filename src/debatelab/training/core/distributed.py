@@ -104,7 +104,7 @@ def data_parallel(model, parameters: dict | None = None):
     `DistributedDataParallel` over this launch's process group, as accelerate makes it on GPUs
     (MULTI_GPU, NCCL) and on CPU processes (MULTI_CPU, Gloo). The model stays where it is, and
     accelerate's mixed precision stays off: the run's `dtype` and `autocast` settings decide. The
-    gradients live in DDP's buckets (`gradient_as_bucket_view`).
+    gradients live in DDP's buckets (`gradient_as_bucket_view`); buffers are not broadcast.
 
     `parameters`: only these of `model`'s weights (by name: one agent's LoRA adapter on a base that
     other agents' adapters share). The wrapper then holds them alone and runs `model`'s forward as
@@ -120,7 +120,9 @@ def data_parallel(model, parameters: dict | None = None):
         device_placement=False,
         # the gradients are views into DDP's reduction buckets, not a second copy beside them (as
         # `gpu_plan.training_state_bytes` counts them: one copy; `benchmarks/ddp_memory.py`)
-        kwargs_handlers=[DistributedDataParallelKwargs(gradient_as_bucket_view=True)],
+        # and the buffers (rotary frequencies, loaded alike everywhere and never trained) are not sent
+        # from rank 0 before every forward
+        kwargs_handlers=[DistributedDataParallelKwargs(gradient_as_bucket_view=True, broadcast_buffers=False)],
     )
     if accelerator.distributed_type not in (DistributedType.MULTI_GPU, DistributedType.MULTI_CPU):
         raise RuntimeError(
