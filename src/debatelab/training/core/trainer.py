@@ -331,8 +331,7 @@ class BaseTrainer:
         if engines:
             barrier(self.world)
         # ZeRO-3: the weights are gathered from every process (each must take part)
-        sharded = any(zero.sharded(engine) for engine in engines.values())
-        trainable = self.policy.trainable_state() if sharded else None
+        trainable = self.policy.trainable_state() if self.policy.sharded else None
         if self.rank == 0:
             save_checkpoint(
                 self.checkpoint_dir,
