@@ -198,11 +198,13 @@ def test_plot_selective_prediction_writes_a_png_atomically(tmp_path):
 # --------------------------------------------------------------------------- paired t-test
 
 
-def test_paired_t_greater_matches_scipy_and_decides_degenerate_cases_by_sign():
+def test_paired_t_greater_matches_scipy_and_calls_differences_without_variance_untestable():
     a, b = [0.71, 0.74, 0.69, 0.78, 0.75], [0.70, 0.70, 0.68, 0.72, 0.71]
     assert paired_t_greater(a, b) == pytest.approx(stats.ttest_rel(a, b, alternative="greater").pvalue)
     assert paired_t_greater(b, a) > 0.5  # the other direction is not significant
-    # constant differences have no variance: their sign decides
-    assert paired_t_greater([0.6, 0.7, 0.8], [0.5, 0.6, 0.7]) == 0.0
-    assert paired_t_greater([0.5, 0.6, 0.7], [0.6, 0.7, 0.8]) == 1.0
-    assert paired_t_greater([0.9], [0.1]) == 1.0  # one run is no evidence
+    # constant non-zero differences measure no noise: untestable, never significant (scipy says p = 0)
+    assert np.isnan(paired_t_greater([0.6, 0.7, 0.8], [0.5, 0.6, 0.7]))
+    assert np.isnan(paired_t_greater([0.5, 0.6, 0.7], [0.6, 0.7, 0.8]))
+    assert paired_t_greater([0.5, 0.6, 0.7], [0.5, 0.6, 0.7]) == 1.0  # the same runs: not greater
+    assert np.isnan(paired_t_greater([0.9], [0.1]))  # one run is no evidence
+    assert np.isnan(paired_t_greater([0.9, float("nan")], [0.1, 0.2]))

@@ -320,15 +320,18 @@ def point_biserial(values: Sequence[float], correct: Sequence[bool]) -> tuple[fl
 
 
 def paired_t_greater(a: Sequence[float], b: Sequence[float]) -> float:
-    """p-value of the one-sided paired t-test "a > b" (runs paired by position). Differences
-    without variance decide by their sign: p = 0 when all are equal and positive, else 1; so
-    does a single pair."""
+    """p-value of the one-sided paired t-test "a > b" (runs paired by position), or NaN where the
+    test is undefined: fewer than 2 pairs, a non-finite value, or differences without variance. A
+    constant non-zero difference gives t = ±inf (scipy: p = 0 or NaN), which measures no noise at
+    all, so it is untestable rather than significant; all-zero differences are "not greater" (1)."""
     from scipy import stats
 
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     diff = a - b
-    if len(diff) < 2 or np.allclose(diff, diff[0]):
-        return 0.0 if len(diff) >= 2 and diff[0] > 0 else 1.0
+    if len(diff) < 2 or not np.isfinite(diff).all():
+        return _NAN
+    if np.allclose(diff, diff[0], rtol=1e-9, atol=1e-12):
+        return 1.0 if np.allclose(diff, 0.0, atol=1e-12) else _NAN
     return float(stats.ttest_rel(a, b, alternative="greater").pvalue)
 
 

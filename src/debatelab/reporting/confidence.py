@@ -79,14 +79,8 @@ def plot_accuracy_rejection(predictions: pd.DataFrame, title: str):
 
 def runs_greater_p(a: Sequence[float], b: Sequence[float]) -> float:
     """p-value of the paired one-sided t-test "a > b" over runs (Elahi & Di Eugenio, arXiv:2606.13591 §4.1, §5), or NaN where the test
-    is undefined: fewer than 2 runs, or differences a − b without variance. A constant non-zero
-    difference gives t = ±inf (scipy's ttest_rel: p = 0 or nan), which measures no noise at all, so
-    it is reported untestable rather than significant; all-zero differences are "not greater" (1)."""
-    diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    if len(diff) < 2 or not np.isfinite(diff).all():
-        return float("nan")
-    if np.allclose(diff, diff[0], rtol=1e-9, atol=1e-12):
-        return 1.0 if np.allclose(diff, 0.0, atol=1e-12) else float("nan")
+    is undefined (`metrics.paired_t_greater`: fewer than 2 runs, or differences a − b without variance;
+    all-zero differences are "not greater", 1)."""
     return metrics.paired_t_greater(a, b)
 
 
