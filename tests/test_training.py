@@ -725,7 +725,8 @@ def test_fsdp_keeps_float32_masters_of_bfloat16_weights_and_generates_alone(tmp_
     out = tmp_path / "precision.json"
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file"]
     cmd += [str(REPO_ROOT / "config/accelerate/fsdp2_8gpu.yaml"), "--num_machines", "1", "--num_processes", "2"]
-    cmd += ["--main_process_port", "29509", "-m", "fsdp_precision", str(char_model_dir), str(out)]
+    # a port of its own (29509 is the ZeRO-1 launch's in `distributed_updates`)
+    cmd += ["--main_process_port", "29510", "-m", "fsdp_precision", str(char_model_dir), str(out)]
     env = {**os.environ, "PYTHONPATH": tests_path(), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
