@@ -50,8 +50,9 @@ class StepStrategy:
         """`passes` (micro-batches) padded with empty ones to the most any process has, where the engine
         needs every process to run as many: ZeRO-3 and FSDP gather each layer's weights from all of them in
         every forward pass, and ZeRO-1/2 reduce the gradients in the backward pass of the last
-        micro-batch, which must be the same one everywhere (`backward`: the passes have one). DDP, by
-        hand and alone: as given."""
+        micro-batch, which must be the same one everywhere (`backward`: the passes have one). DDP and
+        alone: as given (DDP reduces in each process's own last pass; one without any joins with an
+        empty pass, `trainer.BaseTrainer.update_policy`)."""
         if not (zero.sharded(self.engine) or (backward and self.engine is not None)):
             return passes
         return passes + [[] for _ in range(int(all_reduce(len(passes), "max")) - len(passes))]
