@@ -22,6 +22,7 @@ from debatelab.confidence.streams import (
     synthetic_streams,
 )
 from debatelab.io import DataFileError, write_parquet_atomic
+from debatelab.metrics import paired_t_greater
 from debatelab.reporting import confidence as report
 
 
@@ -317,9 +318,9 @@ def test_significance_needs_a_positive_difference_that_beats_its_own_variance():
     straddle = np.array([0.02, -0.01, 0.03, -0.02, 0.01])  # CGA − zs*
     # by hand: mean 0.006, deviations 0.014 −0.016 0.024 −0.026 0.004, Σ² = 17.2e-4, s = √(4.3e-4),
     # t = 0.006 / (s/√5) = 0.647 on 4 df: one-sided p ≈ 0.28, not significant
-    assert report.runs_greater_p(zero_shot + straddle, zero_shot) == pytest.approx(stats.t.sf(0.647, 4), abs=1e-3)
+    assert paired_t_greater(zero_shot + straddle, zero_shot) == pytest.approx(stats.t.sf(0.647, 4), abs=1e-3)
     steady = np.array([0.03, 0.04, 0.05, 0.04, 0.04])  # mean 0.04, s = √(0.5e-4): t = 12.6, p ≈ 1e-4
-    assert report.runs_greater_p(zero_shot + steady, zero_shot) == pytest.approx(stats.t.sf(12.65, 4), rel=0.01)
+    assert paired_t_greater(zero_shot + steady, zero_shot) == pytest.approx(stats.t.sf(12.65, 4), rel=0.01)
     pairs = {
         name: {"zero_shot": zero_shot, "mad": mad, "mad_d": mad, "cga": zero_shot + difference}
         for name, difference in (("straddles", straddle), ("steady", steady), ("constant", np.full(5, 0.05)))
@@ -328,8 +329,8 @@ def test_significance_needs_a_positive_difference_that_beats_its_own_variance():
     # only "steady" counts: "straddles" is not significant, and "constant" (no variance over runs,
     # t = inf) is untestable, not significant by a p = 0 artefact
     assert lift.loc["cga", "k_f1"] == 1 and lift.loc["cga", "untestable_f1"] == 1
-    assert report.runs_greater_p(zero_shot + 0.05, zero_shot) != report.runs_greater_p(zero_shot + 0.05, zero_shot)
-    assert report.runs_greater_p(zero_shot, zero_shot) == 1.0  # the same method is simply not better
+    assert paired_t_greater(zero_shot + 0.05, zero_shot) != paired_t_greater(zero_shot + 0.05, zero_shot)
+    assert paired_t_greater(zero_shot, zero_shot) == 1.0  # the same method is simply not better
     # runs that share their data (every value the same in every run) can claim nothing: k is "–"
     flat = {
         "p": {"zero_shot": np.full(5, 0.6), "mad": np.full(5, 0.5), "mad_d": np.full(5, 0.5), "cga": np.full(5, 0.7)}

@@ -320,10 +320,11 @@ def point_biserial(values: Sequence[float], correct: Sequence[bool]) -> tuple[fl
 
 
 def paired_t_greater(a: Sequence[float], b: Sequence[float]) -> float:
-    """p-value of the one-sided paired t-test "a > b" (runs paired by position), or NaN where the
-    test is undefined: fewer than 2 pairs, a non-finite value, or differences without variance. A
-    constant non-zero difference gives t = ±inf (scipy: p = 0 or NaN), which measures no noise at
-    all, so it is untestable rather than significant; all-zero differences are "not greater" (1)."""
+    """p-value of the one-sided paired t-test "a > b" over runs (runs paired by position; Elahi & Di
+    Eugenio, arXiv:2606.13591 §4.1, §5), or NaN where the test is undefined: fewer than 2 pairs, a
+    non-finite value, or differences without variance. A constant non-zero difference gives t = ±inf
+    (scipy: p = 0 or NaN), which measures no noise at all, so it is untestable rather than
+    significant; all-zero differences are "not greater" (1)."""
     from scipy import stats
 
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)

@@ -77,20 +77,13 @@ def plot_accuracy_rejection(predictions: pd.DataFrame, title: str):
     )
 
 
-def runs_greater_p(a: Sequence[float], b: Sequence[float]) -> float:
-    """p-value of the paired one-sided t-test "a > b" over runs (Elahi & Di Eugenio, arXiv:2606.13591 §4.1, §5), or NaN where the test
-    is undefined (`metrics.paired_t_greater`: fewer than 2 runs, or differences a − b without variance;
-    all-zero differences are "not greater", 1)."""
-    return metrics.paired_t_greater(a, b)
-
-
 def lift_table(table: pd.DataFrame, baselines: Sequence[str], alpha: float = 0.05) -> pd.DataFrame:
     """Lift in points over zs* per (dataset, estimator, calibrator, method), averaged over pairs, with
     k = pairs where the method is significantly better (paired one-sided t-test over runs, p < alpha)
     than every comparator: the `baselines` (the confidence stage's `confidence.fusion.BASELINES`:
     zs*, MAD and MAD-D) for the protocols, zs* for the baselines.
 
-    Runs pair by run number. A comparison without variance over runs (`runs_greater_p` NaN) is not
+    Runs pair by run number. A comparison without variance over runs (`metrics.paired_t_greater` NaN) is not
     significant; ``untestable_<metric>`` counts the pairs with such a comparison, and k is NaN ("–"
     in Table 1) when no pair had a testable one or there are fewer than 2 runs."""
     table = table[~table["method"].str.startswith("zero_shot:")]
@@ -121,7 +114,7 @@ def lift_table(table: pd.DataFrame, baselines: Sequence[str], alpha: float = 0.0
                     p_values = []
                     for comparator in comparators:
                         other = wide[comparator][metric].xs(pair_name, level="pair").reindex(values.index)
-                        p_values.append(runs_greater_p(values.to_numpy(), other.to_numpy()))
+                        p_values.append(metrics.paired_t_greater(values.to_numpy(), other.to_numpy()))
                     untestable += any(np.isnan(p) for p in p_values)
                     wins += all(p < alpha for p in p_values)  # NaN < alpha is False
                 row[f"untestable_{metric}"] = untestable
