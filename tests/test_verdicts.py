@@ -30,6 +30,35 @@ def _paired(n: int, only_a: int, only_b: int, both: int = 0) -> tuple[np.ndarray
     return a, b
 
 
+def _score_by_likelihood(b: int, c: int, n: int, delta: float) -> float:
+    """Tango's score statistic by hand: the share q of "only b right" that maximises the
+    multinomial likelihood under acc(a) − acc(b) = delta (found numerically, not by the closed
+    form the code uses), then (b − c − n·delta) / sqrt(n (2q + delta (1 − delta)))."""
+    from scipy import optimize
+
+    def minus_log_likelihood(q):
+        terms = ((b, q + delta), (c, q), (n - b - c, 1 - 2 * q - delta))
+        return -sum(k * math.log(p) for k, p in terms if k)
+
+    low, high = max(0.0, -delta), (1 - delta) / 2
+    q = optimize.minimize_scalar(
+        minus_log_likelihood, bounds=(low + 1e-12, high - 1e-12), method="bounded", options={"xatol": 1e-12}
+    ).x
+    return (b - c - n * delta) / math.sqrt(n * (2 * q + delta * (1 - delta)))
+
+
+def _score_interval_by_search(b: int, c: int, n: int) -> tuple[float, float]:
+    """The deltas whose score statistic (`_score_by_likelihood`) stays within ±1.96, as a share: each
+    end where it crosses ±1.96 on its side of the observed difference (±1 where it never does)."""
+    from scipy import optimize
+
+    z, observed, edge = stats.norm.ppf(0.975), (b - c) / n, 1 - 1e-9
+    score = lambda d: _score_by_likelihood(b, c, n, d)  # noqa: E731
+    low = -1.0 if score(-edge) < z else optimize.brentq(lambda d: score(d) - z, -edge, observed)
+    high = 1.0 if score(edge) > -z else optimize.brentq(lambda d: score(d) + z, observed, edge)
+    return low, high
+
+
 def _conditional_interval(b: int, c: int, n: int) -> tuple[float, float]:
     """By hand: Clopper-Pearson [pL, pU] of b/m (scipy's exact binomial interval), mapped by
     d = (m/n)(2p − 1), in points."""
@@ -136,6 +165,53 @@ def test_comparisons_give_the_exact_interval_and_its_p():
     assert row["p"] == pytest.approx(0.125) and row["verdict"] == "inconclusive"
 
 
+def test_a_margin_on_paired_correctness_is_judged_by_the_score_interval():
+    """SDRL's "no drop of 2 points or more" on 200 questions, b = 0, c = 2: the conditional interval
+    holds the 2 discordant questions fixed, so it could not reach −2 points and the claim "held" with
+    p = 0. Judged at −2 points, Tango's score interval (the share of discordant questions free) is
+    [−3.57, 0.90] points (`_score_interval_by_search`): it covers −2, and its score test doesn't reject."""
+    a, b = _paired(200, only_a=0, only_b=2)
+    claim = Claim.measured("§x", "no drop", "fixture", "points", accuracy_difference(a, b), ">=", margin=2.0)
+    assert (claim.low, claim.high) == pytest.approx(100 * np.array(_score_interval_by_search(0, 2, 200)), abs=1e-4)
+    assert claim.low < -2 < claim.high and claim.verdict == "inconclusive"
+    assert claim.p == pytest.approx(2 * stats.norm.sf(abs(_score_by_likelihood(0, 2, 200, -0.02))), rel=1e-6)
+    assert "Tango" in claim.interval
+    # at 0 the same comparison keeps the exact conditional interval and McNemar's p
+    at_zero = Claim.measured("§x", "a beats b", "fixture", "points", accuracy_difference(a, b))
+    assert (at_zero.low, at_zero.high) == pytest.approx(_conditional_interval(0, 2, 200), rel=1e-9)
+    assert at_zero.p == pytest.approx(stats.binomtest(0, 2, 0.5).pvalue)
+
+
+def test_no_discordant_question_proves_no_margin():
+    """b = c = 0 on 20 questions: the conditional interval is the point 0, so "≥ −2 points" held with
+    p = 0. The score interval is ±z²/(n + z²) (the score statistic is −sqrt(n·d / (1 − d)) at d > 0),
+    ±16.1 points here: inconclusive."""
+    a, b = _paired(20, only_a=0, only_b=0, both=10)
+    claim = Claim.measured("§x", "no drop", "fixture", "points", accuracy_difference(a, b), ">=", margin=2.0)
+    z2 = stats.norm.ppf(0.975) ** 2
+    assert (claim.low, claim.high) == pytest.approx((-100 * z2 / (20 + z2), 100 * z2 / (20 + z2)), rel=1e-8)
+    assert claim.verdict == "inconclusive" and claim.p > 0.05
+
+
+def test_at_a_boundary_other_than_zero_the_interval_leaves_it_out_exactly_when_the_score_test_rejects():
+    """On a grid of (b, c) on 60 questions and boundaries from −20 to +20 points, the judged interval
+    excludes the boundary exactly when its p < 0.05, and its ends are the score interval found with
+    the likelihood maximised numerically."""
+    disagreements, far = [], []
+    for b in range(0, 9):
+        for c in range(0, 9):
+            est = claims_module.paired_counts_difference(b, c, 60)
+            for bound in (-0.2, -0.05, -0.02, 0.02, 0.05, 0.2):
+                judged = est.at_boundary(bound)
+                if (judged.low > bound or judged.high < bound) != (judged.p_value(bound) < 0.05):
+                    disagreements.append((b, c, bound))
+            by_search = _score_interval_by_search(b, c, 60)
+            judged = est.at_boundary(0.05)
+            if abs(judged.low - by_search[0]) > 1e-6 or abs(judged.high - by_search[1]) > 1e-6:
+                far.append((b, c, judged.low, judged.high, by_search))
+    assert disagreements == [] and far == []
+
+
 # --------------------------------------------------------------------------- proportions
 
 
@@ -234,6 +310,36 @@ def test_too_few_units_give_no_interval():
     assert verdict(accuracy_difference(a, b), ">") == "inconclusive"
 
 
+def test_a_bootstrap_p_is_below_005_exactly_when_the_bca_interval_leaves_the_null_out():
+    """Per-question means of 3 samples are discrete, so replicates tie and an interval end can land
+    on 0 exactly. The p used to be a mid-rank share of replicates, not the inverse of scipy's linear
+    quantile ends: on these 10 questions the interval's low end was 0.0 (not excluded) while p was
+    0.0396. Over 200 random discrete datasets, at 0 and at 0.1, the two now agree every time."""
+    a = np.array([2, 2, 3, 1, 2, 2, 2, 1, 3, 2]) / 3
+    b = np.array([0, 0, 3, 2, 1, 1, 2, 1, 1, 2]) / 3
+    est = claims_module.paired_difference(a, b)
+    assert est.low == pytest.approx(0.0, abs=1e-12) and est.p >= 0.05
+    rng = np.random.default_rng(11)
+    disagreements = []
+    for _ in range(200):
+        n = int(rng.integers(10, 30))
+        a, b = rng.binomial(3, 0.55, n) / 3, rng.binomial(3, 0.45, n) / 3
+        est = claims_module.paired_difference(a, b)
+        for null in (0.0, 0.1):
+            if (est.low > null or est.high < null) != (est.p_value(null) < 0.05):
+                disagreements.append((n, null, est.low, est.high, est.p_value(null)))
+    assert disagreements == []
+
+
+def test_a_difference_every_unit_agrees_on_has_the_sign_tests_p_not_zero():
+    """20 questions each +1: no resample varies, the interval is the point (as the sign test's
+    interval of the median is), and p is the exact sign test's 2 · 0.5²⁰, where it was 0."""
+    est = claims_module.paired_difference(np.ones(20), np.zeros(20))
+    assert (est.low, est.high) == (1.0, 1.0)
+    assert est.p == pytest.approx(stats.binomtest(20, 20, 0.5).pvalue)
+    assert claims_module.paired_difference(np.ones(20), np.ones(20)).p == 1.0
+
+
 # --------------------------------------------------------------------------- Holm
 
 
@@ -267,7 +373,7 @@ def test_sdrl_single_agent_accuracy_with_one_sample_is_paired_correctness():
     single = [c for c in claims_of(sdrl.evaluate(outputs), "§9.5") if "single-agent" in c.statement and c.scope == TOY][
         0
     ]
-    ci = stats.binomtest(1, 2).proportion_ci(0.95, method="exact")
-    assert single.value == pytest.approx(0.0) and "discordant" in single.interval
-    assert (single.low, single.high) == pytest.approx((100 * (2 * ci.low - 1), 100 * (2 * ci.high - 1)))
-    assert single.p == pytest.approx(1.0) and single.verdict == "inconclusive" and single.margin == 2.0
+    assert single.value == pytest.approx(0.0) and "Tango" in single.interval and "2 discordant" in single.interval
+    # its boundary is −2 points (the margin), not 0: Tango's score interval
+    assert (single.low, single.high) == pytest.approx(100 * np.array(_score_interval_by_search(1, 1, 2)), abs=1e-4)
+    assert single.p > 0.05 and single.verdict == "inconclusive" and single.margin == 2.0

@@ -25,7 +25,9 @@ test its interval inverts:
 
 - paired correctness (accuracy of a and b on the same questions, one 0/1 outcome each):
   `paired_accuracy_difference`, the exact interval conditional on the discordant questions, which
-  agrees with the exact McNemar test;
+  agrees with the exact McNemar test; a claim whose boundary is not 0 (a margin, a threshold) is
+  judged by Tango's score interval and test instead (`Estimate.at_boundary`): the conditional
+  interval holds the share of discordant questions fixed, which only the null of 0 allows;
 - a single proportion: `proportion`, Clopper-Pearson (the exact binomial test);
 - means, paired differences of non-binary per-unit quantities, correlations, Cohen's d, slopes and
   any statistic of resampled units (`bootstrap`): the BCa bootstrap (`scipy.stats.bootstrap`),
@@ -38,6 +40,7 @@ test its interval inverts:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -92,6 +95,9 @@ class Estimate:
     test: Callable[[float], float] | None = field(default=None, compare=False, repr=False)
     too_few: bool = False  # fewer than MIN_UNITS units: no interval (verdict "n/a (too few)")
     exact_value: bool = False  # computed on every row, no sampling (Estimate.exact)
+    # the estimate (interval and test) that judges a boundary other than 0, where this one's test is
+    # exact at 0 only (`paired_counts_difference`); None: this one judges every boundary
+    off_zero: Callable[[float], Estimate] | None = field(default=None, compare=False, repr=False)
 
     @property
     def finite(self) -> bool:
@@ -123,11 +129,19 @@ class Estimate:
         value = float(value)
         return cls(value, value, value, int(n), "exact (computed on every row, no sampling)", exact_value=True)
 
+    def at_boundary(self, bound: float) -> Estimate:
+        """The estimate whose interval and test judge a claim at `bound`: itself, or at a boundary
+        other than 0 its `off_zero` estimate."""
+        if self.off_zero is None or bound == 0:
+            return self
+        return self.off_zero(float(bound))
+
     def scaled(self, factor: float) -> Estimate:
         """The same estimate in other units (e.g. a share as points: factor 100)."""
         lo, hi = sorted((self.low * factor, self.high * factor))
         test = None if self.test is None else (lambda null, t=self.test: t(null / factor))
-        return dataclasses.replace(self, value=self.value * factor, low=lo, high=hi, test=test)
+        off_zero = None if self.off_zero is None else (lambda bound, o=self.off_zero: o(bound / factor).scaled(factor))
+        return dataclasses.replace(self, value=self.value * factor, low=lo, high=hi, test=test, off_zero=off_zero)
 
     def described(self, method: str) -> Estimate:
         """The same estimate, its method string replaced."""
@@ -187,29 +201,78 @@ PAIRED_EXACT = (
 )
 
 
+PAIRED_SCORE = (
+    "Tango's score interval for a paired difference of {n} questions ({m} discordant), judging a boundary other than 0"
+)
+
+
+def tango_score(only_a: int, only_b: int, n: int, delta: float) -> float:
+    """Tango's score statistic of "acc(a) − acc(b) = delta" on n paired questions, b = only_a of
+    them right for a only and c = only_b for b only (Tango 1998, "Equivalence test and confidence
+    interval for the difference in proportions for the paired-sample design", Statistics in Medicine
+    17:891-908): (b − c − n·delta) / sqrt(n (2 q + delta (1 − delta))), q the maximum-likelihood share
+    of "b only" under the null, the root of 2n q² + (−b − c + (2n − b + c) delta) q − c delta (1 − delta)."""
+    b, c, n = float(only_a), float(only_b), float(n)
+    quad_b = -b - c + (2 * n - b + c) * delta
+    quad_c = -c * delta * (1 - delta)
+    q = (math.sqrt(max(quad_b * quad_b - 8 * n * quad_c, 0.0)) - quad_b) / (4 * n)
+    variance = n * (2 * q + delta * (1 - delta))
+    diff = b - c - n * delta
+    if variance <= 0:
+        return 0.0 if diff == 0 else math.copysign(math.inf, diff)
+    return diff / math.sqrt(variance)
+
+
+def tango_interval(only_a: int, only_b: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The deltas whose score test (`tango_score`) does not reject at 1 − confidence: the statistic
+    falls as delta rises, so each end is the root of |score| = z on its side of the observed
+    difference (an end at ±1 where the score never reaches z)."""
+    from scipy.optimize import brentq
+
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    observed = (only_a - only_b) / n
+    edge = 1 - 1e-12
+    score = lambda delta: tango_score(only_a, only_b, n, delta)  # noqa: E731 - one line, used twice
+    high = 1.0 if score(edge) >= -z else brentq(lambda d: score(d) + z, observed, edge, xtol=1e-12)
+    low = -1.0 if score(-edge) <= z else brentq(lambda d: score(d) - z, -edge, observed, xtol=1e-12)
+    return low, high
+
+
+def paired_score_difference(only_a: int, only_b: int, n: int, *, confidence: float = CONFIDENCE) -> Estimate:
+    """acc(a) − acc(b) as a share with Tango's score interval, its p the score test's two-sided p
+    (the interval is the set of deltas it doesn't reject). Unlike the conditional interval it lets
+    the share of discordant questions vary: with few of them it is wide, never a point."""
+    b, c, n = int(only_a), int(only_b), int(n)
+    method = PAIRED_SCORE.format(m=b + c, n=n)
+    if n <= 0:
+        return Estimate.missing(0, method)
+    low, high = tango_interval(b, c, n, confidence)
+    return Estimate(
+        (b - c) / n, low, high, n, method, lambda null: float(2 * stats.norm.sf(abs(tango_score(b, c, n, null))))
+    )
+
+
 def paired_counts_difference(only_a: int, only_b: int, n: int, *, confidence: float = CONFIDENCE) -> Estimate:
     """acc(a) − acc(b) as a share, from the discordant counts of n paired questions: b = only_a,
     c = only_b, m = b + c. Conditional on m, b ~ Binomial(m, π) and the difference is
     (m/n)(2π − 1); the Clopper-Pearson interval [πL, πU] of b/m maps to the interval of the
     difference, and its test at 0 (π = 1/2) is the exact McNemar test, so the interval excludes 0
-    exactly when McNemar's p < 1 − confidence (tests/test_verdicts.py checks a grid of (b, c))."""
+    exactly when McNemar's p < 1 − confidence (tests/test_verdicts.py checks a grid of (b, c)).
+    Conditioning on m is exact at 0 only: a boundary other than 0 is judged by
+    `paired_score_difference` (`Estimate.at_boundary`)."""
     b, c, n = int(only_a), int(only_b), int(n)
     m = b + c
     method = PAIRED_EXACT.format(m=m, n=n)
     if n <= 0:
         return Estimate.missing(0, method)
-    value = (b - c) / n
+    score = functools.cache(lambda: paired_score_difference(b, c, n, confidence=confidence))  # when asked
+    mcnemar = float(stats.binomtest(b, m, 0.5).pvalue) if m else 1.0
+    test = lambda null: mcnemar if null == 0 else score().p_value(null)  # noqa: E731
     if m == 0:  # no discordant question: conditionally the difference is exactly 0
-        return Estimate(0.0, 0.0, 0.0, n, method, lambda null: 1.0 if null == 0 else 0.0)
+        return Estimate(0.0, 0.0, 0.0, n, method, test, off_zero=lambda bound: score())
     ci = stats.binomtest(b, m).proportion_ci(confidence, method="exact")
     low, high = (m / n) * (2 * float(ci.low) - 1), (m / n) * (2 * float(ci.high) - 1)
-
-    def test(null: float) -> float:
-        if null == 0:
-            return float(stats.binomtest(b, m, 0.5).pvalue)  # exact McNemar
-        return _binomial_central_p(b, m, (1 + null * n / m) / 2)
-
-    return Estimate(value, low, high, n, method, test)
+    return Estimate((b - c) / n, low, high, n, method, test, off_zero=lambda bound: score())
 
 
 def paired_accuracy_difference(correct_a: Sequence[bool], correct_b: Sequence[bool]) -> Estimate:
@@ -255,36 +318,58 @@ def _share_below(replicates: np.ndarray, point: float) -> float:
     return float((np.sum(replicates < point) + np.sum(replicates <= point)) / (2 * replicates.size))
 
 
-def _beyond_p(null: float, value: float, replicates: np.ndarray) -> float:
+def _beyond_p(null: float, value: float, replicates: np.ndarray, units: int) -> float:
     """p for a null outside every replicate: below the bootstrap's resolution 1/B, so the normal
-    tail with the bootstrap standard error, capped at 1/B."""
+    tail with the bootstrap standard error, capped at 1/B. Without spread (every resample gives the
+    same value: every unit agrees) the exact sign test's 2^(1 − n) over the n units, never 0."""
     se = float(np.std(replicates, ddof=1)) if replicates.size > 1 else 0.0
     if se == 0:
-        return 1.0 if null == value else 0.0
+        return 1.0 if null == value else min(1.0, 2.0 ** (1 - units))
     return min(1.0 / replicates.size, float(2 * stats.norm.sf(abs(value - null) / se)))
 
 
-def _percentile_p(null: float, value: float, replicates: np.ndarray) -> float:
-    """The p-value the percentile interval inverts: twice the share of replicates beyond the null."""
-    q = _share_below(replicates, null)
-    if q <= 0 or q >= 1:
-        return _beyond_p(null, value, replicates)
-    return min(1.0, 2 * min(q, 1 - q))
+def _quantile_levels(null: float, replicates: np.ndarray) -> tuple[float, float] | None:
+    """The levels q at which the replicates' linear quantile (numpy's and `scipy.stats.quantile`'s
+    default, what scipy's bootstrap reads its ends from) reaches `null`: (the largest q with
+    quantile ≤ null, the smallest q with quantile ≥ null); they differ where replicates tie at null.
+    None when null lies outside the replicates."""
+    x = np.sort(replicates)
+    last = x.size - 1
+    if last < 1 or null < x[0] or null > x[-1]:
+        return None
+    at_most, below = int(np.searchsorted(x, null, "right")), int(np.searchsorted(x, null, "left"))
+    # the quantile at q is x[h] interpolated, h = last * q; invert it on the segment holding null
+    upper = 1.0 if at_most > last else (at_most - 1 + (null - x[at_most - 1]) / (x[at_most] - x[at_most - 1])) / last
+    lower = 0.0 if below == 0 else (below - 1 + (null - x[below - 1]) / (x[below] - x[below - 1])) / last
+    return upper, lower
 
 
-def _bca_p(null: float, value: float, replicates: np.ndarray, z0: float, accel: float) -> float:
-    """The p-value the BCa interval inverts: the level 1 − p whose BCa interval has `null` as an
-    endpoint. With q the mid-rank share of replicates below null and w = Φ⁻¹(q) − z0, the endpoint's
-    normal quantile is z = w / (1 + a·w) − z0 (Efron & Tibshirani 1993, eq. 14.10 solved for α);
-    p = 2·min(Φ(z), 1 − Φ(z)). With z0 = a = 0 it is the percentile p."""
-    q = _share_below(replicates, null)
-    if q <= 0 or q >= 1:
-        return _beyond_p(null, value, replicates)
-    w = stats.norm.ppf(q) - z0
-    if 1 + accel * w <= 0:  # outside the range where the BCa map is monotone: as far as beyond
-        return _beyond_p(null, value, replicates)
-    z = w / (1 + accel * w) - z0
-    return float(min(1.0, 2 * min(stats.norm.cdf(z), stats.norm.sf(z))))
+def _bca_p(null: float, value: float, replicates: np.ndarray, units: int, z0: float = 0.0, accel: float = 0.0) -> float:
+    """The p-value the BCa interval inverts: the smallest 1 − confidence whose interval (scipy's: its
+    ends the linear quantiles of the replicates at BCa-adjusted levels) leaves `null` out, so p < 0.05
+    exactly when the 95 % interval excludes null. An end passes null when its level passes the
+    quantile level q of null (`_quantile_levels`); for the level q, w = Φ⁻¹(q) − z0 and the end's
+    normal quantile is z = w / (1 + a·w) − z0 (Efron & Tibshirani 1993, eq. 14.10 solved for α):
+    the lower end gives p = 2Φ(z), the upper 2(1 − Φ(z)). With z0 = a = 0 it is the percentile p."""
+    levels = _quantile_levels(null, replicates)
+    if levels is None:
+        return _beyond_p(null, value, replicates, units)
+    p = 1.0
+    for q, lower_end in zip(levels, (True, False)):
+        if (q <= 0.0 and lower_end) or (q >= 1.0 and not lower_end):
+            return _beyond_p(null, value, replicates, units)  # an end passes null at every level
+        if 0.0 < q < 1.0:
+            w = stats.norm.ppf(q) - z0
+            if 1 + accel * w <= 0:  # outside the range where the BCa map is monotone: as far as beyond
+                return _beyond_p(null, value, replicates, units)
+            z = w / (1 + accel * w) - z0
+            p = min(p, float(2 * (stats.norm.cdf(z) if lower_end else stats.norm.sf(z))))
+    return min(1.0, p)
+
+
+def _percentile_p(null: float, value: float, replicates: np.ndarray, units: int) -> float:
+    """The p-value the percentile interval inverts (`_bca_p` without bias or acceleration)."""
+    return _bca_p(null, value, replicates, units)
 
 
 def bootstrap(
@@ -353,7 +438,7 @@ def bootstrap(
                 high,
                 n_units,
                 f"{name}, BCa)",
-                lambda null: _bca_p(null, value, replicates, z0, accel),
+                lambda null: _bca_p(null, value, replicates, n_units, z0, accel),
             )
     finite = replicates[np.isfinite(replicates)]
     why = (
@@ -365,7 +450,12 @@ def bootstrap(
     if not (math.isfinite(low) and math.isfinite(high)):
         return Estimate.missing(n_units, f"{name}; no resample defines the statistic)")
     return Estimate(
-        value, low, high, n_units, f"{name}, percentile: {why})", lambda null: _percentile_p(null, value, finite)
+        value,
+        low,
+        high,
+        n_units,
+        f"{name}, percentile: {why})",
+        lambda null: _percentile_p(null, value, finite, n_units),
     )
 
 
@@ -533,6 +623,7 @@ def verdict(estimate: Estimate, expect: str, threshold: float = 0.0, margin: flo
     p-value at the boundary must be < alpha: a verdict never holds while the matching test doesn't
     reject. An exact estimate (no sampling) compares its value: ">=" holds at equality."""
     bound = boundary(expect, threshold, margin)
+    estimate = estimate.at_boundary(bound)
     if estimate.too_few:
         return TOO_FEW
     if not estimate.finite:
@@ -584,7 +675,9 @@ class Claim:
         margin: float = 0.0,
     ) -> Claim:
         """A claim that `statistic` `expect`s `threshold` (within `margin` for ">=" / "<="), decided
-        by `estimate`'s interval and test."""
+        by `estimate`'s interval and test at the boundary (`Estimate.at_boundary`: the row shows
+        the interval that decided it)."""
+        estimate = estimate.at_boundary(boundary(expect, threshold, margin))
         decided = verdict(estimate, expect, threshold, margin)
         if decided == "n/a" and not detail:
             detail = f"the statistic or its interval is undefined on these {estimate.n} units"
