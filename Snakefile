@@ -6,8 +6,12 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 # The default experiment, unless one is given with --configfile (merging the two would mix
-# their datasets and agents). Found beside this Snakefile, so `--directory` may point elsewhere.
+# their datasets and agents, so a given file without an experiment name is refused). Found beside
+# this Snakefile, so `--directory` may point elsewhere.
 if not config.get("experiment"):
+    from debatelab.config_schema import refuse_unnamed_experiment
+
+    refuse_unnamed_experiment(workflow.configfiles)
 
     configfile: f"{workflow.basedir}/config/config.yaml"
 

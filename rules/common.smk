@@ -4,16 +4,21 @@ import re
 
 from snakemake.exceptions import WorkflowError
 
-from debatelab.config import Experiment, check_config_files, validate_config
+from debatelab.config import ConfigError, Experiment, check_config_files, validate_config
+from debatelab.config_schema import naming_files
 from debatelab.data.registry import SOURCE_CHOICES, parse_split_variant
 
 check_config_files(workflow.configfiles)  # a key given twice is an error, not last-wins
 # Once, against config/schema.yaml: a config holding a key is refused first (keys come from the
 # environment), a violation is one line naming the key and value (snakemake.utils.validate dumps the
 # schema), and the defaults are filled as validate(set_default=True) fills them (tests/test_config.py).
-config.update(validate_config(config))
-
-EXP = Experiment(config)  # raises ConfigError naming the key and value of a config that doesn't hold together
+# Experiment raises ConfigError naming the key and value of a config that doesn't hold together;
+# either error names the config files first.
+try:
+    config.update(validate_config(config))
+    EXP = Experiment(config)
+except ConfigError as error:
+    raise naming_files(error, workflow.configfiles) from None
 EXPERIMENT = EXP.name
 DATASETS = EXP.datasets
 MODELS = EXP.models

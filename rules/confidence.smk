@@ -38,7 +38,7 @@ rule fit_calibrators:
         ),
     params:
         seed=config["seed"],
-        settings={k: CALIBRATION[k] for k in ("runs", "val_fraction", "resample", "estimators", "calibrators", "ece_bins", "ece_weighting")},
+        settings=EXP.calibration_settings(),
     log:
         f"{LOGS}/calibration/{{dataset}}/{{pair}}.log",
     benchmark:
@@ -68,11 +68,7 @@ rule search_protocol:
         ),
     params:
         journal=lambda wc: f"{RESULTS}/search/{wc.dataset}/{wc.pair}/{wc.confidence_protocol}.optuna.journal",
-        settings={
-            **{k: v for k, v in SEARCH.items() if k not in ("protocols", "alpha")},
-            "ece_bins": CALIBRATION["ece_bins"],
-            "ece_weighting": CALIBRATION["ece_weighting"],
-        },
+        settings=EXP.search_settings(),
     log:
         f"{LOGS}/search/{{dataset}}/{{pair}}/{{confidence_protocol}}.log",
     benchmark:

@@ -13,7 +13,7 @@ rule uncertainty:
             caption="../report/uncertainty_selective.rst",
         ),
     params:
-        settings=config["uncertainty"],
+        settings=EXP.uncertainty_settings(),
     log:
         f"{LOGS}/uncertainty/{{dataset}}/{{protocol}}.log",
     resources:

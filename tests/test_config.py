@@ -167,6 +167,67 @@ BAD_CONFIGS = [
     (lambda c: c["backends"]["transformers"].update(device="cdua"), ["backends.transformers.device", "'cdua'"]),
     (lambda c: c.update(seed=-1), ["seed", "-1"]),
     (lambda c: c.update(seed=2**32), ["seed", "4294967296"]),
+    # what a protocol asks of its seats (debate.protocols.seat_problem): refused before its job fails or idles
+    (
+        lambda c: c["debate"]["protocols"]["mad"].update(template="umad"),
+        ["debate.protocols.mad", "template 'umad'", "3 participants"],
+    ),
+    (
+        lambda c: c["debate"]["protocols"]["trained"].update(template="umad", participants=["carol", "dave", "alice"]),
+        ["debate.protocols.trained", "template 'umad'"],
+    ),
+    (
+        lambda c: c["training"]["runs"]["umad"].update(
+            participants=["alice", "bob", "carol"], protocol={"kind": "all_to_all", "template": "umad"}
+        ),
+        ["training.runs.umad.protocol", "template 'umad'", "3 participants"],
+    ),
+    (lambda c: c["debate"]["protocols"]["sid"].update(signal_agent=7), ["debate.protocols.sid", "signal_agent = 7"]),
+    (
+        lambda c: c["debate"]["protocols"]["s2"].update(early_stop_agree=5),
+        ["debate.protocols.s2", "early_stop_agree = 5"],
+    ),
+    (lambda c: c["debate"]["protocols"]["ring"].update(participants=["alice"]), ["debate.protocols.ring", "has 1"]),
+    (
+        lambda c: (
+            c["datasets"].update(train_only={"benchmark": "asdiv", "split": "test", "evaluate": False}),
+            c["debate"]["protocols"]["ring"].update(datasets=["train_only"]),
+        ),
+        ["debate.protocols.ring", "'train_only'", "evaluate is false"],
+    ),
+    # each stage's settings, built at the dry run as its job builds them
+    (
+        lambda c: c.update(protocol_search={"ranges": {"w": [2, 0]}}),
+        ["protocol_search", "ranges.w = [2, 0]", "low < high"],
+    ),
+    (lambda c: c.update(uncertainty={"selective_fractions": []}), ["uncertainty selective_fractions", "[]"]),
+    (
+        lambda c: c["calibration"].update(calibrators=["raw", "beta"], report_calibrator="isotonic"),
+        ["calibration.report_calibrator = 'isotonic'", "['raw', 'beta']"],
+    ),
+    (
+        lambda c: c["calibration"]["pairs"]["ab"].update(validation={"asdiv": "asdiv"}),
+        ["calibration.pairs.ab.validation", "'asdiv' to itself"],
+    ),
+    (lambda c: c["zero_shot"].update(estimators=["verbal"]), ["zero_shot.estimators = ['verbal']", "['seqprob']"]),
+    (lambda c: c.update(gpus={"default_type": "h8000"}), ["gpus.default_type = 'h8000'", "gpus.types"]),
+    (
+        lambda c: c["datasets"]["asdiv"].update(source="online"),
+        ["datasets.asdiv.source = 'online'", "no online source"],
+    ),
+    (
+        lambda c: c["training"]["runs"]["sdrl"]["sdrl"].update(reward="no_such_rewards:score"),
+        ["training.runs.sdrl.sdrl.reward = 'no_such_rewards:score'", "no module 'no_such_rewards'"],
+    ),
+    (
+        lambda c: c["training"]["runs"]["sdrl"]["sdrl"].update(reward="debatelab.grading:no_such_reward"),
+        ["training.runs.sdrl.sdrl.reward", "has no function 'no_such_reward'"],
+    ),
+    (
+        lambda c: (c["agents"]["alice"].update(backend="vllm"), c["debate"].update(top_logprobs=50)),
+        ["debate.top_logprobs = 50", "'alice' runs on vllm", "at most 20"],
+    ),
+    (lambda c: c.update(backends={"vllm": {"dtype": "bfloat61"}}), ["backends.vllm.dtype", "'bfloat61'"]),
 ]
 
 
@@ -196,6 +257,7 @@ def test_snakemake_refuses_a_bad_config_before_any_job(tmp_path, case):
     assert proc.returncode != 0
     for text in expected:
         assert text in proc.stdout + proc.stderr
+    assert f"config ({tmp_path / 'config.yaml'}): " in proc.stdout + proc.stderr  # the file comes first
     assert not (tmp_path / "results").exists()
 
 
@@ -558,9 +620,21 @@ def test_snakemake_refuses_a_config_with_a_key_given_twice_at_dry_run(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+def test_a_config_file_without_an_experiment_name_is_refused_not_merged_into_the_default(tmp_path):
+    """Without `experiment:` the Snakefile read config/config.yaml beneath the given file, and its
+    datasets, agents and training run joined the file's, all under results/default/."""
+    path = tmp_path / "unnamed.yaml"
+    path.write_text(yaml.safe_dump({k: v for k, v in TINY.items() if k != "experiment"}))
+    proc = snakemake(tmp_path, "--configfile", str(path), "-n", check=False, timeout=300)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert f"config ({path}): no `experiment:` name" in output
+    assert not (tmp_path / "results").exists()
+
+
 def test_a_bad_command_line_override_is_one_line_naming_key_and_value(tmp_path):
     proc = snakemake(tmp_path, "-n", "--config", "seed=abc", check=False, timeout=300)
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert "config: seed: 'abc' is not of type 'integer'" in output
+    assert "config (" in output and "): seed: 'abc' is not of type 'integer'" in output
     assert "On instance" not in output  # not jsonschema's dump of the whole schema

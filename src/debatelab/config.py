@@ -28,6 +28,7 @@ from .config_schema import (
 )
 from .credentials import check_no_secrets
 from .data.registry import split_file
+from .debate.protocols import seat_problem
 from .errors import ConfigError
 from .evaluation.paper_numbers import paper_backbones
 from .evaluation.papers import PAPERS
@@ -35,7 +36,7 @@ from .gpu_plan import accelerate_config_fields
 from .models import MODELS_DIR, check_model_source, model_folder_name, model_settings, trained_source
 from .training.core.fsdp import unsupported as fsdp_unsupported
 from .training.methods import METHODS
-from .training.settings import TrainSettings
+from .training.settings import TrainSettings, custom_reward_problem
 
 # the entry points a workflow or a script needs, whichever module holds them
 __all__ = [
@@ -48,6 +49,9 @@ __all__ = [
     "load_yaml_config",
     "validate_config",
 ]
+
+#: The most top log-probabilities vLLM (its default max_logprobs) and the OpenAI API return a token.
+MAX_SERVED_LOGPROBS = 20
 
 #: Protocol keys a training run sets itself (seats, datasets, threads, rounds), not taken from its protocol.
 TRAINING_PROTOCOL_OWN_KEYS = ("participants", "datasets", "threads", "rounds", "confidence")
@@ -368,8 +372,59 @@ class Experiment:
         self._check_models_and_datasets()
         self._check_debate()
         self._check_pairs()
+        self._check_stage_settings()
         self._check_training()
         self._check_evaluation()
+
+    # -- the stages' own settings, as their jobs build them --------------------------------
+    def uncertainty_settings(self) -> dict:
+        """The uncertainty job's settings (`uncertainty.UncertaintySettings`)."""
+        return dict(self.config["uncertainty"])
+
+    def calibration_settings(self) -> dict:
+        """The calibration job's settings (`confidence.CalibrationSettings`)."""
+        keys = ("runs", "val_fraction", "resample", "estimators", "calibrators", "ece_bins", "ece_weighting")
+        return {k: self.calibration[k] for k in keys}
+
+    def search_settings(self) -> dict:
+        """The protocol search's settings (`confidence.SearchSettings`)."""
+        own = {k: v for k, v in self.search.items() if k not in ("protocols", "alpha")}
+        return {**own, "ece_bins": self.calibration["ece_bins"], "ece_weighting": self.calibration["ece_weighting"]}
+
+    def _check_stage_settings(self) -> None:
+        """Each stage's settings check themselves when built; built here, a value they refuse stops the
+        dry run instead of its job."""
+        from .confidence.search import SearchSettings
+        from .confidence.stage import CalibrationSettings
+        from .uncertainty import UncertaintySettings
+
+        checks = [("uncertainty", UncertaintySettings, self.uncertainty_settings)]
+        if self.pairs:  # the calibration and search jobs run for pairs only
+            checks += [
+                ("calibration", CalibrationSettings, self.calibration_settings),
+                ("protocol_search", SearchSettings, self.search_settings),
+            ]
+        for section, settings, values in checks:
+            try:
+                settings(**values())
+            except ValueError as error:  # its message names its key, mostly after the section's name
+                said = str(error)
+                raise ConfigError(
+                    f"config: {said}" if said.startswith(section) else f"config: {section}: {said}"
+                ) from None
+        report = self.calibration["report_calibrator"]
+        if self.pairs and report not in self.calibration["calibrators"]:
+            raise ConfigError(
+                f"config: calibration.report_calibrator = {report!r} is not one of calibration.calibrators "
+                f"{self.calibration['calibrators']}: the plots and tables would show another"
+            )
+        gpus = self.config.get("gpus") or {}
+        default_type = gpus.get("default_type")
+        if default_type is not None and default_type not in (gpus.get("types") or {}):
+            raise ConfigError(
+                f"config: gpus.default_type = {default_type!r} is not a key of gpus.types "
+                f"(known: {sorted(gpus.get('types') or {})})"
+            )
 
     def _check_evaluation(self) -> None:
         self._check_paper_backbones()
@@ -463,6 +518,14 @@ class Experiment:
             )
             if spec.get("backend") == "openai":
                 self._check_api_key_named(agent)
+            if spec.get("backend") in ("vllm", "openai"):  # both cap the top log-probabilities at 20
+                for section in ("zero_shot", "debate"):
+                    k = self.config[section]["top_logprobs"]
+                    if k > MAX_SERVED_LOGPROBS:
+                        raise ConfigError(
+                            f"config: {section}.top_logprobs = {k}, but agent {agent!r} runs on {spec['backend']}, "
+                            f"which returns at most {MAX_SERVED_LOGPROBS} (vLLM's max_logprobs, the OpenAI API's limit)"
+                        )
         for name, spec in self.models.items():
             check_model_source(f"models.{name}.source", spec["source"])
             if spec.get("include") and not spec["source"].startswith("hf:"):
@@ -509,6 +572,12 @@ class Experiment:
                 raise ConfigError(
                     f"config: datasets.{name}.split = {spec['split']!r}; {benchmark} offers {sorted(splits)}"
                 )
+            source, offered = spec.get("source", "auto"), BENCHMARKS[benchmark].sources_for(spec["split"])
+            if source != "auto" and source not in offered:
+                raise ConfigError(
+                    f"config: datasets.{name}.source = {source!r}: {benchmark}'s split {spec['split']!r} has no "
+                    f"{source} source (it has: {sorted(offered)}); use source: auto or another split"
+                )
         rewriter = self.attack["rewriter"]
         if rewriter is not None and rewriter not in self.models:
             raise ConfigError(
@@ -529,6 +598,15 @@ class Experiment:
                 if dataset not in self.datasets:
                     raise ConfigError(
                         f"config: debate.protocols.{name}.datasets names {dataset!r}, which is not a key of `datasets`"
+                    )
+            problem = seat_problem(spec, len(seats))
+            if problem:
+                raise ConfigError(f"config: debate.protocols.{name}: {problem}")
+            for dataset in self.protocol_datasets(name):
+                if not self.datasets[dataset].get("evaluate", True):
+                    raise ConfigError(
+                        f"config: debate.protocols.{name} runs on {dataset!r}, whose datasets.{dataset}.evaluate is "
+                        "false (training questions only: no zero-shot answers or debates); name its datasets"
                     )
             for agent, copies in Counter(seats).items():
                 need, have = copies * spec["threads"], self.agent_samples(agent)
@@ -592,6 +670,9 @@ class Experiment:
             if method.multi_agent:
                 self._check_train_protocol(run, spec)
             settings = self.run_settings(run)
+            problem = custom_reward_problem(getattr(settings.own, "reward", None))
+            if problem:
+                raise ConfigError(f"config: {where}.{method.block}.reward = {settings.own.reward!r}: {problem}")
             if settings.finetuning == "full":  # no adapter is saved: the agents' folders are their own weights
                 served = sorted(
                     name
@@ -650,6 +731,9 @@ class Experiment:
             raise ConfigError(
                 f"config: {where} = {protocol!r} is not a key of debate.protocols (known: {sorted(self.protocols)})"
             )
+        problem = seat_problem(self.train_protocol(run), len(self.run_agents(run)))
+        if problem:
+            raise ConfigError(f"config: {where} with the run's participants {self.run_agents(run)}: {problem}")
         kind = self.train_protocol(run)["kind"]
         allowed = METHODS[spec["method"]].protocol_kinds
         if kind not in allowed:
@@ -720,3 +804,16 @@ class Experiment:
                     f"config: debate.protocols.{debate}.confidence = {protocol['confidence']} lacks {missing}, "
                     f"which calibration.estimators needs for pair {name!r}"
                 )
+            elicited = self.config["zero_shot"]["estimators"]
+            missing = [e for e in asked if e not in elicited]
+            if missing:
+                raise ConfigError(
+                    f"config: zero_shot.estimators = {elicited} lacks {missing}, which calibration.estimators "
+                    f"needs for the pre-debate confidences (stage 0) of pair {name!r}"
+                )
+            for test, val in spec["validation"].items():
+                if test == val:
+                    raise ConfigError(
+                        f"config: {where}.validation maps {test!r} to itself: its calibrators and search would "
+                        "be fitted on the questions they are tested on; name another dataset of the same benchmark"
+                    )

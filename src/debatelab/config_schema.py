@@ -131,3 +131,21 @@ def check_config_files(paths) -> None:
     for path in paths:
         if Path(path).suffix in (".yaml", ".yml") and Path(path).is_file():
             load_yaml_config(path)
+
+
+def refuse_unnamed_experiment(paths) -> None:
+    """Config files given without an `experiment:` name are refused: the workflow would read the
+    default config beneath them and mix its datasets, agents and runs into theirs."""
+    if paths:
+        raise ConfigError(
+            f"config ({', '.join(map(str, paths))}): no `experiment:` name. An experiment config names itself "
+            "(its results go to results/<experiment>/); without --configfile the default config/config.yaml runs"
+        )
+
+
+def naming_files(error: ConfigError, paths) -> ConfigError:
+    """The error with the config files it is about named first ("config (a.yaml): key ...")."""
+    text = str(error)
+    if not paths or not text.startswith("config: "):
+        return error
+    return ConfigError(f"config ({', '.join(map(str, paths))}): {text.removeprefix('config: ')}")

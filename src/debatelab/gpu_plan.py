@@ -554,8 +554,9 @@ def job_gpu_type(config: dict, gpu_model: str | None) -> GpuType:
     types = gpu_types(config)
     name = gpu_model or (config.get("gpus") or {}).get("default_type")
     if name not in types:
+        where = "the profile's gpu_model" if gpu_model else "the config's gpus.default_type"
         raise GpuPlanError(
-            f"GPU type {name!r} (the profile's gpu_model) is not in the config's gpus.types "
+            f"GPU type {name!r} ({where}) is not in the config's gpus.types "
             f"{sorted(types)}: state its memory_gib and per_node there"
         )
     return types[name]

@@ -67,6 +67,9 @@ class SearchSettings:
         unknown = set(self.ranges) - {"w", "tau", "delta"}
         if unknown:
             raise ValueError(f"search ranges: unknown parameter families {sorted(unknown)} (known: w, tau, delta)")
+        for family, bounds in self.ranges.items():
+            if len(bounds) != 2 or not bounds[0] < bounds[1]:
+                raise ValueError(f"search ranges.{family} = {list(bounds)}: give [low, high] with low < high")
 
 
 def objective_parts(

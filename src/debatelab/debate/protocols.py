@@ -475,6 +475,28 @@ PROTOCOLS = {
 }
 
 
+def seat_problem(options: dict, seats: int) -> str | None:
+    """What a protocol's options ask of its seats that `seats` participants can't give, in words (None:
+    nothing). Read at the dry run (`config.Experiment`), so a debate that would fail on its first
+    question, or do nothing, is refused before any job runs."""
+    o = {**DEFAULTS, **options}
+    kind = o.get("kind")
+    if kind == "self_consistency":
+        return None
+    if seats < 2:
+        return f"kind {kind!r} debates among its participants, and it has {seats}: a debate needs at least 2"
+    if o["template"] == "umad" and seats != 2:
+        return f"template 'umad' is the UMAD authors' two-agent prompt ('We have two answers'); it has {seats} participants"
+    if kind == "sid_et" and o["signal_agent"] >= seats:
+        return f"signal_agent = {o['signal_agent']} names a seat past its {seats} participants (seats count from 0)"
+    if o["early_stop_agree"] is not None and o["early_stop_agree"] > seats:
+        return (
+            f"early_stop_agree = {o['early_stop_agree']} agents can never agree among its {seats} participants: "
+            "the debate would never stop early"
+        )
+    return None
+
+
 def make_protocol(name: str, options: dict) -> Protocol:
     kind = options.get("kind")
     if kind not in PROTOCOLS:

@@ -344,6 +344,26 @@ UDPO_WARMUP_UDPO_KEYS = ("rounds", "warmup_fraction")
 UDPO_COEFFICIENT_UDPO_KEYS = ("kappa", "lambda_base", "eta_base", "intra_lambda", "sys_mode", "base_weights", "ablate")
 
 
+def custom_reward_problem(reward: str | None) -> str | None:
+    """Why a custom reward "module:function" can't be imported here, as the training job imports it
+    (None: it can, or the reward is a built-in one)."""
+    if reward is None or ":" not in reward:
+        return None
+    import importlib
+    import importlib.util
+
+    module, _, function = reward.partition(":")
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        return f"no module {module!r} is importable (the reward's module goes on the workflow's PYTHONPATH)"
+    if not callable(getattr(importlib.import_module(module), function, None)):
+        return f"module {module!r} has no function {function!r}"
+    return None
+
+
 def udpo_job_settings(spec: dict, job: str) -> dict:
     """The part of a run's settings (`Experiment.train_settings`) that `job` ("warmup" or
     "coefficients") depends on."""
