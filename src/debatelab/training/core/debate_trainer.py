@@ -1,5 +1,6 @@
 """The base of the multi-agent trainers (UDPO, MAPPO and RMAAC, UMAD and IPPO): every agent of a
-debate trained as its own LoRA adapter (`agents.AgentPolicies`), on the shared loop and update of
+debate trained as its own LoRA adapter or, with `finetuning: full`, its own weights
+(`agents.AgentPolicies`), on the shared loop and update of
 `trainer.BaseTrainer`.
 
 One step, written once (`DebateTrainer.train_step`), each part a hook a method overrides:

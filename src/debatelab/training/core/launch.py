@@ -1,5 +1,6 @@
 """Running a training job in one process or several (`launch_or_train`), on one node or several,
-and the entry point of each process of `accelerate launch` (several GPUs):
+and the entry point of each process of `accelerate launch` (GPUs, or any run with a DeepSpeed
+or FSDP config) or torchrun (CPU processes without one; `uses_accelerate`):
 
     accelerate launch --num_processes N [--config_file config/accelerate/<...>.yaml] \
         -m debatelab.training.core.launch job.json
