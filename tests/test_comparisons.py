@@ -35,10 +35,35 @@ def test_a_trained_agent_that_answers_many_more_questions_right_is_better():
     row = table.iloc[0]
     assert (row["kind"], row["n"]) == ("single agent", 200)
     assert (row["acc_treatment"], row["acc_control"]) == pytest.approx((55.0, 30.0))
+    # each accuracy with its Clopper-Pearson interval (110 and 60 of 200 right)
+    for side, right in (("treatment", 110), ("control", 60)):
+        side_ci = stats.binomtest(right, 200).proportion_ci(0.95, method="exact")
+        assert (row[f"acc_{side}_low"], row[f"acc_{side}_high"]) == pytest.approx(
+            (100 * side_ci.low, 100 * side_ci.high)
+        )
     assert row["difference"] == pytest.approx(25.0)
     ci = stats.binomtest(60, 70).proportion_ci(0.95, method="exact")
     assert (row["low"], row["high"]) == pytest.approx((35 * (2 * ci.low - 1), 35 * (2 * ci.high - 1)))
     assert row["p"] == pytest.approx(stats.binomtest(60, 70, 0.5).pvalue) and row["verdict"] == "better"
+
+
+def test_accuracies_over_several_samples_carry_the_bootstrap_interval_of_their_question_means():
+    """Two samples a question: each side's accuracy is the mean of its per-question means, with their
+    BCa interval over questions (scipy's, same seed and resamples), never a bare number."""
+    rng = np.random.default_rng(5)
+    rows = [
+        {"dataset": "arith", "question_id": f"q{i}", "agent": agent, "sample": s, "correct": bool(rng.random() < p)}
+        for agent, p in (("a", 0.7), ("b", 0.4))
+        for i in range(30)
+        for s in range(2)
+    ]
+    frame = pd.DataFrame(rows)
+    row = comparison_table({"c": {"treatment": "a", "control": "b"}}, frame, None).iloc[0]
+    means = frame[frame["agent"] == "a"].groupby("question_id")["correct"].mean().to_numpy(float)
+    ref = stats.bootstrap((means,), np.mean, n_resamples=2000, method="BCa", rng=np.random.default_rng(0))
+    assert row["acc_treatment"] == pytest.approx(100 * means.mean())
+    low, high = ref.confidence_interval
+    assert (row["acc_treatment_low"], row["acc_treatment_high"]) == pytest.approx((100 * low, 100 * high), rel=1e-9)
 
 
 def test_a_small_difference_on_few_questions_is_inconclusive():

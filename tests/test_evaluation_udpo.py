@@ -236,3 +236,26 @@ def test_row_weights_equal_repeating_the_rows_a_resample_draws():
         100 * (curve["accuracy"].iloc[0] - curve["accuracy"].iloc[1])
     )
     assert udpo_claims._weighted_selective_gain(ranked, w, 0.5) == pytest.approx(100 * (4 / 5 - 5 / 9))
+
+
+def test_table6_gives_each_correlation_its_bootstrap_interval_over_questions():
+    """Table 6's r of U_sys with correctness carries a 95 % interval and the p it inverts: the BCa
+    bootstrap over questions (here one trajectory each, so scipy's paired BCa over rows, same seed
+    and resamples), not Pearson's p alone, which takes a question's trajectories as independent."""
+    outputs, u_sys, mad_correct = _large()
+    table = build_paper("udpo", outputs).tables["table6"]
+    row = table[(table["condition"] == "natural") & (table["measure"] == "u_sys")].iloc[0]
+    mad = pd.DataFrame(outputs.uncertainty).query("protocol == 'mad_n3'")
+    x, y = mad["u_sys"].to_numpy(float), mad["correct"].to_numpy(float)
+    assert row["r"] == pytest.approx(stats.pearsonr(x, y).statistic, abs=5e-4)  # the table rounds to 3 places
+    ref = stats.bootstrap(
+        (x, y),
+        lambda a, b: stats.pearsonr(a, b).statistic,
+        paired=True,
+        vectorized=False,
+        n_resamples=2000,
+        method="BCa",
+        rng=0,
+    ).confidence_interval
+    assert (row["low"], row["high"]) == pytest.approx((ref.low, ref.high), abs=5e-4)
+    assert row["high"] < 0 and row["p"] < 0.05 and (row["n"], row["questions"]) == (200, 200)

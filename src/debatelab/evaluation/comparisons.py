@@ -13,6 +13,8 @@ treatment, control      the agents or protocols compared
 n                       questions
 acc_treatment           accuracy in points: mean over the question's samples (single agent) or
 acc_control             threads (debate), then over questions
+acc_*_low, acc_*_high   each accuracy's 95 % interval: Clopper-Pearson with one sample / thread
+                        per question, else the BCa bootstrap of the per-question means
 difference              acc_treatment − acc_control, points
 low, high               its 95 % interval: with one sample / thread per question on both sides,
                         the exact interval conditional on the discordant questions
@@ -38,7 +40,7 @@ import pandas as pd
 
 from ..io import read_parquet_checked, save_figure_atomic, write_text_atomic
 from ..reporting.figures import subplots
-from .claims import ALPHA, TOO_FEW, Estimate, paired_accuracy_difference, paired_difference
+from .claims import ALPHA, TOO_FEW, Estimate, mean_estimate, paired_accuracy_difference, paired_difference, proportion
 
 COMPARISON_COLUMNS = [
     "comparison",
@@ -48,7 +50,11 @@ COMPARISON_COLUMNS = [
     "control",
     "n",
     "acc_treatment",
+    "acc_treatment_low",
+    "acc_treatment_high",
     "acc_control",
+    "acc_control_low",
+    "acc_control_high",
     "difference",
     "low",
     "high",
@@ -88,13 +94,17 @@ def compare_pair(frame: pd.DataFrame, key: str, treatment: str, control: str, da
         estimate = paired_accuracy_difference(a["mean"].to_numpy() > 0.5, b["mean"].to_numpy() > 0.5).scaled(100)
     else:
         estimate = paired_difference(a["mean"].to_numpy(float), b["mean"].to_numpy(float)).scaled(100)
+    accuracy = {}
+    for side, means in (("treatment", a["mean"]), ("control", b["mean"])):
+        one = proportion(int((means > 0.5).sum()), len(means)) if single else mean_estimate(means.to_numpy(float))
+        one = one.scaled(100)
+        accuracy |= {f"acc_{side}": one.value, f"acc_{side}_low": one.low, f"acc_{side}_high": one.high}
     return {
         "dataset": dataset,
         "treatment": treatment,
         "control": control,
         "n": len(shared),
-        "acc_treatment": 100 * a["mean"].mean() if len(shared) else np.nan,
-        "acc_control": 100 * b["mean"].mean() if len(shared) else np.nan,
+        **accuracy,
         "difference": estimate.value,
         "low": estimate.low,
         "high": estimate.high,

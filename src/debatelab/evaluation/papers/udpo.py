@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ... import metrics
 from ...reporting.figures import subplots
+from ..claims import correlation
 from ..paper_numbers import long_table
 from ..result import PaperEvaluation
 from ..run import NO_BACKBONE, ProtocolInfo, RunOutputs, protocol_method
@@ -173,25 +173,34 @@ def table5(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def table6(frame: pd.DataFrame) -> pd.DataFrame:
-    """Pearson r of each U with correctness per dataset, natural (untrained, unattacked) and under attack."""
+    """Pearson r of each U with correctness per dataset, natural (untrained, unattacked) and under
+    attack, with its 95 % interval and p: the BCa bootstrap over questions, a question's trajectories
+    drawn together (`claims.correlation`; Pearson's own p would take them as independent). `n`:
+    trajectories, `questions`: the units resampled."""
     rows = []
     conditions = {"natural": standard_mad(frame), "attack": frame[frame["m"] > 0]}
     for condition, part in conditions.items():
         for (dataset, run_dataset), g in part.groupby(["dataset", "run_dataset"], sort=False):
             for measure in MEASURES:
-                r, p = metrics.point_biserial(g[measure].to_numpy(float), g["correct"].to_numpy(bool))
+                est = correlation(g[measure].to_numpy(float), g["correct"].to_numpy(float), clusters=g["question_id"])
                 rows.append(
                     {
                         "dataset": dataset,
                         "run_dataset": run_dataset,
                         "condition": condition,
                         "measure": measure,
-                        "r": r,
-                        "p": p,
+                        "r": est.value,
+                        "low": est.low,
+                        "high": est.high,
+                        "p": est.p,
                         "n": len(g),
+                        "questions": est.n,
                     }
                 )
-    return pd.DataFrame(rows, columns=["dataset", "run_dataset", "condition", "measure", "r", "p", "n"])
+    return pd.DataFrame(rows, columns=TABLE6_COLUMNS)
+
+
+TABLE6_COLUMNS = ["dataset", "run_dataset", "condition", "measure", "r", "low", "high", "p", "n", "questions"]
 
 
 def fig5(frame: pd.DataFrame) -> pd.DataFrame:
