@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pytest
 import yaml
@@ -112,11 +113,17 @@ def test_attack_prompt_job_on_the_tiny_model_is_cached_and_used_by_adversarial_a
     assert backend.requests == 2  # one unit per attempt
     record = json.loads((tmp_path / "a.json").read_text())
     assert record["task_type"] == "math" and record["base_prompt"] == prompts.SYSTEM_PROMPTS["math"]
-    assert record["prompt"].strip() and record["rewriter"] == "tiny" and record["model_id"] == backend.model_id
+    assert record["prompt"].strip() and record["rewriter"] == "tiny" and "model_id" not in record
     # the tiny random model cannot keep a format by chance: the reminder keeps the attacker answerable
     assert "\\boxed" in record["prompt"]
     again = attack_prompt_job(dataset, tmp_path / "b.json", **kwargs)
     assert backend.requests == 2 and again["prompt"] == first["prompt"]  # from the generation cache
+    # the same weights elsewhere (a copy, another working directory): the output is the same file; it
+    # held the engine's model_id, whose path and file times changed it
+    copy = shutil.copytree(tiny_model_dir, tmp_path / "copy")
+    kwargs["backend"] = TransformersBackend(copy, batch_size=4, num_threads=1)
+    attack_prompt_job(dataset, tmp_path / "c.json", **kwargs)
+    assert (tmp_path / "c.json").read_bytes() == (tmp_path / "a.json").read_bytes()
 
     prompt = read_attack_prompt(tmp_path / "a.json")
     adversary = AgentSpec.from_config("eve", {"model": "tiny", "adversarial": True}, prompt)

@@ -73,6 +73,44 @@ def test_with_every_checkpoint_broken_the_run_starts_afresh_and_the_policy_is_un
     assert caplog.text.count("does not load") == 2
 
 
+def test_a_kill_mid_save_costs_no_steps_and_leaves_no_folder_behind(policy, tmp_path):
+    """A kill after step 2's rename but before `latest` was rewritten left `latest` at step 1, and
+    the resume went back to step 1 (redoing a step's rollouts): the newest step is resumed. A kill
+    inside a save left its unfinished `.step-*` folder (weights and optimizer) for good: the next
+    save removes it, as it removes a killed save's ZeRO partitions."""
+    at_step = {}
+    for step in (1, 2):
+        at_step[step] = _nudge(policy, 0.01)
+        save_checkpoint(tmp_path, policy, TrainState(step=step), PARTS)
+    (tmp_path / "latest").write_text("step-00001")
+    _nudge(policy, 0.5)
+    assert load_checkpoint(tmp_path, policy, PARTS).step == 2 and _same(policy.trainable_state(), at_step[2])
+    for leftover in (".step-00003.k1ll3d", ".zero-step-00003"):
+        (tmp_path / leftover).mkdir()
+        (tmp_path / leftover / "trainable.safetensors").write_bytes(b"\0" * 1024)
+    save_checkpoint(tmp_path, policy, TrainState(step=3), PARTS)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest", "step-00002", "step-00003"]
+
+
+def test_partitions_of_another_world_size_set_the_checkpoint_aside_before_anything_is_restored(
+    policy, tmp_path, monkeypatch, caplog
+):
+    """A ZeRO checkpoint whose partitions are not one per process of this run (a killed save of 4
+    processes mixed into a save of 2) used to load its weights and then stop the run in the optimizer's
+    restore. It is set aside before anything is restored."""
+    save_checkpoint(tmp_path, policy, TrainState(step=1), PARTS)
+    partitions = tmp_path / "step-00001/optimizer-zero"
+    partitions.mkdir()
+    for rank in range(4):
+        (partitions / f"rank-{rank}.pt").write_bytes(b"")
+    monkeypatch.setattr(policy, "checkpoint_engines", lambda: {"": object()})  # a DeepSpeed engine, to the loader
+    before = _nudge(policy, 0.5)
+    with caplog.at_level("WARNING"):
+        assert load_checkpoint(tmp_path, policy, PARTS, rank=0, world=2) is None
+    assert _same(policy.trainable_state(), before)
+    assert "not one for each of 2 processes" in caplog.text and (tmp_path / "corrupt-step-00001").is_dir()
+
+
 def test_a_checkpoint_of_other_settings_is_discarded_naming_what_changed(policy, tmp_path, caplog):
     save_checkpoint(tmp_path, policy, TrainState(step=3), PARTS)
     changed = {**PARTS, "settings": {**PARTS["settings"], "learning_rate": 0.002}, "data": ["q1", "q3"]}

@@ -114,10 +114,39 @@ def test_a_rerun_continues_the_study_instead_of_redoing_trials(tmp_path):
     pd.testing.assert_frame_equal(
         longer.trials.iloc[:12].drop(columns="best_value"), short.trials.drop(columns="best_value")
     )
+    # and the continued study is the one a single search of 25 draws (the sampler's state used to
+    # start again at the seed on the rerun, so trials 13-25 and sometimes the best θ differed)
+    fresh = S.tpe_search(
+        "cga", arrays, S.SearchSettings(trials=25, patience=100), storage_path=tmp_path / "f.log", label="x", seed=1
+    )
+    pd.testing.assert_frame_equal(longer.trials, fresh.trials)
+    assert (longer.params, longer.value) == (fresh.params, fresh.value)
     again = S.tpe_search(
         "cga", arrays, S.SearchSettings(trials=25, patience=100), storage_path=journal, label="x", seed=1
     )
     assert again.n_trials == 25  # nothing left to do
+
+
+def test_a_journal_whose_last_line_was_cut_off_resumes_from_its_whole_trials(tmp_path):
+    """A full disk or a node crash can cut the journal's last line. Optuna skipped it, appended the
+    next trial onto it, and no later read of the study parsed (JSONDecodeError on every rerun). The
+    journal is cut back to its last whole line: the 6 whole trials stay, the rerun adds the rest."""
+    arrays = _val_arrays()
+    journal = tmp_path / "j.log"
+    six = S.tpe_search("cga", arrays, S.SearchSettings(trials=6, patience=100), storage_path=journal, label="x", seed=1)
+    whole = journal.read_bytes()
+    journal.write_bytes(whole + b'{"op_code": 5, "worker_id": "w", "trial_id": 6, "sta')  # a cut-off write
+    longer = S.tpe_search(
+        "cga", arrays, S.SearchSettings(trials=10, patience=100), storage_path=journal, label="x", seed=1
+    )
+    assert longer.n_trials == 10
+    pd.testing.assert_frame_equal(
+        longer.trials.iloc[:6].drop(columns="best_value"), six.trials.drop(columns="best_value")
+    )
+    again = S.tpe_search(
+        "cga", arrays, S.SearchSettings(trials=10, patience=100), storage_path=journal, label="x", seed=1
+    )
+    assert again.n_trials == 10 and journal.read_bytes().startswith(whole)
 
 
 def test_changed_data_or_objective_starts_a_new_study(tmp_path):

@@ -374,6 +374,23 @@ def test_wandb_gets_the_settings_the_names_and_each_step_and_resumes_its_run(tmp
     assert len(recorder.named("finish")) == 2
 
 
+def test_a_cut_off_run_ids_file_starts_new_runs_instead_of_stopping_the_resumed_job(tmp_path, monkeypatch, caplog):
+    """tracker_runs.json is not an output: cut off by a full disk, it made every resumed training
+    job stop in json.loads before its first step. It is written atomically now, and an unreadable one
+    starts new tracker runs with a warning."""
+    recorder = Recorder()
+    monkeypatch.setitem(sys.modules, "wandb", fake_wandb(recorder))
+    folder = tmp_path / "tracker"
+    open_tracker("wandb", folder, project="exp", name="r1").close()
+    first = json.loads((folder / RUN_IDS).read_text())["wandb"]
+    (folder / RUN_IDS).write_text('{"wandb": "ab')
+    with caplog.at_level("WARNING"):
+        open_tracker("wandb", folder, project="exp", name="r1", resumed_at=1).close()
+    second = recorder.named("init")[1][1]["id"]
+    assert second != first and "does not read as the runs' ids" in caplog.text
+    assert json.loads((folder / RUN_IDS).read_text()) == {"wandb": second}
+
+
 def test_a_fresh_wandb_run_gets_a_new_id(tmp_path, monkeypatch):
     recorder = Recorder()
     monkeypatch.setitem(sys.modules, "wandb", fake_wandb(recorder))

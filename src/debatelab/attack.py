@@ -150,8 +150,7 @@ def attack_prompt_job(
     record = {
         "dataset": dataset_name,
         "task_type": task_type,
-        "rewriter": model_name,
-        "model_id": backend.model_id,
+        "rewriter": model_name,  # not the engine's model_id: it holds the weights' path and mtimes
         "settings": asdict(settings),
         "base_prompt": base,
         **rewrite,

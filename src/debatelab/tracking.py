@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import math
 import shutil
 import time
@@ -31,6 +32,9 @@ import pandas as pd
 
 from .credentials import check_no_secrets
 from .data.schema import dataset_label
+from .io import write_json_atomic
+
+log = logging.getLogger(__name__)
 
 #: The trackers `report_to` may name (with `none`: no tracking), as TRL names them.
 TRACKERS = ("tensorboard", "wandb", "trackio", "mlflow")
@@ -286,7 +290,7 @@ def open_tracker(
         return Tracker()
     directory.mkdir(parents=True, exist_ok=True)
     ids_path = directory / RUN_IDS
-    run_ids = json.loads(ids_path.read_text()) if resumed_at and ids_path.exists() else {}
+    run_ids = _run_ids(ids_path) if resumed_at else {}
     backends = [
         BACKENDS[n](
             directory,
@@ -300,5 +304,20 @@ def open_tracker(
         for n in names
     ]
     if run_ids:
-        ids_path.write_text(json.dumps(run_ids))
+        write_json_atomic(run_ids, ids_path)
     return Tracker(backends, directory)
+
+
+def _run_ids(path: Path) -> dict:
+    """The tracker runs a resumed job continues; an unreadable file (cut off by a full disk) starts
+    new runs, with a warning, rather than stopping the training job."""
+    if not path.exists():
+        return {}
+    try:
+        ids = json.loads(path.read_text())
+        if isinstance(ids, dict):
+            return ids
+    except (OSError, ValueError):
+        pass
+    log.warning("tracking: %s does not read as the runs' ids; the resumed job logs to new runs", path)
+    return {}

@@ -24,7 +24,7 @@ import numpy as np
 import optuna
 import pandas as pd
 from optuna.storages import JournalStorage
-from optuna.storages.journal import JournalFileBackend
+from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 from optuna.trial import TrialState
 
 from .. import metrics
@@ -125,7 +125,33 @@ def _complete_values(study: optuna.Study) -> list[float]:
 
 def storage(path: str | Path) -> JournalStorage:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
+    _repair_journal(Path(path))
     return JournalStorage(JournalFileBackend(str(path)))
+
+
+def _repair_journal(path: Path) -> None:
+    """Cut a journal back to its last whole line. Optuna writes whole lines, but a full disk or a
+    node crash can leave the last one cut off: Optuna skips it on reading, appends the next trial
+    onto it, and from then on no read of the study parses. Under the journal's own lock (Optuna's
+    default symlink lock), so a worker writing its line is never cut."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    lock = JournalFileSymlinkLock(str(path))
+    lock.acquire()
+    try:
+        with open(path, "rb+") as journal:
+            data = journal.read()
+            if data.endswith(b"\n"):
+                return
+            keep = data.rfind(b"\n") + 1
+            journal.truncate(keep)
+        log.warning(
+            "optuna journal %s ended in a cut-off line (%d bytes): cut back to its last whole line",
+            path,
+            len(data) - keep,
+        )
+    finally:
+        lock.release()
 
 
 def study_fingerprint(protocol: str, arrays: StreamArrays, settings: SearchSettings, seed: int, tie_agent: int) -> str:
@@ -137,6 +163,37 @@ def study_fingerprint(protocol: str, arrays: StreamArrays, settings: SearchSetti
     shared = {k: v for k, v in asdict(settings).items() if k not in budget}
     h.update(json.dumps([protocol, shared, seed, tie_agent], sort_keys=True, default=str).encode())
     return h.hexdigest()[:16]
+
+
+class HistorySeededTPE(optuna.samplers.BaseSampler):
+    """Optuna's TPE, its randomness for each trial seeded by (seed, trials completed so far): a trial
+    is a function of the study's history, so a search killed and resumed, or continued with a larger
+    `trials`, draws what one uninterrupted search draws. One `TPESampler(seed)` for the whole search
+    would start its random state again at every resume."""
+
+    def __init__(self, seed: int, n_startup_trials: int):
+        self.seed, self.n_startup_trials = int(seed), int(n_startup_trials)
+        self._tpe = self._seeded(0)
+
+    def _seeded(self, completed: int) -> optuna.samplers.TPESampler:
+        mixed = int.from_bytes(hashlib.sha256(f"{self.seed}:{completed}".encode()).digest()[:4], "little")
+        return optuna.samplers.TPESampler(seed=mixed, n_startup_trials=self.n_startup_trials)
+
+    def before_trial(self, study, trial) -> None:
+        self._tpe = self._seeded(len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))))
+        self._tpe.before_trial(study, trial)
+
+    def infer_relative_search_space(self, study, trial):
+        return self._tpe.infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study, trial, search_space):
+        return self._tpe.sample_relative(study, trial, search_space)
+
+    def sample_independent(self, study, trial, param_name, param_distribution):
+        return self._tpe.sample_independent(study, trial, param_name, param_distribution)
+
+    def after_trial(self, study, trial, state, values) -> None:
+        self._tpe.after_trial(study, trial, state, values)
 
 
 def _suggest(trial: optuna.Trial, space: tuple[Parameter, ...]) -> dict[str, float]:
@@ -166,7 +223,7 @@ def optimize_study(
         storage=storage(storage_path),
         direction="minimize",
         load_if_exists=True,
-        sampler=optuna.samplers.TPESampler(seed=seed + 7919 * worker, n_startup_trials=settings.startup_trials),
+        sampler=HistorySeededTPE(seed + 7919 * worker, settings.startup_trials),
     )
     values = _complete_values(study)
     if len(values) >= settings.trials or stalled(values, settings.patience, settings.min_delta):

@@ -361,7 +361,7 @@ def evaluate_methods(
         for s in searches
         for b in s["best"]
     }
-    agents = streams.sort_values("agent_index").drop_duplicates("agent_index")["agent"].tolist()
+    agents = streams.sort_values("agent_index", kind="stable").drop_duplicates("agent_index")["agent"].tolist()
     predictions, rows = [], []
     for estimator in calibration["estimators"]:
         for kind in calibration["calibrators"]:

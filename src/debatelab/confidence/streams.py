@@ -117,7 +117,7 @@ def aggregate_samples(rows: pd.DataFrame) -> dict:
     """Self-consistency over one agent's zero-shot samples of one question (Elahi & Di Eugenio, arXiv:2606.13591 §3.2): the
     plurality answer, a tie going to the answer of the most confident sample (sequence probability,
     else self-report), then the earliest such sample."""
-    rows = rows.sort_values("sample")
+    rows = rows.sort_values("sample", kind="stable")
     valid = rows[rows["answer"].notna()]
     if valid.empty:
         answer = None
@@ -192,7 +192,7 @@ def build_streams(
                     f"{turns_path}: column {column} is empty; the pair's debate protocol must elicit "
                     f"`confidence: [{', '.join(e for e in estimators if e not in TOKEN_ESTIMATORS)}]`"
                 )
-        last_call = debate.sort_values("call").groupby("question_id").tail(1).set_index("question_id")
+        last_call = debate.sort_values("call", kind="stable").groupby("question_id").tail(1).set_index("question_id")
         for question_id, samples in zero.groupby("question_id", sort=False):
             first = samples.iloc[0]
             base = {

@@ -134,7 +134,8 @@ class GenerationCache:
         return self._units.get(unit_id)
 
     def put_unit(self, unit_id: str, items: Sequence[tuple[str, Generation]]) -> None:
-        """Record a finished unit; with a folder, it is on disk when this returns."""
+        """Record a finished unit; with a folder, its part file is in place when this returns (a kill
+        loses at most the unit in flight; a part a crash left unreadable is set aside on loading)."""
         if not items:
             return
         self._units[unit_id] = dict(items)
@@ -144,8 +145,12 @@ class GenerationCache:
         table = pa.Table.from_pylist(rows, schema=_PART_SCHEMA)
         name = f"part-{uuid.uuid4().hex}.parquet"
         tmp = self.directory / f".{name}.tmp"
-        pq.write_table(table, tmp)
-        os.replace(tmp, self.directory / name)
+        try:
+            pq.write_table(table, tmp)
+            os.replace(tmp, self.directory / name)
+        except BaseException:  # a full disk: no half-written temp file left behind
+            tmp.unlink(missing_ok=True)
+            raise
 
 
 def generation_key(model_id: str, request: GenerationRequest, sample_index: int) -> str:

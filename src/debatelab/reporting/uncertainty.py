@@ -11,7 +11,7 @@ def plot_selective_prediction(curves: pd.DataFrame, title: str):
     """Accuracy against kept fraction, one line per measure (columns measure, fraction, accuracy)."""
     fig, ax = subplots(figsize=(6, 4))
     for measure, curve in curves.groupby("measure", sort=False):
-        curve = curve.sort_values("fraction")
+        curve = curve.sort_values("fraction", kind="stable")
         ax.plot(curve["fraction"], curve["accuracy"], marker="o", markersize=3, label=measure)
     ax.set_xlabel("fraction of questions kept (least uncertain first)")
     ax.set_ylabel("accuracy of kept questions")

@@ -192,7 +192,7 @@ def round_decomposition(questions: pd.DataFrame, trajectories: Sequence[Trajecto
     threads (columns `ROUND_COLUMNS`); `trajectories[j]` belongs to `questions.iloc[j]`."""
     rows = []
     for question_id, group in questions.groupby("question_id", sort=False):
-        group = group.sort_values("thread")
+        group = group.sort_values("thread", kind="stable")
         threads = [trajectories[j] for j in group.index]
         n_agents = len(threads[0][0])
         if any(len(t[0]) != n_agents for t in threads):
@@ -229,7 +229,7 @@ def trajectory_measures(
 ) -> pd.DataFrame:
     """UDPO measures per (question_id, thread) plus the question's final-round UMAD values
     from `rounds` (columns `MEASURE_COLUMNS`)."""
-    final = rounds.sort_values("round").groupby("question_id").last()
+    final = rounds.sort_values("round", kind="stable").groupby("question_id").last()
     rows, open_ended = [], 0
     for row, answers in zip(questions.itertuples(index=False), trajectories):
         normaliser, n_options = entropy_norm, None

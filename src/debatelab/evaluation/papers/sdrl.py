@@ -431,7 +431,7 @@ def plot_fig1(by_round: pd.DataFrame, experiment: str):
     for ax, dataset in zip(axes[0], datasets):
         sub = by_round[by_round["run_dataset"] == dataset]
         for i, method in enumerate(methods):
-            part = sub[sub["method"] == method].sort_values("round")
+            part = sub[sub["method"] == method].sort_values("round", kind="stable")
             if len(part):
                 ax.plot(
                     part["round"],

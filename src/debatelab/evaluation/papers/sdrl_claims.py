@@ -211,7 +211,7 @@ def _n_contexts(q: pd.DataFrame, cells: pd.DataFrame, outputs: RunOutputs, infos
         return [Untestable(reason, claim="§9.4", statement=S9_4)]
     contexts = []
     for (dataset, model), g in part.groupby(["run_dataset", "model"], sort=False):
-        g = g.sort_values("n_agents")
+        g = g.sort_values("n_agents", kind="stable")
         maj = g["maj"].to_numpy(float)
         rows = q[q["dataset"] == dataset]
         ends = [rows[rows["protocol"] == g["protocol"].iloc[i]] for i in (-1, 0)]

@@ -139,7 +139,7 @@ def plot_cost_accuracy(cells: pd.DataFrame, experiment: str):
     panels = cells["run_dataset"] + (" (" + backbones + ")" if backbones.nunique() > 1 else "")
     cells = cells.assign(run_dataset=panels)
     datasets = list(dict.fromkeys(cells["run_dataset"]))
-    methods = list(dict.fromkeys(cells.sort_values(cost)["method"]))
+    methods = list(dict.fromkeys(cells.sort_values(cost, kind="stable")["method"]))
     markers = "osD^vP*Xh<>p"
     fig, axes = subplots(
         1, max(1, len(datasets)), figsize=(5.2 * max(1, len(datasets)), 4.2), squeeze=False, sharey=True

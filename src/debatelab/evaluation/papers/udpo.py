@@ -213,7 +213,7 @@ def fig5(frame: pd.DataFrame) -> pd.DataFrame:
         if mad.empty:
             continue
         # the MAD protocol with the most rounds is the reference
-        ref_protocol = mad.sort_values("rounds", ascending=False)["protocol"].iloc[0]
+        ref_protocol = mad.sort_values("rounds", ascending=False, kind="stable")["protocol"].iloc[0]
         ref = (
             mad[mad["protocol"] == ref_protocol]
             .groupby(["run_dataset", "question_id"])

@@ -271,7 +271,9 @@ def attack_contexts(frame: pd.DataFrame, t3: pd.DataFrame, mad: pd.DataFrame, ou
     contexts = []
     attacked = t3[t3["method"] == "MAD"] if not t3.empty else t3
     groups = [
-        (key, g.sort_values("m")) for key, g in attacked.groupby(["run_dataset", "n_agents"]) if g["m"].nunique() >= 2
+        (key, g.sort_values("m", kind="stable"))
+        for key, g in attacked.groupby(["run_dataset", "n_agents"])
+        if g["m"].nunique() >= 2
     ]
     if not groups:
         reason = "needs untrained protocols with 0 and ≥ 1 adversarial seats at one N"

@@ -204,9 +204,10 @@ def save_checkpoint(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    write_text_atomic(name, directory / "latest")
+    write_text_atomic(name, directory / "latest")  # for people and scripts: a resume takes the newest step
     finished = sorted(p for p in directory.glob("step-*") if p.is_dir())
-    for old in finished[:-keep] + list(directory.glob(".zero-step-*")):  # and partitions of a killed save
+    # and what a killed save left: its partitions, its unfinished folder (weights and optimizer: gigabytes)
+    for old in [*finished[:-keep], *directory.glob(".zero-step-*"), *directory.glob(".step-*")]:
         shutil.rmtree(old, ignore_errors=True)
     return final
 
@@ -242,6 +243,7 @@ def load_checkpoint(directory: str | Path, policy, fingerprint, rank: int = 0, w
                 (directory / "latest").unlink(missing_ok=True)
             return None
         try:
+            _check_partitions(path, engines, world)
             trainable, states, rng, metrics = _read_checkpoint(path, policy.device, meta["step"])
         except Exception as error:  # safetensors, torch and pyarrow each raise their own types on cut-off files
             _set_aside(path, error, rank)
@@ -257,13 +259,23 @@ def load_checkpoint(directory: str | Path, policy, fingerprint, rank: int = 0, w
 
 
 def _newest_first(directory: Path) -> list[Path]:
-    """The checkpoint `latest` names, then every other finished one, newest first."""
-    steps = sorted((p for p in directory.glob("step-*") if p.is_dir()), reverse=True)
-    try:
-        latest = directory / (directory / "latest").read_text().strip()
-    except OSError:
-        return steps
-    return [latest, *[p for p in steps if p != latest]] if latest in steps else steps
+    """Every finished checkpoint, newest first. Not `latest` first: a kill between a checkpoint's
+    rename and `latest`'s write leaves `latest` one behind, and steps only grow."""
+    return sorted((p for p in directory.glob("step-*") if p.is_dir()), reverse=True)
+
+
+def _check_partitions(path: Path, engines: dict, world: int) -> None:
+    """A ZeRO checkpoint holds one optimizer partition per process of this run in each engine's folder,
+    checked before anything is restored (mixed with a killed save's of another world size, it won't load)."""
+    from .fsdp import FsdpEngine
+    from .zero import PARTITIONS
+
+    for name, engine in engines.items():
+        folder = path / PARTITIONS / name if name else path / PARTITIONS
+        if folder.is_dir() and not isinstance(engine, FsdpEngine):
+            saved = sorted(f.name for f in folder.glob("rank-*.pt"))
+            if saved != sorted(f"rank-{rank}.pt" for rank in range(world)):
+                raise ValueError(f"{folder} holds the partitions {saved}, not one for each of {world} processes")
 
 
 def _set_aside(path: Path, error: Exception, rank: int) -> None:

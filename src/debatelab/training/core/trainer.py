@@ -22,6 +22,7 @@ training on the whole batch.
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -326,6 +327,10 @@ class BaseTrainer:
         """Rank 0 writes the checkpoint; under ZeRO every process first saves its optimizer partition(s)."""
         partitions = None
         engines = self.engines()
+        if engines:  # a killed save of this step may have left partitions (of another world size, even)
+            if self.rank == 0:
+                shutil.rmtree(zero.staging_dir(self.checkpoint_dir, self.state.step), ignore_errors=True)
+            barrier(self.world)
         for name, engine in engines.items():
             partitions = zero.save_partition(engine, self.checkpoint_dir, self.state.step, self.rank, name)
         if engines:
