@@ -731,10 +731,11 @@ class Experiment:
             raise ConfigError(
                 f"config: {where} = {protocol!r} is not a key of debate.protocols (known: {sorted(self.protocols)})"
             )
-        problem = seat_problem(self.train_protocol(run), len(self.run_agents(run)))
+        options, participants = self.train_protocol(run), self.run_agents(run)
+        problem = seat_problem(options, len(participants))
         if problem:
-            raise ConfigError(f"config: {where} with the run's participants {self.run_agents(run)}: {problem}")
-        kind = self.train_protocol(run)["kind"]
+            raise ConfigError(f"config: {where} with the run's participants {participants}: {problem}")
+        kind = options["kind"]
         allowed = METHODS[spec["method"]].protocol_kinds
         if kind not in allowed:
             raise ConfigError(

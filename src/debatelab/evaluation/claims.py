@@ -367,11 +367,6 @@ def _bca_p(null: float, value: float, replicates: np.ndarray, units: int, z0: fl
     return min(1.0, p)
 
 
-def _percentile_p(null: float, value: float, replicates: np.ndarray, units: int) -> float:
-    """The p-value the percentile interval inverts (`_bca_p` without bias or acceleration)."""
-    return _bca_p(null, value, replicates, units)
-
-
 def bootstrap(
     statistic: Callable[[np.ndarray], float],
     n_units: int,
@@ -455,7 +450,7 @@ def bootstrap(
         high,
         n_units,
         f"{name}, percentile: {why})",
-        lambda null: _percentile_p(null, value, finite, n_units),
+        lambda null: _bca_p(null, value, finite, n_units),  # z0 = a = 0: the percentile interval's p
     )
 
 

@@ -265,17 +265,14 @@ def _newest_first(directory: Path) -> list[Path]:
 
 
 def _check_partitions(path: Path, engines: dict, world: int) -> None:
-    """A ZeRO checkpoint holds one optimizer partition per process of this run in each engine's folder,
-    checked before anything is restored (mixed with a killed save's of another world size, it won't load)."""
-    from .fsdp import FsdpEngine
-    from .zero import PARTITIONS
+    """`zero.check_partitions` of each engine's folder, before anything is restored (partitions mixed
+    with a killed save's of another world size won't load)."""
+    from .zero import PARTITIONS, check_partitions
 
     for name, engine in engines.items():
         folder = path / PARTITIONS / name if name else path / PARTITIONS
-        if folder.is_dir() and not isinstance(engine, FsdpEngine):
-            saved = sorted(f.name for f in folder.glob("rank-*.pt"))
-            if saved != sorted(f"rank-{rank}.pt" for rank in range(world)):
-                raise ValueError(f"{folder} holds the partitions {saved}, not one for each of {world} processes")
+        if folder.is_dir():
+            check_partitions(engine, folder, world)
 
 
 def _set_aside(path: Path, error: Exception, rank: int) -> None:

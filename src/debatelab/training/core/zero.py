@@ -226,6 +226,20 @@ def save_partition(engine, checkpoint_dir: str | Path, step: int, rank: int, nam
     return root
 
 
+def check_partitions(engine, folder: str | Path, world: int) -> None:
+    """A checkpoint's DeepSpeed partitions are one per process of this run (FSDP's are read by
+    `torch.distributed.checkpoint`, which checks its own)."""
+    folder = Path(folder)
+    if isinstance(engine, fsdp.FsdpEngine):
+        return
+    saved = sorted(f.name for f in folder.glob("rank-*.pt"))
+    if saved != sorted(f"rank-{rank}.pt" for rank in range(world)):
+        raise ValueError(
+            f"ZeRO optimizer partitions not one for each of {world} processes: checkpoint {folder.parent} "
+            f"holds {saved}; resume with the same gpus, or delete {folder.parent.parent} to start afresh"
+        )
+
+
 def load_partition(engine, folder: str | Path, rank: int, world: int) -> None:
     """This process's optimizer partition and fp32 master weights, from a checkpoint's folder."""
     import torch
@@ -234,12 +248,7 @@ def load_partition(engine, folder: str | Path, rank: int, world: int) -> None:
     if isinstance(engine, fsdp.FsdpEngine):
         engine.load_partition(folder)
         return
-    saved = len(list(folder.glob("rank-*.pt")))
-    if saved != world:
-        raise ValueError(
-            f"checkpoint {folder.parent} holds the ZeRO optimizer of {saved} processes, this run has "
-            f"{world}: resume with the same gpus, or delete {folder.parent.parent} to start afresh"
-        )
+    check_partitions(engine, folder, world)
     states: list = [None] * world  # DeepSpeed reads the entry of this process's rank
     states[rank] = torch.load(folder / f"rank-{rank}.pt", map_location="cpu", weights_only=False)
     engine.optimizer.load_state_dict(states, load_from_fp32_weights=True)
