@@ -305,6 +305,63 @@ def test_udpo_jobs_warm_up_calibrate_train_and_write_every_agent(char_model_dir,
     assert json.loads((tmp_path / "settings.json").read_text())["participants"] == ["alice", "bob", "alice"]
 
 
+def test_a_killed_udpo_warmup_reruns_only_the_chunk_it_was_in(char_model_dir, tmp_path, monkeypatch):
+    """The warm-up debates in chunks, each on disk when it ends: a rerun after a kill debates only
+    the chunk in flight and writes what an uninterrupted run writes; a chunk left by a run with
+    other settings is not reused."""
+    import debatelab.training.core.debate_rollouts as rollouts
+    from debatelab.data.schema import frame_from_rows
+    from debatelab.io import write_parquet_atomic
+    from debatelab.llm.agent import AgentSpec
+    from debatelab.training.multi_agent_stage import udpo_warmup_job
+
+    dataset = tmp_path / "toy.parquet"
+    write_parquet_atomic(frame_from_rows(toy_rows(10)), dataset)
+    settings = replace(SETTINGS, udpo={"rounds": 1, "warmup_fraction": 0.5})
+    agents = {"alice": AgentSpec(name="alice", model="m"), "bob": AgentSpec(name="bob", model="m")}
+    common = dict(
+        dataset_path=dataset,
+        bases={"alice": str(char_model_dir), "bob": str(char_model_dir)},
+        participants=["alice", "bob"],
+        agents=agents,
+        report_to="none",
+        chunk_questions=2,
+    )
+    whole = udpo_warmup_job(settings=settings, out_path=tmp_path / "whole/warmup.parquet", **common)
+    assert whole["question_id"].nunique() == 5  # chunks of 2, 2 and 1 questions
+
+    calls, kill_at = [], [3]
+    real = rollouts.rollout_debates
+
+    def counted(policies, rows, *args, **options):
+        calls.append([row["id"] for row in rows])
+        if len(calls) == kill_at[0]:
+            raise KeyboardInterrupt("killed")
+        return real(policies, rows, *args, **options)
+
+    monkeypatch.setattr(rollouts, "rollout_debates", counted)
+    out = tmp_path / "run/warmup.parquet"
+    with pytest.raises(KeyboardInterrupt):
+        udpo_warmup_job(settings=settings, out_path=out, **common)
+    assert not out.exists() and len(list((tmp_path / "run/warmup.parquet.parts").iterdir())) == 2
+    calls.clear()
+    resumed = udpo_warmup_job(settings=settings, out_path=out, **common)
+    assert len(calls) == 1 and len(calls[0]) == 1  # the last chunk alone
+    pd.testing.assert_frame_equal(resumed, whole)
+    pd.testing.assert_frame_equal(pd.read_parquet(out), whole)
+    assert not (tmp_path / "run/warmup.parquet.parts").exists()
+
+    calls.clear()
+    kill_at[0] = 2  # one chunk done with these settings...
+    with pytest.raises(KeyboardInterrupt):
+        udpo_warmup_job(settings=settings, out_path=tmp_path / "other/warmup.parquet", **common)
+    calls.clear()
+    kill_at[0] = 0
+    hotter = replace(settings, temperature=settings.temperature + 0.5)  # ...is not a chunk of these
+    udpo_warmup_job(settings=hotter, out_path=tmp_path / "other/warmup.parquet", **common)
+    assert len(calls) == 3
+
+
 @pytest.mark.slow
 def test_two_processes_make_the_same_udpo_steps_as_one(tmp_path, char_model_dir):
     """Data parallel UDPO, two steps with replay: each of two processes debates two of a step's four

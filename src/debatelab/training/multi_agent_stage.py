@@ -5,7 +5,11 @@ every multi-agent method, is `stage.train_job`.
 1. `udpo_warmup_job` (GPU): the untrained agents debate the held-out `warmup_fraction` of the
    training questions (App. A.2 step 1). Writes `warmup.parquet`, one row per (question, round,
    seat): the parsed answer, whether it is right, the gold answer; and to the run's trackers
-   (`report_to`, in `tensorboard_warmup/`) each round's accuracy, overall and per seat.
+   (`report_to`, in `tensorboard_warmup/`) each round's accuracy, overall and per seat. The debates
+   run in fixed chunks of `WARMUP_CHUNK` questions, each written to `warmup.parquet.parts/` when
+   it ends, so a killed job reruns only the chunk it was in: a chunk's name hashes what its debates
+   depend on (settings, weights, seats, system prompts, its questions), so changed ones are never
+   reused, and its seeds derive from (seed, question, seat, round), not from the chunks before it.
 2. `udpo_coefficients_job` (CPU): App. A.2's calibration on those debates. Writes `coefficients.json`: α, β,
    γ, λ, η per seat, and the warm-up profile they came from. `UdpoTrainer.prepare_job` reads it and
    trains on the questions the warm-up held out.
@@ -15,14 +19,17 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
+from tqdm.auto import tqdm
 
 from ..data import dataset_label, read_dataset
 from ..io import read_parquet_checked, write_json_atomic, write_parquet_atomic
 from ..llm.agent import AgentSpec
+from ..llm.base import model_fingerprint, stable_hash
 from ..tracking import open_tracker
 from ..zero_shot import select_questions
 from .core.distributed import default_device, rank_and_world
@@ -32,6 +39,9 @@ from .settings import TrainSettings
 log = logging.getLogger(__name__)
 
 WARMUP_COLUMNS = ["question_id", "task_type", "gold", "round", "seat", "agent", "answer", "correct"]
+#: Questions debated per chunk of the warm-up (one rollout call, one part on disk): large enough to
+#: fill a rollout batch, small enough that a kill loses little.
+WARMUP_CHUNK = 64
 
 
 def _warmup_questions(dataset_path, limit, settings: TrainSettings) -> pd.DataFrame:
@@ -64,28 +74,73 @@ def udpo_warmup_job(
     report_to: str | list[str] = "tensorboard",
     experiment: str = "debatelab",
     run: str = "udpo",
+    chunk_questions: int = WARMUP_CHUNK,
 ) -> pd.DataFrame:
-    """App. A.2 step 1: one debate per held-out question by the untrained agents. Each round's
-    accuracy (overall and per seat) goes to the trackers `report_to` names, as step = round."""
+    """App. A.2 step 1: one debate per held-out question by the untrained agents, `chunk_questions`
+    at a time (module docstring). Each round's accuracy (overall and per seat) goes to the trackers
+    `report_to` names, as step = round."""
     from ..debate.stage import participant_labels
     from .core.debate_rollouts import rollout_debates
 
     warmup = _warmup_questions(dataset_path, limit, settings)
-    policies, _ = _policies(bases, settings, device)
-    policies.train(False)
-    try:  # step −1: seeds apart from every training step's
-        states = rollout_debates(
-            policies,
-            warmup.to_dict("records"),
-            participants,
-            settings,
-            step=-1,
-            rounds=settings.udpo.rounds,
-            system_prompts={a: s.system_prompt for a, s in agents.items()},
-        )
-    finally:
-        policies.close()
     seats = participant_labels(participants)
+    system_prompts = {a: s.system_prompt for a, s in agents.items()}
+    parts = Path(str(out_path) + ".parts")
+    identity = {
+        "settings": settings.to_dict(),
+        "bases": {name: model_fingerprint(path) for name, path in sorted(bases.items())},
+        "participants": list(participants),
+        "system_prompts": {a: system_prompts.get(a) for a in sorted(set(participants))},
+    }
+    chunks = [warmup.iloc[i : i + chunk_questions] for i in range(0, len(warmup), chunk_questions)]
+    paths = [
+        parts / f"chunk-{k:05d}-{stable_hash({**identity, 'questions': list(c['id'])})[:16]}.parquet"
+        for k, c in enumerate(chunks)
+    ]
+    missing = [k for k, path in enumerate(paths) if not path.exists()]
+    if len(missing) < len(chunks):
+        log.info("udpo warm-up: %d of %d chunks already debated (%s)", len(chunks) - len(missing), len(chunks), parts)
+    if missing:
+        policies, _ = _policies(bases, settings, device)
+        policies.train(False)
+        try:
+            for k in tqdm(missing, desc="udpo warm-up chunks", disable=len(missing) < 2):
+                states = rollout_debates(  # step −1: seeds apart from every training step's
+                    policies,
+                    chunks[k].to_dict("records"),
+                    participants,
+                    settings,
+                    step=-1,
+                    rounds=settings.udpo.rounds,
+                    system_prompts=system_prompts,
+                )
+                write_parquet_atomic(_warmup_rows(states, seats), paths[k])
+        finally:
+            policies.close()
+    frame = pd.concat([read_parquet_checked(path, WARMUP_COLUMNS) for path in paths], ignore_index=True)
+    write_parquet_atomic(frame, out_path)
+    shutil.rmtree(parts, ignore_errors=True)
+    labels = [label for label, _, _ in seats]
+    with open_tracker(
+        report_to,
+        Path(out_path).parent / "tensorboard_warmup",
+        project=experiment,
+        name=f"{run}-warmup",
+        tags=[experiment, settings.method, "warmup", dataset_label(dataset_path)],
+        config={"run": run, "participants": list(participants), "settings": settings.to_dict()},
+    ) as tracker:
+        for round_, turns in frame.groupby("round", sort=True):
+            row = {"accuracy": turns["correct"].mean(), "debates": turns["question_id"].nunique()}
+            row.update({f"accuracy_{seat}": t["correct"].mean() for seat, t in turns.groupby("seat")})
+            tracker.log_metrics(row, int(round_), labels, prefix="warmup")
+    log.info(
+        "udpo warm-up: %d debates of %d seats, %d rounds -> %s", len(warmup), len(seats), settings.udpo.rounds, out_path
+    )
+    return frame
+
+
+def _warmup_rows(states, seats) -> pd.DataFrame:
+    """The warm-up rows (`WARMUP_COLUMNS`) of finished debates."""
     rows = []
     for state in states:
         for turn in state.pre + state.turns:
@@ -102,25 +157,7 @@ def udpo_warmup_job(
                     "correct": bool(turn.correct),
                 }
             )
-    frame = pd.DataFrame(rows, columns=WARMUP_COLUMNS)
-    write_parquet_atomic(frame, out_path)
-    labels = [label for label, _, _ in seats]
-    with open_tracker(
-        report_to,
-        Path(out_path).parent / "tensorboard_warmup",
-        project=experiment,
-        name=f"{run}-warmup",
-        tags=[experiment, settings.method, "warmup", dataset_label(dataset_path)],
-        config={"run": run, "participants": list(participants), "settings": settings.to_dict()},
-    ) as tracker:
-        for round_, turns in frame.groupby("round", sort=True):
-            row = {"accuracy": turns["correct"].mean(), "debates": turns["question_id"].nunique()}
-            row.update({f"accuracy_{seat}": t["correct"].mean() for seat, t in turns.groupby("seat")})
-            tracker.log_metrics(row, int(round_), labels, prefix="warmup")
-    log.info(
-        "udpo warm-up: %d debates of %d seats, %d rounds -> %s", len(states), len(seats), settings.udpo.rounds, out_path
-    )
-    return frame
+    return pd.DataFrame(rows, columns=WARMUP_COLUMNS)
 
 
 def warmup_trajectories(frame: pd.DataFrame, path="warm-up") -> tuple[list, list[str], list[str], str]:
