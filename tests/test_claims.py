@@ -13,12 +13,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from debatelab.evaluation.claims import (
-    Claim,
+from debatelab.evaluation.claims import Claim, claims_frame, verdict
+from debatelab.intervals import (
     Estimate,
     accuracy_difference,
     bootstrap,
-    claims_frame,
     cohens_d,
     correlation,
     mcnemar_p,
@@ -26,7 +25,6 @@ from debatelab.evaluation.claims import (
     paired_difference,
     proportion,
     slope,
-    verdict,
 )
 
 # --------------------------------------------------------------------------- verdicts

@@ -342,6 +342,37 @@ def test_significance_needs_a_positive_difference_that_beats_its_own_variance():
     ] == ("+10.00(–) / +10.00(–)")
 
 
+def test_lifts_and_run_means_carry_the_t_interval_over_runs(tmp_path):
+    """The lift's interval is the one-sample t interval of each run's lift averaged over pairs (what
+    the paired t-test over runs inverts); the summary's means carry theirs over runs; under 2 runs
+    there is none."""
+    rng = np.random.default_rng(4)
+    table = _metrics_table(rng, {"p1": 0.03, "p2": 0.01})
+    lift = report.lift_table(table, BASELINES).set_index("method")
+    wide = table.pivot_table(index=["run", "pair"], columns="method", values="f1")
+    per_run = (100 * (wide["cga"] - wide["zero_shot"])).groupby(level="run").mean()
+    expected = stats.ttest_1samp(per_run, 0).confidence_interval(0.95)
+    assert lift.loc["cga", "lift_f1_low"] == pytest.approx(expected.low)
+    assert lift.loc["cga", "lift_f1_high"] == pytest.approx(expected.high)
+    assert lift.loc["cga", "lift_f1_low"] < lift.loc["cga", "lift_f1"] < lift.loc["cga", "lift_f1_high"]
+
+    for name in ("accuracy", "auroc", "ece", "brier", "nll"):
+        table[name] = rng.uniform(size=len(table))
+    paths = [tmp_path / "m.csv"]
+    table.to_csv(paths[0], index=False)
+    outputs = [tmp_path / f for f in ("t.csv", "l.csv", "p.csv", "l.png")]
+    summary = report.summarize_confidence(paths, *outputs, baselines=BASELINES)
+    assert "lift_auarc_low" in summary
+    means = pd.read_csv(tmp_path / "t.csv").set_index(["pair", "method"])
+    runs = table[(table["pair"] == "p2") & (table["method"] == "mad")]["ece"]
+    expected = stats.ttest_1samp(runs, 0).confidence_interval(0.95)
+    row = means.loc[("p2", "mad")]
+    assert row["n_runs"] == 5 and row["ece"] == pytest.approx(runs.mean())
+    assert (row["ece_low"], row["ece_high"]) == pytest.approx((expected.low, expected.high))
+    one_run = report.lift_table(table[table["run"] == 0], BASELINES)
+    assert one_run[["lift_f1_low", "lift_f1_high"]].isna().all().all()
+
+
 def test_a_pair_debate_that_debated_nothing_repeats_stream_zero(tmp_path):
     data, zero, turns = _write_inputs(tmp_path)
     frame = pd.read_parquet(turns)

@@ -11,9 +11,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from debatelab import metrics
+from debatelab import intervals, metrics
 from debatelab.evaluation import ProtocolInfo, RunInfo, RunOutputs, build_paper
-from debatelab.evaluation import claims as claims_module
 from debatelab.evaluation.papers import udpo_claims
 
 Z = 1.959963984540054  # z_.975
@@ -216,7 +215,7 @@ def test_row_weights_equal_repeating_the_rows_a_resample_draws():
     # claims use): weighted sums are the sums over the repeated rows
     f, s = (~correct).astype(float), correct.astype(float)
     d_columns = np.column_stack([f, f * values, f * values**2, s, s * values, s * values**2])
-    assert claims_module._d_of_sums((d_columns * weights[:, None]).sum(axis=0)) == pytest.approx(
+    assert intervals._d_of_sums((d_columns * weights[:, None]).sum(axis=0)) == pytest.approx(
         metrics.cohens_d(values[repeated][~correct[repeated]], values[repeated][correct[repeated]])
     )
     other = rng.random(12)
@@ -225,9 +224,9 @@ def test_row_weights_equal_repeating_the_rows_a_resample_draws():
         return np.column_stack([np.ones_like(x), x, y, x * x, y * y, x * y])
 
     r_sums = (r_columns(values, other) * weights[:, None]).sum(axis=0)
-    assert claims_module._r_of_sums(r_sums) == pytest.approx(np.corrcoef(values[repeated], other[repeated])[0, 1])
+    assert intervals._r_of_sums(r_sums) == pytest.approx(np.corrcoef(values[repeated], other[repeated])[0, 1])
     constant = r_columns(np.full(12, 0.1), other).sum(axis=0)  # Σx² − (Σx)²/n is float residue, not spread
-    assert math.isnan(claims_module._r_of_sums(constant))
+    assert math.isnan(intervals._r_of_sums(constant))
     # selective prediction on ranked rows: the lowest half of the repeated rows against all of them
     ranked = np.array([1.0, 1.0, 0.0, 1.0, 0.0, 0.0])
     w = np.array([2.0, 0.0, 1.0, 3.0, 1.0, 2.0])  # repeated: 1 1 0 1 1 1 | 0 0 0 -> the lowest 5 of 9

@@ -164,8 +164,36 @@ def test_failure_diagnostics_all_correct_gives_nan_statistics():
     row = failure_diagnostics(frame, ["u"]).iloc[0]
     assert row["n_failed"] == 0 and row["n_correct"] == 3
     assert row["mean_correct"] == pytest.approx(0.2)
-    for column in ("mean_failed", "welch_t", "welch_p", "cohens_d", "pearson_r", "pearson_p"):
+    for column in ("mean_failed", "welch_t", "welch_p", "cohens_d", "cohens_d_low", "pearson_r", "pearson_p"):
         assert math.isnan(row[column]), column
+
+
+def test_failure_diagnostics_give_d_and_r_intervals_over_questions_and_p_agrees_with_them():
+    """Three threads of each of 15 questions repeat the question's measure (UMAD's values are per
+    question) and mostly its correctness: the rows are not 45 independent units. Over questions the
+    intervals are those of `intervals` with the question as cluster, wider than the rows' own, and
+    each p is below 0.05 exactly when its interval leaves 0 out."""
+    from debatelab import intervals
+
+    rng = np.random.default_rng(3)
+    u = np.repeat(rng.normal(size=15), 3)
+    correct = (u + rng.normal(scale=1.5, size=45)) < 0
+    frame = pd.DataFrame({"u": u, "correct": correct, "question_id": np.repeat([f"q{i}" for i in range(15)], 3)})
+    clustered = failure_diagnostics(frame, ["u"], cluster_col="question_id").iloc[0]
+    rows = failure_diagnostics(frame, ["u"]).iloc[0]
+    assert (clustered["n_units"], clustered["unit"], rows["n_units"], rows["unit"]) == (15, "question_id", 45, "rows")
+    q = frame["question_id"].to_numpy()
+    d = intervals.cohens_d(u[~correct], u[correct], clusters_1=q[~correct], clusters_0=q[correct])
+    r = intervals.correlation(u, correct.astype(float), clusters=q)
+    assert (clustered["cohens_d_low"], clustered["cohens_d_high"], clustered["cohens_d_p"]) == (d.low, d.high, d.p)
+    assert (clustered["pearson_r_low"], clustered["pearson_r_high"], clustered["pearson_p"]) == (r.low, r.high, r.p)
+    assert clustered["cohens_d"] == pytest.approx(d.value) and clustered["pearson_r"] == pytest.approx(r.value)
+    for name in ("cohens_d", "pearson_r"):
+        assert clustered[f"{name}_high"] - clustered[f"{name}_low"] > rows[f"{name}_high"] - rows[f"{name}_low"]
+        for row in (clustered, rows):
+            assert row[f"{name}_low"] < row[name] < row[f"{name}_high"]
+            p = row["cohens_d_p" if name == "cohens_d" else "pearson_p"]
+            assert (p < 0.05) == (row[f"{name}_low"] > 0 or row[f"{name}_high"] < 0)
 
 
 def test_failure_diagnostics_names_missing_columns():

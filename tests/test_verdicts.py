@@ -16,9 +16,11 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from debatelab import intervals
 from debatelab.evaluation import claims as claims_module
-from debatelab.evaluation.claims import Claim, Estimate, accuracy_difference, claims_frame, verdict
+from debatelab.evaluation.claims import Claim, claims_frame, verdict
 from debatelab.evaluation.comparisons import comparison_table
+from debatelab.intervals import Estimate, accuracy_difference
 
 
 def _paired(n: int, only_a: int, only_b: int, both: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -200,7 +202,7 @@ def test_at_a_boundary_other_than_zero_the_interval_leaves_it_out_exactly_when_t
     disagreements, far = [], []
     for b in range(0, 9):
         for c in range(0, 9):
-            est = claims_module.paired_counts_difference(b, c, 60)
+            est = intervals.paired_counts_difference(b, c, 60)
             for bound in (-0.2, -0.05, -0.02, 0.02, 0.05, 0.2):
                 judged = est.at_boundary(bound)
                 if (judged.low > bound or judged.high < bound) != (judged.p_value(bound) < 0.05):
@@ -216,7 +218,7 @@ def test_at_a_boundary_other_than_zero_the_interval_leaves_it_out_exactly_when_t
 
 
 def test_a_proportion_is_clopper_pearson_with_the_exact_binomial_test():
-    est = claims_module.proportion(7, 20)
+    est = intervals.proportion(7, 20)
     ci = stats.binomtest(7, 20).proportion_ci(0.95, method="exact")
     assert (est.low, est.high) == pytest.approx((ci.low, ci.high))
     # at 1/2 the binomial distribution is symmetric: twice the smaller tail is scipy's two-sided p
@@ -230,7 +232,7 @@ def test_a_mean_is_the_bca_interval_of_scipy_bootstrap():
     """The same resamples (seed 0, 2000) as scipy.stats.bootstrap(method="BCa") give its interval
     (the old code took percentiles)."""
     x = np.random.default_rng(3).exponential(size=60)
-    est = claims_module.mean_estimate(x)
+    est = intervals.mean_estimate(x)
     ref = stats.bootstrap((x,), np.mean, n_resamples=2000, method="BCa", rng=np.random.default_rng(0))
     assert (est.low, est.high) == pytest.approx((ref.confidence_interval.low, ref.confidence_interval.high), rel=1e-9)
     assert "BCa" in est.method and est.value == pytest.approx(x.mean())
@@ -250,7 +252,7 @@ def test_a_correlation_cohens_d_and_a_slope_are_bca_over_rows():
         res = stats.bootstrap(data, statistic, paired=True, vectorized=False, n_resamples=2000, method="BCa", rng=0)
         return res.confidence_interval.low, res.confidence_interval.high
 
-    r = claims_module.correlation(x, y)
+    r = intervals.correlation(x, y)
     assert r.value == pytest.approx(stats.pearsonr(x, y).statistic)
     assert (r.low, r.high) == pytest.approx(scipy_bca(lambda a, b: stats.pearsonr(a, b).statistic, x, y), rel=1e-7)
 
@@ -261,13 +263,13 @@ def test_a_correlation_cohens_d_and_a_slope_are_bca_over_rows():
         pooled = ((g1.size - 1) * g1.var(ddof=1) + (g0.size - 1) * g0.var(ddof=1)) / (g1.size + g0.size - 2)
         return (g1.mean() - g0.mean()) / math.sqrt(pooled)
 
-    d = claims_module.cohens_d(y[group], y[~group])
+    d = intervals.cohens_d(y[group], y[~group])
     rows = np.concatenate([y[group], y[~group]])  # group 1's rows first, as cohens_d stacks them
     labels = np.concatenate([np.ones(group.sum()), np.zeros((~group).sum())])
     assert d.value == pytest.approx(d_of(rows, labels))
     assert (d.low, d.high) == pytest.approx(scipy_bca(d_of, rows, labels), rel=1e-7)
 
-    s = claims_module.slope(x, y, unit="steps")
+    s = intervals.slope(x, y, unit="steps")
     assert s.value == pytest.approx(stats.linregress(x, y).slope)
     assert (s.low, s.high) == pytest.approx(scipy_bca(lambda a, b: stats.linregress(a, b).slope, x, y), rel=1e-7)
 
@@ -276,7 +278,7 @@ def test_bca_falls_back_to_percentile_on_constant_data_and_says_so():
     """Constant data: the jackknife has no spread, BCa's acceleration is 0/0 (scipy returns NaN);
     the percentile interval is the point, and the method names the fallback (the old method string
     named no BCa)."""
-    est = claims_module.mean_estimate(np.full(20, 0.3))
+    est = intervals.mean_estimate(np.full(20, 0.3))
     assert (est.value, est.low, est.high) == pytest.approx((0.3, 0.3, 0.3))
     assert "percentile" in est.method and "BCa undefined" in est.method
 
@@ -287,23 +289,24 @@ def test_a_clustered_bootstrap_draws_a_questions_rows_together():
     make it about half as wide (√4)."""
     per_question = np.random.default_rng(7).normal(size=30)
     rows, questions = np.repeat(per_question, 4), np.repeat([f"q{i}" for i in range(30)], 4)
-    clustered = claims_module.mean_estimate(rows, clusters=questions)
-    alone = claims_module.mean_estimate(per_question)
+    clustered = intervals.mean_estimate(rows, clusters=questions)
+    alone = intervals.mean_estimate(per_question)
     assert clustered.n == 30 and (clustered.low, clustered.high) == pytest.approx((alone.low, alone.high), rel=1e-9)
-    naive = claims_module.mean_estimate(rows)
+    naive = intervals.mean_estimate(rows)
     assert (naive.high - naive.low) < 0.7 * (clustered.high - clustered.low)
 
 
 def test_too_few_units_give_no_interval():
     """Below MIN_UNITS units a bootstrapped statistic is "n/a (too few)", its value kept (the old
     bootstrap gave an interval from 2 units up)."""
-    from debatelab.evaluation.claims import MIN_UNITS, TOO_FEW
+    from debatelab.evaluation.claims import TOO_FEW
+    from debatelab.intervals import MIN_UNITS
 
     assert MIN_UNITS == 10
-    few = claims_module.mean_estimate(np.arange(MIN_UNITS - 1, dtype=float))
+    few = intervals.mean_estimate(np.arange(MIN_UNITS - 1, dtype=float))
     claim = Claim.measured("§x", "s", "", "mean", few, ">")
     assert claim.verdict == TOO_FEW and claim.value == pytest.approx(4.0) and math.isnan(claim.low)
-    enough = claims_module.mean_estimate(np.arange(MIN_UNITS, dtype=float))
+    enough = intervals.mean_estimate(np.arange(MIN_UNITS, dtype=float))
     assert enough.finite and verdict(enough, ">") == "holds"
     # exact tests need no minimum: 3 of 3 discordant questions in one direction (p = 0.25)
     a, b = _paired(3, only_a=3, only_b=0)
@@ -317,14 +320,14 @@ def test_a_bootstrap_p_is_below_005_exactly_when_the_bca_interval_leaves_the_nul
     0.0396. Over 200 random discrete datasets, at 0 and at 0.1, the two now agree every time."""
     a = np.array([2, 2, 3, 1, 2, 2, 2, 1, 3, 2]) / 3
     b = np.array([0, 0, 3, 2, 1, 1, 2, 1, 1, 2]) / 3
-    est = claims_module.paired_difference(a, b)
+    est = intervals.paired_difference(a, b)
     assert est.low == pytest.approx(0.0, abs=1e-12) and est.p >= 0.05
     rng = np.random.default_rng(11)
     disagreements = []
     for _ in range(200):
         n = int(rng.integers(10, 30))
         a, b = rng.binomial(3, 0.55, n) / 3, rng.binomial(3, 0.45, n) / 3
-        est = claims_module.paired_difference(a, b)
+        est = intervals.paired_difference(a, b)
         for null in (0.0, 0.1):
             if (est.low > null or est.high < null) != (est.p_value(null) < 0.05):
                 disagreements.append((n, null, est.low, est.high, est.p_value(null)))
@@ -334,10 +337,10 @@ def test_a_bootstrap_p_is_below_005_exactly_when_the_bca_interval_leaves_the_nul
 def test_a_difference_every_unit_agrees_on_has_the_sign_tests_p_not_zero():
     """20 questions each +1: no resample varies, the interval is the point (as the sign test's
     interval of the median is), and p is the exact sign test's 2 · 0.5²⁰, where it was 0."""
-    est = claims_module.paired_difference(np.ones(20), np.zeros(20))
+    est = intervals.paired_difference(np.ones(20), np.zeros(20))
     assert (est.low, est.high) == (1.0, 1.0)
     assert est.p == pytest.approx(stats.binomtest(20, 20, 0.5).pvalue)
-    assert claims_module.paired_difference(np.ones(20), np.ones(20)).p == 1.0
+    assert intervals.paired_difference(np.ones(20), np.ones(20)).p == 1.0
 
 
 # --------------------------------------------------------------------------- Holm

@@ -22,7 +22,8 @@ confident items) and `selective_prediction` (accuracy of the least uncertain fra
 
 Statistics relating a per-question measure to correctness (Tang et al., arXiv:2602.07186 §3, §5, App. B) and comparing methods:
 `welch_t` (failed vs correct, Welch [CHOICE]), `cohens_d`, `point_biserial`,
-`failure_diagnostics` (all three per measure), and `paired_t_greater` (one-sided paired t-test
+`failure_diagnostics` (all three per measure, d and r with their clustered 95 % intervals from
+`intervals`), and `paired_t_greater` (one-sided paired t-test
 over runs, Elahi & Di Eugenio, arXiv:2606.13591 §4.1, §5). A statistic that is undefined for the data at hand (too few values,
 zero variance, a constant input) is NaN, never an exception, so a run where every question is
 correct still reports.
@@ -39,6 +40,8 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import f1_score, roc_auc_score
 
+from .intervals import cohens_d as cohens_d_estimate
+from .intervals import correlation
 from .probability import clip_probability
 
 ECE_WEIGHTINGS = ("count", "uniform")
@@ -265,12 +268,19 @@ FAILURE_DIAGNOSTIC_COLUMNS = [
     "measure",
     "n_failed",
     "n_correct",
+    "n_units",
+    "unit",
     "mean_failed",
     "mean_correct",
     "welch_t",
     "welch_p",
     "cohens_d",
+    "cohens_d_low",
+    "cohens_d_high",
+    "cohens_d_p",
     "pearson_r",
+    "pearson_r_low",
+    "pearson_r_high",
     "pearson_p",
 ]
 
@@ -336,10 +346,18 @@ def paired_t_greater(a: Sequence[float], b: Sequence[float]) -> float:
     return float(stats.ttest_rel(a, b, alternative="greater").pvalue)
 
 
-def failure_diagnostics(frame: pd.DataFrame, measures: Sequence[str], correct_col: str = "correct") -> pd.DataFrame:
+def failure_diagnostics(
+    frame: pd.DataFrame, measures: Sequence[str], correct_col: str = "correct", cluster_col: str | None = None
+) -> pd.DataFrame:
     """One row per measure (columns `FAILURE_DIAGNOSTIC_COLUMNS`): failed-vs-correct means, Welch
-    t, Cohen's d and the point-biserial r. Rows whose measure is NaN are left out of that measure."""
-    missing = [c for c in [correct_col, *measures] if c not in frame.columns]
+    t, Cohen's d and the point-biserial r. Rows whose measure is NaN are left out of that measure.
+
+    d and r carry their 95 % BCa bootstrap interval and the p of the test it inverts
+    (`intervals.cohens_d`, `intervals.correlation`): over rows, or with `cluster_col` over its
+    values (a question's threads drawn together), `n_units` of them. `pearson_p` is that test's p,
+    not Pearson's own, which takes the rows as independent; `welch_p` is Welch's, which does too
+    (exact for one row per unit)."""
+    missing = [c for c in [correct_col, *measures, *([cluster_col] if cluster_col else [])] if c not in frame.columns]
     if missing:
         raise KeyError(f"failure_diagnostics: missing column(s) {missing}")
     rows = []
@@ -347,21 +365,36 @@ def failure_diagnostics(frame: pd.DataFrame, measures: Sequence[str], correct_co
         sub = frame[np.isfinite(frame[measure].astype(float))]
         values = sub[measure].to_numpy(dtype=float)
         correct = sub[correct_col].to_numpy(dtype=bool)
+        clusters = sub[cluster_col].to_numpy() if cluster_col else None
         failed, succeeded = values[~correct], values[correct]
         t, p = welch_t(failed, succeeded)
-        r, r_p = point_biserial(values, correct)
+        r, _ = point_biserial(values, correct)
+        d = cohens_d_estimate(
+            failed,
+            succeeded,
+            clusters_1=None if clusters is None else clusters[~correct],
+            clusters_0=None if clusters is None else clusters[correct],
+        )
+        r_estimate = correlation(values, correct.astype(float), clusters=clusters)
         rows.append(
             {
                 "measure": measure,
                 "n_failed": len(failed),
                 "n_correct": len(succeeded),
+                "n_units": len(values) if clusters is None else len(set(clusters)),
+                "unit": "rows" if clusters is None else cluster_col,
                 "mean_failed": float(failed.mean()) if len(failed) else _NAN,
                 "mean_correct": float(succeeded.mean()) if len(succeeded) else _NAN,
                 "welch_t": t,
                 "welch_p": p,
                 "cohens_d": cohens_d(failed, succeeded),
+                "cohens_d_low": d.low,
+                "cohens_d_high": d.high,
+                "cohens_d_p": d.p,
                 "pearson_r": r,
-                "pearson_p": r_p,
+                "pearson_r_low": r_estimate.low,
+                "pearson_r_high": r_estimate.high,
+                "pearson_p": r_estimate.p,
             }
         )
     return pd.DataFrame(rows, columns=FAILURE_DIAGNOSTIC_COLUMNS)

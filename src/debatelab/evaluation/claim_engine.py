@@ -1,6 +1,6 @@
 """One engine for every paper's claims: a paper declares each claim as a `ClaimSpec` row and hands
-the engine its contexts; the engine makes every estimate with `claims.py`'s estimators, so the
-exact-test rules, `claims.MIN_UNITS`, the margins and (through `claims.claims_frame`) Holm's
+the engine its contexts; the engine makes every estimate with `intervals.py`'s estimators, so the
+exact-test rules, `intervals.MIN_UNITS`, the margins and (through `claims.claims_frame`) Holm's
 adjustment hold for every paper by construction, and a new claim is one row.
 
 A row names:
@@ -45,9 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from .claims import (
-    EXPECTATIONS,
-    Claim,
+from ..intervals import (
     Estimate,
     bootstrap,
     cohens_d,
@@ -58,6 +56,7 @@ from .claims import (
     proportion,
     slope,
 )
+from .claims import EXPECTATIONS, Claim
 
 PAIRED_ACCURACY = "paired accuracy difference"
 PROPORTION = "proportion"

@@ -18,7 +18,7 @@ acc_*_low, acc_*_high   each accuracy's 95 % interval: Clopper-Pearson with one 
 difference              acc_treatment − acc_control, points
 low, high               its 95 % interval: with one sample / thread per question on both sides,
                         the exact interval conditional on the discordant questions
-                        (`claims.paired_accuracy_difference`); else (per-question means over
+                        (`intervals.paired_accuracy_difference`); else (per-question means over
                         several samples) the paired BCa bootstrap over questions
 p                       the two-sided p-value of "difference = 0" by the test that interval
                         inverts: exact McNemar, or the BCa bootstrap's; p < 0.05 exactly when the
@@ -26,7 +26,7 @@ p                       the two-sided p-value of "difference = 0" by the test th
 test                    which of the two (the interval's method)
 verdict                 better / worse when the interval is above / below 0 and p < 0.05, else
                         inconclusive; n/a (too few) for a bootstrap on fewer than
-                        `claims.MIN_UNITS` questions
+                        `intervals.MIN_UNITS` questions
 ======================  ======================================================================
 """
 
@@ -38,9 +38,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..intervals import ALPHA, Estimate, mean_estimate, paired_accuracy_difference, paired_difference, proportion
 from ..io import read_parquet_checked, save_figure_atomic, write_text_atomic
 from ..reporting.figures import subplots
-from .claims import ALPHA, TOO_FEW, Estimate, mean_estimate, paired_accuracy_difference, paired_difference, proportion
+from .claims import TOO_FEW
 
 COMPARISON_COLUMNS = [
     "comparison",

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .. import metrics
+from ..intervals import t_intervals
 from ..io import save_figure_atomic, write_text_atomic
 from .figures import subplots
 
@@ -85,7 +86,10 @@ def lift_table(table: pd.DataFrame, baselines: Sequence[str], alpha: float = 0.0
 
     Runs pair by run number. A comparison without variance over runs (`metrics.paired_t_greater` NaN) is not
     significant; ``untestable_<metric>`` counts the pairs with such a comparison, and k is NaN ("–"
-    in Table 1) when no pair had a testable one or there are fewer than 2 runs."""
+    in Table 1) when no pair had a testable one or there are fewer than 2 runs.
+
+    ``lift_<metric>_low`` / ``_high``: the 95 % t interval of the lift over runs (each run's lift
+    averaged over its pairs; the interval the paired t-test over runs inverts), NaN under 2 runs."""
     table = table[~table["method"].str.startswith("zero_shot:")]
     rows = []
     keys = ["dataset", "estimator", "calibrator"]
@@ -108,6 +112,9 @@ def lift_table(table: pd.DataFrame, baselines: Sequence[str], alpha: float = 0.0
             for metric in ("f1", "auarc"):
                 lift = 100 * (part[metric] - wide["zero_shot"][metric])
                 row[f"lift_{metric}"] = float(lift.groupby(level="pair").mean().mean())
+                per_run = lift.groupby(level="run").mean().dropna()
+                low, high = t_intervals([per_run.mean()], [per_run.std(ddof=1)], [len(per_run)])
+                row[f"lift_{metric}_low"], row[f"lift_{metric}_high"] = float(low[0]), float(high[0])
                 wins = untestable = 0
                 for pair_name, values in part[metric].groupby(level="pair"):
                     values = values.droplevel("pair")
@@ -144,7 +151,8 @@ def paper_layout(lift: pd.DataFrame, calibrator: str) -> pd.DataFrame:
 
 
 def plot_lift(lift: pd.DataFrame, calibrator: str, title: str):
-    """Bars of F1 and AUARC lift over zs* per method, one group per dataset × estimator.
+    """Bars of F1 and AUARC lift over zs* per method, one group per dataset × estimator, each with
+    its 95 % t interval over runs as an error bar (where the lift table has one).
 
     Groups are labelled "dataset / estimator" (pandas would print the index tuples) and the one
     legend sits right of the panels, so it never hides a bar."""
@@ -154,16 +162,21 @@ def plot_lift(lift: pd.DataFrame, calibrator: str, title: str):
     order = {m: i for i, m in enumerate(["mad", "mad_d", "wsv", "cga", "hid"])}
     handles, names = [], []
     for ax, metric in zip(axes[0], ("f1", "auarc")):
+        errors = None
         if not part.empty:
             wide = part.pivot_table(index=["dataset", "estimator"], columns="method", values=f"lift_{metric}")
             wide = wide[sorted(wide.columns, key=lambda m: (order.get(m, len(order)), m))]
-            wide.plot.bar(ax=ax, legend=False, width=0.8)
+            if f"lift_{metric}_high" in part:  # symmetric t intervals: the half-width
+                half = part.assign(half=part[f"lift_{metric}_high"] - part[f"lift_{metric}"])
+                errors = half.pivot_table(index=["dataset", "estimator"], columns="method", values="half", dropna=False)
+                errors = errors.reindex(index=wide.index, columns=wide.columns)
+            wide.plot.bar(ax=ax, legend=False, width=0.8, yerr=errors, capsize=2, error_kw={"linewidth": 0.8})
             ax.set_xticks(
                 range(len(wide)), [f"{d} / {e}" for d, e in wide.index], rotation=30, ha="right", fontsize="small"
             )
             handles, names = ax.get_legend_handles_labels()
         ax.axhline(0, color="black", linewidth=0.8)
-        ax.set_xlabel("dataset / estimator")
+        ax.set_xlabel("dataset / estimator" + ("; bars: 95 % t interval over runs" if errors is not None else ""))
         ax.set_ylabel(f"{metric.upper()} lift over zs* (points)")
     if handles:
         fig.legend(
@@ -191,16 +204,17 @@ def summarize_confidence(
     calibrator: str = "beta",
     alpha: float = 0.05,
 ) -> pd.DataFrame:
-    """The experiment's confidence summary: metrics averaged over runs, the lift table over zs*
-    (`lift_table`, with the stage's `baselines`), Table 1's layout and the lift plot."""
+    """The experiment's confidence summary: metrics averaged over runs, each with `n_runs` and its
+    95 % t interval over runs (`<metric>_low`, `<metric>_high`; NaN under 2 runs), the lift table
+    over zs* (`lift_table`, with the stage's `baselines`), Table 1's layout and the lift plot."""
     table = pd.concat([pd.read_csv(p) for p in metrics_paths], ignore_index=True)
-    means = (
-        table.groupby(["dataset", "pair", "estimator", "calibrator", "method"], sort=False)[
-            ["accuracy", "f1", "auarc", "auroc", "ece", "brier", "nll"]
-        ]
-        .mean()
-        .reset_index()
-    )
+    names = ["accuracy", "f1", "auarc", "auroc", "ece", "brier", "nll"]
+    grouped = table.groupby(["dataset", "pair", "estimator", "calibrator", "method"], sort=False)[names]
+    means, sds, counts = grouped.mean(), grouped.std(ddof=1), grouped.count()
+    for name in names:
+        means[f"{name}_low"], means[f"{name}_high"] = t_intervals(means[name], sds[name], counts[name])
+    means.insert(0, "n_runs", counts.min(axis=1))
+    means = means[["n_runs", *(c for name in names for c in (name, f"{name}_low", f"{name}_high"))]].reset_index()
     write_text_atomic(means.to_csv(index=False), table_path)
     lift = lift_table(table, baselines, alpha)
     write_text_atomic(lift.to_csv(index=False), lift_path)

@@ -35,7 +35,10 @@ With K = 1 every agent's distribution is a point mass: aleatoric = 0 and total =
 answer graded against gold and is not computed here.
 
 `.diagnostics.csv`: dataset, protocol and `metrics.FAILURE_DIAGNOSTIC_COLUMNS` for
-u_intra, u_inter, u_sys, and tu, epistemic, aleatoric when some question has K > 1.
+u_intra, u_inter, u_sys, and tu, epistemic, aleatoric when some question has K > 1. Cohen's d
+and Pearson r carry 95 % BCa intervals and p-values over questions, a question's threads drawn
+together (`unit` "question_id", `n_units` questions; fewer than `intervals.MIN_UNITS` give none);
+Welch's t and p take the trajectories as independent, which they are with K = 1 only.
 `.selective.csv`: dataset, protocol, measure, fraction, kept, accuracy for the same
 measures; `.selective.png` plots them.
 
@@ -166,7 +169,7 @@ def uncertainty_job(
     names = list(UDPO_MEASURES)
     if measures["k_threads"].max() > 1:
         names += UMAD_MEASURES
-    diagnostics = failure_diagnostics(measures, names)
+    diagnostics = failure_diagnostics(measures, names, cluster_col="question_id")
     curves = pd.concat(
         [
             selective_prediction(measures[m], measures["correct"], settings.selective_fractions).assign(measure=m)

@@ -5,7 +5,7 @@
 F1, AUARC and ECE are statistics of a run's whole test part, and the files read here hold them per
 run, not per question; so §10.1-§10.5 take each calibration run (averaged over pairs, which share
 the run's questions) as the unit and bootstrap runs, paired where both sides are one run's
-(`calibration.runs` ≥ `claims.MIN_UNITS` for an interval; fewer give "n/a (too few)"). §10.7 is a
+(`calibration.runs` ≥ `intervals.MIN_UNITS` for an interval; fewer give "n/a (too few)"). §10.7 is a
 mean over debated answers, bootstrapped over questions (`question_mean`).
 """
 
@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ...intervals import MIN_UNITS, Estimate
 from ..claim_engine import DIFFERENCE, MEAN, Case, ClaimSpec, Missing, Resampled, Untestable, evaluate_claims
-from ..claims import MIN_UNITS, Claim, Estimate, finite
+from ..claims import Claim, finite
 from ..run import RunOutputs
 from .confidence import AMBIGUOUS, AUARC_TOLERANCE, MONOTONE, PROTOCOLS
 
@@ -32,7 +33,7 @@ QUESTION_UNIT = "questions, every pair and agent of a question together"
 
 
 def _few_units(unit: str, detail: str = "") -> Callable[[Estimate], str]:
-    """A row's detail: how many units there are where fewer than `claims.MIN_UNITS` (in this
+    """A row's detail: how many units there are where fewer than `intervals.MIN_UNITS` (in this
     paper's words, naming the `calibration.runs` knob), then `detail`."""
 
     def text(estimate: Estimate) -> str:

@@ -9,8 +9,9 @@ from functools import partial
 
 import pandas as pd
 
+from ...intervals import Estimate
 from ..claim_engine import DIFFERENCE, PAIRED_ACCURACY, Case, ClaimSpec, Shares, Untestable, evaluate_claims
-from ..claims import Claim, Estimate
+from ..claims import Claim
 from ..run import RunOutputs
 
 # The paper's row names per protocol kind; all_to_all is Du et al.'s MAD (inside SID-ET).

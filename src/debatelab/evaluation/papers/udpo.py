@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...intervals import correlation
 from ...reporting.figures import subplots
-from ..claims import correlation
 from ..paper_numbers import long_table
 from ..result import PaperEvaluation
 from ..run import NO_BACKBONE, ProtocolInfo, RunOutputs, protocol_method
@@ -175,7 +175,7 @@ def table5(frame: pd.DataFrame) -> pd.DataFrame:
 def table6(frame: pd.DataFrame) -> pd.DataFrame:
     """Pearson r of each U with correctness per dataset, natural (untrained, unattacked) and under
     attack, with its 95 % interval and p: the BCa bootstrap over questions, a question's trajectories
-    drawn together (`claims.correlation`; Pearson's own p would take them as independent). `n`:
+    drawn together (`intervals.correlation`; Pearson's own p would take them as independent). `n`:
     trajectories, `questions`: the units resampled."""
     rows = []
     conditions = {"natural": standard_mad(frame), "attack": frame[frame["m"] > 0]}

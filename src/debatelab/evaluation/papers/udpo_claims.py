@@ -4,7 +4,7 @@ per-question data from the trajectories `udpo.trajectories` builds (the tables a
 Claims (§11) carry a 95 % interval over questions, the unit of sampling (see below): a
 BCa bootstrap that moves every trajectory of a question together, paired where two protocols answered
 the same questions, and for an accuracy difference with one trajectory per question on both sides
-the exact interval conditional on the discordant questions (McNemar, `claims.paired_accuracy_difference`);
+the exact interval conditional on the discordant questions (McNemar, `intervals.paired_accuracy_difference`);
 monotone-in-m / T claims compare the two ends; §11.8 is an OLS slope over steps (bootstrap over steps).
 """
 
@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ... import metrics
+from ...intervals import Estimate
 from ..claim_engine import (
     COHENS_D,
     CORRELATION,
@@ -32,7 +33,7 @@ from ..claim_engine import (
     Untestable,
     evaluate_claims,
 )
-from ..claims import Claim, Estimate, finite
+from ..claims import Claim, finite
 from ..run import RunOutputs
 from .udpo import MEASURES, PAPER_ORDER, heterogeneous, natural, standard_mad, table1
 
@@ -42,7 +43,7 @@ from .udpo import MEASURES, PAPER_ORDER, heterogeneous, natural, standard_mad, t
 # resamples questions, and all the trajectories of a resampled question (its threads, and each
 # protocol's debate of it) move together, so two protocols on the same questions are compared
 # paired. The Cohen's d and correlation claims resample trajectories when each question has one
-# (claims.cohens_d, claims.correlation), and questions when there are several (the rows are then
+# (intervals.cohens_d, intervals.correlation), and questions when there are several (the rows are then
 # not independent).
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...intervals import Estimate
 from ..claim_engine import (
     CORRELATION,
     DIFFERENCE,
@@ -25,7 +26,7 @@ from ..claim_engine import (
     evaluate_claims,
     only,
 )
-from ..claims import Claim, Estimate, finite
+from ..claims import Claim, finite
 from ..run import ProtocolInfo, RunOutputs
 from .umad import AVG, SEATS, STATE_KEYS, TURNS, pair_protocols, row_labels
 
