@@ -28,6 +28,40 @@ def test_local_folder_is_copied_readable(tiny_model_dir, tmp_path):
     assert oct((out / "config.json").stat().st_mode)[-3:] == "644"
 
 
+def test_a_failed_preparation_leaves_nothing_and_a_published_folder_has_its_source_file(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    """The folder is built whole in a staging folder, its source file included, then published in
+    one step: a copy that fails half way leaves neither the folder nor staging debris beside it, and
+    the published folder never lacks the file saying what it is."""
+    import shutil
+
+    from debatelab import models
+
+    def half_copy(source, target, *args, **kwargs):
+        Path(target).mkdir()
+        (Path(target) / "config.json").write_text("{}")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(shutil, "copytree", half_copy)
+    with pytest.raises(OSError, match="disk full"):
+        prepare_model("copy", str(tiny_model_dir), tmp_path / "models" / "copy")
+    assert list((tmp_path / "models").iterdir()) == []
+    monkeypatch.undo()
+
+    published = []
+    real_publish = models.publish_folder
+
+    def publish(tmp, out_dir):
+        published.append(sorted(p.name for p in Path(tmp).iterdir()))
+        real_publish(tmp, out_dir)
+
+    monkeypatch.setattr(models, "publish_folder", publish)
+    prepare_model("copy", str(tiny_model_dir), tmp_path / "models" / "copy")
+    assert models.SOURCE_FILE in published[-1] and "config.json" in published[-1]
+    assert [p.name for p in (tmp_path / "models").iterdir()] == ["copy"]
+
+
 @pytest.mark.slow
 def test_smollm2_is_dequantised_into_a_plain_model_that_knows_paris(tmp_path):
     from debatelab.llm.transformers_backend import TransformersBackend

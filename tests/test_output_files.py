@@ -53,14 +53,20 @@ def test_a_model_folder_is_swapped_whole_with_the_users_modes(tmp_path, umask):
 
 
 def test_the_adapter_folders_of_a_killed_run_are_removed_by_the_next_one(tmp_path):
+    import socket
+
+    host = socket.gethostname()
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    orphan = tmp_path / f"{ADAPTERS_PREFIX}{int(dead.stdout)}-0-abc"
+    orphan = tmp_path / f"{ADAPTERS_PREFIX}{host}@{int(dead.stdout)}-0-abc"
     (orphan / "v3").mkdir(parents=True)
-    alive = tmp_path / f"{ADAPTERS_PREFIX}{os.getpid()}-1-def"  # a running process's: kept
+    alive = tmp_path / f"{ADAPTERS_PREFIX}{host}@{os.getpid()}-1-def"  # a running process's: kept
     alive.mkdir()
+    # another node's on a shared temp folder: its pid is not a process here, so it is kept
+    elsewhere = tmp_path / f"{ADAPTERS_PREFIX}other-node.cluster@{int(dead.stdout)}-0-ghi"
+    elsewhere.mkdir()
     unrelated = tmp_path / "debatelab-other"
     unrelated.mkdir()
     fresh = adapters_folder(0, tmp_path)
-    assert not orphan.exists() and alive.exists() and unrelated.exists()
-    assert fresh.name.startswith(f"{ADAPTERS_PREFIX}{os.getpid()}-0-")
+    assert not orphan.exists() and alive.exists() and elsewhere.exists() and unrelated.exists()
+    assert fresh.name.startswith(f"{ADAPTERS_PREFIX}{host}@{os.getpid()}-0-")
     assert remove_orphaned_adapters(tmp_path) == []

@@ -307,9 +307,17 @@ def prepare_model(
     source: "bundled:smollm2-135m-instruct", "bundled:tiny-random-llama", "hf:<repo id>[@revision]",
     or a local folder path (copied as is). `include`: for a Hub model, only these files.
     """
-    _build_model(name, source, out_dir, dtype, seed, include)
-    settings = model_settings(source, dtype, seed, include)
-    write_text_atomic(json.dumps(settings, indent=2) + "\n", Path(out_dir) / SOURCE_FILE)
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:  # built whole, its source file included, then published in one step; a failure leaves nothing
+        built = staging / out_dir.name
+        _build_model(name, source, built, dtype, seed, include)
+        settings = model_settings(source, dtype, seed, include)
+        write_text_atomic(json.dumps(settings, indent=2) + "\n", built / SOURCE_FILE)
+        publish_folder(built, out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _build_model(name: str, source: str, out_dir, dtype: str, seed: int, include: list[str] | None) -> None:
@@ -324,10 +332,7 @@ def _build_model(name: str, source: str, out_dir, dtype: str, seed: int, include
     elif Path(source).is_dir():
         if not (Path(source) / "config.json").exists():
             raise ModelSourceError(f"model {name!r}: {source} has no config.json; not a Hugging Face model folder")
-        tmp = Path(tempfile.mkdtemp(prefix=f".{Path(out_dir).name}.", dir=Path(out_dir).parent))
-        shutil.rmtree(tmp)
-        shutil.copytree(source, tmp)
-        publish_folder(tmp, Path(out_dir))
+        shutil.copytree(source, out_dir)  # into prepare_model's staging folder
     else:
         raise ModelSourceError(
             f"model {name!r}: unknown source {source!r}; use bundled:<name>, hf:<repo id>, or a local folder"

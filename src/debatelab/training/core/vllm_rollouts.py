@@ -22,13 +22,15 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import tempfile
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-#: the adapters' scratch folders, `<prefix><pid>-<rank>-<random>` in the temp folder: the pid lets a
-#: later run remove the folders of a run that was killed (SIGKILL, OOM, SLURM) before its `close`
+#: the adapters' scratch folders, `<prefix><host>@<pid>-<rank>-<random>` in the temp folder: host and
+#: pid let a later run on the same node remove the folders of a run that was killed (SIGKILL, OOM,
+#: SLURM) before its `close`, and never another node's on a shared temp folder (its pids are not ours)
 ADAPTERS_PREFIX = "debatelab-adapters-"
 
 
@@ -58,14 +60,21 @@ def adapters_folder(rank: int, root: str | Path | None = None) -> Path:
     """A fresh scratch folder for served adapters, after removing those of dead processes."""
     root = Path(root or tempfile.gettempdir())
     remove_orphaned_adapters(root)
-    return Path(tempfile.mkdtemp(prefix=f"{ADAPTERS_PREFIX}{os.getpid()}-{rank}-", dir=root))
+    return Path(tempfile.mkdtemp(prefix=f"{ADAPTERS_PREFIX}{_host()}@{os.getpid()}-{rank}-", dir=root))
+
+
+def _host() -> str:
+    return socket.gethostname().replace("@", "_").replace("/", "_")
 
 
 def remove_orphaned_adapters(root: str | Path) -> list[Path]:
-    """Remove this user's adapter folders whose process is gone; returns them."""
+    """Remove this user's adapter folders of this node whose process is gone; returns them."""
     removed = []
     for folder in Path(root).glob(f"{ADAPTERS_PREFIX}*"):
-        pid = folder.name[len(ADAPTERS_PREFIX) :].split("-", 1)[0]
+        host, at, rest = folder.name[len(ADAPTERS_PREFIX) :].partition("@")
+        if not at or host != _host():  # another node's (or unnamed): its pid says nothing here
+            continue
+        pid = rest.split("-", 1)[0]
         try:
             mine = folder.stat().st_uid == os.getuid()
         except OSError:
