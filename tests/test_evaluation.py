@@ -92,6 +92,48 @@ def test_a_malformed_row_names_file_table_and_row(tmp_path):
         load_paper_numbers("udpo", tmp_path)
 
 
+def test_run_cells_carry_their_interval_beside_the_paper_value():
+    """A cell's share with one answer per question gets Clopper-Pearson's interval (at any n: it is
+    exact); with several threads per question, or a non-binary measure, the BCa bootstrap over
+    questions (threads drawn together), none under MIN_UNITS questions. The vs-paper row says
+    whether the paper's value lies in the run's interval, and nothing where there is none."""
+    from scipy import stats
+
+    from debatelab import intervals
+    from debatelab.evaluation.paper_numbers import cell_intervals, long_table
+
+    rng = np.random.default_rng(1)
+    single = pd.DataFrame({"cell": "a", "question_id": [f"q{i}" for i in range(30)], "correct": rng.random(30) < 0.6})
+    threads = pd.DataFrame(
+        {"cell": "b", "question_id": np.repeat([f"q{i}" for i in range(12)], 3), "correct": rng.random(36) < 0.5}
+    )
+    few = pd.DataFrame({"cell": "c", "question_id": ["q1", "q2"], "correct": [True, False]})
+    rows = pd.concat([single, threads, few], ignore_index=True).assign(u=lambda f: rng.normal(size=len(f)))
+    bounds = cell_intervals(rows, ["cell"], {"accuracy": ("correct", 100.0), "u": ("u", 1.0)}).set_index("cell")
+    exact = stats.binomtest(int(single["correct"].sum()), 30).proportion_ci(0.95, method="exact")
+    assert bounds.loc["a", ["accuracy_low", "accuracy_high"]].tolist() == pytest.approx(
+        [100 * exact.low, 100 * exact.high]
+    )
+    clustered = intervals.mean_estimate(threads["correct"].astype(float), clusters=threads["question_id"])
+    assert bounds.loc["b", "accuracy_low"] == pytest.approx(100 * clustered.low)
+    assert bounds.loc["b", "accuracy_high"] == pytest.approx(100 * clustered.high)
+    u = intervals.mean_estimate(rows.loc[rows["cell"] == "a", "u"])
+    assert bounds.loc["a", ["u_low", "u_high"]].tolist() == pytest.approx([u.low, u.high])
+    assert bounds.loc["c", ["u_low", "u_high"]].isna().all()  # 2 questions: no bootstrap interval
+    assert bounds.loc["c", "accuracy_low"] == pytest.approx(100 * stats.binomtest(1, 2).proportion_ci().low)
+
+    cells = pd.DataFrame({"cell": ["a", "c"], "accuracy": [60.0, 50.0], "u": 0.0, "n": [30, 2], "run_dataset": "toy"})
+    long = long_table(cells.merge(bounds.reset_index(), on="cell"), ["cell"], ["accuracy", "u"])
+    published = pd.DataFrame(
+        {"cell": ["a", "a", "c", "c"], "metric": ["accuracy", "accuracy", "accuracy", "u"], "value": [55.0, 99, 50, 0]}
+    )
+    published["where"] = "Table 9"
+    published.attrs["match"] = ["cell", "metric"]
+    vs = compare_with_paper(long, published)
+    assert vs["paper_in_interval"].tolist() == [True, False, True, None]
+    assert vs["run_low"].iloc[0] == pytest.approx(100 * exact.low) and math.isnan(vs["run_low"].iloc[3])
+
+
 def test_compare_with_paper_matches_on_the_match_keys_only(tmp_path):
     (tmp_path / "svr_mad.yaml").write_text(
         yaml.safe_dump(

@@ -415,6 +415,16 @@ def test_lift_plot_has_plain_tick_labels_and_says_what_it_shows(result):
     assert "tiny_conf" in title and "beta" in title and "n = 2 pairs × 3 runs" in title
 
 
+def test_table1_lifts_carry_the_lift_tables_interval_and_k_none():
+    from debatelab.evaluation.papers.confidence import table1_cells
+
+    lift = _lift().assign(lift_f1_low=lambda f: f["lift_f1"] - 1, lift_f1_high=lambda f: f["lift_f1"] + 2)
+    cells = table1_cells(lift, "beta", _outputs())
+    f1 = cells[cells["metric"] == "f1_lift"]
+    assert (f1["low"] == f1["value"] - 1).all() and (f1["high"] == f1["value"] + 2).all()
+    assert cells.loc[cells["metric"] != "f1_lift", ["low", "high"]].isna().all().all()  # AUARC: none given; k: none
+
+
 def test_evaluate_paper_writes_the_tables_and_the_comparison(tmp_path):
     evaluate_paper("confidence", _outputs(), tmp_path / "out")
     out = tmp_path / "out"

@@ -45,11 +45,23 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from ..intervals import mean_estimate, proportion
+
 #: The papers' published numbers, one YAML per paper; its `backbones:` are what a model's
 #: `paper_backbone` may name (`paper_backbones`).
 PAPER_NUMBERS_DIR = Path(__file__).resolve().parents[3] / "config" / "paper_numbers"
 
-VS_PAPER_COLUMNS = ["paper_value", "run_value", "difference", "run_dataset", "n", "paper_where"]
+VS_PAPER_COLUMNS = [
+    "paper_value",
+    "run_value",
+    "run_low",
+    "run_high",
+    "paper_in_interval",
+    "difference",
+    "run_dataset",
+    "n",
+    "paper_where",
+]
 
 
 class PaperNumbersError(ValueError):
@@ -106,32 +118,78 @@ def load_paper_numbers(paper: str, directory: str | Path = PAPER_NUMBERS_DIR) ->
 
 def compare_with_paper(run_long: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
     """One row per published cell: its keys, the paper's value, this run's value (NaN where the run
-    has no such cell), the difference run − paper, the run dataset and n behind the run value.
+    has no such cell) with its 95 % interval (`run_low`, `run_high`: NaN where the cell has none),
+    whether the paper's value lies in that interval (`paper_in_interval`: empty without one), the
+    difference run − paper, the run dataset and n behind the run value.
 
     `run_long` holds the run's cells in the same keys (dataset already the paper's name), a
-    `value`, `n` and `run_dataset`. Key values are compared as strings, so 5 and "5" match."""
+    `value`, `n` and `run_dataset`, and `low` / `high` where its builder gives intervals. Key values
+    are compared as strings, so 5 and "5" match."""
     described = [c for c in published.columns if c not in ("value", "where")]
     keys = list(published.attrs.get("match") or described)
     missing = [k for k in keys if k not in run_long.columns]
     if missing:
         raise KeyError(f"the run's table has no key column {missing} that the published cells use")
     left = published.assign(**{f"_k_{k}": published[k].astype(str) for k in keys})
-    right = run_long[keys + ["value", "n", "run_dataset"]].rename(columns={"value": "run_value"})
+    run_long = run_long.assign(**{c: run_long[c] if c in run_long else np.nan for c in ("low", "high")})
+    right = run_long[keys + ["value", "low", "high", "n", "run_dataset"]].rename(
+        columns={"value": "run_value", "low": "run_low", "high": "run_high"}
+    )
     right = right.assign(**{f"_k_{k}": right[k].astype(str) for k in keys}).drop(columns=keys)
     merged = left.merge(right, on=[f"_k_{k}" for k in keys], how="left")
     merged = merged.drop(columns=[f"_k_{k}" for k in keys]).rename(
         columns={"value": "paper_value", "where": "paper_where"}
     )
+    merged[["run_low", "run_high"]] = merged[["run_low", "run_high"]].astype(float)
     merged["difference"] = merged["run_value"] - merged["paper_value"]
+    known = merged["run_low"].notna() & merged["run_high"].notna()
+    inside = (merged["run_low"] <= merged["paper_value"]) & (merged["paper_value"] <= merged["run_high"])
+    merged["paper_in_interval"] = inside.where(known).astype(object).where(known, None)
     return merged[described + VS_PAPER_COLUMNS]
 
 
 def long_table(frame: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str], n_column: str = "n") -> pd.DataFrame:
-    """Melt a wide per-cell frame (keys + metric columns + n + run_dataset) into the long form above."""
-    long = frame.melt(
-        id_vars=[*keys, n_column, "run_dataset"], value_vars=list(metrics), var_name="metric", value_name="value"
-    )
-    return long.rename(columns={n_column: "n"}).astype({"value": float}).replace({np.inf: np.nan})
+    """Melt a wide per-cell frame (keys + metric columns + n + run_dataset) into the long form above;
+    a metric's `<metric>_low` / `<metric>_high` columns, where the frame has them (`cell_intervals`),
+    become the cell's `low` / `high` (NaN for the others)."""
+    parts = []
+    for metric in metrics:
+        part = frame[[*keys, n_column, "run_dataset"]].assign(metric=metric, value=frame[metric])
+        for end in ("low", "high"):
+            part[end] = frame[f"{metric}_{end}"] if f"{metric}_{end}" in frame else np.nan
+        parts.append(part)
+    columns = [*keys, n_column, "run_dataset", "metric", "value", "low", "high"]
+    long = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
+    long = long[columns].rename(columns={n_column: "n"})
+    return long.astype({"value": float, "low": float, "high": float}).replace({np.inf: np.nan, -np.inf: np.nan})
+
+
+def cell_intervals(
+    rows: pd.DataFrame, keys: Sequence[str], metrics: dict[str, tuple[str, float]], cluster: str = "question_id"
+) -> pd.DataFrame:
+    """The 95 % interval of each cell's mean (rows grouped by `keys`) of each metric: `metrics` maps
+    the cell's column to (the rows' column, scale), e.g. {"accuracy": ("correct", 100)}. A 0/1
+    column with one row per `cluster` value (a question) gets Clopper-Pearson's interval (the exact
+    binomial test); any other the BCa bootstrap over `cluster` values, a question's rows (threads,
+    samples) drawn together; fewer than `intervals.MIN_UNITS` questions, none (NaN). NaN values are
+    left out. Returns keys + `<metric>_low` + `<metric>_high`, one row per cell."""
+    columns = [*keys, *(f"{m}_{end}" for m in metrics for end in ("low", "high"))]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    out = []
+    for cell, group in rows.groupby(list(keys), sort=False, dropna=False):
+        row = dict(zip(keys, cell if isinstance(cell, tuple) else (cell,)))
+        for name, (column, scale) in metrics.items():
+            values = group[column].astype(float)
+            kept = values.notna().to_numpy()
+            x, units = values.to_numpy()[kept], group[cluster].to_numpy()[kept]
+            if x.size and np.isin(x, (0.0, 1.0)).all() and len(set(units)) == x.size:
+                est = proportion(int(x.sum()), int(x.size))
+            else:
+                est = mean_estimate(x, clusters=units)
+            row[f"{name}_low"], row[f"{name}_high"] = est.low * scale, est.high * scale
+        out.append(row)
+    return pd.DataFrame(out, columns=columns)
 
 
 @functools.cache

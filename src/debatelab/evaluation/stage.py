@@ -6,8 +6,10 @@ Outputs of `evaluate_paper` (results/{experiment}/tables/{paper}/):
 - ``<table>.csv``: a paper table in the paper's layout (rows and columns as printed; cells in
   the paper's units), built from this run;
 - ``<table>_vs_paper.csv``: one row per published cell of that table (`config/paper_numbers/`):
-  the cell's keys, paper_value, run_value (empty where this run has no such cell), difference
-  (run − paper), run_dataset (the run's dataset standing in for the paper's), n, paper_where;
+  the cell's keys, paper_value, run_value (empty where this run has no such cell), run_low and
+  run_high (its 95 % interval where the paper's builder gives one: `paper_numbers.cell_intervals`),
+  paper_in_interval (whether the paper's value lies in it), difference (run − paper), run_dataset
+  (the run's dataset standing in for the paper's), n, paper_where;
 - ``claims.csv``: one row per checkable claim of the spec: claim, statement, scope, statistic,
   value, its 95 % interval (low, high), expect (what the claim says of value), margin (of a ">=" /
   "<=" claim), verdict (holds / fails / inconclusive / n/a / n/a (too few), `evaluation.claims`),

@@ -19,6 +19,7 @@ The claims of §10 are `confidence_claims`; `calibration_runs` and `method_runs`
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ...reporting.confidence import paper_layout, plot_lift
@@ -65,8 +66,9 @@ def table1(lift: pd.DataFrame, calibrator: str | None, outputs: RunOutputs) -> p
 
 
 def table1_cells(lift: pd.DataFrame, calibrator: str | None, outputs: RunOutputs) -> pd.DataFrame:
-    """Long cells (estimator, method, dataset = the paper's, metric, value, n = pairs × runs)."""
-    columns = ["estimator", "method", "dataset", "metric", "value", "n", "run_dataset"]
+    """Long cells (estimator, method, dataset = the paper's, metric, value, n = pairs × runs); a lift
+    with its 95 % t interval over runs (`low`, `high`, from the summary's lift table), k without."""
+    columns = ["estimator", "method", "dataset", "metric", "value", "low", "high", "n", "run_dataset"]
     if lift.empty or calibrator is None:
         return pd.DataFrame(columns=columns)
     part = lift[lift["calibrator"] == calibrator]
@@ -79,6 +81,11 @@ def table1_cells(lift: pd.DataFrame, calibrator: str | None, outputs: RunOutputs
             "n": _n_cells(part),
             "f1_lift": part["lift_f1"],
             "auarc_lift": part["lift_auarc"],
+            **{
+                f"{metric}_lift_{end}": part.get(f"lift_{metric}_{end}", np.nan)
+                for metric in ("f1", "auarc")
+                for end in ("low", "high")
+            },
             "f1_k": part["k_f1"],
             "auarc_k": part["k_auarc"],
         }

@@ -20,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...intervals import correlation
+from ...intervals import correlation, paired_accuracy_difference, paired_difference
 from ...reporting.figures import subplots
-from ..paper_numbers import long_table
+from ..paper_numbers import cell_intervals, long_table
 from ..result import PaperEvaluation
 from ..run import NO_BACKBONE, ProtocolInfo, RunOutputs, protocol_method
 
@@ -85,17 +85,24 @@ def round0_correct(turns: pd.DataFrame, protocols: dict[str, ProtocolInfo]) -> p
     return had.rename("had_correct").reset_index().astype({"had_correct": float})
 
 
+#: the cells' metrics with a 95 % interval (`paper_numbers.cell_intervals`): over questions, a
+#: question's threads drawn together; accuracy in %, exact (Clopper-Pearson) with one thread each
+CELL_INTERVALS = {"accuracy": ("correct", 100.0), **{m: (m, 1.0) for m in MEASURES}}
+
+
 def _cell_means(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    bounds = [f"{m}_{end}" for m in CELL_INTERVALS for end in ("low", "high")]
     if frame.empty:
-        return pd.DataFrame(columns=[*keys, "run_dataset", "protocol", "accuracy", *MEASURES, "collapse", "n"])
-    grouped = frame.groupby([*keys, "run_dataset", "protocol"], sort=False)
+        return pd.DataFrame(columns=[*keys, "run_dataset", "protocol", "accuracy", *MEASURES, "collapse", "n", *bounds])
+    cell_keys = [*keys, "run_dataset", "protocol"]
+    grouped = frame.groupby(cell_keys, sort=False)
     cells = grouped[MEASURES].mean()
     cells["accuracy"] = 100 * grouped["correct"].mean()
     # sum(min_count=1): NaN, not 0, where no thread had its turns; 0 / 0 (nobody right at first) is NaN
     had = grouped["had_correct"].sum(min_count=1)
     cells["collapse"] = 100 * grouped["collapsed"].sum(min_count=1) / had.where(had > 0)
     cells["n"] = grouped.size()
-    return cells.reset_index()
+    return cells.reset_index().merge(cell_intervals(frame, cell_keys, CELL_INTERVALS), on=cell_keys, how="left")
 
 
 def _one_protocol_per_cell(cells: pd.DataFrame, keys: list[str], protocols: dict[str, ProtocolInfo]) -> pd.DataFrame:
@@ -156,14 +163,39 @@ def table4(frame: pd.DataFrame, protocols) -> pd.DataFrame:
 
 def table7(frame: pd.DataFrame, protocols) -> pd.DataFrame:
     """Five Qwen-3 agents, one malicious (App. C.3): accuracy per (dataset, method) and the drop (points)
-    from the same method's unattacked debate on the same dataset (NaN without one)."""
+    from the same method's unattacked debate on the same dataset, on the questions both debated, with
+    its paired 95 % interval (`drop_low`, `drop_high`; NaN without an unattacked debate)."""
     qwen = frame[(frame["backbone"] == TABLE7_BACKBONE) & (frame["n_agents"] == 5) & (frame["m"] <= 1)]
     keys = ["dataset", "m", "method"]
     cells = _one_protocol_per_cell(_cell_means(qwen, keys), keys, protocols)
     attacked, unattacked = cells[cells["m"] == 1], cells[cells["m"] == 0]
-    reference = unattacked.set_index(["run_dataset", "method"])["accuracy"]
-    drop = [row.accuracy - reference.get((row.run_dataset, row.method), np.nan) for row in attacked.itertuples()]
-    return attacked.assign(drop=drop).drop(columns="m").reset_index(drop=True)
+    reference = unattacked.set_index(["run_dataset", "method"])
+    drops = []
+    for row in attacked.itertuples():
+        if (row.run_dataset, row.method) not in reference.index:
+            drops.append((np.nan, np.nan, np.nan))
+            continue
+        unattacked_protocol = reference.loc[(row.run_dataset, row.method), "protocol"]
+        est = _drop_estimate(qwen[qwen["run_dataset"] == row.run_dataset], row.protocol, unattacked_protocol)
+        drops.append((est.value, est.low, est.high))
+    drop = pd.DataFrame(drops, columns=["drop", "drop_low", "drop_high"], index=attacked.index)
+    return pd.concat([attacked, drop], axis=1).drop(columns="m").reset_index(drop=True)
+
+
+def _drop_estimate(frame: pd.DataFrame, attacked: str, unattacked: str):
+    """Accuracy under attack − without (points) on the questions both protocols debated, paired by
+    question: exact (McNemar's interval) with one thread each, else the BCa bootstrap of the
+    per-question difference of thread means."""
+    per_question = {
+        name: frame[frame["protocol"] == name].groupby("question_id")["correct"].agg(["mean", "size"])
+        for name in (attacked, unattacked)
+    }
+    both = per_question[attacked].join(per_question[unattacked], lsuffix="_a", rsuffix="_u", how="inner")
+    if (both["size_a"] == 1).all() and (both["size_u"] == 1).all():
+        est = paired_accuracy_difference(both["mean_a"].astype(bool), both["mean_u"].astype(bool))
+    else:
+        est = paired_difference(both["mean_a"], both["mean_u"])
+    return est.scaled(100)
 
 
 def table5(frame: pd.DataFrame) -> pd.DataFrame:
@@ -297,7 +329,7 @@ def evaluate(outputs: RunOutputs) -> PaperEvaluation:
     result.cells["table5"] = long_table(t5, ["dataset", "n_agents", "rounds", "method"], ["accuracy"])
     result.cells["table7"] = long_table(t7, ["dataset", "method"], ["accuracy", "drop"])
     result.cells["table6"] = t6.rename(columns={"r": "value"}).assign(metric="r")[
-        ["dataset", "condition", "measure", "metric", "value", "n", "run_dataset"]
+        ["dataset", "condition", "measure", "metric", "value", "low", "high", "n", "run_dataset"]
     ]
     result.cells["fig5"] = bins.assign(metric="delta_acc").rename(columns={"delta_acc": "value"})
     # the claims hold for any ensemble: an attacked homogeneous one (Table 7's) tests §11.5 too
