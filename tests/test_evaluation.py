@@ -93,9 +93,9 @@ def test_a_malformed_row_names_file_table_and_row(tmp_path):
 
 
 def test_run_cells_carry_their_interval_beside_the_paper_value():
-    """A cell's share with one answer per question gets Clopper-Pearson's interval (at any n: it is
-    exact); with several threads per question, or a non-binary measure, the BCa bootstrap over
-    questions (threads drawn together), none under MIN_UNITS questions. The vs-paper row says
+    """A cell's share with one answer per question (or threads that agree) gets Clopper-Pearson's
+    interval (at any n: it is exact); with threads that disagree, or a measure that is no share, the
+    BCa bootstrap over questions (threads drawn together), none under MIN_UNITS questions. The vs-paper row says
     whether the paper's value lies in the run's interval, and nothing where there is none."""
     from scipy import stats
 
@@ -109,7 +109,8 @@ def test_run_cells_carry_their_interval_beside_the_paper_value():
     )
     few = pd.DataFrame({"cell": "c", "question_id": ["q1", "q2"], "correct": [True, False]})
     rows = pd.concat([single, threads, few], ignore_index=True).assign(u=lambda f: rng.normal(size=len(f)))
-    bounds = cell_intervals(rows, ["cell"], {"accuracy": ("correct", 100.0), "u": ("u", 1.0)}).set_index("cell")
+    metrics = {"accuracy": ("correct", 100.0), "u": ("u", 1.0)}
+    bounds = cell_intervals(rows, ["cell"], metrics, shares=["accuracy"]).set_index("cell")
     exact = stats.binomtest(int(single["correct"].sum()), 30).proportion_ci(0.95, method="exact")
     assert bounds.loc["a", ["accuracy_low", "accuracy_high"]].tolist() == pytest.approx(
         [100 * exact.low, 100 * exact.high]
@@ -117,10 +118,21 @@ def test_run_cells_carry_their_interval_beside_the_paper_value():
     clustered = intervals.mean_estimate(threads["correct"].astype(float), clusters=threads["question_id"])
     assert bounds.loc["b", "accuracy_low"] == pytest.approx(100 * clustered.low)
     assert bounds.loc["b", "accuracy_high"] == pytest.approx(100 * clustered.high)
-    u = intervals.mean_estimate(rows.loc[rows["cell"] == "a", "u"])
+    u = intervals.mean_estimate(rows.loc[rows["cell"] == "a", "u"], clusters=single["question_id"])
     assert bounds.loc["a", ["u_low", "u_high"]].tolist() == pytest.approx([u.low, u.high])
     assert bounds.loc["c", ["u_low", "u_high"]].isna().all()  # 2 questions: no bootstrap interval
     assert bounds.loc["c", "accuracy_low"] == pytest.approx(100 * stats.binomtest(1, 2).proportion_ci().low)
+
+    # threads that agree on every question: a count of questions, exact (never [100, 100] at 100 %)
+    agreed = rows[rows["cell"] == "b"].assign(correct=True)
+    unanimous = cell_intervals(agreed, ["cell"], metrics, shares=["accuracy"]).iloc[0]
+    assert unanimous["accuracy_low"] == pytest.approx(100 * stats.binomtest(12, 12).proportion_ci().low)
+    assert unanimous["accuracy_high"] == 100
+    # a count that is 0 or 1 everywhere is no share: bootstrapped, a constant gives a point
+    counts = cell_intervals(agreed.assign(calls=1.0), ["cell"], {"calls": ("calls", 1.0)}).iloc[0]
+    assert (counts["calls_low"], counts["calls_high"]) == (1.0, 1.0)
+    with pytest.raises(ValueError, match="share 'u'"):
+        cell_intervals(rows, ["cell"], metrics, shares=["u"])
 
     cells = pd.DataFrame({"cell": ["a", "c"], "accuracy": [60.0, 50.0], "u": 0.0, "n": [30, 2], "run_dataset": "toy"})
     long = long_table(cells.merge(bounds.reset_index(), on="cell"), ["cell"], ["accuracy", "u"])

@@ -9,8 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from scipy import stats
 from workflow_helpers import REPO_ROOT
 
+from debatelab import intervals
 from debatelab.config import Experiment, validate_config
 from debatelab.evaluation import stage
 from debatelab.evaluation.papers import sdrl, sdrl_claims, sdrl_single_agent
@@ -513,3 +515,252 @@ def test_a_reduced_budget_run_fills_table5_beside_the_full_run_and_stays_out_of_
     assert cell(result, "table1", "debate", dataset="math500", method="SDRL-freq")["value"] == pytest.approx(100)
     assert cell(result, "table5", "maj", dataset="math500", method="SDRL-freq", steps=200)["value"] == pytest.approx(0)
     assert cell(result, "table5", "maj", dataset="math500", method="SDRL-freq", steps=125)["value"] == pytest.approx(75)
+
+
+# --------------------------------------------------------------------------- 95 % intervals of the cells
+
+
+def _cycle(n: int, maj_wrong: set[int], debate_wrong: set[int], period: int = 10) -> list[tuple[bool, bool]]:
+    """n questions; question i's Maj is wrong where i % period is in `maj_wrong`, its Debate likewise."""
+    return [(i % period not in maj_wrong, i % period not in debate_wrong) for i in range(n)]
+
+
+# enough questions for the bootstrap (intervals.MIN_UNITS = 10): DAPO two threads on toy (30) and toy2 (12),
+# SDRL-freq two threads covering 24 and 16 questions (the thread mean is not the mean over rows), Base one thread
+WIDE = {
+    ("dapo_n5", TOY): {0: _cycle(30, {3}, {1, 4, 7, 8}), 1: _cycle(30, {2, 5}, {0, 3, 6})},
+    ("dapo_n5", TOY2): {0: _cycle(12, {0, 1, 2, 3}, {0, 1}), 1: _cycle(12, {4, 5, 6}, {4})},
+    ("sdrl_n5", TOY): {0: _cycle(24, {1, 2}, {1}), 1: _cycle(16, {0, 1, 2, 3, 4, 5}, {0, 7})},
+    ("base_n5", TOY): {0: _cycle(20, {0, 1, 2, 3, 4, 5, 6}, {0, 1, 2, 3})},
+}
+
+
+@pytest.fixture(scope="module")
+def wide():
+    outputs = make_outputs(outcomes=WIDE)
+    return outputs, sdrl.evaluate(outputs), sdrl.question_outcomes(outputs, sdrl.debate_infos(outputs))
+
+
+def _by_hand_interval(rows: pd.DataFrame, column: str, thread: str | None = "thread"):
+    """The tables' statistic written out (per (dataset, thread) the mean over the rows, averaged over
+    the datasets, then the threads) and bootstrapped one resample at a time over (dataset, question)
+    units in sorted order, as `sdrl.question_statistic` numbers them; in points."""
+    unit_of = {u: i for i, u in enumerate(sorted(set(zip(rows["dataset"], rows["question_id"]))))}
+    unit = np.array([unit_of[u] for u in zip(rows["dataset"], rows["question_id"])])
+    x = rows[column].to_numpy(float)
+    threads = rows[thread] if thread else pd.Series(0, index=rows.index)
+    masks = {
+        t: [(rows["dataset"] == d).to_numpy() & (threads == t).to_numpy() for d in set(rows["dataset"])]
+        for t in set(threads)
+    }
+
+    def statistic(index):
+        weight = np.bincount(index, minlength=len(unit_of))[unit].astype(float)
+        per_thread = []
+        for cells in masks.values():
+            means = [(weight * x)[m].sum() / weight[m].sum() for m in cells if weight[m].sum() > 0]
+            if means:
+                per_thread.append(np.mean(means))
+        return round(float(np.mean(per_thread)), 12)  # sdrl._tied: fractions equal to the value tie with it
+
+    return intervals.bootstrap(statistic, len(unit_of)).scaled(100)
+
+
+def _exact_percent(successes: int, n: int) -> tuple[float, float]:
+    ci = stats.binomtest(successes, n).proportion_ci(0.95, method="exact")
+    return 100 * ci.low, 100 * ci.high
+
+
+def test_one_thread_cells_carry_the_exact_interval_and_two_questions_no_bootstrap(result):
+    # Base N = 5 on toy: one thread, Maj 1 of 2 right: Clopper-Pearson of 1/2, whatever the count of questions
+    base = cell(result, "table1", "maj", dataset="math500", method="Base", n_agents=5)
+    assert (base["low"], base["high"]) == pytest.approx(_exact_percent(1, 2))
+    # no question changed its answer: the exact conditional (McNemar) interval of Δ is the point 0
+    delta = cell(result, "table1", "delta", dataset="math500", method="Base", n_agents=5)
+    assert (delta["value"], delta["low"], delta["high"]) == (0, 0, 0)
+    # DAPO: two threads on two questions, fewer than MIN_UNITS for the bootstrap: no interval
+    dapo = cell(result, "table1", "maj", dataset="math500", method="DAPO", n_agents=5)
+    assert math.isnan(dapo["low"]) and math.isnan(dapo["high"])
+    # maj@4 of DAPO on toy, 1 of 2 questions, one agent: exact; mean@4 is no 0/1 share: bootstrap, too few
+    maj_at_k = cell(result, "table2", "maj_at_k", dataset="math500", method="DAPO")
+    assert (maj_at_k["low"], maj_at_k["high"]) == pytest.approx(_exact_percent(1, 2))
+    assert math.isnan(cell(result, "table2", "mean_at_k", dataset="math500", method="DAPO")["low"])
+
+
+def test_debate_cells_bootstrap_questions_with_their_threads(wide):
+    outputs, result, q = wide
+    dapo = q[(q["protocol"] == "dapo_n5") & (q["dataset"] == TOY)]
+    # every question in both threads: the thread mean is the mean over rows, so the interval is
+    # intervals.mean_estimate's over questions (clusters), and Δ its paired difference
+    for metric in ("maj", "debate"):
+        expected = intervals.mean_estimate(dapo[metric].astype(float), clusters=dapo["question_id"]).scaled(100)
+        got = cell(result, "table1", metric, dataset="math500", method="DAPO", n_agents=5)
+        assert (got["low"], got["high"]) == pytest.approx((expected.low, expected.high), rel=1e-9)
+        assert got["low"] < got["value"] < got["high"]
+    expected = intervals.paired_difference(
+        dapo["debate"].astype(float), dapo["maj"].astype(float), clusters=dapo["question_id"]
+    ).scaled(100)
+    delta = cell(result, "table1", "delta", dataset="math500", method="DAPO", n_agents=5)
+    assert delta["value"] == pytest.approx(expected.value)
+    assert (delta["low"], delta["high"]) == pytest.approx((expected.low, expected.high), rel=1e-9)
+    # Base: one thread, one answer per question: Clopper-Pearson (6 of 20 right) and the exact paired Δ,
+    # 6 questions fixed, none broken: the interval of 6/6 discordant ones, [0.025^(1/6), 1], mapped by 6/20 (2p − 1)
+    base = q[(q["protocol"] == "base_n5") & (q["dataset"] == TOY)]
+    maj = cell(result, "table1", "maj", dataset="math500", method="Base", n_agents=5)
+    assert maj["value"] == pytest.approx(30) and (maj["low"], maj["high"]) == pytest.approx(_exact_percent(6, 20))
+    exact = intervals.paired_accuracy_difference(base["debate"], base["maj"]).scaled(100)
+    delta = cell(result, "table1", "delta", dataset="math500", method="Base", n_agents=5)
+    assert (delta["low"], delta["high"]) == pytest.approx((exact.low, exact.high))
+    assert (delta["low"], delta["value"], delta["high"]) == pytest.approx((30 * (2 * 0.025 ** (1 / 6) - 1), 30, 30))
+    # every cell of every debate table: an interval around its value
+    for table in ("table1", "table3", "table4", "table5"):
+        cells = result.cells[table]
+        assert cells[["low", "high"]].notna().all().all(), table
+        assert (cells["low"] <= cells["value"] + 1e-9).all() and (cells["value"] <= cells["high"] + 1e-9).all()
+
+
+def test_the_interval_is_the_printed_statistics_own_where_threads_or_datasets_differ(wide):
+    outputs, result, q = wide
+    # SDRL-freq's threads cover 24 and 16 questions: Maj = (18/24 + 4/16) / 2 = 50, not 22/40 over rows
+    sdrl_rows = q[q["protocol"] == "sdrl_n5"]
+    maj = cell(result, "table1", "maj", dataset="math500", method="SDRL-freq", n_agents=5)
+    assert maj["value"] == pytest.approx(50)
+    pooled = intervals.mean_estimate(sdrl_rows["maj"].astype(float), clusters=sdrl_rows["question_id"]).scaled(100)
+    assert pooled.value != pytest.approx(maj["value"])
+    by_hand = _by_hand_interval(sdrl_rows, "maj")
+    assert (maj["low"], maj["high"]) == pytest.approx((by_hand.low, by_hand.high), rel=1e-9)
+    # DAPO's avg: per thread the mean of toy's (30 questions) and toy2's (12) accuracy, then over threads,
+    # bootstrapped over all 42 questions
+    dapo = q[q["protocol"] == "dapo_n5"]
+    for metric in ("maj", "debate"):
+        avg = cell(result, "table1", metric, dataset="avg", method="DAPO", n_agents=5)
+        by_hand = _by_hand_interval(dapo, metric)
+        assert avg["value"] == pytest.approx(by_hand.value)
+        assert (avg["low"], avg["high"]) == pytest.approx((by_hand.low, by_hand.high), rel=1e-9)
+        assert avg["low"] < avg["value"] < avg["high"]
+
+
+def test_table2_intervals_bootstrap_questions_and_average_datasets():
+    outputs = make_outputs()
+    # DAPO's one agent: toy 15 questions (mean@4 cycling 0..4 of 4, maj right where 3 or 4), toy2 12 (K = 32)
+    per_question = pd.DataFrame(
+        [
+            {
+                "dataset": dataset,
+                "agent": "dapo",
+                "question_id": f"{dataset}-{i}",
+                "mean": share,
+                "k": k,
+                "maj": share > 0.5,
+                "method": "DAPO",
+                "model": "Q3-4B-Base",
+            }
+            for dataset, n, k, period in ((TOY, 15, 4, 5), (TOY2, 12, 32, 3))
+            for i in range(n)
+            for share in [(i % period) / (period - 1)]
+        ]
+    )
+    t2 = sdrl.single_agent_intervals(sdrl_single_agent.single_agent(outputs, per_question), per_question)
+    toy = t2[t2["run_dataset"] == TOY].iloc[0]
+    part = per_question[per_question["dataset"] == TOY]
+    expected = intervals.mean_estimate(part["mean"], clusters=part["question_id"]).scaled(100)
+    assert toy["mean_at_k"] == pytest.approx(50)
+    assert (toy["mean_at_k_low"], toy["mean_at_k_high"]) == pytest.approx((expected.low, expected.high), rel=1e-9)
+    assert (toy["maj_at_k_low"], toy["maj_at_k_high"]) == pytest.approx(_exact_percent(6, 15))
+    avg = t2[t2["dataset"] == sdrl.AVG].iloc[0]
+    by_hand = _by_hand_interval(per_question, "mean", thread=None)
+    assert avg["mean_at_k"] == pytest.approx(by_hand.value)
+    assert (avg["mean_at_k_low"], avg["mean_at_k_high"]) == pytest.approx((by_hand.low, by_hand.high), rel=1e-9)
+    long = sdrl._long(t2, ["model", "dataset", "method"], ["mean_at_k", "maj_at_k"])
+    assert long[["low", "high"]].notna().all().all()
+    assert (long["low"] < long["value"]).all() and (long["value"] < long["high"]).all()
+
+
+def test_table6_token_means_bootstrap_the_questions_with_such_a_reply():
+    outputs = make_outputs()
+    # SDRL-freq (N = 5) on 12 questions, two threads, rounds 0 and 1: seat s of question i is right
+    # where (i + s + round) % 3 > 0, its reply 100 + 7 i + s tokens when right, 300 + i when wrong
+    outputs.__dict__["turns"] = pd.DataFrame(
+        [
+            {
+                "question_id": f"q{i}",
+                "dataset": TOY,
+                "protocol": "sdrl_n5",
+                "thread": thread,
+                "round": rnd,
+                "agent": f"#{s}",
+                "agent_index": s,
+                "agent_config": "sdrl",
+                "call": 0,
+                "answer": "x",
+                "correct": (i + s + rnd) % 3 > 0,
+                "parse_failed": False,
+                "completion_tokens": 100 + 7 * i + s if (i + s + rnd) % 3 > 0 else 300 + i,
+            }
+            for i in range(12)
+            for thread in (0, 1)
+            for rnd in (0, 1)
+            for s in range(5)
+        ],
+        columns=TURN_COLUMNS,
+    )
+    t6 = sdrl.table6(outputs, sdrl.debate_infos(outputs))
+    turns = outputs.turns[outputs.turns["round"] == 0]
+    for kind, right in (("correct", turns["correct"]), ("incorrect", ~turns["correct"])):
+        expected = intervals.mean_estimate(
+            turns.loc[right, "completion_tokens"].astype(float), clusters=turns.loc[right, "question_id"]
+        )
+        row = t6[t6["round"] == 0].iloc[0]
+        assert row[f"{kind}_tokens"] == pytest.approx(expected.value)
+        assert (row[f"{kind}_tokens_low"], row[f"{kind}_tokens_high"]) == pytest.approx((expected.low, expected.high))
+    cells = sdrl.table6_cells(t6)
+    assert cells[["low", "high"]].notna().all().all() and len(cells) == 4
+    assert (cells["low"] < cells["value"]).all() and (cells["value"] < cells["high"]).all()
+
+
+def test_vs_paper_rows_carry_the_run_interval(wide, tmp_path):
+    outputs, result, _ = wide
+    stage.evaluate_paper("sdrl", outputs, tmp_path)
+    vs = pd.read_csv(tmp_path / "table1_vs_paper.csv")
+    dapo = vs[(vs["model"] == "Q3-4B-Base") & (vs["dataset"] == "math500") & (vs["method"] == "DAPO")]
+    dapo = dapo.set_index("metric")
+    for metric in ("maj", "debate", "delta"):
+        run = cell(result, "table1", metric, dataset="math500", method="DAPO", n_agents=5)
+        run_interval = (dapo.loc[metric, "run_low"], dapo.loc[metric, "run_high"])
+        assert run_interval == pytest.approx((run["low"], run["high"]), abs=0.006)  # the CSV keeps 2 decimals
+    # the paper's Maj 86.9 lies in the run's interval, its Debate 83.1 far above the run's 61.7
+    assert dapo.loc["maj", "run_low"] < 86.9 < dapo.loc["maj", "run_high"] and dapo.loc["maj", "paper_in_interval"]
+    assert dapo.loc["debate", "run_high"] < 83.1 and not dapo.loc["debate", "paper_in_interval"]
+    # a cell the run lacks (aime24) has neither a value nor an interval
+    assert vs.loc[vs["dataset"] == "aime24", ["run_value", "run_low", "run_high"]].isna().all().all()
+    mean_at_k = pd.read_csv(tmp_path / "table2_vs_paper.csv")
+    dapo_k = mean_at_k[(mean_at_k["model"] == "Q3-4B-Base") & (mean_at_k["dataset"] == "math500")]
+    dapo_k = dapo_k[dapo_k["method"] == "DAPO"].set_index("metric")
+    maj_at_k = (dapo_k.loc["maj_at_k", "run_low"], dapo_k.loc["maj_at_k", "run_high"])
+    assert maj_at_k == pytest.approx(_exact_percent(1, 2), abs=0.006)
+
+
+def test_threads_that_agree_on_every_question_make_a_count_of_questions_with_the_exact_interval():
+    """Two threads answering alike on 12 questions: Maj right on 9 and Debate on all 12 are counts of
+    questions (Clopper-Pearson: never [100, 100] at 100 %), and Δ the exact paired interval (3
+    discordant questions); once a thread differs on a question, the bootstrap over questions."""
+    maj = np.arange(12) % 4 != 0
+    rows = pd.DataFrame(
+        {
+            "dataset": TOY,
+            "question_id": np.tile([f"q{i:02d}" for i in range(12)], 2),
+            "thread": np.repeat([0, 1], 12),
+            "maj": np.tile(maj, 2),
+            "debate": True,
+        }
+    )
+    estimates = sdrl.cell_estimates(rows, ["maj", "debate"], thread="thread")
+    assert (estimates["maj"].low, estimates["maj"].high) == pytest.approx(_exact_percent(9, 12))
+    assert (estimates["debate"].low, estimates["debate"].high) == pytest.approx(_exact_percent(12, 12))
+    assert estimates["debate"].low < 100
+    delta = sdrl.difference_estimate(rows, "debate", "maj", thread="thread")
+    exact = intervals.paired_accuracy_difference(np.ones(12, bool), maj).scaled(100)
+    assert (delta.value, delta.low, delta.high) == pytest.approx((25.0, exact.low, exact.high))
+    differ = rows.assign(maj=rows["maj"] & ~((rows["thread"] == 1) & (rows["question_id"] == "q01")))
+    bootstrapped = sdrl.cell_estimates(differ, ["maj"], thread="thread")["maj"]
+    assert "bootstrap" in bootstrapped.method

@@ -8,19 +8,27 @@ import math
 
 import pandas as pd
 import pytest
+from scipy import stats
 
-from debatelab.evaluation import ProtocolInfo, RunOutputs, build_paper
+from debatelab import intervals
+from debatelab.evaluation import ProtocolInfo, RunOutputs, build_paper, evaluate_paper
 from debatelab.evaluation.claims import claims_frame
+from debatelab.evaluation.papers import svr_mad
+from debatelab.evaluation.run import QUESTION_COLUMNS
 
 KINDS = {"sc": "self_consistency", "svr": "svr_mad", "s2": "s2_mad", "mad": "all_to_all"}
 
 
-def _outputs(spec: dict[str, list[tuple]], threads: int = 1) -> RunOutputs:
-    """spec: protocol -> [(ncomm, tokens, correct) per question], every question non-unanimous;
-    with `threads` > 1 every question repeats once per thread with the same values."""
+def _outputs(
+    spec: dict[str, list[tuple]], threads: int = 1, paper_dataset: str = "gsm8k", backbones: dict | None = None
+) -> RunOutputs:
+    """spec: protocol -> [(ncomm, tokens, correct[, pre_unanimous]) per question], non-unanimous
+    unless the fourth field says so; with `threads` > 1 every question repeats once per thread with
+    the same values. `paper_dataset`: the paper's name for the run's gsm_symbolic; `backbones`:
+    model "m" -> the paper backbone it stands for (none by default)."""
     rows = []
     for protocol, questions in spec.items():
-        for i, (ncomm, tokens, correct) in enumerate(questions):
+        for i, (ncomm, tokens, correct, *unanimous) in enumerate(questions):
             for thread in range(threads):
                 rows.append(
                     {
@@ -32,7 +40,7 @@ def _outputs(spec: dict[str, list[tuple]], threads: int = 1) -> RunOutputs:
                         "ncomm": ncomm,
                         "total_tokens": tokens,
                         "correct": correct,
-                        "pre_unanimous": False,
+                        "pre_unanimous": bool(unanimous and unanimous[0]),
                     }
                 )
     protocols = {
@@ -51,7 +59,8 @@ def _outputs(spec: dict[str, list[tuple]], threads: int = 1) -> RunOutputs:
         )
         for p in spec
     }
-    outputs = RunOutputs("fixture", protocols, {}, {"gsm_symbolic": "gsm8k"})
+    model_backbones = {"svr_mad": {"m": backbones}} if backbones else {}
+    outputs = RunOutputs("fixture", protocols, {}, {"gsm_symbolic": paper_dataset}, model_backbones=model_backbones)
     outputs.__dict__["questions"] = pd.DataFrame(rows)
     return outputs
 
@@ -132,3 +141,115 @@ def test_threads_of_a_question_resample_together_and_count_as_one_unit():
     acc = claims["SVR-MAD accuracy ≥ Self Consistency"]
     assert acc["n"] == 2 and acc["value"] == 0.0 and "McNemar" not in acc["interval"]
     assert math.isnan(acc["low"]) and acc["verdict"] == "n/a (too few)"
+
+
+# --------------------------------------------------------------------------- Table 1 cells' intervals
+
+
+def _cell(outputs: RunOutputs, method: str, metric: str) -> pd.Series:
+    cells = build_paper("svr_mad", outputs).cells["table1"]
+    (row,) = cells[(cells["method"] == method) & (cells["metric"] == metric)].to_dict("records")
+    return pd.Series(row)
+
+
+def test_accuracy_tokens_and_messages_get_intervals_over_the_valid_questions_only():
+    """12 non-unanimous questions (5 right, 2-4 messages, 1-1.55k tokens) and 3 unanimous ones (right,
+    20 messages, 9k tokens) that Table 1 leaves out: Acc 5/12 with Clopper-Pearson's interval of 5/12
+    (all 15 rows would give 8/15), NComm and Tok the BCa interval of the 12 valid questions' mean."""
+    valid = [(2 + i % 3, 1000 + 50 * i, i < 5) for i in range(12)]
+    spec = {"svr": valid + [(20, 9000, True, True)] * 3}
+    outputs = _outputs(spec)
+
+    acc = _cell(outputs, "SVR-MAD", "Acc")
+    exact = stats.binomtest(5, 12).proportion_ci(0.95, method="exact")
+    assert acc["n"] == 12 and acc["value"] == pytest.approx(100 * 5 / 12)
+    assert (acc["low"], acc["high"]) == pytest.approx((100 * exact.low, 100 * exact.high))
+
+    qids = [f"q{i}" for i in range(12)]
+    for metric, column, scale in (("NComm", 0, 1.0), ("Tok", 1, 1 / 1000)):
+        cell = _cell(outputs, "SVR-MAD", metric)
+        est = intervals.mean_estimate([q[column] for q in valid], clusters=qids)
+        assert cell["value"] == pytest.approx(est.value * scale)
+        assert (cell["low"], cell["high"]) == pytest.approx((est.low * scale, est.high * scale))
+        assert cell["low"] < cell["value"] < cell["high"]
+    assert _cell(outputs, "SVR-MAD", "Tok")["high"] < 1.6  # the unanimous 9k-token questions are out
+
+
+def test_a_questions_threads_are_one_unit_of_the_accuracy_interval():
+    """12 questions × 2 threads, thread 0 right on q0-q5, thread 1 on q0-q2: 9 of 24 rows right. The
+    24 rows are not 24 independent answers: the interval is the BCa bootstrap over the 12 questions,
+    a question's two threads drawn together, not Clopper-Pearson of 9/24."""
+    outputs = _outputs({"svr": [(2, 1000, True)] * 12}, threads=2)
+    questions = outputs.questions
+    questions["correct"] = ((questions["thread"] == 0) & (questions.index // 2 < 6)) | (questions.index // 2 < 3)
+    acc = _cell(outputs, "SVR-MAD", "Acc")
+    est = intervals.mean_estimate(questions["correct"].astype(float), clusters=questions["question_id"])
+    assert acc["n"] == 24 and acc["value"] == pytest.approx(100 * 9 / 24)
+    assert (acc["low"], acc["high"]) == pytest.approx((100 * est.low, 100 * est.high))
+    assert est.method.startswith("bootstrap over questions, each one's rows drawn together")
+    rows_as_answers = stats.binomtest(9, 24).proportion_ci(0.95, method="exact")
+    assert acc["low"] != pytest.approx(100 * rows_as_answers.low)
+
+
+def test_a_constant_count_has_a_point_interval_and_few_or_no_valid_questions_none():
+    """Self Consistency sends no message on any of 12 questions: NComm's interval is [0, 0] (a count,
+    not a binomial share: Clopper-Pearson of 0/12 would be [0, 26.5]). Three valid questions are fewer
+    than intervals.MIN_UNITS for a bootstrap: no NComm or Tok interval, while Acc's Clopper-Pearson
+    interval is exact at any n (2/3 right). A protocol whose questions all start unanimous has no
+    cell value and no interval."""
+    outputs = _outputs(
+        {
+            "sc": [(0, 300, True)] * 12,
+            "svr": [(2, 1000, True), (3, 1100, False), (4, 1200, True)],
+            "s2": [(6, 2000, True, True)] * 12,
+        }
+    )
+    ncomm = _cell(outputs, "Self Consistency", "NComm")
+    assert (ncomm["value"], ncomm["low"], ncomm["high"]) == (0.0, 0.0, 0.0)
+    for metric in ("NComm", "Tok"):
+        few = _cell(outputs, "SVR-MAD", metric)
+        assert few["n"] == 3 and not math.isnan(few["value"])
+        assert math.isnan(few["low"]) and math.isnan(few["high"])
+    acc = _cell(outputs, "SVR-MAD", "Acc")
+    exact = stats.binomtest(2, 3).proportion_ci(0.95, method="exact")
+    assert (acc["low"], acc["high"]) == pytest.approx((100 * exact.low, 100 * exact.high))
+    for metric in svr_mad.METRICS:
+        none = _cell(outputs, "S2-MAD", metric)
+        assert none["n"] == 0 and math.isnan(none["value"]) and math.isnan(none["low"]) and math.isnan(none["high"])
+
+
+def test_the_vs_paper_table_carries_the_run_intervals_and_whether_the_paper_lies_in_them(tmp_path):
+    """SVR-MAD on 20 valid HLE questions, model "m" standing for GPT-OSS-120B: Acc 4/20 = 20 % with
+    Clopper-Pearson [5.7, 43.7] holds the paper's 21.4; 2-4 messages and 1-1.5k tokens are far from
+    the paper's 7.3 messages and 39.1k tokens."""
+    svr = [(2 + i % 3, 1000 + 25 * i, i < 4) for i in range(20)]
+    outputs = _outputs({"svr": svr}, paper_dataset="hle", backbones="GPT-OSS-120B")
+    evaluate_paper("svr_mad", outputs, tmp_path)
+    vs = pd.read_csv(tmp_path / "table1_vs_paper.csv").set_index(["llm", "dataset", "method", "metric"]).sort_index()
+    cells = vs.loc[("GPT-OSS-120B", "hle", "SVR-MAD")]
+    exact = stats.binomtest(4, 20).proportion_ci(0.95, method="exact")
+    # the CSV keeps 4 significant digits
+    assert cells.loc["Acc", ["run_value", "run_low", "run_high"]].tolist() == pytest.approx(
+        [20.0, 100 * exact.low, 100 * exact.high], rel=1e-3
+    )
+    assert cells.loc["Acc", "paper_value"] == 21.4 and bool(cells.loc["Acc", "paper_in_interval"])
+    tokens = intervals.mean_estimate([t for _, t, _ in svr], clusters=[f"q{i}" for i in range(20)]).scaled(1 / 1000)
+    assert cells.loc["Tok", ["run_low", "run_high"]].tolist() == pytest.approx([tokens.low, tokens.high], rel=1e-3)
+    for metric in ("NComm", "Tok"):
+        assert cells.loc[metric, "run_low"] < cells.loc[metric, "run_value"] < cells.loc[metric, "run_high"]
+        assert not bool(cells.loc[metric, "paper_in_interval"])
+    # the other methods and the DeepSeek rows have no run cell, so no interval
+    assert vs.drop(index=("GPT-OSS-120B", "hle", "SVR-MAD"))[["run_value", "run_low", "run_high"]].isna().all().all()
+
+
+def test_a_run_without_debates_compares_no_cell_with_the_paper(tmp_path):
+    """No question rows: Table 1's long cells still have their columns (low and high among them), so
+    the vs-paper table is written with every run value and interval empty (a frame without columns
+    made the join fail)."""
+    outputs = RunOutputs("empty", {}, {}, {})
+    outputs.__dict__["questions"] = pd.DataFrame(columns=QUESTION_COLUMNS)
+    cells = build_paper("svr_mad", outputs).cells["table1"]
+    assert cells.empty and {"dataset", "llm", "method", "metric", "value", "low", "high", "n"} <= set(cells)
+    evaluate_paper("svr_mad", outputs, tmp_path)
+    vs = pd.read_csv(tmp_path / "table1_vs_paper.csv")
+    assert len(vs) > 0 and vs[["run_value", "run_low", "run_high", "paper_in_interval"]].isna().all().all()

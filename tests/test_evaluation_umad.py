@@ -12,7 +12,9 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
+from debatelab import intervals
 from debatelab.evaluation import stage
 from debatelab.evaluation.claims import claims_frame
 from debatelab.evaluation.paper_numbers import load_paper_numbers
@@ -465,6 +467,10 @@ def test_evaluate_paper_writes_tables_comparison_and_claims(outputs, tmp_path):
     assert cell["run_value"] == 50.0
     assert cell["difference"] == pytest.approx(-33.3)
     assert cell["run_dataset"] == "ds1"
+    # the homo pair's threads agree on both questions: 1 of 2 questions, Clopper-Pearson's exact interval
+    exact = stats.binomtest(1, 2).proportion_ci(0.95, method="exact")
+    assert (cell["run_low"], cell["run_high"]) == pytest.approx((100 * exact.low, 100 * exact.high), rel=1e-3)
+    assert bool(cell["paper_in_interval"])
     assert pd.isna(_row(vs, setting="homo", method="Zero-Shot", dataset="gsm8k", turn=5, metric="A0")["run_value"])
     umad_t2 = _row(pd.read_csv(out / "table3_vs_paper.csv"), method="UMAD", dataset="avg", turn=2, metric="A0")
     assert umad_t2["run_value"] == 100.0 and umad_t2["paper_value"] == 57.2
@@ -540,3 +546,209 @@ def test_flips_with_one_thread_are_paired_outcomes_with_the_exact_mcnemar_test(t
     assert flips["value"] == pytest.approx(4.0) and flips["n"] == 100
     assert flips["interval"].startswith("exact interval conditional on the 4 discordant of 100 questions")
     assert flips["p"] == pytest.approx(0.125) and flips["verdict"] == "inconclusive"
+
+
+# --------------------------------------------------------------------------- 95 % intervals
+
+
+def _weak_seat_rows(outputs: RunOutputs, protocol_name: str, rnd: int) -> pd.DataFrame:
+    """The weak seat's (question, thread) answers of one protocol and round, as the stage wrote them."""
+    turns = outputs.turns
+    return turns[(turns["protocol"] == protocol_name) & (turns["round"] == rnd) & (turns["agent_index"] == 0)]
+
+
+def _clustered_percent(values, questions) -> intervals.Estimate:
+    return intervals.mean_estimate(np.asarray(values, dtype=float), clusters=np.asarray(questions)).scaled(100)
+
+
+def _one_thread(outputs: RunOutputs, tmp_path) -> RunOutputs:
+    """The same debates with thread 0 only: one answer per question and seat."""
+    import dataclasses
+
+    path = tmp_path / "turns_one_thread.parquet"
+    outputs.turns[outputs.turns["thread"] == 0].to_parquet(path)
+    protocols = {name: dataclasses.replace(info, threads=1) for name, info in outputs.protocols.items()}
+    return RunOutputs("one_thread", protocols, {}, outputs.paper_datasets, turn_paths=[path])
+
+
+def test_fixture_cells_on_two_questions_are_exact_where_threads_agree_and_else_none(result):
+    """Two questions: a cell whose threads agree on each question is a count of questions with
+    Clopper-Pearson's exact interval; one whose threads disagree somewhere would need the bootstrap,
+    and two questions are fewer than intervals.MIN_UNITS: NaN. The columns are there either way."""
+    cells = result.cells["table1"]
+    assert {"low", "high"} <= set(cells.columns) and len(cells)
+    exact = cells[cells["low"].notna()]
+    assert len(exact) and cells["low"].isna().any()  # the hetero weak seat's threads differ at T = 1
+    for row in exact.itertuples():
+        ci = stats.binomtest(round(row.value / 50), 2).proportion_ci(0.95, method="exact")
+        assert (row.low, row.high) == pytest.approx((100 * ci.low, 100 * ci.high))
+    flips = result.tables["flips"]
+    assert {"W2C_low", "flip_ratio_high"} <= set(flips.columns)
+    sys_u = result.tables["sys_uncertainty"]
+    assert {"Sys-EU_low", "Sys-AU_high", "TU_low"} <= set(sys_u.columns) and sys_u["Sys-EU_low"].isna().all()
+
+
+def test_accuracy_cells_carry_the_interval_over_questions_threads_together(tmp_path):
+    """40 questions, 2 threads answering alike: the weak seat is right at T = 1 on q % 4 == 0 (25 %).
+    Each question's threads agree, so the share is a count of the 40 questions with its exact
+    interval, wider than one that took the 80 answers as independent."""
+    outputs = _gain_outputs(tmp_path, 40)
+    built = umad.evaluate(outputs)
+    _close_figures(built)
+    cells = built.cells["table1"]
+    expected = intervals.proportion(10, 40).scaled(100)
+    unclustered = intervals.proportion(20, 80).scaled(100)
+    assert expected.high - expected.low > unclustered.high - unclustered.low
+    a0 = _row(cells, setting="hetero", method="Zero-Shot", dataset="gsm8k", turn=1, metric="A0")
+    assert a0["value"] == 25.0 and a0["n"] == 80
+    assert (a0["low"], a0["high"]) == (pytest.approx(expected.low), pytest.approx(expected.high))
+    assert a0["low"] < 25.0 < a0["high"] and 10 < a0["low"] and a0["high"] < 45
+    # an Avg over one dataset is that dataset's cell, interval included
+    avg = _row(cells, setting="hetero", method="Zero-Shot", dataset="avg", turn=1, metric="A0")
+    assert (avg["value"], avg["low"], avg["high"]) == (a0["value"], a0["low"], a0["high"])
+    # T = 2: right unless q % 4 == 3 (75 %)
+    expected = intervals.proportion(30, 40).scaled(100)
+    a0 = _row(cells, setting="hetero", method="Zero-Shot", dataset="gsm8k", turn=2, metric="A0")
+    assert (
+        a0["value"] == 75.0 and a0["low"] == pytest.approx(expected.low) and a0["high"] == pytest.approx(expected.high)
+    )
+    assert a0["low"] < 75.0 < a0["high"]
+    # the wide table carries the same bounds per seat
+    wide = _row(umad.table1_cells(outputs), protocol="pair", dataset="gsm8k", turn=2)
+    assert (wide["A0_low"], wide["A0_high"]) == (a0["low"], a0["high"])
+
+
+def test_one_thread_accuracy_and_flip_shares_are_exact_binomial(tmp_path):
+    """One thread: one 0/1 answer per question and seat, so Clopper-Pearson's interval (scipy's exact
+    binomial): the weak seat is right on 10 of 40 questions at T = 1, 30 of 40 at T = 2, and turns
+    wrong to right (W2C) on 20 of 40."""
+    outputs = _one_thread(_gain_outputs(tmp_path, 40), tmp_path)
+    built = umad.evaluate(outputs)
+    _close_figures(built)
+    cells = built.cells["table1"]
+
+    def exact(k, n=40):
+        ci = stats.binomtest(k, n).proportion_ci(0.95, method="exact")
+        return 100 * ci.low, 100 * ci.high
+
+    for turn, right in ((1, 10), (2, 30)):
+        a0 = _row(cells, setting="hetero", method="Zero-Shot", dataset="gsm8k", turn=turn, metric="A0")
+        assert a0["value"] == 100 * right / 40 and a0["n"] == 40
+        assert (a0["low"], a0["high"]) == pytest.approx(exact(right))
+    flips = _row(built.tables["flips"], protocol="pair", seat="A0", from_round=0)
+    assert flips["W2C"] == 50.0 and (flips["W2C_low"], flips["W2C_high"]) == pytest.approx(exact(20), abs=0.01)
+    assert (flips["flip_ratio_low"], flips["flip_ratio_high"]) == pytest.approx(exact(20), abs=0.01)
+    assert (flips["C2C_low"], flips["C2C_high"]) == pytest.approx(exact(10), abs=0.01)
+    # the strong seat never flips: 0 of 40, the exact interval still reaches 8.8 %
+    strong = _row(built.tables["flips"], protocol="pair", seat="A1", from_round=0)
+    assert strong["C2W"] == 0.0 and strong["C2W_low"] == 0.0
+    assert strong["C2W_high"] == pytest.approx(exact(0)[1], abs=0.01)
+
+
+def test_flip_shares_with_threads_are_over_questions(tmp_path):
+    """Two threads: the shares of the weak seat's 80 transitions, over the 40 questions: where the
+    threads agree on every question, the exact interval of a count of questions (20 of 40 turn wrong
+    to right); where one thread differs somewhere, the BCa bootstrap over questions, a question's two
+    threads drawn together."""
+    outputs = _gain_outputs(tmp_path, 40)
+    built = umad.evaluate(outputs)
+    _close_figures(built)
+    expected = intervals.proportion(20, 40).scaled(100)
+    flips = _row(built.tables["flips"], protocol="pair", seat="A0", from_round=0)
+    assert flips["W2C"] == 50.0 and flips["n"] == 80
+    # the table is rounded to 2 decimals
+    assert (flips["W2C_low"], flips["W2C_high"]) == pytest.approx((expected.low, expected.high), abs=0.006)
+    assert flips["W2C_low"] < 50.0 < flips["W2C_high"]
+
+    turns = outputs.turns
+    # thread 1 of the weak seat now wrong at T = 2 on every 8th question: its threads differ there
+    differ = (turns["protocol"] == "pair") & (turns["agent_index"] == 0) & (turns["round"] == 1)
+    differ &= (turns["thread"] == 1) & turns["question_id"].str[1:].astype(int).mod(8).eq(1)
+    path = tmp_path / "turns_differ.parquet"
+    turns.assign(correct=turns["correct"] & ~differ, answer=turns["answer"].where(~differ, "2")).to_parquet(path)
+    noisy = RunOutputs("differ", outputs.protocols, {}, outputs.paper_datasets, turn_paths=[path])
+    built = umad.evaluate(noisy)
+    _close_figures(built)
+    before, after = _weak_seat_rows(noisy, "pair", 0), _weak_seat_rows(noisy, "pair", 1)
+    joined = before.merge(after, on=["question_id", "thread"], suffixes=("", "_next"))
+    wrong_to_right = ~joined["correct"] & joined["correct_next"]
+    clustered = _clustered_percent(wrong_to_right, joined["question_id"])
+    flips = _row(built.tables["flips"], protocol="pair", seat="A0", from_round=0)
+    assert flips["W2C"] == pytest.approx(100 * wrong_to_right.mean(), abs=0.006) and clustered.n == 40
+    assert (flips["W2C_low"], flips["W2C_high"]) == pytest.approx((clustered.low, clustered.high), abs=0.006)
+
+
+def test_sys_uncertainty_means_carry_the_bca_interval_over_questions(tmp_path):
+    """12 questions of the hetero pair, Sys-EU q / 10 and Sys-AU 0.2 nats at round 0: each mean has the
+    BCa bootstrap interval over the questions; a constant has none wider than itself."""
+    outputs = _gain_outputs(tmp_path, 40)
+    questions = [f"g{q}" for q in range(12)]
+    epistemic = np.arange(12) / 10
+    rounds = pd.DataFrame(
+        {
+            "question_id": questions,
+            "dataset": "ds1",
+            "protocol": "pair",
+            "round": 0,
+            "k_threads": 2,
+            "n_agents": 2,
+            "total": epistemic + 0.2,
+            "epistemic": epistemic,
+            "aleatoric": 0.2,
+        }
+    )
+    path = tmp_path / "rounds.parquet"
+    rounds.to_parquet(path)
+    with_rounds = RunOutputs(
+        "rounds", outputs.protocols, {}, outputs.paper_datasets, turn_paths=outputs.turn_paths, round_paths=[path]
+    )
+    sys_u = _row(umad.sys_uncertainty(with_rounds), protocol="pair", round=0)
+    expected = intervals.mean_estimate(epistemic, clusters=questions)
+    assert sys_u["Sys-EU"] == pytest.approx(0.55) and sys_u["n"] == 12
+    assert (sys_u["Sys-EU_low"], sys_u["Sys-EU_high"]) == (pytest.approx(expected.low), pytest.approx(expected.high))
+    assert sys_u["Sys-EU_low"] < 0.55 < sys_u["Sys-EU_high"]
+    assert (sys_u["Sys-AU_low"], sys_u["Sys-AU_high"]) == pytest.approx((0.2, 0.2))
+    total = intervals.mean_estimate(epistemic + 0.2, clusters=questions)
+    assert (sys_u["TU_low"], sys_u["TU_high"]) == (pytest.approx(total.low), pytest.approx(total.high))
+
+
+def test_avg_over_several_datasets_has_no_interval(tmp_path):
+    """The Avg of two datasets is the unweighted mean of their accuracies, which a bootstrap of the
+    pooled questions would not centre: NaN, while each dataset's cell has its interval."""
+    outputs = _gain_outputs(tmp_path, 40)
+    turns = outputs.turns
+    path = tmp_path / "turns_two_datasets.parquet"
+    pd.concat([turns, turns.assign(dataset="ds2")], ignore_index=True).to_parquet(path)
+    two = RunOutputs("two", outputs.protocols, {}, {"ds1": "gsm8k", "ds2": "math500"}, turn_paths=[path])
+    built = umad.evaluate(two)
+    _close_figures(built)
+    cells = built.cells["table1"]
+    for dataset in ("gsm8k", "math500"):
+        a0 = _row(cells, setting="hetero", method="Zero-Shot", dataset=dataset, turn=1, metric="A0")
+        assert a0["low"] < 25.0 < a0["high"]
+    avg = _row(cells, setting="hetero", method="Zero-Shot", dataset="avg", turn=1, metric="A0")
+    assert avg["value"] == 25.0 and avg["run_dataset"] == "ds1+ds2"
+    assert math.isnan(avg["low"]) and math.isnan(avg["high"])
+
+
+def test_vs_paper_rows_carry_the_run_interval_and_judge_the_papers_value(tmp_path):
+    """table1_vs_paper.csv: the hetero Zero-Shot weak seat on 40 questions, 25 % at T = 1 (the paper's
+    82.8 lies outside its interval) and 75 % at T = 2 (the paper's 85.6 inside, about 60 to 87.5)."""
+    outputs = _gain_outputs(tmp_path, 40)
+    out = tmp_path / "out"
+    _close_figures(stage.evaluate_paper("umad", outputs, out))
+    vs = pd.read_csv(out / "table1_vs_paper.csv")
+    for turn, rnd, paper, inside in ((1, 0, 82.8, False), (2, 1, 85.6, True)):
+        rows = _weak_seat_rows(outputs, "pair", rnd)
+        expected = intervals.proportion(int(rows["correct"].sum()) // 2, 40).scaled(100)  # threads agree
+        cell = _row(vs, setting="hetero", method="Zero-Shot", dataset="gsm8k", turn=turn, metric="A0")
+        assert cell["paper_value"] == paper
+        # the CSV keeps 4 significant digits
+        assert (cell["run_low"], cell["run_high"]) == pytest.approx((expected.low, expected.high), rel=1e-3)
+        assert cell["run_low"] < cell["run_value"] < cell["run_high"]
+        assert bool(cell["paper_in_interval"]) is inside
+    # the single-dataset Avg is judged too; a turn the run lacks has neither value nor interval
+    avg = _row(vs, setting="hetero", method="Zero-Shot", dataset="avg", turn=2, metric="A0")
+    assert avg["run_value"] == 75.0 and np.isfinite(avg["run_low"]) and not pd.isna(avg["paper_in_interval"])
+    missing = _row(vs, setting="hetero", method="Zero-Shot", dataset="gsm8k", turn=5, metric="A0")
+    assert pd.isna(missing["run_value"]) and pd.isna(missing["run_low"]) and pd.isna(missing["paper_in_interval"])

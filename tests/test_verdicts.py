@@ -288,7 +288,7 @@ def test_a_clustered_bootstrap_draws_a_questions_rows_together():
     (the same interval as the 30 values alone, n = 30); resampling rows as if independent would
     make it about half as wide (√4)."""
     per_question = np.random.default_rng(7).normal(size=30)
-    rows, questions = np.repeat(per_question, 4), np.repeat([f"q{i}" for i in range(30)], 4)
+    rows, questions = np.repeat(per_question, 4), np.repeat([f"q{i:02d}" for i in range(30)], 4)  # sorted as listed
     clustered = intervals.mean_estimate(rows, clusters=questions)
     alone = intervals.mean_estimate(per_question)
     assert clustered.n == 30 and (clustered.low, clustered.high) == pytest.approx((alone.low, alone.high), rel=1e-9)
@@ -380,3 +380,14 @@ def test_sdrl_single_agent_accuracy_with_one_sample_is_paired_correctness():
     # its boundary is −2 points (the margin), not 0: Tango's score interval
     assert (single.low, single.high) == pytest.approx(100 * np.array(_score_interval_by_search(1, 1, 2)), abs=1e-4)
     assert single.p > 0.05 and single.verdict == "inconclusive" and single.margin == 2.0
+
+
+def test_a_clustered_interval_does_not_depend_on_the_order_of_the_rows():
+    rng = np.random.default_rng(7)
+    questions = np.repeat([f"q{i:02d}" for i in range(15)], 3)
+    values = rng.normal(size=45) + np.repeat(rng.normal(size=15), 3)
+    order = rng.permutation(45)
+    one = intervals.mean_estimate(values, clusters=questions)
+    shuffled = intervals.mean_estimate(values[order], clusters=questions[order])
+    assert (shuffled.low, shuffled.high) == pytest.approx((one.low, one.high), rel=1e-12)
+    assert shuffled.p == pytest.approx(one.p, rel=1e-9)

@@ -431,11 +431,15 @@ def bootstrap(
 
 def cluster_codes(n_rows: int, clusters: Sequence | None) -> tuple[np.ndarray, int]:
     """Each row's unit as an int 0..k−1 and k: the rows themselves without `clusters`, else one unit
-    per distinct cluster label (e.g. the question a trajectory answered)."""
+    per distinct cluster label (e.g. the question a trajectory answered), numbered in the labels'
+    sorted order, so that a clustered bootstrap does not depend on the order of the rows."""
     if clusters is None:
         return np.arange(n_rows), n_rows
     labels = list(clusters) if not isinstance(clusters, (np.ndarray, pd.Series, pd.Index)) else clusters
-    codes, uniques = pd.factorize(pd.Index(labels))
+    try:
+        codes, uniques = pd.factorize(pd.Index(labels), sort=True)
+    except TypeError:  # labels that don't compare (mixed types): first-seen order
+        codes, uniques = pd.factorize(pd.Index(labels))
     if len(codes) != n_rows:
         raise ValueError(f"clusters: {len(codes)} labels for {n_rows} rows")
     return codes.astype(int), len(uniques)

@@ -38,7 +38,7 @@ Qwen2.5-3B-Instruct x 2, hetero = + Qwen3-4B-Instruct-2507).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -165,14 +165,26 @@ def long_table(frame: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str],
 
 
 def cell_intervals(
-    rows: pd.DataFrame, keys: Sequence[str], metrics: dict[str, tuple[str, float]], cluster: str = "question_id"
+    rows: pd.DataFrame,
+    keys: Sequence[str],
+    metrics: dict[str, tuple[str, float]],
+    cluster: str = "question_id",
+    shares: Collection[str] = (),
 ) -> pd.DataFrame:
     """The 95 % interval of each cell's mean (rows grouped by `keys`) of each metric: `metrics` maps
-    the cell's column to (the rows' column, scale), e.g. {"accuracy": ("correct", 100)}. A 0/1
-    column with one row per `cluster` value (a question) gets Clopper-Pearson's interval (the exact
-    binomial test); any other the BCa bootstrap over `cluster` values, a question's rows (threads,
-    samples) drawn together; fewer than `intervals.MIN_UNITS` questions, none (NaN). NaN values are
-    left out. Returns keys + `<metric>_low` + `<metric>_high`, one row per cell."""
+    the cell's column to (the rows' column, scale), e.g. {"accuracy": ("correct", 100)}; NaN values
+    are left out. Returns keys + `<metric>_low` + `<metric>_high`, one row per cell.
+
+    The metrics named in `shares` are shares of 0/1 outcomes (a value other than 0 or 1 is an
+    error). Where each `cluster` value's (question's) rows all agree (one thread each, or threads
+    that agree) such a share is a binomial count of questions and gets Clopper-Pearson's interval,
+    exact at any n (never a zero-width interval at 0 % or 100 %). Any other metric, and a share whose
+    threads disagree somewhere, gets the BCa bootstrap over `cluster` values, a question's rows
+    drawn together, none (NaN) under `intervals.MIN_UNITS` questions. A count that happens to be 0
+    or 1 is no share: it is bootstrapped like any mean."""
+    unknown = set(shares) - set(metrics)
+    if unknown:
+        raise ValueError(f"cell_intervals: shares {sorted(unknown)} are not among the metrics {list(metrics)}")
     columns = [*keys, *(f"{m}_{end}" for m in metrics for end in ("low", "high"))]
     if rows.empty:
         return pd.DataFrame(columns=columns)
@@ -183,9 +195,14 @@ def cell_intervals(
             values = group[column].astype(float)
             kept = values.notna().to_numpy()
             x, units = values.to_numpy()[kept], group[cluster].to_numpy()[kept]
-            if x.size and np.isin(x, (0.0, 1.0)).all() and len(set(units)) == x.size:
-                est = proportion(int(x.sum()), int(x.size))
-            else:
+            est = None
+            if name in shares:
+                if not np.isin(x, (0.0, 1.0)).all():
+                    raise ValueError(f"cell_intervals: share {name!r} ({column}) has values other than 0 and 1")
+                per_question = pd.Series(x).groupby(units).mean().to_numpy()
+                if per_question.size and np.isin(per_question, (0.0, 1.0)).all():
+                    est = proportion(int(per_question.sum()), int(per_question.size))
+            if est is None:
                 est = mean_estimate(x, clusters=units)
             row[f"{name}_low"], row[f"{name}_high"] = est.low * scale, est.high * scale
         out.append(row)

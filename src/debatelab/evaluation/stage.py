@@ -189,12 +189,14 @@ def evaluate_paper(
             cells = pd.DataFrame(columns=[c for c in published.columns if c != "where"] + ["n", "run_dataset"])
         vs = compare_with_paper(cells, published)
         filled = int(vs["run_value"].notna().sum())
+        judged = vs["paper_in_interval"].dropna()
         write(
             vs,
             f"{name}_vs_paper",
             f"{name} beside the paper",
             f"{published['where'].iloc[0]}: {filled} of {len(vs)} published cells have a value in this run "
-            "(run_dataset: this run's dataset standing in for the paper's).",
+            f"(run_dataset: this run's dataset standing in for the paper's); {int(judged.astype(bool).sum())} of "
+            f"the {len(judged)} with a 95 % interval hold the paper's value within it.",
             # the page's note names the table: a column repeating it on every row only widens the page
             view=(vs.drop(columns="paper_where"), None) if vs["paper_where"].nunique() <= 1 else None,
         )

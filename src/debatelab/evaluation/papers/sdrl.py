@@ -11,6 +11,12 @@ protocol's answer after round T, Δ = Debate − Maj; all in %, the mean over th
 the paper backbone the protocol's (or the agent's) model stands for (`RunOutputs.backbone`: the
 paper's "Q2.5-3B" / "Q3-4B-Base"), so a cell meets its own backbone's published rows only and the
 tables keep one row per backbone.
+
+Every cell compared with the paper carries its 95 % interval (`low`, `high` of the long cells), over
+questions, the unit the paper samples: Maj, Debate, Δ and mean@K / maj@K by `cell_estimates` /
+`difference_estimate` (exact where a cell is a count of questions, else the BCa bootstrap of the printed
+statistic itself, a question's threads and agents drawn together), Table 6's token means by
+`paper_numbers.cell_intervals`. A bootstrap over fewer than `intervals.MIN_UNITS` questions gives none.
 """
 
 from __future__ import annotations
@@ -22,10 +28,11 @@ import pandas as pd
 
 from ...grading import INVALID, answer_keys
 from ...grading.votes import plurality
+from ...intervals import Estimate, bootstrap, paired_accuracy_difference, proportion
 from ...reporting.figures import subplots
 from ...training.settings import TrainSettings
 from ..claims import finite
-from ..paper_numbers import long_table
+from ..paper_numbers import cell_intervals, long_table
 from ..result import PaperEvaluation
 from ..run import ProtocolInfo, RunOutputs, protocol_method, seat_rounds
 
@@ -42,6 +49,7 @@ BASE = "Base"
 METHOD_ORDER = [BASE, "DAPO", "SDRL-rand", "SDRL-freq"]
 GROUP = ["protocol", "dataset", "question_id", "thread"]
 PAPER = "sdrl"
+LONG_COLUMNS = ["n", "run_dataset", "metric", "value", "low", "high"]  # a long cell after its keys
 
 
 # --------------------------------------------------------------------------- answers and votes
@@ -122,6 +130,108 @@ def _final_is_hub(hub: pd.DataFrame, questions: pd.DataFrame, rounds: int) -> bo
     return bool(len(joined)) and bool((joined["correct"].astype(bool) == joined["correct_hub"]).all())
 
 
+# --------------------------------------------------------------------------- intervals
+
+RESAMPLED = "questions, each one's threads and agents drawn together"
+
+
+def _mean_present(values: np.ndarray, axis: int) -> np.ndarray:
+    """The mean over `axis` of the values that are not NaN; NaN where all are."""
+    present = ~np.isnan(values)
+    count = present.sum(axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, np.where(present, values, 0.0).sum(axis=axis) / count, np.nan)
+
+
+def question_statistic(rows: pd.DataFrame, columns: list[str], thread: str | None = None):
+    """The tables' averaged means as a function of resampled questions, for `intervals.bootstrap`:
+    per (dataset, thread) the mean of each column over its rows, averaged over the datasets a thread
+    has, then over the threads (`thread` None: one), as `debate_cells` and Table 2 print them. The
+    unit is the (dataset, question): all its rows move together. Returns (statistic, questions):
+    the statistic maps an int array of question indices, one resample a row, to (resamples,
+    len(columns)) shares; on every question once it is the printed value / 100."""
+    # numbered in sorted order, as `intervals.cluster_codes` numbers clusters: the row order doesn't matter
+    question = rows.groupby(["dataset", "question_id"], sort=True).ngroup().to_numpy()
+    n_questions = int(question.max()) + 1
+    dataset, n_datasets = pd.factorize(rows["dataset"])[0], rows["dataset"].nunique()
+    threads, n_threads = (pd.factorize(rows[thread])[0], rows[thread].nunique()) if thread else (0, 1)
+    # per question and (dataset, thread): its rows, then each column's sum
+    sums = np.zeros((n_questions, n_datasets * n_threads, 1 + len(columns)))
+    values = np.column_stack([np.ones(len(rows)), rows[columns].to_numpy(dtype=float)])
+    np.add.at(sums, (question, dataset * n_threads + threads), values)
+    sums = sums.reshape(n_questions, -1)
+
+    def statistic(index: np.ndarray) -> np.ndarray:
+        index = np.atleast_2d(index)
+        draws = len(index)
+        offsets = np.arange(draws)[:, None] * n_questions
+        drawn = np.bincount((offsets + index).ravel(), minlength=draws * n_questions).reshape(draws, n_questions)
+        totals = (drawn @ sums).reshape(draws, n_datasets, n_threads, 1 + len(columns))
+        with np.errstate(invalid="ignore", divide="ignore"):  # a (dataset, thread) the resample missed: NaN, skipped
+            means = totals[..., 1:] / totals[..., :1]
+        return _mean_present(_mean_present(means, axis=1), axis=1)
+
+    return statistic, n_questions
+
+
+def _tied(values: np.ndarray) -> np.ndarray:
+    """Rounded to 12 decimals: a resample whose statistic equals the value as a fraction ties with it
+    in floats too (BCa's bias correction counts the ties)."""
+    return np.round(values, 12)
+
+
+def _question_counts(rows: pd.DataFrame, columns: list[str], thread: str | None) -> pd.DataFrame | None:
+    """Each question's 0/1 value of `columns` where the cell is a count of questions: one dataset,
+    every thread on the same questions, and each question's rows (threads, agents) agreeing on every
+    column, so the printed mean is the share of questions; else None."""
+    if rows["dataset"].nunique() != 1:
+        return None
+    if thread and rows.groupby(thread)["question_id"].agg(frozenset).nunique() > 1:
+        return None
+    values = rows[columns].astype(float)
+    per_question = values.groupby(rows["question_id"].to_numpy()).mean()
+    if not (values.isin([0.0, 1.0]).all().all() and per_question.isin([0.0, 1.0]).all().all()):
+        return None
+    return per_question
+
+
+def cell_estimates(rows: pd.DataFrame, columns: list[str], thread: str | None = None) -> dict[str, Estimate]:
+    """Each column's printed mean (`question_statistic`) over one cell's rows in % with its 95 %
+    interval: exact (Clopper-Pearson) where it is a count of questions (`_question_counts`: one
+    answer per question, or threads that agree), else the BCa bootstrap over questions of that very
+    statistic (centred on the printed value even where threads cover different questions or datasets
+    differ in size)."""
+    statistic, n_questions = question_statistic(rows, columns, thread)
+    out = {}
+    for j, column in enumerate(columns):
+        counts = _question_counts(rows, [column], thread)
+        if counts is not None:
+            out[column] = proportion(int(counts[column].sum()), len(counts))
+        else:
+            out[column] = bootstrap(
+                lambda index, j=j: _tied(statistic(index)[:, j]), n_questions, unit=RESAMPLED, vectorized=True
+            )
+    return {column: est.scaled(100) for column, est in out.items()}
+
+
+def difference_estimate(rows: pd.DataFrame, minuend: str, subtrahend: str, thread: str | None = None) -> Estimate:
+    """The printed mean of `minuend` − that of `subtrahend` (0/1 columns, e.g. Debate − Maj) in
+    points, paired by question: exact (the conditional interval, McNemar's) where both are counts of
+    questions (`_question_counts`), else the BCa bootstrap over questions of the difference of
+    `question_statistic`s on the same resample."""
+    counts = _question_counts(rows, [minuend, subtrahend], thread)
+    if counts is not None:
+        return paired_accuracy_difference(counts[minuend].astype(bool), counts[subtrahend].astype(bool)).scaled(100)
+    statistic, n_questions = question_statistic(rows, [minuend, subtrahend], thread)
+    return bootstrap(
+        lambda index: _tied(np.subtract(*statistic(index).T)), n_questions, unit=RESAMPLED, vectorized=True, paired=True
+    ).scaled(100)
+
+
+def bounds(metrics: list[str]) -> list[str]:
+    return [f"{m}_{end}" for m in metrics for end in ("low", "high")]
+
+
 # --------------------------------------------------------------------------- debate cells
 
 
@@ -158,7 +268,10 @@ def question_outcomes(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.Data
 
 def debate_cells(outputs: RunOutputs, infos: list[ProtocolInfo], q: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (protocol, dataset) and per protocol over its datasets (dataset "avg"): Maj,
-    Debate, Δ in %, mean and sd over threads, n = question-thread rows (`q`: `question_outcomes`)."""
+    Debate, Δ in %, mean and sd over threads, n = question-thread rows (`q`: `question_outcomes`).
+    `<metric>_low` / `_high`: the 95 % interval over questions, a question's threads drawn together
+    (`cell_estimates`; Δ paired by question, `difference_estimate`); for "avg" the questions of
+    every dataset, the statistic still the unweighted mean of the datasets' values."""
     columns = [
         "protocol",
         "model",
@@ -172,6 +285,7 @@ def debate_cells(outputs: RunOutputs, infos: list[ProtocolInfo], q: pd.DataFrame
         "threads",
         *METRICS,
         *[f"{m}_sd" for m in METRICS],
+        *bounds(METRICS),
         "n",
     ]
     names = {p.name: p for p in infos}
@@ -196,6 +310,8 @@ def debate_cells(outputs: RunOutputs, infos: list[ProtocolInfo], q: pd.DataFrame
         )
         .reset_index()
     )
+    questions = dict(list(q.groupby(["protocol", "dataset"], sort=False)))
+    questions |= {(p, AVG): g for p, g in q.groupby("protocol", sort=False)}
     rows = []
     for (protocol, dataset), g in [
         *per_thread.groupby(["protocol", "dataset"], sort=False),
@@ -218,6 +334,11 @@ def debate_cells(outputs: RunOutputs, infos: list[ProtocolInfo], q: pd.DataFrame
         for m in METRICS:
             row[m] = float(g[m].mean())
             row[f"{m}_sd"] = float(g[m].std(ddof=1)) if len(g) > 1 else float("nan")
+        cell = questions[(protocol, dataset)]
+        estimates = cell_estimates(cell, ["maj", "debate"], thread="thread")
+        estimates["delta"] = difference_estimate(cell, "debate", "maj", thread="thread")
+        for m, est in estimates.items():
+            row[f"{m}_low"], row[f"{m}_high"] = est.low, est.high
         rows.append(row)
     return pd.DataFrame(rows, columns=columns)
 
@@ -291,10 +412,13 @@ def debate_layout(cells: pd.DataFrame, index: list[str]) -> pd.DataFrame:
     ).reset_index(drop=True)
 
 
+def _long(frame: pd.DataFrame, keys: list[str], metrics: list[str]) -> pd.DataFrame:
+    """`long_table`, its columns kept where there is no cell."""
+    return pd.DataFrame(columns=[*keys, *LONG_COLUMNS]) if frame.empty else long_table(frame, keys, metrics)
+
+
 def _cells_long(cells: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    if cells.empty:
-        return pd.DataFrame(columns=[*keys, "n", "run_dataset", "metric", "value"])
-    return long_table(cells.drop_duplicates(keys), keys, METRICS)
+    return _long(cells.drop_duplicates(keys), keys, METRICS)
 
 
 # --------------------------------------------------------------------------- the tables
@@ -345,9 +469,14 @@ def round_infos(outputs: RunOutputs, infos: list[ProtocolInfo]) -> list[Protocol
     )
 
 
+TOKEN_KINDS = ("correct", "incorrect")
+
+
 def table6(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
     """Mean completion tokens of correct and incorrect responses per round (every call, round 0 =
-    the pre-debate answers), per method and dataset."""
+    the pre-debate answers), per method and dataset, with 95 % intervals (`<kind>_tokens_low` /
+    `_high`): the BCa bootstrap over the questions with such a call, all of a question's calls of the
+    round (its agents', in every thread) drawn together (`paper_numbers.cell_intervals`)."""
     columns = [
         "dataset",
         "run_dataset",
@@ -360,6 +489,7 @@ def table6(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
         "incorrect_tokens",
         "n_correct",
         "n_incorrect",
+        *bounds([f"{kind}_tokens" for kind in TOKEN_KINDS]),
     ]
     chosen = {p.name: p for p in round_infos(outputs, infos)}
     turns = outputs.turns
@@ -384,16 +514,28 @@ def table6(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
                 "n_incorrect": int((~right).sum()),
             }
         )
-    return pd.DataFrame(rows, columns=columns)
+    if not rows:
+        return pd.DataFrame(columns=columns)
+    right, tokens = turns["correct"].astype(bool), turns["completion_tokens"].astype(float)
+    calls = turns.assign(correct_tokens=tokens.where(right), incorrect_tokens=tokens.where(~right))
+    keys = ["protocol", "dataset", "round"]
+    spans = cell_intervals(calls, keys, {f"{kind}_tokens": (f"{kind}_tokens", 1.0) for kind in TOKEN_KINDS})
+    spans = spans.rename(columns={"dataset": "run_dataset"}).astype({"round": int})
+    table = pd.DataFrame(rows).merge(spans, on=["protocol", "run_dataset", "round"], how="left")
+    return table[columns]
 
 
 def table6_cells(t6: pd.DataFrame) -> pd.DataFrame:
     keys = ["dataset", "model", "n_agents", "method", "round"]
     parts = [
         t6[[*keys, "run_dataset"]].assign(
-            metric=f"{kind}_tokens", value=t6[f"{kind}_tokens"].astype(float), n=t6[f"n_{kind}"]
+            metric=f"{kind}_tokens",
+            value=t6[f"{kind}_tokens"].astype(float),
+            low=t6[f"{kind}_tokens_low"].astype(float),
+            high=t6[f"{kind}_tokens_high"].astype(float),
+            n=t6[f"n_{kind}"],
         )
-        for kind in ("correct", "incorrect")
+        for kind in TOKEN_KINDS
     ]
     return pd.concat(parts, ignore_index=True)
 
@@ -460,6 +602,23 @@ def plot_fig1(by_round: pd.DataFrame, experiment: str):
     return fig
 
 
+def single_agent_intervals(t2: pd.DataFrame, per_question: pd.DataFrame) -> pd.DataFrame:
+    """Table 2 (`sdrl_single_agent.single_agent`) with the 95 % intervals of mean@K and maj@K
+    (`<metric>_low` / `_high`) over questions, a question's K samples (and those of the method's other
+    agents) drawn together (`cell_estimates`: maj@K exact with one agent; "avg" the unweighted mean
+    of the datasets' values over every dataset's questions)."""
+    metrics = {"mean_at_k": "mean", "maj_at_k": "maj"}
+    out = t2.assign(**{column: np.nan for column in bounds(list(metrics))})
+    for i, row in t2.iterrows():
+        rows = per_question[(per_question["model"] == row["model"]) & (per_question["method"] == row["method"])]
+        if row["dataset"] != AVG:
+            rows = rows[rows["dataset"] == row["run_dataset"]]
+        estimates = cell_estimates(rows, list(metrics.values()))
+        for metric, column in metrics.items():
+            out.loc[i, [f"{metric}_low", f"{metric}_high"]] = estimates[column].low, estimates[column].high
+    return out
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -474,7 +633,7 @@ def evaluate(outputs: RunOutputs) -> PaperEvaluation:
     t1, t3, t4 = table1(cells, outputs, infos), table3(cells, outputs, infos), table4(cells, outputs, infos)
     t5 = table5(cells, outputs, infos)
     per_question = single_agent_questions(outputs)
-    t2 = single_agent(outputs, per_question)
+    t2 = single_agent_intervals(single_agent(outputs, per_question), per_question)
     t6 = table6(outputs, infos)
     by_round = fig1(outputs, infos)
     result = PaperEvaluation()
@@ -486,11 +645,7 @@ def evaluate(outputs: RunOutputs) -> PaperEvaluation:
     result.tables["table6"] = t6.round(1)
     result.tables["fig1"] = by_round.round(2)
     result.cells["table1"] = _cells_long(t1, ["model", "dataset", "n_agents", "method"])
-    result.cells["table2"] = (
-        long_table(t2, ["model", "dataset", "method"], ["mean_at_k", "maj_at_k"])
-        if not t2.empty
-        else pd.DataFrame(columns=["model", "dataset", "method", "n", "run_dataset", "metric", "value"])
-    )
+    result.cells["table2"] = _long(t2, ["model", "dataset", "method"], ["mean_at_k", "maj_at_k"])
     result.cells["table3"] = _cells_long(t3, ["model", "dataset", "n_agents", "method"])
     result.cells["table4"] = _cells_long(t4, ["model", "dataset", "n_agents", "topology", "method"])
     result.cells["table5"] = _cells_long(t5, ["model", "dataset", "n_agents", "method", "steps"])

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ...reporting.figures import subplots
 from ..claims import Claim
-from ..paper_numbers import long_table
+from ..paper_numbers import cell_intervals, long_table
 from ..result import PaperEvaluation
 from ..run import NO_BACKBONE, RunOutputs, protocol_method
 
@@ -32,6 +32,11 @@ METRICS = ["NComm", "Tok", "Acc"]
 #: beside Tok when a model has a price (`RunOutputs.priced`): mean dollars per question (the paper has no
 #: published dollars, so the comparison with its numbers keeps METRICS)
 USD = "USD"
+#: Table 1's metrics with a 95 % interval over the valid questions (`paper_numbers.cell_intervals`):
+#: cell column -> (question row column, scale). The counts get the BCa bootstrap of the mean, a
+#: question's threads drawn together (a count of 0 on every question, Self Consistency's NComm, gets
+#: its point); Acc is a share: exact where each question's threads agree, else BCa
+CELL_INTERVALS = {"NComm": ("ncomm", 1.0), "Tok": ("total_tokens", 1 / 1000), "Acc": ("correct", 100.0)}
 
 
 def method_labels(outputs: RunOutputs) -> dict[str, str]:
@@ -59,12 +64,21 @@ def table1_cells(outputs: RunOutputs) -> pd.DataFrame:
     pre-debate answers are not unanimous (the paper's "valid" questions), n = those (question,
     thread) rows; `llm` = the backbone the protocol's seats stand for. When a model has a price, USD
     (mean dollars per valid question, the calls of `total_tokens`: `RunOutputs.question_costs`) and
-    USD_all (over all questions)."""
+    USD_all (over all questions).
+
+    Each of NComm, Tok and Acc carries its 95 % interval over the same valid rows
+    (`<metric>_low` / `<metric>_high`), the question the unit (`CELL_INTERVALS`): NComm and Tok the
+    BCa bootstrap of the mean, Acc Clopper-Pearson where each question's threads agree, else BCa;
+    a bootstrap gives none under `intervals.MIN_UNITS` valid questions, and there is none without
+    a valid question. The
+    all-question columns (Acc_all, Tok_all, USD_all: the Pareto plot's) and USD carry none: no
+    table compares them with the paper."""
     q = outputs.questions
     if outputs.priced:
         keys = ["dataset", "protocol", "question_id", "thread"]
         q = q.merge(outputs.question_costs, on=keys, how="left", validate="one_to_one")
     labels = method_labels(outputs)
+    valid_rows = q[~q["pre_unanimous"].astype(bool)]
     rows = []
     for (dataset, protocol), g in q.groupby(["dataset", "protocol"], sort=False):
         valid = g[~g["pre_unanimous"].astype(bool)]
@@ -86,7 +100,14 @@ def table1_cells(outputs: RunOutputs) -> pd.DataFrame:
                 **({USD: valid["cost_usd"].mean(), "USD_all": g["cost_usd"].mean()} if outputs.priced else {}),
             }
         )
-    return pd.DataFrame(rows)
+    columns = ["dataset", "run_dataset", "protocol", "llm", "method", "n", *METRICS, "all_questions", "Acc_all"]
+    columns += ["Tok_all", *([USD, "USD_all"] if outputs.priced else [])]
+    cells = pd.DataFrame(rows, columns=columns)
+    keys = ["dataset", "protocol"]
+    bounds = cell_intervals(valid_rows, keys, CELL_INTERVALS, shares=["Acc"])
+    # a (dataset, protocol) whose questions all start unanimous has no valid row: NaN bounds
+    bounds = bounds.rename(columns={"dataset": "run_dataset"})
+    return cells.merge(bounds, on=["run_dataset", "protocol"], how="left")
 
 
 def table1_layout(cells: pd.DataFrame) -> pd.DataFrame:
@@ -183,7 +204,7 @@ def evaluate(outputs: RunOutputs) -> PaperEvaluation:
     cells = table1_cells(outputs)
     result = PaperEvaluation()
     result.tables["table1"] = table1_layout(cells)
-    result.cells["table1"] = long_table(cells, ["dataset", "llm", "method"], METRICS) if not cells.empty else cells
+    result.cells["table1"] = long_table(cells, ["dataset", "llm", "method"], METRICS)
     result.claims = (
         paper_claims(cells, outputs)
         if not cells.empty

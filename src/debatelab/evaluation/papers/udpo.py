@@ -86,7 +86,7 @@ def round0_correct(turns: pd.DataFrame, protocols: dict[str, ProtocolInfo]) -> p
 
 
 #: the cells' metrics with a 95 % interval (`paper_numbers.cell_intervals`): over questions, a
-#: question's threads drawn together; accuracy in %, exact (Clopper-Pearson) with one thread each
+#: question's threads drawn together; accuracy in %, a share (exact where each question's threads agree)
 CELL_INTERVALS = {"accuracy": ("correct", 100.0), **{m: (m, 1.0) for m in MEASURES}}
 
 
@@ -102,7 +102,9 @@ def _cell_means(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     had = grouped["had_correct"].sum(min_count=1)
     cells["collapse"] = 100 * grouped["collapsed"].sum(min_count=1) / had.where(had > 0)
     cells["n"] = grouped.size()
-    return cells.reset_index().merge(cell_intervals(frame, cell_keys, CELL_INTERVALS), on=cell_keys, how="left")
+    return cells.reset_index().merge(
+        cell_intervals(frame, cell_keys, CELL_INTERVALS, shares=["accuracy"]), on=cell_keys, how="left"
+    )
 
 
 def _one_protocol_per_cell(cells: pd.DataFrame, keys: list[str], protocols: dict[str, ProtocolInfo]) -> pd.DataFrame:

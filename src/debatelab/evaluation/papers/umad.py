@@ -13,6 +13,16 @@ thread k starts from zero-shot sample k of each agent and debates on its own, so
 has no std. Avg averages the datasets within each thread first, then over threads, which is how
 the paper's Avg gets its own ±.
 
+Intervals (95 %), over questions, a question's threads drawn together (`paper_numbers.
+cell_intervals`): a seat's accuracy (`<seat>_low`, `<seat>_high`, which reach the vs-paper rows) and
+the flip shares are shares: Clopper-Pearson's exact interval where each question's threads agree (one
+thread, or threads alike), else the BCa bootstrap of the share over (question, thread) answers; the
+Sys-U means the BCa bootstrap over questions. A bootstrap over fewer than `intervals.MIN_UNITS`
+questions: NaN. An Avg over several datasets has none (NaN): it is the
+unweighted mean of per-dataset accuracies, which a bootstrap of the pooled questions would not
+centre (it weights datasets by their size); the correct one resamples each dataset on its own, which
+`intervals.bootstrap` does not. An Avg over one dataset is that dataset's cell, interval included.
+
 There is no aggregation (no vote): an agent's answer in a round is its own, from its last call of
 that round; an agent that made no call keeps its previous answer.
 
@@ -31,7 +41,7 @@ import pandas as pd
 
 from ...reporting.figures import subplots
 from ..claims import finite
-from ..paper_numbers import long_table
+from ..paper_numbers import cell_intervals, long_table
 from ..result import PaperEvaluation
 from ..run import SEAT_KEYS, ProtocolInfo, RunOutputs, protocol_method, seat_rounds
 
@@ -45,9 +55,18 @@ SINGLE_GRPO_PAIR = "Single-GRPO Pair"
 TABLE1_METHODS = (ZERO_SHOT, "IPPO", "UMAD")
 ABLATION_METHODS = ("UMAD", "Intrinsic-only", "NLL-only", SINGLE_GRPO_PAIR, "IPPO")
 TRANSITIONS = ("C2C", "C2W", "W2C", "W2W")
+FLIP_SHARES = (*TRANSITIONS, "flip_ratio", "answer_changed")
 NO_ANSWER = "<none>"  # an unparseable answer: one answer of its own, as the uncertainty stage buckets it
 CELL_KEYS = ["setting", "method", "dataset", "turn"]
 STATE_KEYS = SEAT_KEYS
+#: a seat's accuracy (%) interval over questions (`paper_numbers.cell_intervals`), a share
+SEAT_ACCURACY = {"accuracy": ("correct", 100.0)}
+SYS_MEASURES = {"TU": "total", "Sys-EU": "epistemic", "Sys-AU": "aleatoric"}  # column of the uncertainty rounds
+
+
+def bound_columns(metrics) -> list[str]:
+    """`<metric>_low`, `<metric>_high` of each metric, in order."""
+    return [f"{m}_{end}" for m in metrics for end in ("low", "high")]
 
 
 # --------------------------------------------------------------------------- which protocol is which row
@@ -130,9 +149,29 @@ def _over_threads(per_thread: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     ).reset_index()
 
 
+def seat_accuracy_intervals(states: pd.DataFrame, per_thread: pd.DataFrame) -> pd.DataFrame:
+    """The 95 % interval (%) of each seat's accuracy per (protocol, run dataset, turn) of `per_thread`:
+    over the questions, a question's threads drawn together (the BCa bootstrap of the share over its
+    (question, thread) answers), Clopper-Pearson's exact interval where each question's threads agree;
+    a bootstrap gives none under `intervals.MIN_UNITS` questions. The share pooled over threads equals the cell's mean over threads
+    when every thread answers every question, as a protocol's threads do. Columns: protocol,
+    run_dataset, turn, agent_index, low, high."""
+    keys = ["protocol", "run_dataset", "turn", "agent_index"]
+    if per_thread.empty:
+        return pd.DataFrame(columns=[*keys, "low", "high"])
+    rows = pd.concat([states[states["round"] == turn - 1].assign(turn=turn) for turn in TURNS], ignore_index=True)
+    rows = rows.rename(columns={"dataset": "run_dataset"})
+    # only the run datasets a cell shows (a second stand-in for one paper dataset is left out)
+    rows = rows.merge(per_thread[["protocol", "run_dataset", "turn"]].drop_duplicates(), on=keys[:3])
+    bounds = cell_intervals(rows, keys, SEAT_ACCURACY, shares=list(SEAT_ACCURACY))
+    return bounds.rename(columns={"accuracy_low": "low", "accuracy_high": "high"})
+
+
 def table1_cells(outputs: RunOutputs, states: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (setting, method, dataset incl. "avg", turn): A0, A1 (mean %), A0_std, A1_std,
-    n = (question, thread) pairs per seat, threads, protocol, run_dataset."""
+    A0_low, A0_high, A1_low, A1_high (the 95 % interval of `seat_accuracy_intervals`; NaN for an Avg
+    over several datasets, see the module's "Intervals"), n = (question, thread) pairs per seat,
+    threads, protocol, run_dataset."""
     columns = [
         "setting",
         "method",
@@ -142,6 +181,7 @@ def table1_cells(outputs: RunOutputs, states: pd.DataFrame | None = None) -> pd.
         "turn",
         *SEATS,
         *[f"{s}_std" for s in SEATS],
+        *bound_columns(SEATS),
         "threads",
         "n",
     ]
@@ -162,13 +202,17 @@ def table1_cells(outputs: RunOutputs, states: pd.DataFrame | None = None) -> pd.
     )
     avg = _over_threads(avg_thread, ["protocol", "run_dataset", "turn"]).assign(dataset=AVG)
     stats = pd.concat([by_dataset, avg], ignore_index=True)
+    # an Avg over one dataset has that dataset's run_dataset, so its interval; over several, "a+b"
+    # matches none: NaN
+    interval_keys = ["protocol", "run_dataset", "turn", "agent_index"]
+    stats = stats.merge(seat_accuracy_intervals(states, per_thread), on=interval_keys, how="left")
     wide = stats.set_index(["protocol", "run_dataset", "dataset", "turn", "agent_index"])[
-        ["mean", "std", "threads", "n"]
+        ["mean", "std", "low", "high", "threads", "n"]
     ].unstack("agent_index")
     cells = pd.DataFrame(index=wide.index)
     for i, seat in enumerate(SEATS):
-        cells[seat] = wide[("mean", i)] if ("mean", i) in wide else np.nan
-        cells[f"{seat}_std"] = wide[("std", i)] if ("std", i) in wide else np.nan
+        for stat, column in (("mean", seat), ("std", f"{seat}_std"), ("low", f"{seat}_low"), ("high", f"{seat}_high")):
+            cells[column] = wide[(stat, i)] if (stat, i) in wide else np.nan
     cells["threads"] = wide["threads"].max(axis=1)
     cells["n"] = wide["n"].max(axis=1)
     cells = cells.reset_index()
@@ -225,7 +269,9 @@ def paper_layout(cells: pd.DataFrame, method_order, by_method_first: bool = Fals
 
 
 def sys_uncertainty(outputs: RunOutputs) -> pd.DataFrame:
-    """Mean TU, Sys-EU, Sys-AU (nats) over questions, per (protocol, dataset, round)."""
+    """Mean TU, Sys-EU, Sys-AU (nats) over questions, per (protocol, dataset, round), each with its
+    95 % interval (`<measure>_low`, `<measure>_high`): the BCa bootstrap over questions (a question's
+    rows drawn together); NaN under `intervals.MIN_UNITS` questions."""
     columns = [
         "setting",
         "method",
@@ -239,6 +285,7 @@ def sys_uncertainty(outputs: RunOutputs) -> pd.DataFrame:
         "Sys-AU",
         "k_threads",
         "n",
+        *bound_columns(SYS_MEASURES),
     ]
     labels = row_labels(outputs)
     rounds = outputs.uncertainty_rounds
@@ -248,13 +295,15 @@ def sys_uncertainty(outputs: RunOutputs) -> pd.DataFrame:
     g = (
         rounds.groupby(["protocol", "dataset", "round"], sort=False)
         .agg(
-            TU=("total", "mean"),
-            **{"Sys-EU": ("epistemic", "mean"), "Sys-AU": ("aleatoric", "mean")},
+            **{name: (column, "mean") for name, column in SYS_MEASURES.items()},
             k_threads=("k_threads", "max"),
             n=("question_id", "nunique"),
         )
         .reset_index()
     )
+    measures = {name: (column, 1.0) for name, column in SYS_MEASURES.items()}
+    bounds = cell_intervals(rounds, ["protocol", "dataset", "round"], measures)  # means, no shares
+    g = g.merge(bounds, on=["protocol", "dataset", "round"], how="left")
     g = g.rename(columns={"dataset": "run_dataset"})
     g["dataset"] = g["run_dataset"].map(outputs.paper_dataset)
     g["turn"] = g["round"] + 1
@@ -314,7 +363,10 @@ def plot_sys_uncertainty(outputs: RunOutputs):
 def flip_transitions(states: pd.DataFrame, outputs: RunOutputs) -> pd.DataFrame:
     """Per protocol, seat and pair of consecutive rounds, over the (question, thread) transitions of
     all datasets: the shares (%) C2C, C2W, W2C, W2W, flip_ratio = C2W + W2C (the share that changes
-    correctness, App. D.4) and answer_changed (the share whose answer differs at all)."""
+    correctness, App. D.4) and answer_changed (the share whose answer differs at all), each with its
+    95 % interval (`<share>_low`, `<share>_high`, %): over questions, a question's threads drawn
+    together (BCa), Clopper-Pearson's exact interval where each question's threads agree; a bootstrap
+    gives none under `intervals.MIN_UNITS` questions. n: (question, thread) transitions."""
     columns = [
         "setting",
         "method",
@@ -327,6 +379,7 @@ def flip_transitions(states: pd.DataFrame, outputs: RunOutputs) -> pd.DataFrame:
         "flip_ratio",
         "answer_changed",
         "n",
+        *bound_columns(FLIP_SHARES),
     ]
     if states.empty:
         return pd.DataFrame(columns=columns)
@@ -341,9 +394,16 @@ def flip_transitions(states: pd.DataFrame, outputs: RunOutputs) -> pd.DataFrame:
         answer_changed=pairs["answer"] != pairs["answer_next"],
     )
     pairs["flip_ratio"] = pairs["C2W"] | pairs["W2C"]
-    rates = [*TRANSITIONS, "flip_ratio", "answer_changed"]
-    g = pairs.groupby(["protocol", "agent_index", "round"], sort=False)
+    rates = list(FLIP_SHARES)
+    keys = ["protocol", "agent_index", "round"]
+    g = pairs.groupby(keys, sort=False)
     out = (100 * g[rates].mean()).join(g.size().rename("n")).reset_index()
+    # the unit is the question of its dataset (ids may repeat across datasets), pooled over datasets
+    pairs = pairs.assign(question=pairs.groupby(["dataset", "question_id"], sort=False).ngroup())
+    rate_metrics = {rate: (rate, 100.0) for rate in rates}
+    out = out.merge(
+        cell_intervals(pairs.astype({r: float for r in rates}), keys, rate_metrics, "question", shares=rates), on=keys
+    )
     labels, infos = row_labels(outputs), pair_protocols(outputs)
     out["setting"] = out["protocol"].map(lambda p: labels[p][0])
     out["method"] = out["protocol"].map(lambda p: labels[p][1])
