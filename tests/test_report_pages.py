@@ -89,6 +89,30 @@ def test_html_table_aligns_numbers_and_colours_verdicts():
     assert "claims &lt;run&gt;" in html  # text is escaped
 
 
+def test_the_vs_paper_page_puts_the_run_interval_under_the_run_value():
+    from debatelab.evaluation.stage import vs_paper_view
+
+    vs = pd.DataFrame(
+        {
+            "dataset": ["gsm8k", "gsm8k", "hle"],
+            "paper_value": [51.2, 84.6, 20.0],
+            "run_value": [46.666666, 75.0, np.nan],
+            "run_low": [31.2, 19.41, np.nan],
+            "run_high": [62.6, 99.37, np.nan],
+            "paper_in_interval": [True, False, None],
+            "difference": [-4.53, -9.6, np.nan],
+            "run_dataset": ["gsm_symbolic", "gsm_symbolic", None],
+            "n": [30, 4, np.nan],
+            "paper_where": "Table 1",
+        }
+    )
+    shown, sublines = vs_paper_view(vs)
+    assert "run_low" not in shown and "paper_in_interval" not in shown and "paper_where" not in shown
+    assert sublines["run_value"] == ["95 % [31.2, 62.6] holds paper", "95 % [19.41, 99.37] excludes paper", ""]
+    by_text = {text: attrs.get("class") for _, attrs, text in _cells(html_table(shown, "t", sublines=sublines), "td")}
+    assert by_text["46.6795 % [31.2, 62.6] holds paper"] == "number"  # 4 digits, then the small print
+
+
 def test_grouped_columns_get_one_header_above_them():
     frame = pd.DataFrame(
         [[1, 0.5, 0.6, 0.1, 0.4, 0.5, 0.1]],

@@ -82,6 +82,23 @@ def claims_view(claims: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[str]
     return view, {"statement": [" · ".join(p for p in [*row, h] if p) for row, h in zip(parts, held)]}
 
 
+def vs_paper_view(vs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+    """The vs-paper page's table: the run value's interval and whether the paper's value lies in it
+    as small print under the run value (three columns more would widen the page past its pane), and
+    paper_where left out when one table's rows all share it (the page's note names it)."""
+    drop = ["run_low", "run_high", "paper_in_interval"]
+    if vs["paper_where"].nunique() <= 1:
+        drop.append("paper_where")
+    under = []
+    for low, high, inside in zip(vs["run_low"], vs["run_high"], vs["paper_in_interval"]):
+        if pd.isna(low) or pd.isna(high):
+            under.append("")
+        else:
+            where = "" if inside is None or pd.isna(inside) else (" holds paper" if inside else " excludes paper")
+            under.append(f"95 % [{low:.4g}, {high:.4g}]{where}")
+    return vs.drop(columns=drop), {"run_value": under}
+
+
 def html_table(frame: pd.DataFrame, heading: str, note: str = "", sublines: dict[str, list[str]] | None = None) -> str:
     """A self-contained HTML page with the table that fits the report's pane: text wraps and is left
     aligned, numbers (4 significant digits) are right aligned, empty cells blank, a verdict column is
@@ -92,16 +109,15 @@ def html_table(frame: pd.DataFrame, heading: str, note: str = "", sublines: dict
 
     def cell(value, column: str, i: int) -> str:
         under = sublines.get(column, [""] * (i + 1))[i]
-        if under:
-            return f"<td>{escape(str(value))}<div class='subline'>{escape(under)}</div></td>"
+        under = f"<div class='subline'>{escape(under)}</div>" if under else ""
         if value is None or (isinstance(value, float) and np.isnan(value)):
-            return "<td></td>"
+            return f"<td>{under}</td>"
         if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
             text = f"{value:.4g}" if isinstance(value, (float, np.floating)) else str(value)
-            return f"<td class='number'>{escape(text)}</td>"
+            return f"<td class='number'>{escape(text)}{under}</td>"
         text = str(value)
         verdict = f" class='{text}'" if column == "verdict" and text in ("holds", "fails", "inconclusive") else ""
-        return f"<td{verdict}>{escape(text)}</td>"
+        return f"<td{verdict}>{escape(text)}{under}</td>"
 
     header = _header_rows([str(c) for c in frame.columns])
     rows = "".join(
@@ -197,8 +213,7 @@ def evaluate_paper(
             f"{published['where'].iloc[0]}: {filled} of {len(vs)} published cells have a value in this run "
             f"(run_dataset: this run's dataset standing in for the paper's); {int(judged.astype(bool).sum())} of "
             f"the {len(judged)} with a 95 % interval hold the paper's value within it.",
-            # the page's note names the table: a column repeating it on every row only widens the page
-            view=(vs.drop(columns="paper_where"), None) if vs["paper_where"].nunique() <= 1 else None,
+            view=vs_paper_view(vs),
         )
         log.info("%s %s: %d of %d published cells have a run value", paper, name, filled, len(vs))
     claims = claims_frame(result.claims)
