@@ -48,7 +48,7 @@ body { font-family: system-ui, sans-serif; font-size: 13px; margin: 12px; }
 table { border-collapse: collapse; width: 100%; } th, td { border: 1px solid #ccc; padding: 2px 6px; }
 th { background: #f0f0f0; text-align: center; } td { vertical-align: top; text-align: left; }
 td.number { text-align: right; white-space: nowrap; }
-.subline { color: #666; font-size: 11px; margin-top: 2px; }
+.subline { color: #666; font-size: 11px; margin-top: 2px; white-space: normal; }  /* wraps in a number cell too */
 td.holds { background: #dff0d8; } td.fails { background: #f2dede; } td.inconclusive { background: #f5f5f5; }
 </style>"""
 
@@ -211,8 +211,13 @@ def evaluate_paper(
             f"{name}_vs_paper",
             f"{name} beside the paper",
             f"{published['where'].iloc[0]}: {filled} of {len(vs)} published cells have a value in this run "
-            f"(run_dataset: this run's dataset standing in for the paper's); {int(judged.astype(bool).sum())} of "
-            f"the {len(judged)} with a 95 % interval hold the paper's value within it.",
+            "(run_dataset: this run's dataset standing in for the paper's)"
+            + (
+                f"; {int(judged.astype(bool).sum())} of the {len(judged)} with a 95 % interval (small print) "
+                "hold the paper's value within it."
+                if len(judged)
+                else "."
+            ),
             view=vs_paper_view(vs),
         )
         log.info("%s %s: %d of %d published cells have a run value", paper, name, filled, len(vs))

@@ -81,7 +81,9 @@ def round0_correct(turns: pd.DataFrame, protocols: dict[str, ProtocolInfo]) -> p
         for p, i in zip(first["protocol"], first["agent_index"])
     ]
     first = first[~np.asarray(adversarial, dtype=bool)]
-    had = first["correct"].fillna(False).astype(bool).groupby([first[k] for k in TRAJECTORY_KEYS]).any()
+    had = (
+        first["correct"].astype("boolean").fillna(False).astype(bool).groupby([first[k] for k in TRAJECTORY_KEYS]).any()
+    )
     return had.rename("had_correct").reset_index().astype({"had_correct": float})
 
 
