@@ -164,6 +164,11 @@ def long_table(frame: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str],
     return long.astype({"value": float, "low": float, "high": float}).replace({np.inf: np.nan, -np.inf: np.nan})
 
 
+def bound_columns(metrics) -> list[str]:
+    """`<metric>_low`, `<metric>_high` of each metric, in order: a wide cell frame's interval columns."""
+    return [f"{m}_{end}" for m in metrics for end in ("low", "high")]
+
+
 def cell_intervals(
     rows: pd.DataFrame,
     keys: Sequence[str],
@@ -185,7 +190,7 @@ def cell_intervals(
     unknown = set(shares) - set(metrics)
     if unknown:
         raise ValueError(f"cell_intervals: shares {sorted(unknown)} are not among the metrics {list(metrics)}")
-    columns = [*keys, *(f"{m}_{end}" for m in metrics for end in ("low", "high"))]
+    columns = [*keys, *bound_columns(metrics)]
     if rows.empty:
         return pd.DataFrame(columns=columns)
     out = []

@@ -32,7 +32,7 @@ from ...intervals import Estimate, bootstrap, paired_accuracy_difference, propor
 from ...reporting.figures import subplots
 from ...training.settings import TrainSettings
 from ..claims import finite
-from ..paper_numbers import cell_intervals, long_table
+from ..paper_numbers import bound_columns, cell_intervals, long_table
 from ..result import PaperEvaluation
 from ..run import ProtocolInfo, RunOutputs, protocol_method, seat_rounds
 
@@ -228,10 +228,6 @@ def difference_estimate(rows: pd.DataFrame, minuend: str, subtrahend: str, threa
     ).scaled(100)
 
 
-def bounds(metrics: list[str]) -> list[str]:
-    return [f"{m}_{end}" for m in metrics for end in ("low", "high")]
-
-
 # --------------------------------------------------------------------------- debate cells
 
 
@@ -285,7 +281,7 @@ def debate_cells(outputs: RunOutputs, infos: list[ProtocolInfo], q: pd.DataFrame
         "threads",
         *METRICS,
         *[f"{m}_sd" for m in METRICS],
-        *bounds(METRICS),
+        *bound_columns(METRICS),
         "n",
     ]
     names = {p.name: p for p in infos}
@@ -489,7 +485,7 @@ def table6(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
         "incorrect_tokens",
         "n_correct",
         "n_incorrect",
-        *bounds([f"{kind}_tokens" for kind in TOKEN_KINDS]),
+        *bound_columns([f"{kind}_tokens" for kind in TOKEN_KINDS]),
     ]
     chosen = {p.name: p for p in round_infos(outputs, infos)}
     turns = outputs.turns
@@ -608,7 +604,7 @@ def single_agent_intervals(t2: pd.DataFrame, per_question: pd.DataFrame) -> pd.D
     agents) drawn together (`cell_estimates`: maj@K exact with one agent; "avg" the unweighted mean
     of the datasets' values over every dataset's questions)."""
     metrics = {"mean_at_k": "mean", "maj_at_k": "maj"}
-    out = t2.assign(**{column: np.nan for column in bounds(list(metrics))})
+    out = t2.assign(**{column: np.nan for column in bound_columns(list(metrics))})
     for i, row in t2.iterrows():
         rows = per_question[(per_question["model"] == row["model"]) & (per_question["method"] == row["method"])]
         if row["dataset"] != AVG:

@@ -22,7 +22,7 @@ import pandas as pd
 
 from ...intervals import correlation, paired_accuracy_difference, paired_difference
 from ...reporting.figures import subplots
-from ..paper_numbers import cell_intervals, long_table
+from ..paper_numbers import bound_columns, cell_intervals, long_table
 from ..result import PaperEvaluation
 from ..run import NO_BACKBONE, ProtocolInfo, RunOutputs, protocol_method
 
@@ -93,7 +93,7 @@ CELL_INTERVALS = {"accuracy": ("correct", 100.0), **{m: (m, 1.0) for m in MEASUR
 
 
 def _cell_means(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    bounds = [f"{m}_{end}" for m in CELL_INTERVALS for end in ("low", "high")]
+    bounds = bound_columns(CELL_INTERVALS)
     if frame.empty:
         return pd.DataFrame(columns=[*keys, "run_dataset", "protocol", "accuracy", *MEASURES, "collapse", "n", *bounds])
     cell_keys = [*keys, "run_dataset", "protocol"]

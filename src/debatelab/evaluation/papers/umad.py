@@ -41,7 +41,7 @@ import pandas as pd
 
 from ...reporting.figures import subplots
 from ..claims import finite
-from ..paper_numbers import cell_intervals, long_table
+from ..paper_numbers import bound_columns, cell_intervals, long_table
 from ..result import PaperEvaluation
 from ..run import SEAT_KEYS, ProtocolInfo, RunOutputs, protocol_method, seat_rounds
 
@@ -62,11 +62,6 @@ STATE_KEYS = SEAT_KEYS
 #: a seat's accuracy (%) interval over questions (`paper_numbers.cell_intervals`), a share
 SEAT_ACCURACY = {"accuracy": ("correct", 100.0)}
 SYS_MEASURES = {"TU": "total", "Sys-EU": "epistemic", "Sys-AU": "aleatoric"}  # column of the uncertainty rounds
-
-
-def bound_columns(metrics) -> list[str]:
-    """`<metric>_low`, `<metric>_high` of each metric, in order."""
-    return [f"{m}_{end}" for m in metrics for end in ("low", "high")]
 
 
 # --------------------------------------------------------------------------- which protocol is which row
