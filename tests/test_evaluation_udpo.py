@@ -259,3 +259,26 @@ def test_table6_gives_each_correlation_its_bootstrap_interval_over_questions():
     ).confidence_interval
     assert (row["low"], row["high"]) == pytest.approx((ref.low, ref.high), abs=5e-4)
     assert row["high"] < 0 and row["p"] < 0.05 and (row["n"], row["questions"]) == (200, 200)
+
+
+def test_the_drop_under_attack_is_exact_where_threads_agree_and_bootstrapped_where_they_differ():
+    """Table 7's drop on 12 questions, two threads each: where every question's threads agree, both
+    sides count questions and the interval is the exact paired one; once they differ, the paired
+    bootstrap of per-question thread means."""
+    from debatelab.evaluation.papers.udpo import _drop_estimate
+
+    questions = np.tile([f"q{i:02d}" for i in range(12)], 2)
+    unattacked = np.tile(np.arange(12) % 4 != 0, 2)  # right on 9
+    attacked = np.tile(np.arange(12) % 2 == 0, 2)  # right on 6
+    frame = pd.DataFrame(
+        {
+            "protocol": ["attacked"] * 24 + ["plain"] * 24,
+            "question_id": np.concatenate([questions, questions]),
+            "correct": np.concatenate([attacked, unattacked]),
+        }
+    )
+    est = _drop_estimate(frame, "attacked", "plain")
+    exact = intervals.paired_accuracy_difference(attacked[:12], unattacked[:12]).scaled(100)
+    assert (est.value, est.low, est.high) == pytest.approx((-25.0, exact.low, exact.high))
+    differ = frame.assign(correct=frame["correct"] & ~((frame.index == 0) & (frame["protocol"] == "attacked")))
+    assert "bootstrap" in _drop_estimate(differ, "attacked", "plain").method

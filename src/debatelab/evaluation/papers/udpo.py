@@ -188,14 +188,15 @@ def table7(frame: pd.DataFrame, protocols) -> pd.DataFrame:
 
 def _drop_estimate(frame: pd.DataFrame, attacked: str, unattacked: str):
     """Accuracy under attack − without (points) on the questions both protocols debated, paired by
-    question: exact (McNemar's interval) with one thread each, else the BCa bootstrap of the
-    per-question difference of thread means."""
+    question: exact (McNemar's interval) where both are counts of questions (one thread each, or
+    threads that agree on every question), else the BCa bootstrap of the per-question difference of
+    thread means."""
     per_question = {
-        name: frame[frame["protocol"] == name].groupby("question_id")["correct"].agg(["mean", "size"])
+        name: frame[frame["protocol"] == name].groupby("question_id")["correct"].mean()
         for name in (attacked, unattacked)
     }
-    both = per_question[attacked].join(per_question[unattacked], lsuffix="_a", rsuffix="_u", how="inner")
-    if (both["size_a"] == 1).all() and (both["size_u"] == 1).all():
+    both = pd.concat({"mean_a": per_question[attacked], "mean_u": per_question[unattacked]}, axis=1, join="inner")
+    if both.isin([0.0, 1.0]).all().all():
         est = paired_accuracy_difference(both["mean_a"].astype(bool), both["mean_u"].astype(bool))
     else:
         est = paired_difference(both["mean_a"], both["mean_u"])
