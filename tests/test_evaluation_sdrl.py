@@ -15,6 +15,7 @@ from workflow_helpers import REPO_ROOT
 from debatelab import intervals
 from debatelab.config import Experiment, validate_config
 from debatelab.evaluation import stage
+from debatelab.evaluation.paper_numbers import long_table
 from debatelab.evaluation.papers import sdrl, sdrl_claims, sdrl_single_agent
 from debatelab.evaluation.run import (
     QUESTION_COLUMNS,
@@ -671,7 +672,7 @@ def test_table2_intervals_bootstrap_questions_and_average_datasets():
     by_hand = _by_hand_interval(per_question, "mean", thread=None)
     assert avg["mean_at_k"] == pytest.approx(by_hand.value)
     assert (avg["mean_at_k_low"], avg["mean_at_k_high"]) == pytest.approx((by_hand.low, by_hand.high), rel=1e-9)
-    long = sdrl._long(t2, ["model", "dataset", "method"], ["mean_at_k", "maj_at_k"])
+    long = long_table(t2, ["model", "dataset", "method"], ["mean_at_k", "maj_at_k"])
     assert long[["low", "high"]].notna().all().all()
     assert (long["low"] < long["value"]).all() and (long["value"] < long["high"]).all()
 

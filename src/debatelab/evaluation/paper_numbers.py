@@ -151,14 +151,16 @@ def compare_with_paper(run_long: pd.DataFrame, published: pd.DataFrame) -> pd.Da
 def long_table(frame: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str], n_column: str = "n") -> pd.DataFrame:
     """Melt a wide per-cell frame (keys + metric columns + n + run_dataset) into the long form above;
     a metric's `<metric>_low` / `<metric>_high` columns, where the frame has them (`cell_intervals`),
-    become the cell's `low` / `high` (NaN for the others)."""
+    become the cell's `low` / `high` (NaN for the others). A frame without cells gives the columns."""
+    columns = [*keys, n_column, "run_dataset", "metric", "value", "low", "high"]
+    if frame.empty:
+        return pd.DataFrame(columns=columns).rename(columns={n_column: "n"})
     parts = []
     for metric in metrics:
         part = frame[[*keys, n_column, "run_dataset"]].assign(metric=metric, value=frame[metric])
         for end in ("low", "high"):
             part[end] = frame[f"{metric}_{end}"] if f"{metric}_{end}" in frame else np.nan
         parts.append(part)
-    columns = [*keys, n_column, "run_dataset", "metric", "value", "low", "high"]
     long = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
     long = long[columns].rename(columns={n_column: "n"})
     return long.astype({"value": float, "low": float, "high": float}).replace({np.inf: np.nan, -np.inf: np.nan})
@@ -167,6 +169,18 @@ def long_table(frame: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str],
 def bound_columns(metrics) -> list[str]:
     """`<metric>_low`, `<metric>_high` of each metric, in order: a wide cell frame's interval columns."""
     return [f"{m}_{end}" for m in metrics for end in ("low", "high")]
+
+
+def agreed_outcomes(values: pd.DataFrame, questions) -> pd.DataFrame | None:
+    """Each question's 0/1 outcome of each column where the rows count questions: `values` are 0/1
+    outcomes (the caller checks) and each question's rows (threads, samples) agree on every column;
+    else None. A share of such rows is a binomial count of questions, with an exact interval
+    (`cell_intervals`)."""
+    values = pd.DataFrame(values).astype(float)
+    per_question = values.groupby(np.asarray(questions)).mean()
+    if per_question.empty or not per_question.isin([0.0, 1.0]).all().all():
+        return None  # a mean of 0/1 values is 0 or 1 only where they all agree
+    return per_question
 
 
 def cell_intervals(
@@ -204,9 +218,9 @@ def cell_intervals(
             if name in shares:
                 if not np.isin(x, (0.0, 1.0)).all():
                     raise ValueError(f"cell_intervals: share {name!r} ({column}) has values other than 0 and 1")
-                per_question = pd.Series(x).groupby(units).mean().to_numpy()
-                if per_question.size and np.isin(per_question, (0.0, 1.0)).all():
-                    est = proportion(int(per_question.sum()), int(per_question.size))
+                counts = agreed_outcomes(pd.Series(x), units)
+                if counts is not None:
+                    est = proportion(int(counts.iloc[:, 0].sum()), len(counts))
             if est is None:
                 est = mean_estimate(x, clusters=units)
             row[f"{name}_low"], row[f"{name}_high"] = est.low * scale, est.high * scale

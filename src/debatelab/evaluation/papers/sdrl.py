@@ -32,7 +32,7 @@ from ...intervals import Estimate, bootstrap, paired_accuracy_difference, propor
 from ...reporting.figures import subplots
 from ...training.settings import TrainSettings
 from ..claims import finite
-from ..paper_numbers import bound_columns, cell_intervals, long_table
+from ..paper_numbers import agreed_outcomes, bound_columns, cell_intervals, long_table
 from ..result import PaperEvaluation
 from ..run import ProtocolInfo, RunOutputs, protocol_method, seat_rounds
 
@@ -49,7 +49,6 @@ BASE = "Base"
 METHOD_ORDER = [BASE, "DAPO", "SDRL-rand", "SDRL-freq"]
 GROUP = ["protocol", "dataset", "question_id", "thread"]
 PAPER = "sdrl"
-LONG_COLUMNS = ["n", "run_dataset", "metric", "value", "low", "high"]  # a long cell after its keys
 
 
 # --------------------------------------------------------------------------- answers and votes
@@ -188,11 +187,9 @@ def _question_counts(rows: pd.DataFrame, columns: list[str], thread: str | None)
         return None
     if thread and rows.groupby(thread)["question_id"].agg(frozenset).nunique() > 1:
         return None
-    values = rows[columns].astype(float)
-    per_question = values.groupby(rows["question_id"].to_numpy()).mean()
-    if not (values.isin([0.0, 1.0]).all().all() and per_question.isin([0.0, 1.0]).all().all()):
+    if not rows[columns].astype(float).isin([0.0, 1.0]).all().all():
         return None
-    return per_question
+    return agreed_outcomes(rows[columns], rows["question_id"])
 
 
 def cell_estimates(rows: pd.DataFrame, columns: list[str], thread: str | None = None) -> dict[str, Estimate]:
@@ -408,13 +405,8 @@ def debate_layout(cells: pd.DataFrame, index: list[str]) -> pd.DataFrame:
     ).reset_index(drop=True)
 
 
-def _long(frame: pd.DataFrame, keys: list[str], metrics: list[str]) -> pd.DataFrame:
-    """`long_table`, its columns kept where there is no cell."""
-    return pd.DataFrame(columns=[*keys, *LONG_COLUMNS]) if frame.empty else long_table(frame, keys, metrics)
-
-
 def _cells_long(cells: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    return _long(cells.drop_duplicates(keys), keys, METRICS)
+    return long_table(cells.drop_duplicates(keys), keys, METRICS)
 
 
 # --------------------------------------------------------------------------- the tables
@@ -641,7 +633,7 @@ def evaluate(outputs: RunOutputs) -> PaperEvaluation:
     result.tables["table6"] = t6.round(1)
     result.tables["fig1"] = by_round.round(2)
     result.cells["table1"] = _cells_long(t1, ["model", "dataset", "n_agents", "method"])
-    result.cells["table2"] = _long(t2, ["model", "dataset", "method"], ["mean_at_k", "maj_at_k"])
+    result.cells["table2"] = long_table(t2, ["model", "dataset", "method"], ["mean_at_k", "maj_at_k"])
     result.cells["table3"] = _cells_long(t3, ["model", "dataset", "n_agents", "method"])
     result.cells["table4"] = _cells_long(t4, ["model", "dataset", "n_agents", "topology", "method"])
     result.cells["table5"] = _cells_long(t5, ["model", "dataset", "n_agents", "method", "steps"])

@@ -22,7 +22,7 @@ import pandas as pd
 
 from ...intervals import correlation, paired_accuracy_difference, paired_difference
 from ...reporting.figures import subplots
-from ..paper_numbers import bound_columns, cell_intervals, long_table
+from ..paper_numbers import agreed_outcomes, bound_columns, cell_intervals, long_table
 from ..result import PaperEvaluation
 from ..run import NO_BACKBONE, ProtocolInfo, RunOutputs, protocol_method
 
@@ -196,7 +196,7 @@ def _drop_estimate(frame: pd.DataFrame, attacked: str, unattacked: str):
         for name in (attacked, unattacked)
     }
     both = pd.concat({"mean_a": per_question[attacked], "mean_u": per_question[unattacked]}, axis=1, join="inner")
-    if both.isin([0.0, 1.0]).all().all():
+    if agreed_outcomes(both, both.index) is not None:  # per-question means: 0/1 where threads agree
         est = paired_accuracy_difference(both["mean_a"].astype(bool), both["mean_u"].astype(bool))
     else:
         est = paired_difference(both["mean_a"], both["mean_u"])
