@@ -337,10 +337,12 @@ def _run_outputs(f1: dict[str, list[float]], auarc: dict[str, list[float]] | Non
 def test_a_lift_that_swings_over_runs_is_inconclusive_where_its_mean_alone_would_hold():
     """MAD − zs* F1 is −4 points in even runs and +1 in odd ones (10 runs): the mean −1.5 is ≤ 0 (the
     old point-value claim held), but the runs' SD is 2.6 points, the mean's SE 0.83, so the interval
-    (about −1.5 ± 1.6) covers 0. On 2 runs there would be no interval at all (claims.MIN_UNITS)."""
+    (about −1.5 ± 1.6) reaches 0: a resample's mean is 1 − k/2 for k runs of −4, and its upper end is
+    the resamples' 0 exactly (not a float a hair above it). On 2 runs there would be no interval at all
+    (claims.MIN_UNITS)."""
     outputs = _run_outputs({"zero_shot": [0.60] * 10, "mad": [0.56, 0.61] * 5})
     mad = _claim(claims_frame(confidence.evaluate(outputs).claims), "§10.3", "tiny_boolq", "MAD F1")
-    assert mad["value"] == pytest.approx(-1.5) and mad["low"] < 0 < mad["high"] and mad["low"] >= -4
+    assert mad["value"] == pytest.approx(-1.5) and mad["low"] < 0 <= mad["high"] and mad["low"] >= -4
     assert mad["verdict"] == "inconclusive" and mad["n"] == 10
     two = _run_outputs({"zero_shot": [0.60, 0.60], "mad": [0.56, 0.61]})
     assert _claim(claims_frame(confidence.evaluate(two).claims), "§10.3", "tiny_boolq", "MAD F1")["verdict"] == (

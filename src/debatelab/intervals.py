@@ -39,6 +39,9 @@ ALPHA = 1 - CONFIDENCE  # the level every p-value is read at (two-sided, as the 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_BATCH = 250  # resamples (and jackknife replicates) computed at once: bounds the memory
 MIN_UNITS = 10  # fewer bootstrap units than this: no interval, verdict "n/a (too few)" (docs/evaluation.md)
+# Replicates are rounded to this many significant digits of the statistic's scale: the same fraction
+# summed in another order differs in its last bits, and BCa's bias correction and the p-value count ties.
+TIE_DIGITS = 12
 
 
 # --------------------------------------------------------------------------- estimates
@@ -288,6 +291,17 @@ def _jackknife(batch: Callable[[np.ndarray], np.ndarray], n_units: int) -> np.nd
     return np.concatenate(values)
 
 
+def _tie_rounding(scale: float) -> Callable[[np.ndarray], np.ndarray]:
+    """Statistics rounded to `TIE_DIGITS` significant digits of `scale` (the largest |value| among the
+    point value and its jackknife), so that resamples equal in exact arithmetic tie in floats too,
+    whatever order their sums took: with the value (BCa's bias correction) and with a null such as 0
+    (the p-value). Without a finite non-zero scale, unrounded."""
+    if not (math.isfinite(scale) and scale > 0):
+        return lambda values: values
+    decimals = TIE_DIGITS - math.ceil(math.log10(scale))
+    return lambda values: np.round(values, decimals)
+
+
 def _share_below(replicates: np.ndarray, point: float) -> float:
     """(#below + #at-or-below) / 2B: scipy's mid-rank percentile of `point` among the replicates."""
     return float((np.sum(replicates < point) + np.sum(replicates <= point)) / (2 * replicates.size))
@@ -363,7 +377,8 @@ def bootstrap(
     paired (`paired` only names it so) and rows of one question are clustered. Fewer than
     `MIN_UNITS` units: the value without an interval (`Estimate.few`). Where BCa is undefined (a
     constant statistic: no acceleration; or resamples where the statistic is undefined, NaN) the
-    interval is the percentile one over the finite replicates, and the method says so. The p-value
+    interval is the percentile one over the finite replicates, and the method says so. A resample's
+    statistic is rounded to `TIE_DIGITS` significant digits of its scale (`_tie_rounding`). The p-value
     (`Estimate.p_value`) inverts the interval that was used. The seed is fixed so a claims file is
     repeatable.
     """
@@ -371,12 +386,18 @@ def bootstrap(
     name = f"{'paired ' if paired else ''}bootstrap over {unit} ({resamples} resamples"
     if n_units < 1:
         return Estimate.missing(0, f"{name})")
-    batch = _batched(statistic, vectorized)
-    value = float(batch(np.arange(n_units)[None, :])[0])
+    raw = _batched(statistic, vectorized)
+    value = float(raw(np.arange(n_units)[None, :])[0])
     if n_units < MIN_UNITS:
         return Estimate.few(value, n_units, f"{name})")
     if not math.isfinite(value):
         return Estimate.missing(n_units, f"{name}; the statistic is undefined on these units)")
+    jack = _jackknife(raw, n_units)
+    rounded = _tie_rounding(float(np.nanmax(np.abs(np.append(jack, value)))))
+    value = float(rounded(value))
+
+    def batch(index: np.ndarray) -> np.ndarray:
+        return rounded(raw(index))
 
     def on_indices(index: np.ndarray, axis: int = -1) -> np.ndarray:
         index = np.asarray(index).astype(int)
@@ -397,7 +418,6 @@ def bootstrap(
     replicates = np.asarray(result.bootstrap_distribution, dtype=float)
     low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
     if np.isfinite(replicates).all() and math.isfinite(low) and math.isfinite(high):
-        jack = _jackknife(batch, n_units)
         spread = jack.mean() - jack
         accel = float(np.sum(spread**3) / (6 * np.sum(spread**2) ** 1.5)) if np.any(spread) else math.nan
         z0 = float(stats.norm.ppf(_share_below(replicates, value)))

@@ -173,12 +173,6 @@ def question_statistic(rows: pd.DataFrame, columns: list[str], thread: str | Non
     return statistic, n_questions
 
 
-def _tied(values: np.ndarray) -> np.ndarray:
-    """Rounded to 12 decimals: a resample whose statistic equals the value as a fraction ties with it
-    in floats too (BCa's bias correction counts the ties)."""
-    return np.round(values, 12)
-
-
 def _question_counts(rows: pd.DataFrame, columns: list[str], thread: str | None) -> pd.DataFrame | None:
     """Each question's 0/1 value of `columns` where the cell is a count of questions: one dataset,
     every thread on the same questions, and each question's rows (threads, agents) agreeing on every
@@ -206,7 +200,7 @@ def cell_estimates(rows: pd.DataFrame, columns: list[str], thread: str | None = 
             out[column] = proportion(int(counts[column].sum()), len(counts))
         else:
             out[column] = bootstrap(
-                lambda index, j=j: _tied(statistic(index)[:, j]), n_questions, unit=RESAMPLED, vectorized=True
+                lambda index, j=j: statistic(index)[:, j], n_questions, unit=RESAMPLED, vectorized=True
             )
     return {column: est.scaled(100) for column, est in out.items()}
 
@@ -221,7 +215,7 @@ def difference_estimate(rows: pd.DataFrame, minuend: str, subtrahend: str, threa
         return paired_accuracy_difference(counts[minuend].astype(bool), counts[subtrahend].astype(bool)).scaled(100)
     statistic, n_questions = question_statistic(rows, [minuend, subtrahend], thread)
     return bootstrap(
-        lambda index: _tied(np.subtract(*statistic(index).T)), n_questions, unit=RESAMPLED, vectorized=True, paired=True
+        lambda index: np.subtract(*statistic(index).T), n_questions, unit=RESAMPLED, vectorized=True, paired=True
     ).scaled(100)
 
 
