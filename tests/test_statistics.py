@@ -21,7 +21,6 @@ from debatelab.metrics import (
     cohens_d,
     failure_diagnostics,
     paired_t_greater,
-    point_biserial,
     selective_prediction,
     welch_t,
 )
@@ -71,27 +70,6 @@ def test_cohens_d_with_unequal_groups_uses_pooled_sample_variance():
 @pytest.mark.parametrize("failed, succeeded", [([], [1, 2]), ([1, 2], []), ([1], [2]), ([3, 3], [1, 1])])
 def test_cohens_d_is_nan_when_undefined(failed, succeeded):
     assert math.isnan(cohens_d(failed, succeeded))
-
-
-# --------------------------------------------------------------------------- point-biserial
-
-
-def test_point_biserial_matches_hand_computation():
-    # x = .1,.9,.2,.8 (mean .5, deviations −.4,.4,−.3,.3); y = 1,0,1,0 (deviations ±.5)
-    # Σ dx·dy = −.2 −.2 −.15 −.15 = −0.7; sqrt(Σdx²) = sqrt(.5); sqrt(Σdy²) = 1
-    # r = −0.7/0.707107 = −0.989949; t = r·sqrt(2)/sqrt(1 − r²) = −1.4/sqrt(.02) = −9.899495
-    r, p = point_biserial([0.1, 0.9, 0.2, 0.8], [True, False, True, False])
-    assert r == pytest.approx(-0.989949, abs=1e-6)
-    assert p == pytest.approx(2 * stats.t.sf(9.899495, 2), abs=1e-6)
-
-
-@pytest.mark.parametrize(
-    "values, correct",
-    [([0.1, 0.2, 0.3], [1, 1, 1]), ([0.4, 0.4, 0.4], [1, 0, 1]), ([0.4], [1])],
-)
-def test_point_biserial_is_nan_for_constant_input(values, correct):
-    r, p = point_biserial(values, correct)
-    assert math.isnan(r) and math.isnan(p)
 
 
 # --------------------------------------------------------------------------- selective prediction
@@ -153,7 +131,9 @@ def test_failure_diagnostics_one_row_per_measure():
     assert u["cohens_d"] == pytest.approx(1.264911, abs=1e-6)
     # Welch with equal n and s² 4 and 1: t = 2/sqrt(4/3 + 1/3) = 1.549193
     assert u["welch_t"] == pytest.approx(1.549193, abs=1e-6)
-    assert u["pearson_r"] < 0  # higher u on failures → negative correlation with correctness
+    # point-biserial r: dx = −1, 1, 3, −2, −1, 0 and dy = ∓.5, so Σdx·dy = −3, Σdx² = 16, Σdy² = 1.5:
+    # r = −3/√24 (higher u on failures: a negative correlation with correctness)
+    assert u["pearson_r"] == pytest.approx(-3 / math.sqrt(24), abs=1e-9)
     v = table.set_index("measure").loc["v"]
     assert (v["n_failed"], v["n_correct"]) == (3, 2)  # the NaN row is left out
     assert math.isnan(v["cohens_d"]) and math.isnan(v["welch_t"]) and math.isnan(v["pearson_r"])

@@ -21,9 +21,9 @@ confident items) and `selective_prediction` (accuracy of the least uncertain fra
 §9) sort by the same `ranked_order`.
 
 Statistics relating a per-question measure to correctness (Tang et al., arXiv:2602.07186 §3, §5, App. B) and comparing methods:
-`welch_t` (failed vs correct, Welch [CHOICE]), `cohens_d`, `point_biserial`,
-`failure_diagnostics` (all three per measure, d and r with their clustered 95 % intervals from
-`intervals`), and `paired_t_greater` (one-sided paired t-test
+`welch_t` (failed vs correct, Welch [CHOICE]), `cohens_d` (the UDPO trainer's coefficients),
+`failure_diagnostics` (Welch's t, and Cohen's d and the point-biserial r with their clustered 95 %
+intervals from `intervals`, per measure), and `paired_t_greater` (one-sided paired t-test
 over runs, Elahi & Di Eugenio, arXiv:2606.13591 §4.1, §5). A statistic that is undefined for the data at hand (too few values,
 zero variance, a constant input) is NaN, never an exception, so a run where every question is
 correct still reports.
@@ -315,20 +315,6 @@ def cohens_d(failed: Sequence[float], succeeded: Sequence[float]) -> float:
     return float((failed.mean() - succeeded.mean()) / pooled)
 
 
-def point_biserial(values: Sequence[float], correct: Sequence[bool]) -> tuple[float, float]:
-    """(r, p): Pearson r of a measure with 0/1 correctness; NaN when either is constant or
-    there are fewer than 2 values."""
-    from scipy import stats
-
-    x, y = np.asarray(values, dtype=float), np.asarray(correct, dtype=float)
-    if len(x) != len(y):
-        raise ValueError(f"values and correct differ in length ({len(x)} vs {len(y)})")
-    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return _NAN, _NAN
-    result = stats.pearsonr(x, y)
-    return float(result.statistic), float(result.pvalue)
-
-
 def paired_t_greater(a: Sequence[float], b: Sequence[float]) -> float:
     """p-value of the one-sided paired t-test "a > b" over runs (runs paired by position; Elahi & Di
     Eugenio, arXiv:2606.13591 §4.1, §5), or NaN where the test is undefined: fewer than 2 pairs, a
@@ -352,8 +338,9 @@ def failure_diagnostics(
     """One row per measure (columns `FAILURE_DIAGNOSTIC_COLUMNS`): failed-vs-correct means, Welch
     t, Cohen's d and the point-biserial r. Rows whose measure is NaN are left out of that measure.
 
-    d and r carry their 95 % BCa bootstrap interval and the p of the test it inverts
-    (`intervals.cohens_d`, `intervals.correlation`): over rows, or with `cluster_col` over its
+    d and r, and their 95 % BCa bootstrap interval and the p of the test it inverts, are one estimate
+    each (`intervals.cohens_d`, `intervals.correlation`; the value NaN where a group is empty, n1 + n2
+    ≤ 2 or a variable is constant): over rows, or with `cluster_col` over its
     values (a question's threads drawn together), `n_units` of them. `pearson_p` is that test's p,
     not Pearson's own, which takes the rows as independent; `welch_p` is Welch's, which does too
     (exact for one row per unit)."""
@@ -368,7 +355,6 @@ def failure_diagnostics(
         clusters = sub[cluster_col].to_numpy() if cluster_col else None
         failed, succeeded = values[~correct], values[correct]
         t, p = welch_t(failed, succeeded)
-        r, _ = point_biserial(values, correct)
         d = cohens_d_estimate(
             failed,
             succeeded,
@@ -387,11 +373,11 @@ def failure_diagnostics(
                 "mean_correct": float(succeeded.mean()) if len(succeeded) else _NAN,
                 "welch_t": t,
                 "welch_p": p,
-                "cohens_d": cohens_d(failed, succeeded),
+                "cohens_d": d.value,
                 "cohens_d_low": d.low,
                 "cohens_d_high": d.high,
                 "cohens_d_p": d.p,
-                "pearson_r": r,
+                "pearson_r": r_estimate.value,
                 "pearson_r_low": r_estimate.low,
                 "pearson_r_high": r_estimate.high,
                 "pearson_p": r_estimate.p,
