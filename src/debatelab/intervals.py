@@ -394,7 +394,7 @@ def bootstrap(
         return Estimate.missing(n_units, f"{name}; the statistic is undefined on these units)")
     jack = _jackknife(raw, n_units)
     rounded = _tie_rounding(float(np.nanmax(np.abs(np.append(jack, value)))))
-    value = float(rounded(value))
+    value, jack = float(rounded(value)), rounded(jack)  # as scipy's BCa sees them, through `batch`
 
     def batch(index: np.ndarray) -> np.ndarray:
         return rounded(raw(index))
@@ -419,7 +419,7 @@ def bootstrap(
     low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
     if np.isfinite(replicates).all() and math.isfinite(low) and math.isfinite(high):
         spread = jack.mean() - jack
-        accel = float(np.sum(spread**3) / (6 * np.sum(spread**2) ** 1.5)) if np.any(spread) else math.nan
+        accel = float(np.sum(spread**3) / (6 * np.sum(spread**2) ** 1.5)) if np.ptp(jack) > 0 else math.nan
         z0 = float(stats.norm.ppf(_share_below(replicates, value)))
         if math.isfinite(accel) and math.isfinite(z0):
             return Estimate(
