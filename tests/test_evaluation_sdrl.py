@@ -545,7 +545,7 @@ def wide():
 def _by_hand_interval(rows: pd.DataFrame, column: str, thread: str | None = "thread"):
     """The tables' statistic written out (per (dataset, thread) the mean over the rows, averaged over
     the datasets, then the threads) and bootstrapped one resample at a time over (dataset, question)
-    units in sorted order, as `sdrl.question_statistic` numbers them; in points."""
+    units in sorted order, as `paper_numbers.dataset_average_statistic` numbers them; in points."""
     unit_of = {u: i for i, u in enumerate(sorted(set(zip(rows["dataset"], rows["question_id"]))))}
     unit = np.array([unit_of[u] for u in zip(rows["dataset"], rows["question_id"])])
     x = rows[column].to_numpy(float)

@@ -712,23 +712,44 @@ def test_sys_uncertainty_means_carry_the_bca_interval_over_questions(tmp_path):
     assert (sys_u["TU_low"], sys_u["TU_high"]) == (pytest.approx(total.low), pytest.approx(total.high))
 
 
-def test_avg_over_several_datasets_has_no_interval(tmp_path):
-    """The Avg of two datasets is the unweighted mean of their accuracies, which a bootstrap of the
-    pooled questions would not centre: NaN, while each dataset's cell has its interval."""
+def test_avg_over_several_datasets_has_the_interval_of_its_own_average(tmp_path):
+    """The Avg of two datasets is the unweighted mean of their accuracies: ds1's weak seat 25 % on 40
+    questions, ds2's 50 % on 20, so Avg 37.5 where the pooled share is 33.3. Its interval is the BCa
+    bootstrap over the 60 (dataset, question) units of that average (each resample's per-dataset
+    accuracies, then their mean), computed here by hand from the questions' outcomes; it used to be
+    NaN. Each dataset's own cell keeps its interval."""
     outputs = _gain_outputs(tmp_path, 40)
     turns = outputs.turns
+    second = turns[turns["question_id"].isin([f"g{q}" for q in range(20)])].assign(dataset="ds2")
+    weak_first = (second["protocol"] == "pair") & (second["agent_index"] == 0) & (second["round"] == 0)
+    even = second["question_id"].str[1:].astype(int) % 2 == 0
+    second.loc[weak_first, "correct"] = even[weak_first]
     path = tmp_path / "turns_two_datasets.parquet"
-    pd.concat([turns, turns.assign(dataset="ds2")], ignore_index=True).to_parquet(path)
+    pd.concat([turns, second], ignore_index=True).to_parquet(path)
     two = RunOutputs("two", outputs.protocols, {}, {"ds1": "gsm8k", "ds2": "math500"}, turn_paths=[path])
     built = umad.evaluate(two)
     _close_figures(built)
     cells = built.cells["table1"]
-    for dataset in ("gsm8k", "math500"):
+    for dataset, share in (("gsm8k", 25.0), ("math500", 50.0)):
         a0 = _row(cells, setting="hetero", method="Zero-Shot", dataset=dataset, turn=1, metric="A0")
-        assert a0["low"] < 25.0 < a0["high"]
+        assert a0["value"] == share and a0["low"] < share < a0["high"]
     avg = _row(cells, setting="hetero", method="Zero-Shot", dataset="avg", turn=1, metric="A0")
-    assert avg["value"] == 25.0 and avg["run_dataset"] == "ds1+ds2"
-    assert math.isnan(avg["low"]) and math.isnan(avg["high"])
+    assert avg["value"] == 37.5 and avg["run_dataset"] == "ds1+ds2"
+    # by hand: the units in sorted (dataset, question) order, each with its outcome (both threads agree)
+    weak = pd.concat([turns, second])
+    weak = weak[(weak["protocol"] == "pair") & (weak["agent_index"] == 0) & (weak["round"] == 0)]
+    units = weak.groupby(["dataset", "question_id"])["correct"].first().reset_index()
+    in_ds2, correct = (units["dataset"] == "ds2").to_numpy(), units["correct"].to_numpy(float)
+
+    def average(index):
+        second_share = (correct[index] * in_ds2[index]).sum(axis=-1) / in_ds2[index].sum(axis=-1)
+        first_share = (correct[index] * ~in_ds2[index]).sum(axis=-1) / (~in_ds2[index]).sum(axis=-1)
+        return 100 * (first_share + second_share) / 2
+
+    expected = intervals.bootstrap(average, len(units), vectorized=True)
+    assert expected.value == pytest.approx(37.5)
+    assert (avg["low"], avg["high"]) == pytest.approx((expected.low, expected.high), rel=1e-9)
+    assert avg["low"] < 37.5 < avg["high"]
 
 
 def test_vs_paper_rows_carry_the_run_interval_and_judge_the_papers_value(tmp_path):

@@ -183,6 +183,47 @@ def agreed_outcomes(values: pd.DataFrame, questions) -> pd.DataFrame | None:
     return per_question
 
 
+def _mean_present(values: np.ndarray, axis: int) -> np.ndarray:
+    """The mean over `axis` of the values that are not NaN; NaN where all are."""
+    present = ~np.isnan(values)
+    count = present.sum(axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, np.where(present, values, 0.0).sum(axis=axis) / count, np.nan)
+
+
+def dataset_average_statistic(rows: pd.DataFrame, columns: list[str], thread: str | None = None):
+    """A table's average over datasets as a function of resampled questions, for `intervals.bootstrap`:
+    per (dataset, thread) the mean of each column over its rows, averaged over the datasets a thread
+    has, then over the threads (`thread` None: one), as SDRL's tables and UMAD's Avg print them. The
+    unit is the (dataset, question): all its rows move together. Each dataset keeps its own mean in
+    every resample, so the unweighted average over datasets is what is resampled, not the pooled
+    share (which would weight datasets by their size). Returns (statistic, questions):
+    the statistic maps an int array of question indices, one resample a row, to (resamples,
+    len(columns)) shares; on every question once it is the printed value / 100."""
+    # numbered in sorted order, as `intervals.cluster_codes` numbers clusters: the row order doesn't matter
+    question = rows.groupby(["dataset", "question_id"], sort=True).ngroup().to_numpy()
+    n_questions = int(question.max()) + 1
+    dataset, n_datasets = pd.factorize(rows["dataset"])[0], rows["dataset"].nunique()
+    threads, n_threads = (pd.factorize(rows[thread])[0], rows[thread].nunique()) if thread else (0, 1)
+    # per question and (dataset, thread): its rows, then each column's sum
+    sums = np.zeros((n_questions, n_datasets * n_threads, 1 + len(columns)))
+    values = np.column_stack([np.ones(len(rows)), rows[columns].to_numpy(dtype=float)])
+    np.add.at(sums, (question, dataset * n_threads + threads), values)
+    sums = sums.reshape(n_questions, -1)
+
+    def statistic(index: np.ndarray) -> np.ndarray:
+        index = np.atleast_2d(index)
+        draws = len(index)
+        offsets = np.arange(draws)[:, None] * n_questions
+        drawn = np.bincount((offsets + index).ravel(), minlength=draws * n_questions).reshape(draws, n_questions)
+        totals = (drawn @ sums).reshape(draws, n_datasets, n_threads, 1 + len(columns))
+        with np.errstate(invalid="ignore", divide="ignore"):  # a (dataset, thread) the resample missed: NaN, skipped
+            means = totals[..., 1:] / totals[..., :1]
+        return _mean_present(_mean_present(means, axis=1), axis=1)
+
+    return statistic, n_questions
+
+
 def cell_intervals(
     rows: pd.DataFrame,
     keys: Sequence[str],

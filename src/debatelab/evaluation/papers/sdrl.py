@@ -32,7 +32,7 @@ from ...intervals import Estimate, bootstrap, paired_accuracy_difference, propor
 from ...reporting.figures import subplots
 from ...training.settings import TrainSettings
 from ..claims import finite
-from ..paper_numbers import agreed_outcomes, bound_columns, cell_intervals, long_table
+from ..paper_numbers import agreed_outcomes, bound_columns, cell_intervals, dataset_average_statistic, long_table
 from ..result import PaperEvaluation
 from ..run import ProtocolInfo, RunOutputs, protocol_method, seat_rounds
 
@@ -134,45 +134,6 @@ def _final_is_hub(hub: pd.DataFrame, questions: pd.DataFrame, rounds: int) -> bo
 RESAMPLED = "questions, each one's threads and agents drawn together"
 
 
-def _mean_present(values: np.ndarray, axis: int) -> np.ndarray:
-    """The mean over `axis` of the values that are not NaN; NaN where all are."""
-    present = ~np.isnan(values)
-    count = present.sum(axis=axis)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(count > 0, np.where(present, values, 0.0).sum(axis=axis) / count, np.nan)
-
-
-def question_statistic(rows: pd.DataFrame, columns: list[str], thread: str | None = None):
-    """The tables' averaged means as a function of resampled questions, for `intervals.bootstrap`:
-    per (dataset, thread) the mean of each column over its rows, averaged over the datasets a thread
-    has, then over the threads (`thread` None: one), as `debate_cells` and Table 2 print them. The
-    unit is the (dataset, question): all its rows move together. Returns (statistic, questions):
-    the statistic maps an int array of question indices, one resample a row, to (resamples,
-    len(columns)) shares; on every question once it is the printed value / 100."""
-    # numbered in sorted order, as `intervals.cluster_codes` numbers clusters: the row order doesn't matter
-    question = rows.groupby(["dataset", "question_id"], sort=True).ngroup().to_numpy()
-    n_questions = int(question.max()) + 1
-    dataset, n_datasets = pd.factorize(rows["dataset"])[0], rows["dataset"].nunique()
-    threads, n_threads = (pd.factorize(rows[thread])[0], rows[thread].nunique()) if thread else (0, 1)
-    # per question and (dataset, thread): its rows, then each column's sum
-    sums = np.zeros((n_questions, n_datasets * n_threads, 1 + len(columns)))
-    values = np.column_stack([np.ones(len(rows)), rows[columns].to_numpy(dtype=float)])
-    np.add.at(sums, (question, dataset * n_threads + threads), values)
-    sums = sums.reshape(n_questions, -1)
-
-    def statistic(index: np.ndarray) -> np.ndarray:
-        index = np.atleast_2d(index)
-        draws = len(index)
-        offsets = np.arange(draws)[:, None] * n_questions
-        drawn = np.bincount((offsets + index).ravel(), minlength=draws * n_questions).reshape(draws, n_questions)
-        totals = (drawn @ sums).reshape(draws, n_datasets, n_threads, 1 + len(columns))
-        with np.errstate(invalid="ignore", divide="ignore"):  # a (dataset, thread) the resample missed: NaN, skipped
-            means = totals[..., 1:] / totals[..., :1]
-        return _mean_present(_mean_present(means, axis=1), axis=1)
-
-    return statistic, n_questions
-
-
 def _question_counts(rows: pd.DataFrame, columns: list[str], thread: str | None) -> pd.DataFrame | None:
     """Each question's 0/1 value of `columns` where the cell is a count of questions: one dataset,
     every thread on the same questions, and each question's rows (threads, agents) agreeing on every
@@ -187,12 +148,12 @@ def _question_counts(rows: pd.DataFrame, columns: list[str], thread: str | None)
 
 
 def cell_estimates(rows: pd.DataFrame, columns: list[str], thread: str | None = None) -> dict[str, Estimate]:
-    """Each column's printed mean (`question_statistic`) over one cell's rows in % with its 95 %
-    interval: exact (Clopper-Pearson) where it is a count of questions (`_question_counts`: one
-    answer per question, or threads that agree), else the BCa bootstrap over questions of that very
-    statistic (centred on the printed value even where threads cover different questions or datasets
+    """Each column's printed mean (`paper_numbers.dataset_average_statistic`) over one cell's rows in %
+    with its 95 % interval: exact (Clopper-Pearson) where it is a count of questions
+    (`_question_counts`: one answer per question, or threads that agree), else the BCa bootstrap over
+    questions of that very statistic (centred on the printed value even where threads cover different questions or datasets
     differ in size)."""
-    statistic, n_questions = question_statistic(rows, columns, thread)
+    statistic, n_questions = dataset_average_statistic(rows, columns, thread)
     out = {}
     for j, column in enumerate(columns):
         counts = _question_counts(rows, [column], thread)
@@ -209,11 +170,11 @@ def difference_estimate(rows: pd.DataFrame, minuend: str, subtrahend: str, threa
     """The printed mean of `minuend` − that of `subtrahend` (0/1 columns, e.g. Debate − Maj) in
     points, paired by question: exact (the conditional interval, McNemar's) where both are counts of
     questions (`_question_counts`), else the BCa bootstrap over questions of the difference of
-    `question_statistic`s on the same resample."""
+    `paper_numbers.dataset_average_statistic`s on the same resample."""
     counts = _question_counts(rows, [minuend, subtrahend], thread)
     if counts is not None:
         return paired_accuracy_difference(counts[minuend].astype(bool), counts[subtrahend].astype(bool)).scaled(100)
-    statistic, n_questions = question_statistic(rows, [minuend, subtrahend], thread)
+    statistic, n_questions = dataset_average_statistic(rows, [minuend, subtrahend], thread)
     return bootstrap(
         lambda index: np.subtract(*statistic(index).T), n_questions, unit=RESAMPLED, vectorized=True, paired=True
     ).scaled(100)

@@ -18,10 +18,10 @@ cell_intervals`): a seat's accuracy (`<seat>_low`, `<seat>_high`, which reach th
 the flip shares are shares: Clopper-Pearson's exact interval where each question's threads agree (one
 thread, or threads alike), else the BCa bootstrap of the share over (question, thread) answers; the
 Sys-U means the BCa bootstrap over questions. A bootstrap over fewer than `intervals.MIN_UNITS`
-questions: NaN. An Avg over several datasets has none (NaN): it is the
-unweighted mean of per-dataset accuracies, which a bootstrap of the pooled questions would not
-centre (it weights datasets by their size); the correct one resamples each dataset on its own, which
-`intervals.bootstrap` does not. An Avg over one dataset is that dataset's cell, interval included.
+questions: NaN. An Avg over several datasets is the unweighted mean of per-dataset accuracies, which
+a bootstrap of the pooled share would not centre (it weights datasets by their size): its interval is
+the BCa bootstrap over (dataset, question) units of that very average (`average_accuracy_intervals`,
+as SDRL's Avg). An Avg over one dataset is that dataset's cell, interval included.
 
 There is no aggregation (no vote): an agent's answer in a round is its own, from its last call of
 that round; an agent that made no call keeps its previous answer.
@@ -39,9 +39,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...intervals import bootstrap
 from ...reporting.figures import subplots
 from ..claims import finite
-from ..paper_numbers import bound_columns, cell_intervals, long_table
+from ..paper_numbers import bound_columns, cell_intervals, dataset_average_statistic, long_table
 from ..result import PaperEvaluation
 from ..run import SEAT_KEYS, ProtocolInfo, RunOutputs, protocol_method, seat_rounds
 
@@ -58,6 +59,7 @@ TRANSITIONS = ("C2C", "C2W", "W2C", "W2W")
 FLIP_SHARES = (*TRANSITIONS, "flip_ratio", "answer_changed")
 NO_ANSWER = "<none>"  # an unparseable answer: one answer of its own, as the uncertainty stage buckets it
 CELL_KEYS = ["setting", "method", "dataset", "turn"]
+AVG_RESAMPLED = "(dataset, question) units, each one's threads drawn together"
 STATE_KEYS = SEAT_KEYS
 #: a seat's accuracy (%) interval over questions (`paper_numbers.cell_intervals`), a share
 SEAT_ACCURACY = {"accuracy": ("correct", 100.0)}
@@ -162,10 +164,36 @@ def seat_accuracy_intervals(states: pd.DataFrame, per_thread: pd.DataFrame) -> p
     return bounds.rename(columns={"accuracy_low": "low", "accuracy_high": "high"})
 
 
+def average_accuracy_intervals(states: pd.DataFrame, per_thread: pd.DataFrame) -> pd.DataFrame:
+    """The 95 % interval (%) of each seat's Avg over several datasets per (protocol, turn): the BCa
+    bootstrap over (dataset, question) units, a question's threads drawn together, of the printed
+    Avg itself (`paper_numbers.dataset_average_statistic`: each dataset's accuracy, then their
+    unweighted mean, then the mean over threads), so it is centred on the cell. None under
+    `intervals.MIN_UNITS` units. Columns: protocol, run_dataset ("a+b", as the Avg rows name it),
+    turn, agent_index, low, high."""
+    columns = ["protocol", "run_dataset", "turn", "agent_index", "low", "high"]
+    rows = []
+    for (protocol, turn, seat), cell in per_thread.groupby(["protocol", "turn", "agent_index"], sort=False):
+        datasets = sorted(set(cell["run_dataset"]))
+        if len(datasets) < 2:
+            continue  # an Avg over one dataset is that dataset's cell, interval included
+        answers = states[
+            (states["protocol"] == protocol)
+            & (states["round"] == turn - 1)
+            & (states["agent_index"] == seat)
+            & states["dataset"].isin(datasets)
+        ]
+        statistic, n_units = dataset_average_statistic(answers, ["correct"], "thread")
+        estimate = bootstrap(lambda index: statistic(index)[:, 0], n_units, unit=AVG_RESAMPLED, vectorized=True)
+        estimate = estimate.scaled(100)
+        rows.append((protocol, "+".join(datasets), turn, seat, estimate.low, estimate.high))
+    return pd.DataFrame(rows, columns=columns)
+
+
 def table1_cells(outputs: RunOutputs, states: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (setting, method, dataset incl. "avg", turn): A0, A1 (mean %), A0_std, A1_std,
-    A0_low, A0_high, A1_low, A1_high (the 95 % interval of `seat_accuracy_intervals`; NaN for an Avg
-    over several datasets, see the module's "Intervals"), n = (question, thread) pairs per seat,
+    A0_low, A0_high, A1_low, A1_high (the 95 % interval of `seat_accuracy_intervals`, for an Avg over
+    several datasets `average_accuracy_intervals`), n = (question, thread) pairs per seat,
     threads, protocol, run_dataset."""
     columns = [
         "setting",
@@ -197,10 +225,14 @@ def table1_cells(outputs: RunOutputs, states: pd.DataFrame | None = None) -> pd.
     )
     avg = _over_threads(avg_thread, ["protocol", "run_dataset", "turn"]).assign(dataset=AVG)
     stats = pd.concat([by_dataset, avg], ignore_index=True)
-    # an Avg over one dataset has that dataset's run_dataset, so its interval; over several, "a+b"
-    # matches none: NaN
+    # an Avg over one dataset has that dataset's run_dataset, so its interval; over several, "a+b",
+    # the bootstrap of the Avg itself
     interval_keys = ["protocol", "run_dataset", "turn", "agent_index"]
-    stats = stats.merge(seat_accuracy_intervals(states, per_thread), on=interval_keys, how="left")
+    bounds = seat_accuracy_intervals(states, per_thread)
+    averages = average_accuracy_intervals(states, per_thread)
+    if not averages.empty:  # (concatenating an empty frame is deprecated in pandas)
+        bounds = pd.concat([bounds, averages], ignore_index=True)
+    stats = stats.merge(bounds, on=interval_keys, how="left")
     wide = stats.set_index(["protocol", "run_dataset", "dataset", "turn", "agent_index"])[
         ["mean", "std", "low", "high", "threads", "n"]
     ].unstack("agent_index")
