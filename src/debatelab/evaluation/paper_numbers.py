@@ -171,6 +171,11 @@ def bound_columns(metrics) -> list[str]:
     return [f"{m}_{end}" for m in metrics for end in ("low", "high")]
 
 
+def joined_datasets(names) -> str:
+    """The run datasets behind an average over datasets, as its cell's `run_dataset` names them ("a+b")."""
+    return "+".join(sorted(set(names)))
+
+
 def agreed_outcomes(values: pd.DataFrame, questions) -> pd.DataFrame | None:
     """Each question's 0/1 outcome of each column where the rows count questions: `values` are 0/1
     outcomes (the caller checks) and each question's rows (threads, samples) agree on every column;

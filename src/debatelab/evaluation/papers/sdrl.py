@@ -32,7 +32,14 @@ from ...intervals import Estimate, bootstrap, paired_accuracy_difference, propor
 from ...reporting.figures import subplots
 from ...training.settings import TrainSettings
 from ..claims import finite
-from ..paper_numbers import agreed_outcomes, bound_columns, cell_intervals, dataset_average_statistic, long_table
+from ..paper_numbers import (
+    agreed_outcomes,
+    bound_columns,
+    cell_intervals,
+    dataset_average_statistic,
+    joined_datasets,
+    long_table,
+)
 from ..result import PaperEvaluation
 from ..run import ProtocolInfo, RunOutputs, protocol_method, seat_rounds
 
@@ -151,8 +158,8 @@ def cell_estimates(rows: pd.DataFrame, columns: list[str], thread: str | None = 
     """Each column's printed mean (`paper_numbers.dataset_average_statistic`) over one cell's rows in %
     with its 95 % interval: exact (Clopper-Pearson) where it is a count of questions
     (`_question_counts`: one answer per question, or threads that agree), else the BCa bootstrap over
-    questions of that very statistic (centred on the printed value even where threads cover different questions or datasets
-    differ in size)."""
+    questions of that very statistic (centred on the printed value even where threads cover different
+    questions or datasets differ in size)."""
     statistic, n_questions = dataset_average_statistic(rows, columns, thread)
     out = {}
     for j, column in enumerate(columns):
@@ -254,7 +261,7 @@ def debate_cells(outputs: RunOutputs, infos: list[ProtocolInfo], q: pd.DataFrame
             debate=("debate", "mean"),
             delta=("delta", "mean"),
             n=("n", "sum"),
-            run_dataset=("dataset", lambda d: "+".join(sorted(set(d)))),
+            run_dataset=("dataset", joined_datasets),
         )
         .reset_index()
     )

@@ -42,7 +42,7 @@ import pandas as pd
 from ...intervals import bootstrap
 from ...reporting.figures import subplots
 from ..claims import finite
-from ..paper_numbers import bound_columns, cell_intervals, dataset_average_statistic, long_table
+from ..paper_numbers import bound_columns, cell_intervals, dataset_average_statistic, joined_datasets, long_table
 from ..result import PaperEvaluation
 from ..run import SEAT_KEYS, ProtocolInfo, RunOutputs, protocol_method, seat_rounds
 
@@ -174,7 +174,7 @@ def average_accuracy_intervals(states: pd.DataFrame, per_thread: pd.DataFrame) -
     columns = ["protocol", "run_dataset", "turn", "agent_index", "low", "high"]
     rows = []
     for (protocol, turn, seat), cell in per_thread.groupby(["protocol", "turn", "agent_index"], sort=False):
-        datasets = sorted(set(cell["run_dataset"]))
+        datasets = set(cell["run_dataset"])
         if len(datasets) < 2:
             continue  # an Avg over one dataset is that dataset's cell, interval included
         answers = states[
@@ -186,7 +186,7 @@ def average_accuracy_intervals(states: pd.DataFrame, per_thread: pd.DataFrame) -
         statistic, n_units = dataset_average_statistic(answers, ["correct"], "thread")
         estimate = bootstrap(lambda index: statistic(index)[:, 0], n_units, unit=AVG_RESAMPLED, vectorized=True)
         estimate = estimate.scaled(100)
-        rows.append((protocol, "+".join(datasets), turn, seat, estimate.low, estimate.high))
+        rows.append((protocol, joined_datasets(datasets), turn, seat, estimate.low, estimate.high))
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -219,7 +219,7 @@ def table1_cells(outputs: RunOutputs, states: pd.DataFrame | None = None) -> pd.
         .agg(
             accuracy=("accuracy", "mean"),
             n=("n", "sum"),
-            run_dataset=("run_dataset", lambda s: "+".join(sorted(set(s)))),
+            run_dataset=("run_dataset", joined_datasets),
         )
         .reset_index()
     )
