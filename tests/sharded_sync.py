@@ -14,9 +14,11 @@ from pathlib import Path
 
 def findings(model_dir: str, finetuning: str, folder: Path, rank: int, world: int) -> dict:
     import torch
+    from accelerate.state import AcceleratorState
     from conftest import adapter_keys, toy_settings
     from distributed_helpers import one_sharded_update
     from safetensors.torch import load_file
+    from transformers.integrations import is_deepspeed_zero3_enabled
 
     from debatelab.training.core import zero
     from debatelab.training.core.vllm_rollouts import pushed_weights, save_served_adapter
@@ -51,6 +53,13 @@ def findings(model_dir: str, finetuning: str, folder: Path, rank: int, world: in
         ),
         "moved": sum(not torch.equal(before[n], whole[n]) for n in whole),
         "kind": type(engine).__name__,
+        # who built the engine: accelerate's state over every process (a DeepSpeed engine comes from
+        # `Accelerator.prepare`), and whether transformers was left partitioning later loads (ZeRO-3 init)
+        "accelerate": [
+            str(AcceleratorState._shared_state.get("distributed_type", "none")),
+            AcceleratorState._shared_state.get("num_processes"),
+        ],
+        "loads_partitioned": is_deepspeed_zero3_enabled(),
     }
 
 

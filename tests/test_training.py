@@ -744,7 +744,9 @@ def test_what_vllm_is_handed_under_a_sharded_engine_is_the_whole_trained_model(
 ):
     """ZeRO-3 and FSDP2 over 2 processes, one update each: inside the generation hold, the LoRA adapter
     saved for vLLM and the full weights pushed into it (`vllm_rollouts`) are every trained weight
-    whole, equal to the gathered ones, in both processes (the engine itself: test_training_vllm)."""
+    whole, equal to the gathered ones, in both processes (the engine itself: test_training_vllm). The
+    DeepSpeed engine is accelerate's (`Accelerator.prepare` over both processes), and neither engine
+    leaves transformers partitioning the models loaded after it (the base rank 0 saves into)."""
     out = tmp_path / "sync.json"
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file"]
     cmd += [str(REPO_ROOT / f"config/accelerate/{strategy}_8gpu.yaml"), "--num_machines", "1", "--num_processes", "2"]
@@ -756,6 +758,9 @@ def test_what_vllm_is_handed_under_a_sharded_engine_is_the_whole_trained_model(
     for finetuning in ("lora", "full"):
         for seen in report[finetuning]:
             assert seen["kind"] == ("FsdpEngine" if strategy == "fsdp2" else "DeepSpeedEngine"), seen
+            if strategy == "zero3":  # built by accelerate's Accelerator.prepare, over both processes
+                assert seen["accelerate"] == ["DistributedType.DEEPSPEED", 2], seen
+            assert not seen["loads_partitioned"], seen  # a later from_pretrained loads whole weights
             assert seen["missing"] == [] and seen["same_shapes"], (finetuning, seen)
             assert seen["max_difference"] == 0.0, (finetuning, seen)
             assert seen["moved"] > 0, (finetuning, seen)  # the update changed what is handed over

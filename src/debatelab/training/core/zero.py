@@ -6,14 +6,14 @@ functions below take either engine (None: no sharding).
 
 Switched on by `accelerate launch` with a DeepSpeed config (`config/accelerate/zero2_8gpu.yaml`,
 `zero3_8gpu.yaml`): accelerate exports the config's fields (`ACCELERATE_USE_DEEPSPEED`,
-`ACCELERATE_DEEPSPEED_*`), `accelerate.utils.DeepSpeedPlugin` turns them into a DeepSpeed config,
-and the run's settings fill what the training loop decides. The engine comes from
-`deepspeed.initialize`, which accelerate's `Accelerator.prepare` calls too: accelerate's state runs
-DeepSpeed only on accelerators (on CPUs it falls back to one process), while this path also runs
-on CPU processes, which is where the tests check it. Micro-batches per optimizer step vary (token
-budgets, SDRL's kept groups), so the loop marks the last one itself
-(`set_gradient_accumulation_boundary`) and scales the loss itself, as with DDP; clipping is the
-run's `max_grad_norm`, applied by DeepSpeed.
+`ACCELERATE_DEEPSPEED_*`), its state turns them into a `DeepSpeedPlugin`, the run's settings fill
+what the training loop decides, and `Accelerator.prepare` builds the engine (`deepspeed.initialize`
+over that config). On CPU processes accelerate is given the Gloo backend (`InitProcessGroupKwargs`):
+without a backend its state falls back to one process, with it DeepSpeed runs over Gloo, which is
+where the tests check it. Micro-batches per optimizer step vary (token budgets, SDRL's kept groups),
+so the loop marks the last one itself (`set_gradient_accumulation_boundary`) and scales the loss
+itself, as with DDP, calling the engine rather than `Accelerator.backward`; clipping is the run's
+`max_grad_norm`, applied by DeepSpeed.
 
 Stage 3 (`sharded`): each process holds a shard of every weight, and a forward pass gathers each
 layer's weights from all processes, so every process runs the same number of forward passes (the
@@ -61,12 +61,12 @@ def layout(world: int) -> str | None:
     return f"zero{os.environ.get('ACCELERATE_DEEPSPEED_ZERO_STAGE', '2')} x {world}"
 
 
-def deepspeed_config(settings, world: int, dtype) -> dict:
-    """The launcher's DeepSpeed config with the loop's own choices filled in."""
+def deepspeed_config(settings, world: int, dtype, launched: dict) -> dict:
+    """The launcher's DeepSpeed config (`launched`: accelerate's plugin's, from the launcher's
+    environment) with the loop's own choices filled in."""
     import torch
-    from accelerate.utils import DeepSpeedPlugin
 
-    config = copy.deepcopy(DeepSpeedPlugin().deepspeed_config)
+    config = copy.deepcopy(launched)
     zero = config.setdefault("zero_optimization", {})
     stage = int(zero.get("stage", 2))
     if stage not in (1, 2, 3):
@@ -103,14 +103,39 @@ def deepspeed_config(settings, world: int, dtype) -> dict:
 
 def wrap(model, optimizer, settings, world: int):
     """The engine over `model` and its optimizer (the one the policy's scheduler drives): FSDP2's
-    (`fsdp.FsdpEngine`) under an FSDP config, else DeepSpeed's."""
+    (`fsdp.FsdpEngine`) under an FSDP config, else DeepSpeed's, built by accelerate's
+    `Accelerator.prepare` (one `Accelerator` per engine: accelerate's DeepSpeed path takes one model
+    per instance, and a multi-agent run has one engine per agent)."""
     if fsdp.requested():
         return fsdp.FsdpEngine(model, optimizer, settings, world)
-    import deepspeed
+    import torch
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedType, InitProcessGroupKwargs
 
+    accelerator = Accelerator(
+        mixed_precision="no",  # the run's dtype decides; bfloat16 gets DeepSpeed's fp32 masters below
+        device_placement=False,
+        # CPU processes: without a backend accelerate's state runs DeepSpeed as one process
+        kwargs_handlers=[] if torch.cuda.is_available() else [InitProcessGroupKwargs(backend="gloo")],
+    )
+    # accelerate registers a stage-3 config with transformers, whose `from_pretrained` would then
+    # partition every later load collectively (zero.Init); each process loads whole weights itself
+    # (an agent, the base rank 0 saves into) and the engine partitions them
+    from transformers.integrations import unset_hf_deepspeed_config
+
+    unset_hf_deepspeed_config()
+    if accelerator.distributed_type != DistributedType.DEEPSPEED or accelerator.num_processes != world:
+        raise RuntimeError(
+            f"training: a DeepSpeed engine over {world} processes, but accelerate sees "
+            f"{accelerator.distributed_type.value} over {accelerator.num_processes}: start the processes with "
+            "accelerate launch and a DeepSpeed config"
+        )
     dtype = next(p for p in model.parameters() if p.requires_grad).dtype
-    config = deepspeed_config(settings, world, dtype)
-    engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
+    launched = accelerator.state.deepspeed_plugin.deepspeed_config
+    config = deepspeed_config(settings, world, dtype, launched)
+    launched.clear()  # the plugin reads this dict (shared with its `hf_ds_config`), so it is filled in place
+    launched.update(config)
+    engine, _ = accelerator.prepare(model, optimizer)
     log.info(
         "DeepSpeed ZeRO stage %d over %d processes (bf16 master weights: %s)",
         config["zero_optimization"]["stage"],
