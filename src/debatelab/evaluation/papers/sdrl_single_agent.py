@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..paper_numbers import joined_datasets
 from ..run import RunOutputs, run_label
 from .sdrl import (
     AVG,
@@ -89,7 +90,7 @@ def single_agent(outputs: RunOutputs, per_question: pd.DataFrame | None = None) 
         rows.append(
             {
                 "dataset": AVG,
-                "run_dataset": "+".join(sorted(g["run_dataset"])),
+                "run_dataset": joined_datasets(g["run_dataset"]),
                 "model": model,
                 "method": method,
                 "agents": ",".join(sorted(set(",".join(g["agents"]).split(",")))),
