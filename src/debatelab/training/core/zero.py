@@ -29,7 +29,6 @@ Checkpoints: each process saves its own optimizer partition (with its fp32 maste
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
 import os
 from pathlib import Path
@@ -61,12 +60,13 @@ def layout(world: int) -> str | None:
     return f"zero{os.environ.get('ACCELERATE_DEEPSPEED_ZERO_STAGE', '2')} x {world}"
 
 
-def deepspeed_config(settings, world: int, dtype, launched: dict) -> dict:
-    """The launcher's DeepSpeed config (`launched`: accelerate's plugin's, from the launcher's
-    environment) with the loop's own choices filled in."""
+def deepspeed_config(settings, world: int, dtype, config: dict) -> dict:
+    """The launcher's DeepSpeed config (`config`: accelerate's plugin's, from the launcher's
+    environment) with the loop's own choices filled in, in place (the plugin and `prepare` read that
+    dict, which the plugin shares with its `hf_ds_config`); returns it. Refused settings raise before
+    the loop's choices are filled."""
     import torch
 
-    config = copy.deepcopy(launched)
     zero = config.setdefault("zero_optimization", {})
     stage = int(zero.get("stage", 2))
     if stage not in (1, 2, 3):
@@ -131,10 +131,7 @@ def wrap(model, optimizer, settings, world: int):
             "accelerate launch and a DeepSpeed config"
         )
     dtype = next(p for p in model.parameters() if p.requires_grad).dtype
-    launched = accelerator.state.deepspeed_plugin.deepspeed_config
-    config = deepspeed_config(settings, world, dtype, launched)
-    launched.clear()  # the plugin reads this dict (shared with its `hf_ds_config`), so it is filled in place
-    launched.update(config)
+    config = deepspeed_config(settings, world, dtype, accelerator.state.deepspeed_plugin.deepspeed_config)
     engine, _ = accelerator.prepare(model, optimizer)
     log.info(
         "DeepSpeed ZeRO stage %d over %d processes (bf16 master weights: %s)",
