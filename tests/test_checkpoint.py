@@ -5,6 +5,7 @@ a log line naming what changed; raising `steps` of a finished run resumes from i
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -95,20 +96,31 @@ def test_a_kill_mid_save_costs_no_steps_and_leaves_no_folder_behind(policy, tmp_
 def test_partitions_of_another_world_size_set_the_checkpoint_aside_before_anything_is_restored(
     policy, tmp_path, monkeypatch, caplog
 ):
-    """A ZeRO checkpoint whose partitions are not one per process of this run (a killed save of 4
+    """A DeepSpeed checkpoint whose files are not those of this run's processes (a killed save of 4
     processes mixed into a save of 2) used to load its weights and then stop the run in the optimizer's
-    restore. It is set aside before anything is restored."""
-    save_checkpoint(tmp_path, policy, TrainState(step=1), PARTS)
-    partitions = tmp_path / "step-00001/optimizer-zero"
-    partitions.mkdir()
-    for rank in range(4):
-        (partitions / f"rank-{rank}.pt").write_bytes(b"")
-    monkeypatch.setattr(policy, "checkpoint_engines", lambda: {"": object()})  # a DeepSpeed engine, to the loader
+    restore. It is set aside before anything is restored; so is one of the partitions an earlier
+    debatelab wrote (`rank-R.pt`), naming why."""
+    for step, layout in ((1, "four processes"), (2, "earlier")):
+        save_checkpoint(tmp_path, policy, TrainState(step=step), PARTS)
+        engine = tmp_path / f"step-{step:05d}/optimizer-zero"
+        (engine / "pytorch_model").mkdir(parents=True)
+        if layout == "earlier":
+            (engine / "rank-0.pt").write_bytes(b"")
+            (engine / "rank-1.pt").write_bytes(b"")
+            continue
+        (engine / "pytorch_model/mp_rank_00_model_states.pt").write_bytes(b"")
+        for rank in range(4):
+            (engine / f"pytorch_model/zero_pp_rank_{rank}_mp_rank_00_optim_states.pt").write_bytes(b"")
+            (engine / f"random_states_{rank}.pkl").write_bytes(b"")
+    # a ZeRO-2 engine, to the loader
+    monkeypatch.setattr(policy, "checkpoint_engines", lambda: {"": SimpleNamespace(zero_optimization_stage=lambda: 2)})
     before = _nudge(policy, 0.5)
     with caplog.at_level("WARNING"):
         assert load_checkpoint(tmp_path, policy, PARTS, rank=0, world=2) is None
     assert _same(policy.trainable_state(), before)
-    assert "not one for each of 2 processes" in caplog.text and (tmp_path / "corrupt-step-00001").is_dir()
+    assert "written by an earlier debatelab" in caplog.text and (tmp_path / "corrupt-step-00002").is_dir()
+    assert "is not one of 2 processes (it holds ranks [0, 1, 2, 3])" in caplog.text
+    assert (tmp_path / "corrupt-step-00001").is_dir()
 
 
 def test_a_checkpoint_of_other_settings_is_discarded_naming_what_changed(policy, tmp_path, caplog):

@@ -239,9 +239,10 @@ def test_a_sharded_multi_agent_job_checkpoints_resumes_and_saves_each_agent(
     tmp_path, char_model_dir, monkeypatch, config
 ):
     """The train_agents job of UMAD with two fully fine-tuned agents under ZeRO-3 or FSDP2 in two
-    processes, started as the rule starts it: each agent's optimizer partitions go into the
-    checkpoint in a folder of their own; stopped after step 1 and rerun, it resumes and saves
+    processes, started as the rule starts it: each agent's engine goes into the checkpoint in a
+    folder of its own (ZeRO-3: DeepSpeed's checkpoint, with the agent's weights); stopped after step 1 and rerun, it resumes and saves
     exactly the agents of the uninterrupted run, each a plain folder of its gathered weights."""
+    from safetensors.torch import load_file
     from toy_questions import alternating_gold, toy_rows
     from workflow_helpers import REPO_ROOT
 
@@ -296,9 +297,15 @@ def test_a_sharded_multi_agent_job_checkpoints_resumes_and_saves_each_agent(
         "critic",
         "solver",
     ]
-    partitions = {"zero3": ["rank-0.pt", "rank-1.pt"], "fsdp2": [".metadata", "__0_0.distcp", "__1_0.distcp"]}
     solver = tmp_path / "split/checkpoint/step-00001/optimizer-zero/solver"
-    assert sorted(p.name for p in solver.iterdir()) == partitions[config]
+    if config == "fsdp2":
+        assert sorted(p.name for p in solver.iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    else:  # the engine's own checkpoint (accelerate's save_state): its weights too, none in the weights file
+        assert sorted(p.name for p in (solver / "pytorch_model").iterdir()) == [
+            f"zero_pp_rank_{r}_mp_rank_00_{kind}_states.pt" for r in (0, 1) for kind in ("model", "optim")
+        ]
+        saved = load_file(tmp_path / "split/checkpoint/step-00001/trainable.safetensors")
+        assert not [k for k in saved if k.startswith(("solver/", "critic/"))]
     resumed = job("split", 2)
     assert len(whole) == len(resumed) == 2 and np.isfinite(whole["loss"]).all()
     timing = ["rollout_seconds", "update_seconds", "tokens_per_second"]

@@ -237,7 +237,7 @@ class AgentPolicies:
         return self.wrappers.get(name)
 
     def checkpoint_engines(self) -> dict:
-        """The engines whose optimizer partitions a checkpoint holds, by the folder each goes in
+        """The engines whose own checkpoints a checkpoint holds, by the folder each goes in
         (`optimizer-zero/<agent>/`)."""
         return dict(self.engines)
 
@@ -451,10 +451,13 @@ class AgentPolicies:
         self.attached[key] = module
         self.optimizers[key] = optimizer
 
-    def trainable_state(self) -> dict:
-        """Every agent's trained weights (and its re-synced reference, if any), and attached modules, for checkpoints."""
+    def trainable_state(self, for_checkpoint: bool = False) -> dict:
+        """Every agent's trained weights (and its re-synced reference, if any), and attached modules.
+        `for_checkpoint`: without the weights a DeepSpeed engine's own checkpoint holds (`zero.holds_weights`)."""
         own = {}
         for name in self.agents:  # ZeRO-3, FSDP: gathered from every process (each must take part)
+            if for_checkpoint and zero.holds_weights(self.engine_of(name)):
+                continue
             whole = zero.full_weights(self.engine_of(name), self.trainable_parameters(name))
             own.update({f"{name}/{n}": value for n, value in whole.items()})
         attached = {

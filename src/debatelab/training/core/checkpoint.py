@@ -9,9 +9,10 @@ not load (bytes cut off by a full disk, a file missing) is set aside as `corrupt
 warning, and the run resumes from the one before it, or from the start. A checkpoint of other
 settings (another base model, dataset or hyperparameter; `steps` may grow) is not resumed: the run
 starts afresh and logs which setting changed.
-Under DeepSpeed ZeRO each process's optimizer partition sits in `optimizer-zero/rank-R.pt` instead
-(`zero.py`), under FSDP each process's shard in `optimizer-zero/` as `torch.distributed.checkpoint`
-files (`fsdp.py`): the processes write them first, then the checkpoint takes the folder in.
+Under DeepSpeed ZeRO `optimizer-zero/` holds the engine's own checkpoint instead of its weights and
+optimizer state (accelerate's `save_state`: DeepSpeed's files of every process, `zero.py`), under FSDP
+each process's optimizer shard as `torch.distributed.checkpoint` files (`fsdp.py`): the processes
+write them first, then the checkpoint takes the folder in.
 """
 
 from __future__ import annotations
@@ -158,9 +159,10 @@ def save_checkpoint(
     optimizer_partitions: str | Path | None = None,
     trainable: dict | None = None,
 ) -> Path:
-    """`optimizer_partitions`: the folder of ZeRO optimizer partitions every process saved for this
+    """`optimizer_partitions`: the folder of the engines' checkpoints every process saved for this
     step (`zero.save_partition`), moved into the checkpoint in place of the whole optimizer state.
-    `trainable`: the weights to save, when gathered beforehand (ZeRO-3); else `policy.trainable_state()`.
+    `trainable`: the weights to save, when gathered beforehand (FSDP); else `policy.trainable_state(for_checkpoint=True)`
+    (a DeepSpeed engine's weights are in its own checkpoint, among the partitions).
     `keep` newest checkpoints stay: the one before the newest is the fallback if the newest won't load."""
     import torch
     from safetensors.torch import save_file
@@ -172,7 +174,7 @@ def save_checkpoint(
     name = f"step-{state.step:05d}"
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=directory))
     try:
-        trainable = policy.trainable_state() if trainable is None else trainable
+        trainable = policy.trainable_state(for_checkpoint=True) if trainable is None else trainable
         save_file({k: v.contiguous().cpu() for k, v in trainable.items()}, tmp / "trainable.safetensors")
         # the optimizers outside the engines (all of them without one; a multi-agent run's others beside its agents')
         optimizer = policy.checkpoint_optimizer()
@@ -214,10 +216,12 @@ def save_checkpoint(
 
 def load_checkpoint(directory: str | Path, policy, fingerprint, rank: int = 0, world: int = 1) -> TrainState | None:
     """Restore the newest checkpoint that loads into `policy` and the random states; None if there is
-    none to resume (none yet, or made with other settings). Under DeepSpeed or FSDP each engine's
-    optimizer partition of this process comes back (`policy.checkpoint_engines()`: a single policy's
-    in the partitions' folder itself, a multi-agent run's each in its agent's subfolder). Every file
-    is read before anything is restored, so a checkpoint that fails to load leaves the policy as it was."""
+    none to resume (none yet, or made with other settings). Under DeepSpeed or FSDP each engine
+    comes back (`policy.checkpoint_engines()`: a single policy's from the engines' folder itself, a
+    multi-agent run's each from its agent's subfolder): DeepSpeed's weights and this process's
+    optimizer partition, FSDP's optimizer shard. The trainer's own files are read, and the engines'
+    checked to be one per process, before anything is restored, so a checkpoint cut short or of
+    another world size leaves the policy as it was."""
     engines = policy.checkpoint_engines()
     directory = Path(directory)
     for path in _newest_first(directory):
@@ -295,7 +299,8 @@ def _read_checkpoint(path: Path, device, step: int):
     from safetensors.torch import load_file
 
     trainable = load_file(path / "trainable.safetensors", device=str(device))
-    # weights_only: a checkpoint folder is data, never code to run; numpy's RNG state is an array,
+    # weights_only: a checkpoint folder is data, never code to run (but DeepSpeed unpickles its own
+    # files under optimizer-zero/, as it does any DeepSpeed checkpoint); numpy's RNG state is an array,
     # whose three constructors are the only globals allowed beyond tensors and plain containers
     states = torch.load(path / "optimizer.pt", map_location=device, weights_only=True)
     with torch.serialization.safe_globals(

@@ -8,7 +8,7 @@ PEFT's default adapter name, so its parameters (and its checkpoints) are named a
 model's; its DeepSpeed / FSDP engine or DDP wrapper is the agent's (`AgentPolicies.distribute`).
 `Policy` adds the single-policy interface the trainers and checkpoints use: `model`, `tokenizer`,
 `optimizer`, `scheduler`, `engine` and `wrapper` of that agent, its weights by their own names, and
-a checkpoint's layout of one policy (its optimizer partitions in `optimizer-zero/` itself)."""
+a checkpoint's layout of one policy (its engine's checkpoint in `optimizer-zero/` itself)."""
 
 from __future__ import annotations
 
@@ -59,11 +59,12 @@ class Policy(AgentPolicies):
         """Its optimizer, saved whole unless an engine holds it in partitions."""
         return None if self.engine is not None else self.optimizer
 
-    def trainable_state(self) -> dict:
-        """The weights the optimizer changes (the adapter, or every weight) by parameter name, for
-        checkpoints. Under ZeRO-3 or FSDP every process must call it (gathered from all of them)."""
+    def trainable_state(self, for_checkpoint: bool = False) -> dict:
+        """The weights the optimizer changes (the adapter, or every weight) by parameter name. Under
+        ZeRO-3 or FSDP every process must call it (gathered from all of them). `for_checkpoint`: none
+        under DeepSpeed, whose own checkpoint holds them."""
         prefix = f"{AGENT}/"
-        return {k.removeprefix(prefix): v for k, v in super().trainable_state().items()}
+        return {k.removeprefix(prefix): v for k, v in super().trainable_state(for_checkpoint).items()}
 
     def load_trainable_state(self, state: dict) -> None:
         """Checkpointed weights back into the policy (split among the processes: by every process)."""

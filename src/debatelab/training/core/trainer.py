@@ -324,7 +324,7 @@ class BaseTrainer:
         )
 
     def checkpoint(self) -> None:
-        """Rank 0 writes the checkpoint; under ZeRO every process first saves its optimizer partition(s)."""
+        """Rank 0 writes the checkpoint; under DeepSpeed or FSDP every process first saves its part of each engine."""
         partitions = None
         engines = self.engines()
         if engines:  # a killed save of this step may have left partitions (of another world size, even)
@@ -335,8 +335,8 @@ class BaseTrainer:
             partitions = zero.save_partition(engine, self.checkpoint_dir, self.state.step, self.rank, name)
         if engines:
             barrier(self.world)
-        # ZeRO-3: the weights are gathered from every process (each must take part)
-        trainable = self.policy.trainable_state() if self.policy.sharded else None
+        # FSDP: the weights are gathered from every process (each must take part; DeepSpeed's are in its checkpoint)
+        trainable = self.policy.trainable_state(for_checkpoint=True) if self.policy.sharded else None
         if self.rank == 0:
             save_checkpoint(
                 self.checkpoint_dir,

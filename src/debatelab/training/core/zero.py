@@ -22,8 +22,12 @@ trainer pads its micro-batches with empty passes). For rollouts, held-out answer
 `unwrap_model_for_generation`), so each process generates alone; checkpoints and the saved model
 take the gathered weights (`gathered`).
 
-Checkpoints: each process saves its own optimizer partition (with its fp32 master weights) into
-`{checkpoint_dir}/.zero-step-NNNNN/`, which the checkpoint then takes in whole (`checkpoint.py`).
+Checkpoints: a DeepSpeed engine is saved by its `Accelerator.save_state` into
+`{checkpoint_dir}/.zero-step-NNNNN/` (DeepSpeed's own checkpoint, `engine.save_checkpoint`: the
+weights and each process's optimizer partition with its fp32 master weights, readable by DeepSpeed's
+`zero_to_fp32.py`) and restored by its `load_state`; an FSDP engine saves its optimizer shards
+there (`fsdp.FsdpEngine.save_partition`). The checkpoint then takes the folder in whole
+(`checkpoint.py`).
 """
 
 from __future__ import annotations
@@ -31,13 +35,19 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
+import weakref
 from pathlib import Path
 
 from . import fsdp
 
 log = logging.getLogger(__name__)
 
-PARTITIONS = "optimizer-zero"  # the folder of per-process optimizer partitions inside a checkpoint
+PARTITIONS = "optimizer-zero"  # the folder of the engines' checkpoints inside a checkpoint
+DEEPSPEED_TAG = "pytorch_model"  # the folder `Accelerator.save_state` gives its one DeepSpeed engine
+
+# each DeepSpeed engine's Accelerator, which built it and saves and loads it
+_ACCELERATORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def deepspeed_requested() -> bool:
@@ -133,6 +143,7 @@ def wrap(model, optimizer, settings, world: int):
     dtype = next(p for p in model.parameters() if p.requires_grad).dtype
     config = deepspeed_config(settings, world, dtype, accelerator.state.deepspeed_plugin.deepspeed_config)
     engine, _ = accelerator.prepare(model, optimizer)
+    _ACCELERATORS[engine] = accelerator
     log.info(
         "DeepSpeed ZeRO stage %d over %d processes (bf16 master weights: %s)",
         config["zero_optimization"]["stage"],
@@ -232,45 +243,63 @@ def staging_dir(checkpoint_dir: str | Path, step: int) -> Path:
 
 
 def save_partition(engine, checkpoint_dir: str | Path, step: int, rank: int, name: str = "") -> Path:
-    """This process's optimizer partition, written atomically into the step's staging folder (into
-    its subfolder `name`: one per agent of a multi-agent run); returns the staging folder."""
-    import torch
-
+    """`engine`'s checkpoint in the step's staging folder (in its subfolder `name`: one per agent of a
+    multi-agent run), every process its part: a DeepSpeed engine through its Accelerator's
+    `save_state` (the weights and every process's optimizer partition), an FSDP engine its optimizer
+    shards. Returns the staging folder."""
     root = staging_dir(checkpoint_dir, step)
     folder = root / name if name else root
     folder.mkdir(parents=True, exist_ok=True)
     if isinstance(engine, fsdp.FsdpEngine):
         engine.save_partition(folder)
-        return root
-    tmp = folder / f".rank-{rank}.pt.tmp"
-    torch.save(engine.optimizer.state_dict(), tmp)
-    os.replace(tmp, folder / f"rank-{rank}.pt")
+    else:
+        _ACCELERATORS[engine].save_state(str(folder))
     return root
 
 
+def holds_weights(engine) -> bool:
+    """Whether `engine`'s checkpoint holds its weights too (DeepSpeed's does; FSDP's shards are the
+    optimizer's alone, the weights go in the checkpoint's own file)."""
+    return engine is not None and not isinstance(engine, fsdp.FsdpEngine)
+
+
 def check_partitions(engine, folder: str | Path, world: int) -> None:
-    """A checkpoint's DeepSpeed partitions are one per process of this run (FSDP's are read by
-    `torch.distributed.checkpoint`, which checks its own)."""
+    """A checkpoint's DeepSpeed files are those of a run of `world` processes: DeepSpeed's optimizer
+    partition of each, its weights (stage 3: each process's part) and accelerate's random states of
+    each. FSDP's are read by `torch.distributed.checkpoint`, which checks its own."""
     folder = Path(folder)
     if isinstance(engine, fsdp.FsdpEngine):
         return
-    saved = sorted(f.name for f in folder.glob("rank-*.pt"))
-    if saved != sorted(f"rank-{rank}.pt" for rank in range(world)):
+    if list(folder.glob("rank-*.pt")):
         raise ValueError(
-            f"ZeRO optimizer partitions not one for each of {world} processes: checkpoint {folder.parent} "
-            f"holds {saved}; resume with the same gpus, or delete {folder.parent.parent} to start afresh"
+            f"checkpoint {folder.parent} holds optimizer partitions written by an earlier debatelab (rank-R.pt), "
+            "before DeepSpeed engines were checkpointed by accelerate's save_state"
+        )
+    # DeepSpeed's names (`engine._get_ckpt_name`, `_get_zero_ckpt_name`; "bf16_" before a bf16 run's)
+    expected = ["*zero_pp_rank_{rank}_mp_rank_00_optim_states.pt", "random_states_{rank}.pkl"]
+    expected.append(
+        "zero_pp_rank_{rank}_mp_rank_00_model_states.pt" if sharded(engine) else "mp_rank_00_model_states.pt"
+    )
+    missing = sorted(
+        {p.format(rank=r) for p in expected for r in range(world) if not list(folder.rglob(p.format(rank=r)))}
+    )
+    ranks = {int(re.search(r"_rank_(\d+)", f.name)[1]) for f in folder.rglob("*zero_pp_rank_*")}
+    ranks |= {int(f.stem.rsplit("_", 1)[1]) for f in folder.glob("random_states_*.pkl")}
+    if missing or not ranks <= set(range(world)):
+        raise ValueError(
+            f"DeepSpeed checkpoint {folder} is not one of {world} processes (it holds ranks {sorted(ranks)}"
+            f"{'; missing ' + ', '.join(missing[:4]) if missing else ''}): resume with the same gpus, or delete "
+            f"{folder.parent.parent} to start afresh"
         )
 
 
 def load_partition(engine, folder: str | Path, rank: int, world: int) -> None:
-    """This process's optimizer partition and fp32 master weights, from a checkpoint's folder."""
-    import torch
-
+    """`engine` back from a checkpoint's folder, every process its part: a DeepSpeed engine through
+    its Accelerator's `load_state` (weights, optimizer partition and fp32 master weights), an FSDP
+    engine its optimizer shards."""
     folder = Path(folder)
     if isinstance(engine, fsdp.FsdpEngine):
         engine.load_partition(folder)
         return
     check_partitions(engine, folder, world)
-    states: list = [None] * world  # DeepSpeed reads the entry of this process's rank
-    states[rank] = torch.load(folder / f"rank-{rank}.pt", map_location="cpu", weights_only=False)
-    engine.optimizer.load_state_dict(states, load_from_fp32_weights=True)
+    _ACCELERATORS[engine].load_state(str(folder))
