@@ -123,6 +123,27 @@ def test_partitions_of_another_world_size_set_the_checkpoint_aside_before_anythi
     assert (tmp_path / "corrupt-step-00001").is_dir()
 
 
+def test_an_fsdp_checkpoint_without_the_weights_shards_is_set_aside_before_anything_is_restored(
+    policy, tmp_path, monkeypatch, caplog
+):
+    """An FSDP checkpoint as an earlier debatelab wrote it (the optimizer's shards alone, beside whole
+    weights) is set aside by name before anything is restored: the engine now reads its weights from
+    its own shards."""
+    from debatelab.training.core.fsdp import FsdpEngine
+
+    save_checkpoint(tmp_path, policy, TrainState(step=1), PARTS)
+    engine = tmp_path / "step-00001/optimizer-zero"
+    engine.mkdir()
+    (engine / ".metadata").write_bytes(b"")
+    monkeypatch.setattr(policy, "checkpoint_engines", lambda: {"": object.__new__(FsdpEngine)})
+    before = _nudge(policy, 0.5)
+    with caplog.at_level("WARNING"):
+        assert load_checkpoint(tmp_path, policy, PARTS, rank=0, world=2) is None
+    assert _same(policy.trainable_state(), before)
+    assert "lacks pytorch_model_fsdp_0/.metadata, optimizer_0/.metadata" in caplog.text
+    assert (tmp_path / "corrupt-step-00001").is_dir()
+
+
 def test_a_checkpoint_of_other_settings_is_discarded_naming_what_changed(policy, tmp_path, caplog):
     save_checkpoint(tmp_path, policy, TrainState(step=3), PARTS)
     changed = {**PARTS, "settings": {**PARTS["settings"], "learning_rate": 0.002}, "data": ["q1", "q3"]}

@@ -494,10 +494,12 @@ def test_an_accelerate_config_is_found_from_the_working_directory_or_the_workflo
         ("{}", "fsdp_version 1"),  # accelerate's default
         ("{fsdp_version: 2, fsdp_offload_params: true}", "fsdp_offload_params true"),
         ("{fsdp_version: 2, fsdp_cpu_ram_efficient_loading: true}", "fsdp_cpu_ram_efficient_loading true"),
+        ("{fsdp_version: 2, fsdp_state_dict_type: FULL_STATE_DICT}", "fsdp_state_dict_type FULL_STATE_DICT"),
     ],
 )
 def test_an_fsdp_config_the_engine_does_not_run_is_refused_at_the_dry_run(tmp_path, monkeypatch, fsdp_config, refused):
-    """An FSDP accelerate config of FSDP1, parameter offload or rank-0-only loading is refused when the
+    """An FSDP accelerate config of FSDP1, parameter offload, rank-0-only loading or whole-model
+    checkpoints (FULL_STATE_DICT) is refused when the
     workflow reads the config, naming the run's key, the file and the setting; the shipped FSDP2
     config passes."""
     cfg = _mutated(

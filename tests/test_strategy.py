@@ -83,11 +83,13 @@ def test_a_ddp_pass_without_sequences_runs_through_the_wrapper():
         ({"FSDP_VERSION": "1"}, "fsdp_version 1"),
         ({"FSDP_VERSION": "2", "FSDP_OFFLOAD_PARAMS": "true"}, "fsdp_offload_params"),
         ({"FSDP_VERSION": "2", "FSDP_CPU_RAM_EFFICIENT_LOADING": "true"}, "fsdp_cpu_ram_efficient_loading"),
+        ({"FSDP_VERSION": "2", "FSDP_STATE_DICT_TYPE": "FULL_STATE_DICT"}, "fsdp_state_dict_type FULL_STATE_DICT"),
     ],
 )
 def test_an_fsdp_config_this_engine_does_not_run_is_refused_naming_its_setting(monkeypatch, env, refused):
     """What `accelerate launch` exports from an FSDP config (FSDP_*) is read back through accelerate's
-    plugin: FSDP1, parameter offload and rank-0-only loading are refused by name, before any model is wrapped."""
+    plugin: FSDP1, parameter offload, rank-0-only loading and whole-model checkpoints are refused by
+    name, before any model is wrapped."""
     from debatelab.training.core import fsdp, zero
 
     monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")

@@ -697,23 +697,33 @@ def test_two_processes_make_the_same_update_as_one_on_the_whole_batch(distribute
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stage", ["zero", "zero3", "fsdp"])
-def test_a_sharded_run_resumes_from_its_optimizer_partitions(distributed_updates, stage):
-    """The ZeRO or FSDP run's checkpoint after step 1 holds each process's optimizer partition: under
-    DeepSpeed the engine's own checkpoint (accelerate's `save_state`), with its weights, so the
-    checkpoint's weights file holds none; under FSDP the shards, beside the weights gathered from both.
-    The rerun restores them (Adam's moments and the fp32 master weights) and makes only step 2,
-    ending with exactly the weights of the uninterrupted run."""
+def test_a_sharded_run_resumes_from_its_engines_checkpoint(distributed_updates, stage, tmp_path):
+    """The ZeRO or FSDP run's checkpoint after step 1 holds the engine's own checkpoint, its weights
+    and each process's optimizer partition (DeepSpeed's files by accelerate's `save_state`, FSDP's
+    shards as `save_state` writes them), so the checkpoint's weights file holds none; the tools of
+    each (DeepSpeed's `zero_to_fp32`, accelerate's `merge_fsdp_weights`) read from them the same
+    step-1 weights. The rerun restores them (Adam's moments and the fp32 master weights) and makes
+    only step 2, ending with exactly the weights of the uninterrupted run."""
+    from accelerate.utils import merge_fsdp_weights
+    from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
     from safetensors.torch import load_file
 
     checkpoint = distributed_updates[{"zero": "checkpoint", "zero3": "checkpoint3", "fsdp": "checkpoint_fsdp"}[stage]]
     assert (checkpoint / "latest").read_text() == "step-00001"
     engine = checkpoint / "step-00001/optimizer-zero"
     weights = load_file(checkpoint / "step-00001/trainable.safetensors")
-    if stage == "fsdp":
-        assert sorted(p.name for p in engine.iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
-        assert len(weights) > 5
+    assert not weights  # they are in the engine's checkpoint
+    zero2 = distributed_updates["checkpoint"] / "step-00001/optimizer-zero"
+    zero2_step1 = get_fp32_state_dict_from_zero_checkpoint(zero2, tag="pytorch_model")
+    if stage == "fsdp":  # as accelerate's save_state saves FSDP: each process's shards, which merge-weights joins
+        shards = [".metadata", "__0_0.distcp", "__1_0.distcp"]
+        assert sorted(p.name for p in engine.iterdir()) == ["optimizer_0", "pytorch_model_fsdp_0"]
+        assert all(
+            sorted(p.name for p in (engine / d).iterdir()) == shards for d in ("optimizer_0", "pytorch_model_fsdp_0")
+        )
+        merge_fsdp_weights(engine / "pytorch_model_fsdp_0", tmp_path / "merged")
+        step1 = load_file(tmp_path / "merged/model.safetensors")
     else:
-        assert not weights
         states = ["mp_rank_00_model_states.pt"]
         if stage == "zero3":
             states = [f"zero_pp_rank_{r}_mp_rank_00_model_states.pt" for r in (0, 1)]
@@ -721,14 +731,10 @@ def test_a_sharded_run_resumes_from_its_optimizer_partitions(distributed_updates
         assert sorted(p.name for p in (engine / "pytorch_model").iterdir()) == sorted(states)
         assert (engine / "latest").read_text() == "pytorch_model"
         assert {"random_states_0.pkl", "random_states_1.pkl", "zero_to_fp32.py"} <= {p.name for p in engine.iterdir()}
-        # DeepSpeed's own tool reads it: the fp32 weights of step 1, the same under ZeRO-2 and ZeRO-3
-        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
-
-        step1 = get_fp32_state_dict_from_zero_checkpoint(engine, tag="pytorch_model")
-        zero2 = distributed_updates["checkpoint"] / "step-00001/optimizer-zero"
-        zero2_step1 = get_fp32_state_dict_from_zero_checkpoint(zero2, tag="pytorch_model")
-        assert len(step1) > 5 and step1.keys() == zero2_step1.keys()
-        assert max(float((step1[k] - zero2_step1[k]).abs().max()) for k in step1) < 1e-4
+        step1 = get_fp32_state_dict_from_zero_checkpoint(engine, tag="pytorch_model")  # DeepSpeed's own tool
+    # the weights of step 1, the same under ZeRO-2, ZeRO-3 and FSDP2
+    assert len(step1) > 5 and step1.keys() == zero2_step1.keys()
+    assert max(float((step1[k] - zero2_step1[k]).abs().max()) for k in step1) < 1e-4
     assert not list(checkpoint.glob(".zero-step-*"))
     uninterrupted, resumed = load_file(distributed_updates[stage]), load_file(distributed_updates[f"{stage}_resumed"])
     assert int(uninterrupted["steps_made"]) == 2 and int(resumed["steps_made"]) == 1
@@ -1102,7 +1108,7 @@ def test_a_zero3_job_rolls_out_on_gathered_weights_resumes_and_saves_them(tmp_pa
     split_fsdp, split_fsdp_weights = runs["split_fsdp2"]
     assert len(split_fsdp) == 2 and all(torch.equal(split_fsdp_weights[k], fsdp_weights[k]) for k in start)
     shards = sorted(p.name for p in (tmp_path / "split_fsdp2/checkpoint/step-00001/optimizer-zero").iterdir())
-    assert shards == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    assert shards == ["optimizer_0", "pytorch_model_fsdp_0"]
     alone, alone_weights = runs["alone"]
     alone_engine = tmp_path / "alone/checkpoint/step-00002/optimizer-zero/pytorch_model"
     assert sorted(p.name for p in alone_engine.iterdir()) == [

@@ -286,6 +286,7 @@ class Experiment:
                         fsdp.get("fsdp_version", 1),
                         bool(fsdp.get("fsdp_offload_params", False)),
                         bool(fsdp.get("fsdp_cpu_ram_efficient_loading", False)),
+                        fsdp.get("fsdp_state_dict_type", "SHARDED_STATE_DICT"),  # accelerate's FSDP2 default
                     )
                     if why:
                         raise ConfigError(

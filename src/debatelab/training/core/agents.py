@@ -453,7 +453,7 @@ class AgentPolicies:
 
     def trainable_state(self, for_checkpoint: bool = False) -> dict:
         """Every agent's trained weights (and its re-synced reference, if any), and attached modules.
-        `for_checkpoint`: without the weights a DeepSpeed engine's own checkpoint holds (`zero.holds_weights`)."""
+        `for_checkpoint`: without the weights an engine's own checkpoint holds (`zero.holds_weights`)."""
         own = {}
         for name in self.agents:  # ZeRO-3, FSDP: gathered from every process (each must take part)
             if for_checkpoint and zero.holds_weights(self.engine_of(name)):

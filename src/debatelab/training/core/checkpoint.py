@@ -9,10 +9,10 @@ not load (bytes cut off by a full disk, a file missing) is set aside as `corrupt
 warning, and the run resumes from the one before it, or from the start. A checkpoint of other
 settings (another base model, dataset or hyperparameter; `steps` may grow) is not resumed: the run
 starts afresh and logs which setting changed.
-Under DeepSpeed ZeRO `optimizer-zero/` holds the engine's own checkpoint instead of its weights and
-optimizer state (accelerate's `save_state`: DeepSpeed's files of every process, `zero.py`), under FSDP
-each process's optimizer shard as `torch.distributed.checkpoint` files (`fsdp.py`): the processes
-write them first, then the checkpoint takes the folder in.
+Under DeepSpeed ZeRO or FSDP `optimizer-zero/` holds the engine's own checkpoint instead of its
+weights and optimizer state (DeepSpeed's files of every process by accelerate's `save_state`,
+`zero.py`; FSDP's shards as accelerate saves them, `fsdp.py`): the processes write them first, then
+the checkpoint takes the folder in.
 """
 
 from __future__ import annotations
@@ -157,12 +157,10 @@ def save_checkpoint(
     fingerprint,
     keep: int = 2,
     optimizer_partitions: str | Path | None = None,
-    trainable: dict | None = None,
 ) -> Path:
     """`optimizer_partitions`: the folder of the engines' checkpoints every process saved for this
-    step (`zero.save_partition`), moved into the checkpoint in place of the whole optimizer state.
-    `trainable`: the weights to save, when gathered beforehand (FSDP); else `policy.trainable_state(for_checkpoint=True)`
-    (a DeepSpeed engine's weights are in its own checkpoint, among the partitions).
+    step (`zero.save_partition`), moved into the checkpoint in place of the whole optimizer state and
+    of the engines' weights (`policy.trainable_state(for_checkpoint=True)` leaves those out).
     `keep` newest checkpoints stay: the one before the newest is the fallback if the newest won't load."""
     import torch
     from safetensors.torch import save_file
@@ -174,7 +172,7 @@ def save_checkpoint(
     name = f"step-{state.step:05d}"
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=directory))
     try:
-        trainable = policy.trainable_state(for_checkpoint=True) if trainable is None else trainable
+        trainable = policy.trainable_state(for_checkpoint=True)
         save_file({k: v.contiguous().cpu() for k, v in trainable.items()}, tmp / "trainable.safetensors")
         # the optimizers outside the engines (all of them without one; a multi-agent run's others beside its agents')
         optimizer = policy.checkpoint_optimizer()
@@ -219,7 +217,7 @@ def load_checkpoint(directory: str | Path, policy, fingerprint, rank: int = 0, w
     none to resume (none yet, or made with other settings). Under DeepSpeed or FSDP each engine
     comes back (`policy.checkpoint_engines()`: a single policy's from the engines' folder itself, a
     multi-agent run's each from its agent's subfolder): DeepSpeed's weights and this process's
-    optimizer partition, FSDP's optimizer shard. The trainer's own files are read, and the engines'
+    optimizer partition, FSDP's shards of both. The trainer's own files are read, and the engines'
     checked to be one per process, before anything is restored, so a checkpoint cut short or of
     another world size leaves the policy as it was."""
     engines = policy.checkpoint_engines()

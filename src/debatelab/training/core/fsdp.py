@@ -14,8 +14,10 @@ Gloo, which is where the tests check it.
 the micro-batch boundary (gradients are reduce-scattered, averaged over the processes, in the last
 micro-batch's backward pass), the optimizer step with the run's clipping, the whole model in
 every process for generation (each unit unsharded, no gathering inside the forward passes, so
-each process generates alone), the weights gathered whole for checkpoints and the saved model, and
-each process's optimizer shard saved and loaded with `torch.distributed.checkpoint`.
+each process generates alone), the weights gathered whole for the saved model, and checkpoints of
+each process's shards of the weights and of the optimizer state, written and read by the functions
+accelerate's `save_state` / `load_state` call for FSDP (`save_fsdp_model`, `save_fsdp_optimizer`,
+`torch.distributed.checkpoint` under `SHARDED_STATE_DICT`).
 
 16-bit weights: the trained weights are kept in float32 (the master copy that DeepSpeed keeps too)
 and all-gathered in the weights' 16-bit dtype for the forward passes; gradients are averaged in
@@ -30,17 +32,27 @@ import os
 
 log = logging.getLogger(__name__)
 
+# what accelerate's save_fsdp_model and save_fsdp_optimizer name the shards' folders (model and optimizer 0)
+CHECKPOINT_FOLDERS = ("pytorch_model_fsdp_0", "optimizer_0")
+
 
 def requested() -> bool:
     """Whether this process was started by `accelerate launch` with an FSDP config."""
     return os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
 
 
-def unsupported(version, offload: bool, ram_efficient_loading: bool) -> str | None:
+def unsupported(
+    version, offload: bool, ram_efficient_loading: bool, state_dict_type: str = "SHARDED_STATE_DICT"
+) -> str | None:
     """Why this engine doesn't run these FSDP settings (None: it does): the config's check at the dry
     run (`config.Experiment.accelerate_config`) and the launcher's (`plugin`)."""
     if str(version) != "2":
         return f"fsdp_version {version}: training runs FSDP2 (fsdp_config: fsdp_version: 2)"
+    if str(state_dict_type).upper() != "SHARDED_STATE_DICT":
+        return (
+            f"fsdp_state_dict_type {state_dict_type} is not supported: checkpoints are SHARDED_STATE_DICT "
+            "(each process writes its shards; the trained model is saved whole all the same)"
+        )
     if offload:
         return "fsdp_offload_params true is not supported (the weights stay on the GPUs)"
     if ram_efficient_loading:
@@ -55,7 +67,7 @@ def plugin():
 
     settings = FullyShardedDataParallelPlugin()
     offload = type(settings.cpu_offload).__name__ == "CPUOffloadPolicy"
-    why = unsupported(settings.fsdp_version, offload, settings.cpu_ram_efficient_loading)
+    why = unsupported(settings.fsdp_version, offload, settings.cpu_ram_efficient_loading, settings.state_dict_type.name)
     if why:
         raise ValueError(f"accelerate config: {why}")
     return settings
@@ -99,7 +111,7 @@ class FsdpEngine:
         sharded = dict(model.named_parameters())
         for group, members in zip(optimizer.param_groups, groups):
             group["params"] = [sharded[n] for n in members]
-        self.module, self.optimizer = model, optimizer
+        self.module, self.optimizer, self.plugin = model, optimizer, config
         self.trainable = [p for group in optimizer.param_groups for p in group["params"]]
         self.max_grad_norm = float(settings.max_grad_norm or 0.0)
         log.info(
@@ -165,18 +177,21 @@ class FsdpEngine:
                     value = distribute_tensor(value, p.device_mesh, p.placements, src_data_rank=None)
                 p.copy_(value)
 
-    # -- the optimizer's shards ------------------------------------------------------------------
+    # -- checkpoints ----------------------------------------------------------------------------
     def save_partition(self, folder) -> None:
-        """Every process's shard of the optimizer state into `folder` (`torch.distributed.checkpoint`)."""
-        import torch.distributed.checkpoint as dcp
-        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+        """Every process's shards of the weights and of the optimizer state into `folder`, as
+        accelerate's `save_state` saves an FSDP model (`pytorch_model_fsdp_0/`, `optimizer_0/`:
+        `torch.distributed.checkpoint` files, which `accelerate merge-weights` makes whole)."""
+        from accelerate import PartialState
+        from accelerate.utils.fsdp_utils import save_fsdp_model, save_fsdp_optimizer
 
-        dcp.save({"optimizer": get_optimizer_state_dict(self.module, self.optimizer)}, checkpoint_id=str(folder))
+        save_fsdp_model(self.plugin, PartialState(), self.module, str(folder))
+        save_fsdp_optimizer(self.plugin, PartialState(), self.optimizer, self.module, str(folder))
 
     def load_partition(self, folder) -> None:
-        import torch.distributed.checkpoint as dcp
-        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
+        """This process's shards back, as accelerate's `load_state` loads an FSDP model."""
+        from accelerate import PartialState
+        from accelerate.utils.fsdp_utils import load_fsdp_model, load_fsdp_optimizer
 
-        state = {"optimizer": get_optimizer_state_dict(self.module, self.optimizer)}
-        dcp.load(state, checkpoint_id=str(folder))
-        set_optimizer_state_dict(self.module, self.optimizer, state["optimizer"])
+        load_fsdp_model(self.plugin, PartialState(), self.module, str(folder))
+        load_fsdp_optimizer(self.plugin, PartialState(), self.optimizer, self.module, str(folder))

@@ -62,7 +62,7 @@ class Policy(AgentPolicies):
     def trainable_state(self, for_checkpoint: bool = False) -> dict:
         """The weights the optimizer changes (the adapter, or every weight) by parameter name. Under
         ZeRO-3 or FSDP every process must call it (gathered from all of them). `for_checkpoint`: none
-        under DeepSpeed, whose own checkpoint holds them."""
+        under DeepSpeed or FSDP, whose engine's own checkpoint holds them."""
         prefix = f"{AGENT}/"
         return {k.removeprefix(prefix): v for k, v in super().trainable_state(for_checkpoint).items()}
 

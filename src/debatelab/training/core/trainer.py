@@ -335,16 +335,9 @@ class BaseTrainer:
             partitions = zero.save_partition(engine, self.checkpoint_dir, self.state.step, self.rank, name)
         if engines:
             barrier(self.world)
-        # FSDP: the weights are gathered from every process (each must take part; DeepSpeed's are in its checkpoint)
-        trainable = self.policy.trainable_state(for_checkpoint=True) if self.policy.sharded else None
-        if self.rank == 0:
+        if self.rank == 0:  # an engine's weights are in its own checkpoint: the rest is whole in every process
             save_checkpoint(
-                self.checkpoint_dir,
-                self.policy,
-                self.state,
-                self.fingerprint,
-                optimizer_partitions=partitions,
-                trainable=trainable,
+                self.checkpoint_dir, self.policy, self.state, self.fingerprint, optimizer_partitions=partitions
             )
 
     # -- the update -----------------------------------------------------------------------

@@ -25,8 +25,8 @@ take the gathered weights (`gathered`).
 Checkpoints: a DeepSpeed engine is saved by its `Accelerator.save_state` into
 `{checkpoint_dir}/.zero-step-NNNNN/` (DeepSpeed's own checkpoint, `engine.save_checkpoint`: the
 weights and each process's optimizer partition with its fp32 master weights, readable by DeepSpeed's
-`zero_to_fp32.py`) and restored by its `load_state`; an FSDP engine saves its optimizer shards
-there (`fsdp.FsdpEngine.save_partition`). The checkpoint then takes the folder in whole
+`zero_to_fp32.py`) and restored by its `load_state`; an FSDP engine saves its shards of the weights
+and of the optimizer there (`fsdp.FsdpEngine.save_partition`). The checkpoint then takes the folder in whole
 (`checkpoint.py`).
 """
 
@@ -245,8 +245,8 @@ def staging_dir(checkpoint_dir: str | Path, step: int) -> Path:
 def save_partition(engine, checkpoint_dir: str | Path, step: int, rank: int, name: str = "") -> Path:
     """`engine`'s checkpoint in the step's staging folder (in its subfolder `name`: one per agent of a
     multi-agent run), every process its part: a DeepSpeed engine through its Accelerator's
-    `save_state` (the weights and every process's optimizer partition), an FSDP engine its optimizer
-    shards. Returns the staging folder."""
+    `save_state` (the weights and every process's optimizer partition), an FSDP engine its shards
+    of the weights and of the optimizer. Returns the staging folder."""
     root = staging_dir(checkpoint_dir, step)
     folder = root / name if name else root
     folder.mkdir(parents=True, exist_ok=True)
@@ -258,17 +258,23 @@ def save_partition(engine, checkpoint_dir: str | Path, step: int, rank: int, nam
 
 
 def holds_weights(engine) -> bool:
-    """Whether `engine`'s checkpoint holds its weights too (DeepSpeed's does; FSDP's shards are the
-    optimizer's alone, the weights go in the checkpoint's own file)."""
-    return engine is not None and not isinstance(engine, fsdp.FsdpEngine)
+    """Whether an engine's checkpoint holds its weights (every engine's does: DeepSpeed's files, FSDP's
+    shards), so the checkpoint's own weights file leaves them out."""
+    return engine is not None
 
 
 def check_partitions(engine, folder: str | Path, world: int) -> None:
     """A checkpoint's DeepSpeed files are those of a run of `world` processes: DeepSpeed's optimizer
     partition of each, its weights (stage 3: each process's part) and accelerate's random states of
-    each. FSDP's are read by `torch.distributed.checkpoint`, which checks its own."""
+    each. FSDP's: a folder of shards for the weights and one for the optimizer."""
     folder = Path(folder)
-    if isinstance(engine, fsdp.FsdpEngine):
+    if isinstance(engine, fsdp.FsdpEngine):  # torch.distributed.checkpoint checks the shards themselves
+        missing = [f"{d}/.metadata" for d in fsdp.CHECKPOINT_FOLDERS if not (folder / d / ".metadata").is_file()]
+        if missing:
+            raise ValueError(
+                f"FSDP checkpoint {folder} lacks {', '.join(missing)} (one written by an earlier debatelab holds "
+                "the optimizer's shards alone)"
+            )
         return
     if list(folder.glob("rank-*.pt")):
         raise ValueError(
@@ -296,7 +302,7 @@ def check_partitions(engine, folder: str | Path, world: int) -> None:
 def load_partition(engine, folder: str | Path, rank: int, world: int) -> None:
     """`engine` back from a checkpoint's folder, every process its part: a DeepSpeed engine through
     its Accelerator's `load_state` (weights, optimizer partition and fp32 master weights), an FSDP
-    engine its optimizer shards."""
+    engine its shards of the weights and of the optimizer."""
     folder = Path(folder)
     if isinstance(engine, fsdp.FsdpEngine):
         engine.load_partition(folder)
