@@ -332,7 +332,7 @@ class BaseTrainer:
                 shutil.rmtree(zero.staging_dir(self.checkpoint_dir, self.state.step), ignore_errors=True)
             barrier(self.world)
         for name, engine in engines.items():
-            partitions = zero.save_partition(engine, self.checkpoint_dir, self.state.step, self.rank, name)
+            partitions = zero.save_partition(engine, self.checkpoint_dir, self.state.step, name)
         if engines:
             barrier(self.world)
         if self.rank == 0:  # an engine's weights are in its own checkpoint: the rest is whole in every process

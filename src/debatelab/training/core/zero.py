@@ -19,8 +19,8 @@ Stage 3 (`sharded`): each process holds a shard of every weight, and a forward p
 layer's weights from all processes, so every process runs the same number of forward passes (the
 trainer pads its micro-batches with empty passes). For rollouts, held-out answers and a vLLM sync,
 `for_generation` gathers the whole model into every process and takes DeepSpeed's hooks off (TRL's
-`unwrap_model_for_generation`), so each process generates alone; checkpoints and the saved model
-take the gathered weights (`gathered`).
+`unwrap_model_for_generation`), so each process generates alone; the saved model takes the
+gathered weights (`gathered`).
 
 Checkpoints: a DeepSpeed engine is saved by its `Accelerator.save_state` into
 `{checkpoint_dir}/.zero-step-NNNNN/` (DeepSpeed's own checkpoint, `engine.save_checkpoint`: the
@@ -242,7 +242,7 @@ def staging_dir(checkpoint_dir: str | Path, step: int) -> Path:
     return Path(checkpoint_dir) / f".zero-step-{step:05d}"
 
 
-def save_partition(engine, checkpoint_dir: str | Path, step: int, rank: int, name: str = "") -> Path:
+def save_partition(engine, checkpoint_dir: str | Path, step: int, name: str = "") -> Path:
     """`engine`'s checkpoint in the step's staging folder (in its subfolder `name`: one per agent of a
     multi-agent run), every process its part: a DeepSpeed engine through its Accelerator's
     `save_state` (the weights and every process's optimizer partition), an FSDP engine its shards
