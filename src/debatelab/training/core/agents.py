@@ -453,10 +453,11 @@ class AgentPolicies:
 
     def trainable_state(self, for_checkpoint: bool = False) -> dict:
         """Every agent's trained weights (and its re-synced reference, if any), and attached modules.
-        `for_checkpoint`: without the weights an engine's own checkpoint holds (`zero.holds_weights`)."""
+        `for_checkpoint`: without the weights of agents with an engine (DeepSpeed, FSDP), whose own
+        checkpoint holds them."""
         own = {}
         for name in self.agents:  # ZeRO-3, FSDP: gathered from every process (each must take part)
-            if for_checkpoint and zero.holds_weights(self.engine_of(name)):
+            if for_checkpoint and self.engine_of(name) is not None:
                 continue
             whole = zero.full_weights(self.engine_of(name), self.trainable_parameters(name))
             own.update({f"{name}/{n}": value for n, value in whole.items()})

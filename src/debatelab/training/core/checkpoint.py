@@ -251,7 +251,7 @@ def load_checkpoint(directory: str | Path, policy, fingerprint, rank: int = 0, w
             _set_aside(path, error, rank)
             continue
         policy.load_trainable_state(trainable)
-        _restore_optimizer(policy, states, path, engines, rank, world)
+        _restore_optimizer(policy, states, path, engines)
         _restore_rng(rng)
         log.info("resuming from %s (step %d)", path, meta["step"])
         return TrainState(
@@ -268,13 +268,11 @@ def _newest_first(directory: Path) -> list[Path]:
 
 def _check_partitions(path: Path, engines: dict, world: int) -> None:
     """`zero.check_partitions` of each engine's folder, before anything is restored (partitions mixed
-    with a killed save's of another world size won't load)."""
+    with a killed save's of another world size won't load; a missing folder holds none of its files)."""
     from .zero import PARTITIONS, check_partitions
 
     for name, engine in engines.items():
-        folder = path / PARTITIONS / name if name else path / PARTITIONS
-        if folder.is_dir():
-            check_partitions(engine, folder, world)
+        check_partitions(engine, path / PARTITIONS / name, world)
 
 
 def _set_aside(path: Path, error: Exception, rank: int) -> None:
@@ -309,7 +307,8 @@ def _read_checkpoint(path: Path, device, step: int):
     return trainable, states, rng, metrics
 
 
-def _restore_optimizer(policy, states: dict, path: Path, engines: dict, rank: int, world: int) -> None:
+def _restore_optimizer(policy, states: dict, path: Path, engines: dict) -> None:
+    """The optimizers and schedules back; each engine from its folder, which `_check_partitions` passed."""
     from .zero import PARTITIONS, load_partition
 
     if (path / PARTITIONS).exists():
@@ -319,7 +318,7 @@ def _restore_optimizer(policy, states: dict, path: Path, engines: dict, rank: in
                 "same accelerate config"
             )
         for name, engine in engines.items():
-            load_partition(engine, path / PARTITIONS / name if name else path / PARTITIONS, rank, world)
+            load_partition(engine, path / PARTITIONS / name)
         if states["optimizer"] is not None:  # the optimizers outside the engines
             policy.checkpoint_optimizer().load_state_dict(states["optimizer"])
     else:

@@ -248,19 +248,13 @@ def save_partition(engine, checkpoint_dir: str | Path, step: int, name: str = ""
     `save_state` (the weights and every process's optimizer partition), an FSDP engine its shards
     of the weights and of the optimizer. Returns the staging folder."""
     root = staging_dir(checkpoint_dir, step)
-    folder = root / name if name else root
+    folder = root / name  # "": the folder itself
     folder.mkdir(parents=True, exist_ok=True)
     if isinstance(engine, fsdp.FsdpEngine):
         engine.save_partition(folder)
     else:
         _ACCELERATORS[engine].save_state(str(folder))
     return root
-
-
-def holds_weights(engine) -> bool:
-    """Whether an engine's checkpoint holds its weights (every engine's does: DeepSpeed's files, FSDP's
-    shards), so the checkpoint's own weights file leaves them out."""
-    return engine is not None
 
 
 def check_partitions(engine, folder: str | Path, world: int) -> None:
@@ -299,13 +293,12 @@ def check_partitions(engine, folder: str | Path, world: int) -> None:
         )
 
 
-def load_partition(engine, folder: str | Path, rank: int, world: int) -> None:
-    """`engine` back from a checkpoint's folder, every process its part: a DeepSpeed engine through
-    its Accelerator's `load_state` (weights, optimizer partition and fp32 master weights), an FSDP
-    engine its shards of the weights and of the optimizer."""
+def load_partition(engine, folder: str | Path) -> None:
+    """`engine` back from a checkpoint's folder (`check_partitions` passed), every process its part: a
+    DeepSpeed engine through its Accelerator's `load_state` (weights, optimizer partition and fp32
+    master weights), an FSDP engine its shards of the weights and of the optimizer."""
     folder = Path(folder)
     if isinstance(engine, fsdp.FsdpEngine):
         engine.load_partition(folder)
         return
-    check_partitions(engine, folder, world)
     _ACCELERATORS[engine].load_state(str(folder))
