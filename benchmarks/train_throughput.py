@@ -16,9 +16,13 @@ rollout step, no KL, and no dynamic sampling (TRL has none). TRL runs twice:
 After a warm-up step each, `--steps` steps are timed. Prints for each: seconds per step (median and
 the timed steps), its split into rollout and update, generated tokens per second; and the ratios
 TRL / ours (> 1: ours is faster), like for like and out of the box.
+`--flops` also counts the FLOPs of each of our timed updates (torch's formulas for matmuls and
+attention, `UpdateFlops`) and prints their rate beside this machine's dense matmul rate at the model's
+MLP shape in the same arithmetic (the weights' dtype, or bf16 under `--autocast`): how near the
+update runs to what these cores can do.
 
   python benchmarks/train_throughput.py [--model smollm2-135m-instruct|tiny-random-llama] [--device cpu|cuda]
-        [--prompts 4] [--group 4] [--max-tokens 32] [--steps 3] [--threads N]
+        [--prompts 4] [--group 4] [--max-tokens 32] [--steps 3] [--threads N] [--flops]
 
 With `--method udpo|umad|mappo|rmaac --agents N`: N agents, one LoRA adapter each on one copy of the base,
 debate `--prompts` questions (UMAD: `--group` paired threads each, 2 turns; UDPO: one round, fixed
@@ -103,6 +107,19 @@ the same in float32 319.9 s (rollout 92.7 s, update 227.2 s), 16.0 GiB. Then `--
 Measured (2026-11-27, right after, the same machine alone): UDPO at 64 debates a step (the command
 above) with `--autocast`, one timed step each, back to back: 187.4 s/step before (9a7250d; rollout
 71.9 s, update 115.5 s), 8.0 GiB; 150.6 s after (rollout 43.8 s, update 106.8 s), 7.8 GiB.
+Measured (2026-11-29, 2 CPU cores of a slower machine of the same kind (AMD EPYC, avx512_bf16), alone,
+the UMAD command above, one timed step each): with `--autocast`, back to back, the code of 18461e5 (the
+145.9 s above) 237.7 s/step (rollout 78.7 s, update 159.0 s) and this code 235.6 s (rollout 73.3 s,
+update 162.3 s); at 4 questions x 4 threads, interleaved, this code 66.9 and 69.3 s, 18461e5 74.3,
+71.9 and 74.2 s: the machine, not the code, is 1.6x slower than on 2026-11-27. With `--flops`:
+float32 389.7 s/step (rollout 115.3 s, update 274.4 s), the update 30.0 TFLOP (matmuls and attention)
+at 109.5 GFLOP/s, 59% of this machine's dense float32 matmul rate at SmolLM2-135M's MLP shape (184.9
+GFLOP/s): at that rate's full speed the float32 update alone would take 162 s, so float32 cannot make
+150 s a step on 2 such cores without less arithmetic. `--autocast --flops`: 260.8 s/step (rollout 75.7
+s, update 185.1 s), 29.9 TFLOP at 161.4 GFLOP/s, 42% of the bf16 rate (382.9 GFLOP/s); the update
+took 162.3 s in the run without the counter (one step each), so 42-48%. The counter's cost at the DAPO
+defaults, 3 steps, interleaved: update 5.02 and 5.29 s without, 5.49 and 5.20 s with; 559.8 GFLOP a
+step at 101.9-104.0 GFLOP/s (57-73% of a float32 rate measured at 139-182 GFLOP/s in those minutes).
 """
 
 from __future__ import annotations
@@ -196,8 +213,12 @@ def ours(args, model_dir: Path, questions) -> dict:
     trainer = training_method(args.method).trainer(
         questions, Policy(model_dir, settings, device=args.device), settings, run="bench"
     )
+    flops = []
+    if args.flops:
+        UpdateFlops().wrap(trainer, args.method, flops)
     rows = [trainer.train_step(step) for step in range(args.steps + 1)][1:]  # the first is the warm-up
     return {
+        "flops": flops[1:],
         "engine": engine_name(trainer.policy.engine),
         "step": [r["rollout_seconds"] + r["update_seconds"] for r in rows],
         "rollout": [r["rollout_seconds"] for r in rows],
@@ -254,17 +275,117 @@ def multi_agent(args, model_dir: Path, questions) -> dict:
     trainer = training_method(args.method).trainer(
         questions, policies, settings, run="bench", participants=agents, **own
     )
+    flops = []
+    if args.flops:
+        UpdateFlops().wrap(trainer, args.method, flops)
     rows = [trainer.train_step(step) for step in range(args.steps + 1)][1:]
     shared = sum(t.numel() * t.element_size() for m in policies.models.values() for t in m.state_dict().values())
     adapters = sum(p.numel() * p.element_size() for a in agents for p in policies.adapter_parameters(a).values())
     base = shared - adapters
     return {
+        "flops": flops[1:],
         "step": [r["rollout_seconds"] + r["update_seconds"] for r in rows],
         "rollout": [r["rollout_seconds"] for r in rows],
         "update": [r["update_seconds"] for r in rows],
         "tokens": [r["response_length"] * r["sequences"] for r in rows],
         "memory": {"base": base, "adapters": adapters, "copies": args.agents * base},
     }
+
+
+class UpdateFlops:
+    """Counts the FLOPs of the aten ops it sees, by torch's own formulas (`torch.utils.flop_counter`'s
+    registry: matmuls, forward and backward) plus CPU attention's kernel (counted dense, as that kernel
+    computes a masked row). Not `FlopCounterMode` itself: it tracks modules and tries to decompose every
+    op it has no formula for, which made the update it counted 24 % slower here; this mode only adds
+    a Python call per op."""
+
+    def __init__(self) -> None:
+        from torch.utils import flop_counter
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        aten = torch.ops.aten
+        formulas = dict(flop_counter.flop_registry)
+        formulas[aten._scaled_dot_product_flash_attention_for_cpu] = lambda q, k, v, *a, **kw: (
+            flop_counter.sdpa_flop_count(q.shape, k.shape, v.shape)
+        )
+        formulas[aten._scaled_dot_product_flash_attention_for_cpu_backward] = lambda g, q, k, v, *a, **kw: (
+            flop_counter.sdpa_backward_flop_count(g.shape, q.shape, k.shape, v.shape)
+        )
+        raw = {
+            aten._scaled_dot_product_flash_attention_for_cpu,
+            aten._scaled_dot_product_flash_attention_for_cpu_backward,
+        }
+        counter = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                out = func(*args, **kwargs)
+                formula = formulas.get(func._overloadpacket)
+                if formula is not None:
+                    counter.total += (
+                        formula(*args, **kwargs)
+                        if func._overloadpacket in raw
+                        else formula(*args, **kwargs, out_val=out)
+                    )
+                return out
+
+        self.total, self.mode = 0, Mode
+
+    def wrap(self, trainer, method: str, flops: list) -> None:
+        """Append to `flops` the FLOPs of each of `trainer`'s updates (`update_policy`, a multi-agent
+        trainer's `update`)."""
+        name = "update_policy" if method in ("dapo", "sdrl") else "update"
+        update = getattr(trainer, name)
+
+        def counted(*args, **kwargs):
+            self.total = 0
+            with self.mode():
+                out = update(*args, **kwargs)
+            flops.append(self.total)
+            return out
+
+        setattr(trainer, name, counted)
+
+
+def matmul_rate(model_dir: Path, dtype: str, autocast: bool, device: str, tokens: int = 4096) -> tuple[float, str]:
+    """This machine's dense matmul rate (FLOP/s, the best of 20 after a warm-up) at the model's MLP shape,
+    `tokens` × hidden @ hidden × intermediate, in the update's arithmetic: the weights' dtype, or bf16
+    under autocast; and the shape and dtype as words."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model_dir)
+    hidden, inner = config.hidden_size, config.intermediate_size
+    weights = torch.float32 if dtype in ("float32", "auto") else torch.bfloat16
+    x = torch.randn(tokens, hidden, dtype=weights, device=device)
+    w = torch.randn(inner, hidden, dtype=weights, device=device)
+    times = []
+    for _ in range(21):
+        with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=autocast):
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            torch.nn.functional.linear(x, w)
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    arithmetic = "bfloat16 (autocast)" if autocast else str(weights).removeprefix("torch.")
+    rate = 2 * tokens * hidden * inner / min(times[1:])
+    return rate, f"{tokens}x{hidden} @ {hidden}x{inner}, {arithmetic}"
+
+
+def report_flops(args, model_dir: Path, r: dict) -> None:
+    """The update's counted FLOP rate against this machine's dense matmul rate (`--flops`)."""
+    if not r.get("flops"):
+        return
+    rates = [f / s for f, s in zip(r["flops"], r["update"])]
+    peak, shape = matmul_rate(model_dir, args.dtype, args.autocast, args.device)
+    rate = statistics.median(rates)
+    print(
+        f"update: {statistics.median(r['flops']) / 1e9:.1f} GFLOP a step (matmuls and attention, torch's formulas), "
+        f"{rate / 1e9:.1f} GFLOP/s (steps: {' '.join(f'{x / 1e9:.1f}' for x in rates)}) = {100 * rate / peak:.0f}% "
+        f"of this machine's dense matmul rate {peak / 1e9:.1f} GFLOP/s ({shape})"
+    )
 
 
 def engine_name(engine) -> str:
@@ -448,6 +569,12 @@ def main() -> None:
     passes = ap.add_mutually_exclusive_group()  # a padded pass holds every sequence whole
     passes.add_argument("--padded", action="store_true", help="ours: padded update passes (packed_updates: false)")
     ap.add_argument("--autocast", action="store_true", help="ours: the update's forwards under bf16 autocast")
+    ap.add_argument(
+        "--flops",
+        action="store_true",
+        help="ours: count the update's FLOPs (torch's formulas for matmuls and attention, timed with the counter on) "
+        "and print their rate against this machine's dense matmul rate at the model's MLP shape",
+    )
     passes.add_argument(
         "--whole-prompts",
         action="store_true",
@@ -500,6 +627,7 @@ def main() -> None:
     if args.method in ("dapo", "sdrl") and (args.no_trl or args.method == "sdrl" or args.finetuning == "full"):
         result = ours(args, model_dir, questions)
         report(f"debatelab {args.method}", result)
+        report_flops(args, model_dir, result)
         print(f"finetuning {args.finetuning}, optimizer steps by: {result['engine']}")
         if args.method == "sdrl":
             print(f"debate groups per step: {result['debate_groups']}")
@@ -508,6 +636,7 @@ def main() -> None:
     if args.method != "dapo":
         result = multi_agent(args, model_dir, questions)
         report(f"{args.method} x{args.agents}", result)
+        report_flops(args, model_dir, result)
         memory = result["memory"]
         shared = (memory["base"] + memory["adapters"]) / 2**20
         print(
@@ -524,6 +653,7 @@ def main() -> None:
     }
     for name, r in results.items():
         report(name, r)
+    report_flops(args, model_dir, results["debatelab"])
     ours_step = statistics.median(results["debatelab"]["step"])
     for name in ("TRL like for like", "TRL out of the box"):
         ratio = statistics.median(results[name]["step"]) / ours_step
