@@ -135,6 +135,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
+from torch.utils import flop_counter  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from debatelab import grading, prompts  # noqa: E402
 from debatelab.data import load_benchmark  # noqa: E402
@@ -292,45 +294,36 @@ def multi_agent(args, model_dir: Path, questions) -> dict:
     }
 
 
-class UpdateFlops:
+class UpdateFlops(TorchDispatchMode):
     """Counts the FLOPs of the aten ops it sees, by torch's own formulas (`torch.utils.flop_counter`'s
     registry: matmuls, forward and backward) plus CPU attention's kernel (counted dense, as that kernel
     computes a masked row). Not `FlopCounterMode` itself: it tracks modules and tries to decompose every
     op it has no formula for, which made the update it counted 24 % slower here; this mode only adds
     a Python call per op."""
 
-    def __init__(self) -> None:
-        from torch.utils import flop_counter
-        from torch.utils._python_dispatch import TorchDispatchMode
-
-        aten = torch.ops.aten
-        formulas = dict(flop_counter.flop_registry)
-        formulas[aten._scaled_dot_product_flash_attention_for_cpu] = lambda q, k, v, *a, **kw: (
+    FORMULAS = {
+        **flop_counter.flop_registry,
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: lambda q, k, v, *a, out_val=None, **kw: (
             flop_counter.sdpa_flop_count(q.shape, k.shape, v.shape)
-        )
-        formulas[aten._scaled_dot_product_flash_attention_for_cpu_backward] = lambda g, q, k, v, *a, **kw: (
-            flop_counter.sdpa_backward_flop_count(g.shape, q.shape, k.shape, v.shape)
-        )
-        raw = {
-            aten._scaled_dot_product_flash_attention_for_cpu,
-            aten._scaled_dot_product_flash_attention_for_cpu_backward,
-        }
-        counter = self
+        ),
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: (
+            lambda g, q, k, v, *a, out_val=None, **kw: flop_counter.sdpa_backward_flop_count(
+                g.shape, q.shape, k.shape, v.shape
+            )
+        ),
+    }
 
-        class Mode(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                kwargs = kwargs or {}
-                out = func(*args, **kwargs)
-                formula = formulas.get(func._overloadpacket)
-                if formula is not None:
-                    counter.total += (
-                        formula(*args, **kwargs)
-                        if func._overloadpacket in raw
-                        else formula(*args, **kwargs, out_val=out)
-                    )
-                return out
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
 
-        self.total, self.mode = 0, Mode
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        formula = self.FORMULAS.get(func._overloadpacket)
+        if formula is not None:
+            self.total += formula(*args, **kwargs, out_val=out)
+        return out
 
     def wrap(self, trainer, method: str, flops: list) -> None:
         """Append to `flops` the FLOPs of each of `trainer`'s updates (`update_policy`, a multi-agent
@@ -340,7 +333,7 @@ class UpdateFlops:
 
         def counted(*args, **kwargs):
             self.total = 0
-            with self.mode():
+            with self:
                 out = update(*args, **kwargs)
             flops.append(self.total)
             return out

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sys
 from pathlib import Path
 from unittest import mock
 
@@ -17,7 +16,6 @@ REPO = Path(__file__).resolve().parents[1]
 def _benchmark():
     spec = importlib.util.spec_from_file_location("train_throughput", REPO / "benchmarks" / "train_throughput.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("train_throughput", module)
     with mock.patch.dict(os.environ):  # its HF_HUB_OFFLINE=1 stays with it, not with the tests after this one
         spec.loader.exec_module(module)
     return module
