@@ -116,10 +116,10 @@ def test_the_kl_in_the_reward_is_summed_by_the_run_s_kl_estimator(kl_mode):
             cell={cell: SimpleNamespace(length=3)},
             nll=np.zeros((1, 1, 1, 1)),
             penalty=np.zeros((1, 1, 1, 1)),
-            kl_values=[],
+            kl=np.full((1, 1, 1, 1), np.nan),
         )
         UmadTrainer.turn_rewards(trainer, batch, cell, logps, ref)
-        assert batch.nll[cell] == pytest.approx(3.5 / 3) and batch.kl_values == [pytest.approx(-0.5 / 3)]
+        assert batch.nll[cell] == pytest.approx(3.5 / 3) and batch.kl[cell] == pytest.approx(-0.5 / 3)
         penalties[estimator] = batch.penalty[cell]
     if kl_mode == "reward":
         assert penalties == {k: pytest.approx(0.1 * v) for k, v in by_hand.items()}
@@ -132,9 +132,11 @@ def _umad(char_model_dir, checkpoint_dir, steps, **umad):
     return trainer, trainer.train()
 
 
-def _umad_trainer(char_model_dir, checkpoint_dir, steps, mini_batch_size=64, micro_batch_size=16, **umad):
+def _umad_trainer(
+    char_model_dir, checkpoint_dir, steps, mini_batch_size=64, micro_batch_size=16, finetuning="lora", **umad
+):
     import torch
-    from conftest import toy_settings
+    from conftest import adapter_keys, toy_settings
 
     from debatelab.data.schema import frame_from_rows
     from debatelab.training.core.agents import AgentPolicies
@@ -143,7 +145,8 @@ def _umad_trainer(char_model_dir, checkpoint_dir, steps, mini_batch_size=64, mic
     settings = toy_settings(
         method="umad",
         steps=steps,
-        lora={"r": 4, "alpha": 8},
+        finetuning=finetuning,
+        **adapter_keys(finetuning),
         dtype="float32",
         max_tokens=10,
         overlong_buffer=0,
@@ -168,6 +171,39 @@ def _umad_trainer(char_model_dir, checkpoint_dir, steps, mini_batch_size=64, mic
         checkpoint_dir=checkpoint_dir,
     )
     return trainer
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("finetuning", ["lora", "full"])
+@pytest.mark.parametrize("kl_mode", ["reward", "loss"])
+def test_each_agent_s_kl_and_loss_are_the_pooled_columns_restricted_to_the_agent(char_model_dir, finetuning, kl_mode):
+    """With a KL weight (β = 0.001, k1, as the pilot of issue 69) the pooled `kl` is every response's
+    mean k1 under its turn's π_old to the base (`UmadTrainer.metrics`); each `kl_<agent>` is the
+    same mean over the agent's responses, not the updates' KL statistic, which `kl_mode: reward`'s
+    loss never has (it was 0 at every step). So every `kl_<agent>` is finite and not 0 (turn 1's
+    π_old is turn 0's update: a k1 mean can be of either sign), and their mean weighted by the
+    agents' numbers of responses is the pooled `kl`; `loss_<agent>` averages to `loss` likewise
+    (every agent has one update per turn). Mini-batches of one (question, seat, turn) group: an
+    agent's second mini-batch of a turn runs after its first's optimizer step, so under `kl_mode:
+    loss` the updates' KL (of the policy being updated) is not the π_old KL either."""
+    trainer = _umad_trainer(char_model_dir, None, steps=1, mini_batch_size=3, finetuning=finetuning, kl_mode=kl_mode)
+    assert trainer.umad.kl_coef == 0.001 and trainer.settings.kl_estimator == "k1"
+    assert trainer.policy.full == (finetuning == "full")
+    batches = []
+    metrics_of = trainer.metrics
+    trainer.metrics = lambda batch, updates: batches.append(batch) or metrics_of(batch, updates)
+    m = trainer.train_step(0)
+    (batch,) = batches
+    agents = ("solver", "critic")
+    kl = {a: m[f"kl_{a}"] for a in agents}
+    assert all(np.isfinite(v) and v != 0 for v in kl.values()), kl
+    responses = {a: sum(r.length > 0 for r in batch.by_agent[a]) for a in agents}  # an empty one has no KL
+    assert responses == {a: 2 * 3 * 2 for a in agents}  # questions × threads × turns, no empty reply here
+    weighted = sum(responses[a] * kl[a] for a in agents) / sum(responses.values())
+    assert weighted == pytest.approx(m["kl"], rel=1e-6, abs=1e-9) and np.isfinite(m["kl"]) and m["kl"] != 0
+    assert np.nanmean(batch.kl[..., 0]) == pytest.approx(0, abs=1e-6)  # turn 0: π_old is still the base
+    assert all(np.isfinite(m[f"loss_{a}"]) for a in agents)
+    assert np.mean([m[f"loss_{a}"] for a in agents]) == pytest.approx(m["loss"], rel=1e-6, abs=1e-9)
 
 
 @pytest.mark.slow

@@ -61,9 +61,14 @@ COMMON_METRIC_COLUMNS = [
 ]
 
 #: Per agent, after the held-out columns: how often the agent's own training replies were right in
-#: its first (round 0) and in its last debate round, e.g. `accuracy_last_base_a`, and its update's
-#: loss and KL (the mean over its updates of the step). A seat that learns while its peer doesn't
-#: shows here, where the method's pooled columns average them.
+#: its first (round 0) and in its last debate round, e.g. `accuracy_last_base_a`, and its loss and
+#: KL, each the pooled column restricted to the agent: by default the mean of `update_policy`'s
+#: `loss` and `kl` over the agent's updates of the step (`kl`: the token mean, over every epoch's
+#: mini-batches, of the run's `kl_estimator` between the policy being updated and its reference; 0
+#: without a KL weight), where the pooled column is the mean over every agent's updates. A method
+#: that computes a pooled column otherwise computes its agents' too (UMAD's `kl`:
+#: `UmadTrainer.metrics`). A seat that learns while its peer doesn't shows here, where the pooled
+#: columns average them.
 AGENT_ACCURACY_COLUMNS = ("accuracy_first", "accuracy_last")
 AGENT_UPDATE_COLUMNS = ("loss", "kl")
 AGENT_METRIC_COLUMNS = (*AGENT_ACCURACY_COLUMNS, *AGENT_UPDATE_COLUMNS)
@@ -171,7 +176,14 @@ class DebateTrainer(BaseTrainer):
         self.after_update(batch)
         for hook in self.step_hooks:
             hook(self, batch)
-        return {**self.common_metrics(batch, updates, learning_rate), **self.metrics(batch, updates)}
+        own = self.metrics(batch, updates)
+        for column in AGENT_UPDATE_COLUMNS:  # a pooled column replaced without its agents' would mix two quantities
+            missing = [a for a in self.policy.agents if column in own and agent_column(column, a) not in own]
+            if missing:
+                raise RuntimeError(
+                    f"{type(self).__name__}.metrics replaces {column!r} but not {column}_<agent> of {missing}"
+                )
+        return {**self.common_metrics(batch, updates, learning_rate), **own}
 
     def before_step(self, step: int) -> None:
         """Before the step's rollouts (default: nothing)."""
@@ -274,8 +286,10 @@ class DebateTrainer(BaseTrainer):
 
     def agent_metrics(self, batch: DebateBatch, updates: list[dict]) -> dict:
         """`AGENT_METRIC_COLUMNS` of every agent: its replies' accuracy over every process's debates, its
-        updates' mean loss and KL (`update`'s statistics carry their agent); NaN for an agent without
-        a reply in that round or without an update."""
+        updates' mean loss and KL (`update`'s statistics carry their agent), as `common_metrics`'
+        `loss` and `kl` over every agent's updates (a method's `metrics` that replaces one of those
+        replaces its agents' columns too); NaN for an agent without a reply in that round or
+        without an update."""
         rollouts = [r for agent_rollouts in batch.by_agent.values() for r in agent_rollouts]
         last = int(all_reduce(max((r.turn for r in rollouts), default=0), op="max"))
         out = {}

@@ -44,6 +44,7 @@ import pandas as pd
 
 from ..core.debate_trainer import COMMON_METRIC_COLUMNS, DebateBatch, DebateTrainer
 from ..core.distributed import all_reduce, pooled
+from ..core.heldout import agent_column
 from ..core.rewards import group_advantages
 from ..core.rollouts import Rollout
 
@@ -184,7 +185,7 @@ class UmadBatch(DebateBatch):
     first: dict = field(default_factory=dict)  # agent -> ids of its turn's first mini-batch (π_old from the update)
     plans: dict = field(default_factory=dict)  # agent -> its turn's first-epoch plan (`_plan`), made once for both uses
     where: dict = field(default_factory=dict)  # id(rollout) -> its (q, g, i, t)
-    kl_values: list = field(default_factory=list)  # each response's mean k1 to the reference
+    kl: np.ndarray | None = None  # each response's mean k1 under its turn's π_old to the reference, [q, g, i, t]
 
 
 class UmadTrainer(DebateTrainer):
@@ -261,6 +262,7 @@ class UmadTrainer(DebateTrainer):
         for (q, g, i, t), r in batch.cell.items():
             batch.correct[(q, g, i, t)] = r.correct
         batch.nll, batch.penalty = np.zeros_like(batch.correct), np.zeros_like(batch.correct)
+        batch.kl = np.full_like(batch.correct, np.nan)  # NaN: not taken (no reference, or an empty response)
         batch.parts = [None] * len(batch.rows)
         return [
             {agent: [r for r in rollouts if r.turn == t] for agent, rollouts in batch.by_agent.items()}
@@ -312,7 +314,7 @@ class UmadTrainer(DebateTrainer):
         r = batch.cell[cell]
         batch.nll[cell] = -float(logps.mean()) if len(logps) else 0.0
         if self.umad.kl_coef:
-            batch.kl_values.append(float((logps - ref_logps).mean()) if r.length else float("nan"))
+            batch.kl[cell] = float((logps - ref_logps).mean()) if r.length else float("nan")
             if self.umad.kl_mode == "reward":
                 from ..core.loss import kl_per_token  # torch: not on the config's import path
 
@@ -374,9 +376,18 @@ class UmadTrainer(DebateTrainer):
         )
 
     def metrics(self, batch: UmadBatch, updates: list[dict]) -> dict:
+        """UMAD's columns. With a KL weight (`kl_coef` > 0, either `kl_mode`) the pooled `kl` and each
+        agent's `kl_<agent>` are one quantity, replacing the updates' mean: the mean over the step's
+        responses (every process's, every turn's, each response counted once, an empty one left
+        out) of the response's mean token k1, log π_old − log π_ref of its sampled tokens at the
+        sampling temperature, whatever the run's `kl_estimator`; π_old is the response's turn's
+        (the agent as the previous turn's update left it), π_ref the base. `kl_<agent>` is that mean
+        over the agent's responses (all its seats'), so `kl` is the agents' `kl_<agent>` weighted by
+        their numbers of responses. (The updates' own KL statistic is 0 under `kl_mode: reward`,
+        whose loss has no KL term, and is not logged.) Without a KL weight there is no reference:
+        `kl` and `kl_<agent>` stay the updates' means (0), as `loss` and `loss_<agent>` always are."""
         shape = (self.umad.threads, len(self.seats), self.umad.turns)
         stack = lambda key: np.stack([p[key] for p in batch.parts]) if batch.parts else np.zeros((0, *shape))  # noqa: E731
-        kl_values = [v for v in batch.kl_values if v == v]
         reward_mean, reward_std = pooled(stack("reward"), std=True)
         out = {
             "reward_mean": reward_mean,
@@ -387,5 +398,9 @@ class UmadTrainer(DebateTrainer):
             "weight_mean": pooled(stack("weight")),
         }
         if self.umad.kl_coef:  # every response's KL to the reference, pooled (else the updates' mean)
-            out["kl"] = pooled(kl_values)
+            taken = lambda kl: kl[~np.isnan(kl)]  # noqa: E731
+            out["kl"] = pooled(taken(batch.kl))
+            for agent in self.policy.agents:  # every process alike: `pooled` is a collective
+                seats = [i for i, seat in enumerate(self.seats) if self.seat_agent[seat] == agent]
+                out[agent_column("kl", agent)] = pooled(taken(batch.kl[:, :, seats]))
         return out
