@@ -445,7 +445,11 @@ def test_agents_on_different_bases_train_separate_models(char_model_dir, tmp_pat
         participants=["alice", "bob"],
         rounds=1,
         coefficients=coefficients,
-        questions_per_step=2,
+        # all 4 questions: the first 2 debates end with both answers invalid and, since an invalid
+        # answer agrees with nothing (issue 69, `uncertainty.measures.udpo_agree`), both earn
+        # r = 0, so a 2-debate batch had zero advantages and moved no adapter (with INVALID one
+        # shared value their r_intra differed, 0 and 1/2); debates 3 and 4 earn r_sys = 1/6
+        questions_per_step=4,
         replay=False,
     )
     metrics = trainer.train()

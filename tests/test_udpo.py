@@ -49,6 +49,41 @@ def test_corrected_r_intra_stays_in_the_unit_interval():
     assert trajectory_rewards(flipping, "1", "math")["r_intra"] == 0.0
 
 
+def test_invalid_answers_count_as_disagreement_in_the_rewards():
+    """[CHOICE] (issue 69, `uncertainty.measures.udpo_agree`): an invalid answer agrees with no answer,
+    itself included, so a debate that agrees on nothing earns no agreement reward."""
+    # N = 3 agents invalid in every round, T = 2: every one of the N·T = 6 transitions is
+    # INVALID → INVALID, a flip → r_intra = 1 − 6/6 = 0; no pair agrees in any round → C_t = 1,
+    # r_inter = 0; final: 3 singleton values → H̃ = ln 3/ln 3 = 1, D = 1, ŷ = INVALID and every
+    # leave-one-out vote INVALID ≠ INVALID → L = 1, r_sys = 1 − 3/3 = 0; r_task = 0.
+    # (With INVALID one shared value all three were 1.)
+    all_invalid = trajectory_rewards([[None] * 3] * 3, "4", "math")
+    assert all_invalid == {"r_intra": 0.0, "r_inter": 0.0, "r_sys": 0.0, "r_task": 0.0}
+    # An agent invalid in two consecutive rounds has flipped: agents 0, 1 say 4 throughout, agent
+    # 2 is invalid throughout → 2 flips (t = 0→1, 1→2) of N·T = 6 → r_intra = 1 − 2/6 = 2/3.
+    invalid_seat = trajectory_rewards([["4", "4", None]] * 3, "4", "math")
+    assert invalid_seat["r_intra"] == pytest.approx(2 / 3)
+    # T = 1, one agent: None → None is the one flip of N·T = 1 → r_intra = 0.
+    assert trajectory_rewards([[None], [None]], "4", "math")["r_intra"] == 0.0
+
+
+def test_an_all_invalid_debate_earns_less_than_a_right_majority():
+    """Coefficients the fitting can produce (α .48, β .58, γ .48, λ .69) and N = 3, T = 2. A right
+    2-of-3 majority that never moves (4, 4, 5 in every round, gold 4): r_intra = 1 (no flips);
+    C_t = 2/3 every round → r_inter = 1/3; final 4,4,5: H̃ = H(2/3, 1/3)/ln 2 = 0.636514/0.693147 =
+    0.918296, D = 1, L = 0 (without agent 0 or 1 the 4,5 tie goes to the first, 4) → r_sys =
+    1 − 1.918296/3 = 0.360568; r_task = 1. r = .48·1 + .58/3 + .48·0.360568 + .69·1 = .48 +
+    .193333 + .173073 + .69 = 1.536406.
+    All invalid (every r 0, test above): r = 0. With INVALID one shared value it was
+    .48 + .58 + .48 + 0 = 1.54 > 1.536406: agreeing on nothing paid more than the right majority."""
+    c = AgentCoefficients(alpha=0.48, beta=0.58, gamma=0.48, lam=0.69, eta=0.01)
+    majority = agent_reward(trajectory_rewards([["4", "4", "5"]] * 3, "4", "math"), c)
+    nothing = agent_reward(trajectory_rewards([[None] * 3] * 3, "4", "math"), c)
+    assert majority == pytest.approx(1.536406, abs=1e-6)
+    assert nothing == 0.0
+    assert nothing < majority
+
+
 def test_agent_reward_is_eq_4():
     c = AgentCoefficients(alpha=0.5, beta=0.25, gamma=2.0, lam=1.0, eta=0.01)
     rewards = {"r_intra": 0.2, "r_inter": 0.4, "r_sys": 0.1, "r_task": 1.0}

@@ -173,29 +173,88 @@ def test_leave_one_out_tie_rule_uses_agent_order():
     assert debate_uncertainty([[A, A, B, B, C]], loo_tie="change")["leave_one_out"] == approx(0.6)
 
 
-def test_invalid_answers_are_one_extra_value_but_do_not_vote():
-    # Final A,A,A,None,None: INVALID is a distinct value → p = (0.6, 0.4), observed K = 2,
-    # H̃ = 0.970951 (as above), D = 1. ŷ = A; dropping any agent leaves ≥ 2 A's and
-    # invalid answers don't vote, so ŷ stays A → L = 0. u_sys = 1.970951/3 = 0.656984.
+def test_invalid_answers_disagree_with_everything_but_do_not_vote():
+    # [CHOICE] (issue 69, `udpo_agree`): an invalid answer agrees with no answer, itself
+    # included. Final A,A,A,None,None: each None is a value of its own → p = (0.6, 0.2, 0.2),
+    # observed K = 3: H = 0.6 ln(5/3) + 2·0.2 ln 5 = 0.6·0.510826 + 0.4·1.609438 = 0.306495 +
+    # 0.643775 = 0.950270 nats; / ln 3 (1.098612) = 0.864974 (was 0.970951 with INVALID one
+    # value, K = 2). D = 1. ŷ = A; dropping any agent leaves ≥ 2 A's and invalid answers don't
+    # vote, so ŷ stays A → L = 0. u_sys = (0.864974 + 1 + 0)/3 = 0.621658.
     u = debate_uncertainty([[A, A, A, None, None]])
-    assert u["entropy"] == approx(0.970951)
+    assert u["entropy"] == approx(0.864974)
     assert u["disagreement"] == 1.0
     assert u["leave_one_out"] == 0.0
-    assert u["u_sys"] == approx(0.656984)
-    # Two invalid agents agree with each other: pairs of A,A,A,None,None that agree are
-    # C(3,2) + C(2,2) = 4 of 10 → C_0 = 6/10.
-    assert u["u_inter"] == approx(0.6)
+    assert u["u_sys"] == approx(0.621658)
+    # The two invalid agents disagree: the agreeing pairs of A,A,A,None,None are the C(3,2) = 3
+    # pairs of A's, of 10 → C_0 = 7/10 (was 6/10 when the two invalid agents agreed).
+    assert u["u_inter"] == approx(0.7)
     # Invalid votes never win: A,None,None,None,None → ŷ = A; dropping agent 1 leaves no
     # valid vote → INVALID ≠ A (1 change); dropping an invalid agent keeps A. L = 1/5.
     assert debate_uncertainty([[A, None, None, None, None]])["leave_one_out"] == approx(0.2)
-    # All invalid: one value everywhere → H̃ = 0, D = 0; ŷ and every ŷ^{−i} are INVALID,
-    # so L = 0.
-    assert debate_uncertainty([[None] * 3] * 2)["u_sys"] == 0.0
-    # Flips: A → None is a change, None → None is not. Agent 1: A,A,None (1 flip at 1→2),
-    # agent 2: None,None,None (0). F = 1/(2·1) = 0.5; M = (1 + 0)/2 = 0.5.
+    # Flips: A → None is a change, and so is None → None. Agent 1: A,A,None (1 flip at 1→2),
+    # agent 2: None,None,None (1 flip at 1→2) → F = 2/(2·1) = 1 (was 0.5); M: A vs None 1,
+    # None vs None 1 → M = 1 (was 0.5).
     u = debate_uncertainty([[A, None], [A, None], [None, None]])
-    assert u["flip_rate"] == approx(0.5)
-    assert u["belief_revision"] == approx(0.5)
+    assert u["flip_rate"] == approx(1.0)
+    assert u["belief_revision"] == approx(1.0)
+
+
+def test_all_invalid_debate_has_the_least_agreement():
+    # N = 3 agents invalid in every round, T = 2. With INVALID one shared value this scored
+    # every measure 0 (perfect agreement); now no two answers agree:
+    # F: the one debate transition 1→2 flips for every agent → 3/(3·1) = 1; M: None at t = 0 vs
+    # None at t = 2 differ for every agent → 1; U_intra = 0.5·1 + 0.5·1 = 1.
+    # C_t: none of the 3 pairs agree in any round → 1 each, U_inter = 1.
+    # Final p = (1/3, 1/3, 1/3) over three singleton values, K = 3 → H̃ = ln 3/ln 3 = 1; D = 1;
+    # ŷ = INVALID (no valid vote) and each ŷ^{−i} = INVALID ≠ INVALID → L = 3/3 = 1; U_sys = 1.
+    u = debate_uncertainty([[None] * 3] * 3)
+    assert u == {key: approx(1.0) for key in UDPO_KEYS}
+    # N invalid answers have maximal entropy under every normaliser: n_agents K = 3 → 1;
+    # n_options = 2 < 3 values → K = max(2, 3) = 3 → 1.
+    assert debate_uncertainty([[None] * 3], entropy_normaliser="n_agents")["entropy"] == approx(1.0)
+    assert debate_uncertainty([[None] * 3], entropy_normaliser="n_options", n_options=2)["entropy"] == approx(1.0)
+    # Per agent: flip 1/(T−1) = 1, revision 1, U_intra 1, both peers disagree in all 3 rounds
+    # → U_inter 1, and leaving the agent out changes the (INVALID) vote → 1.
+    assert (
+        per_agent_uncertainty([[None] * 3] * 3)
+        == [{"u_intra": 1.0, "u_inter": 1.0, "flip_rate": 1.0, "belief_revision": 1.0, "leave_one_out": 1.0}] * 3
+    )
+    # One agent invalid throughout: D = 1 (an invalid answer agrees with nothing, itself
+    # included), H̃ = 0 (K = 1), L = 0 (N = 1) → U_sys = 1/3; F = 1, M = 1.
+    one = debate_uncertainty([[None]] * 3)
+    assert one["disagreement"] == 1.0 and one["u_sys"] == approx(1 / 3)
+    assert one["flip_rate"] == 1.0 and one["belief_revision"] == 1.0
+
+
+def test_invalid_agent_flips_and_disagrees_with_a_valid_pair():
+    # Agents 1, 2 say A in every round, agent 3 is invalid in every round (N = 3, T = 2).
+    u = debate_uncertainty([[A, A, None]] * 3)
+    # Agent 3's None → None at 1→2 is a flip: F = 1/(3·1) = 1/3 (was 0); M: agent 3's None at
+    # t = 0 vs t = 2 → 1/3 (was 0); U_intra = 0.5/3 + 0.5/3 = 1/3.
+    assert u["flip_rate"] == approx(1 / 3)
+    assert u["belief_revision"] == approx(1 / 3)
+    assert u["u_intra"] == approx(1 / 3)
+    # Final A,A,None disagrees: D = 1; p = (2/3, 1/3), K = 2: H = (2/3) ln(3/2) + (1/3) ln 3 =
+    # 0.270310 + 0.366204 = 0.636514 nats; / ln 2 = 0.918296. ŷ = A with or without any one
+    # agent → L = 0. U_sys = (0.918296 + 1 + 0)/3 = 0.639432. C_t: 1 agreeing pair of 3 → 2/3.
+    assert u["disagreement"] == 1.0
+    assert u["entropy"] == approx(0.918296)
+    assert u["leave_one_out"] == 0.0
+    assert u["u_sys"] == approx(0.639432)
+    assert u["u_inter"] == approx(2 / 3)
+    per = per_agent_uncertainty([[A, A, None]] * 3)
+    assert [p["flip_rate"] for p in per] == [0.0, 0.0, 1.0]
+    assert [p["belief_revision"] for p in per] == [0.0, 0.0, 1.0]
+    # Two invalid and one valid answer: no pair agrees (C_0 = 1, was 2/3 with the invalid pair
+    # agreeing) and the three values are singletons → H̃ = ln 3/ln 3 = 1 (was 0.918296); D = 1;
+    # ŷ = A, dropping agent 1 leaves no valid vote (INVALID ≠ A) → L = 1/3.
+    # U_sys = (1 + 1 + 1/3)/3 = 7/9.
+    u = debate_uncertainty([[A, None, None]])
+    assert u["u_inter"] == approx(1.0)
+    assert u["entropy"] == approx(1.0)
+    assert u["disagreement"] == 1.0
+    assert u["leave_one_out"] == approx(1 / 3)
+    assert u["u_sys"] == approx(7 / 9)
 
 
 def test_task_type_groups_equivalent_answers():
@@ -294,9 +353,13 @@ def test_udpo_measures_lie_in_unit_interval(answers, normaliser):
     u = debate_uncertainty(answers, entropy_normaliser=normaliser)
     for key in UDPO_KEYS:
         assert 0.0 <= u[key] <= 1.0 + 1e-12, key
-    # D = 0 exactly when the final round is unanimous, and then H̃ = 0 and L = 0.
-    if len(set(answers[-1])) == 1:
+    # D = 0 exactly when the final round is unanimous on a valid answer, and then H̃ = 0 and
+    # L = 0; an invalid final answer agrees with nothing, so then D = 1.
+    final = answers[-1]
+    if len(set(final)) == 1 and final[0] is not None:
         assert u["disagreement"] == u["entropy"] == u["leave_one_out"] == 0.0
+    else:
+        assert u["disagreement"] == 1.0
 
 
 # --------------------------------------------------------------------------- UMAD, Qiao et al., arXiv:2603.01221

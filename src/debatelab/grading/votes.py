@@ -23,9 +23,11 @@ The same answer (one implementation for every stage)
   (`debate.engine.QuestionState.classes`) use it. math-verify is slow: it runs only on differing
   valid math keys, cached per pair.
 
-  INVALID is one answer value wherever answers are compared (our reading of Tang et al., arXiv:2602.07186 §2, App. D, where an
-  unparseable answer is one more value, and of Qiao et al., arXiv:2603.01221 App. C.1, Algorithm 1, one bucket kept in the support): two invalid agents
-  agree, and valid → invalid is a flip.
+  INVALID is one key, equal to itself here, in the debate protocols, MAPPO's consensus reward and
+  UMAD's decomposition (Qiao et al., arXiv:2603.01221 App. C.1, Algorithm 1: one bucket kept in the
+  support): two invalid agents agree. UDPO's uncertainty measures and rewards (Tang et al.,
+  arXiv:2602.07186) instead compare keys with `uncertainty.measures.udpo_agree` ([CHOICE]), under
+  which an invalid answer agrees with nothing, itself included.
 
 The vote (Tang et al., arXiv:2602.07186 §3.1, Du et al. `most_frequent`, Jiang et al., arXiv:2605.23099 §5)
   The plurality of the valid keys; INVALID never votes and a vote with no valid key has no

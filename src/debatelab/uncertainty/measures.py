@@ -15,11 +15,22 @@ Answers
   Inputs are already-parsed answer strings (`grading.extract_answer`), None when no answer
   could be parsed. They are compared by their `grading.answer_keys` (with `task_type`,
   canonical forms: "1/2" = "0.5"; `merge_equivalent` merges math-verify classes, slow), and
-  every unparseable answer is the one extra value `INVALID` (both specs): two invalid agents
-  agree and valid → invalid is a flip. The majority vote is `grading.plurality` (Tang et al., arXiv:2602.07186 §3.1):
-  invalid answers do not vote and a vote with no valid answer is INVALID, so leave-one-out
-  treats "INVALID before and after" as no change. `answer_distribution` can drop invalid
-  samples instead (`include_invalid=False`).
+  every unparseable answer has the key `INVALID`.
+
+Invalid answers
+  * UDPO [CHOICE] (`udpo_agree`): an invalid answer agrees with no answer, not even another
+    invalid one or its own agent's invalid answer of the round before. Two invalid agents
+    disagree, INVALID → INVALID is a flip, each invalid final answer is a value of its own in
+    the entropy (N invalid answers: maximal entropy), any invalid final answer makes D = 1, and a
+    leave-one-out vote that stays INVALID (no valid vote before or after) is a change. The paper
+    is silent on invalid answers; counting them as one shared value gave a debate in which no
+    agent ever produced an answer r_intra = r_inter = r_sys = 1, a reward a policy could earn by
+    agreeing on nothing. The majority vote is unchanged: `grading.plurality` (Tang et al.,
+    arXiv:2602.07186 §3.1), in which invalid answers do not vote and a vote with no valid
+    answer is INVALID.
+  * UMAD keeps every invalid sample in one bucket `INVALID` in the support (Qiao et al.,
+    arXiv:2603.01221 App. C.1, Algorithm 1 step 2b); `answer_distribution` can drop invalid
+    samples instead (`include_invalid=False`).
 """
 
 from __future__ import annotations
@@ -41,6 +52,29 @@ LOO_TIE_RULES = ("first", "change")
 DEFAULT_LAMBDA = 0.5
 #: Tang et al., arXiv:2602.07186 §2, App. D [CHOICE]: K = number of distinct final answers.
 DEFAULT_ENTROPY_NORMALISER = "observed"
+
+
+def udpo_agree(a: str, b: str) -> bool:
+    """Whether two answer keys agree in UDPO's measures: equal and valid.
+
+    [CHOICE] An invalid answer (`INVALID`) agrees with no answer, itself included:
+    another agent's INVALID, and its own agent's INVALID of the round before. Tang et al.,
+    arXiv:2602.07186 (§2, §4.2 Eqs 1–3, App. D) say nothing about unparseable answers; counting
+    them as one shared value scores a debate in which every agent is always invalid
+    r_intra = r_inter = r_sys = 1 (perfect agreement), as high as a unanimous debate and above a
+    right 2-of-3 majority, a reward a policy can earn by agreeing on nothing. Every UDPO
+    agreement measure (flips, belief revision, pairwise conflict, entropy, disagreement,
+    leave-one-out, and `training.methods.udpo.trajectory_rewards`) compares answers with this.
+    """
+    return a == b and a != INVALID
+
+
+def _class_sizes(keys: Sequence[str]) -> list[int]:
+    """Sizes of the classes of agreeing answers under `udpo_agree`: one per valid answer value,
+    and one of size 1 for each invalid answer."""
+    counts = Counter(k for k in keys if k != INVALID)
+    return list(counts.values()) + [1] * (len(keys) - sum(counts.values()))
+
 
 # JSD below this many nats is floating-point noise (identical agents give ~1e-17).
 _JSD_FLOOR = 1e-12
@@ -86,17 +120,19 @@ def _trajectory_keys(
 def _pairwise_conflict(keys: Sequence[str]) -> float:
     """C_t = 2/(N(N−1)) Σ_{i<j} 1[a_i ≠ a_j] = 1 − Σ_y c_y(c_y−1)/(N(N−1)); 0 if N < 2.
 
-    c_y = number of agents whose answer is y (each agreeing pair is counted by its class).
+    c_y = number of agents whose answer is y (each agreeing pair is counted by its class); an
+    invalid answer is a class of its own (`udpo_agree`), so it agrees with no other agent.
     """
     n = len(keys)
     if n < 2:
         return 0.0
-    same = sum(c * (c - 1) for c in Counter(keys).values())
+    same = sum(c * (c - 1) for c in _class_sizes(keys))
     return 1.0 - same / (n * (n - 1))
 
 
 def _normalised_entropy(keys: Sequence[str], normaliser: str, n_options: int | None) -> float:
-    counts = Counter(keys)
+    """H̃ over the answer values of `keys`, each invalid answer a value of its own (`udpo_agree`)."""
+    counts = _class_sizes(keys)
     n = len(keys)
     if normaliser == "observed":
         k = len(counts)
@@ -106,20 +142,22 @@ def _normalised_entropy(keys: Sequence[str], normaliser: str, n_options: int | N
         k = max(int(n_options), len(counts))  # type: ignore[arg-type]
     if k <= 1:
         return 0.0
-    h = -sum((c / n) * math.log(c / n) for c in counts.values())
+    h = -sum((c / n) * math.log(c / n) for c in counts)
     return max(0.0, h / math.log(k))
 
 
 def _leave_one_out(keys: Sequence[str], tie_rule: str) -> list[float]:
     """1[ŷ(τ) ≠ ŷ(τ^{−i})] per agent i (Tang et al., arXiv:2602.07186 §2, App. D Eq 18); with the "change" rule a
-    tied leave-one-out vote counts as a change. One agent: no vote left to compare → 0."""
+    tied leave-one-out vote counts as a change. The votes are compared with `udpo_agree`: a vote
+    with no valid answer (INVALID) before and after leaving agent i out is a change. One agent: no
+    vote left to compare → 0."""
     if len(keys) < 2:
         return [0.0] * len(keys)
     full = plurality(keys).key
     changed = []
     for i in range(len(keys)):
         vote = plurality([k for j, k in enumerate(keys) if j != i])
-        changed.append(float(vote.key != full or (vote.tied and tie_rule == "change")))
+        changed.append(float(not udpo_agree(vote.key, full) or (vote.tied and tie_rule == "change")))
     return changed
 
 
@@ -148,8 +186,9 @@ def debate_uncertainty(
 
     `answers[t][i]` is agent i's parsed answer after round t: t = 0 is the independent
     (zero-shot) answer, t = 1..T the debate rounds, so T = len(answers) − 1; every round
-    lists the same N agents in the same order. None = invalid, one extra answer value
-    (module docstring). a_t^(i) below is the answer's key after grouping.
+    lists the same N agents in the same order. None = invalid. a_t^(i) below is the answer's
+    key after grouping, and a = b means `udpo_agree(a, b)`: an invalid answer equals no answer,
+    itself included ([CHOICE], module docstring).
 
     Keys (all in [0, 1]):
 
@@ -162,15 +201,18 @@ def debate_uncertainty(
       (Tang et al., arXiv:2602.07186 §2, App. D); C_t = 0 when N = 1.
     * ``entropy`` H̃ = −(1/log K) Σ_y p(y) log p(y) over the **final round** only,
       p(y) = (1/N) Σ_i 1[a_T^(i) = y] (Tang et al., arXiv:2602.07186 §2, App. D, Eq 16, App. D rather than §2's "all
-      rounds"). K by `entropy_normaliser`: "observed" (default [CHOICE]) = number of
-      distinct final answers (INVALID included); "n_agents" = N; "n_options" =
-      max(`n_options`, distinct final answers) — [our choice] the max keeps H̃ ≤ 1 when
-      INVALID or an out-of-set answer adds a value. H̃ = 0 when K ≤ 1.
-    * ``disagreement`` D = 1[max_y p(y) < 1] (Tang et al., arXiv:2602.07186 §2, App. D, Eq 17), binary. All-INVALID
-      final rounds are unanimous (D = 0) because INVALID is one value.
+      rounds"), each invalid final answer a value y of its own with p(y) = 1/N. K by
+      `entropy_normaliser`: "observed" (default [CHOICE]) = number of distinct final answers
+      (each invalid answer one); "n_agents" = N; "n_options" = max(`n_options`, distinct final
+      answers) — [our choice] the max keeps H̃ ≤ 1 when invalid or out-of-set answers add
+      values. H̃ = 0 when K ≤ 1.
+    * ``disagreement`` D = 1[max_y p(y) < 1] (Tang et al., arXiv:2602.07186 §2, App. D, Eq 17), binary, read as "not
+      every final answer agrees with every other": D = 1 whenever a final answer is invalid
+      (an invalid answer agrees with nothing, itself included, so also with N = 1).
     * ``leave_one_out`` L = (1/N) Σ_i 1[ŷ(τ) ≠ ŷ(τ^{−i})] (Tang et al., arXiv:2602.07186 §2, App. D, Eq 18), ŷ the
       Tang et al., arXiv:2602.07186 §3.1 majority vote of the final round (`grading.plurality`: INVALID does not
-      vote, ties → first in agent order, no valid vote → INVALID). `loo_tie="first"`
+      vote, ties → first in agent order, no valid vote → INVALID; INVALID ≠ INVALID, so a
+      vote that has no valid answer with and without agent i is a change). `loo_tie="first"`
       (default) applies the same tie rule to the N−1 remaining votes; `"change"` (the
       other reading) counts a tied leave-one-out vote as a change. N = 1 → 0.
     * ``u_sys`` = (H̃ + D + L)/3 (Tang et al., arXiv:2602.07186 §2, App. D, Eq 19). It uses the final round only.
@@ -187,15 +229,15 @@ def debate_uncertainty(
     T = len(rounds) - 1
     first, final = rounds[0], rounds[-1]
 
-    flips = sum(rounds[t][i] != rounds[t + 1][i] for i in range(n) for t in range(1, T))
+    flips = sum(not udpo_agree(rounds[t][i], rounds[t + 1][i]) for i in range(n) for t in range(1, T))
     flip_rate = flips / (n * (T - 1)) if T >= 2 else 0.0
-    belief_revision = sum(first[i] != final[i] for i in range(n)) / n
+    belief_revision = sum(not udpo_agree(first[i], final[i]) for i in range(n)) / n
     u_intra = lam * flip_rate + (1.0 - lam) * belief_revision
 
     u_inter = sum(_pairwise_conflict(r) for r in rounds) / (T + 1)
 
     entropy = _normalised_entropy(final, entropy_normaliser, n_options)
-    disagreement = float(len(set(final)) > 1)
+    disagreement = float(len(set(final)) > 1 or INVALID in final)
     leave_one_out = sum(_leave_one_out(final, loo_tie)) / n
     u_sys = (entropy + disagreement + leave_one_out) / 3.0
 
@@ -221,7 +263,8 @@ def per_agent_uncertainty(
 ) -> list[dict[str, float]]:
     """Per-agent parts of one trajectory, for warm-up calibration (Tang et al., arXiv:2602.07186 App. A.2 step 2).
 
-    One dict per agent i (same answers layout and grouping as `debate_uncertainty`):
+    One dict per agent i (same answers layout, grouping and `udpo_agree` rule as
+    `debate_uncertainty`: an invalid answer differs from every answer, itself included):
 
     * ``flip_rate`` F^(i) = 1/(T−1) Σ_{t=1}^{T−1} 1[a_t^(i) ≠ a_{t+1}^(i)] (0 if T < 2)
     * ``belief_revision`` M^(i) = 1[a_0^(i) ≠ a_T^(i)]
@@ -240,10 +283,10 @@ def per_agent_uncertainty(
     loo = _leave_one_out(rounds[-1], loo_tie)
     out = []
     for i in range(n):
-        flip = sum(rounds[t][i] != rounds[t + 1][i] for t in range(1, T)) / (T - 1) if T >= 2 else 0.0
-        revision = float(rounds[0][i] != rounds[-1][i])
+        flip = sum(not udpo_agree(rounds[t][i], rounds[t + 1][i]) for t in range(1, T)) / (T - 1) if T >= 2 else 0.0
+        revision = float(not udpo_agree(rounds[0][i], rounds[-1][i]))
         if n > 1:
-            inter = sum(sum(r[i] != r[j] for j in range(n) if j != i) / (n - 1) for r in rounds) / (T + 1)
+            inter = sum(sum(not udpo_agree(r[i], r[j]) for j in range(n) if j != i) / (n - 1) for r in rounds) / (T + 1)
         else:
             inter = 0.0
         out.append(

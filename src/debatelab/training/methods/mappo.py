@@ -42,7 +42,6 @@ from ...debate.protocols import AllToAll
 from ...grading import INVALID, answer_keys
 from ...llm.base import stable_hash
 from ...prompts import PeerView
-from ...uncertainty.measures import debate_uncertainty
 from ..core.debate_rollouts import answers_by_round, training_protocol_options
 from ..core.debate_trainer import COMMON_METRIC_COLUMNS, DebateBatch, DebateTrainer
 from ..core.distributed import all_reduce, gathered
@@ -98,8 +97,11 @@ class MappoSettings:
 
 
 def final_disagreement(answers: Sequence[Sequence[str | None]], task_type: str) -> float:
-    """D(τ) = 1[the final answers are not unanimous] (Tang et al., arXiv:2602.07186 §2, App. D, Eq 17; INVALID is one value)."""
-    return debate_uncertainty(answers, task_type=task_type)["disagreement"]
+    """D(τ) = 1[the final answers are not unanimous] (Tang et al., arXiv:2602.07186 §2, App. D, Eq 17; INVALID is one value).
+
+    MAPPO's paper baseline keeps INVALID as one shared value (all-invalid final answers are
+    unanimous), unlike UDPO's measures (`uncertainty.measures.udpo_agree`), so D is computed here."""
+    return float(len(set(answer_keys(list(answers[-1]), task_type=task_type))) > 1)
 
 
 def shared_reward(r_task: float, disagreement: float, consensus_weight: float) -> float:

@@ -3,7 +3,10 @@ asymmetric coefficients, batch-mean advantages, uncertainty-driven replay of que
 warm-up split and coefficients file of App. A.2, and its trainer (`UdpoTrainer`).
 
 Answers layout as in `uncertainty.measures`: `answers[t][i]` is agent i's parsed answer after
-round t (t = 0 the independent answer, t = 1..T the debate rounds), None when unparseable.
+round t (t = 0 the independent answer, t = 1..T the debate rounds), None when unparseable. An
+unparseable answer agrees with no answer, itself included, in every reward and uncertainty
+([CHOICE] `uncertainty.measures.udpo_agree`: a debate of invalid answers scores the least
+agreement, r_intra = r_inter = r_sys = 0, not the most).
 
 The training step (Tang et al., arXiv:2602.07186 App. A.4, Algorithm 1; `UdpoTrainer`, on `core.debate_trainer`'s step):
 1. Draw M questions: uniformly, or with `replay` half by replay priority and half uniformly (Tang
@@ -61,7 +64,7 @@ import pandas as pd
 from ...grading import answer_keys, is_correct, majority_vote
 from ...io import read_json_checked
 from ...metrics import cohens_d
-from ...uncertainty.measures import DEFAULT_LAMBDA, debate_uncertainty, per_agent_uncertainty
+from ...uncertainty.measures import DEFAULT_LAMBDA, debate_uncertainty, per_agent_uncertainty, udpo_agree
 from ..core.debate_rollouts import answers_by_round
 from ..core.debate_trainer import COMMON_METRIC_COLUMNS, DebateBatch, DebateTrainer
 from ..core.distributed import gathered
@@ -120,11 +123,15 @@ def trajectory_rewards(
       Eq 1, whose N(T−1) denominator under T transitions can go negative; in [0, 1];
     * r_inter = 1 − U_inter, r_sys = 1 − U_sys (`uncertainty.debate_uncertainty`);
     * r_task = 1[ŷ(τ) = y*], ŷ the final round's majority vote (Tang et al., arXiv:2602.07186 §3.1).
+
+    Answers are compared with `uncertainty.measures.udpo_agree` ([CHOICE]): an invalid answer
+    agrees with nothing, so an agent invalid in rounds t and t+1 has flipped, and a debate of
+    invalid answers only gets r_intra = r_inter = r_sys = 0.
     """
     measures = debate_uncertainty(answers, lam=lam, task_type=task_type, **uncertainty_options)
     rounds = [answer_keys(r, task_type=task_type) for r in answers]
     n, T = len(rounds[0]), len(rounds) - 1
-    flips = sum(rounds[t][i] != rounds[t + 1][i] for i in range(n) for t in range(T))
+    flips = sum(not udpo_agree(rounds[t][i], rounds[t + 1][i]) for i in range(n) for t in range(T))
     return {
         "r_intra": 1.0 - flips / (n * T) if T else 1.0,
         "r_inter": 1.0 - measures["u_inter"],
