@@ -140,3 +140,22 @@ def test_a_valid_comparison_is_accepted(tmp_path):
 def test_the_verdict_is_two_sided(trained, base, expected):
     table = comparison_table({"c": {"treatment": "t", "control": "b"}}, _zero_shot({"t": trained, "b": base}), None)
     assert table.iloc[0]["verdict"] == expected
+
+
+def test_holm_adjusts_over_every_comparison_of_the_table():
+    """Two comparisons at p = 0.031 each: better alone, inconclusive after Holm over the two."""
+    rows = []
+    for agent, pattern in (("base", [0] * 200), ("t1", [1] * 6 + [0] * 194), ("t2", [1] * 6 + [0] * 194)):
+        rows += [
+            {"dataset": "d", "question_id": f"q{i}", "agent": agent, "correct": bool(c)} for i, c in enumerate(pattern)
+        ]
+    table = comparison_table(
+        {"one": {"treatment": "t1", "control": "base"}, "two": {"treatment": "t2", "control": "base"}},
+        pd.DataFrame(rows),
+        None,
+    )
+    p = stats.binomtest(6, 6, 0.5).pvalue  # exact McNemar: 6 discordant questions, all one way
+    assert table["p"].tolist() == pytest.approx([p, p])
+    assert table["p_holm"].tolist() == pytest.approx([2 * p, 2 * p])
+    assert table["verdict"].tolist() == ["better", "better"]
+    assert table["verdict_holm"].tolist() == ["inconclusive", "inconclusive"]

@@ -27,6 +27,8 @@ test                    which of the two (the interval's method)
 verdict                 better / worse when the interval is above / below 0 and p < 0.05, else
                         inconclusive; n/a (too few) for a bootstrap on fewer than
                         `intervals.MIN_UNITS` questions
+p_holm                  p after Holm's step-down adjustment over every row of the table with a p
+verdict_holm            the verdict, inconclusive where p_holm ≥ 0.05 (the table's multiplicity)
 ======================  ======================================================================
 """
 
@@ -41,7 +43,7 @@ import pandas as pd
 from ..intervals import ALPHA, Estimate, mean_estimate, paired_accuracy_difference, paired_difference, proportion
 from ..io import read_parquet_checked, save_figure_atomic, write_text_atomic
 from ..reporting.figures import subplots
-from .claims import TOO_FEW
+from .claims import TOO_FEW, holm
 
 COMPARISON_COLUMNS = [
     "comparison",
@@ -62,6 +64,8 @@ COMPARISON_COLUMNS = [
     "p",
     "test",
     "verdict",
+    "p_holm",
+    "verdict_holm",
 ]
 
 
@@ -131,7 +135,13 @@ def comparison_table(
             both = set(frame.loc[frame[key] == treatment, "dataset"]) & set(frame.loc[frame[key] == control, "dataset"])
             for dataset in sorted(both):
                 rows.append({"comparison": name, "kind": kind, **compare_pair(frame, key, treatment, control, dataset)})
-    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+    table = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+    table["p_holm"] = holm(table["p"].to_numpy(float)) if len(table) else np.zeros(0)
+    table["verdict_holm"] = [
+        "inconclusive" if v in ("better", "worse") and np.isfinite(ph) and ph >= ALPHA else v
+        for v, ph in zip(table["verdict"], table["p_holm"])
+    ]
+    return table
 
 
 def plot_comparisons(table: pd.DataFrame):
