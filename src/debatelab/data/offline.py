@@ -259,6 +259,11 @@ GSM_SYMBOLIC_STRIDE = 100_000
 #: (config/experiments/learning_cpu.yaml), which leaves room to learn on a laptop.
 CHAIN_SUM_SETTINGS = {"min_terms": 2, "max_terms": 3, "min_digits": 1, "max_digits": 1}
 
+#: reasoning-gym's chain_sum with four or five one-digit terms: about 1.7 million distinct problems
+#: (10^4 · 2^3 + 10^5 · 2^4), the task of the bundled micro model (`debatelab.micro`): far more than
+#: any training run sees, so what a trainer teaches there is a skill, not the answers.
+LONG_CHAIN_SETTINGS = {"min_terms": 4, "max_terms": 5, "min_digits": 1, "max_digits": 1}
+
 #: reasoning-gym's products of two numbers of one or two digits ("Solve the following multiplication:
 #: 37 * 4. Give only the result as your final answer."): about 10,000 distinct problems. The bundled
 #: SmolLM2-135M-Instruct answers 19 % of them right in 32 tokens at T = 0.7 (learning_cpu.yaml's header).
@@ -276,10 +281,12 @@ def text_bucket(question: str) -> int:
 
 
 def reasoning_gym_loader(task: str, split: str, settings: dict | None = None,
-                         answer_cot_key: str | None = None, split_by_text: bool = False) -> Callable[[int, int | None], Rows]:
-    """Rows of a seeded reasoning-gym generator: `split` picks a far-apart generator seed, so splits
+                         answer_cot_key: str | None = None, split_by_text: bool = False,
+                         name: str | None = None) -> Callable[[int, int | None], Rows]:
+    """Rows of a seeded reasoning-gym generator `task`: `split` picks a far-apart generator seed, so splits
     never share an item; a larger `limit` than the default size generates more. With `split_by_text`
-    the splits never share a question text either (TEXT_SPLIT_BUCKETS)."""
+    the splits never share a question text either (TEXT_SPLIT_BUCKETS). `name`: the benchmark the rows'
+    ids carry (default: `task`), for a benchmark that runs a generator with settings of its own."""
     def load(seed: int, limit: int | None) -> Rows:
         import reasoning_gym  # a regular dependency, imported late because it is slow to import
 
@@ -315,7 +322,7 @@ def reasoning_gym_loader(task: str, split: str, settings: dict | None = None,
                 meta["solution"] = item.get("metadata", {}).get(answer_cot_key)
             rows.append(
                 {
-                    "id": f"{task}-{split}-s{seed}-{i:05d}",
+                    "id": f"{name or task}-{split}-s{seed}-{i:05d}",
                     "question": item["question"].strip(),
                     "choices": None,
                     "answer": str(item["answer"]).strip(),

@@ -129,12 +129,14 @@ CONFIDENCE_VAL = DerivedSplit(base="validation", size=1000, seed=42, part="sampl
 CONFIDENCE_TEST = DerivedSplit(base="validation", size=1000, seed=42, part="rest")
 
 
-def _reasoning_gym(task: str, description: str, notes: str, **loader) -> Benchmark:
-    """A seeded reasoning-gym generator as an offline math benchmark: one far-apart generator seed per
-    split (`offline.reasoning_gym_loader`, which `loader` configures)."""
+def _reasoning_gym(task: str, description: str, notes: str, generator: str | None = None, **loader) -> Benchmark:
+    """A seeded reasoning-gym generator (`generator`, default the benchmark's name `task`) as an offline
+    math benchmark: one far-apart generator seed per split (`offline.reasoning_gym_loader`, which
+    `loader` configures)."""
+    generator = generator or task
     return Benchmark(task, "math", description, notes=notes, offline=off.OfflineSource(
-        f"reasoning_gym:{task}", "reasoning_gym",
-        {split: off.reasoning_gym_loader(task, split, **loader) for split in off.GSM_SYMBOLIC_SPLIT_BASE},
+        f"reasoning_gym:{generator}", "reasoning_gym",
+        {split: off.reasoning_gym_loader(generator, split, name=task, **loader) for split in off.GSM_SYMBOLIC_SPLIT_BASE},
         seeded=True))
 
 
@@ -161,6 +163,13 @@ def _build_registry() -> dict[str, Benchmark]:
                   "question text (a hash picks the split: train half, validation and test a quarter each) and never "
                   "share a question; each split holds distinct questions only.",
             settings=off.CHAIN_SUM_SETTINGS, split_by_text=True,
+        ),
+        _reasoning_gym(
+            "chain_sum_long", "Four or five one-digit numbers added or subtracted (reasoning-gym's chain_sum, seeded)",
+            notes="The task of the bundled micro model (bundled:micro-chain, docs/micro.md): about 1.7 million "
+                  "distinct problems, so training runs see a sliver of them and what they teach must carry to "
+                  "unseen questions. Splits are cut by question text as chain_sum's.",
+            generator="chain_sum", settings=off.LONG_CHAIN_SETTINGS, split_by_text=True,
         ),
         _reasoning_gym(
             "products", "Products of two numbers of one or two digits (reasoning-gym's products, seeded)",
