@@ -7,6 +7,8 @@ from snakemake.exceptions import WorkflowError
 from debatelab.config import ConfigError, Experiment, check_config_files, validate_config
 from debatelab.config_schema import naming_files
 from debatelab.data.registry import SOURCE_CHOICES, parse_split_variant
+from debatelab.micro.shipped import SHIPPED_DIR as MICRO_SHIPPED_DIR
+from debatelab.models import MICRO_SOURCE
 
 check_config_files(workflow.configfiles)  # a key given twice is an error, not last-wins
 # Once, against config/schema.yaml: a config holding a key is refused first (keys come from the
@@ -23,6 +25,7 @@ EXPERIMENT = EXP.name
 DATASETS = EXP.datasets
 MODELS = EXP.models
 PREPARED_MODELS = EXP.prepared_models()  # resources/models/<folder>: what it is built from
+MICRO_SHIPPED = str(MICRO_SHIPPED_DIR)  # the shipped micro model, rule micro_model's output
 AGENTS = EXP.agents
 PROTOCOLS = EXP.protocols
 PAIRS = EXP.pairs
@@ -202,6 +205,12 @@ def debate_gpu_jobs():
         for p in PROTOCOLS
         for d in EXP.protocol_datasets(p)
     ]
+
+
+def prepare_model_inputs(wildcards):
+    """The shipped micro model for a folder prepared from it (rule micro_model rebuilds it on demand)."""
+    source = PREPARED_MODELS[wildcards.model_folder]["source"]
+    return {"micro": MICRO_SHIPPED} if source == MICRO_SOURCE else {}
 
 
 def zero_shot_summary_inputs(wildcards):

@@ -20,7 +20,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 # Together these reach every rule (checked: `missing_rules`).
-CONFIGS = ("config/config.yaml", "config/experiments/learning_cpu.yaml", "config/experiments/udpo_cpu.yaml")
+CONFIGS = (
+    "config/config.yaml",
+    "config/experiments/learning_cpu.yaml",
+    "config/experiments/udpo_cpu.yaml",
+    "config/experiments/learning_micro.yaml",  # rule micro_model
+)
 MERMAID_BLOCK = re.compile(r"```mermaid\n.*?```\n", re.S)
 
 

@@ -150,6 +150,8 @@ KNOWN_MODELS: dict[str, dict] = {
 BUNDLED_MODELS: dict[str, dict] = {
     "smollm2-135m-instruct": {"parameters": 134.5e6, "layers": 30, "kv_heads": 3, "head_dim": 64, "context": 8_192},
     "tiny-random-llama": {"parameters": 1.0e6, "layers": 2, "kv_heads": 2, "head_dim": 16, "context": 2_048},
+    # the micro model's recipe (debatelab.micro.recipe): sized before rule micro_model has built it
+    "micro-chain": {"parameters": 1.1e6, "layers": 4, "kv_heads": 2, "head_dim": 64, "context": 4_096},
 }
 
 

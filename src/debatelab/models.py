@@ -38,7 +38,8 @@ MODELS_DIR = "resources/models"
 #: The file in a prepared folder that says what it was prepared from (`model_settings`).
 SOURCE_FILE = "debatelab-source.json"
 #: The bundled model sources `prepare_model` builds (`bundled:<name>`).
-BUNDLED_MODELS = ("smollm2-135m-instruct", "tiny-random-llama")
+BUNDLED_MODELS = ("smollm2-135m-instruct", "tiny-random-llama", "micro-chain")
+MICRO_SOURCE = "bundled:micro-chain"
 #: A model trained by a run of the experiment: `trained:<run>`, or `trained:<run>/<agent>` of a multi-agent run.
 TRAINED_PREFIX = "trained:"
 
@@ -49,6 +50,14 @@ def trained_source(source: str) -> tuple[str, str] | None:
         return None
     run, _, agent = source[len(TRAINED_PREFIX) :].partition("/")
     return run, agent
+
+
+def micro_build_id() -> str:
+    """16 hex digits naming the micro model's recipe (`micro.recipe.MICRO_RECIPE`): a changed recipe
+    prepares another folder, while a missing shipped model still parses (rule `micro_model` rebuilds it)."""
+    from .micro.recipe import MICRO_RECIPE
+
+    return hashlib.sha256(json.dumps(MICRO_RECIPE.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def gguf_dtype(dtype: str) -> str:
@@ -66,6 +75,8 @@ def model_settings(source: str, dtype: str = "float32", seed: int = 0, include: 
         return {"source": source, "dtype": gguf_dtype(dtype)}
     if source == "bundled:tiny-random-llama":
         return {"source": source, "seed": int(seed)}
+    if source == MICRO_SOURCE:  # a changed recipe is another folder
+        return {"source": source, "build": micro_build_id()}
     if source.startswith("hf:"):
         return {"source": source, **({"include": sorted(set(include))} if include else {})}
     if source.startswith("bundled:"):
@@ -208,6 +219,22 @@ def random_llama(tokenizer, *, seed: int = 0, dtype=None, device=None, **shape):
         torch.set_default_dtype(default)
 
 
+def copy_micro_model(out_dir: str | os.PathLike) -> None:
+    """The shipped micro model (`debatelab.micro`), its files checked against the hashes of its
+    `recipe.json` first: a damaged or half-written copy is named, never loaded."""
+    from .micro.shipped import RECIPE_FILE, SHIPPED_DIR, file_hashes, read_recipe
+
+    expected = read_recipe(SHIPPED_DIR)["files"]
+    found = file_hashes(SHIPPED_DIR)
+    wrong = sorted(name for name in expected if found.get(name) != expected[name])
+    if wrong:
+        raise ModelSourceError(
+            f"{SHIPPED_DIR}: {', '.join(wrong)} differ from the hashes in its {RECIPE_FILE}; restore the folder with "
+            "`git checkout -- src/debatelab/micro/micro-chain` or rebuild it: snakemake --forcerun micro_model"
+        )
+    shutil.copytree(SHIPPED_DIR, out_dir)
+
+
 def save_model_folder(model, tokenizer, out_dir: str | os.PathLike, state_dict: dict | None = None) -> None:
     """Save a model and its tokenizer as a plain Hugging Face folder, atomically (readers see the old
     folder or the new one, never half). `state_dict`: the weights to write instead of the model's own."""
@@ -304,7 +331,8 @@ def prepare_model(
 ) -> None:
     """Materialise model `name` into `out_dir` from `source`, with `SOURCE_FILE` saying what it is.
 
-    source: "bundled:smollm2-135m-instruct", "bundled:tiny-random-llama", "hf:<repo id>[@revision]",
+    source: "bundled:smollm2-135m-instruct", "bundled:tiny-random-llama", "bundled:micro-chain" (the shipped
+    micro model, `debatelab.micro`), "hf:<repo id>[@revision]",
     or a local folder path (copied as is). `include`: for a Hub model, only these files.
     """
     out_dir = Path(out_dir)
@@ -326,6 +354,8 @@ def _build_model(name: str, source: str, out_dir, dtype: str, seed: int, include
         convert_gguf(smollm2_gguf_path(), out_dir, dtype=dtype)
     elif source == "bundled:tiny-random-llama":
         build_tiny_random_llama(out_dir, seed=seed)
+    elif source == MICRO_SOURCE:
+        copy_micro_model(out_dir)
     elif source.startswith("hf:"):
         repo, _, revision = source[3:].partition("@")
         download_hub_model(repo, out_dir, revision or None, include)

@@ -1,0 +1,61 @@
+"""What the micro model is built from: one frozen settings object, written beside the weights.
+
+`MicroRecipe` holds every choice of `micro.build` (the questions, the teacher, the corpus's mix, the
+tokenizer, the network's shape, the supervised training); `recipe.json` in the model folder is its
+`to_dict()`, and `MICRO_RECIPE` is the recipe the shipped model was built with (a test fails when
+they differ, so a change here means a rebuild: `snakemake --forcerun micro_model`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from .teacher import TeacherSettings
+
+
+@dataclass(frozen=True)
+class MicroRecipe:
+    name: str = "micro-chain"
+    seed: int = 0
+    benchmark: str = "chain_sum_long"  # the task (`data.offline.LONG_CHAIN_SETTINGS`); train split only
+    train_questions: int = 20000  # train-split questions the corpus is rendered from, each used once
+    # the corpus's mix (`micro.corpus.build_corpus`): first answers, debate turns, SDRL's second turn,
+    # 0-10 self-reports
+    shares: dict = field(
+        default_factory=lambda: {"zero_shot": 0.3, "debate": 0.6, "self_debate": 0.05, "confidence": 0.05}
+    )
+    teacher: TeacherSettings = field(default_factory=TeacherSettings)
+    vocab_size: int = 512  # the byte-level BPE's tokens, special tokens included
+    tokenizer_examples: int = 3000  # corpus examples the tokenizer is fitted on
+    # LlamaForCausalLM's shape: heads of 64 (vLLM's CPU attention takes no smaller), embeddings tied
+    hidden_size: int = 128
+    intermediate_size: int = 512
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 2
+    # the supervised training (TRL's SFTTrainer; loss on the assistant turns only)
+    max_length: int = 1024  # tokens an example is cut to (the corpus's longest is under it)
+    steps: int = 1200
+    batch_size: int = 16
+    learning_rate: float = 2e-3
+    warmup_steps: int = 50
+    lr_schedule: str = "cosine"
+
+    def __post_init__(self):
+        if isinstance(self.teacher, dict):
+            object.__setattr__(self, "teacher", TeacherSettings(**self.teacher))
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError("micro recipe: hidden_size must be a multiple of num_attention_heads")
+        for key in ("train_questions", "vocab_size", "steps", "batch_size", "max_length"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"micro recipe: {key} must be >= 1, got {getattr(self, key)}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> MicroRecipe:
+        return cls(**values)
+
+
+#: The recipe of the shipped `bundled:micro-chain`.
+MICRO_RECIPE = MicroRecipe()

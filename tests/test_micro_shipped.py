@@ -1,0 +1,60 @@
+"""The shipped micro model: its files as its recipe records them, its accuracy per format on held-out
+questions, and the checks `prepare_model` makes before copying it."""
+
+from __future__ import annotations
+
+import pytest
+
+from debatelab.micro.shipped import SHIPPED_DIR
+
+# [until a build ships] no build so far reaches the accuracy these tests ask of it (docs/micro.md,
+# "Builds so far"); the build that does is committed with this line removed
+pytestmark = pytest.mark.skipif(
+    not (SHIPPED_DIR / "recipe.json").exists(), reason="the micro model is not shipped yet (docs/micro.md)"
+)
+
+
+def test_the_shipped_model_is_the_recipe_s_build_and_its_files_are_those_it_records():
+    from debatelab.micro.recipe import MICRO_RECIPE
+    from debatelab.micro.shipped import SHIPPED_DIR, file_hashes, read_recipe
+
+    record = read_recipe(SHIPPED_DIR)
+    # a changed MicroRecipe needs a rebuild: snakemake --forcerun micro_model
+    assert record["recipe"] == MICRO_RECIPE.to_dict()
+    assert file_hashes(SHIPPED_DIR) == record["files"]
+    assert {"model.safetensors", "tokenizer.json", "config.json"} <= set(record["files"])
+
+
+def test_a_damaged_shipped_model_is_named_not_loaded_and_a_missing_one_still_parses(tmp_path, monkeypatch):
+    import shutil
+
+    import pytest
+
+    from debatelab.micro import shipped
+    from debatelab.models import ModelSourceError, copy_micro_model, micro_build_id, model_settings
+
+    damaged = tmp_path / "micro-chain"
+    shutil.copytree(shipped.SHIPPED_DIR, damaged)
+    (damaged / "tokenizer.json").write_text("{}")
+    monkeypatch.setattr(shipped, "SHIPPED_DIR", damaged)
+    with pytest.raises(ModelSourceError, match="tokenizer.json"):
+        copy_micro_model(tmp_path / "copy")
+    assert not (tmp_path / "copy").exists()
+    # the DAG names the prepared folder by the recipe, so it parses (and rebuilds) without the shipped one
+    monkeypatch.setattr(shipped, "SHIPPED_DIR", tmp_path / "missing")
+    assert model_settings("bundled:micro-chain") == {"source": "bundled:micro-chain", "build": micro_build_id()}
+
+
+def test_the_shipped_model_answers_every_format_about_as_well_as_the_base_should():
+    """Re-measured on held-out (validation) questions: every format in the band the trainers need,
+    no format far below the first answer (a format missing from the corpus scores near 0)."""
+    from debatelab.micro.evaluate import format_accuracy
+    from debatelab.micro.shipped import SHIPPED_DIR
+
+    accuracy = format_accuracy(SHIPPED_DIR, questions=100, seed=1)
+    for name, measured in accuracy.items():
+        assert measured["n"] >= 90, name
+        assert measured["cut"] <= 0.05 * measured["n"], (name, measured)  # replies end within the budget
+        # right part of the time: the trainers have errors to remove and successes to reinforce
+        assert measured["high"] > 0.2 and measured["low"] < 0.5, (name, measured)
+        assert measured["high"] > accuracy["zero_shot"]["accuracy"] - 0.1, (name, measured)

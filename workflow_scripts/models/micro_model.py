@@ -1,0 +1,5 @@
+from debatelab.micro.build import build_micro_model
+from debatelab.runlog import job_log
+
+with job_log(snakemake.log[0]):
+    build_micro_model(snakemake.output[0], threads=snakemake.threads)
