@@ -310,8 +310,8 @@ def reasoning_gym_loader(task: str, split: str, settings: dict | None = None,
                 if i == 20 * size and len(indices) < size // 2:  # the space is too small: don't scan on
                     break
             if limit and len(indices) < limit:
-                raise ValueError(f"{task} {split}: only {len(indices)} distinct questions in this split "
-                                 f"(asked for {limit}); the generator's settings allow too few problems")
+                raise ValueError(f"{name or task} {split}: only {len(indices)} distinct questions of this split "
+                                 f"among the generator's first {GSM_SYMBOLIC_STRIDE} items (asked for {limit})")
         else:
             indices = list(range(size))
         rows = []
