@@ -60,10 +60,17 @@ def format_prompts(rows: list[dict], teacher: Teacher, seed: int) -> dict[str, l
 
 
 def format_accuracy(
-    model_dir: str | Path, *, questions: int = 200, seed: int = 0, temperature: float = 1.0, backend=None
+    model_dir: str | Path,
+    *,
+    questions: int = 200,
+    seed: int = 0,
+    temperature: float = 1.0,
+    backend=None,
+    benchmark: str | None = None,
 ) -> dict:
     """{format: {n, right, accuracy, low, high, teacher, cut, openings, right_by_opening}} on `questions` validation
-    questions a format (zero-shot prompts with the attack system prompt left out: agents are honest)."""
+    questions a format (zero-shot prompts with the attack system prompt left out: agents are honest) of
+    `benchmark` (default: the shipped recipe's)."""
     from ..data.registry import load_benchmark
     from ..grading import extract_answer, is_correct
     from ..intervals import proportion
@@ -74,7 +81,11 @@ def format_accuracy(
     from .teacher import TeacherSettings
 
     frame = load_benchmark(
-        MICRO_RECIPE.benchmark, "validation", source="offline", limit=questions * len(EVALUATED_FORMATS), seed=seed
+        benchmark or MICRO_RECIPE.benchmark,
+        "validation",
+        source="offline",
+        limit=questions * len(EVALUATED_FORMATS),
+        seed=seed,
     )
     teacher = Teacher(TeacherSettings())
     sets = format_prompts(frame.to_dict("records"), teacher, seed)
