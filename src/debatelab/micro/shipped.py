@@ -29,9 +29,3 @@ def file_hashes(folder: str | Path) -> dict[str, str]:
 def read_recipe(folder: str | Path = SHIPPED_DIR) -> dict:
     """A built folder's `recipe.json`."""
     return json.loads((Path(folder) / RECIPE_FILE).read_text())
-
-
-def build_id(folder: str | Path = SHIPPED_DIR) -> str:
-    """16 hex digits naming a build: a hash of its files' hashes as its `recipe.json` records them."""
-    files = read_recipe(folder)["files"]
-    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
