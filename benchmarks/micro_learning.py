@@ -1,5 +1,5 @@
 """Each trainer on the micro model: seconds a step, and whether it beats its base on held-out
-questions (`micro.learning.learning_check`: trained in process exactly as the run's rule trains it,
+questions (`testbed.learning.learning_check`: trained in process exactly as the run's rule trains it,
 then the exact paired test against the shipped base).
 
   python benchmarks/micro_learning.py [--config config/experiments/learning_micro.yaml]
@@ -25,7 +25,8 @@ CONFIG = ROOT / "config" / "experiments" / "learning_micro.yaml"
 
 
 def main() -> None:
-    from debatelab.micro.learning import SABOTAGE, learning_check, load_experiment
+    from debatelab.config import load_experiment
+    from debatelab.testbed.learning import SABOTAGE, learning_check
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default=str(CONFIG))
@@ -37,12 +38,13 @@ def main() -> None:
     parser.add_argument("--work", help="working folder (default: a temporary one)")
     args = parser.parse_args()
 
-    runs = args.runs or list(load_experiment(args.config).training_runs)
+    experiment = load_experiment(args.config)
+    runs = args.runs or list(experiment.training_runs)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.work or tmp)
         for run in runs:
             check = learning_check(
-                args.config,
+                experiment,
                 run,
                 work / run,
                 steps=args.steps,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from debatelab import prompts
-from debatelab.micro import corpus
+from debatelab.testbed import corpus
 from debatelab.micro.task import Chain, parse_chain, parse_solution, render_steps, solve
 from debatelab.micro.teacher import CAREFUL, CHECK, COPY, RESOLVE, Teacher, TeacherSettings, shown_solutions
 from debatelab.prompts.debate import MASKED
@@ -121,7 +121,7 @@ def test_the_injected_bugs_change_what_the_trainers_compute_and_are_undone_on_ex
     import torch
 
     from debatelab.debate import protocols
-    from debatelab.micro.learning import sabotaged
+    from debatelab.testbed.learning import sabotaged
     from debatelab.training.core import loss
 
     logprobs = torch.tensor([[-1.0, -2.0], [-0.5, -0.1]], requires_grad=True)

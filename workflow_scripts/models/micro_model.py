@@ -1,4 +1,4 @@
-from debatelab.micro.build import build_micro_model
+from debatelab.testbed.build import build_micro_model
 from debatelab.runlog import job_log
 
 with job_log(snakemake.log[0]):

@@ -1,6 +1,6 @@
 """What the micro model is built from: one frozen settings object, written beside the weights.
 
-`MicroRecipe` holds every choice of `micro.build` (the questions, the teacher, the corpus's mix, the
+`MicroRecipe` holds every choice of `testbed.build` (the questions, the teacher, the corpus's mix, the
 tokenizer, the network's shape, the supervised training); `recipe.json` in the model folder is its
 `to_dict()`, and `MICRO_RECIPE` is the recipe the shipped model was built with (a test fails when
 they differ, so a change here means a rebuild: `snakemake --forcerun micro_model`).
@@ -19,7 +19,7 @@ class MicroRecipe:
     seed: int = 0
     benchmark: str = "chain_sum_long"  # the task (`data.offline.LONG_CHAIN_SETTINGS`); train split only
     train_questions: int = 20000  # train-split questions the corpus is rendered from, each used once
-    # the corpus's mix (`micro.corpus.build_corpus`): first answers, debate turns, SDRL's second turn,
+    # the corpus's mix (`testbed.corpus.build_corpus`): first answers, debate turns, SDRL's second turn,
     # 0-10 self-reports
     shares: dict = field(
         default_factory=lambda: {"zero_shot": 0.3, "debate": 0.6, "self_debate": 0.05, "confidence": 0.05}

@@ -1,4 +1,4 @@
-"""The scripted solver whose replies the micro model is trained to imitate (`micro.corpus`).
+"""The scripted solver whose replies the micro model is trained to imitate (`testbed.corpus`).
 
 It is the base policy the trainers should improve on, written down: imperfect on purpose, with
 errors a better policy can avoid on questions it has never seen.

@@ -1,11 +1,11 @@
 """Build the micro model from its recipe: corpus, tokenizer, a small Llama, supervised training.
 
-`build_micro_model(out_dir, recipe)` renders the corpus (`micro.corpus`) from the benchmark's train
+`build_micro_model(out_dir, recipe)` renders the corpus (`testbed.corpus`) from the benchmark's train
 split, fits the tokenizer (`micro.tokenizer`), trains a randomly initialised `LlamaForCausalLM` of
 the recipe's shape on the assistant turns with TRL's `SFTTrainer`, and publishes one folder
 atomically: the Hugging Face model and tokenizer, `recipe.json` (the recipe, each file's sha256,
 the versions that built it, the training's loss and time) and `heldout.json` (the built model's
-accuracy per format on validation questions, `micro.evaluate`). The rule `micro_model` calls it;
+accuracy per format on validation questions, `testbed.evaluate`). The rule `micro_model` calls it;
 the shipped model (`shipped.SHIPPED_DIR`) is its output.
 """
 
@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from .recipe import MICRO_RECIPE, MicroRecipe
-from .shipped import HELDOUT_FILE, RECIPE_FILE, file_hashes
+from ..micro.recipe import MICRO_RECIPE, MicroRecipe
+from ..micro.shipped import HELDOUT_FILE, RECIPE_FILE, file_hashes
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 def corpus_for(recipe: MicroRecipe) -> list[dict]:
     from ..data.registry import load_benchmark
     from .corpus import build_corpus
-    from .teacher import Teacher
+    from ..micro.teacher import Teacher
 
     frame = load_benchmark(recipe.benchmark, "train", source="offline", limit=recipe.train_questions, seed=recipe.seed)
     rows = frame.to_dict("records")
@@ -47,7 +47,7 @@ def build_micro_model(
     from ..models import publish_folder, random_llama
     from .corpus import conversation
     from .evaluate import format_accuracy
-    from .tokenizer import fit_tokenizer
+    from ..micro.tokenizer import fit_tokenizer
 
     if threads:
         torch.set_num_threads(threads)

@@ -1,6 +1,6 @@
 """The micro model's accuracy per format, on validation questions it never saw in training.
 
-Each format's prompts are rendered as the corpus renders them (`micro.corpus`), the teacher writing
+Each format's prompts are rendered as the corpus renders them (`testbed.corpus`), the teacher writing
 the earlier replies a debate turn shows; the model answers through the workflow's transformers
 backend at temperature 1 (the teacher's own distribution), and its reply is graded by the workflow's
 grader. Reported per format: right / n with the exact (Clopper-Pearson) 95 % interval, the teacher's
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .teacher import ADOPT, CAREFUL, CHECK, COPY, RESOLVE, Teacher
+from ..micro.teacher import ADOPT, CAREFUL, CHECK, COPY, RESOLVE, Teacher
 
 #: Formats measured: the first answer and one debate turn of each template and training format.
 EVALUATED_FORMATS = ("zero_shot", "du_3", "umad", "choi_2", "pairwise", "group_debate_6", "sdrl_two_turn")
@@ -77,8 +77,8 @@ def format_accuracy(
     from ..llm import GenerationRequest, SamplingParams
     from ..llm.transformers_backend import TransformersBackend
     from ..prompts import ATTACK_SYSTEM_PROMPT
-    from .recipe import MICRO_RECIPE
-    from .teacher import TeacherSettings
+    from ..micro.recipe import MICRO_RECIPE
+    from ..micro.teacher import TeacherSettings
 
     frame = load_benchmark(
         benchmark or MICRO_RECIPE.benchmark,

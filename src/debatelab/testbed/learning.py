@@ -2,7 +2,8 @@
 the shipped micro model exactly as its rule trains it, then compared with its base on held-out
 questions by the exact paired test.
 
-`learning_check(config, run, work_dir, steps=...)` resolves the run from the config (its method,
+`learning_check(experiment, run, work_dir, steps=...)` resolves the run from the experiment
+(`config.load_experiment` of the config file; the config is handed down, never imported here) (its method,
 sizes and prompts: every setting is the config's, only `steps` and the held-out curve may be
 overridden), runs UDPO's warm-up and coefficient jobs first where the method needs them, trains with
 `training.stage.train_job`, and answers `questions` held-out questions with the base and the trained
@@ -26,8 +27,12 @@ import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from ..config import Experiment
 
 #: Bugs `learning_check` can inject, each a context manager patching the trainers while it is open.
 SABOTAGE = ("flipped_advantages", "no_peers")
@@ -66,16 +71,6 @@ class LearningCheck:
             f"{100 * sum(self.base) / len(self.base):.1f} -> {100 * sum(self.trained) / len(self.trained):.1f} % "
             f"(n = {len(self.base)}), {e.value:+.1f} [{e.low:+.1f}, {e.high:+.1f}], p = {e.p:.2g}"
         )
-
-
-def load_experiment(config_path: str | Path):
-    """The `config.Experiment` of a config file, validated as the workflow validates it."""
-    import yaml
-
-    from ..config import Experiment
-    from ..config_schema import validate_config
-
-    return Experiment(validate_config(yaml.safe_load(Path(config_path).read_text())))
 
 
 @contextlib.contextmanager
@@ -126,7 +121,7 @@ def sabotaged(kind: str | None) -> Iterator[None]:
 
 
 def learning_check(
-    config_path: str | Path,
+    exp: Experiment,
     run: str,
     work_dir: str | Path,
     *,
@@ -137,7 +132,7 @@ def learning_check(
     sabotage: str | None = None,
     model_dir: str | Path | None = None,
 ) -> LearningCheck:
-    """Train `run` of the config at `config_path` from the micro model (`model_dir`, default the shipped
+    """Train `run` of the experiment `exp` from the micro model (`model_dir`, default the shipped
     one) in `work_dir` and compare it with its base on `questions` test questions (module docstring).
     `curve`: False leaves out the run's held-out curve during training (its accuracy every few steps)."""
     from ..data.registry import load_benchmark
@@ -148,10 +143,9 @@ def learning_check(
     from ..training.multi_agent_stage import udpo_coefficients_job, udpo_warmup_job
     from ..training.settings import udpo_job_settings
     from ..training.stage import train_job
-    from .shipped import SHIPPED_DIR
+    from ..micro.shipped import SHIPPED_DIR
 
     started = time.perf_counter()
-    exp = load_experiment(config_path)
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
     spec = exp.training_runs[run]

@@ -22,8 +22,8 @@ from .. import prompts
 from ..debate.engine import Ask, Participant, QuestionState, run_engine, to_turn
 from ..debate.protocols import make_protocol
 from ..llm.base import Generation, SamplingParams
-from .task import Chain, parse_chain
-from .teacher import Teacher, last_user_and_assistant
+from ..micro.task import Chain, parse_chain
+from ..micro.teacher import Teacher, last_user_and_assistant
 
 
 @dataclass(frozen=True)
