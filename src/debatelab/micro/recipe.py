@@ -17,14 +17,17 @@ from .teacher import TeacherSettings
 class MicroRecipe:
     name: str = "micro-chain"
     seed: int = 0
-    benchmark: str = "chain_sum_long"  # the task (`data.offline.LONG_CHAIN_SETTINGS`); train split only
-    train_questions: int = 20000  # train-split questions the corpus is rendered from, each used once
+    benchmark: str = "chain_sum"  # the task (`data.offline.CHAIN_SUM_SETTINGS`); train split only
+    train_questions: int = 20000  # examples the corpus is rendered from, one train-split question each
+    # distinct train-split questions they cycle through (None: as many as train_questions); each
+    # rendering draws the teacher afresh, so a repeated question is taught a spread of replies
+    question_pool: int | None = 2000  # about all of chain_sum's train split
     # the corpus's mix (`testbed.corpus.build_corpus`): first answers, debate turns, SDRL's second turn,
     # 0-10 self-reports
     shares: dict = field(
-        default_factory=lambda: {"zero_shot": 0.3, "debate": 0.6, "self_debate": 0.05, "confidence": 0.05}
+        default_factory=lambda: {"zero_shot": 0.5, "debate": 0.45, "self_debate": 0.025, "confidence": 0.025}
     )
-    teacher: TeacherSettings = field(default_factory=TeacherSettings)
+    teacher: TeacherSettings = field(default_factory=lambda: TeacherSettings(hasty_slip=0.45))
     vocab_size: int = 512  # the byte-level BPE's tokens, special tokens included
     tokenizer_examples: int = 3000  # corpus examples the tokenizer is fitted on
     # LlamaForCausalLM's shape: heads of 64 (vLLM's CPU attention takes no smaller), embeddings tied
@@ -34,9 +37,9 @@ class MicroRecipe:
     num_attention_heads: int = 2
     # the supervised training (TRL's SFTTrainer; loss on the assistant turns only)
     max_length: int = 1024  # tokens an example is cut to (the corpus's longest is under it)
-    steps: int = 1200
+    steps: int = 1500
     batch_size: int = 16
-    learning_rate: float = 2e-3
+    learning_rate: float = 1e-3
     warmup_steps: int = 50
     lr_schedule: str = "cosine"
 

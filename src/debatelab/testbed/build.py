@@ -29,8 +29,10 @@ def corpus_for(recipe: MicroRecipe) -> list[dict]:
     from .corpus import build_corpus
     from ..micro.teacher import Teacher
 
-    frame = load_benchmark(recipe.benchmark, "train", source="offline", limit=recipe.train_questions, seed=recipe.seed)
-    rows = frame.to_dict("records")
+    pool = min(recipe.question_pool or recipe.train_questions, recipe.train_questions)
+    frame = load_benchmark(recipe.benchmark, "train", source="offline", limit=pool, seed=recipe.seed)
+    distinct = frame.to_dict("records")
+    rows = [distinct[i % len(distinct)] for i in range(recipe.train_questions)]
     return build_corpus(rows, Teacher(recipe.teacher), recipe.seed, recipe.shares)
 
 
