@@ -4,6 +4,7 @@ the learning test injects (the shipped build: tests/test_micro_shipped.py)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from debatelab import prompts
 from debatelab.testbed import corpus
@@ -71,6 +72,19 @@ def test_first_answers_open_carefully_at_the_set_share():
     chain = parse_chain(QUESTION)
     share = np.mean([teacher.first_answer(chain, rng).startswith(CAREFUL) for _ in range(2000)])
     assert abs(share - 0.25) < 0.03
+
+
+def test_a_guess_gives_the_answer_without_working_and_is_never_right():
+    teacher = Teacher(TeacherSettings(careful_share=0.1, guess_share=0.4))
+    rng = np.random.default_rng(4)
+    chain = parse_chain(QUESTION)
+    replies = [teacher.first_answer(chain, rng) for _ in range(2000)]
+    guesses = [t for t in replies if not t.startswith(CAREFUL) and "=" not in t]
+    assert abs(len(guesses) / 2000 - 0.4) < 0.03
+    values = [int(t.split("boxed{")[1].split("}")[0]) for t in guesses]
+    assert {abs(v - chain.value) for v in values} == {1, 2, 3, 4, 5}
+    with pytest.raises(ValueError, match="guess_share"):
+        TeacherSettings(careful_share=0.7, guess_share=0.4)
 
 
 def test_the_corpus_holds_every_protocol_and_template_as_the_engine_renders_them():

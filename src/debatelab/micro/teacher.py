@@ -3,16 +3,17 @@
 It is the base policy the trainers should improve on, written down: imperfect on purpose, with
 errors a better policy can avoid on questions it has never seen.
 
-* A first answer is hasty (no opener, each step slipping with `hasty_slip`) or, a `careful_share` of
-  the time, careful ("Let me be careful. ", slipping with `careful_slip`).
+* A first answer is hasty (no opener, each step slipping with `hasty_slip`), or, a `careful_share` of
+  the time, careful ("Let me be careful. ", slipping with `careful_slip`), or, a `guess_share` of the
+  time, a guess without working ("The answer is \\boxed{...}", off by 1 to 5, never right).
 * A debate reply (any turn that shows earlier replies: every protocol's template, SDRL's self-debate)
   copies one of the solutions or answers it is shown (`copy_share`), solves again hastily
   (`resolve_share`), or checks each step carefully (the rest).
 * An agent given the attack system prompt slips on purpose in one step, every time.
 * A confidence turn (0-10) rates a careful or checked reply 8-9, a copy 6-7, a hasty one 5-6.
 
-So the trainers have two things to learn that carry to unseen questions: open carefully, and in a
-debate check rather than copy; and each step's result can be sharpened towards the right one.
+So the trainers have three things to learn that carry to unseen questions: work the steps out rather
+than guess, open carefully, and in a debate check rather than copy; and each step's result can be sharpened towards the right one.
 The teacher reads what a model would read: the question's chain from the row, and the solutions
 shown to it from the prompt's text (`shown_solutions`), never the protocol's internals.
 """
@@ -46,13 +47,16 @@ class TeacherSettings:
     hasty_slip: float = 0.3  # probability that a hasty step's result is off by ±1 or ±2
     careful_slip: float = 0.05  # the same for a careful or checked step
     careful_share: float = 0.15  # first answers that open carefully
+    guess_share: float = 0.0  # first answers that guess, off by 1 to 5, without working
     copy_share: float = 0.4  # debate replies that copy a shown solution or answer
     resolve_share: float = 0.4  # debate replies that solve again hastily (the rest check each step)
 
     def __post_init__(self):
-        for key in ("hasty_slip", "careful_slip", "careful_share", "copy_share", "resolve_share"):
+        for key in ("hasty_slip", "careful_slip", "careful_share", "guess_share", "copy_share", "resolve_share"):
             if not 0 <= getattr(self, key) <= 1:
                 raise ValueError(f"micro teacher: {key} must lie in [0, 1], got {getattr(self, key)}")
+        if self.careful_share + self.guess_share > 1:
+            raise ValueError("micro teacher: careful_share + guess_share must be at most 1")
         if self.copy_share + self.resolve_share > 1:
             raise ValueError("micro teacher: copy_share + resolve_share must be at most 1")
 
@@ -90,8 +94,12 @@ class Teacher:
     def first_answer(self, chain: Chain, rng: np.random.Generator, system_prompt: str | None = None) -> str:
         if system_prompt == ATTACK_SYSTEM_PROMPT:
             return render_steps(_attacked(solve(chain, rng, 0.0), rng))
-        if rng.random() < self.s.careful_share:
+        u = rng.random()
+        if u < self.s.careful_share:
             return CAREFUL + render_steps(solve(chain, rng, self.s.careful_slip))
+        if u < self.s.careful_share + self.s.guess_share:
+            off = int(rng.integers(1, 6)) * (1 if rng.random() < 0.5 else -1)
+            return FINAL_ANSWER_TEMPLATES["math"].format(answer=chain.value + off)
         return render_steps(solve(chain, rng, self.s.hasty_slip))
 
     def debate_reply(

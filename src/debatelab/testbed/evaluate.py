@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..micro.teacher import ADOPT, CAREFUL, CHECK, COPY, RESOLVE, Teacher
+from ..prompts.questions import FINAL_ANSWER_TEMPLATES
 
 #: Formats measured: the first answer and one debate turn of each template and training format.
 EVALUATED_FORMATS = ("zero_shot", "du_3", "umad", "choi_2", "pairwise", "group_debate_6", "sdrl_two_turn")
@@ -24,13 +25,15 @@ MAX_TOKENS = 64
 
 
 def opening(text: str) -> str:
-    """How a reply opens: careful, check, resolve, copy, adopt, hasty (straight into the steps), other."""
+    """How a reply opens: careful, check, resolve, copy, adopt, guess (the answer without working),
+    hasty (straight into the steps), other."""
     for name, opener in (
         ("careful", CAREFUL),
         ("check", CHECK),
         ("resolve", RESOLVE),
         ("copy", COPY),
         ("adopt", ADOPT),
+        ("guess", FINAL_ANSWER_TEMPLATES["math"].split("{")[0]),
     ):
         if text.startswith(opener.strip()):
             return name
