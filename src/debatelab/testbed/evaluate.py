@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..micro.teacher import ADOPT, CAREFUL, CHECK, COPY, RESOLVE, Teacher
+from ..micro.teacher import ADOPT, CAREFUL, CHECK, COPY, RESOLVE, Teacher, TeacherSettings
 from ..prompts.questions import FINAL_ANSWER_TEMPLATES
 
 #: Formats measured: the first answer and one debate turn of each template and training format.
@@ -70,10 +70,12 @@ def format_accuracy(
     temperature: float = 1.0,
     backend=None,
     benchmark: str | None = None,
+    teacher: TeacherSettings | None = None,
 ) -> dict:
     """{format: {n, right, accuracy, low, high, teacher, cut, openings, right_by_opening}} on `questions` validation
     questions a format (zero-shot prompts with the attack system prompt left out: agents are honest) of
-    `benchmark` (default: the shipped recipe's)."""
+    `benchmark` (default: the shipped recipe's); the earlier turns a debate shows are written by
+    `teacher` (default: the shipped recipe's), whose own accuracy is reported beside the model's."""
     from ..data.registry import load_benchmark
     from ..grading import extract_answer, is_correct
     from ..intervals import proportion
@@ -81,7 +83,6 @@ def format_accuracy(
     from ..llm.transformers_backend import TransformersBackend
     from ..prompts import ATTACK_SYSTEM_PROMPT
     from ..micro.recipe import MICRO_RECIPE
-    from ..micro.teacher import TeacherSettings
 
     frame = load_benchmark(
         benchmark or MICRO_RECIPE.benchmark,
@@ -90,7 +91,7 @@ def format_accuracy(
         limit=questions * len(EVALUATED_FORMATS),
         seed=seed,
     )
-    teacher = Teacher(TeacherSettings())
+    teacher = Teacher(teacher or MICRO_RECIPE.teacher)
     sets = format_prompts(frame.to_dict("records"), teacher, seed)
     backend = backend or TransformersBackend(model_dir, device="cpu", batch_size=64)
     out = {}
