@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from debatelab import prompts
-from debatelab.testbed import corpus
 from debatelab.micro.task import Chain, parse_chain, parse_solution, render_steps, solve
 from debatelab.micro.teacher import CAREFUL, CHECK, COPY, RESOLVE, Teacher, TeacherSettings, shown_solutions
 from debatelab.prompts.debate import MASKED
+from debatelab.testbed import corpus
 
 QUESTION = "State the final answer to the following arithmetic problem: 4 - 1 - 7 + 7 ="
 

@@ -38,8 +38,8 @@ def test_a_damaged_shipped_model_is_named_not_loaded_and_a_missing_one_still_par
 def test_the_shipped_model_answers_every_format_about_as_well_as_the_base_should():
     """Re-measured on held-out (validation) questions: every format in the band the trainers need,
     no format far below the first answer (a format missing from the corpus scores near 0)."""
-    from debatelab.testbed.evaluate import format_accuracy
     from debatelab.micro.shipped import SHIPPED_DIR
+    from debatelab.testbed.evaluate import format_accuracy
 
     accuracy = format_accuracy(SHIPPED_DIR, questions=100, seed=1)
     for name, measured in accuracy.items():

@@ -26,8 +26,8 @@ log = logging.getLogger(__name__)
 
 def corpus_for(recipe: MicroRecipe) -> list[dict]:
     from ..data.registry import load_benchmark
-    from .corpus import build_corpus
     from ..micro.teacher import Teacher
+    from .corpus import build_corpus
 
     pool = min(recipe.question_pool or recipe.train_questions, recipe.train_questions)
     frame = load_benchmark(recipe.benchmark, "train", source="offline", limit=pool, seed=recipe.seed)
@@ -46,10 +46,10 @@ def build_micro_model(
     import trl
     from trl import SFTConfig, SFTTrainer
 
+    from ..micro.tokenizer import fit_tokenizer
     from ..models import publish_folder, random_llama
     from .corpus import conversation
     from .evaluate import format_accuracy
-    from ..micro.tokenizer import fit_tokenizer
 
     if threads:
         torch.set_num_threads(threads)

@@ -81,8 +81,8 @@ def format_accuracy(
     from ..intervals import proportion
     from ..llm import GenerationRequest, SamplingParams
     from ..llm.transformers_backend import TransformersBackend
-    from ..prompts import ATTACK_SYSTEM_PROMPT
     from ..micro.recipe import MICRO_RECIPE
+    from ..prompts import ATTACK_SYSTEM_PROMPT
 
     frame = load_benchmark(
         benchmark or MICRO_RECIPE.benchmark,

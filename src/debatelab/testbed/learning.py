@@ -138,12 +138,12 @@ def learning_check(
     from ..data.registry import load_benchmark
     from ..io import write_parquet_atomic
     from ..llm.agent import AgentSpec
+    from ..micro.shipped import SHIPPED_DIR
     from ..training import TrainSettings
     from ..training.methods import METHODS
     from ..training.multi_agent_stage import udpo_coefficients_job, udpo_warmup_job
     from ..training.settings import udpo_job_settings
     from ..training.stage import train_job
-    from ..micro.shipped import SHIPPED_DIR
 
     started = time.perf_counter()
     work = Path(work_dir)
