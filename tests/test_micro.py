@@ -158,3 +158,11 @@ def test_the_injected_bugs_change_what_the_trainers_compute_and_are_undone_on_ex
         shown = prompts.self_debate_messages(row, None, "FIRST-REPLY", "SECOND-REPLY")
         assert "FIRST-REPLY" in str(shown) and "SECOND-REPLY" not in str(shown)
     assert protocols.RoundDebate.peer_views is original
+
+
+def test_a_recipe_refuses_a_question_pool_below_one():
+    from debatelab.micro.recipe import MicroRecipe
+
+    with pytest.raises(ValueError, match="question_pool"):
+        MicroRecipe(question_pool=0)
+    assert MicroRecipe(question_pool=None).question_pool is None

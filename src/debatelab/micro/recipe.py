@@ -51,6 +51,8 @@ class MicroRecipe:
         for key in ("train_questions", "vocab_size", "steps", "batch_size", "max_length"):
             if getattr(self, key) < 1:
                 raise ValueError(f"micro recipe: {key} must be >= 1, got {getattr(self, key)}")
+        if self.question_pool is not None and self.question_pool < 1:
+            raise ValueError(f"micro recipe: question_pool must be >= 1 or None, got {self.question_pool}")
 
     def to_dict(self) -> dict:
         return asdict(self)

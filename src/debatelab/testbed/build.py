@@ -130,9 +130,7 @@ def build_micro_model(
             },
         }
         (built / RECIPE_FILE).write_text(json.dumps(record, indent=2) + "\n")
-        heldout = format_accuracy(
-            built, questions=heldout_questions, seed=recipe.seed, benchmark=recipe.benchmark, teacher=recipe.teacher
-        )
+        heldout = format_accuracy(built, questions=heldout_questions, seed=recipe.seed, recipe=recipe)
         (built / HELDOUT_FILE).write_text(json.dumps(heldout, indent=2) + "\n")
         publish_folder(built, out_dir)
         return record

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..micro.teacher import ADOPT, CAREFUL, CHECK, COPY, RESOLVE, Teacher, TeacherSettings
+from ..micro.recipe import MICRO_RECIPE, MicroRecipe
+from ..micro.teacher import ADOPT, CAREFUL, CHECK, COPY, RESOLVE, Teacher
 from ..prompts.questions import FINAL_ANSWER_TEMPLATES
 
 #: Formats measured: the first answer and one debate turn of each template and training format.
@@ -69,29 +70,27 @@ def format_accuracy(
     seed: int = 0,
     temperature: float = 1.0,
     backend=None,
-    benchmark: str | None = None,
-    teacher: TeacherSettings | None = None,
+    recipe: MicroRecipe = MICRO_RECIPE,
 ) -> dict:
     """{format: {n, right, accuracy, low, high, teacher, cut, openings, right_by_opening}} on `questions` validation
     questions a format (zero-shot prompts with the attack system prompt left out: agents are honest) of
-    `benchmark` (default: the shipped recipe's); the earlier turns a debate shows are written by
-    `teacher` (default: the shipped recipe's), whose own accuracy is reported beside the model's."""
+    the `recipe`'s benchmark; the earlier turns a debate shows are written by the recipe's teacher,
+    whose own accuracy is reported beside the model's."""
     from ..data.registry import load_benchmark
     from ..grading import extract_answer, is_correct
     from ..intervals import proportion
     from ..llm import GenerationRequest, SamplingParams
     from ..llm.transformers_backend import TransformersBackend
-    from ..micro.recipe import MICRO_RECIPE
     from ..prompts import ATTACK_SYSTEM_PROMPT
 
     frame = load_benchmark(
-        benchmark or MICRO_RECIPE.benchmark,
+        recipe.benchmark,
         "validation",
         source="offline",
         limit=questions * len(EVALUATED_FORMATS),
         seed=seed,
     )
-    teacher = Teacher(teacher or MICRO_RECIPE.teacher)
+    teacher = Teacher(recipe.teacher)
     sets = format_prompts(frame.to_dict("records"), teacher, seed)
     backend = backend or TransformersBackend(model_dir, device="cpu", batch_size=64)
     out = {}

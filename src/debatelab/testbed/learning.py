@@ -2,16 +2,15 @@
 the shipped micro model exactly as its rule trains it, then compared with its base on held-out
 questions by the exact paired test.
 
-`learning_check(experiment, run, work_dir, steps=...)` resolves the run from the experiment
-(`config.load_experiment` of the config file; the config is handed down, never imported here) (its method,
-sizes and prompts: every setting is the config's, only `steps` and the held-out curve may be
-overridden), runs UDPO's warm-up and coefficient jobs first where the method needs them, trains with
+`learning_check(experiment, run, work_dir, steps=...)` resolves the run from the experiment, which
+the caller loads (`config.load_experiment`; the config is handed down, never imported here): its
+method, sizes and prompts are the config's, only `steps` and the held-out curve may be overridden.
+It runs UDPO's warm-up and coefficient jobs first where the method needs them, trains with
 `training.stage.train_job`, and answers `questions` held-out questions with the base and the trained
 model (the run's first trained agent alone, one reply each at the run's sampling, a seed fixed per
 question, so the two differ only by their weights). The difference comes with its exact 95 %
 interval conditional on the discordant questions and McNemar's exact p
-(`intervals.paired_counts_difference`). `tests/test_micro_learning.py` and
-`benchmarks/micro_learning.py` call it.
+(`intervals.paired_counts_difference`). `benchmarks/micro_learning.py` calls it.
 
 `sabotage`: a name of `SABOTAGE`, a bug injected into the trainer for the run, to show that the check
 fails on a broken trainer: the advantages' sign flipped, or the peers' replies dropped from every
