@@ -4,10 +4,12 @@ then the exact paired test against the shipped base).
 
   python benchmarks/micro_learning.py [--config config/experiments/learning_micro.yaml]
         [--runs dapo_s0 umad_s0 ...] [--steps N] [--questions 300] [--sabotage flipped_advantages|no_peers] [--curve]
-        [--work /tmp/micro_learning]
+        [--work /tmp/micro_learning] [--model FOLDER]
 
 Prints one line a run (held-out accuracy of base and trained, the difference with its exact 95 %
-interval and McNemar p, seconds in all and a step) and a JSON line with the same numbers.
+interval and McNemar p, seconds in all and a step), how the base's and the trained model's replies
+open and read the question (careful or hasty, misread or not: what was learnt), and a JSON line
+with the numbers.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ def main() -> None:
     parser.add_argument("--sabotage", choices=SABOTAGE)
     parser.add_argument("--curve", action="store_true", help="keep the runs' held-out curves (slower)")
     parser.add_argument("--work", help="working folder (default: a temporary one)")
+    parser.add_argument("--model", help="the base's folder (default: the shipped micro model)")
     args = parser.parse_args()
 
     experiment = load_experiment(args.config)
@@ -51,9 +54,12 @@ def main() -> None:
                 questions=args.questions,
                 sabotage=args.sabotage,
                 curve=args.curve,
+                model_dir=args.model,
             )
             e = check.estimate
             print(check.describe(), f"{check.train_seconds / check.steps:.1f} s a step", flush=True)
+            for policy, kinds in check.kinds().items():  # what was learnt: openings, misreads
+                print(f"  {policy}: {kinds}", flush=True)
             print(
                 json.dumps(
                     {

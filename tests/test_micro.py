@@ -87,6 +87,35 @@ def test_a_guess_gives_the_answer_without_working_and_is_never_right():
         TeacherSettings(careful_share=0.7, guess_share=0.4)
 
 
+def test_a_hasty_reply_misreads_one_operator_at_the_set_share_and_a_careful_one_never():
+    chain = parse_chain(QUESTION)
+    teacher = Teacher(TeacherSettings(careful_share=0.3, hasty_slip=0.0, careful_slip=0.0, hasty_misread=0.5))
+    rng = np.random.default_rng(6)
+    replies = [teacher.first_answer(chain, rng) for _ in range(4000)]
+    copied = {t: parse_solution(t.removeprefix(CAREFUL).split(".")[0]) for t in replies}
+
+    def flipped(steps) -> int:  # operators read the wrong way round
+        return sum(s.sign != sign for s, (sign, _) in zip(steps, chain.rest))
+
+    careful = [t for t in replies if t.startswith(CAREFUL)]
+    hasty = [t for t in replies if not t.startswith(CAREFUL)]
+    assert all(copied[t][0].total == chain.first and flipped(copied[t]) == 0 for t in careful)
+    assert {flipped(copied[t]) for t in hasty} == {0, 1}  # one operator at most
+    assert abs(np.mean([flipped(copied[t]) for t in hasty]) - 0.5) < 0.03
+    # a misread chain is solved as read: never the question's answer here (no term is 0)
+    assert not any(flipped(copied[t]) and t.endswith(f"\\boxed{{{chain.value}}}.") for t in hasty)
+    # solving again in a debate is hasty too; checking is careful
+    again = Teacher(TeacherSettings(copy_share=0.0, resolve_share=1.0, hasty_slip=0.0, hasty_misread=1.0))
+    assert all(
+        flipped(parse_solution(again.debate_reply(chain, "", rng).removeprefix(RESOLVE).split(".")[0])) == 1
+        for _ in range(50)
+    )
+    # no draw when misreads are off: a recipe without them renders the corpus it always did
+    plain, off = Teacher(TeacherSettings()), Teacher(TeacherSettings(hasty_misread=0.0))
+    a, b = np.random.default_rng(7), np.random.default_rng(7)
+    assert [plain.first_answer(chain, a) for _ in range(50)] == [off.first_answer(chain, b) for _ in range(50)]
+
+
 def test_the_corpus_holds_every_protocol_and_template_as_the_engine_renders_them():
     examples = corpus.build_corpus(
         rows(600),
@@ -166,3 +195,16 @@ def test_a_recipe_refuses_a_question_pool_below_one():
     with pytest.raises(ValueError, match="question_pool"):
         MicroRecipe(question_pool=0)
     assert MicroRecipe(question_pool=None).question_pool is None
+
+
+def test_a_reply_s_reading_of_the_question_is_named():
+    from debatelab.testbed.evaluate import reading
+
+    assert reading("4 - 1 - 7 + 7 = 3 - 7 + 7 = -4 + 7 = 3. The answer is \\boxed{3}.", QUESTION) == "read"
+    assert (
+        reading(CAREFUL + "4 - 1 + 7 + 7 = 3 + 7 + 7 = 10 + 7 = 17. The answer is \\boxed{17}.", QUESTION) == "misread"
+    )
+    assert reading("4 - 17 + 7 = -13 + 7 = -6. The answer is \\boxed{-6}.", QUESTION) == "miscopied"
+    assert reading("5 - 1 - 7 + 7 = 4 - 7 + 7 = -3 + 7 = 4. The answer is \\boxed{4}.", QUESTION) == "miscopied"
+    assert reading("The answer is \\boxed{3}.", QUESTION) == "unparsed"
+    assert reading("4 - 1 - 7 + 7 = 3", "no chain here") == "unparsed"

@@ -260,8 +260,8 @@ GSM_SYMBOLIC_STRIDE = 100_000
 CHAIN_SUM_SETTINGS = {"min_terms": 2, "max_terms": 3, "min_digits": 1, "max_digits": 1}
 
 #: reasoning-gym's chain_sum with four or five one-digit terms: about 1.7 million distinct problems
-#: (10^4 · 2^3 + 10^5 · 2^4), the task of the bundled micro model (`debatelab.micro`): far more than
-#: any training run sees, so what a trainer teaches there is a skill, not the answers.
+#: (10^4 · 2^3 + 10^5 · 2^4), far more than any training run sees. The first micro builds' task; they
+#: never learnt its sums, and the shipped one uses `chain_sum` (docs/micro.md).
 LONG_CHAIN_SETTINGS = {"min_terms": 4, "max_terms": 5, "min_digits": 1, "max_digits": 1}
 
 #: reasoning-gym's products of two numbers of one or two digits ("Solve the following multiplication:

@@ -27,7 +27,11 @@ class MicroRecipe:
     shares: dict = field(
         default_factory=lambda: {"zero_shot": 0.5, "debate": 0.45, "self_debate": 0.025, "confidence": 0.025}
     )
-    teacher: TeacherSettings = field(default_factory=lambda: TeacherSettings(hasty_slip=0.45))
+    # a hasty reply misreads an operator 70 % of the time, a careful one never: the choice a trainer
+    # can be seen to learn on unseen questions (docs/micro.md)
+    teacher: TeacherSettings = field(
+        default_factory=lambda: TeacherSettings(hasty_slip=0.1, careful_slip=0.02, careful_share=0.3, hasty_misread=0.7)
+    )
     vocab_size: int = 512  # the byte-level BPE's tokens, special tokens included
     tokenizer_examples: int = 3000  # corpus examples the tokenizer is fitted on
     # LlamaForCausalLM's shape: heads of 64 (vLLM's CPU attention takes no smaller), embeddings tied
@@ -37,7 +41,7 @@ class MicroRecipe:
     num_attention_heads: int = 2
     # the supervised training (TRL's SFTTrainer; loss on the assistant turns only)
     max_length: int = 1024  # tokens an example is cut to (the corpus's longest is under it)
-    steps: int = 1500
+    steps: int = 3000
     batch_size: int = 16
     learning_rate: float = 1e-3
     warmup_steps: int = 50

@@ -1,10 +1,10 @@
 """The micro model's task: a chain of one-digit additions and subtractions, solved step by step.
 
 Questions are reasoning-gym's `chain_sum` ("State the final answer to the following arithmetic
-problem: 4 - 1 - 7 + 7 =") with four or five terms (`data.offline.LONG_CHAIN_SETTINGS`, the benchmark
-`chain_sum_long`): about 1.7 million
-problems, so no training run sees more than a sliver of them and what a trainer teaches must be a
-skill, not the answers. A solution rewrites the expression, adding up its first two numbers a step:
+problem: 4 - 1 - 7 ="), in the shipped build with two or three one-digit terms
+(`data.offline.CHAIN_SUM_SETTINGS`, `learning_cpu`'s task: about 4,200 problems, split by question
+text); four or five terms (`chain_sum_long`, 1.7 million problems) were tried first and never learnt
+at this size (docs/micro.md). A solution rewrites the expression, adding up its first two numbers a step:
 
     4 - 1 - 7 + 7 = 3 - 7 + 7 = -4 + 7 = 3. The answer is \\boxed{3}.
 

@@ -3,7 +3,8 @@
 It is the base policy the trainers should improve on, written down: imperfect on purpose, with
 errors a better policy can avoid on questions it has never seen.
 
-* A first answer is hasty (no opener, each step slipping with `hasty_slip`), or, a `careful_share` of
+* A first answer is hasty (no opener, each step slipping with `hasty_slip`, and a `hasty_misread` of
+  the time reading one operator of the question the wrong way round), or, a `careful_share` of
   the time, careful ("Let me be careful. ", slipping with `careful_slip`), or, a `guess_share` of the
   time, a guess without working ("The answer is \\boxed{...}", off by 1 to 5, never right).
 * A debate reply (any turn that shows earlier replies: every protocol's template, SDRL's self-debate)
@@ -12,8 +13,10 @@ errors a better policy can avoid on questions it has never seen.
 * An agent given the attack system prompt slips on purpose in one step, every time.
 * A confidence turn (0-10) rates a careful or checked reply 8-9, a copy 6-7, a hasty one 5-6.
 
-So the trainers have three things to learn that carry to unseen questions: work the steps out rather
-than guess, open carefully, and in a debate check rather than copy; and each step's result can be sharpened towards the right one.
+So the trainers have things to learn that carry to unseen questions: read the question as written
+(a misread is a structural error, always wrong, that a small network imitates as readily as the
+opener that rules it out), work the steps out rather than guess, open carefully, and in a debate
+check rather than copy; and each step's result can be sharpened towards the right one.
 The teacher reads what a model would read: the question's chain from the row, and the solutions
 shown to it from the prompt's text (`shown_solutions`), never the protocol's internals.
 """
@@ -48,11 +51,20 @@ class TeacherSettings:
     careful_slip: float = 0.05  # the same for a careful or checked step
     careful_share: float = 0.15  # first answers that open carefully
     guess_share: float = 0.0  # first answers that guess, off by 1 to 5, without working
+    hasty_misread: float = 0.0  # hasty replies that copy the question with one operator flipped
     copy_share: float = 0.4  # debate replies that copy a shown solution or answer
     resolve_share: float = 0.4  # debate replies that solve again hastily (the rest check each step)
 
     def __post_init__(self):
-        for key in ("hasty_slip", "careful_slip", "careful_share", "guess_share", "copy_share", "resolve_share"):
+        for key in (
+            "hasty_slip",
+            "careful_slip",
+            "careful_share",
+            "guess_share",
+            "hasty_misread",
+            "copy_share",
+            "resolve_share",
+        ):
             if not 0 <= getattr(self, key) <= 1:
                 raise ValueError(f"micro teacher: {key} must lie in [0, 1], got {getattr(self, key)}")
         if self.careful_share + self.guess_share > 1:
@@ -87,9 +99,24 @@ def _attacked(steps: list[Step], rng: np.random.Generator) -> list[Step]:
     return out
 
 
+def misread(chain: Chain, rng: np.random.Generator) -> Chain:
+    """`chain` with one operator read the wrong way round ("4 - 1 + 7" read as "4 + 1 + 7")."""
+    k = int(rng.integers(len(chain.rest)))
+    rest = list(chain.rest)
+    rest[k] = (-rest[k][0], rest[k][1])
+    return Chain(chain.first, tuple(rest))
+
+
 class Teacher:
     def __init__(self, settings: TeacherSettings):
         self.s = settings
+
+    def _hasty(self, chain: Chain, rng: np.random.Generator) -> list[Step]:
+        """A hasty solution: the question misread a `hasty_misread` of the time, each step slipping."""
+        # no draw at 0: a recipe without misreads renders the corpus it always did
+        if self.s.hasty_misread and chain.rest and rng.random() < self.s.hasty_misread:
+            chain = misread(chain, rng)
+        return solve(chain, rng, self.s.hasty_slip)
 
     def first_answer(self, chain: Chain, rng: np.random.Generator, system_prompt: str | None = None) -> str:
         if system_prompt == ATTACK_SYSTEM_PROMPT:
@@ -100,7 +127,7 @@ class Teacher:
         if u < self.s.careful_share + self.s.guess_share:
             off = int(rng.integers(1, 6)) * (1 if rng.random() < 0.5 else -1)
             return FINAL_ANSWER_TEMPLATES["math"].format(answer=chain.value + off)
-        return render_steps(solve(chain, rng, self.s.hasty_slip))
+        return render_steps(self._hasty(chain, rng))
 
     def debate_reply(
         self, chain: Chain, context: str, rng: np.random.Generator, system_prompt: str | None = None
@@ -119,7 +146,7 @@ class Teacher:
                     return COPY + render_steps(item)
                 return ADOPT + FINAL_ANSWER_TEMPLATES["math"].format(answer=item)
         if u < self.s.copy_share + self.s.resolve_share:
-            return RESOLVE + render_steps(solve(chain, rng, self.s.hasty_slip))
+            return RESOLVE + render_steps(self._hasty(chain, rng))
         return CHECK + render_steps(solve(chain, rng, self.s.careful_slip))
 
     @staticmethod

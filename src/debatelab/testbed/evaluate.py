@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..micro.recipe import MICRO_RECIPE, MicroRecipe
+from ..micro.task import parse_chain, parse_solution
 from ..micro.teacher import ADOPT, CAREFUL, CHECK, COPY, RESOLVE, Teacher
 from ..prompts.questions import FINAL_ANSWER_TEMPLATES
 
@@ -39,6 +40,31 @@ def opening(text: str) -> str:
         if text.startswith(opener.strip()):
             return name
     return "hasty" if text[:1].isdigit() or text[:1] == "-" else "other"
+
+
+def reading(text: str, question: str) -> str:
+    """How a reply copied the question's chain: read (as written), misread (the terms, one or more
+    operators the wrong way round: the teacher's hasty error), miscopied (terms changed or dropped),
+    unparsed (no step-by-step solution: a guess, a copy of an answer, a cut reply)."""
+    chain = parse_chain(question)
+    for opener in (CAREFUL, CHECK, RESOLVE, COPY):
+        text = text.removeprefix(opener)
+    steps = parse_solution(text.split(". The")[0]) if chain is not None else None
+    if not steps:
+        return "unparsed"
+    if steps[0].total != chain.first or [s.term for s in steps] != [t for _, t in chain.rest]:
+        return "miscopied"
+    return "read" if [s.sign for s in steps] == [sign for sign, _ in chain.rest] else "misread"
+
+
+def reply_kinds(replies: list[str], questions: list[str], rights: list[bool]) -> dict[str, str]:
+    """{"opening/reading": "right/n"} over the replies (`opening`, `reading`): what a policy does."""
+    n, right = Counter(), Counter()
+    for text, question, ok in zip(replies, questions, rights):
+        key = f"{opening(text)}/{reading(text, question)}"
+        n[key] += 1
+        right[key] += int(ok)
+    return {key: f"{right[key]}/{n[key]}" for key in sorted(n)}
 
 
 def format_prompts(rows: list[dict], teacher: Teacher, seed: int) -> dict[str, list[dict]]:

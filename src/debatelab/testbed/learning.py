@@ -49,6 +49,17 @@ class LearningCheck:
     train_seconds: float  # the training job alone
     base_replies: list[str]  # the replies graded in `base` and `trained`, for reading what was learnt
     trained_replies: list[str]
+    questions: list[str]  # the held-out questions they answer
+
+    def kinds(self) -> dict[str, dict[str, str]]:
+        """What each policy does, base and trained: {"opening/reading": "right/n"}
+        (`testbed.evaluate.reply_kinds`: careful or hasty, the question read as written or misread)."""
+        from .evaluate import reply_kinds
+
+        return {
+            "base": reply_kinds(self.base_replies, self.questions, self.base),
+            "trained": reply_kinds(self.trained_replies, self.questions, self.trained),
+        }
 
     @property
     def estimate(self):
@@ -226,19 +237,20 @@ def learning_check(
         run,
         settings.method,
         settings.steps,
-        [right for _, right in base_replies],
-        [right for _, right in trained_replies],
+        [right for _, _, right in base_replies],
+        [right for _, _, right in trained_replies],
         metrics,
         time.perf_counter() - started,
         train_seconds,
-        [text for text, _ in base_replies],
-        [text for text, _ in trained_replies],
+        [text for _, text, _ in base_replies],
+        [text for _, text, _ in trained_replies],
+        [question for question, _, _ in base_replies],
     )
 
 
 @functools.lru_cache(maxsize=8)
-def heldout_replies(folder: str, dataset: tuple, questions: int, sampling: tuple) -> tuple[tuple[str, bool], ...]:
-    """(reply, right) of the model in `folder` to each of the first `questions` questions of `dataset`
+def heldout_replies(folder: str, dataset: tuple, questions: int, sampling: tuple) -> tuple[tuple[str, str, bool], ...]:
+    """(question, reply, right) of the model in `folder` to each of the first `questions` questions of `dataset`
     (benchmark, split, source, seed), one reply each at `sampling` (system prompt, temperature, top_p,
     max_tokens) with a seed fixed per question, so two models differ only by their weights. Cached: the
     base is answered once for every run sampled alike."""
@@ -259,5 +271,5 @@ def heldout_replies(folder: str, dataset: tuple, questions: int, sampling: tuple
     out = []
     for row, g in zip(rows, generations):
         answer = extract_answer(g[0].text, row["task_type"])
-        out.append((g[0].text, bool(is_correct(answer, str(row["answer"]), row["task_type"]))))
+        out.append((row["question"], g[0].text, bool(is_correct(answer, str(row["answer"]), row["task_type"]))))
     return tuple(out)
