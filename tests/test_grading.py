@@ -28,7 +28,11 @@ MATH_EXTRACTION = [
     # last \boxed wins, with nesting, spacing and \fbox
     ("Janet sells 16 - 3 - 4 = 9 eggs at $2 each: 9 * 2 = 18.\n\\boxed{18}", "18"),
     ("The answer is $\\boxed{\\frac{1}{2}}$.", "\\frac{1}{2}"),
-    ("First I got \\boxed{3}, but correcting the error gives \\boxed{4}.", "4"),
+    # a box far (70+ characters) from the one before it stands alone (math-verify's rule, below)
+    (
+        "First I got \\boxed{3}.\nWait: I made an error in the second step, the carry. Correcting it gives \\boxed{4}.",
+        "4",
+    ),
     ("So the result is \\boxed {42}", "42"),
     ("Final: \\fbox{7}", "7"),
     ("$\\boxed{\\frac{\\sqrt{3}}{2}}$", "\\frac{\\sqrt{3}}{2}"),
@@ -66,9 +70,22 @@ MATH_EXTRACTION = [
     ("Natalia sold 48 + 24 clips.\n#### 72", "72"),
     # last number fallback
     ("She has 5 apples and eats 2, leaving 3.", "3"),
-    ("It costs $1,250.50 in total.", "1,250.50"),
+    ("It costs $1,250.50 in total.", "1250.50"),  # math-verify's number, separators dropped
     ("so x = -5", "-5"),
-    ("between 3-5 degrees", "5"),
+    ("between 3-5 degrees", "3-5"),  # math-verify reads an expression (-2)
+    # math-verify's reading where our old regexes failed (issue 70)
+    ("so $x = \\frac{10}{9}$", "x = \\frac{10}{9}"),
+    ("which is \\frac{10}{9} of it", "\\frac{10}{9}"),
+    ("$\\dfrac{1}{3}$", "\\frac{1}{3}"),
+    ("the ratio is $\\left(\\frac{1}{3}\\right)$", "(\\frac{1}{3})"),
+    ("the side is $\\sqrt3$", "\\sqrt{3}"),
+    ("$\\frac13$", "\\frac{1}{3}"),
+    ("so $x \\in [0,1)$", "x \\in [0,1)"),
+    ("a loss of $\\boxed{28\\%}$", "28\\%"),
+    ("a loss of 28%", "28\\%"),  # the "%" math-verify's parse keeps
+    ("about 1 000 people", "1000"),
+    ("$k = \\frac{1}{3}$", "k = \\frac{1}{3}"),
+    ("\\boxed{\\frac{1}{3}\\text{ meters}}", "\\frac{1}{3}"),
     ("No numbers here.", None),
     ("", None),
     ("   \n\t ", None),
@@ -180,6 +197,47 @@ def test_math_agents_vote_on_canonical_form():
     assert not answers_equivalent("3", "4", "math")
     assert not answers_equivalent(None, None, "math")
     assert not answers_equivalent(None, "5", "math")
+
+
+def test_several_boxes_are_one_answer_a_set_as_math_verify_reads_them():
+    """Boxes next to one another are one answer (math-verify's `extract_boxed_content`), which it
+    reads as a set: a gold set in any order, a gold tuple in the written order, never one element."""
+    three = extract_answer("The roots are \\boxed{1}, \\boxed{2}, \\boxed{3}.", "math")
+    pairs = extract_answer("\\boxed{(2, 2)} \\quad\\text{and}\\quad \\boxed{(6, 2)}", "math")
+    assert is_correct(three, "3, 2, 1", "math") and is_correct(three, "\\{1, 2, 3\\}", "math")
+    assert is_correct(three, "(1, 2, 3)", "math") and not is_correct(three, "(3, 2, 1)", "math")
+    assert not is_correct(three, "1, 2", "math") and not is_correct(three, "3", "math")
+    assert is_correct(pairs, "(6, 2), (2, 2)", "math") and not is_correct(pairs, "(6, 2)", "math")
+    # the other direction: a gold written as boxes against a reply with one box or one element
+    gold = "so the roots are $\\boxed{1}$, $\\boxed{2}$ and $\\boxed{3}$."
+    assert is_correct(extract_answer("$\\boxed{3, 1, 2}$", "math"), gold, "math")
+    assert not is_correct("3", gold, "math") and not is_correct("1, 2, 3, 4", gold, "math")
+    # a correction right after a box (a separator, under 70 characters) joins it: the list {3, 4}
+    fixed = extract_answer("I got \\boxed{3}, but correcting the error gives \\boxed{4}.", "math")
+    assert not is_correct(fixed, "4", "math") and is_correct(fixed, "3, 4", "math")
+    # agents' classes follow the same rule
+    from debatelab.grading import INVALID, answer_keys
+
+    keys = answer_keys([three, "\\{3, 2, 1\\}", "1, 2", None], task_type="math", merge_equivalent=True)
+    assert keys[0] == keys[1] != keys[2] and keys[3] == INVALID
+
+
+def test_math_verify_equivalences_our_old_parser_missed():
+    """Issue 70's examples, each graded right now: fractions, roots, intervals, percent, separators."""
+    assert is_correct(extract_answer("so $\\left(\\frac{1}{3}\\right)$", "math"), "\\frac13", "math")
+    assert is_correct(extract_answer("$\\cfrac{1}{3}$", "math"), "1/3", "math")
+    assert is_correct(extract_answer("the side is $\\sqrt3$", "math"), "\\sqrt{3}", "math")
+    assert is_correct(extract_answer("the domain is $[0,1)$", "math"), "[0, 1)", "math")
+    assert not is_correct(extract_answer("the domain is $[0,1)$", "math"), "(0, 1)", "math")
+    assert is_correct(extract_answer("a loss of $\\boxed{28\\%}$", "math"), "28", "math")
+    assert is_correct(extract_answer("a loss of 12.5%", "math"), "0.125", "math")  # the "%" is kept
+    assert not is_correct(extract_answer("a loss of 12.5", "math"), "0.125", "math")
+    assert is_correct(extract_answer("about 1 000 people", "math"), "1000", "math")
+    assert is_correct(extract_answer("$k = \\frac{1}{3}$", "math"), "\\frac{1}{3}", "math")
+    assert is_correct(extract_answer("\\boxed{\\frac{1}{3}\\text{ meters}}", "math"), "1/3", "math")
+    assert is_correct(extract_answer("She has 12-5 left", "math"), "7", "math")  # an expression, evaluated
+    # a whole solution as gold: its answer is read first
+    assert is_correct("-2, 1", "... so the solutions are $n = \\boxed{1,-2}.$", "math")
 
 
 @pytest.mark.parametrize("pred", ["10^{10^{10}}", "2^{100000}", "100000!", "9**9**9"])

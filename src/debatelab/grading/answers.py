@@ -8,14 +8,39 @@ Contract
   nothing answer-like is found. None is always graded wrong and never equals anything.
 - Nothing here raises on model text: huge strings, unbalanced braces and stray unicode
   yield None or a string. An unknown `task_type` is a programming error (ValueError).
-- Math equivalence uses exact rational comparison first and falls back to math-verify,
-  with its signal-based timeout disabled (it breaks outside the main thread) and our
-  own guards: a length limit, a filter for expressions sympy would blow up on, and a
-  daemon-thread time limit.
+
+Math: extraction and equivalence are math-verify's (huggingface/Math-Verify; SDRL App. B grades
+MATH500 with it), measured on its own regression cases
+(`tests/test_math_verify_cases.py`: 239 of 245 labels, each other one listed with its reason).
+- Extraction, in order: (1) a reply with a box: math-verify's `parse` of the boxes
+  (`LatexExtractionConfig(boxed_match_priority=0)` + `ExprExtractionConfig`). Boxes next to one
+  another ("\\boxed{1}, \\boxed{2}", "\\boxed{(2, 2)} and \\boxed{(6, 2)}": under 10 characters
+  apart, or under 70 with ",", ";", "and" or "or" between) are one answer, the list "1,2", which
+  math-verify reads as a set: it equals a gold set in any order and a gold tuple in the written
+  order, never one of its elements. (2) No box: our cues, which add what math-verify lacks: the
+  phrase after "The answer is"/"Answer:" (un-delimited LaTeX such as "\\sqrt{2} meters" or "2x + 1",
+  where math-verify reads only the first number), then after GSM8K's "####". (3) math-verify's
+  `parse` of the end of the reply ("final answer is", "answer:", $...$, \\(...\\), \\[...\\], bare
+  fractions, numbers with separators, currency and percent). (4) The last number, when math-verify
+  finds nothing.
+- The answer is the string math-verify extracted (its normalised LaTeX, "\\frac{1}{3}", "1,2",
+  "28\\%"; a number without separators, "1250.50"), so Parquet columns and votes stay strings.
+- Equivalence (`is_correct`, `answers_equivalent`, and so the answer classes, votes and uncertainty
+  counts of `votes`): equal canonical strings, then exact numbers (tolerance 1e-6), then
+  math-verify's `verify` of the two answers each parsed as a box's content (a gold is a MATH-style
+  box content; a gold or prediction that is a whole solution, with $ or a box, has its answer
+  extracted first). math-verify is asymmetric (gold first); between agents both orders count.
+- Bounded on adversarial text: math-verify's own timeout uses signals, which break outside the main
+  thread, so it is off (`parsing_timeout=None`, `timeout_seconds=None`); instead math-verify reads
+  at most ~1,000 characters (the last box, if under 400, with 300 on either side, or the reply's last 1,000: its
+  regular expressions are cubic in the length and hold the GIL), tries 20 matches per priority,
+  compares strings of at most 300 characters without huge powers or factorials, and runs in a
+  daemon thread given 5 s.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import threading
@@ -63,6 +88,10 @@ _PHRASE_CHARS = 200  # how much text after "Answer:" can hold the answer
 _MAX_CUES = 100  # answer cues examined per reply (keeps pathological text fast)
 _MAX_MATH_VERIFY_CHARS = 300  # longer strings are not answers; sympy time grows fast
 _MATH_VERIFY_SECONDS = 5.0
+_MAX_BOX_CHARS = 400  # a longer box is not an answer: math-verify does not read it
+_BOX_CONTEXT_CHARS = 300  # text kept on either side of the last box for math-verify
+_TAIL_CHARS = 1000  # how much of a reply's end math-verify reads when there is no box
+_MAX_MATCHES = 20  # math-verify matches tried per priority level
 _NUMERIC_TOL = Fraction(1, 10**6)  # [CHOICE] (UDPO's paper gives no parser): float compare, tol 1e-6
 _MAX_NUMBER_CHARS = 200  # keep exact rational arithmetic cheap
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -280,23 +309,86 @@ def _clean_phrase(phrase: str) -> str:
 
 # --------------------------------------------------------------------------- math
 
-_LAST_NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?")
+_LAST_NUMBER = re.compile(r"(?<![\w.])-?(?:[1-9]\d{0,2}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?")
 
 
 def _extract_math(text: str) -> str | None:
-    """Last \\boxed{}, then "Answer:"/"The answer is", then "####", then the last number."""
-    boxed = last_boxed(text)
-    if boxed is not None:
-        return boxed
+    """math-verify's answer in the boxes (boxed first), then our "Answer:"/"The answer is" and "####"
+    cues, then math-verify's answer in the end of the reply, then the last number (module docstring)."""
+    span = last_boxed_span(text)
+    if span is not None:
+        found = _math_verify_extract(_box_window(text, span)) if span[2] - span[1] <= _MAX_BOX_CHARS else None
+        return found or text[span[1] : span[2]].strip()
     for cue in (_ANSWER_CUE, _GSM_CUE):
         for _, phrase in reversed(_phrases_after(cue, text)):
             phrase = _clean_phrase(phrase)
             if _looks_like_math_answer(phrase):
                 return _number_from_prose(phrase)
+    found = _math_verify_extract(_tail_window(text))
+    if found:
+        return found
     last = None
     for last in _LAST_NUMBER.finditer(text):  # noqa: B007 (the loop leaves the last match behind)
         pass
     return last.group() if last else None
+
+
+def _line_start_after(text: str, pos: int, stop: int) -> int:
+    """`pos`, moved on to the next line start before `stop` if there is one: an inline $...$ never
+    spans lines, so a window that starts on a line start does not start inside one."""
+    newline = text.find("\n", pos, stop)
+    return pos if pos == 0 or newline < 0 else newline + 1
+
+
+def _box_window(text: str, span: tuple[int, int, int]) -> str:
+    """The last box with the lines around it: enough for math-verify to join the boxes before it
+    and see the $...$ around it, short enough that its regular expressions stay fast."""
+    start = _line_start_after(text, max(0, span[0] - _BOX_CONTEXT_CHARS), span[0])
+    end = min(len(text), span[2] + 1 + _BOX_CONTEXT_CHARS)
+    newline = text.rfind("\n", span[2], end)
+    return text[start : newline if newline >= 0 else end]
+
+
+def _tail_window(text: str) -> str:
+    """The end of the reply, from a line start: math-verify takes the answer nearest the end."""
+    start = max(0, len(text) - _TAIL_CHARS)
+    return text[_line_start_after(text, start, len(text)) :]
+
+
+def _math_verify_extract(window: str) -> str | None:
+    """The answer math-verify's `parse` finds in `window` (LaTeX with boxes first, then plain
+    expressions and numbers), as the string it extracted; None when nothing matches."""
+    mv = _math_verify()
+    return _run_with_time_limit(lambda: _first_parsed_match(window, mv), _MATH_VERIFY_SECONDS, default=None)
+
+
+def _first_parsed_match(text: str, mv: _MathVerify) -> str | None:
+    """math-verify's `extract_target_from_pred` (huggingface/Math-Verify, parser.py) with its
+    "first_match" fallback: the string of the first match that parses, else of the first match
+    (math-verify then compares it as a string). Unlike its `parse`, this returns the string of the
+    match that parsed, and tries at most _MAX_MATCHES matches per priority level."""
+    patterns = sorted(
+        ((pattern, target, priority) for regexes, target in mv.regexes for pattern, priority in regexes),
+        key=lambda item: item[2],
+    )
+    fallback = None
+    for _, group in itertools.groupby(patterns, key=lambda item: item[2]):
+        matches = [(m, target) for pattern, target, _ in group for m in pattern.finditer(text)]
+        # Rightmost end first, then leftmost start, as math-verify orders them.
+        matches.sort(key=lambda item: (item[0].end(), -item[0].start()), reverse=True)
+        for match, target in matches[:_MAX_MATCHES]:
+            parsed, extracted = mv.extract_match(match, target)
+            extracted = extracted.strip()
+            if parsed is not None and extracted:
+                if _has_percent(match) and not extracted.endswith("%"):
+                    extracted += "\\%"  # the string loses the "%" its parse kept
+                return extracted
+            fallback = fallback or extracted or None
+    return fallback
+
+
+def _has_percent(match: re.Match[str]) -> bool:
+    return any(value for name, value in match.groupdict().items() if name.endswith("percent"))
 
 
 #: Words of two or more letters that are prose, not math: not a LaTeX command, not a function
@@ -355,7 +447,8 @@ _DROP = re.compile(
 )
 _SINGLE_VAR_EQ = re.compile(r"^\\?[A-Za-z]+(?:_\{?\w+\}?)?\s*=\s*(?=\S)")
 _CURRENCY = re.compile(r"^(?:[€£¥₹]|USD\b|US\b|Rs\.)\s*")
-_NUMBER = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+"
+# Thousands groups after a non-zero digit, as math-verify reads them ("0,111" is 0.111 to it).
+_NUMBER = r"[-+]?(?:[1-9]\d{0,2}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+"
 # A number with only words around it: "18 dollars", "about 9 apples", "$18.00".
 _NUMBER_WITH_WORDS = re.compile(
     rf"^(?P<pre>(?:[A-Za-z]{{2,}}\s+)*)(?P<num>{_NUMBER})(?:\s*/\s*(?P<den>\d+))?"
@@ -430,14 +523,18 @@ def _canonical_math(answer: str) -> str | None:
     if value is not None:
         return _format_number(value)
     s = _FRAC_SHORT.sub(r"\\frac{\1}{\2}", _SQRT_SHORT.sub(r"\\sqrt{\1}", s))
-    return re.sub(r"\s+", "", s) or None
+    compact = re.sub(r"\s+", "", s)
+    # "32, 349" is a list to math-verify; compacted it would read as the number 32349.
+    return (re.sub(r"\s+", " ", s) if _math_value(compact) is not None else compact) or None
 
 
 def _math_equal(gold: str, pred: str, *, symmetric: bool = False) -> bool:
-    """Canonical strings, then exact numbers (tol 1e-6), then guarded math-verify.
+    """Canonical strings, then exact numbers (tol 1e-6), then guarded math-verify `verify`.
 
-    math-verify is asymmetric (gold first); between two agents try both orders.
+    math-verify is asymmetric (gold first); between two agents try both orders. A percentage
+    differs from its number as a string but not to math-verify (50% = 0.5 = 50), so it goes on.
     """
+    gold, pred = _answer_in(gold), _answer_in(pred)
     canon_gold, canon_pred = _canonical_math(gold), _canonical_math(pred)
     if canon_gold is None or canon_pred is None:
         return False
@@ -446,9 +543,23 @@ def _math_equal(gold: str, pred: str, *, symmetric: bool = False) -> bool:
     value_gold = _math_value(canon_gold)
     value_pred = _math_value(canon_pred)
     if value_gold is not None and value_pred is not None:
-        return abs(value_gold - value_pred) <= _NUMERIC_TOL
-    gold, pred = _strip_math_wrappers(gold), _strip_math_wrappers(pred)
+        if abs(value_gold - value_pred) <= _NUMERIC_TOL:
+            return True
+        if "%" not in gold and "%" not in pred:
+            return False
     return _math_verify_equal(gold, pred) or (symmetric and _math_verify_equal(pred, gold))
+
+
+def _answer_in(text: str) -> str:
+    """The answer math-verify reads in a whole reply or solution ($...$, \\(...\\), \\[...\\], a box),
+    as `extract_answer` finds it; any other string is an answer already."""
+    if any(delimiter in text for delimiter in _MATH_DELIMITERS):
+        return _extract_math(text) or text
+    return text
+
+
+# A string with one of these is a whole reply, not an answer (`_answer_in`).
+_MATH_DELIMITERS = ("$", "\\(", "\\[", "\\boxed", "\\fbox")
 
 
 # Huge powers and factorials make sympy compute enormous integers (minutes, gigabytes).
@@ -461,24 +572,49 @@ _RISKY = re.compile(
 
 
 def _math_verify_equal(gold: str, pred: str) -> bool:
-    if not gold or not pred:
+    if not gold.strip() or not pred.strip():
         return False
     if max(len(gold), len(pred)) > _MAX_MATH_VERIFY_CHARS:
         return False
     if _RISKY.search(gold) or _RISKY.search(pred):
         return False
-
-    # Import here, not in the timed thread: the first import (sympy) can take seconds.
-    from math_verify import parse, verify
+    mv = _math_verify()
 
     def check() -> bool:
-        parsed_gold = parse("\\boxed{" + gold + "}", parsing_timeout=None)
-        parsed_pred = parse("\\boxed{" + pred + "}", parsing_timeout=None)
+        parsed_gold, parsed_pred = _math_verify_parse(gold), _math_verify_parse(pred)
         if not parsed_gold or not parsed_pred:
             return False
-        return bool(verify(parsed_gold, parsed_pred, timeout_seconds=None))
+        return bool(mv.verify(list(parsed_gold), list(parsed_pred), timeout_seconds=None))
 
     return _run_with_time_limit(check, _MATH_VERIFY_SECONDS, default=False)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _math_verify_parse(answer: str) -> tuple[object, ...]:
+    """math-verify's `parse` of an answer, read as the content of a box, as a MATH gold is
+    ("\\sqrt{2}", "(1, 2)", "1, 2"). Cached: one gold is compared with many replies, one answer
+    with its peers."""
+    mv = _math_verify()
+    return tuple(mv.parse("\\boxed{" + answer + "}", mv.config, parsing_timeout=None))
+
+
+class _MathVerify:
+    """math-verify's pieces, imported once: the first import (sympy) takes seconds, so it happens
+    in the caller's thread, not inside a time limit."""
+
+    def __init__(self) -> None:
+        from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+        from math_verify.parser import extract_match, get_extraction_regexes
+
+        # Boxed first, as math-verify's own tests grade replies (tests/test_all.py, compare_strings).
+        self.config = (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
+        self.regexes = get_extraction_regexes(self.config)
+        self.parse, self.verify, self.extract_match = parse, verify, extract_match
+
+
+@functools.cache
+def _math_verify() -> _MathVerify:
+    return _MathVerify()
 
 
 _T = TypeVar("_T")

@@ -59,7 +59,8 @@ class PeerView:
 
 def mask_last_boxed(text: str) -> str:
     """Replace the last \\boxed{...} (or \\fbox{...}) by <answer> (UMAD's released code); the box is
-    the one `grading.last_boxed` reads, so what is masked is exactly the answer a grader would see."""
+    the one `grading.last_boxed` reads. Boxes right before it that the grader reads with it as one
+    answer ("\\boxed{1}, \\boxed{2}", `grading.answers`) stay visible."""
     span = last_boxed_span(text)
     if span is None:
         return text
