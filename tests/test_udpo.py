@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -47,6 +48,24 @@ def test_corrected_r_intra_stays_in_the_unit_interval():
     # Eq 1 as printed (N(T−1) denominator) would give 1 − 6/3 = −1 here; the corrected form gives 0
     flipping = [["1", "1", "1"], ["2", "2", "2"], ["1", "1", "1"]]
     assert trajectory_rewards(flipping, "1", "math")["r_intra"] == 0.0
+
+
+def test_r_intra_s_normaliser_is_the_declared_choice_with_its_worked_numbers():
+    """udpo.yaml declares r_intra's normaliser as a [CHOICE] (Eq. 1's N(T−1) under its T transitions);
+    the numbers it gives are the ones computed here: N = 5, T = 5 debate rounds after the first answers."""
+    config = (Path(__file__).resolve().parents[1] / "config" / "experiments" / "udpo.yaml").read_text()
+    declaration = config[config.index("# [CHOICE] r_intra") :].split("\ntraining:")[0]
+    assert "5 flips give 1 − 5/25 = 0.80 here and 1 − 5/20 = 0.75 as printed" in declaration
+    assert "25 flips (every agent\n# every round) give 0 here and −0.25 as printed" in declaration
+    steady = [["1"] * 5] * 6  # rounds t = 0…5
+    # agent i answers 1 up to round i and 2 after it: one flip each, 5 in all
+    five_flips = [["1" if t <= i else "2" for i in range(5)] for t in range(6)]
+    flips = sum(five_flips[t][i] != five_flips[t + 1][i] for i in range(5) for t in range(5))
+    assert flips == 5
+    assert trajectory_rewards(five_flips, "1", "math")["r_intra"] == pytest.approx(0.80)
+    every_round = [["1" if t % 2 == 0 else "2"] * 5 for t in range(6)]
+    assert trajectory_rewards(every_round, "1", "math")["r_intra"] == 0.0
+    assert trajectory_rewards(steady, "1", "math")["r_intra"] == 1.0
 
 
 def test_invalid_answers_count_as_disagreement_in_the_rewards():
