@@ -281,15 +281,15 @@ def test_task_type_groups_equivalent_answers():
 
 def test_merge_equivalent_classes():
     # "0.3333333" and "1/3" have different canonical strings but are answers_equivalent
-    # (|diff| ≈ 3.3e-8 ≤ 1e-6), so they merge only with merge_equivalent=True.
+    # (|diff| ≈ 3.3e-8 ≤ 1e-6): one answer to the protocols, so the measures merge them by default
+    # (UMAD App. C.1); merge_equivalent=False keeps them apart.
     final = ["1/3", "0.3333333", "1/3", "2"]
     # Without merging: p = (2/4, 1/4, 1/4), K = 3: H = 0.5 ln 2 + 2·0.25 ln 4 = 0.346574 +
     # 0.693147 = 1.039721 nats; / ln 3 (1.098612) = 0.946395.
-    assert debate_uncertainty([final], task_type="math")["entropy"] == approx(0.946395)
+    assert debate_uncertainty([final], task_type="math", merge_equivalent=False)["entropy"] == approx(0.946395)
     # Merged: p = (3/4, 1/4), K = 2: H = 0.75·0.287682 + 0.25·1.386294 = 0.215762 +
     # 0.346574 = 0.562335 nats; / ln 2 = 0.811278.
-    merged = debate_uncertainty([final], task_type="math", merge_equivalent=True)
-    assert merged["entropy"] == approx(0.811278)
+    assert debate_uncertainty([final], task_type="math")["entropy"] == approx(0.811278)
     with pytest.raises(ValueError):
         answer_keys(final, merge_equivalent=True)  # needs a task_type
 

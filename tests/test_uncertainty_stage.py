@@ -250,3 +250,26 @@ def test_malformed_answers_name_file_and_question(tmp_path, answers_by_round, me
     row = question("q9", [[A, A, A]], correct=True, answers_by_round=answers_by_round)
     with pytest.raises(DataFileError, match=rf"questions\.parquet: question q9 thread 0.*{message}"):
         run(tmp_path, [row])
+
+
+def test_the_split_merges_equivalent_answers_as_the_protocols_do(tmp_path):
+    """UMAD (Qiao et al., arXiv:2603.01221, App. C.1) merges semantically equivalent answers before the
+    decomposition. K = 16 threads: agent 0 answers 8 × "2^{n}-1" and 8 × "2^n-1", agent 1 16 × "2^n-1",
+    one answer to the protocols (`grading.AnswerClasses`): total = epistemic = aleatoric = 0. Unmerged,
+    the split was 0.562 / 0.216 / 0.347 nats (the entropy of a 3:1 mixture; JSD; ln 2 / 2)."""
+    rows = [
+        question(
+            "q1",
+            [["2^{n}-1" if thread < 8 else "2^n-1", "2^n-1"]] * 2,
+            correct=True,
+            thread=thread,
+            task_type="math",
+            gold="2^n-1",
+        )
+        for thread in range(16)
+    ]
+    result = run(tmp_path, rows)
+    parts = result["rounds"][["total", "epistemic", "aleatoric"]]
+    assert (parts == 0.0).all().all(), parts
+    # UDPO's measures count the same classes: nobody flips or disagrees
+    assert (result["measures"][["u_intra", "u_inter"]] == 0.0).all().all()

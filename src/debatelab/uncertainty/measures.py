@@ -14,8 +14,10 @@ Two families, one per spec:
 Answers
   Inputs are already-parsed answer strings (`grading.extract_answer`), None when no answer
   could be parsed. They are compared by their `grading.answer_keys` (with `task_type`,
-  canonical forms: "1/2" = "0.5"; `merge_equivalent` merges math-verify classes, slow), and
-  every unparseable answer has the key `INVALID`.
+  canonical forms: "1/2" = "0.5"), merged into the classes the debate protocols vote with
+  (`grading.AnswerClasses`: "2^{n}-1" and "2^n-1" are one answer; UMAD App. C.1 "merge semantically
+  equivalent terms"; `merge_equivalent=False` keeps the canonical keys apart), and every
+  unparseable answer has the key `INVALID`.
 
 Invalid answers
   * UDPO [CHOICE] (`udpo_agree`): an invalid answer agrees with no answer, not even another
@@ -113,7 +115,9 @@ def _trajectory_keys(
     for t, round_answers in enumerate(rounds):
         if len(round_answers) != n_agents:
             raise ValueError(f"round {t} has {len(round_answers)} agents, round 0 has {n_agents}")
-    flat = answer_keys([a for r in rounds for a in r], task_type=task_type, merge_equivalent=merge_equivalent)
+    flat = answer_keys(
+        [a for r in rounds for a in r], task_type=task_type, merge_equivalent=merge_equivalent and task_type is not None
+    )
     return [flat[t * n_agents : (t + 1) * n_agents] for t in range(len(rounds))]
 
 
@@ -180,7 +184,7 @@ def debate_uncertainty(
     task_type: str | None = None,
     n_options: int | None = None,
     loo_tie: str = "first",
-    merge_equivalent: bool = False,
+    merge_equivalent: bool = True,
 ) -> dict[str, float]:
     """UDPO uncertainty of one debate trajectory (Tang et al., arXiv:2602.07186 §2, App. D; paper §3, App. D).
 
@@ -221,7 +225,7 @@ def debate_uncertainty(
     H̃ = 0.722, D = 1, L = 0, u_sys = 0.574.
 
     `task_type` groups answers with `grading.normalize_answer` first ("1/2" = "0.5");
-    `merge_equivalent` additionally merges `answers_equivalent` classes (slow for math).
+    `merge_equivalent=False` compares canonical keys without merging equivalent classes.
     """
     _check_options(lam, entropy_normaliser, n_options, loo_tie)
     rounds = _trajectory_keys(answers, task_type, merge_equivalent)
@@ -259,7 +263,7 @@ def per_agent_uncertainty(
     lam: float = DEFAULT_LAMBDA,
     task_type: str | None = None,
     loo_tie: str = "first",
-    merge_equivalent: bool = False,
+    merge_equivalent: bool = True,
 ) -> list[dict[str, float]]:
     """Per-agent parts of one trajectory, for warm-up calibration (Tang et al., arXiv:2602.07186 App. A.2 step 2).
 
@@ -309,7 +313,7 @@ def answer_distribution(
     *,
     task_type: str | None = None,
     include_invalid: bool = True,
-    merge_equivalent: bool = False,
+    merge_equivalent: bool = True,
 ) -> dict[str, float]:
     """p̂(y) = count(y)/K over one agent's K sampled answers (Qiao et al., arXiv:2603.01221 App. C.1, Algorithm 1 step 2d).
 
@@ -322,7 +326,7 @@ def answer_distribution(
     For several agents of one round prefer `decompose_samples`, which canonicalises all
     agents' samples together (needed for `merge_equivalent` classes to agree).
     """
-    keys = answer_keys(samples, task_type=task_type, merge_equivalent=merge_equivalent)
+    keys = answer_keys(samples, task_type=task_type, merge_equivalent=merge_equivalent and task_type is not None)
     if not include_invalid:
         keys = [k for k in keys if k != INVALID]
     if not keys:
@@ -395,7 +399,7 @@ def decompose_samples(
     *,
     task_type: str | None = None,
     include_invalid: bool = True,
-    merge_equivalent: bool = False,
+    merge_equivalent: bool = True,
 ) -> dict[str, float]:
     """TU / Sys-EU / Sys-AU of one debate round from K sampled answers per agent
     (Qiao et al., arXiv:2603.01221 App. C.1, Algorithm 1).
@@ -409,7 +413,11 @@ def decompose_samples(
     if isinstance(samples, (str, bytes)) or len(samples) == 0:
         raise ValueError("samples must be a non-empty sequence of per-agent sample lists")
     per_agent = [list(s) for s in samples]
-    flat = answer_keys([a for s in per_agent for a in s], task_type=task_type, merge_equivalent=merge_equivalent)
+    flat = answer_keys(
+        [a for s in per_agent for a in s],
+        task_type=task_type,
+        merge_equivalent=merge_equivalent and task_type is not None,
+    )
     dists = []
     start = 0
     for i, s in enumerate(per_agent):

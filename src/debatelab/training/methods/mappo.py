@@ -101,7 +101,7 @@ def final_disagreement(answers: Sequence[Sequence[str | None]], task_type: str) 
 
     MAPPO's paper baseline keeps INVALID as one shared value (all-invalid final answers are
     unanimous), unlike UDPO's measures (`uncertainty.measures.udpo_agree`), so D is computed here."""
-    return float(len(set(answer_keys(list(answers[-1]), task_type=task_type))) > 1)
+    return float(len(set(answer_keys(list(answers[-1]), task_type=task_type, merge_equivalent=True))) > 1)
 
 
 def shared_reward(r_task: float, disagreement: float, consensus_weight: float) -> float:
@@ -118,7 +118,7 @@ def agreement_features(
     progress = round_ / rounds if rounds else 0.0
     if previous is None:
         return [1.0, progress, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
-    keys = answer_keys(list(previous), task_type=task_type)
+    keys = answer_keys(list(previous), task_type=task_type, merge_equivalent=True)
     n = len(keys)
     counts = Counter(keys)
     top, top_count = counts.most_common(1)[0]

@@ -70,7 +70,7 @@ def choose_pair(
         return group[int(i)], group[int(j)]
     if mode != "freq":
         raise ValueError(f"unknown pair_mode {mode!r}; expected rand or freq")
-    keys = answer_keys([r.answer for r in group], task_type=task_type)
+    keys = answer_keys([r.answer for r in group], task_type=task_type, merge_equivalent=True)
     counts = Counter(keys)
     classes = [k for k, _ in counts.most_common() if k != INVALID]  # most_common keeps first-seen order on ties
     if len(classes) < 2 and INVALID in counts:

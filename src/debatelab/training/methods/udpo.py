@@ -129,8 +129,10 @@ def trajectory_rewards(
     invalid answers only gets r_intra = r_inter = r_sys = 0.
     """
     measures = debate_uncertainty(answers, lam=lam, task_type=task_type, **uncertainty_options)
-    rounds = [answer_keys(r, task_type=task_type) for r in answers]
-    n, T = len(rounds[0]), len(rounds) - 1
+    n, T = len(answers[0]), len(answers) - 1
+    # one set of answer classes over the whole debate, as the protocols and the measures use
+    flat = answer_keys([a for r in answers for a in r], task_type=task_type, merge_equivalent=True)
+    rounds = [flat[t * n : (t + 1) * n] for t in range(T + 1)]
     flips = sum(not udpo_agree(rounds[t][i], rounds[t + 1][i]) for i in range(n) for t in range(T))
     return {
         "r_intra": 1.0 - flips / (n * T) if T else 1.0,
