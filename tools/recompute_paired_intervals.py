@@ -1,6 +1,6 @@
 """Recompute the paired accuracy differences that README.md and docs/experiments.md quote with the
 old paired percentile bootstrap, as the exact interval conditional on the discordant questions
-(`debatelab.evaluation.claims.paired_counts_difference`, issue 43).
+(`debatelab.intervals.paired_counts_difference`, issue 43).
 
 The cached run outputs are not needed: a quoted row gives n, both accuracies (so each side's number
 of right answers), the difference and the exact McNemar p to its printed digits. With b = questions
@@ -14,11 +14,12 @@ table: before, after, verdict before and after).
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 
 from scipy import stats
 
-from debatelab.evaluation.claims import ALPHA, paired_counts_difference
+from debatelab.intervals import ALPHA, paired_counts_difference
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,7 @@ def old_verdict(old: str) -> str:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     print(
         "| where | comparison | n | b, c (recovered) | old interval (paired percentile bootstrap) | p | new exact interval | verdict old → new |"
     )
