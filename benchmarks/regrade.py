@@ -45,7 +45,9 @@ def math_replies(results: Path) -> pd.DataFrame:
     """Every math reply of the run with its gold: file, agent, round, response, gold, correct."""
     frames, golds = [], {}
     for path in sorted(results.glob("zero_shot/*/*.parquet")):
-        table = pd.read_parquet(path, columns=["question_id", "agent", "round", "task_type", "response", "gold", "correct"])
+        table = pd.read_parquet(
+            path, columns=["question_id", "agent", "round", "task_type", "response", "gold", "correct"]
+        )
         golds.update(dict(zip(table["question_id"], zip(table["gold"], table["task_type"], strict=True), strict=True)))
         frames.append(table.assign(file=str(path.relative_to(results))))
     for path in sorted(results.glob("debate/*/*/turns.parquet")):
