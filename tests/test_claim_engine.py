@@ -154,3 +154,10 @@ def test_contexts_in_order_untestable_rows_passed_through_and_cases_routed_by_ke
     assert claims[0].detail == "no such protocol" and claims[3].statement == "a beats b on there"
     assert claims[2].statement == "a beats b on here"
     assert claims[2].detail == "n = 12" and claims[2].value == pytest.approx(100 * claims[1].value)
+
+
+def test_every_row_names_where_its_paper_states_the_claim():
+    with pytest.raises(ValueError, match="source"):
+        ClaimSpec("x-1", "a beats b", DIFFERENCE, lambda c: [c], "d")
+    with pytest.raises(ValueError, match="source"):
+        evaluate_claims([_spec()], [Untestable("no run", claim="x-3", statement="other")])

@@ -214,6 +214,8 @@ class ClaimSpec:
     source: str = ""
 
     def __post_init__(self):
+        if not self.source:
+            raise ValueError(f"{self.id}: a claim names where its paper states it (source: section, table, figure)")
         if self.family not in FAMILIES:
             raise ValueError(f"{self.id}: unknown statistic family {self.family!r}; one of {sorted(FAMILIES)}")
         if self.expect not in EXPECTATIONS:
@@ -318,6 +320,8 @@ def evaluate_claims(specs: Sequence[ClaimSpec], contexts: Iterable[Any]) -> list
     for context in contexts:
         if isinstance(context, Untestable):
             source = context.source or sources.get(context.claim, "")
+            if not source:
+                raise ValueError(f"{context.claim}: an untestable row names where its paper states it (source)")
             claims.append(Claim.untestable(context.claim, context.statement, context.reason, context.scope, source))
             continue
         for spec in specs:

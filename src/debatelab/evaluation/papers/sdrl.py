@@ -1,5 +1,5 @@
-"""SDRL (Liu et al., arXiv:2601.22297 §6, Tables 1-6; §6): Tables 1-6 and Fig. 1 (accuracy by debate round) from the debate stage's
-questions and turns, the zero-shot samples and the training metrics; the claims of §9 are `sdrl_claims`.
+"""SDRL (Liu et al., arXiv:2601.22297 §6, Tables 1-6): Tables 1-6 and Fig. 1 (accuracy by debate round) from the debate stage's
+questions and turns, the zero-shot samples and the training metrics; the claims (sdrl-1 to sdrl-8) are `sdrl_claims`.
 
 Which protocol fills which cell follows from the config: the topology = its kind (all_to_all is the
 paper's decentralized MAD, ring its sparse MAD, centralized its centralized MAD), N = its
