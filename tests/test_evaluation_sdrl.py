@@ -16,7 +16,7 @@ from debatelab import intervals
 from debatelab.config import Experiment, validate_config
 from debatelab.evaluation import stage
 from debatelab.evaluation.paper_numbers import long_table
-from debatelab.evaluation.papers import sdrl, sdrl_claims, sdrl_single_agent
+from debatelab.evaluation.papers import sdrl, sdrl_claims, sdrl_rounds, sdrl_single_agent
 from debatelab.evaluation.run import (
     QUESTION_COLUMNS,
     TURN_COLUMNS,
@@ -705,7 +705,7 @@ def test_table6_token_means_bootstrap_the_questions_with_such_a_reply():
         ],
         columns=TURN_COLUMNS,
     )
-    t6 = sdrl.table6(outputs, sdrl.debate_infos(outputs))
+    t6 = sdrl_rounds.table6(outputs, sdrl.debate_infos(outputs))
     turns = outputs.turns[outputs.turns["round"] == 0]
     for kind, right in (("correct", turns["correct"]), ("incorrect", ~turns["correct"])):
         expected = intervals.mean_estimate(
@@ -714,7 +714,7 @@ def test_table6_token_means_bootstrap_the_questions_with_such_a_reply():
         row = t6[t6["round"] == 0].iloc[0]
         assert row[f"{kind}_tokens"] == pytest.approx(expected.value)
         assert (row[f"{kind}_tokens_low"], row[f"{kind}_tokens_high"]) == pytest.approx((expected.low, expected.high))
-    cells = sdrl.table6_cells(t6)
+    cells = sdrl_rounds.table6_cells(t6)
     assert cells[["low", "high"]].notna().all().all() and len(cells) == 4
     assert (cells["low"] < cells["value"]).all() and (cells["value"] < cells["high"]).all()
 
