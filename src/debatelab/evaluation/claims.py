@@ -1,5 +1,5 @@
-"""Checkable claims: each claim a spec lists as testable on CPU, measured on this run with its
-uncertainty.
+"""Checkable claims: each claim of a paper testable on CPU, measured on this run with its
+uncertainty; each names where the paper states it (`Claim.source`).
 
 A claim is a statistic (a difference of accuracies, a correlation, a slope, ...) with a 95 % interval,
 a two-sided p-value and an expected direction against a threshold (``expect`` "> 0", "< 0", ">= 0",
