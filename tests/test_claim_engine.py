@@ -33,7 +33,7 @@ from debatelab.evaluation.claims import TOO_FEW, claims_frame
 
 
 def _spec(family=PAIRED_ACCURACY, cases=None, **kw) -> ClaimSpec:
-    return ClaimSpec("§1", "a beats b", family, cases or (lambda c: [c]), "acc(a) − acc(b)", **kw)
+    return ClaimSpec("x-1", "a beats b", family, cases or (lambda c: [c]), "acc(a) − acc(b)", source="X §1", **kw)
 
 
 def _one_outcome_shares(only_a: int, only_b: int, both: int, neither: int) -> Shares:
@@ -46,7 +46,9 @@ def _one_outcome_shares(only_a: int, only_b: int, both: int, neither: int) -> Sh
 def test_one_outcome_per_question_is_paired_correctness_with_its_exact_mcnemar_test():
     """b = 4, c = 0 of 200 questions: a difference of 2 points whose exact McNemar p is 0.125; the
     engine takes the exact interval, which covers 0: inconclusive, never holds."""
-    spec = ClaimSpec("§1", "a beats b on {where}", PAIRED_ACCURACY, lambda c: [c], "acc(a) − acc(b), points")
+    spec = ClaimSpec(
+        "x-1", "a beats b on {where}", PAIRED_ACCURACY, lambda c: [c], "acc(a) − acc(b), points", source="X §1"
+    )
     claims = evaluate_claims([spec], [Case("gsm8k", _one_outcome_shares(4, 0, 100, 96), {"where": "gsm8k"})])
     row = claims_frame(claims).iloc[0]
     assert row["statement"] == "a beats b on gsm8k"
@@ -116,25 +118,46 @@ def test_proportion_exact_and_missing():
 
 def test_contexts_in_order_untestable_rows_passed_through_and_cases_routed_by_key():
     with pytest.raises(ValueError, match="needs the case's field 'where'"):
-        evaluate_claims([ClaimSpec("§1", "on {where}", MEAN, lambda c: [c])], [Case("x", Rows(np.ones(3)))])
+        evaluate_claims(
+            [ClaimSpec("x-1", "on {where}", MEAN, lambda c: [c], source="X §1")], [Case("x", Rows(np.ones(3)))]
+        )
     specs = [
-        ClaimSpec("§1", "a beats b on {where}", DIFFERENCE, only("first"), "d", scale=100),
-        ClaimSpec("§2", "second", DIFFERENCE, only("second"), "d"),
+        ClaimSpec("x-1", "a beats b on {where}", DIFFERENCE, only("first"), "d", scale=100, source="X §4.3, Table 3"),
+        ClaimSpec("x-2", "second", DIFFERENCE, only("second"), "d", source="X App. B, Figure 7"),
     ]
     rows = Rows(np.linspace(1, 2, 12), np.linspace(0, 1, 12)[::-1])  # differences 0 to 2, mean 1
     contexts = [
-        Untestable("no such protocol", "s0", claim="§0", statement="skipped"),
+        Untestable("no such protocol", "s0", claim="x-1..2", statement="skipped", source="X §4.3, App. B"),
         For("second", Case("s1", rows)),
         For("first", Case("s2", rows, {"where": "here"}, detail=lambda e: f"n = {e.n}")),
         For("first", Untestable("no debate", "s3", {"where": "there"})),
+        Untestable("no second protocol", "s4", claim="x-2", statement="second"),
     ]
     claims = evaluate_claims(specs, contexts)
     assert [(c.claim, c.scope, c.verdict) for c in claims] == [
-        ("§0", "s0", "n/a"),
-        ("§2", "s1", "holds"),
-        ("§1", "s2", "holds"),
-        ("§1", "s3", "n/a"),
+        ("x-1..2", "s0", "n/a"),
+        ("x-2", "s1", "holds"),
+        ("x-1", "s2", "holds"),
+        ("x-1", "s3", "n/a"),
+        ("x-2", "s4", "n/a"),
     ]
+    # every row names where the paper states it: the spec's source, or the untestable context's own
+    # (else that of the spec of its id)
+    assert [c.source for c in claims] == [
+        "X §4.3, App. B",
+        "X App. B, Figure 7",
+        "X §4.3, Table 3",
+        "X §4.3, Table 3",
+        "X App. B, Figure 7",
+    ]
+    assert list(claims_frame(claims).columns[:3]) == ["claim", "source", "statement"]
     assert claims[0].detail == "no such protocol" and claims[3].statement == "a beats b on there"
     assert claims[2].statement == "a beats b on here"
     assert claims[2].detail == "n = 12" and claims[2].value == pytest.approx(100 * claims[1].value)
+
+
+def test_every_row_names_where_its_paper_states_the_claim():
+    with pytest.raises(ValueError, match="source"):
+        ClaimSpec("x-1", "a beats b", DIFFERENCE, lambda c: [c], "d")
+    with pytest.raises(ValueError, match="source"):
+        evaluate_claims([_spec()], [Untestable("no run", claim="x-3", statement="other")])

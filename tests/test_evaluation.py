@@ -391,23 +391,23 @@ def test_udpo_claims_measure_the_directions():
     claims = build_paper("udpo", _udpo_outputs()).claims
     by = {(c.claim, c.statement): c for c in claims}
     # the fixture has 4 questions, fewer than claims.MIN_UNITS: bootstrapped claims keep their value
-    # without an interval ("n/a (too few)"; the old percentile intervals on 4 questions let §11.1 and
-    # §11.6 hold); accuracy differences with one trajectory a question get the exact interval
+    # without an interval ("n/a (too few)"; the old percentile intervals on 4 questions let udpo-1 and
+    # udpo-8 hold); accuracy differences with one trajectory a question get the exact interval
     too_few = "n/a (too few)"
     # standard MAD pools mad_n3 and mad_n3_t1 (8 trajectories of 4 questions, resampled by question)
-    d = by[("§11.1", "failures have higher u_sys than successes")]
+    d = by[("udpo-1", "failures have higher u_sys than successes")]
     assert d.verdict == too_few and d.n == 4 and d.value > 0 and "cluster bootstrap" in d.interval
-    fall = [c for c in claims if c.claim == "§11.5" and c.statement.startswith("accuracy falls")][0]
+    fall = [c for c in claims if c.claim == "udpo-5" and c.statement.startswith("accuracy falls")][0]
     # 50 % at m = 0, 0 % at m = 2: 2 discordant questions, both lost; Clopper-Pearson of 0/2 is
     # [0, 1 − 0.025^(1/2)], mapped by 100 · (2/4)(2p − 1); McNemar p = 0.5
     assert fall.value == -50.0 and fall.verdict == "inconclusive" and fall.n == 4 and fall.p == pytest.approx(0.5)
     assert (fall.low, fall.high) == pytest.approx((-50.0, 50 * (2 * (1 - 0.025**0.5) - 1)))
-    rounds = [c for c in claims if c.claim == "§11.6"][0]
+    rounds = [c for c in claims if c.claim == "udpo-8"][0]
     # T = 1: mean U_sys 0.6125, T = 2: 0.5; per question −0.1, −0.2, −0.1, −0.05
     assert rounds.verdict == too_few and rounds.value == pytest.approx(0.5 - 0.6125)
-    train = [c for c in claims if c.claim == "§11.8"][0]
+    train = [c for c in claims if c.claim == "udpo-9"][0]
     assert train.verdict == too_few and train.value == pytest.approx(-0.15) and train.n == 3
-    gpu = [c for c in claims if c.claim == "§11 (GPU)"]
+    gpu = [c for c in claims if c.claim in ("udpo-10", "udpo-11")]
     # UDPO − MAD: +25 points on 4 questions (only q2 differs): Clopper-Pearson of 1/1 mapped, [−23.75, 25]
     assert len(gpu) == 2 and gpu[0].value == 25.0 and gpu[0].low == pytest.approx(-23.75)
     assert gpu[0].verdict == "inconclusive" and gpu[0].p == 1.0
@@ -429,7 +429,9 @@ def test_udpo_claims_measure_the_directions():
         ],
         ignore_index=True,
     )
-    order = {c.statement.split(" (")[0]: c for c in build_paper("udpo", outputs).claims if c.claim == "§11 (GPU)"}
+    order = {
+        c.statement.split(" (")[0]: c for c in build_paper("udpo", outputs).claims if c.claim in ("udpo-10", "udpo-11")
+    }
     assert list(order) == [
         "UDPO is more accurate than RMAAC",
         "RMAAC is more accurate than MAPPO",

@@ -1,4 +1,4 @@
-"""The confidence paper's evaluation (Elahi & Di Eugenio, arXiv:2606.13591 §4.1, §5; §5) on small hand-made stage outputs: Table 1
+"""The confidence paper's evaluation (Elahi & Di Eugenio, arXiv:2606.13591 §4.1, §5) on small hand-made stage outputs: Table 1
 cells next to the published ones, the calibration table and the claims, each checked against
 values worked out by hand."""
 
@@ -259,51 +259,51 @@ def test_claims_hold_or_fail_as_computed_by_hand(result):
     """The fixture's runs repeat the same values, so every bootstrap resample of runs gives the point
     value: the intervals are points and each verdict follows from the sign worked out by hand."""
     claims = _claims(result)
-    # §10.1: beta lowers ECE by .1; isotonic's .1 and .32 average above raw's .2; units: the runs
-    beta = _claim(claims, "§10.1", "tiny_boolq, seqprob, beta")
+    # conf-1: beta lowers ECE by .1; isotonic's .1 and .32 average above raw's .2; units: the runs
+    beta = _claim(claims, "conf-1", "tiny_boolq, seqprob, beta")
     assert (beta["value"], beta["low"], beta["high"]) == pytest.approx((-0.1, -0.1, -0.1))
     assert beta["verdict"] == "holds" and beta["n"] == RUNS and beta["expect"] == "< 0"
     assert beta["interval"].startswith("paired bootstrap over calibration runs, each averaged over pairs")
-    iso = _claim(claims, "§10.1", "tiny_boolq, seqprob, isotonic")
+    iso = _claim(claims, "conf-1", "tiny_boolq, seqprob, isotonic")
     assert iso["value"] == pytest.approx(0.01) and iso["verdict"] == "fails"
-    # §10.2: |Δ AUARC| .01 (beta) is within 0.02, .05 (isotonic) is not
-    kept = _claim(claims, "§10.2", "tiny_boolq, seqprob, beta")
+    # conf-2: |Δ AUARC| .01 (beta) is within 0.02, .05 (isotonic) is not
+    kept = _claim(claims, "conf-2", "tiny_boolq, seqprob, beta")
     assert kept["value"] == pytest.approx(0.01) and kept["verdict"] == "holds" and kept["expect"] == "<= 0.02"
-    assert _claim(claims, "§10.2", "tiny_boolq, seqprob, isotonic")["verdict"] == "fails"
-    # §10.3 on the BoolQ stand-in only (MMLU is not a stance / BoolQ task), from the beta test metrics:
+    assert _claim(claims, "conf-2", "tiny_boolq, seqprob, isotonic")["verdict"] == "fails"
+    # conf-3 and conf-4 on the BoolQ stand-in only (MMLU is not a stance / BoolQ task), from the beta test metrics:
     # MAD .57 − zs* .60 = −3 points over each run; MAD-D .59 − MAD .57 = +2
-    assert set(claims.loc[claims["claim"] == "§10.3", "scope"]) == {"tiny_boolq"}
-    mad = _claim(claims, "§10.3", "tiny_boolq", "MAD F1")
+    assert set(claims.loc[claims["claim"].isin(["conf-3", "conf-4"]), "scope"]) == {"tiny_boolq"}
+    mad = _claim(claims, "conf-3", "tiny_boolq", "MAD F1")
     assert (mad["value"], mad["high"]) == pytest.approx((-3.0, -3.0)) and mad["verdict"] == "holds" and mad["n"] == RUNS
-    assert _claim(claims, "§10.3", "tiny_boolq", "MAD-D")["value"] == pytest.approx(2.0)
-    # §10.4: CGA .74 is +9 over zs* .65 and +10 over MAD .64; HID .72 is +7 over zs*
-    assert _claim(claims, "§10.4", "tiny_boolq, seqprob, cga", "≥ MAD")["value"] == pytest.approx(10.0)
-    hid = _claim(claims, "§10.4", "tiny_boolq, seqprob, hid", "≥ zs*")
+    assert _claim(claims, "conf-4", "tiny_boolq", "MAD-D")["value"] == pytest.approx(2.0)
+    # conf-5, conf-6: CGA .74 is +9 over zs* .65 and +10 over MAD .64; HID .72 is +7 over zs*
+    assert _claim(claims, "conf-6", "tiny_boolq, seqprob, cga", "≥ MAD")["value"] == pytest.approx(10.0)
+    hid = _claim(claims, "conf-5", "tiny_boolq, seqprob, hid", "≥ zs*")
     assert hid["value"] == pytest.approx(7.0) and hid["verdict"] == "holds"
-    # §10.5: beta vs raw F1 of the protocols, in points, from the test metrics
-    assert _claim(claims, "§10.5", "tiny_boolq, seqprob, beta, wsv")["value"] == pytest.approx(2.0)
-    cga = _claim(claims, "§10.5", "tiny_boolq, seqprob, beta, cga")
+    # conf-7: beta vs raw F1 of the protocols, in points, from the test metrics
+    assert _claim(claims, "conf-7", "tiny_boolq, seqprob, beta, wsv")["value"] == pytest.approx(2.0)
+    cga = _claim(claims, "conf-7", "tiny_boolq, seqprob, beta, cga")
     assert cga["value"] == pytest.approx(-1.0) and cga["verdict"] == "fails" and cga["n"] == RUNS
     # HID's F1 is .61 calibrated and raw: a tie is not "≥" with margin 0 (the old verdict let it hold)
-    tie = _claim(claims, "§10.5", "tiny_boolq, seqprob, beta, hid")
+    tie = _claim(claims, "conf-7", "tiny_boolq, seqprob, beta, hid")
     assert tie["value"] == pytest.approx(0.0) and tie["verdict"] == "inconclusive" and tie["margin"] == 0.0
-    best_f1 = _claim(claims, "§10.5", "tiny_boolq, seqprob, beta", "WSV")
+    best_f1 = _claim(claims, "conf-8", "tiny_boolq, seqprob, beta", "WSV")
     assert best_f1["value"] == pytest.approx(1.0) and best_f1["verdict"] == "holds"  # zero_shot:a's .90 is no method
     assert best_f1["detail"] == "best other: cga"
-    best_auarc = _claim(claims, "§10.5", "tiny_boolq, seqprob, beta", "AUARC")
+    best_auarc = _claim(claims, "conf-9", "tiny_boolq, seqprob, beta", "AUARC")
     assert best_auarc["value"] == pytest.approx(4.0) and best_auarc["detail"] == "best: cga; best other: wsv"
-    # §10.7: mean seqprob after − before per transition; q3/b was not debated; q1/a counts once. The
+    # conf-10: mean seqprob after − before per transition; q3/b was not debated; q1/a counts once. The
     # c→i flips are q1/b +.3 and q2/b −.1: the mean .1 on 2 questions, too few for an interval
-    flips = _claim(claims, "§10.7", "tiny_boolq, c→i")
+    flips = _claim(claims, "conf-10", "tiny_boolq, c→i")
     assert flips["value"] == pytest.approx(0.1) and pd.isna(flips["low"])
     assert flips["verdict"] == "n/a (too few)" and flips["n"] == 2
     assert flips["interval"].startswith("bootstrap over questions")
     assert flips["detail"] == "2 questions: an interval needs at least 10; 2 answers; self-report after − before: -0.1"
-    same = _claim(claims, "§10.7", "tiny_boolq, c→c")
+    same = _claim(claims, "conf-10", "tiny_boolq, c→c")
     assert same["value"] == pytest.approx(0.1) and same["n"] == 1 and same["verdict"] == "n/a (too few)"
     assert "1 question: an interval needs at least 10" in same["detail"]
-    assert _claim(claims, "§10.7", "tiny_boolq, i→c")["value"] == pytest.approx(0.1)
-    missing = _claim(claims, "§10.7", "tiny_mmlu, c→i")
+    assert _claim(claims, "conf-10", "tiny_boolq, i→c")["value"] == pytest.approx(0.1)
+    missing = _claim(claims, "conf-10", "tiny_mmlu, c→i")
     assert missing["verdict"] == "n/a" and missing["detail"] == "no c→i answer among 1 debated"
 
 
@@ -341,11 +341,11 @@ def test_a_lift_that_swings_over_runs_is_inconclusive_where_its_mean_alone_would
     the resamples' 0 exactly (not a float a hair above it). On 2 runs there would be no interval at all
     (claims.MIN_UNITS)."""
     outputs = _run_outputs({"zero_shot": [0.60] * 10, "mad": [0.56, 0.61] * 5})
-    mad = _claim(claims_frame(confidence.evaluate(outputs).claims), "§10.3", "tiny_boolq", "MAD F1")
+    mad = _claim(claims_frame(confidence.evaluate(outputs).claims), "conf-3", "tiny_boolq", "MAD F1")
     assert mad["value"] == pytest.approx(-1.5) and mad["low"] < 0 <= mad["high"] and mad["low"] >= -4
     assert mad["verdict"] == "inconclusive" and mad["n"] == 10
     two = _run_outputs({"zero_shot": [0.60, 0.60], "mad": [0.56, 0.61]})
-    assert _claim(claims_frame(confidence.evaluate(two).claims), "§10.3", "tiny_boolq", "MAD F1")["verdict"] == (
+    assert _claim(claims_frame(confidence.evaluate(two).claims), "conf-3", "tiny_boolq", "MAD F1")["verdict"] == (
         "n/a (too few)"
     )
 
@@ -357,10 +357,10 @@ def test_a_large_auarc_lift_over_many_runs_holds():
     cga = [z + 0.05 + 0.01 * ((r % 3) - 1) for r, z in enumerate(zs)]
     outputs = _run_outputs({"zero_shot": zs, "mad": zs, "cga": cga})
     claims = claims_frame(confidence.evaluate(outputs).claims)
-    for statement in ("≥ zs*", "≥ MAD"):
-        lift = _claim(claims, "§10.4", "tiny_boolq, seqprob, cga", statement)
+    for number, statement in (("conf-5", "≥ zs*"), ("conf-6", "≥ MAD")):
+        lift = _claim(claims, number, "tiny_boolq, seqprob, cga", statement)
         assert lift["verdict"] == "holds" and lift["n"] == 10 and 4.0 <= lift["low"] <= lift["high"] <= 6.0
-    best = _claim(claims, "§10.5", "tiny_boolq, seqprob, beta", "AUARC")
+    best = _claim(claims, "conf-9", "tiny_boolq, seqprob, beta", "AUARC")
     assert best["verdict"] == "holds" and best["low"] >= 4.0
 
 
@@ -390,7 +390,7 @@ def test_auarc_about_unchanged_takes_the_absolute_mean_shift_on_each_resample():
     for name in ("confidence_lift", "confidence_metrics", "confidence_streams"):
         outputs.__dict__[name] = pd.DataFrame()
     outputs.__dict__["calibration"] = pd.DataFrame(rows)
-    kept = _claim(claims_frame(confidence.evaluate(outputs).claims), "§10.2", "tiny_boolq, seqprob, beta")
+    kept = _claim(claims_frame(confidence.evaluate(outputs).claims), "conf-2", "tiny_boolq, seqprob, beta")
     assert kept["value"] == pytest.approx(0.01) and kept["low"] < 0.02 < kept["high"]
     assert kept["verdict"] == "inconclusive" and kept["n"] == 10
 
@@ -402,7 +402,8 @@ def test_claims_say_why_without_the_inputs():
     empty = confidence.evaluate(outputs)
     claims = _claims(empty)
     assert (claims["verdict"] == "n/a").all() and claims["detail"].str.len().gt(0).all()
-    assert {"§10.1", "§10.2", "§10.3", "§10.4", "§10.5", "§10.7"} <= set(claims["claim"])
+    assert {"conf-1", "conf-2", "conf-3..4", "conf-5..6", "conf-7", "conf-8..9", "conf-10"} == set(claims["claim"])
+    assert claims["source"].str.startswith("Elahi & Di Eugenio §").all()  # where the paper states each
     assert empty.tables["table1"].empty and not empty.figures
 
 

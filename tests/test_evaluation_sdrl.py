@@ -1,4 +1,4 @@
-"""SDRL's evaluation (Liu et al., arXiv:2601.22297 §6, Tables 1-6; §6) on hand-made stage outputs: every value below is worked out by
+"""SDRL's evaluation (Liu et al., arXiv:2601.22297 §6, Tables 1-6) on hand-made stage outputs: every value below is worked out by
 hand from the fixture, so a wrong vote, average, K or method mapping fails."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from debatelab import intervals
 from debatelab.config import Experiment, validate_config
 from debatelab.evaluation import stage
 from debatelab.evaluation.paper_numbers import long_table
-from debatelab.evaluation.papers import sdrl, sdrl_claims, sdrl_single_agent
+from debatelab.evaluation.papers import sdrl, sdrl_claims, sdrl_rounds, sdrl_single_agent
 from debatelab.evaluation.run import (
     QUESTION_COLUMNS,
     TURN_COLUMNS,
@@ -324,31 +324,31 @@ def test_table6_tokens_and_accuracy_by_round(result):
 def test_claims_measure_the_directions(result):
     # the toy run has 2 questions and 2 steps with debate turns: the bootstrapped claims keep their
     # values (by hand below) without an interval, fewer units than claims.MIN_UNITS ("n/a (too few)";
-    # the old percentile intervals on 2 units let the §9.3 gap and §9.4 length claims hold)
+    # the old percentile intervals on 2 units let the sdrl-3 gap and sdrl-6 length claims hold)
     too_few = "n/a (too few)"
     # steps 1 and 3 sampled debate turns: gaps 30 and 10 points
-    training = [c for c in claims_of(result, "§9.3") if c.statement.startswith("debate-turn")]
+    training = [c for c in claims_of(result, "sdrl-3") if c.statement.startswith("debate-turn")]
     assert len(training) == 1 and training[0].value == pytest.approx(20) and training[0].verdict == too_few
     assert training[0].n == 2 and "over steps" in training[0].interval  # step 2 sampled no debate turn
-    dropped = [c for c in claims_of(result, "§9.3") if "dropped" in c.statement][0]
+    dropped = [c for c in claims_of(result, "sdrl-4") if "dropped" in c.statement][0]
     assert dropped.verdict == "n/a" and "3 steps" in dropped.detail  # 2 steps: no slope interval
     # Maj N = 7 − N = 3: both questions right vs both wrong, one thread each: paired correctness with
     # 2 discordant questions, Clopper-Pearson of 2/2 [0.025^(1/2), 1] mapped by 100 · (2/2)(2p − 1);
     # McNemar p = 0.5 (the old bootstrap gave [100, 100] and "holds")
-    rises = [c for c in claims_of(result, "§9.4") if "Maj" in c.statement]
+    rises = [c for c in claims_of(result, "sdrl-5") if "Maj" in c.statement]
     assert len(rises) == 1 and rises[0].value == pytest.approx(100) and rises[0].verdict == "inconclusive"
     assert (rises[0].low, rises[0].high, rises[0].n) == (pytest.approx(100 * (2 * 0.025**0.5 - 1)), 100, 2)
     assert rises[0].p == pytest.approx(0.5) and "non-decreasing: yes" in rises[0].detail
     # round 0 of SDRL-freq: wrong replies 400 tokens; right ones q1 (100, 110, 130, 100, 120) mean 112,
     # q2 (100, 130, 120) mean 116.67, both 113.75
-    longer = [c for c in claims_of(result, "§9.4") if "longer" in c.statement and c.scope == f"{TOY}, SDRL-freq"]
+    longer = [c for c in claims_of(result, "sdrl-6") if "longer" in c.statement and c.scope == f"{TOY}, SDRL-freq"]
     assert longer[0].value == pytest.approx(400 - 113.75) and longer[0].verdict == too_few and longer[0].n == 2
     # Δ per question over threads: SDRL-freq q1 0, q2 0.5; DAPO q1 0.5, q2 0.5: differences −50, 0 points
-    delta = [c for c in claims_of(result, "§9.5") if "Δ" in c.statement and c.scope == f"{TOY}, N=5"]
+    delta = [c for c in claims_of(result, "sdrl-7") if "Δ" in c.statement and c.scope == f"{TOY}, N=5"]
     assert delta[0].value == pytest.approx(25 - 50) and delta[0].verdict == too_few and delta[0].n == 2
     assert (delta[0].expect, delta[0].margin) == (">= 0", 0.0)
     # mean@4: SDRL-freq q1 3/4, q2 1/4; DAPO q1 2/4, q2 3/4: differences +25, −50 points
-    single = [c for c in claims_of(result, "§9.5") if "single-agent" in c.statement and c.scope == TOY]
+    single = [c for c in claims_of(result, "sdrl-8") if "single-agent" in c.statement and c.scope == TOY]
     assert single[0].value == pytest.approx(50 - 62.5) and single[0].verdict == too_few
     assert single[0].margin == 2.0  # non-inferiority: a drop of 2 points or more would fail
 
@@ -421,7 +421,7 @@ def test_a_large_delta_gain_over_dapo_on_many_questions_holds():
         ("dapo_n5", TOY): _many_questions(60, [(True, True)]),
     }
     result = sdrl.evaluate(make_outputs(outcomes=outcomes))
-    delta = [c for c in claims_of(result, "§9.5") if "Δ" in c.statement and c.scope == f"{TOY}, N=5"][0]
+    delta = [c for c in claims_of(result, "sdrl-7") if "Δ" in c.statement and c.scope == f"{TOY}, N=5"][0]
     assert delta.value == pytest.approx(200 / 3) and delta.n == 60
     # the paired SE is sqrt(2/9)/sqrt(60) = 6.1 points: the interval is about 66.7 ± 12
     assert 66.7 - 20 < delta.low < 66.7 - 6 and 66.7 + 6 < delta.high <= 100
@@ -436,7 +436,7 @@ def test_a_rise_with_n_on_three_questions_is_inconclusive():
         ("base_n5", TOY): {0: [(True, True), (False, False), (False, False)]},
         ("base_n7", TOY): {0: [(True, True), (True, True), (False, False)]},
     }
-    rises = [c for c in claims_of(sdrl.evaluate(make_outputs(outcomes=outcomes)), "§9.4") if "Maj" in c.statement][0]
+    rises = [c for c in claims_of(sdrl.evaluate(make_outputs(outcomes=outcomes)), "sdrl-5") if "Maj" in c.statement][0]
     assert rises.value == pytest.approx(100 / 3) and rises.n == 3
     assert rises.low < 0 < rises.high and rises.verdict == "inconclusive" and rises.holds is None
 
@@ -705,7 +705,7 @@ def test_table6_token_means_bootstrap_the_questions_with_such_a_reply():
         ],
         columns=TURN_COLUMNS,
     )
-    t6 = sdrl.table6(outputs, sdrl.debate_infos(outputs))
+    t6 = sdrl_rounds.table6(outputs, sdrl.debate_infos(outputs))
     turns = outputs.turns[outputs.turns["round"] == 0]
     for kind, right in (("correct", turns["correct"]), ("incorrect", ~turns["correct"])):
         expected = intervals.mean_estimate(
@@ -714,7 +714,7 @@ def test_table6_token_means_bootstrap_the_questions_with_such_a_reply():
         row = t6[t6["round"] == 0].iloc[0]
         assert row[f"{kind}_tokens"] == pytest.approx(expected.value)
         assert (row[f"{kind}_tokens_low"], row[f"{kind}_tokens_high"]) == pytest.approx((expected.low, expected.high))
-    cells = sdrl.table6_cells(t6)
+    cells = sdrl_rounds.table6_cells(t6)
     assert cells[["low", "high"]].notna().all().all() and len(cells) == 4
     assert (cells["low"] < cells["value"]).all() and (cells["value"] < cells["high"]).all()
 

@@ -102,35 +102,35 @@ def test_large_effects_hold_with_closed_form_intervals_worked_by_hand():
     outputs, u_sys, correct = _large()
     claims = build_paper("udpo", outputs).claims
 
-    # §11.1: Cohen's d of U_sys, failures over successes, with a BCa bootstrap over the trajectories
+    # udpo-1: Cohen's d of U_sys, failures over successes, with a BCa bootstrap over the trajectories
     # (one a question; the interval itself is checked against scipy in tests/test_verdicts.py)
     fail, ok = u_sys[~correct], u_sys[correct]
     pooled = math.sqrt((((fail - fail.mean()) ** 2).sum() + ((ok - ok.mean()) ** 2).sum()) / (200 - 2))
     d = (fail.mean() - ok.mean()) / pooled  # (0.7 − 0.2) / 0.0888 ≈ 5.6
-    gap = _claim(claims, "§11.1", "failures have higher u_sys")
+    gap = _claim(claims, "udpo-1", "failures have higher u_sys")
     assert gap.value == pytest.approx(d) and gap.low < d < gap.high and gap.low > 3
     assert gap.verdict == "holds" and gap.n == 200 and gap.expect == "> 0" and "BCa" in gap.interval
 
-    # §11.2: point-biserial r, BCa bootstrap over trajectories (not Fisher's z: a 0/1 variable)
+    # udpo-2: point-biserial r, BCa bootstrap over trajectories (not Fisher's z: a 0/1 variable)
     r = stats.pearsonr(u_sys, correct.astype(float)).statistic
-    pb = _claim(claims, "§11.2", "u_sys correlates")
+    pb = _claim(claims, "udpo-2", "u_sys correlates")
     assert pb.value == pytest.approx(r) and r < -0.9 and pb.low < r < pb.high < -0.8
     assert pb.verdict == "holds" and pb.expect == "< 0" and pb.n == 200 and pb.p < 0.001
 
-    # §11.4: the least uncertain half is the 100 successes: 100 % against 50 % overall
-    selective = _claim(claims, "§11.4")
+    # udpo-4: the least uncertain half is the 100 successes: 100 % against 50 % overall
+    selective = _claim(claims, "udpo-4")
     assert selective.value == pytest.approx(50.0) and selective.verdict == "holds" and selective.low > 30
 
-    # §11 (GPU): UDPO − MAD = +25 points, paired correctness: 50 discordant questions, all UDPO's;
+    # udpo-10 (GPU): UDPO − MAD = +25 points, paired correctness: 50 discordant questions, all UDPO's;
     # the exact interval maps Clopper-Pearson of 50/50, [0.025^(1/50), 1], by 100 · (50/200)(2p − 1)
-    better = _claim(claims, "§11 (GPU)", "UDPO is more accurate than MAD")
+    better = _claim(claims, "udpo-10", "UDPO is more accurate than MAD")
     assert better.value == pytest.approx(25.0) and better.n == 200 and better.verdict == "holds"
     assert (better.low, better.high) == pytest.approx((25 * (2 * 0.025 ** (1 / 50) - 1), 25.0))
     assert "discordant" in better.interval and "McNemar" in better.interval
     assert better.p == pytest.approx(2 * 0.5**50)
     # every debate had a right honest agent in round 0: MAD collapsed on its 100 failures (50 %),
     # UDPO on its 50 (25 %): −25 points, paired over the same 200 questions
-    collapse = _claim(claims, "§11 (GPU)", "UDPO collapses less")
+    collapse = _claim(claims, "udpo-11", "UDPO collapses less")
     assert collapse.value == pytest.approx(-25.0) and collapse.verdict == "holds" and collapse.high < -15
 
 
@@ -144,7 +144,7 @@ def test_few_questions_point_the_claimed_way_but_are_inconclusive():
     outputs = _outputs([_protocol("mad_n3"), _protocol("udpo_n3", runs=("udpo",))], rows, training=training)
     claims = build_paper("udpo", outputs).claims
 
-    better = _claim(claims, "§11 (GPU)", "UDPO is more accurate than MAD")
+    better = _claim(claims, "udpo-10", "UDPO is more accurate than MAD")
     # one discordant question (q2, UDPO's): Clopper-Pearson of 1/1 is [0.025, 1], mapped by
     # 100 · (1/4)(2p − 1) to [−23.75, 25]; McNemar p = 1
     assert better.value == pytest.approx(25.0) and better.verdict == "inconclusive" and better.p == 1.0
@@ -152,25 +152,25 @@ def test_few_questions_point_the_claimed_way_but_are_inconclusive():
     assert better.holds is None and better.n == 4
 
     # U = 0.8, 0.6, 0.5 at steps 1, 2, 3: slope −0.15, but 3 steps are fewer than claims.MIN_UNITS
-    trend = _claim(claims, "§11.8")
+    trend = _claim(claims, "udpo-9")
     assert trend.value == pytest.approx(-0.15) and math.isnan(trend.low)
     assert trend.verdict == "n/a (too few)" and trend.n == 3 and trend.expect == "< 0"
 
 
 def test_a_difference_the_same_on_every_question_has_a_zero_width_paired_interval():
-    """§11.6: standard MAD at T = 1 and T = 2 on the same twelve questions, U_sys lower by exactly 0.1
+    """udpo-8: standard MAD at T = 1 and T = 2 on the same twelve questions, U_sys lower by exactly 0.1
     on each: every paired resample gives −0.1, so twelve questions (≥ claims.MIN_UNITS) decide the
-    claim. Both protocols pool into the §11.1-3 rows: two trajectories per question, resampled
+    claim. Both protocols pool into the udpo-1 to udpo-3 rows: two trajectories per question, resampled
     together."""
     rows = _rows("mad_t1", [True, False, False] * 4, [0.5, 0.6, 0.9] * 4) + _rows(
         "mad_t2", [True, True, False] * 4, [0.4, 0.5, 0.8] * 4
     )
     claims = build_paper("udpo", _outputs([_protocol("mad_t1", rounds=1), _protocol("mad_t2")], rows)).claims
-    fewer = _claim(claims, "§11.6")
+    fewer = _claim(claims, "udpo-8")
     assert fewer.statistic == "U_sys(T=2) − U_sys(T=1)" and fewer.n == 12
     assert (fewer.value, fewer.low, fewer.high) == pytest.approx((-0.1, -0.1, -0.1))
     assert fewer.verdict == "holds" and "paired" in fewer.interval
-    gap = _claim(claims, "§11.1", "failures have higher u_sys")
+    gap = _claim(claims, "udpo-1", "failures have higher u_sys")
     assert gap.n == 12 and "cluster bootstrap over questions" in gap.interval
 
 
@@ -179,13 +179,13 @@ def test_methods_on_different_questions_are_compared_over_the_union_of_their_que
         "udpo_n3", [True, True, True, False], [0.1] * 4, first=2
     )
     claims = build_paper("udpo", _outputs([_protocol("mad_n3"), _protocol("udpo_n3", runs=("udpo",))], rows)).claims
-    better = _claim(claims, "§11 (GPU)", "UDPO is more accurate than MAD")
+    better = _claim(claims, "udpo-10", "UDPO is more accurate than MAD")
     assert better.value == pytest.approx(50.0) and better.n == 6  # q0..q5, q2 and q3 shared
     assert "union" in better.interval and "2 shared" in better.interval and "McNemar" not in better.interval
 
 
 def test_attack_claims_compare_the_ends_of_m_on_the_same_questions():
-    """§11.5: m = 0, 1, 2 on twelve questions; accuracy 75 → 50 → 0 %, U_sys up by 0.3 on every question."""
+    """udpo-5, udpo-6: m = 0, 1, 2 on twelve questions; accuracy 75 → 50 → 0 %, U_sys up by 0.3 on every question."""
     rows = (
         _rows("mad_n3", [True, True, True, False] * 3, [0.1, 0.2, 0.3, 0.4] * 3)
         + _rows("attack_m1", [True, True, False, False] * 3, [0.2, 0.3, 0.4, 0.5] * 3)
@@ -193,13 +193,13 @@ def test_attack_claims_compare_the_ends_of_m_on_the_same_questions():
     )
     protocols = [_protocol("mad_n3"), _protocol("attack_m1", adversarial=1), _protocol("attack_m2", adversarial=2)]
     claims = build_paper("udpo", _outputs(protocols, rows)).claims
-    falls = _claim(claims, "§11.5", "accuracy falls")
+    falls = _claim(claims, "udpo-5", "accuracy falls")
     # 9 discordant questions, all lost under m = 2: Clopper-Pearson of 0/9 is [0, 1 − 0.025^(1/9)],
     # mapped by 100 · (9/12)(2p − 1); McNemar p = 2 · 0.5⁹
     assert falls.statistic == "acc(m=2) − acc(m=0), points" and falls.value == pytest.approx(-75.0)
     assert (falls.low, falls.high) == pytest.approx((-75.0, 75 * (2 * (1 - 0.025 ** (1 / 9)) - 1)))
     assert falls.high < 0 and falls.n == 12 and "m=1: acc 50.0" in falls.detail and falls.verdict == "holds"
-    rises = _claim(claims, "§11.5", "U_sys rises")
+    rises = _claim(claims, "udpo-6", "U_sys rises")
     assert (rises.value, rises.low, rises.high) == pytest.approx((0.3, 0.3, 0.3)) and rises.verdict == "holds"
 
 

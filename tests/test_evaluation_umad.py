@@ -264,10 +264,10 @@ def test_claims(result):
         return _claim(claims, *args, **kwargs)
 
     # identities: computed on every (question, round) row, no sampling: the interval is the value
-    identity = claim("§10.1", "TU = Sys-EU + Sys-AU")
+    identity = claim("umad-1", "TU = Sys-EU + Sys-AU")
     assert identity["verdict"] == "holds" and identity["n"] == 8 and identity["expect"] == "<= 1e-09"
     assert identity["value"] <= 1e-9 and identity["low"] == identity["high"] == identity["value"]
-    bound = claim("§10.1", "log N")
+    bound = claim("umad-2", "log N")
     # largest excess: Sys-EU − log 2 at the hetero pair's 0.6 nats
     assert bound["verdict"] == "holds" and bound["value"] == pytest.approx(0.6 - math.log(2)) and bound["n"] == 8
     # the bootstrapped claims below have two questions, fewer than claims.MIN_UNITS: each keeps its
@@ -275,45 +275,45 @@ def test_claims(result):
     # two questions let "Sys-EU falls" and "initial Sys-EU" hold
     too_few = "n/a (too few)"
     # both questions fall by 0.3 nats
-    falls = claim("§10.2", "Sys-EU falls", "pair (hetero")
+    falls = claim("umad-3", "Sys-EU falls", "pair (hetero")
     assert falls["verdict"] == too_few and falls["n"] == 2 and falls["expect"] == "< 0"
     assert falls["value"] == pytest.approx(-0.3) and math.isnan(falls["low"]) and math.isnan(falls["high"])
     assert "paired bootstrap over questions" in falls["interval"] and "at least 10" in falls["detail"]
-    assert claim("§10.2", "Sys-EU falls", "umad_pair")["verdict"] == "n/a"
-    initial = claim("§10.3", "initial Sys-EU")  # 0.6 vs 0.2 on both questions
+    assert claim("umad-3", "Sys-EU falls", "umad_pair")["verdict"] == "n/a"
+    initial = claim("umad-4", "initial Sys-EU")  # 0.6 vs 0.2 on both questions
     assert initial["verdict"] == too_few and initial["n"] == 2 and initial["value"] == pytest.approx(0.4)
     # the weak seat gains 50 points on q1 (1 of 2 threads right -> 2 of 2) and 0 on q2: +25
-    gain = claim("§10.4", "raises the weaker agent")
+    gain = claim("umad-5", "raises the weaker agent")
     assert gain["value"] == pytest.approx(25.0) and "A0 (weak)" in gain["statistic"]
     assert gain["verdict"] == too_few and gain["n"] == 2
-    versus = claim("§10.4", "by more in the hetero pair")  # the homo pair gains 0 on each question
+    versus = claim("umad-6", "by more in the hetero pair")  # the homo pair gains 0 on each question
     assert versus["value"] == pytest.approx(25.0) and versus["verdict"] == too_few
-    flips = claim("§10.5", "weaker agent flips more", scope="pair")  # flips 1 of 2 on q1, 0 of 2 on q2
+    flips = claim("umad-7", "weaker agent flips more", scope="pair")  # flips 1 of 2 on q1, 0 of 2 on q2
     assert flips["value"] == pytest.approx(25.0) and flips["verdict"] == too_few and flips["n"] == 2
-    assert claim("§10.5", "lies between", scope="pair")["verdict"] == "n/a"  # no homo pair of the strong agent
-    assert claim("§10.5", "weaker agent flips more", scope="pair_unmasked")["verdict"] == "n/a"  # no outputs
+    assert claim("umad-8", "lies between", scope="pair")["verdict"] == "n/a"  # no homo pair of the strong agent
+    assert claim("umad-7", "weaker agent flips more", scope="pair_unmasked")["verdict"] == "n/a"  # no outputs
     # per (protocol, question) point (Δacc points, ΔSys-AU): hetero q1 (25, -0.1), q2 (0, 0.2); homo q1, q2
     # (0, 0); a question's two points move together, so the units are the 2 questions: too few
-    au = claim("§10.6", "Δaccuracy")
+    au = claim("umad-9", "Δaccuracy")
     expected = np.corrcoef([25, 0, 0, 0], [-0.1, 0.2, 0, 0])[0, 1]
     assert au["value"] == pytest.approx(expected) and au["n"] == 2 and au["expect"] == "< 0"
     assert au["verdict"] == too_few and "4 (protocol, question) points" in au["detail"]
     # the fixture's turns have no mean_token_entropy column (written before it was recorded): n/a, saying why
-    entropy = claim("§10.7", "token entropy", "pair (hetero, Zero-Shot)")
+    entropy = claim("umad-10", "token entropy", "pair (hetero, Zero-Shot)")
     assert entropy["verdict"] == "n/a" and "mean_token_entropy is empty" in entropy["detail"]
     # reward 0.5, 0.7, 0.6, 0.9, 1.0 at steps 0..4: slope 1.2 / 10 = 0.12, on 5 steps: too few for the
     # bootstrap over steps (the old t interval said "holds")
-    rises = claim("§10.9", "team reward rises", "umad_run")
+    rises = claim("umad-12", "team reward rises", "umad_run")
     assert rises["value"] == pytest.approx(0.12) and rises["n"] == 5 and rises["verdict"] == too_few
     # reward 1.0, 0.6, 0.7, 0.2: slope −0.23 on four steps
-    falling = claim("§10.9", "team reward rises", "ippo_run")
+    falling = claim("umad-12", "team reward rises", "ippo_run")
     assert falling["value"] == pytest.approx(-0.23) and falling["verdict"] == too_few
-    weight = claim("§10.9", "confidence weight", "umad_run")
+    weight = claim("umad-13", "confidence weight", "umad_run")
     assert weight["verdict"] == "holds" and weight["value"] == pytest.approx(math.log(1.1)) and weight["n"] == 5
     assert weight["low"] == weight["high"] == weight["value"] and weight["expect"] == "<= 0.5"
     # A0 right everywhere under UMAD, wrong under IPPO; two threads a question, so pooled shares
     # bootstrapped over the 2 questions: too few
-    gpu = claim("§10 (GPU)", "UMAD > IPPO")
+    gpu = claim("umad-14", "UMAD > IPPO")
     assert gpu["value"] == pytest.approx(100.0) and gpu["verdict"] == too_few and gpu["n"] == 2
     assert set(claims["verdict"]) <= {"holds", "fails", "inconclusive", "n/a", too_few}
 
@@ -380,10 +380,10 @@ def _gain_claims(tmp_path, n_questions):
     _close_figures(built)
     claims = claims_frame(built.claims)
     return (
-        _claim(claims, "§10.4", "raises the weaker agent"),
-        _claim(claims, "§10.4", "by more in the hetero"),
-        _claim(claims, "§10.5", "weaker agent flips more"),
-        _claim(claims, "§10.5", "lies between"),
+        _claim(claims, "umad-5", "raises the weaker agent"),
+        _claim(claims, "umad-6", "by more in the hetero"),
+        _claim(claims, "umad-7", "weaker agent flips more"),
+        _claim(claims, "umad-8", "lies between"),
     )
 
 
@@ -425,9 +425,9 @@ def test_claims_without_threads_or_training_are_untestable(outputs):
     built = umad.evaluate(single)
     _close_figures(built)
     claims = claims_frame(built.claims)
-    au = claims[claims["claim"] == "§10.6"].iloc[0]
+    au = claims[claims["claim"] == "umad-9"].iloc[0]
     assert au["verdict"] == "n/a" and "K > 1" in au["detail"]
-    training = claims[claims["claim"] == "§10.9"]
+    training = claims[claims["claim"] == "umad-12"]
     assert list(training["scope"]) == ["umad_run", "ippo_run"] and set(training["verdict"]) == {"n/a"}
 
 
@@ -475,7 +475,8 @@ def test_evaluate_paper_writes_tables_comparison_and_claims(outputs, tmp_path):
     umad_t2 = _row(pd.read_csv(out / "table3_vs_paper.csv"), method="UMAD", dataset="avg", turn=2, metric="A0")
     assert umad_t2["run_value"] == 100.0 and umad_t2["paper_value"] == 57.2
     claims = pd.read_csv(out / "claims.csv")
-    assert {"§10.1", "§10.2", "§10.3", "§10.4", "§10.5", "§10.6", "§10.7", "§10.8", "§10.9"} <= set(claims["claim"])
+    assert {f"umad-{i}" for i in range(1, 14)} <= set(claims["claim"])
+    assert (claims["source"].str.match(r"UMAD (§|App\. )")).all()  # where the paper states each
 
 
 @pytest.mark.parametrize("config", ["umad", "umad_cpu"])
@@ -507,7 +508,7 @@ def test_the_umad_configs_label_every_debate_with_the_papers_setting_and_method(
 
 
 def test_flips_with_one_thread_are_paired_outcomes_with_the_exact_mcnemar_test(tmp_path):
-    """§10.5 with K = 1: each question has one flip outcome per seat, a paired 0/1 difference, so
+    """umad-7 with K = 1: each question has one flip outcome per seat, a paired 0/1 difference, so
     the interval is the exact one conditional on the discordant questions (issue 43). The weaker
     seat flips on 4 of 100 questions and the stronger never (b = 4, c = 0): exact McNemar p = 0.125,
     inconclusive; the bootstrap over questions said it held (almost every resample keeps a flip)."""
@@ -542,7 +543,7 @@ def test_flips_with_one_thread_are_paired_outcomes_with_the_exact_mcnemar_test(t
     pair = dataclasses.replace(protocol("pair", ["weak", "strong"]), threads=1)
     built = umad.evaluate(RunOutputs("flips", {"pair": pair}, {}, {"ds1": "gsm8k"}, turn_paths=[path]))
     _close_figures(built)
-    flips = _claim(claims_frame(built.claims), "§10.5", "weaker agent flips more")
+    flips = _claim(claims_frame(built.claims), "umad-7", "weaker agent flips more")
     assert flips["value"] == pytest.approx(4.0) and flips["n"] == 100
     assert flips["interval"].startswith("exact interval conditional on the 4 discordant of 100 questions")
     assert flips["p"] == pytest.approx(0.125) and flips["verdict"] == "inconclusive"

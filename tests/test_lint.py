@@ -173,3 +173,78 @@ def test_no_tracked_file_points_outside_the_repository_to_the_private_specs_or_n
             if any(needle in line for needle in needles) or spec_number.search(line):
                 hits.append(f"{name}:{number}: {line.strip()[:120]}")
     assert not hits, "\n".join(hits)
+
+
+#: Each paper's claims module, the prefix of its claims' ids and the name its claims' sources lead
+#: with (`ClaimSpec.source`: "UDPO §3.2, Figure 3").
+CLAIM_PAPERS = {
+    "udpo": ("udpo", "UDPO"),
+    "umad": ("umad", "UMAD"),
+    "sdrl": ("sdrl", "SDRL"),
+    "svr_mad": ("svr", "SVR-MAD"),
+    "confidence": ("conf", "Elahi & Di Eugenio"),
+}
+# a claim id given as a section number, and the numbering of our own notes (§9 to §13, "§10.4")
+SECTION_AS_CLAIM_ID = re.compile(r"""(?:\bclaim\s*=\s*|\bClaimSpec\(\s*|\bClaim(?:\.untestable)?\(\s*)["']§""")
+NOTES_NUMBER = re.compile(r"§(?:9|1[0-3])(?!\d)(?:\.\d+)*")
+
+
+def _claim_numbering_hits(root: Path) -> list[str]:
+    """Where src/ and report/ under `root` give a claim a section number for its id, or use our
+    notes' numbering §9-§13 other than as a paper's own section right after its name ("UDPO §9")."""
+    names = tuple(f"{name} " for _, name in CLAIM_PAPERS.values())
+    files = subprocess.run(
+        ["git", "ls-files", "-z", "src", "report"], capture_output=True, text=True, cwd=root, check=True
+    ).stdout
+    hits = []
+    for name in filter(None, files.split("\0")):
+        path = root / name
+        if not path.is_file() or path.suffix not in (".py", ".rst", ".md", ".yaml", ".txt", ".html"):
+            continue
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        for match in SECTION_AS_CLAIM_ID.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            hits.append(f"{name}:{line}: a claim id given as a section number")
+        for number, line in enumerate(text.splitlines(), 1):
+            for match in NOTES_NUMBER.finditer(line):
+                if not line[: match.start()].endswith(names):
+                    hits.append(f"{name}:{number}: {match.group(0)} in {line.strip()[:100]}")
+    return hits
+
+
+def test_claims_are_never_numbered_by_our_notes_or_by_a_section():
+    """A claim's id is a short id in its paper ("udpo-2"), which stays put; where the paper states it
+    is its `source`, in the paper's own numbering ("UDPO §3.2, Figure 3"). Neither the numbering of
+    our own notes (§9-§13: "§10.4"), which no reader can look up, nor any section number is a claim
+    id anywhere in src/ or report/; a paper's own section right after the paper's name is allowed."""
+    hits = _claim_numbering_hits(REPO)
+    assert not hits, "\n".join(hits)
+
+
+def test_every_claim_has_a_short_id_and_names_where_its_paper_states_it():
+    """Every `ClaimSpec` of a paper's claims module: an id "<prefix>-<n>", unique in the paper, and a
+    source that leads with the paper's name and a section, appendix, table, figure or equation; every
+    literal id an untestable row names is one of them or a range of them ("udpo-1..4")."""
+    import importlib
+
+    from debatelab.evaluation.claim_engine import ClaimSpec
+
+    for paper, (prefix, name) in CLAIM_PAPERS.items():
+        module = importlib.import_module(f"debatelab.evaluation.papers.{paper}_claims")
+        specs = {
+            id(spec): spec
+            for value in vars(module).values()
+            for spec in (value if isinstance(value, list) else [value])
+            if isinstance(spec, ClaimSpec)
+        }.values()
+        ids = [spec.id for spec in specs]
+        assert ids and all(re.fullmatch(rf"{prefix}-\d+", i) for i in ids), (paper, ids)
+        assert len(ids) == len(set(ids)), (paper, sorted(ids))
+        for spec in specs:
+            assert re.match(rf"{re.escape(name)} (§\d|App\. [A-Z]|Table \d|Figure \d|Eq)", spec.source), (
+                spec.id,
+                spec.source,
+            )
+        text = Path(module.__file__).read_text()
+        for literal in re.findall(r"""\bclaim=["']([^"']*)["']""", text):
+            assert re.fullmatch(rf"{prefix}-\d+(\.\.\d+)?", literal), (paper, literal)

@@ -129,13 +129,13 @@ def test_grouped_columns_get_one_header_above_them():
 
 def test_claims_page_leads_with_verdict_value_and_interval():
     names = ["claim", "statement", "scope", "statistic", "value", "low", "high", "expect", "verdict", "n"]
-    names += ["interval", "detail", "margin", "p", "p_holm", "verdict_holm"]
+    names += ["interval", "detail", "margin", "p", "p_holm", "verdict_holm", "source"]
     claims = pd.DataFrame(
         [
-            ["§1", "x rises", "mad", "mean Δx", 0.2, 0.05, 0.35, ">= 0", "holds", 50, "paired bootstrap", ""]
-            + [0.5, 0.01, 0.06, "inconclusive (Holm)"],
-            ["§2", "y falls", "", "", np.nan, np.nan, np.nan, "", "n/a", 0, "", "needs a trained pair"]
-            + [np.nan, np.nan, np.nan, "n/a"],
+            ["x-1", "x rises", "mad", "mean Δx", 0.2, 0.05, 0.35, ">= 0", "holds", 50, "paired bootstrap", ""]
+            + [0.5, 0.01, 0.06, "inconclusive (Holm)", "X §4.3, Table 3"],
+            ["x-2", "y falls", "", "", np.nan, np.nan, np.nan, "", "n/a", 0, "", "needs a trained pair"]
+            + [np.nan, np.nan, np.nan, "n/a", "X App. B, Figure 7"],
         ],
         columns=names,
     )[CLAIM_COLUMNS]
@@ -147,4 +147,5 @@ def test_claims_page_leads_with_verdict_value_and_interval():
         "mad · mean Δx · paired bootstrap · p = 0.01, Holm p = 0.06: inconclusive (Holm)",
         "needs a trained pair",
     ]
+    assert sublines["claim"] == ["X §4.3, Table 3", "X App. B, Figure 7"]  # where the paper states it
     assert len(view.columns) <= 7  # the rest rides under the statement: the table fits the pane

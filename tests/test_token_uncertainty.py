@@ -1,7 +1,7 @@
 """Token-level uncertainty (issue 31): the top-k entropy formula worked by hand and against scipy,
 the transformers backend against a full-vocabulary computation from the model's logits, the cache
-(old parts read, k = 0 keys unchanged), the token-level estimators through calibration, and UMAD
-§10.7 on generated turns. The transformers / vLLM agreement is in test_vllm_backend.py (its engine)."""
+(old parts read, k = 0 keys unchanged), the token-level estimators through calibration, and UMAD's
+claim umad-10 on generated turns. The transformers / vLLM agreement is in test_vllm_backend.py (its engine)."""
 
 from __future__ import annotations
 
@@ -374,7 +374,7 @@ def test_token_estimators_are_calibrated_like_the_elicited_ones():
         CalibrationSettings(estimators=["entropyy"])
 
 
-# --------------------------------------------------------------------------- UMAD §10.7
+# --------------------------------------------------------------------------- UMAD's claim umad-10
 
 
 def _entropy_outputs(tmp_path, first_round, differences) -> RunOutputs:
@@ -423,7 +423,7 @@ def _entropy_outputs(tmp_path, first_round, differences) -> RunOutputs:
 
 def _entropy_claim(outputs):
     claims = claims_frame(umad_claims.token_entropy_claims(outputs))
-    assert list(claims["claim"]) == ["§10.7"]
+    assert list(claims["claim"]) == ["umad-10"]
     return claims.iloc[0]
 
 

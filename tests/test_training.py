@@ -336,7 +336,7 @@ def test_sdrl_drops_debate_groups_whose_rewards_are_all_equal():
     debate_prompts, debate_kept, debate_all, counts = trainer.debate_turn(backend, 0, kept)
     assert debate_prompts == 4 and len(debate_all) == 12
     assert debate_kept == []  # every debate group is all right or all wrong: no gradient, dropped
-    # §9.3 needs why: q0 and q2's debates are all right, q1 and q3's all wrong
+    # claim sdrl-4 needs why: q0 and q2's debates are all right, q1 and q3's all wrong
     assert (counts["debate_groups_all_correct"], counts["debate_groups_all_wrong"]) == (2, 2)
 
 

@@ -367,7 +367,7 @@ def test_holm_adjusts_over_the_papers_claims():
 
 
 def test_sdrl_single_agent_accuracy_with_one_sample_is_paired_correctness():
-    """SDRL §9.5 "no single-agent drop against DAPO" with one agent and one sample per question on
+    """SDRL's claim sdrl-8 "no single-agent drop against DAPO" with one agent and one sample per question on
     each side is paired correctness. The toy run's sample 0: SDRL right on q1 only, DAPO on q2 only,
     so b = c = 1 of n = 2: Clopper-Pearson of 1/2 mapped by 100 · (2/2)(2p − 1), McNemar p = 1 (the
     old bootstrap resampled the two per-question differences, +100 and −100)."""
@@ -378,9 +378,9 @@ def test_sdrl_single_agent_accuracy_with_one_sample_is_paired_correctness():
     outputs = make_outputs()
     zero_shot = outputs.zero_shot
     outputs.__dict__["zero_shot"] = zero_shot[zero_shot["sample"] == 0].reset_index(drop=True)
-    single = [c for c in claims_of(sdrl.evaluate(outputs), "§9.5") if "single-agent" in c.statement and c.scope == TOY][
-        0
-    ]
+    single = [
+        c for c in claims_of(sdrl.evaluate(outputs), "sdrl-8") if "single-agent" in c.statement and c.scope == TOY
+    ][0]
     assert single.value == pytest.approx(0.0) and "Tango" in single.interval and "2 discordant" in single.interval
     # its boundary is −2 points (the margin), not 0: Tango's score interval
     assert (single.low, single.high) == pytest.approx(100 * np.array(_score_interval_by_search(1, 1, 2)), abs=1e-4)

@@ -18,7 +18,7 @@ ValueError. ECE bins are [i/B, (i+1)/B), the last one closed so that 1.0 falls i
 
 One ranking serves both selective curves: `accuracy_rejection_curve` (acc@k of the k most
 confident items) and `selective_prediction` (accuracy of the least uncertain fraction, Tang et al., arXiv:2602.07186
-§9) sort by the same `ranked_order`.
+§3.2, Figure 4) sort by the same `ranked_order`.
 
 Statistics relating a per-question measure to correctness (Tang et al., arXiv:2602.07186 §3, §5, App. B) and comparing methods:
 `welch_t` (failed vs correct, Welch [CHOICE]), `cohens_d` (the UDPO trainer's coefficients),

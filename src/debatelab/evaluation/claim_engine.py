@@ -5,7 +5,11 @@ adjustment hold for every paper by construction, and a new claim is one row.
 
 A row names:
 
-- ``id``: the paper's section, e.g. "§9.5" (the ``claim`` column);
+- ``id``: the claim's short id within its paper, e.g. "sdrl-7" (the ``claim`` column): a name that
+  stays put, not a section number;
+- ``source``: where the paper states the claim, as the paper numbers it (section, table, figure,
+  equation), led by the paper's short name: "SDRL §6.2, Table 1" (the ``source`` column), so that a
+  reader can look it up;
 - ``statement`` and ``statistic`` (what ``value`` is): text, formatted with the case's ``fields``
   (``"NComm: SVR-MAD < {baseline}"``);
 - ``family``: the statistic family (`FAMILIES`), which fixes the estimator and so the interval and
@@ -32,7 +36,8 @@ Per-unit data, one class per kind of input (`Case.data`):
 - `Missing`: no estimate (the verdict is "n/a", the row is kept).
 
 `evaluate_claims(specs, contexts)` runs every spec on each context in turn (context-major, so the
-rows of one scope sit together), passing `Untestable` contexts through as rows. A paper that
+rows of one scope sit together), passing `Untestable` contexts through as rows (their source: their
+own, else that of the spec of the same id). A paper that
 extracts its cases while it builds its contexts hands them over as `For(key, case)`, taken by the
 spec whose `cases` is `only(key)`.
 """
@@ -174,6 +179,7 @@ class Untestable:
     fields: Mapping[str, Any] = field(default_factory=dict)
     claim: str = ""
     statement: str = ""
+    source: str = ""  # as a context: where the paper states it (default: the source of the spec `claim` names)
 
 
 @dataclass(frozen=True)
@@ -205,8 +211,11 @@ class ClaimSpec:
     margin_reason: str = ""
     unit: str = "questions"
     scale: float = 1.0
+    source: str = ""
 
     def __post_init__(self):
+        if not self.source:
+            raise ValueError(f"{self.id}: a claim names where its paper states it (source: section, table, figure)")
         if self.family not in FAMILIES:
             raise ValueError(f"{self.id}: unknown statistic family {self.family!r}; one of {sorted(FAMILIES)}")
         if self.expect not in EXPECTATIONS:
@@ -285,7 +294,7 @@ def measure(spec: ClaimSpec, case: Case | Untestable) -> Claim:
     """One row of the claims file."""
     statement = _text(spec, spec.statement, case.fields)
     if isinstance(case, Untestable):
-        return Claim.untestable(spec.id, statement, case.reason, case.scope)
+        return Claim.untestable(spec.id, statement, case.reason, case.scope, spec.source)
     result = estimate(spec, case.data)
     if case.describe is not None:
         result = result.described(case.describe(result))
@@ -299,15 +308,21 @@ def measure(spec: ClaimSpec, case: Case | Untestable) -> Claim:
         spec.threshold,
         case.detail(result) if callable(case.detail) else case.detail,
         spec.margin,
+        spec.source,
     )
 
 
 def evaluate_claims(specs: Sequence[ClaimSpec], contexts: Iterable[Any]) -> list[Claim]:
-    """Every spec on each context in turn; an `Untestable` context is a row of its own."""
+    """Every spec on each context in turn; an `Untestable` context is a row of its own, its source its
+    own or that of the spec with its id."""
+    sources = {spec.id: spec.source for spec in reversed(specs)}  # the first spec of an id
     claims = []
     for context in contexts:
         if isinstance(context, Untestable):
-            claims.append(Claim.untestable(context.claim, context.statement, context.reason, context.scope))
+            source = context.source or sources.get(context.claim, "")
+            if not source:
+                raise ValueError(f"{context.claim}: an untestable row names where its paper states it (source)")
+            claims.append(Claim.untestable(context.claim, context.statement, context.reason, context.scope, source))
             continue
         for spec in specs:
             claims.extend(measure(spec, case) for case in spec.cases(context))

@@ -1,5 +1,5 @@
-"""Checkable claims: each claim a spec lists as testable on CPU, measured on this run with its
-uncertainty.
+"""Checkable claims: each claim of a paper testable on CPU, measured on this run with its
+uncertainty; each names where the paper states it (`Claim.source`).
 
 A claim is a statistic (a difference of accuracies, a correlation, a slope, ...) with a 95 % interval,
 a two-sided p-value and an expected direction against a threshold (``expect`` "> 0", "< 0", ">= 0",
@@ -42,6 +42,7 @@ VERDICTS = ("holds", "fails", "inconclusive", "n/a", TOO_FEW)
 EXPECTATIONS = (">", ">=", "<", "<=")
 CLAIM_COLUMNS = [
     "claim",
+    "source",
     "statement",
     "scope",
     "statistic",
@@ -104,7 +105,7 @@ def verdict(estimate: Estimate, expect: str, threshold: float = 0.0, margin: flo
 
 @dataclass(frozen=True)
 class Claim:
-    claim: str  # the spec's number, e.g. "§11.1"
+    claim: str  # the claim's short id within its paper, e.g. "udpo-2" (a range, "udpo-1..4", for a row of several)
     statement: str
     scope: str = ""  # dataset / protocol / run the row measures
     statistic: str = ""  # what `value` is
@@ -118,6 +119,7 @@ class Claim:
     detail: str = ""
     margin: float = math.nan  # for ">=" / "<=": how far past the threshold still counts (`boundary`)
     p: float = math.nan  # two-sided p-value of "value = the boundary" (the test the interval inverts)
+    source: str = ""  # where the paper states it: its section, table, figure or equation, e.g. "UDPO §3.2, Figure 3"
 
     @classmethod
     def measured(
@@ -131,6 +133,7 @@ class Claim:
         threshold: float = 0.0,
         detail: str = "",
         margin: float = 0.0,
+        source: str = "",
     ) -> Claim:
         """A claim that `statistic` `expect`s `threshold` (within `margin` for ">=" / "<="), decided
         by `estimate`'s interval and test at the boundary (`Estimate.at_boundary`: the row shows
@@ -157,11 +160,12 @@ class Claim:
             detail,
             float(margin) if expect in (">=", "<=") else math.nan,
             estimate.p_value(boundary(expect, threshold, margin)),
+            source,
         )
 
     @classmethod
-    def untestable(cls, claim: str, statement: str, reason: str, scope: str = "") -> Claim:
-        return cls(claim, statement, scope=scope, detail=reason)
+    def untestable(cls, claim: str, statement: str, reason: str, scope: str = "", source: str = "") -> Claim:
+        return cls(claim, statement, scope=scope, detail=reason, source=source)
 
     @property
     def holds(self) -> bool | None:

@@ -10,7 +10,8 @@ Outputs of `evaluate_paper` (results/{experiment}/tables/{paper}/):
   run_high (its 95 % interval where the paper's builder gives one: `paper_numbers.cell_intervals`),
   paper_in_interval (whether the paper's value lies in it), difference (run − paper), run_dataset
   (the run's dataset standing in for the paper's), n, paper_where;
-- ``claims.csv``: one row per checkable claim of the spec: claim, statement, scope, statistic,
+- ``claims.csv``: one row per checkable claim of the paper: claim (its short id in the paper),
+  source (where the paper states it: section, table, figure, equation), statement, scope, statistic,
   value, its 95 % interval (low, high), expect (what the claim says of value), margin (of a ">=" /
   "<=" claim), verdict (holds / fails / inconclusive / n/a / n/a (too few), `evaluation.claims`),
   p (the test the interval inverts, at the claim's boundary), p_holm and verdict_holm (after
@@ -55,9 +56,9 @@ td.holds { background: #dff0d8; } td.fails { background: #f2dede; } td.inconclus
 
 def claims_view(claims: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[str]]]:
     """The claims page as a reader scans it: claim, statement, verdict, value, its 95 % interval
-    [low, high], n and the expectation as columns; scope, statistic, how the interval was made
-    (`interval` in the CSV) and the detail as a small line under the statement, so the table fits the
-    report's pane."""
+    [low, high], n and the expectation as columns; where the paper states the claim (`source`) as a
+    small line under its id, and scope, statistic, how the interval was made (`interval` in the CSV)
+    and the detail as one under the statement, so the table fits the report's pane."""
 
     def bounds(low, high) -> str:
         return "" if pd.isna(low) or pd.isna(high) else f"[{low:.4g}, {high:.4g}]"
@@ -79,7 +80,11 @@ def claims_view(claims: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[str]
     view = view[["claim", "statement", "verdict", "value", "95 % interval", "n", "expect"]]
     parts = claims[["scope", "statistic", "interval", "detail"]].fillna("").astype(str).to_numpy()
     held = [tests(row) for _, row in claims.iterrows()]
-    return view, {"statement": [" · ".join(p for p in [*row, h] if p) for row, h in zip(parts, held)]}
+    sources = claims["source"].fillna("").astype(str).tolist() if "source" in claims else [""] * len(claims)
+    return view, {
+        "claim": sources,
+        "statement": [" · ".join(p for p in [*row, h] if p) for row, h in zip(parts, held)],
+    }
 
 
 def vs_paper_view(vs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[str]]]:

@@ -1,5 +1,5 @@
-"""Confidence protocols (Elahi & Di Eugenio, arXiv:2606.13591 §4.1, §5; §5): Table 1 (F1 / AUARC lift over zs* with k significant
-pairs), the raw-vs-calibrated test ECE of every stream, the lift plot and the claims of §10.
+"""Confidence protocols (Elahi & Di Eugenio, arXiv:2606.13591 §4.1, §5): Table 1 (F1 / AUARC lift over zs* with k significant
+pairs), the raw-vs-calibrated test ECE of every stream, the lift plot and the claims conf-1 to conf-10.
 
 Sources, all written by the confidence stage: the experiment summary's lift table
 (`summary/confidence_lift.csv`, one row per dataset × estimator × calibrator × method), the
@@ -14,7 +14,7 @@ its own data, `confidence.stage`) beat every comparator at α; a comparison with
 runs is not significant, and k is "–" (NaN) where no pair could be tested
 (`reporting.confidence.lift_table`).
 
-The claims of §10 are `confidence_claims`; `calibration_runs` and `method_runs` are their units.
+The claims are `confidence_claims`; `calibration_runs` and `method_runs` are their units.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from ..run import RunOutputs
 METHODS = ["mad", "mad_d", "wsv", "cga", "hid"]
 PROTOCOLS = ["wsv", "cga", "hid"]
 CALIBRATOR_ORDER = ["raw", "beta", "polynomial", "isotonic"]
-MONOTONE = ("beta", "isotonic")  # rank-preserving, so AUARC should barely move (§10.2)
+MONOTONE = ("beta", "isotonic")  # rank-preserving, so AUARC should barely move (claim conf-2)
 AUARC_TOLERANCE = 0.02  # |Δ AUARC| in [0, 1] that still counts as "about unchanged"
-AMBIGUOUS = ("boolq", "vast", "ezstance")  # §10.3: stance and BoolQ, where debate hurts F1
+AMBIGUOUS = ("boolq", "vast", "ezstance")  # conf-3: stance and BoolQ, where debate hurts F1
 CELL_METRICS = ["f1_lift", "auarc_lift", "f1_k", "auarc_k"]
 
 

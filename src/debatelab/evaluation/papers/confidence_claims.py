@@ -1,11 +1,12 @@
-"""The confidence paper's claims (§10) as `claim_engine.ClaimSpec` rows (`CALIBRATION_SPECS`,
+"""The confidence paper's claims (Elahi & Di Eugenio, arXiv:2606.13591: conf-1 to conf-10, each with
+the section, table or figure that states it) as `claim_engine.ClaimSpec` rows (`CALIBRATION_SPECS`,
 `LIFT_SPECS`, `METRIC_SPECS`, `SHIFT_SPEC`), run on the contexts the `*_contexts` functions build
 (the tables are `confidence`'s).
 
 F1, AUARC and ECE are statistics of a run's whole test part, and the files read here hold them per
-run, not per question; so §10.1-§10.5 take each calibration run (averaged over pairs, which share
+run, not per question; so conf-1 to conf-9 take each calibration run (averaged over pairs, which share
 the run's questions) as the unit and bootstrap runs, paired where both sides are one run's
-(`calibration.runs` ≥ `intervals.MIN_UNITS` for an interval; fewer give "n/a (too few)"). §10.7 is a
+(`calibration.runs` ≥ `intervals.MIN_UNITS` for an interval; fewer give "n/a (too few)"). conf-10 is a
 mean over debated answers, bootstrapped over questions (`question_mean`).
 """
 
@@ -71,21 +72,22 @@ def _paired(v: Versus) -> list[Case]:
     return [Case(v.scope, paired_runs(v.a, v.b), {"kind": v.kind, "name": v.name}, _few_units(RUN_UNIT))]
 
 
-S10_1 = "a fitted calibrator lowers test ECE compared with raw"
-S10_2 = f"a monotone calibrator leaves single-agent AUARC about unchanged (|Δ| ≤ {AUARC_TOLERANCE})"
+ECE_LOWER = "a fitted calibrator lowers test ECE compared with raw"
+AUARC_KEPT = f"a monotone calibrator leaves single-agent AUARC about unchanged (|Δ| ≤ {AUARC_TOLERANCE})"
 CALIBRATION_SPECS = [
     ClaimSpec(
-        "§10.1",
-        S10_1,
+        "conf-1",
+        ECE_LOWER,
         DIFFERENCE,
         lambda v: _paired(Versus(v.scope, v.a["ece"], v.b["ece"], v.kind)),
         "ECE(calibrated) − ECE(raw), test, mean over runs × pairs × streams",
         "<",
         unit=RUN_UNIT,
+        source="Elahi & Di Eugenio §2.1 (post-hoc calibrators reduce ECE), §3.3",
     ),
     ClaimSpec(
-        "§10.2",
-        S10_2,
+        "conf-2",
+        AUARC_KEPT,
         DIFFERENCE,
         lambda v: (
             [
@@ -105,12 +107,13 @@ CALIBRATION_SPECS = [
         AUARC_TOLERANCE,
         margin_reason="[CHOICE] margin 0: the tolerance AUARC_TOLERANCE is already the threshold",
         unit=RUN_UNIT,
+        source="Elahi & Di Eugenio §2.1 (monotone calibration barely moves discrimination), §3.3",
     ),
 ]
 
 
 def calibration_contexts(runs: pd.DataFrame) -> list:
-    """§10.1 (every fitted calibrator lowers test ECE) and §10.2 (monotone ones keep AUARC): per
+    """conf-1 (every fitted calibrator lowers test ECE) and conf-2 (monotone ones keep AUARC): per
     (dataset, estimator, fitted calibrator), its runs beside raw's (a run's raw and calibrated
     streams score the same questions)."""
     kinds = set(runs["calibrator"]) if not runs.empty else set()
@@ -120,7 +123,10 @@ def calibration_contexts(runs: pd.DataFrame) -> list:
             if runs.empty
             else "needs raw and at least one fitted calibrator in `calibration.calibrators`"
         )
-        return [Untestable(reason, claim="§10.1", statement=S10_1), Untestable(reason, claim="§10.2", statement=S10_2)]
+        return [
+            Untestable(reason, claim="conf-1", statement=ECE_LOWER),
+            Untestable(reason, claim="conf-2", statement=AUARC_KEPT),
+        ]
     contexts = []
     by = runs.set_index(["dataset", "estimator", "calibrator", "run"]).sort_index()
     for (dataset, estimator), g in runs.groupby(["dataset", "estimator"], sort=False):
@@ -134,7 +140,7 @@ def calibration_contexts(runs: pd.DataFrame) -> list:
                 )
     if not any(c.kind in MONOTONE for c in contexts):
         contexts.append(
-            Untestable("no monotone calibrator (beta, isotonic) was fitted", claim="§10.2", statement=S10_2)
+            Untestable("no monotone calibrator (beta, isotonic) was fitted", claim="conf-2", statement=AUARC_KEPT)
         )
     return contexts
 
@@ -144,8 +150,10 @@ def _wide(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
     return runs.pivot_table(index="run", columns="method", values=metric, aggfunc="first", sort=False)
 
 
-S10_3A, S10_3B = "MAD F1 ≤ zs* F1 (stance, BoolQ)", "MAD-D loses less F1 than MAD (stance, BoolQ)"
-S10_4 = "protocol AUARC ≥ AUARC of zs* and of MAD"
+MAD_F1, MAD_D_F1 = "MAD F1 ≤ zs* F1 (stance, BoolQ)", "MAD-D loses less F1 than MAD (stance, BoolQ)"
+F1_SOURCE = "Elahi & Di Eugenio §5, Table 1 (MAD and MAD-D, F1)"
+AUARC = "protocol AUARC ≥ AUARC of zs* and of MAD"
+AUARC_SOURCE = "Elahi & Di Eugenio §5 (the aggregated confidence is highly discriminative), Table 1 (AUARC)"
 
 
 def _f1_cases(f1: Versus, a: str, b: str, missing: str = ""):
@@ -169,8 +177,8 @@ def _auarc_cases(against: str):
 
 LIFT_SPECS = [
     ClaimSpec(
-        "§10.3",
-        S10_3A,
+        "conf-3",
+        MAD_F1,
         DIFFERENCE,
         lambda v: _f1_cases(v, "mad", "zero_shot", "no MAD or zs* row in the test metrics") if v.kind == "f1" else [],
         "F1(MAD) − F1(zs*), points",
@@ -178,19 +186,21 @@ LIFT_SPECS = [
         margin_reason="[CHOICE] margin 0: the paper (arXiv:2606.13591, Table 1) reports MAD lowering F1 on "
         "stance and BoolQ, a loss, so the interval must lie below 0",
         unit=RUN_UNIT,
+        source="Elahi & Di Eugenio §5, Table 1 (MAD, F1)",
     ),
     ClaimSpec(
-        "§10.3",
-        S10_3B,
+        "conf-4",
+        MAD_D_F1,
         DIFFERENCE,
         lambda v: _f1_cases(v, "mad_d", "mad") if v.kind == "f1" else [],
         "F1 lift(MAD-D) − F1 lift(MAD), points",
         ">=",
         margin_reason="[CHOICE] margin 0: 'loses less' is a strict comparison; the paper states no margin",
         unit=RUN_UNIT,
+        source=F1_SOURCE + "; §6",
     ),
     ClaimSpec(
-        "§10.4",
+        "conf-5",
         "{name} AUARC ≥ zs* AUARC",
         DIFFERENCE,
         lambda v: _auarc_cases("zero_shot")(v) if v.kind == "auarc" else [],
@@ -199,9 +209,10 @@ LIFT_SPECS = [
         margin_reason="[CHOICE] margin 0: the paper (arXiv:2606.13591, Table 1) reports AUARC lifts of the "
         "gated protocols, gains rather than 'no worse within δ'",
         unit=RUN_UNIT,
+        source=AUARC_SOURCE,
     ),
     ClaimSpec(
-        "§10.4",
+        "conf-6",
         "{name} AUARC ≥ MAD AUARC",
         DIFFERENCE,
         lambda v: _auarc_cases("mad")(v) if v.kind == "auarc" else [],
@@ -209,23 +220,27 @@ LIFT_SPECS = [
         ">=",
         margin_reason="[CHOICE] margin 0, as against zs*",
         unit=RUN_UNIT,
+        source=AUARC_SOURCE,
     ),
 ]
 
 
 def lift_contexts(runs: pd.DataFrame, calibrator: str | None, outputs: RunOutputs) -> list:
-    """§10.3 (MAD hurts F1 on stance / BoolQ, MAD-D less) and §10.4 (CGA/HID AUARC ≥ zs*, MAD): the
+    """conf-3, conf-4 (MAD hurts F1 on stance / BoolQ, MAD-D less) and conf-5, conf-6 (CGA/HID AUARC ≥ zs*, MAD): the
     lifts of Table 1, recomputed per run so that runs can be resampled."""
     part = runs[runs["calibrator"] == calibrator] if calibrator is not None else runs.iloc[:0]
     if part.empty:
         reason = "no per-run test metrics (protocols/{dataset}/{pair}/metrics.csv) in this run"
-        return [Untestable(reason, claim="§10.3", statement=S10_3A), Untestable(reason, claim="§10.4", statement=S10_4)]
+        return [
+            Untestable(reason, claim="conf-3..4", statement=MAD_F1, source=F1_SOURCE),
+            Untestable(reason, claim="conf-5..6", statement=AUARC, source=AUARC_SOURCE),
+        ]
     contexts = []
     ambiguous = part[part["dataset"].map(outputs.paper_dataset).isin(AMBIGUOUS)]
     if ambiguous.empty:
         mapped = sorted({outputs.paper_dataset(d) for d in part["dataset"]})
         reason = f"no stance or BoolQ dataset (this run's map to {mapped})"
-        contexts.append(Untestable(reason, claim="§10.3", statement=S10_3A))
+        contexts.append(Untestable(reason, claim="conf-3..4", statement=MAD_F1, source=F1_SOURCE))
     # F1 comes from the answers only, so it is the same for every estimator: average them
     for dataset, g in ambiguous.groupby("dataset", sort=False):
         f1 = g.groupby(["run", "method"], sort=False)["f1"].mean().unstack("method")
@@ -236,7 +251,9 @@ def lift_contexts(runs: pd.DataFrame, calibrator: str | None, outputs: RunOutput
             if protocol in auarc:
                 contexts.append(Versus(f"{dataset}, {estimator}, {protocol}", auarc, auarc, "auarc", protocol.upper()))
     if not any(getattr(c, "kind", "") == "auarc" for c in contexts):
-        contexts.append(Untestable("no CGA or HID in the test metrics", claim="§10.4", statement=S10_4))
+        contexts.append(
+            Untestable("no CGA or HID in the test metrics", claim="conf-5..6", statement=AUARC, source=AUARC_SOURCE)
+        )
     return contexts
 
 
@@ -259,9 +276,11 @@ def best_gap(values: pd.DataFrame, candidates: list[str]) -> tuple[Resampled | M
     return resampled, str(means[mine].idxmax()), str(means[~mine].idxmax())
 
 
-S10_5A = "calibrated protocol F1 ≥ raw protocol F1"
-S10_5B, S10_5C = "WSV has the best F1 of all methods", "CGA or HID has the best AUARC of all methods"
+CALIBRATED_F1 = "calibrated protocol F1 ≥ raw protocol F1"
+BEST_F1, BEST_AUARC = "WSV has the best F1 of all methods", "CGA or HID has the best AUARC of all methods"
+BEST_BOTH = "WSV has the best F1, CGA or HID the best AUARC of all methods"
 BEST = "[CHOICE] margin 0: 'the best' is strictly above every other method"
+BEST_SOURCE = "Elahi & Di Eugenio §5 (WSV results in higher F1 while CGA and HID result in higher AUARC), Figure 1; §6"
 
 
 def _best_cases(metric: str, candidates: list[str], detail: str):
@@ -280,52 +299,55 @@ def _best_cases(metric: str, candidates: list[str], detail: str):
 
 METRIC_SPECS = [
     ClaimSpec(
-        "§10.5",
-        S10_5A,
+        "conf-7",
+        CALIBRATED_F1,
         DIFFERENCE,
         lambda v: _paired(v) if v.kind not in ("best",) else [],
         "F1({kind}) − F1(raw), points",
         ">=",
         margin_reason="[CHOICE] margin 0: calibration 'raises' protocol F1 (a gain); no margin stated",
         unit=RUN_UNIT,
+        source="Elahi & Di Eugenio §5 (calibration is essential), Figure 1",
     ),
     ClaimSpec(
-        "§10.5",
-        S10_5B,
+        "conf-8",
+        BEST_F1,
         DIFFERENCE,
         _best_cases("f1", ["wsv"], "best other: {other}"),
         "F1(WSV) − best other F1, points",
         ">=",
         margin_reason=BEST,
         unit=RUN_UNIT,
+        source=BEST_SOURCE,
     ),
     ClaimSpec(
-        "§10.5",
-        S10_5C,
+        "conf-9",
+        BEST_AUARC,
         DIFFERENCE,
         _best_cases("auarc", ["cga", "hid"], "best: {best}; best other: {other}"),
         "best AUARC of CGA/HID − best other AUARC, points",
         ">=",
         margin_reason=BEST,
         unit=RUN_UNIT,
+        source=BEST_SOURCE,
     ),
 ]
 
 
 def metric_contexts(runs: pd.DataFrame, calibrator: str | None) -> list:
-    """§10.5: calibration raises protocol F1 (each fitted calibrator's protocol F1 beside raw's);
-    WSV has the best F1, CGA/HID the best AUARC (the shown calibrator's methods)."""
+    """conf-7: calibration raises protocol F1 (each fitted calibrator's protocol F1 beside raw's);
+    conf-8, conf-9: WSV has the best F1, CGA/HID the best AUARC (the shown calibrator's methods)."""
     if runs.empty:
         reason = "no test metrics (protocols/{dataset}/{pair}/metrics.csv) in this run"
         return [
-            Untestable(reason, claim="§10.5", statement=S10_5A),
-            Untestable(reason, claim="§10.5", statement=S10_5B),
+            Untestable(reason, claim="conf-7", statement=CALIBRATED_F1),
+            Untestable(reason, claim="conf-8..9", statement=BEST_BOTH, source=BEST_SOURCE),
         ]
     contexts = []
     kinds = set(runs["calibrator"])
     if "raw" not in kinds or kinds == {"raw"}:
         reason = "needs raw and a fitted calibrator in `calibration.calibrators`"
-        contexts.append(Untestable(reason, claim="§10.5", statement=S10_5A))
+        contexts.append(Untestable(reason, claim="conf-7", statement=CALIBRATED_F1))
     else:
         for (dataset, estimator), g in runs.groupby(["dataset", "estimator"], sort=False):
             f1 = {kind: _wide(rows, "f1") for kind, rows in g.groupby("calibrator", sort=False)}
@@ -339,7 +361,7 @@ def metric_contexts(runs: pd.DataFrame, calibrator: str | None) -> list:
     shown = runs[runs["calibrator"] == calibrator]
     if shown.empty:
         reason = f"no test metrics for the {calibrator} calibrator"
-        contexts.append(Untestable(reason, claim="§10.5", statement=S10_5B))
+        contexts.append(Untestable(reason, claim="conf-8..9", statement=BEST_BOTH, source=BEST_SOURCE))
     for (dataset, estimator), g in shown.groupby(["dataset", "estimator"], sort=False):
         tables = {"f1": _wide(g, "f1"), "auarc": _wide(g, "auarc")}
         contexts.append(Versus(f"{dataset}, {estimator}, {calibrator}", tables, tables, "best"))
@@ -373,11 +395,11 @@ def question_mean(rows: pd.DataFrame, column: str) -> Resampled:
     return Resampled(lambda i: sums[i].sum(axis=1) / counts[i].sum(axis=1), len(per_question), vectorized=True)
 
 
-S10_7 = "sequence-probability confidence rises after debate, even on correct→incorrect flips"
+SEQPROB_RISES = "sequence-probability confidence rises after debate, even on correct→incorrect flips"
 
 
 def _shift_cases(v: tuple[str, str, pd.DataFrame, int]):
-    """§10.7 (Fig. 2) on one (dataset, transition): the mean raw seqprob confidence after − before
+    """conf-10 (Fig. 2) on one (dataset, transition): the mean raw seqprob confidence after − before
     debate; self-report, which the paper finds moves less, is in the detail."""
     scope, transition, rows, debated = v
     if rows.empty:
@@ -388,14 +410,23 @@ def _shift_cases(v: tuple[str, str, pd.DataFrame, int]):
 
 
 SHIFT_SPEC = ClaimSpec(
-    "§10.7", S10_7, MEAN, _shift_cases, "mean seqprob confidence after − before debate", ">", unit=QUESTION_UNIT
+    "conf-10",
+    SEQPROB_RISES,
+    MEAN,
+    _shift_cases,
+    "mean seqprob confidence after − before debate",
+    ">",
+    unit=QUESTION_UNIT,
+    source="Elahi & Di Eugenio §5.1, Figure 2 (right)",
 )
 
 
 def shift_contexts(streams: pd.DataFrame) -> list:
     """Per dataset and transition: its debated answers with their seqprob shift."""
     if streams.empty:
-        return [Untestable("no streams (the confidence stage's streams.parquet)", claim="§10.7", statement=S10_7)]
+        return [
+            Untestable("no streams (the confidence stage's streams.parquet)", claim="conf-10", statement=SEQPROB_RISES)
+        ]
     joined = debate_transitions(streams)
     joined = joined.assign(seq_shift=joined["conf_seqprob_after"] - joined["conf_seqprob_before"])
     return [

@@ -1,5 +1,7 @@
-"""SDRL (Liu et al., arXiv:2601.22297 §6, Tables 1-6; §6): Tables 1-6 and Fig. 1 (accuracy by debate round) from the debate stage's
-questions and turns, the zero-shot samples and the training metrics; the claims of §9 are `sdrl_claims`.
+"""SDRL (Liu et al., arXiv:2601.22297 §6, Tables 1-6): Tables 1-6 and Fig. 1 (accuracy by debate round) from the debate stage's
+questions and turns, the zero-shot samples and the training metrics. Tables 1, 3, 4 and 5 are built
+here; Table 2 (single agent) is `sdrl_single_agent`'s, Fig. 1 and Table 6 (by debate round)
+`sdrl_rounds`'s; the claims (sdrl-1 to sdrl-8) are `sdrl_claims`.
 
 Which protocol fills which cell follows from the config: the topology = its kind (all_to_all is the
 paper's decentralized MAD, ring its sparse MAD, centralized its centralized MAD), N = its
@@ -16,7 +18,7 @@ Every cell compared with the paper carries its 95 % interval (`low`, `high` of t
 questions, the unit the paper samples: Maj, Debate, Δ and mean@K / maj@K by `cell_estimates` /
 `difference_estimate` (exact where a cell is a count of questions, else the BCa bootstrap of the printed
 statistic itself, a question's threads and agents drawn together), Table 6's token means by
-`paper_numbers.cell_intervals`. A bootstrap over fewer than `intervals.MIN_UNITS` questions gives none.
+`paper_numbers.cell_intervals` (`sdrl_rounds`). A bootstrap over fewer than `intervals.MIN_UNITS` questions gives none.
 """
 
 from __future__ import annotations
@@ -29,13 +31,11 @@ import pandas as pd
 from ...grading import INVALID, answer_keys
 from ...grading.votes import plurality
 from ...intervals import Estimate, bootstrap, paired_accuracy_difference, proportion
-from ...reporting.figures import subplots
 from ...training.settings import TrainSettings
 from ..claims import finite
 from ..paper_numbers import (
     agreed_outcomes,
     bound_columns,
-    cell_intervals,
     dataset_average_statistic,
     joined_datasets,
     long_table,
@@ -298,13 +298,13 @@ def debate_cells(outputs: RunOutputs, infos: list[ProtocolInfo], q: pd.DataFrame
     return pd.DataFrame(rows, columns=columns)
 
 
-def _preference(info: ProtocolInfo) -> tuple:
+def preference(info: ProtocolInfo) -> tuple:
     """The protocol that stands for a cell: N nearest the paper's 5 (the larger on a tie), Choi's
     template, then by name."""
     return abs(info.n_agents - MAIN_N), -info.n_agents, info.template != "choi", info.name
 
 
-def pick(infos: list[ProtocolInfo], outputs: RunOutputs, by: list[str], order=_preference) -> list[ProtocolInfo]:
+def pick(infos: list[ProtocolInfo], outputs: RunOutputs, by: list[str], order=preference) -> list[ProtocolInfo]:
     """One protocol per value of `by` (attributes, or "method" / "topology" / "model"), the first by `order`."""
     chosen = {}
     for info in sorted(infos, key=order):
@@ -375,9 +375,9 @@ def _cells_long(cells: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def _full_budget_first(outputs: RunOutputs):
-    """`_preference`, with the run of the most training steps first after N: a reduced-budget run
+    """`preference`, with the run of the most training steps first after N: a reduced-budget run
     (Table 5's SDRL-125) stands for its method in Table 5 only."""
-    return lambda p: (*_preference(p)[:2], -(_steps(outputs, p) or 0), *_preference(p)[2:])
+    return lambda p: (*preference(p)[:2], -(_steps(outputs, p) or 0), *preference(p)[2:])
 
 
 def table1(cells: pd.DataFrame, outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
@@ -409,149 +409,6 @@ def table5(cells: pd.DataFrame, outputs: RunOutputs, infos: list[ProtocolInfo]) 
     return out.assign(steps=out["steps"].astype(int))
 
 
-def round_infos(outputs: RunOutputs, infos: list[ProtocolInfo]) -> list[ProtocolInfo]:
-    """Fig. 1 / Table 6: per method the decentralized protocol with N nearest 5 and the most rounds."""
-    return pick(
-        decentralized(infos),
-        outputs,
-        ["model", "method"],
-        order=lambda p: (*_preference(p)[:2], -p.rounds, *_preference(p)[2:]),
-    )
-
-
-TOKEN_KINDS = ("correct", "incorrect")
-
-
-def table6(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
-    """Mean completion tokens of correct and incorrect responses per round (every call, round 0 =
-    the pre-debate answers), per method and dataset, with 95 % intervals (`<kind>_tokens_low` /
-    `_high`): the BCa bootstrap over the questions with such a call, all of a question's calls of the
-    round (its agents', in every thread) drawn together (`paper_numbers.cell_intervals`)."""
-    columns = [
-        "dataset",
-        "run_dataset",
-        "model",
-        "n_agents",
-        "method",
-        "protocol",
-        "round",
-        "correct_tokens",
-        "incorrect_tokens",
-        "n_correct",
-        "n_incorrect",
-        *bound_columns([f"{kind}_tokens" for kind in TOKEN_KINDS]),
-    ]
-    chosen = {p.name: p for p in round_infos(outputs, infos)}
-    turns = outputs.turns
-    turns = turns[turns["protocol"].isin(list(chosen))]
-    rows = []
-    for (protocol, dataset, rnd), g in turns.groupby(["protocol", "dataset", "round"], sort=True):
-        info = chosen[protocol]
-        right = g["correct"].astype(bool)
-        tokens = g["completion_tokens"].astype(float)
-        rows.append(
-            {
-                "dataset": outputs.paper_dataset(dataset),
-                "run_dataset": dataset,
-                "model": outputs.backbone(PAPER, info.models),
-                "n_agents": info.n_agents,
-                "method": protocol_method(info, outputs.runs, base=BASE),
-                "protocol": protocol,
-                "round": int(rnd),
-                "correct_tokens": tokens[right].mean() if right.any() else np.nan,
-                "incorrect_tokens": tokens[~right].mean() if (~right).any() else np.nan,
-                "n_correct": int(right.sum()),
-                "n_incorrect": int((~right).sum()),
-            }
-        )
-    if not rows:
-        return pd.DataFrame(columns=columns)
-    right, tokens = turns["correct"].astype(bool), turns["completion_tokens"].astype(float)
-    calls = turns.assign(correct_tokens=tokens.where(right), incorrect_tokens=tokens.where(~right))
-    keys = ["protocol", "dataset", "round"]
-    spans = cell_intervals(calls, keys, {f"{kind}_tokens": (f"{kind}_tokens", 1.0) for kind in TOKEN_KINDS})
-    spans = spans.rename(columns={"dataset": "run_dataset"}).astype({"round": int})
-    table = pd.DataFrame(rows).merge(spans, on=["protocol", "run_dataset", "round"], how="left")
-    return table[columns]
-
-
-def table6_cells(t6: pd.DataFrame) -> pd.DataFrame:
-    keys = ["dataset", "model", "n_agents", "method", "round"]
-    parts = [
-        t6[[*keys, "run_dataset"]].assign(
-            metric=f"{kind}_tokens",
-            value=t6[f"{kind}_tokens"].astype(float),
-            low=t6[f"{kind}_tokens_low"].astype(float),
-            high=t6[f"{kind}_tokens_high"].astype(float),
-            n=t6[f"n_{kind}"],
-        )
-        for kind in TOKEN_KINDS
-    ]
-    return pd.concat(parts, ignore_index=True)
-
-
-def fig1(outputs: RunOutputs, infos: list[ProtocolInfo]) -> pd.DataFrame:
-    """Accuracy (%) of the system answer after each round (round 0 = Maj) per method and dataset."""
-    columns = ["dataset", "run_dataset", "method", "protocol", "n_agents", "round", "accuracy", "n"]
-    chosen = round_infos(outputs, infos)
-    rounds = system_by_round(outputs, chosen)
-    if rounds.empty:
-        return pd.DataFrame(columns=columns)
-    methods = {p.name: protocol_method(p, outputs.runs, base=BASE) for p in chosen}
-    sizes = {p.name: p.n_agents for p in chosen}
-    out = rounds.groupby(["protocol", "dataset", "round"], sort=True)["correct"].agg(["mean", "size"]).reset_index()
-    return pd.DataFrame(
-        {
-            "dataset": out["dataset"].map(outputs.paper_dataset),
-            "run_dataset": out["dataset"],
-            "method": out["protocol"].map(methods),
-            "protocol": out["protocol"],
-            "n_agents": out["protocol"].map(sizes),
-            "round": out["round"].astype(int),
-            "accuracy": 100 * out["mean"].astype(float),
-            "n": out["size"],
-        },
-        columns=columns,
-    )
-
-
-def plot_fig1(by_round: pd.DataFrame, experiment: str):
-    datasets = list(dict.fromkeys(by_round["run_dataset"]))
-    width = 4.2 * max(1, len(datasets)) + 1.8  # 1.8 inches on the right hold the legend
-    fig, axes = subplots(1, max(1, len(datasets)), figsize=(width, 3.8), squeeze=False, sharey=True)
-    methods = sorted(dict.fromkeys(by_round["method"]), key=method_rank)
-    for ax, dataset in zip(axes[0], datasets):
-        sub = by_round[by_round["run_dataset"] == dataset]
-        for i, method in enumerate(methods):
-            part = sub[sub["method"] == method].sort_values("round", kind="stable")
-            if len(part):
-                ax.plot(
-                    part["round"],
-                    part["accuracy"],
-                    marker="o",
-                    color=f"C{i % 10}",
-                    label=f"{method} (N={int(part['n_agents'].iloc[0])})",
-                )
-        ax.set_xticks(sorted(set(sub["round"].astype(int))))
-        ax.set_xlabel("debate round (0 = round-0 majority, Maj)")
-        ax.set_title(f"{dataset}, n={int(sub.groupby('method')['n'].max().max())} question-threads", fontsize="medium")
-        ax.set_ylim(-3, 103)
-    axes[0][0].set_ylabel("accuracy of the system answer (%)")
-    fig.suptitle(f"{experiment}: decentralized MAD accuracy by round (Fig. 1)", fontsize="large")
-    fig.tight_layout()
-    fig.subplots_adjust(right=1 - 1.8 / width)
-    legend = {}
-    for ax in axes[0]:
-        for handle, name in zip(*ax.get_legend_handles_labels()):
-            legend.setdefault(name, handle)
-    handles, names = list(legend.values()), list(legend)
-    if handles:  # inside the figure: the saved PNG is not cropped to fit what sticks out
-        fig.legend(
-            handles, names, loc="center left", bbox_to_anchor=(1 - 1.75 / width, 0.5), fontsize="small", frameon=False
-        )
-    return fig
-
-
 def single_agent_intervals(t2: pd.DataFrame, per_question: pd.DataFrame) -> pd.DataFrame:
     """Table 2 (`sdrl_single_agent.single_agent`) with the 95 % intervals of mean@K and maj@K
     (`<metric>_low` / `_high`) over questions, a question's K samples (and those of the method's other
@@ -573,8 +430,9 @@ def single_agent_intervals(t2: pd.DataFrame, per_question: pd.DataFrame) -> pd.D
 
 
 def evaluate(outputs: RunOutputs) -> PaperEvaluation:
-    # both import this module's helpers: here, not at the top
+    # all three import this module's helpers: here, not at the top
     from .sdrl_claims import paper_claims
+    from .sdrl_rounds import fig1, plot_fig1, table6, table6_cells
     from .sdrl_single_agent import single_agent, single_agent_layout, single_agent_questions
 
     infos = debate_infos(outputs)

@@ -1,4 +1,5 @@
-"""SDRL's claims (§9.1-§9.5) as `claim_engine.ClaimSpec` rows (`SPECS`), and the functions that extract
+"""SDRL's claims (Liu et al., arXiv:2601.22297: sdrl-1 to sdrl-8, each with the section, table or
+figure that states it) as `claim_engine.ClaimSpec` rows (`SPECS`), and the functions that extract
 each case's data: per question from the debate outcomes and zero-shot samples (paired: two
 protocols or policies are read on the same resampled questions), per step from the training
 metrics (the tables are `sdrl`'s)."""
@@ -83,30 +84,52 @@ def _length_gap(turns: pd.DataFrame) -> Resampled:
 
 # --------------------------------------------------------------------------- the claims as rows
 
-S9_3 = "debate-turn accuracy > first-turn accuracy during SDRL training"
-S9_3B = "the share of all-correct (dropped) debate groups rises over training"
-S9_4 = "round-0 majority accuracy (Maj) rises with N (base decentralized MAD)"
-S9_4_LENGTH = "incorrect round-0 responses are longer than correct ones"
-S9_5_DELTA = "SDRL's Δ = Debate − Maj ≥ DAPO's (decentralized, T = 1)"
-S9_5_MEAN = "SDRL has no single-agent accuracy drop against DAPO (mean@K)"
+FIRST_TURN = "debate-turn accuracy > first-turn accuracy during SDRL training"
+GROUPS = "the share of all-correct (dropped) debate groups rises over training"
+MAJ_BY_N = "round-0 majority accuracy (Maj) rises with N (base decentralized MAD)"
+LENGTH = "incorrect round-0 responses are longer than correct ones"
+DELTA = "SDRL's Δ = Debate − Maj ≥ DAPO's (decentralized, T = 1)"
+MEAN_AT_K = "SDRL has no single-agent accuracy drop against DAPO (mean@K)"
 
 SPECS = [
     ClaimSpec(
-        "§9.3",
-        S9_3,
+        "sdrl-3",
+        FIRST_TURN,
         DIFFERENCE,
         only("first turn"),
         "mean over steps of debate − first-turn acc. (points; steps resampled)",
         unit="steps",
         scale=100,
+        source="SDRL App. D.1, Figure 4 (Debate Accuracy Improvement)",
     ),
     ClaimSpec(
-        "§9.3", S9_3B, SLOPE, only("groups"), "OLS slope per step of the {share} share of debate groups", unit="steps"
+        "sdrl-4",
+        GROUPS,
+        SLOPE,
+        only("groups"),
+        "OLS slope per step of the {share} share of debate groups",
+        unit="steps",
+        source="SDRL App. D.1, Figure 4 (a growing fraction of debate responses with zero advantage)",
     ),
-    ClaimSpec("§9.4", S9_4 + " (N = {ns})", PAIRED_ACCURACY, only("N"), "Maj(max N) − Maj(min N), points", scale=100),
-    ClaimSpec("§9.4", S9_4_LENGTH, DIFFERENCE, only("length"), "mean tokens incorrect − correct (questions resampled)"),
     ClaimSpec(
-        "§9.5",
+        "sdrl-5",
+        MAJ_BY_N + " (N = {ns})",
+        PAIRED_ACCURACY,
+        only("N"),
+        "Maj(max N) − Maj(min N), points",
+        scale=100,
+        source="SDRL §6.4 (Number of Agents), Table 3",
+    ),
+    ClaimSpec(
+        "sdrl-6",
+        LENGTH,
+        DIFFERENCE,
+        only("length"),
+        "mean tokens incorrect − correct (questions resampled)",
+        source="SDRL App. D.3, Table 6",
+    ),
+    ClaimSpec(
+        "sdrl-7",
         "{method}'s Δ = Debate − Maj ≥ DAPO's (decentralized, T = 1)",
         DIFFERENCE,
         only("delta"),
@@ -115,9 +138,10 @@ SPECS = [
         margin_reason="[CHOICE] margin 0 points: the paper claims SDRL improves debate over its RLVR baseline "
         "(Liu et al., arXiv:2601.22297, Table 1's Δ), a gain, not 'no worse within δ'",
         scale=100,
+        source="SDRL §6.2, Table 1 (Δ)",
     ),
     ClaimSpec(
-        "§9.5",
+        "sdrl-8",
         "{method} has no single-agent accuracy drop against DAPO (mean@K)",
         PAIRED_ACCURACY,
         only("mean@K"),
@@ -128,12 +152,13 @@ SPECS = [
         "strengthens single-agent accuracy but states no margin; the claim checked here is the weaker 'no "
         "drop' (non-inferiority), and 2 points (4 of 200 held-out questions) is the smallest drop we would call one",
         scale=100,
+        source="SDRL §6.3, Table 2 (mean@K)",
     ),
 ]
 
 
 def _training_contexts(outputs: RunOutputs) -> list:
-    """§9.3 from the trainer's step metrics: `debate_accuracy` (every debate-turn rollout) against
+    """sdrl-3 and sdrl-4 from the trainer's step metrics: `debate_accuracy` (every debate-turn rollout) against
     `debate_pair_accuracy` (the pairs the debate prompts show; older metrics: `accuracy`, every
     first-turn rollout), and the share of all-correct debate groups (older metrics: of dropped ones).
     The logs hold one row per step and nothing per question, so the step is the unit: the mean gap
@@ -141,7 +166,14 @@ def _training_contexts(outputs: RunOutputs) -> list:
     contexts = []
     runs = [r for r, info in outputs.runs.items() if info.method == "sdrl"]
     if not runs:
-        return [Untestable("no sdrl training run in this experiment", claim="§9.3", statement=S9_3)]
+        return [
+            Untestable(
+                "no sdrl training run in this experiment",
+                claim="sdrl-3..4",
+                statement=FIRST_TURN,
+                source="SDRL App. D.1, Figure 4",
+            )
+        ]
     for run in runs:
         steps = outputs.training.get(run)
         if steps is None:
@@ -200,7 +232,7 @@ def training_claims(outputs: RunOutputs) -> list[Claim]:
 
 
 def _n_contexts(q: pd.DataFrame, cells: pd.DataFrame, outputs: RunOutputs, infos: list[ProtocolInfo]) -> list:
-    """§9.4: round-0 majority accuracy rises with N, untrained decentralized MAD, one protocol per N.
+    """sdrl-5: round-0 majority accuracy rises with N, untrained decentralized MAD, one protocol per N.
     The statistic is Maj(max N) − Maj(min N) on the questions both answered: exact (McNemar) with one
     thread a question, else paired over questions; whether the N between are in order is in `detail`."""
     base = [p for p in decentralized(infos) if not p.trained_runs]
@@ -208,7 +240,7 @@ def _n_contexts(q: pd.DataFrame, cells: pd.DataFrame, outputs: RunOutputs, infos
     part = cells[cells["protocol"].isin([p.name for p in chosen]) & (cells["dataset"] != AVG)]
     if part["n_agents"].nunique() < 2:
         reason = "needs untrained decentralized protocols with ≥ 2 different N"
-        return [Untestable(reason, claim="§9.4", statement=S9_4)]
+        return [Untestable(reason, claim="sdrl-5", statement=MAJ_BY_N)]
     contexts = []
     for (dataset, model), g in part.groupby(["run_dataset", "model"], sort=False):
         g = g.sort_values("n_agents", kind="stable")
@@ -228,10 +260,10 @@ def _n_contexts(q: pd.DataFrame, cells: pd.DataFrame, outputs: RunOutputs, infos
 
 
 def _length_contexts(t6: pd.DataFrame, outputs: RunOutputs) -> list:
-    """§9.4 / Table 6: incorrect round-0 responses are longer than correct ones."""
+    """sdrl-6 (Table 6): incorrect round-0 responses are longer than correct ones."""
     first = t6[t6["round"] == 0]
     if first.empty:
-        return [Untestable("no round-0 turns of a decentralized protocol", claim="§9.4", statement=S9_4_LENGTH)]
+        return [Untestable("no round-0 turns of a decentralized protocol", claim="sdrl-6", statement=LENGTH)]
     turns = outputs.turns
     turns = turns[turns["round"] == 0]
     contexts = []
@@ -251,13 +283,13 @@ def _scope(dataset: str, run_dataset: str) -> str:
 
 
 def _versus_dapo(q: pd.DataFrame, t1: pd.DataFrame, per_question: pd.DataFrame, t2: pd.DataFrame) -> list:
-    """§9.5: SDRL's Δ ≥ DAPO's at the same N, and no single-agent (mean@K) drop. Both on the questions
+    """sdrl-7: SDRL's Δ ≥ DAPO's at the same N, and sdrl-8: no single-agent (mean@K) drop. Both on the questions
     the two methods answered, paired over questions; "avg" rows average the datasets as the tables do."""
     contexts = []
     sdrl_methods = sorted({m for m in t1["method"] if m.startswith("SDRL")})
     if "DAPO" not in set(t1["method"]) or not sdrl_methods:
         reason = "needs debates of both a dapo and an sdrl run"
-        contexts.append(Untestable(reason, claim="§9.5", statement=S9_5_DELTA))
+        contexts.append(Untestable(reason, claim="sdrl-7", statement=DELTA))
     q = q.assign(delta=q["debate"].astype(float) - q["maj"].astype(float))
     for method in sdrl_methods if "DAPO" in set(t1["method"]) else []:
         for (dataset, _, n_agents), g in t1.groupby(["dataset", "model", "n_agents"], sort=False):
@@ -279,7 +311,7 @@ def _versus_dapo(q: pd.DataFrame, t1: pd.DataFrame, per_question: pd.DataFrame, 
     sdrl_methods = sorted({m for m in t2["method"] if m.startswith("SDRL")})
     if "DAPO" not in set(t2["method"]) or not sdrl_methods:
         reason = "needs zero-shot samples of both a dapo and an sdrl policy"
-        return [*contexts, Untestable(reason, claim="§9.5", statement=S9_5_MEAN)]
+        return [*contexts, Untestable(reason, claim="sdrl-8", statement=MEAN_AT_K)]
     for method in sdrl_methods:
         for (dataset, model), g in t2.groupby(["dataset", "model"], sort=False):
             by = g.set_index("method")
@@ -305,13 +337,15 @@ def paper_claims(outputs, q, cells, infos, t1, per_question, t2, t6) -> list[Cla
     fixed = [
         Untestable(
             "a numerical simulation of the theory, not a measure of this run's outputs",
-            claim="§9.1",
+            claim="sdrl-1",
             statement="DCM simulation: δ = 0 is a martingale, δ > 0 drifts up, higher ρ lowers MV acc.",
+            source="SDRL §4, Theorem 4.4, Lemmas 4.5 and 4.7",
         ),
         Untestable(
             "unit tests of the trainer (tests/test_training.py), not a measure of this run's outputs",
-            claim="§9.2",
+            claim="sdrl-2",
             statement="pairing, dynamic sampling, dropped debate groups, advantages, overlong penalty",
+            source="SDRL §5.1-5.2, Algorithm 1; App. A.1",
         ),
     ]
     contexts = [

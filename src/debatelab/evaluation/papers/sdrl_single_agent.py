@@ -1,4 +1,4 @@
-"""SDRL's single-agent results (Liu et al., arXiv:2601.22297 §6.2, Table 2): mean@K and maj@K of each
+"""SDRL's single-agent results (Liu et al., arXiv:2601.22297 §6.3, Table 2): mean@K and maj@K of each
 trained policy and its base from the zero-shot samples, K = 4 on MATH500 and 32 elsewhere."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 baseline) and the cost–accuracy Pareto plot. A protocol's cells are on the backbone its seats' models
 stand for (`llm`, `RunOutputs.backbone`), and meet that backbone's published rows only.
 
-The claims (§9.1-3) are `svr_mad_claims`."""
+The claims (svr-1 to svr-5) are `svr_mad_claims`."""
 
 from __future__ import annotations
 
@@ -199,7 +199,7 @@ def plot_cost_accuracy(cells: pd.DataFrame, experiment: str):
 
 
 def evaluate(outputs: RunOutputs) -> PaperEvaluation:
-    from .svr_mad_claims import paper_claims  # imports this module's tables: here, not at the top
+    from .svr_mad_claims import ALL, ALL_SOURCE, paper_claims  # imports this module's tables: here, not at the top
 
     cells = table1_cells(outputs)
     result = PaperEvaluation()
@@ -208,7 +208,11 @@ def evaluate(outputs: RunOutputs) -> PaperEvaluation:
     result.claims = (
         paper_claims(cells, outputs)
         if not cells.empty
-        else [Claim.untestable("§9", "SVR-MAD against the baselines", "no debate protocol in this experiment")]
+        else [
+            Claim.untestable(
+                ALL, "SVR-MAD against the baselines", "no debate protocol in this experiment", source=ALL_SOURCE
+            )
+        ]
     )
     if not cells.empty:
         result.figures["cost_accuracy"] = plot_cost_accuracy(cells, outputs.experiment)

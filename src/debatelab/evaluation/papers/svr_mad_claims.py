@@ -1,6 +1,6 @@
-"""SVR-MAD's claims (§9.1-3) as `claim_engine.ClaimSpec` rows (`SPECS`): differences of Table 1 cells
-between SVR-MAD and a baseline on one (backbone, dataset), paired over questions (`cell_shares`;
-the tables are `svr_mad`'s)."""
+"""SVR-MAD's claims (Jiang et al., arXiv:2605.23099 §5.1, Table 1) as `claim_engine.ClaimSpec` rows
+(`SPECS`, ids svr-1 to svr-5): differences of Table 1 cells between SVR-MAD and a baseline on one
+(backbone, dataset), paired over questions (`cell_shares`; the tables are `svr_mad`'s)."""
 
 from __future__ import annotations
 
@@ -93,34 +93,40 @@ def _versus(first: str, second: str, metric: str, fields: dict | None = None):
     return cases
 
 
-# §9.1-3: differences of Table 1 cells on one (backbone, dataset), paired over questions
+ALL = "svr-1..5"  # a block none of the claims can be tested on
+ALL_SOURCE = "SVR-MAD §5.1, Table 1"
+
+# differences of Table 1 cells on one (backbone, dataset), paired over questions
 SPECS = [
     ClaimSpec(
-        "§9.1",
+        "svr-1",
         "SVR-MAD sends fewer messages than all-to-all MAD",
         DIFFERENCE,
         _versus("SVR-MAD", "MAD", "NComm"),
         "NComm(SVR-MAD) − NComm(MAD)",
         "<",
+        source="SVR-MAD §2 (all-to-all MAD), §4 (Algorithm 1)",
     ),
     ClaimSpec(
-        "§9.2",
+        "svr-2",
         "NComm: SVR-MAD < {baseline}",
         DIFFERENCE,
         _versus("SVR-MAD", "{baseline}", "NComm", {"baselines": ["SID-ET", "GroupDebate", "S2-MAD"]}),
         "NComm(SVR-MAD) − NComm({baseline})",
         "<",
+        source="SVR-MAD §5.1, Table 1 (NComm)",
     ),
     ClaimSpec(
-        "§9.2",
+        "svr-3",
         "Tokens: Self Consistency < SVR-MAD",
         DIFFERENCE,
         _versus("Self Consistency", "SVR-MAD", "Tok"),
         "Tok(SC) − Tok(SVR-MAD), ×10³",
         "<",
+        source="SVR-MAD §5, Table 1 (Tok; Self Consistency, the no-debate reference)",
     ),
     ClaimSpec(
-        "§9.3",
+        "svr-4",
         "SVR-MAD accuracy ≥ Self Consistency",
         PAIRED_ACCURACY,
         _versus("SVR-MAD", "Self Consistency", "Acc"),
@@ -129,14 +135,16 @@ SPECS = [
         margin=0.0,
         margin_reason="[CHOICE] margin 0 points: the paper (SVR-MAD, arXiv:2605.23099, Table 1) reports "
         "SVR-MAD above Self Consistency on every benchmark, a gain, not 'no worse within δ'",
+        source="SVR-MAD §5.1, Table 1 (Acc)",
     ),
     ClaimSpec(
-        "§9.2",
+        "svr-5",
         "Tokens: SVR-MAD < {baseline}",
         DIFFERENCE,
         _versus("SVR-MAD", "{baseline}", "Tok", {"baselines": ["S2-MAD", "GroupDebate"]}),
         "Tok(SVR-MAD) − Tok({baseline}), ×10³",
         "<",
+        source="SVR-MAD §5.1, Table 1 (Tok)",
     ),
 ]
 
@@ -148,7 +156,9 @@ def blocks(cells: pd.DataFrame, totals: pd.DataFrame) -> list[Block | Untestable
     for (llm, run_dataset), g in cells.groupby([backbones, "run_dataset"], sort=False):
         dataset = f"{run_dataset} ({llm})" if llm and backbones.nunique() > 1 else run_dataset
         protocol = dict(zip(g["method"], g["protocol"]))
-        untestable = partial(Untestable, scope=dataset, claim="§9.1-3", statement="SVR-MAD against the baselines")
+        untestable = partial(
+            Untestable, scope=dataset, claim=ALL, statement="SVR-MAD against the baselines", source=ALL_SOURCE
+        )
         if "SVR-MAD" not in protocol:
             out.append(untestable("no svr_mad protocol"))
         elif int(g.set_index("method").loc["SVR-MAD", "n"]) == 0:

@@ -1,5 +1,5 @@
-"""UDPO (Tang et al., arXiv:2602.07186 §3, §5, App. B; §3.2, §5): Tables 1-7 and Fig. 5, from the uncertainty stage's per-trajectory
-measures of every all-to-all protocol; the claims of §11 are `udpo_claims`.
+"""UDPO (Tang et al., arXiv:2602.07186 §3, §5, App. B): Tables 1-7 and Fig. 5, from the uncertainty stage's per-trajectory
+measures of every all-to-all protocol; the claims (udpo-1 to udpo-11) are `udpo_claims`.
 
 Which protocol fills which cell follows from the config: N = its participants, T = its rounds,
 m = its adversarial seats, the method = "MAD" for untrained agents, else the label of the
@@ -34,7 +34,7 @@ PAPER_ORDER = [
     "RMAAC",
     "MAPPO",
     "MAD",
-]  # Table 1's accuracy order, best first (Tang et al., arXiv:2602.07186 §3.2, §5, GPU)
+]  # Table 1's accuracy order, best first (Tang et al., arXiv:2602.07186 §5.2, Table 1)
 ABLATION_NAMES = {
     "UDPO": "Full",
     "UDPO w/o intra": "w/o intra",
@@ -132,7 +132,7 @@ def heterogeneous(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def standard_mad(frame: pd.DataFrame) -> pd.DataFrame:
-    """Untrained, unattacked debates: the measures' own claims (§11.1-4) are about these."""
+    """Untrained, unattacked debates: the measures' own claims (udpo-1 to udpo-4) are about these."""
     return frame[(frame["m"] == 0) & (frame["method"] == "MAD")]
 
 
@@ -337,7 +337,7 @@ def evaluate(outputs: RunOutputs) -> PaperEvaluation:
         ["dataset", "condition", "measure", "metric", "value", "low", "high", "n", "run_dataset"]
     ]
     result.cells["fig5"] = bins.assign(metric="delta_acc").rename(columns={"delta_acc": "value"})
-    # the claims hold for any ensemble: an attacked homogeneous one (Table 7's) tests §11.5 too
+    # the claims hold for any ensemble: an attacked homogeneous one (Table 7's) tests udpo-5 to udpo-7 too
     result.claims = paper_claims(everything, table3(everything, protocols), outputs)
     result.figures["fig5_delta_by_usys"] = plot_fig5(bins, outputs.experiment)
     return result

@@ -1,11 +1,12 @@
-"""UDPO's claims (§11) as `claim_engine.ClaimSpec` rows, and the functions that extract each case's
+"""UDPO's claims (Tang et al., arXiv:2602.07186: udpo-1 to udpo-11, each with the section, table or
+figure that states it) as `claim_engine.ClaimSpec` rows, and the functions that extract each case's
 per-question data from the trajectories `udpo.trajectories` builds (the tables are `udpo`'s).
 
-Claims (§11) carry a 95 % interval over questions, the unit of sampling (see below): a
+Claims carry a 95 % interval over questions, the unit of sampling (see below): a
 BCa bootstrap that moves every trajectory of a question together, paired where two protocols answered
 the same questions, and for an accuracy difference with one trajectory per question on both sides
 the exact interval conditional on the discordant questions (McNemar, `intervals.paired_accuracy_difference`);
-monotone-in-m / T claims compare the two ends; §11.8 is an OLS slope over steps (bootstrap over steps).
+monotone-in-m / T claims compare the two ends; udpo-9 is an OLS slope over steps (bootstrap over steps).
 """
 
 from __future__ import annotations
@@ -163,16 +164,17 @@ def _pooled(mad: pd.DataFrame) -> str:
     return f"{len(mad)} trajectories of {_question_codes(mad)[1]} questions"
 
 
-MEASURE_SPECS = [  # §11.1-4, on standard MAD (context: its trajectories)
+MEASURE_SPECS = [  # udpo-1 to udpo-4, on standard MAD (context: its trajectories)
     ClaimSpec(
-        "§11.1",
+        "udpo-1",
         "failures have higher {measure} than successes",
         COHENS_D,
         lambda mad: [_case(MAD_SCOPE, *_failure_gap(mad, m), measure=m, detail=_pooled(mad)) for m in MEASURES],
         "Cohen's d",
+        source="UDPO §3.2, Figure 2; App. B.1, Figure 6",
     ),
     ClaimSpec(
-        "§11.2",
+        "udpo-2",
         "{measure} correlates negatively with correctness",
         CORRELATION,
         lambda mad: [
@@ -180,9 +182,10 @@ MEASURE_SPECS = [  # §11.1-4, on standard MAD (context: its trajectories)
         ],
         "Pearson r",
         "<",
+        source="UDPO §3.2, Figure 3; App. B.2, Figure 7",
     ),
     ClaimSpec(
-        "§11.3",
+        "udpo-3",
         "{a} and {b} correlate positively",
         CORRELATION,
         lambda mad: [
@@ -190,9 +193,10 @@ MEASURE_SPECS = [  # §11.1-4, on standard MAD (context: its trajectories)
             for a, b in itertools.combinations(MEASURES, 2)
         ],
         "Pearson r",
+        source="UDPO §3.2, Figure 3; App. B.2, Figure 7",
     ),
     ClaimSpec(
-        "§11.4",
+        "udpo-4",
         "the least uncertain half (U_sys) is at least as accurate as all",
         DIFFERENCE,
         lambda mad: [_case(MAD_SCOPE, _selective_gain(mad), True, detail=_pooled(mad))],
@@ -201,8 +205,10 @@ MEASURE_SPECS = [  # §11.1-4, on standard MAD (context: its trajectories)
         margin_reason="[CHOICE] margin 0: the paper's selective-prediction figure ('The Value of Variance ...', "
         "Fig. 4, Fig. 8: 'uncertainty-guided abstention consistently improves accuracy'), a gain, not "
         "'no worse within δ'",
+        source="UDPO §3.2, Figure 4; App. B.3, Figure 8",
     ),
 ]
+MEASURES_SOURCE = "UDPO §3.2, Figures 2-4"
 
 
 @dataclass(frozen=True)
@@ -233,37 +239,42 @@ def _under_attack(g: tuple[str, pd.DataFrame]):
     return [_case(dataset, *_correlation(rows, "u_sys", "correct"), detail=_pooled(rows))]
 
 
-ATTACK_SPECS = [  # §11.5: the ends of m at each N (paired: the same questions under m = min and m = max)
+ATTACK = "UDPO §5.4, Table 3"
+ATTACK_SPECS = [  # udpo-5, udpo-6: the ends of m at each N (paired: the same questions under m = min and m = max)
     ClaimSpec(
-        "§11.5",
+        "udpo-5",
         "accuracy falls as m grows (m = {ms})",
         PAIRED_ACCURACY,
         _ends("correct", scale=100, kind="m"),
         "acc(m={high}) − acc(m={low}), points",
         "<",
+        source=ATTACK,
     ),
     ClaimSpec(
-        "§11.5",
+        "udpo-6",
         "U_sys rises as m grows (m = {ms})",
         DIFFERENCE,
         _ends("u_sys", kind="m"),
         "U_sys(m={high}) − U_sys(m={low})",
+        source=ATTACK,
     ),
     ClaimSpec(
-        "§11.5",
+        "udpo-7",
         "U_sys correlates negatively with correctness under attack",
         CORRELATION,
         _under_attack,
         "Pearson r",
         "<",
+        source="UDPO App. C.3.3, Figure 10, Table 6",
     ),
-    ClaimSpec(  # §11.6: more rounds, less uncertainty (standard MAD, same seats; paired over the questions)
-        "§11.6",
+    ClaimSpec(  # udpo-8: more rounds, less uncertainty (standard MAD, same seats; paired over the questions)
+        "udpo-8",
         "standard MAD: U_sys falls as T grows (T = {ts})",
         DIFFERENCE,
         _ends("u_sys", kind="T"),
         "U_sys(T={high}) − U_sys(T={low})",
         "<",
+        source="UDPO App. C.2, Table 5",
     ),
 ]
 
@@ -278,7 +289,11 @@ def attack_contexts(frame: pd.DataFrame, t3: pd.DataFrame, mad: pd.DataFrame, ou
     ]
     if not groups:
         reason = "needs untrained protocols with 0 and ≥ 1 adversarial seats at one N"
-        contexts.append(Untestable(reason, claim="§11.5", statement="compromised agents lower accuracy and raise U"))
+        contexts.append(
+            Untestable(
+                reason, claim="udpo-5..6", statement="compromised agents lower accuracy and raise U", source=ATTACK
+            )
+        )
     for (dataset, n_agents), g in groups:
         low, high = g.iloc[0], g.iloc[-1]
         by_m = "; ".join(f"m={int(r.m)}: acc {r.accuracy:.1f}, U_sys {r.u_sys:.3f}" for r in g.itertuples())
@@ -302,7 +317,7 @@ def attack_contexts(frame: pd.DataFrame, t3: pd.DataFrame, mad: pd.DataFrame, ou
         contexts.append(Ends(dataset, g[g["rounds"] == rounds[0]], g[g["rounds"] == rounds[-1]], fields, by_t))
     if not tested:
         reason = "needs two untrained protocols with the same seats and different rounds"
-        contexts.append(Untestable(reason, claim="§11.6", statement="standard MAD: U_sys falls as T grows"))
+        contexts.append(Untestable(reason, claim="udpo-8", statement="standard MAD: U_sys falls as T grows"))
     return contexts
 
 
@@ -313,32 +328,35 @@ def _training_slope(context: tuple[str, pd.DataFrame | None]):
     return [Case(run, Rows(steps["step"].to_numpy(float), 1 - steps["r_sys"].to_numpy(float)))]
 
 
-TRAINING_SPEC = ClaimSpec(  # §11.8: training-set U's trend down during UDPO (rewards r = 1 − U trend up)
-    "§11.8",
+TRAINING_SPEC = ClaimSpec(  # udpo-9: training-set U's trend down during UDPO (rewards r = 1 − U trend up)
+    "udpo-9",
     "UDPO training lowers the training-set U_sys",
     SLOPE,
     _training_slope,
     "slope of U_sys = 1 − r_sys per step",
     "<",
     unit="steps",
+    source="UDPO §4.2-4.3, Eqs. 3-4 (training maximises r_sys = 1 − U_sys); §5.2, Table 1",
 )
 
 
 GPU_SPECS = [  # UDPO > RMAAC > MAPPO > MAD at the same N, and UDPO against MAD; UDPO collapses less
     ClaimSpec(
-        "§11 (GPU)",
-        "{better} is more accurate than {worse} (Table 1; not expected on CPU)",
+        "udpo-10",
+        "{better} is more accurate than {worse} (not expected on CPU)",
         PAIRED_ACCURACY,
         _ends("correct", scale=100, kind="order"),
         "acc({better}) − acc({worse}), points",
+        source="UDPO §5.2, Table 1",
     ),
-    ClaimSpec(  # "UDPO effectively reduces debate collapse" (§1), as the collapse rate of the module docstring
-        "§11 (GPU)",
-        "UDPO collapses less often than MAD (§1; not expected on CPU)",
+    ClaimSpec(  # "UDPO effectively reduces debate collapse", as the collapse rate of the module docstring
+        "udpo-11",
+        "UDPO collapses less often than MAD (not expected on CPU)",
         DIFFERENCE,
         _ends("collapsed", "had_correct", 100, kind="collapse"),
         "collapse(UDPO) − collapse(MAD), points",
         "<",
+        source="UDPO §1 (contribution 3)",
     ),
 ]
 
@@ -366,13 +384,20 @@ def gpu_contexts(frame: pd.DataFrame, outputs: RunOutputs) -> list:
 def paper_claims(frame: pd.DataFrame, t3: pd.DataFrame, outputs: RunOutputs) -> list[Claim]:
     mad = standard_mad(frame)
     measures = (
-        [Untestable("no untrained, unattacked all-to-all protocol", claim="§11.1-4", statement="the U's flag failures")]
+        [
+            Untestable(
+                "no untrained, unattacked all-to-all protocol",
+                claim="udpo-1..4",
+                statement="the U's flag failures",
+                source=MEASURES_SOURCE,
+            )
+        ]
         if mad.empty
         else [mad]
     )
     udpo_runs = [r for r, info in outputs.runs.items() if info.method == "udpo"]
     training = [(run, outputs.training.get(run)) for run in udpo_runs] or [
-        Untestable("no udpo training run", claim="§11.8", statement="UDPO training lowers the training-set U's")
+        Untestable("no udpo training run", claim="udpo-9", statement="UDPO training lowers the training-set U's")
     ]
     return [
         *evaluate_claims(MEASURE_SPECS, measures),

@@ -1,6 +1,6 @@
 """UMAD (Qiao et al., arXiv:2603.01221 §2.1, App. D.3, App. F; §5.2, Table 1; §3, §5): Table 1 (each agent's own accuracy A0 / A1 at turns T = 1, 2, 5),
 the Table 3 ablations, Sys-EU / Sys-AU per round, the answer-flip transitions of App. D.4, and
-the claims of §10 (`umad_claims`).
+the claims umad-1 to umad-14 (`umad_claims`).
 
 Turns: the paper's T counts generation turns including the initial answer (Table 1: T = 1 is the
 zero-shot answer, T = 2 follows one debate round, T = 5 four), so turn T is the debate stage's

@@ -1,4 +1,5 @@
-"""UMAD's claims (§10) as `claim_engine.ClaimSpec` rows (`SPECS`), and the functions that extract each
+"""UMAD's claims (Qiao et al., arXiv:2603.01221: umad-1 to umad-14, each with the section, table or
+figure that states it) as `claim_engine.ClaimSpec` rows (`SPECS`), and the functions that extract each
 case's per-question data from the seats' answers, the uncertainty rounds and the training logs
 (the tables are `umad`'s)."""
 
@@ -31,7 +32,7 @@ from ..run import ProtocolInfo, RunOutputs
 from .umad import AVG, SEATS, STATE_KEYS, TURNS, pair_protocols, row_labels
 
 IDENTITY_TOLERANCE = 1e-9
-WEIGHT_BOUND = 0.5  # |ln W| ≤ α_au·max|Ū| = 0.25 · 2 at the paper's defaults (claim §10.9)
+WEIGHT_BOUND = 0.5  # |ln W| ≤ α_au·max|Ū| = 0.25 · 2 at the paper's defaults (claim umad-13)
 
 # --------------------------------------------------------------------------- claims
 #
@@ -111,7 +112,14 @@ def _identity_contexts(outputs: RunOutputs) -> list:
     rounds = outputs.uncertainty_rounds
     if rounds.empty:
         reason = "no uncertainty rounds output"
-        return [Untestable(reason, claim="§10.1", statement="TU = Sys-EU + Sys-AU; 0 ≤ Sys-EU ≤ log N")]
+        return [
+            Untestable(
+                reason,
+                claim="umad-1..2",
+                statement="TU = Sys-EU + Sys-AU; 0 ≤ Sys-EU ≤ log N",
+                source="UMAD §3.2, Proposition 3.2, Eq. 3; App. B.2",
+            )
+        ]
     deviation = float((rounds["total"] - rounds["epistemic"] - rounds["aleatoric"]).abs().max())
     contexts = [For("identity", Case("all protocols", Exact(deviation, len(rounds))))]
     n_agents = rounds["protocol"].map(lambda p: outputs.protocols[p].n_agents if p in outputs.protocols else np.nan)
@@ -163,11 +171,11 @@ def _matching_hetero(homo: ProtocolInfo, heteros: list[ProtocolInfo]) -> Protoco
 
 
 def _initial_eu_contexts(outputs: RunOutputs) -> list:
-    statement = S10_3
+    statement = INITIAL_EU
     homos, heteros = _untrained(outputs, True), _untrained(outputs, False)
     if not homos or not heteros:
         reason = "needs an untrained homo and an untrained hetero pair protocol"
-        return [Untestable(reason, claim="§10.3", statement=statement)]
+        return [Untestable(reason, claim="umad-4", statement=statement)]
     rounds = outputs.uncertainty_rounds
     initial = rounds[rounds["round"] == 0]
     claims = []
@@ -186,7 +194,7 @@ def _initial_eu_contexts(outputs: RunOutputs) -> list:
             data = Resampled(lambda i, a=mixed, b=same: _nanmean(a[i]) - _nanmean(b[i]), len(units), True)
             detail = f"K = {hetero.threads} vs {homo.threads} threads"
             claims.append(For("initial EU", Case(scope, data, detail=detail)))
-    return claims or [Untestable("the homo and hetero pairs share no dataset", claim="§10.3", statement=statement)]
+    return claims or [Untestable("the homo and hetero pairs share no dataset", claim="umad-4", statement=statement)]
 
 
 def _cell(cells: pd.DataFrame, protocol: str, dataset: str, turn: int) -> pd.Series | None:
@@ -197,7 +205,7 @@ def _cell(cells: pd.DataFrame, protocol: str, dataset: str, turn: int) -> pd.Ser
 def _weaker_gain_contexts(cells: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs) -> list:
     homos, heteros = _untrained(outputs, True), _untrained(outputs, False)
     if not heteros:
-        return [Untestable("no untrained hetero pair protocol", claim="§10.4", statement=S10_4)]
+        return [Untestable("no untrained hetero pair protocol", claim="umad-5..6", statement=GAIN, source=GAIN_SOURCE)]
     hetero = heteros[0]
     claims = []
     for dataset in hetero.datasets:
@@ -228,7 +236,7 @@ def _weaker_gain_contexts(cells: pd.DataFrame, states: pd.DataFrame, outputs: Ru
         h1, h2 = (_cell(cells, homo.name, dataset, 1), _cell(cells, homo.name, dataset, 2)) if homo else (None, None)
         if h1 is None or h2 is None:
             reason = "no untrained homo pair with T = 1 and T = 2 here"
-            claims.append(Untestable(reason, scope, claim="§10.4", statement=S10_4_HOMO))
+            claims.append(Untestable(reason, scope, claim="umad-6", statement=GAIN_HOMO))
             continue
         homo_hits, homo_counts = _correct_counts(here, homo.name, units, 1)
 
@@ -247,7 +255,7 @@ def _flip_contexts(flips: pd.DataFrame, states: pd.DataFrame, outputs: RunOutput
     heteros = _untrained(outputs, False)
     if first.empty or not heteros:
         reason = "needs an untrained hetero pair protocol with a debate round"
-        return [Untestable(reason, claim="§10.5", statement=S10_5)]
+        return [Untestable(reason, claim="umad-7..8", statement=FLIPS, source=FLIPS_SOURCE)]
     initial = states[states["round"] == 0].groupby(["protocol", "agent_index"])["correct"].mean()
     homos = _untrained(outputs, True)
     claims = []
@@ -289,7 +297,7 @@ def _flip_contexts(flips: pd.DataFrame, states: pd.DataFrame, outputs: RunOutput
         homo_counts = {seat: _flip_counts(mine, name, units) for seat, name in homo_of.items()}
         if len(homo_counts) < 2 or not all(c[1].sum() > 0 for c in homo_counts.values()):
             reason = "needs untrained homo pairs of both agents"
-            claims.append(Untestable(reason, hetero.name, claim="§10.5", statement=S10_5_BETWEEN))
+            claims.append(Untestable(reason, hetero.name, claim="umad-8", statement=BETWEEN))
             continue
 
         def margin(i, rate=rate, homo_counts=homo_counts):
@@ -323,11 +331,11 @@ def question_token_entropy(turns: pd.DataFrame, protocol: str, units: pd.MultiIn
 
 
 def token_entropy_contexts(outputs: RunOutputs) -> list:
-    """§10.7 (Fig. 1): per question, the mean token entropy of its replies in the last round minus
+    """umad-10 (Fig. 1): per question, the mean token entropy of its replies in the last round minus
     round 0 (the zero-shot answers), paired over questions."""
     if not row_labels(outputs):
         reason = "no pair protocol (two agents, all-to-all) in this config"
-        return [Untestable(reason, claim="§10.7", statement=S10_7)]
+        return [Untestable(reason, claim="umad-10", statement=TOKEN_ENTROPY)]
     turns = outputs.turns
     contexts = []
     for protocol, (setting, method) in row_labels(outputs).items():
@@ -352,14 +360,14 @@ def token_entropy_contexts(outputs: RunOutputs) -> list:
 
 
 def _au_accuracy_contexts(states: pd.DataFrame, outputs: RunOutputs) -> list:
-    """§10.6: per (protocol, question) point, Δaccuracy and ΔSys-AU from round 0 to the last round."""
+    """umad-9: per (protocol, question) point, Δaccuracy and ΔSys-AU from round 0 to the last round."""
     rounds = outputs.uncertainty_rounds
     if rounds.empty:
-        return [Untestable("no uncertainty rounds output", claim="§10.6", statement=S10_6)]
+        return [Untestable("no uncertainty rounds output", claim="umad-9", statement=AU_ACCURACY)]
     rounds = rounds[rounds["protocol"].isin(list(pair_protocols(outputs))) & (rounds["k_threads"] > 1)]
     if rounds.empty:
         reason = "needs a pair protocol with K > 1 threads (with K = 1 Sys-AU is 0 in every round)"
-        return [Untestable(reason, claim="§10.6", statement=S10_6)]
+        return [Untestable(reason, claim="umad-9", statement=AU_ACCURACY)]
     keys = ["protocol", "dataset", "question_id"]
     ends = rounds.groupby(keys)["round"].max().rename("last").reset_index()
     au = rounds.merge(ends, on=keys)
@@ -386,11 +394,18 @@ def _au_accuracy_contexts(states: pd.DataFrame, outputs: RunOutputs) -> list:
 
 
 def _training_contexts(outputs: RunOutputs) -> list:
-    """§10.9 from the trainer's step metrics: the team reward's slope over steps, and the largest
+    """umad-12 and umad-13 from the trainer's step metrics: the team reward's slope over steps, and the largest
     |ln W| over the logged steps (computed on every step)."""
     runs = [name for name, run in outputs.runs.items() if run.method == "umad"]
     if not runs:
-        return [Untestable("no umad training run", claim="§10.9", statement=S10_9_RISES)]
+        return [
+            Untestable(
+                "no umad training run",
+                claim="umad-12..13",
+                statement=REWARD_RISES,
+                source="UMAD §4.1-4.2, Eq. 4; App. C.2, Algorithm 2",
+            )
+        ]
     training = outputs.training
     contexts = []
     for run in runs:
@@ -445,19 +460,21 @@ def _gpu_contexts(cells: pd.DataFrame, states: pd.DataFrame) -> list:
     return [For("GPU", Case(f"hetero: {trained[0]} vs {trained[1]}", data, {"t": t}))]
 
 
-S10_3 = "initial Sys-EU is higher in the heterogeneous pair than in the homogeneous one"
-S10_4 = "zero-shot debate raises the weaker agent's accuracy from T = 1 to T = 2"
-S10_4_HOMO = "... and by more in the hetero pair than in the homo pair"
-S10_5 = "the weaker agent flips more than the stronger one (initial answer → round 1)"
-S10_5_BETWEEN = "the hetero pair's flip ratio lies between the two agents' homo pairs"
-S10_6 = "over questions, Δaccuracy (last round − round 0) correlates negatively with ΔSys-AU"
-S10_7 = "mean token entropy rises over rounds"
-S10_9_RISES = "UMAD/IPPO training: the team reward rises over steps"
+INITIAL_EU = "initial Sys-EU is higher in the heterogeneous pair than in the homogeneous one"
+GAIN = "zero-shot debate raises the weaker agent's accuracy from T = 1 to T = 2"
+GAIN_HOMO = "... and by more in the hetero pair than in the homo pair"
+GAIN_SOURCE = "UMAD §5.1, Table 1 (Zero-Shot rows, T = 1 and T = 2)"
+FLIPS = "the weaker agent flips more than the stronger one (initial answer → round 1)"
+BETWEEN = "the hetero pair's flip ratio lies between the two agents' homo pairs"
+FLIPS_SOURCE = "UMAD App. D.4, Figure 5"
+AU_ACCURACY = "over questions, Δaccuracy (last round − round 0) correlates negatively with ΔSys-AU"
+TOKEN_ENTROPY = "mean token entropy rises over rounds"
+REWARD_RISES = "UMAD/IPPO training: the team reward rises over steps"
 IDENTITY = "an identity or bound computed on every row: it holds at equality, within IDENTITY_TOLERANCE"
 
 SPECS = [
     ClaimSpec(
-        "§10.1",
+        "umad-1",
         "TU = Sys-EU + Sys-AU in every (question, round)",
         EXACT,
         only("identity"),
@@ -465,9 +482,10 @@ SPECS = [
         "<=",
         IDENTITY_TOLERANCE,
         margin_reason=IDENTITY,
+        source="UMAD §3.2, Proposition 3.2, Eq. 3 (proof: App. B.2)",
     ),
     ClaimSpec(
-        "§10.1",
+        "umad-2",
         "0 ≤ Sys-EU ≤ log N",
         EXACT,
         only("bound"),
@@ -475,34 +493,52 @@ SPECS = [
         "<=",
         IDENTITY_TOLERANCE,
         margin_reason=IDENTITY,
+        source="UMAD §3.2, Eq. 3; App. B.2, Eq. 11 (Sys-EU is the JSD of N distributions; the bound is the JSD's)",
     ),
     ClaimSpec(
-        "§10.2",
+        "umad-3",
         "mean Sys-EU falls from the first to the last round",
         DIFFERENCE,
         only("EU falls"),
         "Sys-EU(round {last}) − Sys-EU(round {first}), mean over questions, nats",
         "<",
+        source="UMAD §3.2, Figure 2; App. D.5, Figure 6",
     ),
     ClaimSpec(
-        "§10.3",
-        S10_3,
+        "umad-4",
+        INITIAL_EU,
         DIFFERENCE,
         only("initial EU"),
         "Sys-EU(hetero, round 0) − Sys-EU(homo, round 0), mean over questions, nats",
+        source="UMAD §3.2; App. D.5 (The Heterogeneous Advantage), Figure 6",
     ),
-    ClaimSpec("§10.4", S10_4, PAIRED_ACCURACY, only("gain"), "{seat} ({agent}) acc(T=2) − acc(T=1), points"),
     ClaimSpec(
-        "§10.4",
-        S10_4_HOMO,
+        "umad-5",
+        GAIN,
+        PAIRED_ACCURACY,
+        only("gain"),
+        "{seat} ({agent}) acc(T=2) − acc(T=1), points",
+        source=GAIN_SOURCE,
+    ),
+    ClaimSpec(
+        "umad-6",
+        GAIN_HOMO,
         DIFFERENCE,
         only("gain over homo"),
         "gain(hetero weaker) − gain(homo, mean of seats), points",
+        source=GAIN_SOURCE + "; §3.3, Theorem 3.4",
     ),
-    ClaimSpec("§10.5", S10_5, PAIRED_ACCURACY, only("flips"), "flip(weaker {weak}) − flip(stronger {strong}), points"),
     ClaimSpec(
-        "§10.5",
-        S10_5_BETWEEN,
+        "umad-7",
+        FLIPS,
+        PAIRED_ACCURACY,
+        only("flips"),
+        "flip(weaker {weak}) − flip(stronger {strong}), points",
+        source=FLIPS_SOURCE,
+    ),
+    ClaimSpec(
+        "umad-8",
+        BETWEEN,
         DIFFERENCE,
         only("between"),
         "min(flip(hetero) − lower homo flip, upper homo flip − flip(hetero)), points (≥ 0: between); "
@@ -511,21 +547,37 @@ SPECS = [
         margin_reason="[CHOICE] margin 0 points: 'between' means inside both homo pairs' flip ratios (the paper, "
         "'Epistemic Gain, Aleatoric Cost', arXiv:2603.01221, App. D.4), so the interval must clear both ends; the "
         "paper states no tolerance",
+        source=FLIPS_SOURCE,
     ),
     ClaimSpec(
-        "§10.6", S10_6, CORRELATION, only("AU"), "Pearson r(Δacc, ΔSys-AU) over (protocol, question) points", "<"
+        "umad-9",
+        AU_ACCURACY,
+        CORRELATION,
+        only("AU"),
+        "Pearson r(Δacc, ΔSys-AU) over (protocol, question) points",
+        "<",
+        source="UMAD §3.2; App. D.5 (The Aleatoric Barrier), Figure 6",
     ),
     ClaimSpec(
-        "§10.7",
-        S10_7,
+        "umad-10",
+        TOKEN_ENTROPY,
         DIFFERENCE,
         only("entropy"),
         "mean token entropy(round {last}) − (round 0), per question over its replies, "
         "mean over questions, nats (top-k entropy: a lower bound of the full one)",
+        source="UMAD §1, Figure 1",
     ),
-    ClaimSpec("§10.9", S10_9_RISES, SLOPE, only("reward"), "OLS slope of reward_mean per step", unit="steps"),
     ClaimSpec(
-        "§10.9",
+        "umad-12",
+        REWARD_RISES,
+        SLOPE,
+        only("reward"),
+        "OLS slope of reward_mean per step",
+        unit="steps",
+        source="UMAD §4.1 (the team reward), App. C.2, Algorithm 2",
+    ),
+    ClaimSpec(
+        "umad-13",
         "UMAD/IPPO training: the mean confidence weight W stays within [e^-0.5, e^0.5]",
         EXACT,
         only("weight"),
@@ -533,27 +585,30 @@ SPECS = [
         "<=",
         WEIGHT_BOUND + IDENTITY_TOLERANCE,
         margin_reason=IDENTITY,
+        source="UMAD §4.2, Eq. 4; App. D.2, Table 2 (α_au = 0.25)",
     ),
     ClaimSpec(
-        "§10 (GPU)",
+        "umad-14",
         "hetero A0 (weaker) Avg: UMAD > IPPO at T = {t} (not expected on CPU)",
         PAIRED_ACCURACY,
         only("GPU"),
         "Avg A0(UMAD) − Avg A0(IPPO), points",
+        source="UMAD §5.2-5.3, Table 1 (heterogeneous A0, Average)",
     ),
 ]
 
 
 def token_entropy_claims(outputs: RunOutputs) -> list[Claim]:
-    """§10.7's rows alone."""
+    """umad-10's rows alone."""
     return evaluate_claims(SPECS, token_entropy_contexts(outputs))
 
 
 def paper_claims(cells: pd.DataFrame, flips: pd.DataFrame, states: pd.DataFrame, outputs: RunOutputs) -> list[Claim]:
     reward_shaping = Untestable(
         "unit tests of the trainer (tests/test_umad.py), not a run output",
-        claim="§10.8",
+        claim="umad-11",
         statement="reward shaping: W falls in Ū, mean Ū = 0, r^eu ∈ {−η, 0, η}, IPPO = UMAD at α = η = 0",
+        source="UMAD §4.2, Eqs. 4-5; App. C.2, Algorithm 2",
     )
     contexts = [
         *_identity_contexts(outputs),

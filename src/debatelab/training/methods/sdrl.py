@@ -121,7 +121,8 @@ class SdrlTrainer(DapoTrainer):
             for r, a in zip(group, group_advantages([r.reward for r in group], d.advantage_eps)):
                 r.advantage = float(a)
             kept_groups.append(group)
-        # §9.3's quantities: the pair's own accuracy (the two first-turn answers shown) and why groups were dropped
+        # what claims sdrl-3 and sdrl-4 read (evaluation.papers.sdrl_claims): the pair's own accuracy (the two
+        # first-turn answers shown) and why groups were dropped
         counts = {
             "debate_groups_all_correct": all_correct,
             "debate_groups_all_wrong": all_wrong,
