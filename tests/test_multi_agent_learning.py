@@ -1,6 +1,7 @@
-"""Learning tests of the multi-agent trainers: two agents, each with its own LoRA adapter on the
-random character-level model, debate a toy verifiable task ("answer with the number 7") and get it
-right more often after a few seeded UMAD or UDPO steps on CPU.
+"""Learning test of UDPO on a toy: two agents, each with its own LoRA adapter on the random
+character-level model, debate a toy verifiable task ("answer with the number 7") and get it right
+more often after a few seeded steps on CPU. (UMAD's toy moved to the micro model:
+tests/test_micro_learning.py trains it on held-out arithmetic, issue 69.)
 
 The training metrics of one step are too few debates to compare (a few dozen answers, ~3% right),
 so each agent is measured before and after on the same fixed draw of 1,000 sampled answers (a
@@ -65,26 +66,6 @@ def _learn(make_trainer, settings, char_model_dir):
     metrics = make_trainer(policies).train()
     after = {a: right_rate(policies, a) for a in AGENTS}
     return before, after, metrics
-
-
-@pytest.mark.slow
-def test_umad_agents_learn_a_toy_verifiable_task(char_model_dir):
-    """Team-sum reward with the EU and W terms on: both agents answer 7 more often after 12 steps.
-    (10 steps passed until π_old came from the update's own forward, equal to the separate pass
-    within float32 rounding: that rounding moved later samples and the team rate ended at the
-    threshold, 2.8 -> 4.8 %, both agents up; at 12 steps 2.8 -> 6.6 %. A seed-level outcome.)"""
-    from debatelab.training.methods.umad import UmadTrainer
-
-    settings = toy_settings(method="umad", steps=12, umad={"threads": 6, "turns": 2, "questions_per_step": 4}, **TOY)
-    before, after, metrics = _learn(
-        lambda policies: UmadTrainer(frame_from_rows(ROWS), policies, settings, run="umad", participants=list(AGENTS)),
-        settings,
-        char_model_dir,
-    )
-    report = f"before {before}, after {after}\n{metrics[['step', 'reward_mean', 'accuracy_first', 'accuracy']]}"
-    team_before, team_after = sum(before.values()) / 2, sum(after.values()) / 2
-    assert team_after > team_before + 0.02 and team_after > 1.5 * team_before, report  # ~0.5 points is one sd
-    assert all(after[a] > before[a] for a in AGENTS), report
 
 
 @pytest.mark.slow
