@@ -9,10 +9,11 @@ import copy
 import re
 import subprocess
 
+import pytest
 import yaml
 from workflow_helpers import REPO_ROOT
 
-from debatelab.config import Experiment, validate_config
+from debatelab.config import ConfigError, Experiment, validate_config
 from debatelab.credentials import SECRET_VALUE
 
 TINY = yaml.safe_load((REPO_ROOT / "tests/configs/tiny.yaml").read_text())
@@ -39,6 +40,67 @@ def _experiment(base: dict, **changes) -> Experiment:
             target = target.setdefault(key, {})
         target[last] = value
     return Experiment(validate_config(config))
+
+
+# --------------------------------------------------------------------------- dollars
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("budget_usd", float("nan")),
+        ("budget_usd", float("inf")),
+        ("budget_per_job_usd", float("nan")),
+        ("models.api.price.input_per_mtok", float("inf")),
+        ("models.api.price.output_per_mtok", float("nan")),
+        ("models.api.price.cached_input_per_mtok", float("inf")),
+        ("models.local.price.gpu_hour", float("nan")),
+    ],
+)
+def test_a_budget_or_price_that_is_no_finite_number_is_refused_naming_key_and_value(key, value):
+    """NaN compares false with every cap (no cap at all), and .inf times 0 tokens is NaN (an estimate
+    of $0.00): both are refused as a ConfigError, not a raw ValueError, naming the key and the value."""
+    with pytest.raises(ConfigError, match=rf"^config: {re.escape(key)} = {value!r}: .*finite number"):
+        _experiment(PRICED, **{key: value})
+
+
+def test_a_cap_is_refused_where_a_model_is_priced_by_the_gpu_hour():
+    """The cap counts tokens before each request; a GPU-hour cost is known only after the job."""
+    with pytest.raises(ConfigError, match=r"budget_usd = 0\.0001 cannot cap models\.local\.price\.gpu_hour = 100000"):
+        _experiment(PRICED, budget_usd=0.0001, **{"models.local.price": {"gpu_hour": 100000}})
+    with pytest.raises(ConfigError, match=r"budget_per_job_usd = 1 cannot cap .*gpu_hour"):
+        _experiment(PRICED, budget_per_job_usd=1, **{"models.api.price.gpu_hour": 2.0})
+    _experiment(PRICED, **{"models.local.price": {"gpu_hour": 100000}})  # no cap: the summaries price it
+    _experiment(PRICED, budget_usd=1.0)  # token prices only: the cap counts them
+
+
+def test_a_cap_is_refused_where_agents_call_a_remote_endpoint_with_no_price():
+    agents = {
+        "a": {"model": "api", "max_tokens": 10},
+        "r1": {"model": "local", "backend": "openai", "backend_options": REMOTE},
+        "r2": {"model": "local", "backend": "openai", "backend_options": REMOTE},
+    }
+    with pytest.raises(ConfigError, match=r"budget_usd = 5\.0, but agents\.r1, agents\.r2 call\(s\) a remote endpoint"):
+        _experiment(PRICED, agents=agents, budget_usd=5.0)
+    _experiment(PRICED, agents=agents)  # no cap: nothing to enforce
+    # zeros say "a server I host": the cap knows it costs nothing
+    _experiment(PRICED, agents=agents, budget_usd=5.0, **{"models.local.price": {"input_per_mtok": 0}})
+    loopback = {**agents, "r1": {"model": "local", "backend": "openai"}, "r2": {"model": "local", "backend": "openai"}}
+    _experiment(PRICED, agents=loopback, budget_usd=5.0)  # a server on this machine: its GPUs, not a bill
+    named_like_loopback = {
+        "model": "local",
+        "backend": "openai",
+        "backend_options": {**REMOTE, "base_url": "http://127.0.0.1.example.com/v1"},
+    }
+    with pytest.raises(ConfigError, match=r"agents\.r1 call\(s\) a remote endpoint"):
+        _experiment(PRICED, agents={"r1": named_like_loopback}, budget_usd=5.0)
+    with pytest.raises(ConfigError, match=r"attack\.rewriter call\(s\) a remote endpoint"):
+        _experiment(
+            PRICED,
+            budget_usd=5.0,
+            attack={"rewriter": "local", "backend": "openai"},
+            backends={"openai": {"base_url": REMOTE["base_url"], "api_key_env": "EXAMPLE_KEY"}},
+        )
 
 
 # --------------------------------------------------------------------------- what the repository carries

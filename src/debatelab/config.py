@@ -376,6 +376,7 @@ class Experiment:
         self._check_stage_settings()
         self._check_training()
         self._check_evaluation()
+        self._check_costs()
 
     # -- the stages' own settings, as their jobs build them --------------------------------
     def uncertainty_settings(self) -> dict:
@@ -491,6 +492,57 @@ class Experiment:
                         f"config: {where if paper is None else f'{where}.{paper}'} = {backbone!r} names no "
                         f"backbone of the published numbers (config/paper_numbers `backbones`, {listed})"
                     )
+
+    def _check_costs(self) -> None:
+        """Prices and caps are finite dollars >= 0, and a cap is enforceable: it counts token prices
+        before each request, so it refuses models it cannot count (`debatelab.cost`)."""
+        from .cost import Price, is_dollars
+
+        prices = {}
+        for name, spec in self.models.items():
+            try:
+                prices[name] = Price.from_config(spec.get("price"), f"models.{name}.price")
+            except ValueError as error:
+                raise ConfigError(f"config: {error}") from None
+        caps = {k: self.config.get(k) for k in ("budget_usd", "budget_per_job_usd") if self.config.get(k) is not None}
+        for key, cap in caps.items():
+            if not is_dollars(cap):
+                raise ConfigError(f"config: {key} = {cap!r}: a cap is a finite number of dollars >= 0 (null: no cap)")
+        if not caps:
+            return
+        key, cap = next(iter(caps.items()))
+        for name, price in prices.items():
+            if price.gpu_hour:
+                raise ConfigError(
+                    f"config: {key} = {cap!r} cannot cap models.{name}.price.gpu_hour = {price.gpu_hour!r}: the cap "
+                    "counts each request's tokens before it is sent, while a GPU-hour cost is known only from a "
+                    "finished job's measured seconds (the summaries' gpu_cost_usd); drop the cap or the gpu_hour price"
+                )
+        unpriced = {
+            who: model for who, model in self._remote_callers().items() if self.models[model].get("price") is None
+        }
+        if unpriced:
+            who, model = next(iter(unpriced.items()))
+            raise ConfigError(
+                f"config: {key} = {cap!r}, but {', '.join(unpriced)} call(s) a remote endpoint with no price "
+                f"(models.{model}.price is absent), so their requests would never count to the cap: give each "
+                "model its price (input_per_mtok, output_per_mtok; zeros for a server you host), or drop the cap"
+            )
+
+    def _remote_callers(self) -> dict[str, str]:
+        """{"agents.<name>" or "attack.rewriter": its model} of what sends requests to a server off this machine."""
+        from .llm.openai_backend import is_loopback
+
+        callers = {}
+        for agent, spec in self.agents.items():
+            options = self.agent_settings(agent)["backend_options"]
+            if spec.get("backend") == "openai" and not is_loopback(options["base_url"]):
+                callers[f"agents.{agent}"] = spec["model"]
+        rewriter = self.attack["rewriter"]
+        if rewriter is not None and self.attack.get("backend") == "openai":
+            if not is_loopback((self.config["backends"].get("openai") or {})["base_url"]):
+                callers["attack.rewriter"] = rewriter
+        return callers
 
     def _check_api_key_named(self, agent: str) -> None:
         """A server off this machine gets a key only from the variable named for it (`api_key_env`)."""
