@@ -19,6 +19,7 @@ check_config_files(workflow.configfiles)  # a key given twice is an error, not l
 try:
     config.update(validate_config(config))
     EXP = Experiment(config)
+    EXP.check_model_files()  # a built model folder with a cut-off weight file is never rebuilt by itself
 except ConfigError as error:
     raise naming_files(error, workflow.configfiles) from None
 EXPERIMENT = EXP.name

@@ -9,12 +9,14 @@ import copy
 import re
 import subprocess
 
+import numpy as np
 import pytest
 import yaml
 from workflow_helpers import REPO_ROOT
 
 from debatelab.config import ConfigError, Experiment, validate_config
 from debatelab.credentials import SECRET_VALUE
+from debatelab.llm.base import ModelFileError, check_model_files, model_fingerprint
 
 TINY = yaml.safe_load((REPO_ROOT / "tests/configs/tiny.yaml").read_text())
 
@@ -101,6 +103,50 @@ def test_a_cap_is_refused_where_agents_call_a_remote_endpoint_with_no_price():
             attack={"rewriter": "local", "backend": "openai"},
             backends={"openai": {"base_url": REMOTE["base_url"], "api_key_env": "EXAMPLE_KEY"}},
         )
+
+
+# --------------------------------------------------------------------------- cut-off weight files
+
+
+def _model_folder(path, tensors=2):
+    from safetensors.numpy import save_file
+
+    path.mkdir()
+    (path / "config.json").write_text("{}")
+    save_file({f"w{i}": np.ones((64, 64), dtype=np.float32) for i in range(tensors)}, str(path / "model.safetensors"))
+    return path
+
+
+def test_a_cut_off_safetensors_file_is_named_with_what_to_do(tmp_path):
+    folder = _model_folder(tmp_path / "m")
+    check_model_files(folder)
+    weights = folder / "model.safetensors"
+    whole = weights.read_bytes()
+    for cut in (len(whole) - 1, 200, 5):
+        weights.write_bytes(whole[:cut])
+        with pytest.raises(
+            ModelFileError, match=rf"{re.escape(str(weights))}: not a whole safetensors file .*delete the folder"
+        ):
+            model_fingerprint(folder)  # what every engine computes before it loads the weights
+    weights.unlink()
+    weights.mkdir()  # a folder where the file should be
+    with pytest.raises(ModelFileError, match=r"not a whole safetensors file \(it cannot be read"):
+        check_model_files(folder)
+    weights.rmdir()
+    weights.write_bytes(whole)
+    (folder / "model.safetensors.index.json").write_text('{"weight_map": {"w0": "model-00002-of-00002.safetensors"}}')
+    with pytest.raises(ModelFileError, match=r"index\.json: names shards missing from the folder"):
+        check_model_files(folder)
+
+
+def test_the_dry_run_names_the_model_whose_folder_holds_a_cut_off_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    folder = _model_folder(tmp_path / "mine")
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-10])
+    exp = _experiment(PRICED, **{"models.local.source": "mine"})
+    with pytest.raises(ConfigError, match=r"^config: models\.local \(mine\): mine/model\.safetensors: not a whole"):
+        exp.check_model_files()
 
 
 # --------------------------------------------------------------------------- what the repository carries

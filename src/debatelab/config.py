@@ -305,6 +305,22 @@ class Experiment:
             f"working directory and in {workflow_dir})"
         )
 
+    def check_model_files(self) -> None:
+        """Each model folder there already (resources/models/..., a trained policy, a local source)
+        whole (`llm.base.check_model_files`): Snakemake sees a built folder and would not rebuild it,
+        so a cut-off weight file stops the dry run, not the first job that loads it."""
+        from .llm.base import ModelFileError, check_model_files
+
+        for model, spec in self.models.items():
+            folders = [self.model_dir(model)]
+            if not spec["source"].startswith(("hf:", "bundled:", "trained:")):
+                folders.append(spec["source"])
+            for folder in folders:
+                try:
+                    check_model_files(Path(folder).expanduser())
+                except ModelFileError as error:
+                    raise ConfigError(f"config: models.{model} ({spec['source']}): {error}") from None
+
     def multi_agent_runs(self) -> list[str]:
         """Runs that train every participant of a debate (one output folder per agent)."""
         return [run for run, spec in self.training_runs.items() if METHODS[spec["method"]].multi_agent]
