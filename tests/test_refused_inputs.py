@@ -8,15 +8,18 @@ from __future__ import annotations
 import copy
 import re
 import subprocess
+import time
 
 import numpy as np
 import pytest
 import yaml
-from workflow_helpers import REPO_ROOT
+from workflow_helpers import REPO_ROOT, snakemake
 
-from debatelab.config import ConfigError, Experiment, validate_config
+from debatelab.config import ConfigError, Experiment, load_yaml_config, validate_config
+from debatelab.config_schema import MAX_CONFIG_NODES, check_config_size
 from debatelab.credentials import SECRET_VALUE
 from debatelab.llm.base import ModelFileError, check_model_files, model_fingerprint
+from debatelab.models import check_model_source
 
 TINY = yaml.safe_load((REPO_ROOT / "tests/configs/tiny.yaml").read_text())
 
@@ -105,6 +108,116 @@ def test_a_cap_is_refused_where_agents_call_a_remote_endpoint_with_no_price():
         )
 
 
+# --------------------------------------------------------------------------- accelerate configs
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("distributed_type: DEEP_SPEED\n", r"distributed_type = 'DEEP_SPEED' is not one the training engine runs"),
+        ("distributed_type: XLA\n", r"distributed_type = 'XLA' is not one"),
+        ("distributed_type: [DEEPSPEED]\n", r"distributed_type = \['DEEPSPEED'\] is not one"),
+        ("- distributed_type: DEEPSPEED\n", r"not an accelerate config .* but a list"),
+        ("root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n", r"but a str"),
+        ("distributed_type: DEEPSPEED\n  zero_stage: [2\n", r"not valid YAML: .*mine\.yaml"),
+        ("distributed_type: DEEPSPEED\ndeepspeed_config: {zero_stage: 4}\n", r"zero_stage = 4 is not a ZeRO stage"),
+        ("distributed_type: FSDP\nfsdp_config: [1]\n", r"fsdp_config = \[1\] is not a mapping"),
+    ],
+)
+def test_an_accelerate_config_the_engine_cannot_run_or_read_is_refused_in_one_line(tmp_path, monkeypatch, text, says):
+    """Not an AttributeError or a ParserError about "<unicode string>": a ConfigError naming the run's
+    key, the file and what is wrong."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.yaml").write_text(text)
+    exp = _experiment(TINY, **{"training.runs.sdrl.accelerate_config": "mine.yaml"})
+    with pytest.raises(ConfigError) as error:
+        exp.accelerate_config("sdrl", REPO_ROOT)
+    said = str(error.value)
+    assert "\n" not in said and "<unicode string>" not in said
+    assert said.startswith("config: training.runs.sdrl.accelerate_config = 'mine.yaml': accelerate config mine.yaml: ")
+    assert re.search(says, said), said
+
+
+# --------------------------------------------------------------------------- YAML alias bombs
+
+
+def _alias_bomb(levels: int, mapping: bool) -> str:
+    """`levels` anchors, each holding 10 aliases of the one before: 10**levels values once expanded."""
+    lines = ["experiment: bomb"]
+    for i in range(levels):
+        items = [f"*a{i - 1}" if i else "1"] * 10
+        body = "{" + ", ".join(f"k{j}: {v}" for j, v in enumerate(items)) + "}" if mapping else f"[{', '.join(items)}]"
+        lines.append(f"x{i}: &a{i} {body}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("mapping", [False, True])
+def test_an_alias_bomb_is_refused_within_a_second(tmp_path, mapping):
+    path = tmp_path / "bomb.yaml"
+    path.write_text(_alias_bomb(9, mapping))
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match=rf"config {re.escape(str(path))}: expands to over {MAX_CONFIG_NODES:,}"):
+        load_yaml_config(path)
+    assert time.perf_counter() - start < 1.0
+    path.write_text("experiment: loop\nx: &a [1, *a]\n")  # an alias inside its own anchor
+    with pytest.raises(ConfigError, match="holds itself"):
+        load_yaml_config(path)
+    path.write_text(_alias_bomb(4, mapping))  # 10,000 values: a big config, not a bomb
+    assert load_yaml_config(path)["experiment"] == "bomb"
+
+
+def test_a_config_built_of_shared_values_is_refused_before_the_secret_scan():
+    """What Snakemake hands over (`--config`, a merged file) is counted too, before any pass over it."""
+    leaf: list = [1] * 10
+    for _ in range(8):
+        leaf = [leaf] * 10
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match="expands to over"):
+        validate_config({"experiment": "bomb", "x": leaf})
+    assert time.perf_counter() - start < 1.0
+    check_config_size(TINY)
+
+
+# --------------------------------------------------------------------------- names and sources
+
+
+@pytest.mark.parametrize(
+    ("where", "change"),
+    [
+        ("experiment", lambda c: c.update(experiment="e" * 301)),
+        ("debate.protocols", lambda c: c["debate"]["protocols"].update({"p" * 251: {"kind": "all_to_all"}})),
+        ("agents", lambda c: c["agents"].update({"a" * 101: {"model": "tiny-random-llama"}})),
+        ("training.runs", lambda c: c["training"]["runs"].update({"r" * 200: c["training"]["runs"]["sdrl"]})),
+    ],
+)
+def test_a_name_too_long_for_a_file_name_is_refused(where, change):
+    """A name becomes a path component with more appended (`<run>.<agent>.log`): past 100 characters
+    the run would die of 'File name too long' after the stages before it ran."""
+    config = copy.deepcopy(TINY)
+    change(config)
+    with pytest.raises(
+        ConfigError, match=rf"^config: {re.escape(where)}: the name '\w+' is \d+ characters.*at most 100"
+    ):
+        validate_config(config)
+    config = copy.deepcopy(TINY)
+    config["experiment"] = "e" * 100
+    validate_config(config)
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["hf:a/..", "hf:../b", "hf:a/b/..", "hf:a/.b", "hf:a--b/c", "hf:a/b.git", "hf:a/b@", "hf:a/b@../../x", "hf:a/ b"],
+)
+def test_a_hub_source_that_is_no_repo_id_is_refused(source):
+    with pytest.raises(ConfigError, match=rf"config: models\.m\.source = {re.escape(repr(source))}"):
+        check_model_source("models.m.source", source)
+
+
+def test_real_hub_sources_pass():
+    for source in ("hf:Qwen/Qwen2.5-7B-Instruct", "hf:gpt2", "hf:org/name@main", "hf:org/name@refs/pr/1", "hf:a_b/c.d"):
+        check_model_source("models.m.source", source)
+
+
 # --------------------------------------------------------------------------- cut-off weight files
 
 
@@ -147,6 +260,28 @@ def test_the_dry_run_names_the_model_whose_folder_holds_a_cut_off_file(tmp_path,
     exp = _experiment(PRICED, **{"models.local.source": "mine"})
     with pytest.raises(ConfigError, match=r"^config: models\.local \(mine\): mine/model\.safetensors: not a whole"):
         exp.check_model_files()
+
+
+# --------------------------------------------------------------------------- the dry run
+
+
+def test_the_dry_run_refuses_an_alias_bomb_and_an_unreadable_accelerate_config_naming_the_files(tmp_path):
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(_alias_bomb(9, mapping=False))
+    start = time.perf_counter()
+    proc = snakemake(tmp_path, "--configfile", str(bomb), "-n", check=False, timeout=120)
+    assert proc.returncode != 0 and f"config {bomb}: expands to over" in proc.stdout + proc.stderr
+    assert time.perf_counter() - start < 60
+    config = copy.deepcopy(TINY)
+    config["training"]["runs"]["sdrl"]["accelerate_config"] = "list.yaml"
+    (tmp_path / "list.yaml").write_text("- distributed_type: DEEPSPEED\n")
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = snakemake(tmp_path, "--configfile", str(path), "-n", check=False, timeout=120)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "AttributeError" not in said
+    assert f"config ({path}): training.runs.sdrl.accelerate_config = 'list.yaml': accelerate config list.yaml: " in said
+    assert not (tmp_path / "results").exists()
 
 
 # --------------------------------------------------------------------------- what the repository carries

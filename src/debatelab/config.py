@@ -278,7 +278,10 @@ class Experiment:
             return None
         for candidate in (Path(path), Path(workflow_dir) / path):
             if candidate.is_file():
-                fields = accelerate_config_fields(str(candidate))
+                try:
+                    fields = accelerate_config_fields(str(candidate))
+                except ConfigError as error:  # "accelerate config <file>: what is wrong"
+                    raise ConfigError(f"config: training.runs.{run}.accelerate_config = {path!r}: {error}") from None
                 distributed = str(fields.get("distributed_type", "")).upper()
                 if distributed == "FSDP":  # what the FSDP engine runs
                     fsdp = fields.get("fsdp_config") or {}
