@@ -516,7 +516,7 @@ def accelerate_config_fields(path: str | None) -> dict:
         if candidate.is_file():
             fields = load_yaml_file(candidate, what="accelerate config")
             check_accelerate_fields(candidate, fields)
-            return fields or {}
+            return fields
     return {}
 
 
@@ -526,24 +526,25 @@ def check_accelerate_fields(path, fields) -> None:
     from .errors import ConfigError
 
     where = f"accelerate config {path}"
-    if fields is None:
-        return
     if not isinstance(fields, dict):
         raise ConfigError(
-            f"{where}: not an accelerate config (a mapping such as `distributed_type: DEEPSPEED`), but a "
-            f"{type(fields).__name__}: {str(fields)[:60]!r}"
+            f"{where}: not an accelerate config (a mapping such as `distributed_type: DEEPSPEED`), but "
+            + ("an empty file" if fields is None else f"a {type(fields).__name__}: {str(fields)[:60]!r}")
         )
-    kind = fields.get("distributed_type", "NO")
-    if not isinstance(kind, str) or kind.upper() not in ACCELERATE_DISTRIBUTED_TYPES:
+    if "distributed_type" not in fields:  # accelerate launch requires it
+        raise ConfigError(f"{where}: no distributed_type (one of {', '.join(ACCELERATE_DISTRIBUTED_TYPES)})")
+    kind = fields["distributed_type"]
+    if kind not in ACCELERATE_DISTRIBUTED_TYPES:  # accelerate reads it as its enum's value: capitals
         raise ConfigError(
             f"{where}: distributed_type = {kind!r} is not one the training engine runs "
-            f"({', '.join(ACCELERATE_DISTRIBUTED_TYPES)}); the job would train as one plain process"
+            f"({', '.join(ACCELERATE_DISTRIBUTED_TYPES)}, in capitals as accelerate reads them); the job would "
+            "train as one plain process"
         )
     for block in ("deepspeed_config", "fsdp_config"):
         if fields.get(block) is not None and not isinstance(fields[block], dict):
             raise ConfigError(f"{where}: {block} = {fields[block]!r} is not a mapping")
     stage = (fields.get("deepspeed_config") or {}).get("zero_stage", 2)
-    if kind.upper() == "DEEPSPEED" and (isinstance(stage, bool) or stage not in (0, 1, 2, 3)):
+    if kind == "DEEPSPEED" and (isinstance(stage, bool) or stage not in (0, 1, 2, 3)):
         raise ConfigError(f"{where}: deepspeed_config.zero_stage = {stage!r} is not a ZeRO stage (0, 1, 2 or 3)")
 
 

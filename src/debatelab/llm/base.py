@@ -218,7 +218,7 @@ def check_model_files(path: str | os.PathLike) -> None:
             problem = f"it cannot be read ({error.strerror or error})"
         if problem:
             raise ModelFileError(
-                f"{file}: not a whole safetensors file ({problem}); it was cut short (a killed download or "
+                f"{file}: not a whole safetensors file ({problem}); it was cut short or damaged (a killed download or "
                 f"copy, a full disk): delete the folder {path} and rerun, and the rule that writes it builds it again"
             )
 
