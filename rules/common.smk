@@ -10,7 +10,7 @@ from debatelab.data.registry import SOURCE_CHOICES, parse_split_variant
 from debatelab.micro.shipped import SHIPPED_DIR as MICRO_SHIPPED_DIR
 from debatelab.models import MICRO_SOURCE
 
-check_config_files(workflow.configfiles)  # a key given twice is an error, not last-wins
+check_config_files(workflow.configfiles)  # a key given twice or an alias bomb is an error, before any pass over it
 # Once, against config/schema.yaml: a config holding a key is refused first (keys come from the
 # environment), a violation is one line naming the key and value (snakemake.utils.validate dumps the
 # schema), and the defaults are filled as validate(set_default=True) fills them (tests/test_config.py).
@@ -19,6 +19,8 @@ check_config_files(workflow.configfiles)  # a key given twice is an error, not l
 try:
     config.update(validate_config(config))
     EXP = Experiment(config)
+    ACCELERATE_CONFIGS = {run: EXP.accelerate_config(run, workflow.basedir) for run in EXP.training_runs}
+    EXP.check_model_files()  # a built model folder with a cut-off weight file is never rebuilt by itself
 except ConfigError as error:
     raise naming_files(error, workflow.configfiles) from None
 EXPERIMENT = EXP.name
@@ -33,7 +35,6 @@ CALIBRATION = EXP.calibration
 SEARCH = EXP.search
 ATTACK = EXP.attack
 TRAINING_RUNS = EXP.training_runs
-ACCELERATE_CONFIGS = {run: EXP.accelerate_config(run, workflow.basedir) for run in TRAINING_RUNS}
 PAPERS = EXP.evaluated_papers()
 
 

@@ -163,7 +163,7 @@ def _config(**extra):
 
 
 def test_the_estimate_is_questions_times_agents_times_rounds_times_expected_tokens():
-    config = _config(cost_estimate={"prompt_tokens": 300})
+    config = _config(cost_estimate={"prompt_tokens": 300}, zero_shot={"samples": 2, "estimators": []})
     frame = estimate_cost(config).set_index(["stage", "who"])
     # zero-shot: 10 questions × 2 samples, 300 in and 100 out
     assert frame.loc[("zero_shot", "a"), "calls"] == 20
@@ -175,7 +175,7 @@ def test_the_estimate_is_questions_times_agents_times_rounds_times_expected_toke
     text, over = estimate_message(config)
     total = 2 * 20 * (300 + 400) / 1e6 + 2 * 20 * (500 + 400) / 1e6
     assert f"${total:.2f}" in text and not over
-    text, over = estimate_message(_config(budget_usd=0.01))
+    text, over = estimate_message(_config(budget_usd=0.01, zero_shot={"samples": 2, "estimators": []}))
     assert over and "passes the cap" in text and "budget_usd = $0.01" in text
 
 
@@ -484,3 +484,75 @@ def test_each_engine_of_a_plan_names_the_models_it_serves():
     exp = SimpleNamespace(agents=agents, adapter_base=lambda m: "base" if m.startswith("lora") else None)
     assert engine_models(exp, ["a", "b", "c", "d"]) == {"base": ["base"], "base with 2 adapters": ["lora1", "lora2"]}
     assert engine_models(exp, ["b"]) == {"base with 1 adapter": ["lora1"]}
+
+
+class WordsBackend(Backend):
+    """A token per word: every reply "The answer is \\boxed{7}." cut at max_tokens words, every score one
+    log-probability per word of the reply."""
+
+    model_id = "words"
+
+    def generate(self, requests, progress=None):
+        def words(messages):
+            return sum(len(m["content"].split()) for m in messages)
+
+        reply = "The answer is \\boxed{7}.".split()
+        return [
+            [
+                Generation(
+                    text=" ".join(reply[: r.sampling.max_tokens]),
+                    prompt_tokens=words(r.messages),
+                    completion_tokens=min(len(reply), r.sampling.max_tokens),
+                    token_logprobs=[-0.1] * min(len(reply), r.sampling.max_tokens),
+                )
+                for _ in range(r.n)
+            ]
+            for r in requests
+        ]
+
+    def score(self, prompts, replies):
+        from debatelab.llm.base import ScoredText
+
+        return [
+            ScoredText(
+                token_logprobs=[-0.1] * len(reply.split()), prompt_tokens=sum(len(m["content"].split()) for m in p)
+            )
+            for p, reply in zip(prompts, replies)
+        ]
+
+
+def test_the_estimate_covers_what_the_cap_counts_confidence_elicitation_included(tmp_path):
+    """One zero-shot run with both confidence estimators: the cap's count of its cache (every unit it
+    paid for, the self-reports and scored answers too) is under the dry run's estimate, which an
+    estimate of the answers alone is not (issue 72: $4.27 estimated, $8.41 counted)."""
+    from toy_questions import toy_rows
+
+    from debatelab.llm.agent import AgentSpec
+    from debatelab.zero_shot.stage import ZeroShotSettings, run_zero_shot
+
+    def configured(prompt_tokens):
+        return _config(
+            datasets={"boolq": {"limit": 3}},
+            agents={"a": {"model": "api", "max_tokens": 6}},
+            debate={"protocols": {}},
+            zero_shot={"samples": 2, "estimators": ["verbal", "seqprob"], "verbal_samples": 3},
+            cost_estimate={"prompt_tokens": prompt_tokens},
+        )
+
+    config = configured(1)
+    settings = ZeroShotSettings.from_config(
+        {k: config["zero_shot"][k] for k in ("samples", "estimators", "verbal_samples", "verbal_max_tokens")},
+        show_progress=False,
+    )
+    questions = pd.DataFrame(toy_rows(3))
+    cache = GenerationCache(tmp_path / "cache" / "api", model="api")
+    answers = run_zero_shot(
+        questions, AgentSpec(name="a", model="api", max_tokens=6), WordsBackend(), cache, settings, "boolq"
+    )
+    config = configured(int(answers["prompt_tokens"].max()))  # the estimate's prompt: the run's longest
+    counted = Budget(model_prices(config), cap_usd=100, cache_root=tmp_path / "cache").experiment_usd()
+    estimate = estimate_cost(config)
+    answers_only = estimate.loc[estimate["who"] == "a", "usd"].sum()
+    assert answers_only < counted <= estimate["usd"].sum()
+    text, _ = estimate_message(config)
+    assert f"${estimate['usd'].sum():.2f}" in text

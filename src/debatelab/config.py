@@ -278,7 +278,10 @@ class Experiment:
             return None
         for candidate in (Path(path), Path(workflow_dir) / path):
             if candidate.is_file():
-                fields = accelerate_config_fields(str(candidate))
+                try:
+                    fields = accelerate_config_fields(str(candidate))
+                except ConfigError as error:  # "accelerate config <file>: what is wrong"
+                    raise ConfigError(f"config: training.runs.{run}.accelerate_config = {path!r}: {error}") from None
                 distributed = str(fields.get("distributed_type", "")).upper()
                 if distributed == "FSDP":  # what the FSDP engine runs
                     fsdp = fields.get("fsdp_config") or {}
@@ -304,6 +307,22 @@ class Experiment:
             f"config: training.runs.{run}.accelerate_config = {path!r}: no such file (looked in the "
             f"working directory and in {workflow_dir})"
         )
+
+    def check_model_files(self) -> None:
+        """Each model folder there already (resources/models/..., a trained policy, a local source)
+        whole (`llm.base.check_model_files`): Snakemake sees a built folder and would not rebuild it,
+        so a cut-off weight file stops the dry run, not the first job that loads it."""
+        from .llm.base import ModelFileError, check_model_files
+
+        for model, spec in self.models.items():
+            folders = [self.model_dir(model)]
+            if not spec["source"].startswith(("hf:", "bundled:", "trained:")):
+                folders.append(spec["source"])
+            for folder in folders:
+                try:
+                    check_model_files(Path(folder).expanduser())
+                except ModelFileError as error:
+                    raise ConfigError(f"config: models.{model} ({spec['source']}): {error}") from None
 
     def multi_agent_runs(self) -> list[str]:
         """Runs that train every participant of a debate (one output folder per agent)."""
@@ -376,6 +395,7 @@ class Experiment:
         self._check_stage_settings()
         self._check_training()
         self._check_evaluation()
+        self._check_costs()
 
     # -- the stages' own settings, as their jobs build them --------------------------------
     def uncertainty_settings(self) -> dict:
@@ -491,6 +511,57 @@ class Experiment:
                         f"config: {where if paper is None else f'{where}.{paper}'} = {backbone!r} names no "
                         f"backbone of the published numbers (config/paper_numbers `backbones`, {listed})"
                     )
+
+    def _check_costs(self) -> None:
+        """Prices and caps are finite dollars >= 0, and a cap is enforceable: it counts token prices
+        before each request, so it refuses models it cannot count (`debatelab.cost`)."""
+        from .cost import Price, is_dollars
+
+        prices = {}
+        for name, spec in self.models.items():
+            try:
+                prices[name] = Price.from_config(spec.get("price"), f"models.{name}.price")
+            except ValueError as error:
+                raise ConfigError(f"config: {error}") from None
+        caps = {k: self.config.get(k) for k in ("budget_usd", "budget_per_job_usd") if self.config.get(k) is not None}
+        for key, cap in caps.items():
+            if not is_dollars(cap):
+                raise ConfigError(f"config: {key} = {cap!r}: a cap is a finite number of dollars >= 0 (null: no cap)")
+        if not caps:
+            return
+        key, cap = next(iter(caps.items()))
+        for name, price in prices.items():
+            if price.gpu_hour:
+                raise ConfigError(
+                    f"config: {key} = {cap!r} cannot cap models.{name}.price.gpu_hour = {price.gpu_hour!r}: the cap "
+                    "counts each request's tokens before it is sent, while a GPU-hour cost is known only from a "
+                    "finished job's measured seconds (the summaries' gpu_cost_usd); drop the cap or the gpu_hour price"
+                )
+        unpriced = {
+            who: model for who, model in self._remote_callers().items() if self.models[model].get("price") is None
+        }
+        if unpriced:
+            who, model = next(iter(unpriced.items()))
+            raise ConfigError(
+                f"config: {key} = {cap!r}, but {', '.join(unpriced)} call(s) a remote endpoint with no price "
+                f"(models.{model}.price is absent), so their requests would never count to the cap: give each "
+                "model its price (input_per_mtok, output_per_mtok; zeros for a server you host), or drop the cap"
+            )
+
+    def _remote_callers(self) -> dict[str, str]:
+        """{"agents.<name>" or "attack.rewriter": its model} of what sends requests to a server off this machine."""
+        from .llm.openai_backend import is_loopback
+
+        callers = {}
+        for agent, spec in self.agents.items():
+            options = self.agent_settings(agent)["backend_options"]
+            if spec.get("backend") == "openai" and not is_loopback(options["base_url"]):
+                callers[f"agents.{agent}"] = spec["model"]
+        rewriter = self.attack["rewriter"]
+        if rewriter is not None and self.attack.get("backend") == "openai":
+            if not is_loopback((self.config["backends"].get("openai") or {})["base_url"]):
+                callers["attack.rewriter"] = rewriter
+        return callers
 
     def _check_api_key_named(self, agent: str) -> None:
         """A server off this machine gets a key only from the variable named for it (`api_key_env`)."""

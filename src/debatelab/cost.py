@@ -26,8 +26,10 @@ Estimate (`estimate_cost`, printed by every dry run that names a price)
   questions × samples of every agent (zero-shot) plus questions × threads × rounds × participants of
   every protocol (debate), each call `cost_estimate.prompt_tokens` of prompt (a debate call also
   carries its peers' replies) and the agent's `max_tokens` of reply unless
-  `cost_estimate.completion_tokens` is set: an upper bound for the replies, which ignores early stops,
-  unanimous questions a protocol skips and confidence elicitation.
+  `cost_estimate.completion_tokens` is set, plus what the cap counts besides: the confidences elicited
+  on every zero-shot sample (`zero_shot.estimators`) and every seat's last debate turn (a protocol's
+  `confidence`), and the attack rewriter's attempts. An upper bound for the replies, which ignores
+  early stops and unanimous questions a protocol skips.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+
+from .prompts import CONFIDENCE_PROMPT
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +61,9 @@ class Price:
     def __post_init__(self):
         for name in ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok", "gpu_hour"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int | float) or value < 0 or math.isnan(value)):
-                raise ValueError(f"price {name} must be a number >= 0, got {value!r}")
+            if value is not None and not is_dollars(value):
+                # .inf would price every call at inf or, times 0 tokens, NaN: an estimate of $0.00
+                raise ValueError(f"{name} = {value!r}: a price is a finite number of dollars >= 0")
 
     @property
     def per_token(self) -> bool:
@@ -89,7 +94,12 @@ class Price:
         try:
             return cls(**{k: v for k, v in spec.items() if v is not None or k == "cached_input_per_mtok"})
         except ValueError as error:
-            raise ValueError(f"{where}: {error}") from None
+            raise ValueError(f"{where}.{error}") from None
+
+
+def is_dollars(value) -> bool:
+    """Whether a price or a cap is a finite number >= 0 (NaN compares false with every cap: no cap at all)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 
 def model_prices(config: Mapping) -> dict[str, Price]:
@@ -183,8 +193,8 @@ class Budget:
         experiment: str = "",
     ):
         for name, value in (("budget_usd", cap_usd), ("budget_per_job_usd", job_cap_usd)):
-            if value is not None and (not isinstance(value, int | float) or value < 0):
-                raise ValueError(f"{name} must be a number >= 0 or null, got {value!r}")
+            if value is not None and not is_dollars(value):
+                raise ValueError(f"{name} = {value!r}: a cap is a finite number of dollars >= 0 (null: no cap)")
         self.prices = dict(prices)
         self.cap_usd = cap_usd
         self.job_cap_usd = job_cap_usd
@@ -289,6 +299,11 @@ class Budget:
 # --- the dry run's estimate --------------------------------------------------------------------
 
 
+#: [CHOICE] prompt tokens the self-report question adds after the reply: its text at 2 characters a
+#: token and the chat template's turn markers, more than any tokenizer of English makes of it
+CONFIDENCE_PROMPT_TOKENS = len(CONFIDENCE_PROMPT) // 2 + 16
+
+
 def _dataset_questions(config: Mapping, dataset: str) -> int | None:
     return config["datasets"][dataset].get("limit")
 
@@ -311,6 +326,20 @@ def estimate_cost(config: Mapping) -> pd.DataFrame:
             return int(completion_override)
         return int(config["datasets"][dataset].get("max_tokens") or agents[agent].get("max_tokens") or 256)
 
+    verbal_samples = zero_shot.get("verbal_samples", 3)
+    verbal_reply = zero_shot.get("verbal_max_tokens", 8)
+
+    def confidence(stage, dataset, who, model, items, chat, answer, estimators):
+        """Rows of the confidences elicited on `items` replies of `answer` tokens to a `chat`: the
+        self-report asks again after the reply (`verbal_samples` calls), sequence probability scores
+        the answer after the chat and after its content-free twin (2 calls, no reply generated)."""
+        if "verbal" in estimators:
+            calls = None if items is None else items * verbal_samples
+            context = chat + answer + CONFIDENCE_PROMPT_TOKENS
+            rows.append((stage, dataset, f"{who} verbal", model, calls, context, verbal_reply))
+        if "seqprob" in estimators:  # the answer is scored as reply tokens (the cache bills it so)
+            rows.append((stage, dataset, f"{who} seqprob", model, None if items is None else items * 2, chat, answer))
+
     rows = []
     for dataset, spec in config["datasets"].items():
         if spec.get("evaluate") is False:
@@ -320,6 +349,8 @@ def estimate_cost(config: Mapping) -> pd.DataFrame:
             samples = a.get("samples") or zero_shot.get("samples") or 1
             calls = None if questions is None else questions * samples
             rows.append(("zero_shot", dataset, agent, a["model"], calls, prompt, reply(agent, dataset)))
+            estimators = zero_shot.get("estimators") or ()
+            confidence("zero_shot", dataset, agent, a["model"], calls, prompt, reply(agent, dataset), estimators)
         for name, p in (debate.get("protocols") or {}).items():
             if p.get("kind") == "self_consistency" or (p.get("datasets") and dataset not in p["datasets"]):
                 continue
@@ -331,6 +362,25 @@ def estimate_cost(config: Mapping) -> pd.DataFrame:
                 out = p.get("debate_max_tokens") or reply(agent, dataset)
                 context = prompt + len(seats) * reply(agent, dataset)  # the question and every seat's last reply
                 rows.append(("debate", dataset, f"{name}:{agent}", agents[agent]["model"], calls, context, out))
+                last_turns = None if questions is None else questions * threads  # each seat's last turn
+                model = agents[agent]["model"]
+                confidence(
+                    "debate", dataset, f"{name}:{agent}", model, last_turns, context, out, p.get("confidence") or ()
+                )
+        attack = config.get("attack") or {}
+        if attack.get("rewriter") and any(a.get("adversarial") for a in agents.values()):
+            # one rewrite of the dataset's system prompt per attempt at most
+            rows.append(
+                (
+                    "attack",
+                    dataset,
+                    "rewriter",
+                    attack["rewriter"],
+                    attack.get("attempts", 4),
+                    prompt,
+                    attack.get("max_tokens", 400),
+                )
+            )
     frame = pd.DataFrame(
         rows, columns=["stage", "dataset", "who", "model", "calls", "prompt_per_call", "reply_per_call"]
     )

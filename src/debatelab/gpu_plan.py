@@ -497,17 +497,55 @@ def training_state_bytes(
     return weights + (gradients + adam + master) // processes
 
 
+#: The accelerate `distributed_type`s the training engine runs: one process, DDP over GPUs or CPU
+#: processes, DeepSpeed ZeRO and FSDP. Any other (XLA, MEGATRON_LM, a typo such as DEEP_SPEED) would
+#: train as one plain process, the config unread (docs/training.md).
+ACCELERATE_DISTRIBUTED_TYPES = ("NO", "MULTI_GPU", "MULTI_CPU", "DEEPSPEED", "FSDP")
+
+
 def accelerate_config_fields(path: str | None) -> dict:
     """An accelerate config file's fields ({} when there is no such file). The path as the run
-    gives it, from the working directory or the workflow's folder, where `config/accelerate/` ships."""
+    gives it, from the working directory or the workflow's folder, where `config/accelerate/` ships.
+    A file that is no mapping, or whose `distributed_type` (or ZeRO stage) the engine doesn't run, is
+    a ConfigError naming it (`check_accelerate_fields`)."""
     if not path:
         return {}
-    import yaml
+    from .config_schema import load_yaml_file
 
     for candidate in (Path(path), Path(__file__).resolve().parents[2] / path):
         if candidate.is_file():
-            return yaml.safe_load(candidate.read_text()) or {}
+            fields = load_yaml_file(candidate, what="accelerate config")
+            check_accelerate_fields(candidate, fields)
+            return fields
     return {}
+
+
+def check_accelerate_fields(path, fields) -> None:
+    """An accelerate config's fields as the engine reads them: a mapping, a `distributed_type` it runs,
+    mappings under `deepspeed_config` / `fsdp_config` and a ZeRO stage 0..3."""
+    from .errors import ConfigError
+
+    where = f"accelerate config {path}"
+    if not isinstance(fields, dict):
+        raise ConfigError(
+            f"{where}: not an accelerate config (a mapping such as `distributed_type: DEEPSPEED`), but "
+            + ("an empty file" if fields is None else f"a {type(fields).__name__}: {str(fields)[:60]!r}")
+        )
+    if "distributed_type" not in fields:  # accelerate launch requires it
+        raise ConfigError(f"{where}: no distributed_type (one of {', '.join(ACCELERATE_DISTRIBUTED_TYPES)})")
+    kind = fields["distributed_type"]
+    if kind not in ACCELERATE_DISTRIBUTED_TYPES:  # accelerate reads it as its enum's value: capitals
+        raise ConfigError(
+            f"{where}: distributed_type = {kind!r} is not one the training engine runs "
+            f"({', '.join(ACCELERATE_DISTRIBUTED_TYPES)}, in capitals as accelerate reads them); the job would "
+            "train as one plain process"
+        )
+    for block in ("deepspeed_config", "fsdp_config"):
+        if fields.get(block) is not None and not isinstance(fields[block], dict):
+            raise ConfigError(f"{where}: {block} = {fields[block]!r} is not a mapping")
+    stage = (fields.get("deepspeed_config") or {}).get("zero_stage", 2)
+    if kind == "DEEPSPEED" and (isinstance(stage, bool) or stage not in (0, 1, 2, 3)):
+        raise ConfigError(f"{where}: deepspeed_config.zero_stage = {stage!r} is not a ZeRO stage (0, 1, 2 or 3)")
 
 
 def accelerate_distributed_type(path: str | None) -> str | None:

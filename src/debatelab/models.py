@@ -369,14 +369,40 @@ def _build_model(name: str, source: str, out_dir, dtype: str, seed: int, include
         )
 
 
+#: the Hub's longest repo id (huggingface_hub's validate_repo_id)
+HUB_REPO_ID_MAX = 96
+
+
+def hub_repo_problem(repo: str) -> str | None:
+    """What makes `repo` no Hub repo id, as the Hub's own check (huggingface_hub's validate_repo_id)
+    says: [<org>/]<name>, each of letters, digits, _ . - and neither starting nor ending in . or -,
+    no ".." or "--" (so `a/..` can't name a folder above), at most 96 characters; else None."""
+    part = r"[A-Za-z0-9_](?:[\w.-]*[A-Za-z0-9_])?"
+    if not re.fullmatch(rf"(?:{part}/)?{part}", repo):
+        return "each of <org> and <name> is letters, digits, _ . and -, not starting or ending in . or -"
+    if ".." in repo or "--" in repo:
+        return "'..' and '--' are not allowed"
+    if len(repo) > HUB_REPO_ID_MAX or repo.endswith(".git"):
+        return f"at most {HUB_REPO_ID_MAX} characters, not ending in .git"
+    return None
+
+
 def check_model_source(where: str, source: str) -> None:
     """A model source a job can build: bundled:<known>, hf:<repo>, trained:<run>, or a local Hugging
     Face folder that exists now (relative to the working directory), so a typo stops the dry run
     rather than the model job."""
     if source.startswith("hf:"):
-        repo = source[len("hf:") :].partition("@")[0]
-        if not re.fullmatch(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?", repo):
-            raise ConfigError(f"config: {where} = {source!r}: not a Hub repo id (hf:<org>/<name>[@revision])")
+        repo, at, revision = source[len("hf:") :].partition("@")
+        problem = hub_repo_problem(repo)
+        if problem:
+            raise ConfigError(
+                f"config: {where} = {source!r}: not a Hub repo id (hf:<org>/<name>[@revision]): {problem}"
+            )
+        if at and (not re.fullmatch(r"[\w][\w./-]*", revision) or ".." in revision or revision.endswith("/")):
+            raise ConfigError(
+                f"config: {where} = {source!r}: revision {revision!r} is no branch, tag or commit of the Hub "
+                "(letters, digits, _ . - and /; drop the @ for the main branch)"
+            )
         return
     if source.startswith("trained:"):
         return

@@ -158,8 +158,74 @@ def sample_seed(seed: int, sample_index: int, messages: Sequence[Message]) -> in
     return int(digest[:8], 16)
 
 
+class ModelFileError(ValueError):
+    """A weight file of a model folder that is not whole (cut short by a killed copy or a full disk)."""
+
+
+#: [CHOICE] the largest safetensors header read (the format's own limit is 100 MB; real ones are KBs)
+SAFETENSORS_HEADER_MAX = 100_000_000
+
+
+def safetensors_problem(path: str | os.PathLike) -> str | None:
+    """What makes a .safetensors file not whole, read from its header alone (an 8-byte length, then
+    JSON giving each tensor's byte range): the file must end where its last tensor does, as the
+    safetensors library requires; else None."""
+    path = Path(path)
+    size = path.stat().st_size
+    with path.open("rb") as stream:
+        head = stream.read(8)
+        if len(head) < 8:
+            return f"{size} bytes, shorter than the 8-byte length its header starts with"
+        length = int.from_bytes(head, "little")
+        if length > min(size - 8, SAFETENSORS_HEADER_MAX):
+            return f"its header says it is {length} bytes long; the file has {size}"
+        try:
+            header = json.loads(stream.read(length))
+            ends = [int(spec["data_offsets"][1]) for name, spec in header.items() if name != "__metadata__"]
+        except (ValueError, UnicodeDecodeError, AttributeError, KeyError, TypeError, IndexError):
+            return "its header is not the JSON table of tensors a safetensors file starts with"
+    expected = 8 + length + max(ends, default=0)
+    if size != expected:
+        return f"{size} bytes where its header's tensors end at byte {expected}"
+    return None
+
+
+def check_model_files(path: str | os.PathLike) -> None:
+    """Every .safetensors file of a model folder whole (`safetensors_problem`), else a ModelFileError
+    naming the file and what to do: reading the header costs a few KB per file, where loading a cut
+    file fails with safetensors' own 'incomplete metadata' and no name."""
+    path = Path(path)
+    if not path.is_dir():
+        return
+    index = path / "model.safetensors.index.json"
+    if index.is_file():  # a sharded model: every shard its index names
+        try:
+            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            shards = []
+            problem = "not the JSON index of a sharded model (no weight_map)"
+        else:
+            missing = [s for s in shards if not (path / s).is_file()]
+            problem = f"names shards missing from the folder: {missing[:3]}" if missing else None
+        if problem:
+            raise ModelFileError(
+                f"{index}: {problem}; delete the folder {path} and rerun, and the rule that writes it builds it again"
+            )
+    for file in sorted(path.glob("*.safetensors")):
+        try:
+            problem = safetensors_problem(file)
+        except OSError as error:  # a folder of that name, a dangling link, no permission
+            problem = f"it cannot be read ({error.strerror or error})"
+        if problem:
+            raise ModelFileError(
+                f"{file}: not a whole safetensors file ({problem}); it was cut short or damaged (a killed download or "
+                f"copy, a full disk): delete the folder {path} and rerun, and the rule that writes it builds it again"
+            )
+
+
 def model_fingerprint(path: str | os.PathLike) -> str:
-    """Identity of a model folder: path plus weight files' sizes and mtimes (no torch import).
+    """Identity of a model folder: path plus weight files' sizes and mtimes (no torch import); a
+    cut-off weight file is a ModelFileError naming it (`check_model_files`), before any engine loads it.
 
     Retraining a model into the same folder changes it, so cached generations of the old
     weights are never served for the new ones.
@@ -167,6 +233,7 @@ def model_fingerprint(path: str | os.PathLike) -> str:
     path = Path(path)
     if not path.is_dir():
         return str(path)  # a hub id: identity is the name
+    check_model_files(path)
     stats = sorted(
         (p.name, p.stat().st_size, int(p.stat().st_mtime))
         for p in path.iterdir()

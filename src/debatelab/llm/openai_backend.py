@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import ipaddress
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
@@ -111,7 +112,12 @@ NO_KEY = "EMPTY"
 def is_loopback(url: str) -> bool:
     """Whether `url` is a server on this machine (a `vllm serve` of the job or an SSH tunnel)."""
     host = (urlsplit(url).hostname or "").lower()
-    return host in ("localhost", "::1") or host.startswith("127.")
+    if host == "localhost":
+        return True
+    try:  # an address, not a name that starts like one (127.0.0.1.example.com is anyone's server)
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def api_key_from_environment(base_url: str, variable: str | None) -> str:
