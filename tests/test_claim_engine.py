@@ -68,11 +68,12 @@ def test_a_clear_gain_holds_and_a_reversed_one_fails():
 
 def test_several_answers_per_question_go_to_the_sign_flip_test():
     """Two threads a question: each question's difference is +0.5, so the paired sign-flip test over
-    the 20 questions (Monte Carlo beyond 16: p = 1 / 10,000, the observed pattern only)."""
+    the 20 questions (Monte Carlo beyond 16: p = 2 · 1 / 10,000, twice the tail of the observed
+    pattern only)."""
     hits_a, hits_b, counts = np.array([2.0, 1.0] * 10), np.array([1.0, 0.0] * 10), np.full(20, 2.0)
     row = evaluate_claims([_spec()], [Case("x", Shares(hits_a, counts, hits_b, counts, scale=100))])[0]
     assert row.value == pytest.approx(50.0) and row.n == 20 and row.verdict == "holds"
-    assert row.interval.startswith("paired sign-flip test over questions") and row.p == pytest.approx(1 / 10_000)
+    assert row.interval.startswith("paired sign-flip test over questions") and row.p == pytest.approx(2 / 10_000)
 
 
 def test_several_threads_agreeing_on_four_questions_do_not_hold():

@@ -398,11 +398,12 @@ def test_a_large_gain_on_many_questions_holds(tmp_path):
     assert versus["value"] == pytest.approx(50.0) and versus["n"] == 40 and versus["verdict"] == "holds"
     assert versus["low"] == pytest.approx(50 - 1.96 * 7.9, abs=4)
     assert versus["high"] == pytest.approx(50 + 1.96 * 7.9, abs=4)
-    # paired accuracy: the sign-flip test over the 20 informative questions, all one way (p = 1 / 10,000,
+    # paired accuracy: the sign-flip test over the 20 informative questions, all one way (p = 2 / 10,000,
     # Monte Carlo), its interval conditional on them: (20/40)(2π − 1) for π from Clopper-Pearson's
     # 0.025^(1/20) to 1, as the exact McNemar interval of b = 20, c = 0 (issue 71)
     assert gain["value"] == pytest.approx(50.0) and gain["n"] == 40 and gain["verdict"] == "holds"
-    assert gain["low"] == pytest.approx(50 * (2 * 0.025 ** (1 / 20) - 1), abs=0.5) and gain["high"] == 50.0
+    assert gain["low"] == pytest.approx(50 * (2 * 0.025 ** (1 / 20) - 1), abs=0.5)
+    assert gain["high"] == pytest.approx(50.0) and gain["p"] == pytest.approx(2 / 10_000)
     # the weak seat flips on the questions it gains on, the strong one never
     assert flips["value"] == pytest.approx(50.0) and flips["verdict"] == "holds" and flips["n"] == 40
     # flip ratios: hetero (50 + 0) / 2 = 25 %, weak homo 0 %, strong homo 50 %: 25 points inside either end
