@@ -66,11 +66,48 @@ def test_a_clear_gain_holds_and_a_reversed_one_fails():
     assert gain.p == pytest.approx(stats.binomtest(30, 32, 0.5).pvalue)
 
 
-def test_several_answers_per_question_go_to_the_bootstrap():
-    """Two threads a question: not paired correctness, so the BCa bootstrap over questions."""
+def test_several_answers_per_question_go_to_the_sign_flip_test():
+    """Two threads a question: each question's difference is +0.5, so the paired sign-flip test over
+    the 20 questions (Monte Carlo beyond 16: p = 2 · 1 / 10,000, twice the tail of the observed
+    pattern only)."""
     hits_a, hits_b, counts = np.array([2.0, 1.0] * 10), np.array([1.0, 0.0] * 10), np.full(20, 2.0)
     row = evaluate_claims([_spec()], [Case("x", Shares(hits_a, counts, hits_b, counts, scale=100))])[0]
-    assert row.value == pytest.approx(50.0) and "bootstrap" in row.interval and row.n == 20
+    assert row.value == pytest.approx(50.0) and row.n == 20 and row.verdict == "holds"
+    assert row.interval.startswith("paired sign-flip test over questions") and row.p == pytest.approx(2 / 10_000)
+
+
+def test_several_threads_agreeing_on_four_questions_do_not_hold():
+    """The issue's case: 4 of 100 questions differ, all one way, each with 5 threads that agree. The
+    clustered bootstrap said holds, p = 0.007; the sign-flip test over questions gives the exact
+    test's 2/16 = 0.125 and inconclusive, as the exact McNemar test on the 4 questions does."""
+    counts = np.full(100, 5.0)
+    hits_a = np.r_[np.full(4, 5.0), np.full(48, 5.0), np.zeros(48)]
+    hits_b = np.r_[np.zeros(4), np.full(48, 5.0), np.zeros(48)]
+    row = evaluate_claims([_spec()], [Case("x", Shares(hits_a, counts, hits_b, counts, scale=100))])[0]
+    assert row.value == pytest.approx(4.0) and row.p == pytest.approx(0.125) and row.verdict == "inconclusive"
+    assert row.low < 0 < row.high
+
+
+def test_a_boundary_other_than_zero_goes_to_the_bootstrap():
+    """The sign-flip interval is conditional on the informative questions, sound at 0 only: a margin
+    is judged by the clustered bootstrap of the pooled difference."""
+    counts = np.full(40, 3.0)
+    hits_a, hits_b = np.tile([3.0, 2.0, 1.0, 0.0], 10), np.tile([2.0, 2.0, 1.0, 1.0], 10)
+    spec = _spec(expect=">=", margin=2.0, margin_reason="[CHOICE] test")
+    row = evaluate_claims([spec], [Case("x", Shares(hits_a, counts, hits_b, counts, scale=100))])[0]
+    assert row.value == pytest.approx(0.0) and "bootstrap" in row.interval
+
+
+def test_an_average_over_datasets_is_tested_with_its_weights():
+    """Two datasets of 10 and 30 questions, one thread: the statistic is the mean of the datasets'
+    differences (+0.5 and 0), not the pooled +0.125, and the sign-flip test weights each question by
+    1/(2 · its dataset's questions)."""
+    ones = np.ones(40)
+    hits_a, hits_b = np.ones(40), np.r_[np.tile([1.0, 0.0], 5), np.ones(30)]
+    data = Shares(hits_a, ones, hits_b, ones, exact_allowed=False, groups=np.r_[np.zeros(10), np.ones(30)])
+    row = evaluate_claims([_spec()], [Case("x", data)])[0]
+    assert row.value == pytest.approx(0.25) and "sign-flip" in row.interval
+    assert row.p == pytest.approx(2 / 32)  # 5 informative questions of equal weight, all one way
 
 
 def test_a_statistic_that_is_not_the_plain_difference_is_never_exact():
@@ -161,3 +198,16 @@ def test_every_row_names_where_its_paper_states_the_claim():
         ClaimSpec("x-1", "a beats b", DIFFERENCE, lambda c: [c], "d")
     with pytest.raises(ValueError, match="source"):
         evaluate_claims([_spec()], [Untestable("no run", claim="x-3", statement="other")])
+
+
+def test_the_sign_flip_interval_with_one_outcome_per_question_is_mcnemars():
+    """d = ±1 on b + c ≤ 16 discordant questions of 50 (all sign patterns): the sign-flip p is the
+    exact McNemar p and its conditional interval the Clopper-Pearson one mapped by (m/n)(2π − 1)."""
+    from debatelab.intervals import paired_counts_difference, sign_flip_difference
+
+    for b in range(9):
+        for c in range(8):
+            d = np.r_[np.ones(b), -np.ones(c), np.zeros(50 - b - c)]
+            flip, exact = sign_flip_difference(d), paired_counts_difference(b, c, 50)
+            assert flip.p == pytest.approx(exact.p, abs=1e-12), (b, c)
+            assert (flip.low, flip.high) == pytest.approx((exact.low, exact.high), abs=1e-6), (b, c)

@@ -283,13 +283,17 @@ def test_claims(result):
     initial = claim("umad-4", "initial Sys-EU")  # 0.6 vs 0.2 on both questions
     assert initial["verdict"] == too_few and initial["n"] == 2 and initial["value"] == pytest.approx(0.4)
     # the weak seat gains 50 points on q1 (1 of 2 threads right -> 2 of 2) and 0 on q2: +25
+    # paired accuracy with two threads a question: the sign-flip test over questions, exact at any
+    # n; one informative question of two has p = 1 (issue 71)
     gain = claim("umad-5", "raises the weaker agent")
     assert gain["value"] == pytest.approx(25.0) and "A0 (weak)" in gain["statistic"]
-    assert gain["verdict"] == too_few and gain["n"] == 2
+    assert gain["verdict"] == "inconclusive" and gain["n"] == 2 and gain["p"] == 1.0
+    assert gain["interval"].startswith("paired sign-flip test over questions")
     versus = claim("umad-6", "by more in the hetero pair")  # the homo pair gains 0 on each question
     assert versus["value"] == pytest.approx(25.0) and versus["verdict"] == too_few
     flips = claim("umad-7", "weaker agent flips more", scope="pair")  # flips 1 of 2 on q1, 0 of 2 on q2
-    assert flips["value"] == pytest.approx(25.0) and flips["verdict"] == too_few and flips["n"] == 2
+    assert flips["value"] == pytest.approx(25.0) and flips["verdict"] == "inconclusive" and flips["n"] == 2
+    assert flips["p"] == 1.0
     assert claim("umad-8", "lies between", scope="pair")["verdict"] == "n/a"  # no homo pair of the strong agent
     assert claim("umad-7", "weaker agent flips more", scope="pair_unmasked")["verdict"] == "n/a"  # no outputs
     # per (protocol, question) point (Δacc points, ΔSys-AU): hetero q1 (25, -0.1), q2 (0, 0.2); homo q1, q2
@@ -311,10 +315,11 @@ def test_claims(result):
     weight = claim("umad-13", "confidence weight", "umad_run")
     assert weight["verdict"] == "holds" and weight["value"] == pytest.approx(math.log(1.1)) and weight["n"] == 5
     assert weight["low"] == weight["high"] == weight["value"] and weight["expect"] == "<= 0.5"
-    # A0 right everywhere under UMAD, wrong under IPPO; two threads a question, so pooled shares
-    # bootstrapped over the 2 questions: too few
+    # A0 right everywhere under UMAD, wrong under IPPO; two threads a question, so the sign-flip test
+    # over the 2 questions: p = 2/4, however large the difference
     gpu = claim("umad-14", "UMAD > IPPO")
-    assert gpu["value"] == pytest.approx(100.0) and gpu["verdict"] == too_few and gpu["n"] == 2
+    assert gpu["value"] == pytest.approx(100.0) and gpu["verdict"] == "inconclusive" and gpu["n"] == 2
+    assert gpu["p"] == pytest.approx(0.5)
     assert set(claims["verdict"]) <= {"holds", "fails", "inconclusive", "n/a", too_few}
 
 
@@ -390,12 +395,15 @@ def _gain_claims(tmp_path, n_questions):
 def test_a_large_gain_on_many_questions_holds(tmp_path):
     gain, versus, flips, between = _gain_claims(tmp_path, 40)
     # 40 questions, half gaining 100 points and half 0: SE = 50 / sqrt(40) = 7.9, interval about 50 ± 15.5
-    for row in (gain, versus):
-        assert row["value"] == pytest.approx(50.0) and row["n"] == 40
-        assert row["low"] == pytest.approx(50 - 1.96 * 7.9, abs=4) and row["high"] == pytest.approx(
-            50 + 1.96 * 7.9, abs=4
-        )
-        assert row["verdict"] == "holds"
+    assert versus["value"] == pytest.approx(50.0) and versus["n"] == 40 and versus["verdict"] == "holds"
+    assert versus["low"] == pytest.approx(50 - 1.96 * 7.9, abs=4)
+    assert versus["high"] == pytest.approx(50 + 1.96 * 7.9, abs=4)
+    # paired accuracy: the sign-flip test over the 20 informative questions, all one way (p = 2 / 10,000,
+    # Monte Carlo), its interval conditional on them: (20/40)(2π − 1) for π from Clopper-Pearson's
+    # 0.025^(1/20) to 1, as the exact McNemar interval of b = 20, c = 0 (issue 71)
+    assert gain["value"] == pytest.approx(50.0) and gain["n"] == 40 and gain["verdict"] == "holds"
+    assert gain["low"] == pytest.approx(50 * (2 * 0.025 ** (1 / 20) - 1), abs=0.5)
+    assert gain["high"] == pytest.approx(50.0) and gain["p"] == pytest.approx(2 / 10_000)
     # the weak seat flips on the questions it gains on, the strong one never
     assert flips["value"] == pytest.approx(50.0) and flips["verdict"] == "holds" and flips["n"] == 40
     # flip ratios: hetero (50 + 0) / 2 = 25 %, weak homo 0 %, strong homo 50 %: 25 points inside either end
@@ -405,12 +413,14 @@ def test_a_large_gain_on_many_questions_holds(tmp_path):
 
 def test_the_same_gain_on_four_questions_is_not_decided(tmp_path):
     """Questions 0..3 gain 0, 100, 100, 0 points: the point value is +50 (the old yes/no said "yes"), but
-    four questions are fewer than claims.MIN_UNITS: no interval, "n/a (too few)"."""
+    four questions are fewer than claims.MIN_UNITS for the bootstrap: no interval, "n/a (too few)";
+    the paired accuracy claims' sign-flip test has two informative questions, p = 2/4: inconclusive."""
     gain, versus, flips, _ = _gain_claims(tmp_path, 4)
-    for row in (gain, versus, flips):
+    assert versus["value"] == pytest.approx(50.0) and versus["n"] == 4
+    assert math.isnan(versus["low"]) and math.isnan(versus["high"]) and versus["verdict"] == "n/a (too few)"
+    for row in (gain, flips):
         assert row["value"] == pytest.approx(50.0) and row["n"] == 4
-        assert math.isnan(row["low"]) and math.isnan(row["high"])
-        assert row["verdict"] == "n/a (too few)"
+        assert row["verdict"] == "inconclusive" and row["p"] == pytest.approx(0.5)
 
 
 def test_claims_without_threads_or_training_are_untestable(outputs):

@@ -44,11 +44,13 @@ spec whose `cases` is `only(key)`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from ..intervals import (
     Estimate,
@@ -59,6 +61,7 @@ from ..intervals import (
     paired_accuracy_difference,
     paired_difference,
     proportion,
+    sign_flip_difference,
     slope,
 )
 from .claims import EXPECTATIONS, Claim
@@ -100,11 +103,32 @@ class Shares:
     exact_allowed: bool = True
     scale: float = 1.0  # the pooled difference times this (100: points)
     hit: float = 1.0  # what one right answer adds to hits (100: hits already in points)
+    # each unit's group (its dataset) where the statistic is the mean over groups of each group's
+    # pooled difference (the tables' "avg"); None: one group
+    groups: np.ndarray | None = None
 
     def one_outcome(self) -> bool:
         """Exactly one answer per unit on both sides: paired correctness."""
         counts_a, counts_b = np.asarray(self.counts_a), np.asarray(self.counts_b)
         return bool(self.exact_allowed and len(counts_a) and np.all(counts_a == 1) and np.all(counts_b == 1))
+
+    def question_differences(self) -> tuple[np.ndarray, np.ndarray]:
+        """(d, w): each unit's share right of a minus that of b (in shares, NaN where a side has no
+        answer) and its weight in the statistic, so that Σ w·d / Σ w over the units both sides
+        answered is the pooled difference (the mean over groups of each group's) when the two sides
+        have as many answers on every unit: the weight is the unit's answers (halved over both
+        sides), over its group's."""
+        hits_a, counts_a = np.asarray(self.hits_a, float), np.asarray(self.counts_a, float)
+        hits_b, counts_b = np.asarray(self.hits_b, float), np.asarray(self.counts_b, float)
+        both = (counts_a > 0) & (counts_b > 0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            d = np.where(both, (hits_a / counts_a - hits_b / counts_b) / self.hit, np.nan)
+        w = np.where(both, (counts_a + counts_b) / 2, 0.0)
+        if self.groups is not None:
+            codes, _ = pd.factorize(pd.Index(np.asarray(self.groups)))
+            totals = np.bincount(codes, weights=w)
+            w = np.divide(w, totals[codes], out=np.zeros_like(w), where=totals[codes] > 0)
+        return d, w
 
     def pooled_difference(self, index: np.ndarray) -> float:
         n_a, n_b = self.counts_a[index].sum(), self.counts_b[index].sum()
@@ -232,11 +256,26 @@ class ClaimSpec:
 
 
 def _shares(data: Shares, unit: str) -> Estimate:
+    """Paired correctness: one answer per unit on both sides, the exact conditional interval
+    (McNemar); several (threads) or an average over groups, every unit answered by both sides, the
+    paired sign-flip test over units on each unit's mean difference, exact at any number of
+    informative units, with the clustered BCa bootstrap of the statistic for a boundary other than 0;
+    sides on different units, the bootstrap (docs/evaluation.md)."""
+    points = data.scale * data.hit
     if data.one_outcome():
         exact = paired_accuracy_difference(data.hits_a > 0, data.hits_b > 0)
-        return exact.scaled(data.scale * data.hit) if data.scale * data.hit != 1.0 else exact
+        return exact.scaled(points) if points != 1.0 else exact
     statistic = data.statistic or data.pooled_difference
-    return bootstrap(statistic, len(data.counts_a), unit=unit, paired=data.paired)
+    both = bool(np.all((np.asarray(data.counts_a) > 0) & (np.asarray(data.counts_b) > 0)))
+    if not (data.exact_allowed or data.groups is not None) or not both:
+        # a statistic the test can't reproduce, or sides on different questions (not paired)
+        return bootstrap(statistic, len(data.counts_a), unit=unit, paired=data.paired)
+    d, w = data.question_differences()
+    off_zero = functools.cache(
+        lambda: bootstrap(statistic, len(data.counts_a), unit=unit, paired=data.paired).scaled(1 / points)
+    )
+    est = sign_flip_difference(d, w, off_zero=lambda bound: off_zero(), unit=unit)
+    return est.scaled(points) if points != 1.0 else est
 
 
 def _resampled(data: Resampled, unit: str) -> Estimate:

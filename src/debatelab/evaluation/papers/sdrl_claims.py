@@ -55,7 +55,7 @@ def _paired_question_difference(a: pd.Series, b: pd.Series, *, one_outcome: bool
 
     ones = np.ones(len(d))
     a_values, b_values = joined["a"].to_numpy(float), joined["b"].to_numpy(float)
-    data = Shares(a_values, ones, b_values, ones, statistic, exact_allowed=one_outcome and k == 1)
+    data = Shares(a_values, ones, b_values, ones, statistic, exact_allowed=one_outcome and k == 1, groups=codes)
     return data, sorted(str(x) for x in datasets)
 
 

@@ -456,6 +456,7 @@ def _gpu_contexts(cells: pd.DataFrame, states: pd.DataFrame) -> list:
         avg_difference,
         exact_allowed=len(datasets) == 1,
         scale=100,
+        groups=dataset_of_unit,
     )
     return [For("GPU", Case(f"hetero: {trained[0]} vs {trained[1]}", data, {"t": t}))]
 
