@@ -11,8 +11,8 @@ DAPO with its advantages' sign flipped (injected here, `testbed.learning.sabotag
 Measured at seed 0 on 2 cores shared with other work (`benchmarks/micro_learning.py`; docs/micro.md):
 DAPO +17.8 [+12.3, +22.7] (52 s in all), SDRL +17.6 [+12.1, +22.6] (75 s), UMAD +9.6 [+4.5, +14.4]
 (149 s; about 80 s alone). Not here yet, because a few steps don't separate them (docs/micro.md):
-IPPO (+2.8 [-2.6, +8.1] after 5 steps at 2e-4; +18.8 after 20 at 1e-4, 5 minutes), UDPO and MAPPO
-(+10.0 and +7.8 after 30 steps of 64 questions, ~20 minutes each) and RMAAC (not measured at that size).
+IPPO (+2.8 [-2.6, +8.1] after 5 steps at 2e-4; +18.8 after 20 at 1e-4, 5 minutes), UDPO, MAPPO and
+RMAAC (+10.0, +7.8 and +14.2 after 30 steps of 64 questions, 12-20 minutes each).
 """
 
 from __future__ import annotations
