@@ -320,10 +320,12 @@ def _five_seats(name, rounds, runs=()):
 def test_table5_gives_mappo_and_rmaac_their_rounds_and_carries_the_us_beside_the_paper():
     """Table 5's MAPPO and RMAAC columns come from their own agents' debates at each T (method from the
     training run, T from the protocol's rounds), and each cell carries accuracy and the three U's,
-    paired in `table5_vs_paper` with the paper's cell of the same method, T and metric."""
+    paired in `table5_vs_paper` with the paper's cell of the same method, T and metric. The other
+    tables and Fig. 5 stay at the paper's main T = 5, not Table 5's T = 3 / 10."""
     spec = {  # protocol: (T, training run, correct on q0..q3, U_sys)
         "mad_n5_t3": (3, (), [True, False, False, False], 0.6),
         "mad_n5": (5, (), [True, True, False, False], 0.5),
+        "mad_n5_t10": (10, (), [True, True, True, False], 0.7),
         "mappo_n5_t3": (3, ("mappo",), [True, True, True, False], 0.3),
         "mappo_n5": (5, ("mappo",), [True, True, True, True], 0.2),
         "rmaac_n5_t10": (10, ("rmaac",), [True, True, False, True], 0.4),
@@ -338,7 +340,15 @@ def test_table5_gives_mappo_and_rmaac_their_rounds_and_carries_the_us_beside_the
     }
     result = build_paper("udpo", _outputs(protocols, rows, runs=runs))
     table = result.tables["table5"].set_index(["method", "rounds"])
-    assert set(table.index) == {("MAD", 3), ("MAD", 5), ("MAPPO", 3), ("MAPPO", 5), ("RMAAC", 10), ("UDPO", 10)}
+    assert set(table.index) == {
+        ("MAD", 3),
+        ("MAD", 5),
+        ("MAD", 10),
+        ("MAPPO", 3),
+        ("MAPPO", 5),
+        ("RMAAC", 10),
+        ("UDPO", 10),
+    }
     assert table.loc[("MAPPO", 3), "accuracy"] == 75.0 and table.loc[("RMAAC", 10), "accuracy"] == 75.0
     assert table.loc[("MAPPO", 5), "accuracy"] == 100.0 and table.loc[("MAPPO", 3), "n"] == 4
 
@@ -363,13 +373,23 @@ def test_table5_gives_mappo_and_rmaac_their_rounds_and_carries_the_us_beside_the
     }.items():
         assert (filled.loc[key, "paper_value"], filled.loc[key, "run_value"]) == pytest.approx((paper, run)), key
 
+    # Table 1 (T = 5): MAD and MAPPO from mad_n5 and mappo_n5, not their T = 10 / 3 debates; RMAAC and
+    # UDPO debated at T = 10 only, so that fills theirs
+    t1 = result.tables["table1"].set_index("method")
+    assert t1["accuracy"].to_dict() == {"MAD": 50.0, "MAPPO": 100.0, "RMAAC": 75.0, "UDPO": 100.0}
+    # Fig. 5: MAD's U_sys at T = 5 (0.5 on every question) bins them; MAPPO's T = 5 gain over it is
+    # +50 points on those 4 questions (q2, q3 wrong -> right), its T = 3 debate left out
+    fig5 = result.tables["fig5"].set_index(["method", "bin"])
+    assert (fig5.loc[("MAPPO", "[.4,.6)"), "delta_acc"], fig5.loc[("MAPPO", "[.4,.6)"), "n"]) == (50.0, 4)
+    assert fig5.loc[("MAPPO", "[.6,.8)"), "n"] == 0
+
 
 def test_every_published_table5_cell_has_a_measured_cell_from_udpo_yaml():
     """Every cell of the paper's Table 5 (4 methods x T = 3 / 5 / 10 x 3 datasets x accuracy and the
     three U's) is transcribed, and udpo.yaml runs a protocol that fills it: the evaluation's own
     builders, fed one trajectory per (protocol, dataset), pair each published cell with exactly one
     measured cell, and the MAPPO / RMAAC cells come from that method's agents, trained on that
-    dataset, debating for that T."""
+    dataset, debating for that T. Tables 1 and 3 keep to T = 5."""
     published = load_paper_numbers("udpo")["table5"]
     expected = {
         (d, 5, t, m, k)
@@ -390,7 +410,8 @@ def test_every_published_table5_cell_has_a_measured_cell_from_udpo_yaml():
         for d in exp.protocol_datasets(p)
     ]
     outputs.__dict__.update(uncertainty=pd.DataFrame(rows), turns=pd.DataFrame())
-    t5 = udpo.table5(udpo.heterogeneous(udpo.trajectories(outputs)))
+    frame = udpo.heterogeneous(udpo.trajectories(outputs))
+    t5 = udpo.table5(frame)
     vs = compare_with_paper(udpo.table5_cells(t5), published)
     missing = vs[vs["run_value"].isna()]
     assert missing.empty, missing[keys].to_string()
@@ -404,3 +425,6 @@ def test_every_published_table5_cell_has_a_measured_cell_from_udpo_yaml():
         for run in info.trained_runs:
             trained_on = exp.benchmark_of(exp.training_runs[run]["dataset"])
             assert trained_on == exp.benchmark_of(row.run_dataset), (row.protocol, run)
+    # Table 1 and Table 3 are at T = 5: Table 5's T = 3 / 10 debates fill neither
+    for table in (udpo.table1(frame, outputs.protocols), udpo.table3(frame, outputs.protocols)):
+        assert {outputs.protocols[p].rounds for p in table["protocol"]} == {5}

@@ -4,6 +4,8 @@ measures of every all-to-all protocol; the claims (udpo-1 to udpo-11) are `udpo_
 Which protocol fills which cell follows from the config: N = its participants, T = its rounds,
 m = its adversarial seats, the method = "MAD" for untrained agents, else the label of the
 training run behind them ("UDPO", "UDPO w/o intra", ...). Accuracies are in %, U's in [0, 1].
+Table 5 has a cell per T; every other table and Fig. 5 take a method's debate at the paper's main
+T = 5 where it also debated at Table 5's T = 3 / 10 (`MAIN_ROUNDS`).
 A protocol whose seats all stand for one paper backbone (`paper_backbone`, `RunOutputs.backbone`) is a
 homogeneous ensemble (App. C.1): it fills Table 4 (N = 5, no adversarial seat; `model` = that
 backbone) and, on Qwen-3-8B, Table 7 (one adversarial seat, and the drop from the same method's
@@ -109,17 +111,38 @@ def _cell_means(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     )
 
 
+#: The paper's main number of debate rounds: "The main experiments use T = 5" (App. C.2); only
+#: Table 5 varies T, so every other table and Fig. 5 take each cell's debate at T = 5.
+MAIN_ROUNDS = 5
+
+
+def _main_rounds_first(rounds: pd.Series) -> pd.Series:
+    """A sort score: T = 5 above every other T, then more rounds above fewer (a twin's stand-in T)."""
+    return (rounds == MAIN_ROUNDS).astype(int) * (rounds.max() + 1) + rounds
+
+
 def _one_protocol_per_cell(cells: pd.DataFrame, keys: list[str], protocols: dict[str, ProtocolInfo]) -> pd.DataFrame:
-    """Where several protocols fill one cell, the one with the most rounds (the paper's T = 5)."""
+    """Where several protocols fill one cell, the one at the paper's main T = 5 (the T = 3 / 10
+    debates of Table 5 fill no other table), else the one with the most rounds (a CPU twin's T)."""
     if cells.empty:
         return cells
     rounds = cells["protocol"].map(lambda p: protocols[p].rounds)
     return (
-        cells.assign(_r=rounds)
+        cells.assign(_r=_main_rounds_first(rounds))
         .sort_values("_r", ascending=False, kind="stable")
         .drop_duplicates([*keys, "run_dataset"])
         .drop(columns="_r")
     )
+
+
+def at_main_rounds(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of each (dataset, N, m, method)'s debates at T = 5 where it has one, else at its
+    most rounds: what `_one_protocol_per_cell` picks, for Fig. 5's per-question comparison."""
+    if frame.empty:
+        return frame
+    score = _main_rounds_first(frame["rounds"])
+    best = score.groupby([frame[k] for k in ("run_dataset", "n_agents", "m", "method")]).transform("max")
+    return frame[score == best]
 
 
 def natural(frame: pd.DataFrame) -> pd.DataFrame:
@@ -250,9 +273,10 @@ TABLE6_COLUMNS = ["dataset", "run_dataset", "condition", "measure", "r", "low", 
 
 def fig5(frame: pd.DataFrame) -> pd.DataFrame:
     """Δacc (points) of each method over standard MAD at the same N, per bin of MAD's U_sys
-    (per question, averaged over threads), pooled over datasets as the paper averages them."""
+    (per question, averaged over threads), pooled over datasets as the paper averages them; each
+    method's debates at T = 5 where it has them (`at_main_rounds`), not Table 5's other T's."""
     rows = []
-    nat = natural(frame)
+    nat = at_main_rounds(natural(frame))
     for n_agents, g in nat.groupby("n_agents"):
         mad = g[g["method"] == "MAD"]
         if mad.empty:
