@@ -5,6 +5,7 @@ claimed way but the interval can't tell, and intervals checked against their for
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -12,8 +13,18 @@ import pytest
 from scipy import stats
 
 from debatelab import intervals, metrics
-from debatelab.evaluation import ProtocolInfo, RunInfo, RunOutputs, build_paper
-from debatelab.evaluation.papers import udpo_claims
+from debatelab.config import load_experiment
+from debatelab.evaluation import (
+    ProtocolInfo,
+    RunInfo,
+    RunOutputs,
+    build_paper,
+    compare_with_paper,
+    load_paper_numbers,
+)
+from debatelab.evaluation.papers import udpo, udpo_claims
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 Z = 1.959963984540054  # z_.975
 
@@ -69,8 +80,8 @@ def _round0_rows(protocol, n_questions):
     ]
 
 
-def _outputs(protocols, rows, training=None, turns=None) -> RunOutputs:
-    runs = {"udpo": RunInfo("udpo", "udpo", {"udpo": {"ablate": []}})}
+def _outputs(protocols, rows, training=None, turns=None, runs=None) -> RunOutputs:
+    runs = runs or {"udpo": RunInfo("udpo", "udpo", {"udpo": {"ablate": []}})}
     outputs = RunOutputs("fixture", {p.name: p for p in protocols}, runs, {"gsm_symbolic": "gsm8k"})
     outputs.__dict__.update(uncertainty=pd.DataFrame(rows), training=training or {}, turns=pd.DataFrame(turns or []))
     return outputs
@@ -282,3 +293,138 @@ def test_the_drop_under_attack_is_exact_where_threads_agree_and_bootstrapped_whe
     assert (est.value, est.low, est.high) == pytest.approx((-25.0, exact.low, exact.high))
     differ = frame.assign(correct=frame["correct"] & ~((frame.index == 0) & (frame["protocol"] == "attacked")))
     assert "bootstrap" in _drop_estimate(differ, "attacked", "plain").method
+
+
+#: Table 5 (Tang et al., arXiv:2602.07186 App. C.2): every method at T = 3 / 5 / 10, N = 5, on each dataset
+TABLE5_METHODS = ("MAD", "MAPPO", "RMAAC", "UDPO")
+TABLE5_METRICS = ("accuracy", "u_intra", "u_inter", "u_sys")
+
+
+def _five_seats(name, rounds, runs=()):
+    seats = ("a", "b", "c", "d", "e")
+    return ProtocolInfo(
+        name=name,
+        kind="all_to_all",
+        rounds=rounds,
+        threads=1,
+        template="du",
+        participants=seats,
+        models=("m",) * 5,
+        adversarial=0,
+        trained_runs=tuple(runs),
+        datasets=("gsm_symbolic",),
+        adversarial_seats=(False,) * 5,
+    )
+
+
+def test_table5_gives_mappo_and_rmaac_their_rounds_and_carries_the_us_beside_the_paper():
+    """Table 5's MAPPO and RMAAC columns come from their own agents' debates at each T (method from the
+    training run, T from the protocol's rounds), and each cell carries accuracy and the three U's,
+    paired in `table5_vs_paper` with the paper's cell of the same method, T and metric. The other
+    tables and Fig. 5 stay at the paper's main T = 5, not Table 5's T = 3 / 10."""
+    spec = {  # protocol: (T, training run, correct on q0..q3, U_sys)
+        "mad_n5_t3": (3, (), [True, False, False, False], 0.6),
+        "mad_n5": (5, (), [True, True, False, False], 0.5),
+        "mad_n5_t10": (10, (), [True, True, True, False], 0.7),
+        "mappo_n5_t3": (3, ("mappo",), [True, True, True, False], 0.3),
+        "mappo_n5": (5, ("mappo",), [True, True, True, True], 0.2),
+        "rmaac_n5_t10": (10, ("rmaac",), [True, True, False, True], 0.4),
+        "udpo_n5_t10": (10, ("udpo",), [True, True, True, True], 0.1),
+    }
+    protocols = [_five_seats(name, t, runs) for name, (t, runs, _, _) in spec.items()]
+    rows = [r for name, (_, _, correct, u) in spec.items() for r in _rows(name, correct, [u] * 4)]
+    runs = {
+        "udpo": RunInfo("udpo", "udpo", {"udpo": {"ablate": []}}),
+        "mappo": RunInfo("mappo", "mappo", {}),
+        "rmaac": RunInfo("rmaac", "rmaac", {}),
+    }
+    result = build_paper("udpo", _outputs(protocols, rows, runs=runs))
+    table = result.tables["table5"].set_index(["method", "rounds"])
+    assert set(table.index) == {
+        ("MAD", 3),
+        ("MAD", 5),
+        ("MAD", 10),
+        ("MAPPO", 3),
+        ("MAPPO", 5),
+        ("RMAAC", 10),
+        ("UDPO", 10),
+    }
+    assert table.loc[("MAPPO", 3), "accuracy"] == 75.0 and table.loc[("RMAAC", 10), "accuracy"] == 75.0
+    assert table.loc[("MAPPO", 5), "accuracy"] == 100.0 and table.loc[("MAPPO", 3), "n"] == 4
+
+    cells = result.cells["table5"].set_index(["method", "rounds", "metric"])
+    assert set(cells.index.get_level_values("metric")) == set(TABLE5_METRICS)
+    # _rows: U_intra = U_sys / 2, U_inter = U_sys / 3
+    for metric, value in {"accuracy": 75.0, "u_intra": 0.15, "u_inter": 0.1, "u_sys": 0.3}.items():
+        assert cells.loc[("MAPPO", 3, metric), "value"] == pytest.approx(value), metric
+    assert cells.loc[("RMAAC", 10, "u_sys"), "value"] == pytest.approx(0.4)
+
+    vs = compare_with_paper(result.cells["table5"], load_paper_numbers("udpo")["table5"])
+    filled = vs[vs["run_value"].notna()].set_index(["method", "rounds", "metric"])
+    assert set(filled.index) == {(m, t, k) for m, t in table.index for k in TABLE5_METRICS}
+    assert set(filled["dataset"]) == {"gsm8k"} and set(filled["run_dataset"]) == {"gsm_symbolic"}
+    # the paper's cells (App. C.2, Table 5, GSM8K), each beside the run's own
+    for key, (paper, run) in {
+        ("MAPPO", 3, "accuracy"): (69.5, 75.0),
+        ("MAPPO", 3, "u_sys"): (0.258, 0.3),
+        ("MAPPO", 5, "u_intra"): (0.185, 0.1),
+        ("RMAAC", 10, "accuracy"): (77.5, 75.0),
+        ("RMAAC", 10, "u_inter"): (0.122, 0.4 / 3),
+    }.items():
+        assert (filled.loc[key, "paper_value"], filled.loc[key, "run_value"]) == pytest.approx((paper, run)), key
+
+    # Table 1 (T = 5): MAD and MAPPO from mad_n5 and mappo_n5, not their T = 10 / 3 debates; RMAAC and
+    # UDPO debated at T = 10 only, so that fills theirs
+    t1 = result.tables["table1"].set_index("method")
+    assert t1["accuracy"].to_dict() == {"MAD": 50.0, "MAPPO": 100.0, "RMAAC": 75.0, "UDPO": 100.0}
+    # Fig. 5: MAD's U_sys at T = 5 (0.5 on every question) bins them; MAPPO's T = 5 gain over it is
+    # +50 points on those 4 questions (q2, q3 wrong -> right), its T = 3 debate left out
+    fig5 = result.tables["fig5"].set_index(["method", "bin"])
+    assert (fig5.loc[("MAPPO", "[.4,.6)"), "delta_acc"], fig5.loc[("MAPPO", "[.4,.6)"), "n"]) == (50.0, 4)
+    assert fig5.loc[("MAPPO", "[.6,.8)"), "n"] == 0
+
+
+def test_every_published_table5_cell_has_a_measured_cell_from_udpo_yaml():
+    """Every cell of the paper's Table 5 (4 methods x T = 3 / 5 / 10 x 3 datasets x accuracy and the
+    three U's) is transcribed, and udpo.yaml runs a protocol that fills it: the evaluation's own
+    builders, fed one trajectory per (protocol, dataset), pair each published cell with exactly one
+    measured cell, and the MAPPO / RMAAC cells come from that method's agents, trained on that
+    dataset, debating for that T. Tables 1 and 3 keep to T = 5."""
+    published = load_paper_numbers("udpo")["table5"]
+    expected = {
+        (d, 5, t, m, k)
+        for d in ("gsm8k", "truthfulqa", "commonsense_qa")
+        for t in (3, 5, 10)
+        for m in TABLE5_METHODS
+        for k in TABLE5_METRICS
+    }
+    keys = ["dataset", "n_agents", "rounds", "method", "metric"]
+    assert set(published[keys].itertuples(index=False, name=None)) == expected and len(published) == len(expected)
+
+    exp = load_experiment(REPO_ROOT / "config/experiments/udpo.yaml")
+    outputs = RunOutputs.from_experiment(exp)
+    rows = [
+        {"question_id": "q", "dataset": d, "protocol": p, "thread": 0, "correct": True}
+        | {"u_intra": 0.1, "u_inter": 0.1, "u_sys": 0.1}
+        for p in exp.protocols
+        for d in exp.protocol_datasets(p)
+    ]
+    outputs.__dict__.update(uncertainty=pd.DataFrame(rows), turns=pd.DataFrame())
+    frame = udpo.heterogeneous(udpo.trajectories(outputs))
+    t5 = udpo.table5(frame)
+    vs = compare_with_paper(udpo.table5_cells(t5), published)
+    missing = vs[vs["run_value"].isna()]
+    assert missing.empty, missing[keys].to_string()
+    assert len(vs) == len(published)  # one measured cell per published one
+    baselines = t5[t5["method"].isin(["MAPPO", "RMAAC"]) & (t5["n_agents"] == 5)]
+    assert len(baselines) == 2 * 3 * 3  # MAPPO, RMAAC x T = 3, 5, 10 x the three datasets
+    for row in baselines.itertuples():
+        info = outputs.protocols[row.protocol]
+        assert info.rounds == row.rounds and info.adversarial == 0, row.protocol
+        assert [exp.training_runs[r]["method"] for r in info.trained_runs] == [row.method.lower()], row.protocol
+        for run in info.trained_runs:
+            trained_on = exp.benchmark_of(exp.training_runs[run]["dataset"])
+            assert trained_on == exp.benchmark_of(row.run_dataset), (row.protocol, run)
+    # Table 1 and Table 3 are at T = 5: Table 5's T = 3 / 10 debates fill neither
+    for table in (udpo.table1(frame, outputs.protocols), udpo.table3(frame, outputs.protocols)):
+        assert {outputs.protocols[p].rounds for p in table["protocol"]} == {5}

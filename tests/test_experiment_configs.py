@@ -24,7 +24,7 @@ PAPERS = ["udpo", "svr_mad", "umad_eval", "umad", "sdrl_eval", "sdrl", "confiden
 
 #: Protocols a CPU twin leaves out on purpose (named in its header comment).
 CUT_ON_CPU = {
-    # N = 10 and T > 2; after training, the ablations, MAPPO/RMAAC beyond N = 5 and m = 2, 3 (one more
+    # N = 10 and T > 2; after training, the ablations, MAPPO/RMAAC beyond N = 5 / T = 5 and m = 2, 3 (one more
     # run / debate of the same code each)
     "udpo": {
         "mad_n10",
@@ -38,7 +38,11 @@ CUT_ON_CPU = {
         "udpo_n10",
         "udpo_n5_t3",
         "udpo_n5_t10",
-        *(f"{run}_{cut}" for run in ("mappo", "rmaac") for cut in ("n3", "n10", "attack_m1", "attack_m2", "attack_m3")),
+        *(
+            f"{run}_{cut}"
+            for run in ("mappo", "rmaac")
+            for cut in ("n3", "n10", "n5_t3", "n5_t10", "attack_m1", "attack_m2", "attack_m3")
+        ),
         # every debate of the agents trained on TruthfulQA / CommonsenseQA (the GSM8K runs' code on
         # another dataset; neither training split is offline)
         *(
@@ -439,8 +443,7 @@ UDPO_TRAINED_CELLS = {
     *{(m, n, 0, 5) for m in ("UDPO", "MAPPO", "RMAAC") for n in (3, 5, 10)},
     *{(m, 5, k, 5) for m in ("UDPO", "MAPPO", "RMAAC") for k in (1, 2, 3)},
     *{(f"UDPO w/o {part}", 5, 0, 5) for part in ("intra", "inter", "sys")},
-    ("UDPO", 5, 0, 3),
-    ("UDPO", 5, 0, 10),
+    *{(m, 5, 0, t) for m in ("UDPO", "MAPPO", "RMAAC") for t in (3, 10)},
 }
 
 

@@ -121,8 +121,12 @@ TABLES = {
             for m in (1, 2, 3)
         ],
         Setting("protocols.udpo_n5.rounds", 5, "Table 1: the trained agents debate at T = 5"),
-        Setting("protocols.udpo_n5_t3.rounds", 3, "Table 5: T = 3"),
-        Setting("protocols.udpo_n5_t10.rounds", 10, "Table 5: T = 10"),
+        *[
+            Setting(f"protocols.{method}{suffix}_n5_t{t}.rounds", t, f"Table 5: T = {t}")
+            for method in ("udpo", "mappo", "rmaac")
+            for suffix in ("", "_tqa", "_csqa")
+            for t in (3, 10)
+        ],
     ],
 }
 

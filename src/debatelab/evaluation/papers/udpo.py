@@ -4,6 +4,8 @@ measures of every all-to-all protocol; the claims (udpo-1 to udpo-11) are `udpo_
 Which protocol fills which cell follows from the config: N = its participants, T = its rounds,
 m = its adversarial seats, the method = "MAD" for untrained agents, else the label of the
 training run behind them ("UDPO", "UDPO w/o intra", ...). Accuracies are in %, U's in [0, 1].
+Table 5 has a cell per T; every other table and Fig. 5 take a method's debate at the paper's main
+T = 5 where it also debated at Table 5's T = 3 / 10 (`MAIN_ROUNDS`).
 A protocol whose seats all stand for one paper backbone (`paper_backbone`, `RunOutputs.backbone`) is a
 homogeneous ensemble (App. C.1): it fills Table 4 (N = 5, no adversarial seat; `model` = that
 backbone) and, on Qwen-3-8B, Table 7 (one adversarial seat, and the drop from the same method's
@@ -109,17 +111,38 @@ def _cell_means(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     )
 
 
+#: The paper's main number of debate rounds: "The main experiments use T = 5" (App. C.2); only
+#: Table 5 varies T, so every other table and Fig. 5 take each cell's debate at T = 5.
+MAIN_ROUNDS = 5
+
+
+def _main_rounds_first(rounds: pd.Series) -> pd.Series:
+    """A sort score: T = 5 above every other T, then more rounds above fewer (a twin's stand-in T)."""
+    return (rounds == MAIN_ROUNDS).astype(int) * (rounds.max() + 1) + rounds
+
+
 def _one_protocol_per_cell(cells: pd.DataFrame, keys: list[str], protocols: dict[str, ProtocolInfo]) -> pd.DataFrame:
-    """Where several protocols fill one cell, the one with the most rounds (the paper's T = 5)."""
+    """Where several protocols fill one cell, the one at the paper's main T = 5 (the T = 3 / 10
+    debates of Table 5 fill no other table), else the one with the most rounds (a CPU twin's T)."""
     if cells.empty:
         return cells
     rounds = cells["protocol"].map(lambda p: protocols[p].rounds)
     return (
-        cells.assign(_r=rounds)
+        cells.assign(_r=_main_rounds_first(rounds))
         .sort_values("_r", ascending=False, kind="stable")
         .drop_duplicates([*keys, "run_dataset"])
         .drop(columns="_r")
     )
+
+
+def at_main_rounds(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of each (dataset, N, m, method)'s debates at T = 5 where it has one, else at its
+    most rounds: what `_one_protocol_per_cell` picks, for Fig. 5's per-question comparison."""
+    if frame.empty:
+        return frame
+    score = _main_rounds_first(frame["rounds"])
+    best = score.groupby([frame[k] for k in ("run_dataset", "n_agents", "m", "method")]).transform("max")
+    return frame[score == best]
 
 
 def natural(frame: pd.DataFrame) -> pd.DataFrame:
@@ -203,10 +226,18 @@ def _drop_estimate(frame: pd.DataFrame, attacked: str, unattacked: str):
     return est.scaled(100)
 
 
+TABLE5_KEYS = ["dataset", "n_agents", "rounds", "method"]
+
+
 def table5(frame: pd.DataFrame) -> pd.DataFrame:
-    return _cell_means(natural(frame), ["dataset", "n_agents", "rounds", "method"]).drop_duplicates(
-        ["dataset", "n_agents", "rounds", "method", "run_dataset"]
-    )
+    """Table 5 (App. C.2): every method's unattacked debates by N and T (MAD, UDPO, MAPPO and RMAAC at
+    T = 3 / 5 / 10 in udpo.yaml), each (N, T, method) from its own protocol."""
+    return _cell_means(natural(frame), TABLE5_KEYS).drop_duplicates([*TABLE5_KEYS, "run_dataset"])
+
+
+def table5_cells(t5: pd.DataFrame) -> pd.DataFrame:
+    """Table 5's cells beside the paper's: accuracy and the mean U_intra, U_inter, U_sys of each."""
+    return long_table(t5, TABLE5_KEYS, ["accuracy", *MEASURES])
 
 
 def table6(frame: pd.DataFrame) -> pd.DataFrame:
@@ -242,9 +273,10 @@ TABLE6_COLUMNS = ["dataset", "run_dataset", "condition", "measure", "r", "low", 
 
 def fig5(frame: pd.DataFrame) -> pd.DataFrame:
     """Δacc (points) of each method over standard MAD at the same N, per bin of MAD's U_sys
-    (per question, averaged over threads), pooled over datasets as the paper averages them."""
+    (per question, averaged over threads), pooled over datasets as the paper averages them; each
+    method's debates at T = 5 where it has them (`at_main_rounds`), not Table 5's other T's."""
     rows = []
-    nat = natural(frame)
+    nat = at_main_rounds(natural(frame))
     for n_agents, g in nat.groupby("n_agents"):
         mad = g[g["method"] == "MAD"]
         if mad.empty:
@@ -331,7 +363,7 @@ def evaluate(outputs: RunOutputs) -> PaperEvaluation:
     result.cells["table2"] = long_table(t2, ["dataset", "n_agents", "method"], metrics_cols)
     result.cells["table3"] = long_table(t3, ["dataset", "n_agents", "m", "method"], ["accuracy"])
     result.cells["table4"] = long_table(t4, ["dataset", "model", "method"], metrics_cols)
-    result.cells["table5"] = long_table(t5, ["dataset", "n_agents", "rounds", "method"], ["accuracy"])
+    result.cells["table5"] = table5_cells(t5)
     result.cells["table7"] = long_table(t7, ["dataset", "method"], ["accuracy", "drop"])
     result.cells["table6"] = t6.rename(columns={"r": "value"}).assign(metric="r")[
         ["dataset", "condition", "measure", "metric", "value", "low", "high", "n", "run_dataset"]
