@@ -29,8 +29,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 Z = 1.959963984540054  # z_.975
 
 
-def _protocol(name, rounds=2, adversarial=0, runs=()):
-    seats = ("a", "b", "c")
+def _protocol(name, rounds=2, adversarial=0, runs=(), n_seats=3):
+    seats = tuple("abcde"[:n_seats])
     return ProtocolInfo(
         name=name,
         kind="all_to_all",
@@ -38,11 +38,11 @@ def _protocol(name, rounds=2, adversarial=0, runs=()):
         threads=1,
         template="du",
         participants=seats,
-        models=("m",) * 3,
+        models=("m",) * n_seats,
         adversarial=adversarial,
         trained_runs=tuple(runs),
         datasets=("gsm_symbolic",),
-        adversarial_seats=tuple(i >= 3 - adversarial for i in range(3)),
+        adversarial_seats=tuple(i >= n_seats - adversarial for i in range(n_seats)),
     )
 
 
@@ -300,23 +300,6 @@ TABLE5_METHODS = ("MAD", "MAPPO", "RMAAC", "UDPO")
 TABLE5_METRICS = ("accuracy", "u_intra", "u_inter", "u_sys")
 
 
-def _five_seats(name, rounds, runs=()):
-    seats = ("a", "b", "c", "d", "e")
-    return ProtocolInfo(
-        name=name,
-        kind="all_to_all",
-        rounds=rounds,
-        threads=1,
-        template="du",
-        participants=seats,
-        models=("m",) * 5,
-        adversarial=0,
-        trained_runs=tuple(runs),
-        datasets=("gsm_symbolic",),
-        adversarial_seats=(False,) * 5,
-    )
-
-
 def test_table5_gives_mappo_and_rmaac_their_rounds_and_carries_the_us_beside_the_paper():
     """Table 5's MAPPO and RMAAC columns come from their own agents' debates at each T (method from the
     training run, T from the protocol's rounds), and each cell carries accuracy and the three U's,
@@ -331,7 +314,7 @@ def test_table5_gives_mappo_and_rmaac_their_rounds_and_carries_the_us_beside_the
         "rmaac_n5_t10": (10, ("rmaac",), [True, True, False, True], 0.4),
         "udpo_n5_t10": (10, ("udpo",), [True, True, True, True], 0.1),
     }
-    protocols = [_five_seats(name, t, runs) for name, (t, runs, _, _) in spec.items()]
+    protocols = [_protocol(name, t, runs=runs, n_seats=5) for name, (t, runs, _, _) in spec.items()]
     rows = [r for name, (_, _, correct, u) in spec.items() for r in _rows(name, correct, [u] * 4)]
     runs = {
         "udpo": RunInfo("udpo", "udpo", {"udpo": {"ablate": []}}),
